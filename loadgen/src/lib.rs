@@ -1,1 +1,27 @@
+//! loadgen: an HTTP load generator that records every request and explains where throughput
+//! stops.
+//!
+//! The data flow, top to bottom (read [`runner::run`] in that order): command line →
+//! validated [`config::RunConfig`] → a model hands out work ([`model`]) → workers send it on
+//! their own connections ([`worker`], [`transport`]) and emit one [`record::RequestRecord`]
+//! per request → a writer thread turns records into Parquet segments and exact aggregates
+//! ([`record::writer`], [`stats`]) → the summary, console table and run.json ([`report`]).
+//!
+//! Every request is a row, failures included; summaries are derived from the rows. The binary
+//! (`main.rs`) only parses arguments, builds the runtime, calls [`run`] and maps errors to exit
+//! codes; tests call [`run`] in-process.
 
+pub mod cli;
+pub mod clock;
+pub mod config;
+pub mod model;
+pub mod record;
+pub mod report;
+pub mod runner;
+pub mod stats;
+pub mod stop;
+pub mod transport;
+pub mod worker;
+pub mod workload;
+
+pub use runner::{run, RunError, RunOutcome};

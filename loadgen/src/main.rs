@@ -1,1 +1,85 @@
-fn main() {}
+//! The `loadgen` binary: parse the command line, build the runtime, call the library, print
+//! the result, map errors to exit codes. Everything else lives in the library.
+
+use std::process::ExitCode;
+
+use clap::Parser;
+use loadgen::cli::{Cli, Command};
+use loadgen::config::RunConfig;
+use loadgen::stop::{ExitReason, StopSignal};
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let code = match cli.command {
+        Command::Run(args) => run(&args),
+    };
+    ExitCode::from(code as u8)
+}
+
+fn run(args: &loadgen::cli::RunArgs) -> i32 {
+    let config = match RunConfig::from_args(args) {
+        Ok(config) => config,
+        Err(e) => return fail(&e.into()),
+    };
+    let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
+        Ok(runtime) => runtime,
+        Err(e) => {
+            eprintln!("error: cannot start the async runtime: {e}");
+            return 1;
+        }
+    };
+    let json = config.json;
+    runtime.block_on(async {
+        let stop = StopSignal::new();
+        tokio::spawn(watch_signals(stop.clone()));
+        match loadgen::run(config, stop).await {
+            Ok(outcome) => {
+                if json {
+                    let summary = serde_json::json!({
+                        "run_dir": outcome.run_dir,
+                        "run_id": outcome.run_id,
+                        "exit_reason": outcome.exit_reason,
+                        "summary": outcome.summary,
+                    });
+                    println!("{}", serde_json::to_string_pretty(&summary).unwrap_or_default());
+                } else {
+                    print!("{}", outcome.console);
+                }
+                outcome.exit_reason.exit_code()
+            }
+            Err(e) => fail(&e),
+        }
+    })
+}
+
+/// Prints the error as one sentence. The library's messages already name their cause, so
+/// the source chain is not repeated after them.
+fn fail(error: &loadgen::RunError) -> i32 {
+    eprintln!("error: {error}");
+    error.exit_code()
+}
+
+/// First Ctrl-C / SIGTERM: stop sending, let requests in flight finish. Second: cut them off.
+async fn watch_signals(stop: StopSignal) {
+    use tokio::signal::unix::{signal, SignalKind};
+    let (Ok(mut int), Ok(mut term)) = (
+        signal(SignalKind::interrupt()),
+        signal(SignalKind::terminate()),
+    ) else {
+        return;
+    };
+    let mut seen = 0;
+    loop {
+        let reason = tokio::select! {
+            _ = int.recv() => ExitReason::Interrupted,
+            _ = term.recv() => ExitReason::Terminated,
+        };
+        seen += 1;
+        if seen == 1 {
+            eprintln!("\nstopping: letting requests in flight finish (press Ctrl-C again to cut them off)");
+            stop.drain(reason);
+        } else {
+            stop.abort();
+        }
+    }
+}

@@ -1,0 +1,112 @@
+//! Command-line types (clap derive) and nothing else: turning them into a validated
+//! [`RunConfig`](crate::config::RunConfig) is `config.rs`'s job.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use clap::{Args, Parser, Subcommand};
+
+/// loadgen — an HTTP load generator that records every request and explains where
+/// throughput stops.
+#[derive(Debug, Parser)]
+#[command(name = "loadgen", version, about, long_about = None, propagate_version = true)]
+pub struct Cli {
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Run a load test and write one Parquet row per request.
+    ///
+    /// Without --url, starts the built-in reference server (loadgen-server) in-process and
+    /// tests it: a complete demo with nothing else to install.
+    #[command(after_help = RUN_EXAMPLES)]
+    Run(RunArgs),
+}
+
+const RUN_EXAMPLES: &str = "\
+Examples:
+  loadgen run                                        # demo against the embedded server
+  loadgen run --url http://127.0.0.1:8080/ -c 50 -d 30s
+  loadgen run --url http://host:8080/albums/1 -c 32 -n 100000 --json
+  loadgen run --url http://host:8080/swipe/left/ --method POST \\
+      -H 'Content-Type: application/json' --body @swipe.json -c 20 -d 1m
+
+Exit codes: 0 run finished (failed requests are counted, not fatal); 1 results could not be
+written; 2 bad input or unreachable target (nothing was run); 130 Ctrl-C; 143 SIGTERM.";
+
+/// Flags of `loadgen run`.
+#[derive(Debug, Args, Clone)]
+pub struct RunArgs {
+    /// Target URL (http://host[:port]/path?query). Omit it to test the embedded reference server.
+    #[arg(long, value_name = "URL")]
+    pub url: Option<String>,
+
+    /// Concurrent workers (virtual users), each with its own keep-alive connection.
+    #[arg(short = 'c', long = "connections", value_name = "N", default_value_t = 50)]
+    pub connections: u32,
+
+    /// How long to send requests, e.g. 30s, 2m, 1500ms (default 10s unless -n is given).
+    #[arg(short = 'd', long, value_name = "DURATION", value_parser = parse_duration, conflicts_with = "requests")]
+    pub duration: Option<Duration>,
+
+    /// Total number of requests to send, shared by all workers.
+    #[arg(short = 'n', long = "requests", value_name = "N")]
+    pub requests: Option<u64>,
+
+    /// HTTP method.
+    #[arg(short = 'm', long, value_name = "METHOD", default_value = "GET")]
+    pub method: String,
+
+    /// Extra request header, 'Name: value' (repeatable).
+    #[arg(short = 'H', long = "header", value_name = "HEADER")]
+    pub headers: Vec<String>,
+
+    /// Request body: a literal string, or @FILE to send a file's contents.
+    #[arg(short = 'b', long, value_name = "BODY")]
+    pub body: Option<String>,
+
+    /// Limit for one whole request (connect, send, headers, body); slower ones are `timeout` rows.
+    #[arg(long, value_name = "DURATION", value_parser = parse_duration, default_value = "30s")]
+    pub timeout: Duration,
+
+    /// Limit for opening a connection; slower ones are `connect_timeout` rows.
+    #[arg(long, value_name = "DURATION", value_parser = parse_duration, default_value = "5s")]
+    pub connect_timeout: Duration,
+
+    /// After the run stops (duration over, Ctrl-C), how long requests in flight may finish
+    /// before they are cut off and recorded as `cancelled`.
+    #[arg(long, value_name = "DURATION", value_parser = parse_duration, default_value = "5s")]
+    pub grace: Duration,
+
+    /// Run directory to create [default: runs/<run-id>]. Must not exist or be empty.
+    #[arg(short = 'o', long, value_name = "DIR")]
+    pub out: Option<PathBuf>,
+
+    /// Don't show the live progress line (it is hidden anyway when stderr is not a terminal).
+    #[arg(long)]
+    pub no_progress: bool,
+
+    /// Print the summary as JSON on stdout instead of the table.
+    #[arg(long)]
+    pub json: bool,
+
+    /// How often the open Parquet segment is closed and a new one started; a killed run keeps
+    /// every closed segment.
+    #[arg(long, value_name = "DURATION", value_parser = parse_duration, default_value = "5s", hide_short_help = true)]
+    pub segment_interval: Duration,
+}
+
+/// Parses `10s`, `250ms`, `1m30s`; a bare number means seconds.
+pub fn parse_duration(text: &str) -> Result<Duration, String> {
+    let text = text.trim();
+    if let Ok(seconds) = text.parse::<f64>() {
+        if seconds.is_finite() && seconds >= 0.0 {
+            return Ok(Duration::from_secs_f64(seconds));
+        }
+        return Err(format!("'{text}' is not a duration; use e.g. 10s, 500ms or 2m"));
+    }
+    humantime::parse_duration(text)
+        .map_err(|e| format!("'{text}' is not a duration ({e}); use e.g. 10s, 500ms or 2m"))
+}

@@ -1,0 +1,31 @@
+//! Client models: who sends what, and when. Nothing else.
+//!
+//! A model hands each worker a [`WorkSource`]; the one worker loop (`worker.rs`) asks it for
+//! the next [`Work`] item and sends it. Models never touch connections or records, so every
+//! model gets the same timing, error handling and recording for free. The closed model lives
+//! in [`closed`]; the course models and the open model follow the same seam.
+
+pub mod closed;
+
+use std::future::Future;
+use std::time::Instant;
+
+/// One request a worker should send next.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Work {
+    /// Index into the run's request templates (and the `op` dictionary).
+    pub op: u16,
+    /// Index into the run's phase labels.
+    pub phase: u16,
+    /// When the schedule wanted this request sent (open model); `None` for closed models.
+    pub intended: Option<Instant>,
+    /// How long the worker waited for this item (producer-buffer model).
+    pub queue_wait_ns: Option<i64>,
+    /// 1 for the first try, 2.. for retries.
+    pub attempt: u8,
+}
+
+/// Where a worker's next request comes from; `None` means the worker is done.
+pub trait WorkSource: Send {
+    fn next(&mut self) -> impl Future<Output = Option<Work>> + Send;
+}

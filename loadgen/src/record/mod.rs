@@ -1,0 +1,144 @@
+//! The per-request record: the one row every request becomes, and its Arrow schema.
+//!
+//! This module is the contract between the Rust engine and the Python analysis (DESIGN.md,
+//! "One row per request"). It owns the column names, their types and the error classes; it
+//! does not decide when rows are written (that is [`writer`]) or what they mean in aggregate
+//! (that is `stats`). Times are integer nanoseconds from the run's anchor instant.
+
+pub mod writer;
+
+use std::sync::Arc;
+
+use arrow_schema::{DataType, Field, Schema, SchemaRef};
+use serde::Serialize;
+
+/// Version of the row layout below; stored as `loadgen.schema_version` in every segment.
+pub const SCHEMA_VERSION: u32 = 1;
+
+/// Why a request did not produce the response the run expected.
+///
+/// A failed request is data: it becomes a row with one of these classes, never an early
+/// return. The discriminant is the dictionary key in the Parquet `error` column, so the
+/// order is part of the file format only through [`ErrorClass::ALL`]'s labels.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ErrorClass {
+    /// The server answered, but with a status outside the expected ones (default 2xx/3xx).
+    HttpStatus,
+    /// TCP connect was refused (nothing listening, or the backlog refused us).
+    ConnectRefused,
+    /// TCP connect (and handshake) did not finish within `--connect-timeout`.
+    ConnectTimeout,
+    /// The request did not complete within `--timeout`.
+    Timeout,
+    /// The peer reset or closed the connection before a complete response arrived.
+    Reset,
+    /// The response body broke off or was malformed after the headers arrived.
+    Body,
+    /// The bytes received were not valid HTTP.
+    Protocol,
+    /// The process ran out of file descriptors (EMFILE / ENFILE).
+    TooManyOpenFiles,
+    /// The host name did not resolve.
+    Dns,
+    /// TLS handshake or certificate failure.
+    Tls,
+    /// The request was still in flight when the run was stopped and the grace period ran out.
+    Cancelled,
+    /// Anything not classified above; the console shows it so we can classify it next time.
+    Other,
+}
+
+impl ErrorClass {
+    /// Every class, in dictionary-key order.
+    pub const ALL: [ErrorClass; 12] = [
+        ErrorClass::HttpStatus,
+        ErrorClass::ConnectRefused,
+        ErrorClass::ConnectTimeout,
+        ErrorClass::Timeout,
+        ErrorClass::Reset,
+        ErrorClass::Body,
+        ErrorClass::Protocol,
+        ErrorClass::TooManyOpenFiles,
+        ErrorClass::Dns,
+        ErrorClass::Tls,
+        ErrorClass::Cancelled,
+        ErrorClass::Other,
+    ];
+
+    /// The label written to Parquet and shown in summaries.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ErrorClass::HttpStatus => "http_status",
+            ErrorClass::ConnectRefused => "connect_refused",
+            ErrorClass::ConnectTimeout => "connect_timeout",
+            ErrorClass::Timeout => "timeout",
+            ErrorClass::Reset => "reset",
+            ErrorClass::Body => "body",
+            ErrorClass::Protocol => "protocol",
+            ErrorClass::TooManyOpenFiles => "too_many_open_files",
+            ErrorClass::Dns => "dns",
+            ErrorClass::Tls => "tls",
+            ErrorClass::Cancelled => "cancelled",
+            ErrorClass::Other => "other",
+        }
+    }
+
+    /// Position in [`ErrorClass::ALL`]; used as dictionary key and array index.
+    pub fn index(self) -> usize {
+        self as usize
+    }
+}
+
+impl std::fmt::Display for ErrorClass {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// One request, as it happened. `op` and `phase` index the run's label tables.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RequestRecord {
+    pub start_ns: i64,
+    pub intended_ns: Option<i64>,
+    pub latency_ns: i64,
+    pub connect_ns: Option<i64>,
+    pub ttfb_ns: Option<i64>,
+    pub queue_wait_ns: Option<i64>,
+    pub op: u16,
+    pub status: u16,
+    pub error: Option<ErrorClass>,
+    pub bytes_sent: u64,
+    pub bytes_received: u64,
+    pub worker: u32,
+    pub phase: u16,
+    pub attempt: u8,
+}
+
+fn dictionary(name: &str, nullable: bool) -> Field {
+    Field::new(
+        name,
+        DataType::Dictionary(Box::new(DataType::Int32), Box::new(DataType::Utf8)),
+        nullable,
+    )
+}
+
+/// The Arrow schema of a request segment (schema version [`SCHEMA_VERSION`]).
+pub fn schema() -> SchemaRef {
+    Arc::new(Schema::new(vec![
+        Field::new("start_ns", DataType::Int64, false),
+        Field::new("intended_ns", DataType::Int64, true),
+        Field::new("latency_ns", DataType::Int64, false),
+        Field::new("connect_ns", DataType::Int64, true),
+        Field::new("ttfb_ns", DataType::Int64, true),
+        Field::new("queue_wait_ns", DataType::Int64, true),
+        dictionary("op", false),
+        Field::new("status", DataType::UInt16, false),
+        dictionary("error", true),
+        Field::new("bytes_sent", DataType::UInt64, false),
+        Field::new("bytes_received", DataType::UInt64, false),
+        Field::new("worker", DataType::UInt32, false),
+        dictionary("phase", false),
+        Field::new("attempt", DataType::UInt8, false),
+    ]))
+}

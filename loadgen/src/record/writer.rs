@@ -1,0 +1,444 @@
+//! The Parquet segment writer: an OS thread that turns batches of records into segment files.
+//!
+//! Workers never touch files (DESIGN.md, "Hot path rules"): they hand whole batches over a
+//! bounded channel and this thread does the encoding. Each segment is a complete Parquet file
+//! written under a hidden `.partial` name and renamed when closed, so a reader never sees a
+//! half-written segment and a killed run loses at most the segment that was open. Segments
+//! close every `segment_interval` (a few seconds) and at the end of the run.
+
+use std::fs::File;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use arrow_array::builder::{Int64Builder, UInt16Builder, UInt32Builder, UInt64Builder, UInt8Builder};
+use arrow_array::types::Int32Type;
+use arrow_array::{ArrayRef, DictionaryArray, Int32Array, RecordBatch, StringArray};
+use parquet::arrow::ArrowWriter;
+use parquet::basic::{Compression, ZstdLevel};
+use parquet::file::properties::WriterProperties;
+use parquet::file::metadata::KeyValue;
+
+use super::{schema, ErrorClass, RequestRecord};
+use crate::stats::Aggregator;
+
+/// Rows encoded per Arrow batch handed to the Parquet writer.
+const ENCODE_ROWS: usize = 64 * 1024;
+/// Batches that may wait in the channel before a worker's hand-over blocks.
+const CHANNEL_BATCHES: usize = 1024;
+/// How often the thread wakes without input to check whether a segment is due to close.
+const IDLE_TICK: Duration = Duration::from_millis(200);
+
+/// Errors of the record path. Any of them ends the run: results we cannot keep are not results.
+#[derive(Debug, thiserror::Error)]
+pub enum RecordError {
+    #[error("cannot write {path}: {source}")]
+    Io {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("cannot encode Parquet segment {path}: {source}")]
+    Parquet {
+        path: PathBuf,
+        #[source]
+        source: parquet::errors::ParquetError,
+    },
+    #[error("the record writer thread panicked")]
+    Panicked,
+}
+
+/// What the writer needs to know once, before the first row.
+#[derive(Debug, Clone)]
+pub struct WriterConfig {
+    /// The `requests/` directory of the run; must exist.
+    pub dir: PathBuf,
+    /// Parquet key-value metadata stored in every segment (`loadgen.*`).
+    pub metadata: Vec<(String, String)>,
+    /// Labels for the `op` dictionary, indexed by `RequestRecord::op`.
+    pub ops: Vec<String>,
+    /// Labels for the `phase` dictionary, indexed by `RequestRecord::phase`.
+    pub phases: Vec<String>,
+    /// Close the open segment after this long, so a killed run keeps everything older.
+    pub segment_interval: Duration,
+}
+
+/// What the writer produced.
+#[derive(Debug, Clone)]
+pub struct WriterReport {
+    pub segments: Vec<PathBuf>,
+    pub rows: u64,
+    pub bytes_on_disk: u64,
+    /// Exact aggregates over every row written.
+    pub stats: Aggregator,
+}
+
+/// The sending side, cloned into every worker.
+pub type RecordSender = flume::Sender<Vec<RequestRecord>>;
+
+/// A running writer thread; dropping every [`RecordSender`] and calling [`WriterThread::finish`]
+/// closes the last segment.
+pub struct WriterThread {
+    handle: JoinHandle<Result<WriterReport, RecordError>>,
+}
+
+impl WriterThread {
+    /// Waits for the thread to drain the channel and close its last segment.
+    pub fn finish(self) -> Result<WriterReport, RecordError> {
+        self.handle.join().map_err(|_| RecordError::Panicked)?
+    }
+}
+
+/// Starts the writer thread.
+pub fn spawn(config: WriterConfig) -> Result<(RecordSender, WriterThread), RecordError> {
+    let (tx, rx) = flume::bounded(CHANNEL_BATCHES);
+    let handle = std::thread::Builder::new()
+        .name("loadgen-writer".into())
+        .spawn(move || SegmentWriter::new(config).run(rx))
+        .map_err(|source| RecordError::Io {
+            path: PathBuf::from("<writer thread>"),
+            source,
+        })?;
+    Ok((tx, WriterThread { handle }))
+}
+
+/// Columns accumulated since the last encode.
+#[derive(Default)]
+struct Columns {
+    start_ns: Int64Builder,
+    intended_ns: Int64Builder,
+    latency_ns: Int64Builder,
+    connect_ns: Int64Builder,
+    ttfb_ns: Int64Builder,
+    queue_wait_ns: Int64Builder,
+    op: Vec<i32>,
+    status: UInt16Builder,
+    error: Vec<Option<i32>>,
+    bytes_sent: UInt64Builder,
+    bytes_received: UInt64Builder,
+    worker: UInt32Builder,
+    phase: Vec<i32>,
+    attempt: UInt8Builder,
+}
+
+impl Columns {
+    fn len(&self) -> usize {
+        self.op.len()
+    }
+
+    fn push(&mut self, r: &RequestRecord) {
+        self.start_ns.append_value(r.start_ns);
+        self.intended_ns.append_option(r.intended_ns);
+        self.latency_ns.append_value(r.latency_ns);
+        self.connect_ns.append_option(r.connect_ns);
+        self.ttfb_ns.append_option(r.ttfb_ns);
+        self.queue_wait_ns.append_option(r.queue_wait_ns);
+        self.op.push(i32::from(r.op));
+        self.status.append_value(r.status);
+        self.error.push(r.error.map(|e| e.index() as i32));
+        self.bytes_sent.append_value(r.bytes_sent);
+        self.bytes_received.append_value(r.bytes_received);
+        self.worker.append_value(r.worker);
+        self.phase.push(i32::from(r.phase));
+        self.attempt.append_value(r.attempt);
+    }
+
+    /// Builds a RecordBatch and leaves the builders empty for the next one.
+    fn take(&mut self, dicts: &Dictionaries) -> RecordBatch {
+        let dict = |keys: Int32Array, values: &Arc<StringArray>| -> ArrayRef {
+            Arc::new(
+                DictionaryArray::<Int32Type>::try_new(keys, values.clone() as ArrayRef)
+                    .expect("dictionary keys index the label table"),
+            )
+        };
+        let columns: Vec<ArrayRef> = vec![
+            Arc::new(self.start_ns.finish()),
+            Arc::new(self.intended_ns.finish()),
+            Arc::new(self.latency_ns.finish()),
+            Arc::new(self.connect_ns.finish()),
+            Arc::new(self.ttfb_ns.finish()),
+            Arc::new(self.queue_wait_ns.finish()),
+            dict(Int32Array::from(std::mem::take(&mut self.op)), &dicts.ops),
+            Arc::new(self.status.finish()),
+            dict(Int32Array::from(std::mem::take(&mut self.error)), &dicts.errors),
+            Arc::new(self.bytes_sent.finish()),
+            Arc::new(self.bytes_received.finish()),
+            Arc::new(self.worker.finish()),
+            dict(Int32Array::from(std::mem::take(&mut self.phase)), &dicts.phases),
+            Arc::new(self.attempt.finish()),
+        ];
+        RecordBatch::try_new(schema(), columns).expect("columns match the record schema")
+    }
+}
+
+struct Dictionaries {
+    ops: Arc<StringArray>,
+    errors: Arc<StringArray>,
+    phases: Arc<StringArray>,
+}
+
+struct OpenSegment {
+    writer: ArrowWriter<File>,
+    partial_path: PathBuf,
+    final_path: PathBuf,
+}
+
+struct SegmentWriter {
+    config: WriterConfig,
+    dicts: Dictionaries,
+    columns: Columns,
+    open: Option<OpenSegment>,
+    /// When the first row of the current (open or pending) segment arrived.
+    segment_started: Option<Instant>,
+    report: WriterReport,
+}
+
+impl SegmentWriter {
+    fn new(config: WriterConfig) -> Self {
+        let dicts = Dictionaries {
+            ops: Arc::new(StringArray::from(config.ops.clone())),
+            errors: Arc::new(StringArray::from(
+                ErrorClass::ALL.iter().map(|e| e.as_str()).collect::<Vec<_>>(),
+            )),
+            phases: Arc::new(StringArray::from(config.phases.clone())),
+        };
+        let stats = Aggregator::new(config.ops.len());
+        SegmentWriter {
+            config,
+            dicts,
+            columns: Columns::default(),
+            open: None,
+            segment_started: None,
+            report: WriterReport {
+                segments: Vec::new(),
+                rows: 0,
+                bytes_on_disk: 0,
+                stats,
+            },
+        }
+    }
+
+    fn run(mut self, rx: flume::Receiver<Vec<RequestRecord>>) -> Result<WriterReport, RecordError> {
+        loop {
+            match rx.recv_timeout(IDLE_TICK) {
+                Ok(batch) => {
+                    if batch.is_empty() {
+                        continue;
+                    }
+                    self.segment_started.get_or_insert_with(Instant::now);
+                    for record in &batch {
+                        self.report.stats.observe(record);
+                        self.columns.push(record);
+                        if self.columns.len() >= ENCODE_ROWS {
+                            self.encode_pending()?;
+                        }
+                    }
+                }
+                Err(flume::RecvTimeoutError::Timeout) => {}
+                Err(flume::RecvTimeoutError::Disconnected) => break,
+            }
+            if self
+                .segment_started
+                .is_some_and(|t| t.elapsed() >= self.config.segment_interval)
+            {
+                self.close_segment()?;
+            }
+        }
+        self.close_segment()?;
+        Ok(self.report)
+    }
+
+    fn encode_pending(&mut self) -> Result<(), RecordError> {
+        if self.columns.len() == 0 {
+            return Ok(());
+        }
+        let rows = self.columns.len() as u64;
+        let batch = self.columns.take(&self.dicts);
+        let segment = match self.open.take() {
+            Some(segment) => segment,
+            None => self.open_segment()?,
+        };
+        let segment = self.open.insert(segment);
+        segment
+            .writer
+            .write(&batch)
+            .map_err(|source| RecordError::Parquet {
+                path: segment.partial_path.clone(),
+                source,
+            })?;
+        self.report.rows += rows;
+        Ok(())
+    }
+
+    fn open_segment(&self) -> Result<OpenSegment, RecordError> {
+        let name = format!("part-{:05}.parquet", self.report.segments.len());
+        let final_path = self.config.dir.join(&name);
+        let partial_path = self.config.dir.join(format!(".{name}.partial"));
+        let file = File::create(&partial_path).map_err(|source| RecordError::Io {
+            path: partial_path.clone(),
+            source,
+        })?;
+        let metadata = self
+            .config
+            .metadata
+            .iter()
+            .map(|(k, v)| KeyValue::new(k.clone(), v.clone()))
+            .collect();
+        let props = WriterProperties::builder()
+            .set_compression(Compression::ZSTD(ZstdLevel::default()))
+            .set_key_value_metadata(Some(metadata))
+            .build();
+        let writer = ArrowWriter::try_new(file, schema(), Some(props)).map_err(|source| {
+            RecordError::Parquet {
+                path: partial_path.clone(),
+                source,
+            }
+        })?;
+        Ok(OpenSegment {
+            writer,
+            partial_path,
+            final_path,
+        })
+    }
+
+    fn close_segment(&mut self) -> Result<(), RecordError> {
+        self.encode_pending()?;
+        self.segment_started = None;
+        let Some(segment) = self.open.take() else {
+            return Ok(());
+        };
+        let path = segment.partial_path.clone();
+        segment
+            .writer
+            .close()
+            .map_err(|source| RecordError::Parquet {
+                path: path.clone(),
+                source,
+            })?;
+        rename(&segment.partial_path, &segment.final_path)?;
+        self.report.bytes_on_disk += std::fs::metadata(&segment.final_path)
+            .map(|m| m.len())
+            .unwrap_or(0);
+        self.report.segments.push(segment.final_path);
+        Ok(())
+    }
+}
+
+fn rename(from: &Path, to: &Path) -> Result<(), RecordError> {
+    std::fs::rename(from, to).map_err(|source| RecordError::Io {
+        path: to.to_path_buf(),
+        source,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use arrow_array::cast::AsArray;
+    use arrow_array::types::{Int64Type, UInt16Type, UInt64Type};
+    use arrow_array::Array;
+    use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
+
+    fn sample(i: usize) -> RequestRecord {
+        let some_if = |cond: bool, v: i64| cond.then_some(v);
+        RequestRecord {
+            start_ns: i as i64 * 1_000,
+            intended_ns: some_if(i % 3 == 0, i as i64 * 999),
+            latency_ns: 50_000 + i as i64,
+            connect_ns: some_if(i % 7 == 0, 12_345),
+            ttfb_ns: some_if(i % 5 != 0, 40_000),
+            queue_wait_ns: some_if(i % 2 == 0, i as i64),
+            op: (i % 2) as u16,
+            status: if i % 5 == 0 { 0 } else { 200 },
+            error: (i % 4 == 0).then(|| ErrorClass::ALL[i % ErrorClass::ALL.len()]),
+            bytes_sent: 100 + i as u64,
+            bytes_received: 200 + i as u64,
+            worker: (i % 9) as u32,
+            phase: 1,
+            attempt: 1 + (i % 3) as u8,
+        }
+    }
+
+    /// Records written by the thread come back unchanged, with their labels and metadata.
+    #[test]
+    fn records_round_trip_through_parquet() {
+        let dir = tempfile::tempdir().unwrap();
+        let (tx, thread) = spawn(WriterConfig {
+            dir: dir.path().to_path_buf(),
+            metadata: vec![("loadgen.run_id".into(), "test-run".into())],
+            ops: vec!["GET /a".into(), "POST /b".into()],
+            phases: vec!["startup".into(), "main".into()],
+            segment_interval: Duration::from_secs(60),
+        })
+        .unwrap();
+        let records: Vec<RequestRecord> = (0..70_000).map(sample).collect();
+        for chunk in records.chunks(1000) {
+            tx.send(chunk.to_vec()).unwrap();
+        }
+        drop(tx);
+        let report = thread.finish().unwrap();
+        assert_eq!(report.rows, 70_000);
+        assert_eq!(report.segments.len(), 1);
+        assert_eq!(report.stats.requests(), 70_000);
+
+        let file = File::open(&report.segments[0]).unwrap();
+        let builder = ParquetRecordBatchReaderBuilder::try_new(file).unwrap();
+        let kv = builder.metadata().file_metadata().key_value_metadata().unwrap().clone();
+        assert!(kv.iter().any(|k| k.key == "loadgen.run_id" && k.value.as_deref() == Some("test-run")));
+        let mut i = 0;
+        for batch in builder.build().unwrap() {
+            let batch = batch.unwrap();
+            let col = |name: &str| batch.column_by_name(name).unwrap().clone();
+            let i64s = |name: &str| col(name).as_primitive::<Int64Type>().clone();
+            let opt = |a: &arrow_array::Int64Array, j: usize| (!a.is_null(j)).then(|| a.value(j));
+            let label = |name: &str, j: usize| -> Option<String> {
+                let c = col(name);
+                let d = c.as_dictionary::<Int32Type>();
+                let values = d.values().as_string::<i32>();
+                d.keys().iter().nth(j).unwrap().map(|k| values.value(k as usize).to_string())
+            };
+            for j in 0..batch.num_rows() {
+                let want = sample(i);
+                assert_eq!(i64s("start_ns").value(j), want.start_ns);
+                assert_eq!(opt(&i64s("intended_ns"), j), want.intended_ns);
+                assert_eq!(i64s("latency_ns").value(j), want.latency_ns);
+                assert_eq!(opt(&i64s("connect_ns"), j), want.connect_ns);
+                assert_eq!(opt(&i64s("ttfb_ns"), j), want.ttfb_ns);
+                assert_eq!(opt(&i64s("queue_wait_ns"), j), want.queue_wait_ns);
+                assert_eq!(label("op", j).unwrap(), ["GET /a", "POST /b"][usize::from(want.op)]);
+                assert_eq!(col("status").as_primitive::<UInt16Type>().value(j), want.status);
+                assert_eq!(label("error", j).as_deref(), want.error.map(|e| e.as_str()));
+                assert_eq!(col("bytes_sent").as_primitive::<UInt64Type>().value(j), want.bytes_sent);
+                assert_eq!(label("phase", j).unwrap(), "main");
+                i += 1;
+            }
+        }
+        assert_eq!(i, 70_000);
+    }
+
+    /// A killed run keeps closed segments: an interval shorter than the run yields several.
+    #[test]
+    fn segments_rotate_by_time() {
+        let dir = tempfile::tempdir().unwrap();
+        let (tx, thread) = spawn(WriterConfig {
+            dir: dir.path().to_path_buf(),
+            metadata: vec![],
+            ops: vec!["GET /".into(), "POST /".into()],
+            phases: vec!["startup".into(), "main".into()],
+            segment_interval: Duration::from_millis(100),
+        })
+        .unwrap();
+        for i in 0..4 {
+            tx.send(vec![sample(i * 2 + 1)]).unwrap();
+            std::thread::sleep(Duration::from_millis(350));
+        }
+        drop(tx);
+        let report = thread.finish().unwrap();
+        assert_eq!(report.rows, 4);
+        assert_eq!(report.segments.len(), 4, "{:?}", report.segments);
+        for (n, path) in report.segments.iter().enumerate() {
+            assert!(path.ends_with(format!("part-{n:05}.parquet")));
+        }
+    }
+}

@@ -1,0 +1,132 @@
+//! The console summary: what the course clients print (wall time, throughput), per request type.
+
+use std::fmt::Write;
+
+use super::RunSummary;
+
+/// Renders the summary table. `run_dir` and `exit_reason` are shown at the end.
+pub fn render(summary: &RunSummary, header: &str, footer: &[(&str, String)]) -> String {
+    let mut out = String::new();
+    let _ = writeln!(out, "{header}");
+    let _ = writeln!(out);
+    let failures = if summary.errors.is_empty() {
+        String::new()
+    } else {
+        let by_class: Vec<String> = summary.errors.iter().map(|(c, n)| format!("{c} {n}")).collect();
+        format!(" ({})", by_class.join(", "))
+    };
+    let _ = writeln!(
+        out,
+        "  Requests    {} total, {} ok, {} failed{failures}",
+        summary.requests, summary.ok, summary.failed
+    );
+    let _ = writeln!(out, "  Wall time   {}", duration(summary.wall_time_ns as f64));
+    let _ = writeln!(
+        out,
+        "  Throughput  {:.1} req/s ({:.1} req/s ok)",
+        summary.throughput_rps, summary.ok_throughput_rps
+    );
+    let _ = writeln!(
+        out,
+        "  Transfer    {} sent, {} received",
+        bytes(summary.bytes_sent),
+        bytes(summary.bytes_received)
+    );
+    let _ = writeln!(out);
+
+    let headings = [
+        "op", "requests", "failed", "req/s", "mean", "min", "p50", "p90", "p99", "p99.9", "max",
+    ];
+    let mut rows: Vec<Vec<String>> = vec![headings.iter().map(|s| s.to_string()).collect()];
+    for op in &summary.ops {
+        let mut row = vec![
+            op.op.clone(),
+            op.requests.to_string(),
+            op.failed.to_string(),
+            format!("{:.1}", op.throughput_rps),
+        ];
+        match &op.latency {
+            Some(l) => row.extend(
+                [
+                    l.mean_ns,
+                    l.min_ns as f64,
+                    l.p50_ns as f64,
+                    l.p90_ns as f64,
+                    l.p99_ns as f64,
+                    l.p999_ns as f64,
+                    l.max_ns as f64,
+                ]
+                .map(duration),
+            ),
+            None => row.extend(std::iter::repeat_n("-".to_string(), 7)),
+        }
+        rows.push(row);
+    }
+    let widths: Vec<usize> = (0..headings.len())
+        .map(|i| rows.iter().map(|r| r[i].chars().count()).max().unwrap_or(0))
+        .collect();
+    for row in &rows {
+        let mut line = String::from(" ");
+        for (i, cell) in row.iter().enumerate() {
+            let pad = widths[i] - cell.chars().count();
+            if i == 0 {
+                let _ = write!(line, " {cell}{}", " ".repeat(pad));
+            } else {
+                let _ = write!(line, "  {}{cell}", " ".repeat(pad));
+            }
+        }
+        let _ = writeln!(out, "{}", line.trim_end());
+    }
+    if !footer.is_empty() {
+        let _ = writeln!(out);
+        let width = footer.iter().map(|(k, _)| k.len()).max().unwrap_or(0);
+        for (key, value) in footer {
+            let _ = writeln!(out, "  {key:<width$}  {value}");
+        }
+    }
+    out
+}
+
+/// A nanosecond quantity in the unit a person reads best.
+pub fn duration(ns: f64) -> String {
+    if ns < 1e3 {
+        format!("{ns:.0}ns")
+    } else if ns < 1e6 {
+        format!("{:.1}µs", ns / 1e3)
+    } else if ns < 1e9 {
+        format!("{:.2}ms", ns / 1e6)
+    } else {
+        format!("{:.3}s", ns / 1e9)
+    }
+}
+
+/// Bytes with a binary unit.
+pub fn bytes(n: u64) -> String {
+    const UNITS: [&str; 5] = ["B", "KiB", "MiB", "GiB", "TiB"];
+    let mut value = n as f64;
+    let mut unit = 0;
+    while value >= 1024.0 && unit + 1 < UNITS.len() {
+        value /= 1024.0;
+        unit += 1;
+    }
+    if unit == 0 {
+        format!("{n} B")
+    } else {
+        format!("{value:.1} {}", UNITS[unit])
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn units_are_readable() {
+        assert_eq!(duration(850.0), "850ns");
+        assert_eq!(duration(123_400.0), "123.4µs");
+        assert_eq!(duration(12_345_678.0), "12.35ms");
+        assert_eq!(duration(2_500_000_000.0), "2.500s");
+        assert_eq!(bytes(512), "512 B");
+        assert_eq!(bytes(3 * 1024 * 1024 / 2), "1.5 MiB");
+    }
+}

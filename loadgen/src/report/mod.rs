@@ -1,0 +1,135 @@
+//! Reporting: the run summary (derived from the recorded rows), the console table, run.json,
+//! and the live progress line.
+//!
+//! Raw records are the interface; everything here is derived from them (STYLE.md). This module
+//! decides how results are shown, not how they are measured.
+
+pub mod console;
+pub mod progress;
+
+use std::collections::BTreeMap;
+use std::path::Path;
+
+use serde::Serialize;
+
+use crate::stats::{Aggregator, OpAggregate};
+
+/// The numbers a run ends with; printed on the console and stored in run.json.
+#[derive(Debug, Clone, Serialize)]
+pub struct RunSummary {
+    pub requests: u64,
+    pub ok: u64,
+    pub failed: u64,
+    /// Failures by error class (`http_status`, `reset`, …).
+    pub errors: BTreeMap<String, u64>,
+    /// From the first request's start to the last one's end.
+    pub wall_time_ns: i64,
+    pub throughput_rps: f64,
+    pub ok_throughput_rps: f64,
+    pub bytes_sent: u64,
+    pub bytes_received: u64,
+    pub ops: Vec<OpSummary>,
+    /// Total time workers spent blocked handing record batches to the writer thread.
+    pub record_handoff_blocked_ns: u64,
+}
+
+/// Per request type.
+#[derive(Debug, Clone, Serialize)]
+pub struct OpSummary {
+    pub op: String,
+    pub requests: u64,
+    pub failed: u64,
+    pub errors: BTreeMap<String, u64>,
+    pub throughput_rps: f64,
+    /// Over requests that got an HTTP response; `None` if none did.
+    pub latency: Option<LatencySummary>,
+}
+
+/// Latency percentiles in nanoseconds, at HDR precision (3 significant digits).
+#[derive(Debug, Clone, Copy, Serialize)]
+pub struct LatencySummary {
+    pub count: u64,
+    pub mean_ns: f64,
+    pub min_ns: u64,
+    pub p50_ns: u64,
+    pub p90_ns: u64,
+    pub p99_ns: u64,
+    pub p999_ns: u64,
+    pub max_ns: u64,
+}
+
+impl RunSummary {
+    pub fn from_stats(stats: &Aggregator, labels: &[String], handoff_blocked_ns: u64) -> Self {
+        let wall_time_ns = stats.last_end_ns.unwrap_or(0).max(0);
+        let rate = |n: u64| {
+            if wall_time_ns > 0 {
+                n as f64 / (wall_time_ns as f64 / 1e9)
+            } else {
+                0.0
+            }
+        };
+        let requests = stats.requests();
+        let failed = stats.failures();
+        let ops = stats
+            .ops
+            .iter()
+            .zip(labels)
+            .map(|(op, label)| OpSummary {
+                op: label.clone(),
+                requests: op.requests,
+                failed: op.failures,
+                errors: errors_by_name(op),
+                throughput_rps: rate(op.requests),
+                latency: latency(op),
+            })
+            .collect();
+        RunSummary {
+            requests,
+            ok: requests - failed,
+            failed,
+            errors: stats
+                .errors_by_class()
+                .into_iter()
+                .map(|(class, n)| (class.to_string(), n))
+                .collect(),
+            wall_time_ns,
+            throughput_rps: rate(requests),
+            ok_throughput_rps: rate(requests - failed),
+            bytes_sent: stats.ops.iter().map(|o| o.bytes_sent).sum(),
+            bytes_received: stats.ops.iter().map(|o| o.bytes_received).sum(),
+            ops,
+            record_handoff_blocked_ns: handoff_blocked_ns,
+        }
+    }
+}
+
+fn errors_by_name(op: &OpAggregate) -> BTreeMap<String, u64> {
+    crate::record::ErrorClass::ALL
+        .iter()
+        .zip(&op.errors)
+        .filter(|(_, &n)| n > 0)
+        .map(|(class, &n)| (class.to_string(), n))
+        .collect()
+}
+
+fn latency(op: &OpAggregate) -> Option<LatencySummary> {
+    let h = &op.latency_ns;
+    (!h.is_empty()).then(|| LatencySummary {
+        count: h.len(),
+        mean_ns: h.mean(),
+        min_ns: h.min(),
+        p50_ns: h.value_at_quantile(0.50),
+        p90_ns: h.value_at_quantile(0.90),
+        p99_ns: h.value_at_quantile(0.99),
+        p999_ns: h.value_at_quantile(0.999),
+        max_ns: h.max(),
+    })
+}
+
+/// Writes `value` as pretty JSON to `path`, via a temporary file so a reader never sees half.
+pub fn write_json_atomically(path: &Path, value: &impl Serialize) -> std::io::Result<()> {
+    let text = serde_json::to_string_pretty(value).map_err(std::io::Error::other)?;
+    let partial = path.with_extension("json.partial");
+    std::fs::write(&partial, text + "\n")?;
+    std::fs::rename(&partial, path)
+}

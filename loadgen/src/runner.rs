@@ -1,0 +1,441 @@
+//! One run, end to end: check the target, create the run directory, start the writer, the
+//! workers and the progress line, stop on time or on a signal, and write the summary.
+//!
+//! This is the only place that knows about all the parts; each part knows only its neighbours.
+//! Nothing is written to disk until the target has answered a TCP connect, so bad input never
+//! leaves an empty run behind pretending to be a result.
+
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use serde::Serialize;
+use tokio::task::JoinSet;
+
+use crate::clock::Anchor;
+use crate::config::{ConfigError, Limit, ResolvedConfig, RunConfig, Target, TargetUrl};
+use crate::model::closed;
+use crate::record::writer::{self, RecordError, WriterConfig};
+use crate::record::SCHEMA_VERSION;
+use crate::report::{console, progress::Progress, write_json_atomically, RunSummary};
+use crate::stats::LiveCounters;
+use crate::stop::{ExitReason, StopSignal};
+use crate::transport::{http1::Http1Transport, probe, ProbeError, TransportConfig};
+use crate::worker::{run_worker, WorkerContext};
+use crate::workload::RequestTemplate;
+
+/// Why a run could not be carried out. [`RunError::exit_code`] maps each to the process exit.
+#[derive(Debug, thiserror::Error)]
+pub enum RunError {
+    #[error(transparent)]
+    Config(#[from] ConfigError),
+    #[error("cannot resolve host '{host}' of --url {url} ({reason}); check the host name")]
+    Dns {
+        url: String,
+        host: String,
+        reason: String,
+    },
+    #[error("cannot connect to {url} ({addr}): {source}; is the server running and is the URL right?")]
+    Unreachable {
+        url: String,
+        addr: SocketAddr,
+        #[source]
+        source: ProbeError,
+    },
+    #[error("--out {0} already exists and is not empty; choose a new directory or remove it")]
+    OutExists(PathBuf),
+    #[error("cannot create run directory {path}: {source}")]
+    RunDir {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("cannot start the embedded reference server: {0}")]
+    EmbeddedServer(#[source] std::io::Error),
+    #[error(transparent)]
+    Record(#[from] RecordError),
+    #[error("cannot write {path}: {source}")]
+    Write {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+}
+
+impl RunError {
+    /// 2 for input the user can fix before anything ran; 1 for failures during the run.
+    pub fn exit_code(&self) -> i32 {
+        match self {
+            RunError::Config(_)
+            | RunError::Dns { .. }
+            | RunError::Unreachable { .. }
+            | RunError::OutExists(_) => 2,
+            RunError::RunDir { .. }
+            | RunError::EmbeddedServer(_)
+            | RunError::Record(_)
+            | RunError::Write { .. } => 1,
+        }
+    }
+}
+
+/// What a finished run produced.
+#[derive(Debug, Clone)]
+pub struct RunOutcome {
+    pub run_dir: PathBuf,
+    pub run_id: String,
+    pub summary: RunSummary,
+    pub exit_reason: ExitReason,
+    /// The console table, as printed when `--json` is not given.
+    pub console: String,
+    /// The run.json document.
+    pub run_json: serde_json::Value,
+}
+
+/// The machine the client ran on.
+#[derive(Debug, Clone, Serialize)]
+pub struct HostInfo {
+    pub hostname: String,
+    pub os: String,
+    pub arch: String,
+    pub cpus: usize,
+}
+
+impl HostInfo {
+    pub fn current() -> Self {
+        HostInfo {
+            hostname: gethostname::gethostname().to_string_lossy().into_owned(),
+            os: std::env::consts::OS.to_string(),
+            arch: std::env::consts::ARCH.to_string(),
+            cpus: std::thread::available_parallelism().map_or(1, |n| n.get()),
+        }
+    }
+}
+
+#[derive(Debug, Serialize)]
+struct RunJson<'a> {
+    schema_version: u32,
+    kind: &'static str,
+    loadgen_version: &'static str,
+    run_id: &'a str,
+    created_at: String,
+    anchor_unix_ns: i64,
+    host: &'a HostInfo,
+    config: &'a ResolvedConfig,
+    exit_reason: ExitReason,
+    exit_code: i32,
+    summary: &'a RunSummary,
+    records: RecordsInfo,
+    warnings: &'a [String],
+}
+
+#[derive(Debug, Serialize)]
+struct RecordsInfo {
+    rows: u64,
+    bytes_on_disk: u64,
+    segments: Vec<String>,
+}
+
+/// Runs a closed-model load test. `stop` lets the caller (signal handler, test) stop it early.
+pub async fn run(config: RunConfig, stop: StopSignal) -> Result<RunOutcome, RunError> {
+    let mut warnings = Vec::new();
+    if let Some(warning) = raise_open_files_limit(config.connections) {
+        eprintln!("warning: {warning}");
+        warnings.push(warning);
+    }
+
+    // The target: the embedded server, or the user's, which must answer before we go on.
+    let embedded = match config.target {
+        Target::Embedded => Some(
+            servers::start(servers::ServerConfig::default())
+                .await
+                .map_err(RunError::EmbeddedServer)?,
+        ),
+        Target::Url(_) => None,
+    };
+    let target = match (&config.target, &embedded) {
+        (Target::Url(url), _) => url.clone(),
+        (Target::Embedded, Some(server)) => TargetUrl::parse(&format!("{}/", server.url()))?,
+        (Target::Embedded, None) => unreachable!("embedded server started above"),
+    };
+    let addr = resolve(&target).await?;
+    probe(addr, config.connect_timeout)
+        .await
+        .map_err(|source| RunError::Unreachable {
+            url: target.url.clone(),
+            addr,
+            source,
+        })?;
+
+    let run_id = new_run_id();
+    let run_dir = create_run_dir(config.out.as_deref(), &run_id)?;
+    let resolved = config.resolved(&target.url);
+    let host = HostInfo::current();
+    let template = RequestTemplate::new(
+        config.method.clone(),
+        target.path.clone(),
+        &target.authority,
+        &config.headers,
+        config.body.clone(),
+    );
+    let labels = vec![template.label.clone()];
+    let anchor = Anchor::now();
+
+    let (records, writer) = writer::spawn(WriterConfig {
+        dir: run_dir.join("requests"),
+        metadata: parquet_metadata(&run_id, &anchor, &resolved, &host),
+        ops: labels.clone(),
+        phases: vec!["main".to_string()],
+        segment_interval: config.segment_interval,
+    })?;
+
+    let live = Arc::new(LiveCounters::default());
+    let ctx = Arc::new(WorkerContext {
+        anchor,
+        templates: vec![template],
+        live: live.clone(),
+        stop: stop.clone(),
+        expected_status: 200..=399,
+    });
+    let transport = Arc::new(TransportConfig {
+        addr,
+        connect_timeout: config.connect_timeout,
+        request_timeout: config.timeout,
+    });
+    if !config.json {
+        eprintln!(
+            "loadgen: {} workers, {} against {}{}",
+            config.connections,
+            describe_limit(config.limit),
+            target.url,
+            if embedded.is_some() { " (embedded loadgen-server)" } else { "" },
+        );
+    }
+    let progress = Progress::start(config.progress, config.limit, live.clone());
+
+    let requests = match config.limit {
+        Limit::Requests(n) => Some(n),
+        Limit::Duration(_) => None,
+    };
+    let mut workers = JoinSet::new();
+    for (id, source) in closed::sources(config.connections, requests, &stop)
+        .into_iter()
+        .enumerate()
+    {
+        workers.spawn(run_worker(
+            id as u32,
+            Http1Transport::new(transport.clone()),
+            source,
+            ctx.clone(),
+            records.clone(),
+        ));
+    }
+    drop(records);
+    if let Limit::Duration(duration) = config.limit {
+        let stop = stop.clone();
+        tokio::spawn(async move {
+            tokio::time::sleep(duration).await;
+            stop.drain(ExitReason::DurationElapsed);
+        });
+    }
+    wait_for_workers(&mut workers, &stop, config.grace).await;
+    progress.finish();
+    drop(ctx);
+
+    let report = tokio::task::spawn_blocking(move || writer.finish())
+        .await
+        .map_err(|_| RecordError::Panicked)??;
+    let exit_reason = stop.reason().unwrap_or(ExitReason::Completed);
+    let summary = RunSummary::from_stats(
+        &report.stats,
+        &labels,
+        live.handoff_blocked_ns.load(std::sync::atomic::Ordering::Relaxed),
+    );
+    if let Some(server) = embedded {
+        server.shutdown().await;
+    }
+
+    let run_json = serde_json::to_value(RunJson {
+        schema_version: SCHEMA_VERSION,
+        kind: "run",
+        loadgen_version: env!("CARGO_PKG_VERSION"),
+        run_id: &run_id,
+        created_at: chrono::DateTime::<chrono::Utc>::from(
+            std::time::UNIX_EPOCH + std::time::Duration::from_nanos(anchor.unix_ns as u64),
+        )
+        .to_rfc3339(),
+        anchor_unix_ns: anchor.unix_ns,
+        host: &host,
+        config: &resolved,
+        exit_reason,
+        exit_code: exit_reason.exit_code(),
+        summary: &summary,
+        records: RecordsInfo {
+            rows: report.rows,
+            bytes_on_disk: report.bytes_on_disk,
+            segments: report
+                .segments
+                .iter()
+                .filter_map(|p| p.strip_prefix(&run_dir).ok())
+                .map(|p| p.display().to_string())
+                .collect(),
+        },
+        warnings: &warnings,
+    })
+    .expect("run.json is plain data");
+    let run_json_path = run_dir.join("run.json");
+    write_json_atomically(&run_json_path, &run_json).map_err(|source| RunError::Write {
+        path: run_json_path,
+        source,
+    })?;
+
+    let header = format!(
+        "loadgen {} — closed model, {} workers, {}, {} {}",
+        env!("CARGO_PKG_VERSION"),
+        config.connections,
+        describe_limit(config.limit),
+        config.method,
+        target.url
+    );
+    let mut footer = vec![
+        ("Run directory", run_dir.display().to_string()),
+        (
+            "Records",
+            format!(
+                "{} rows in {} segment(s), {}",
+                report.rows,
+                report.segments.len(),
+                console::bytes(report.bytes_on_disk)
+            ),
+        ),
+        ("Ended", exit_reason_text(exit_reason).to_string()),
+    ];
+    for warning in &warnings {
+        footer.push(("Warning", warning.clone()));
+    }
+    let console = console::render(&summary, &header, &footer);
+    Ok(RunOutcome {
+        run_dir,
+        run_id,
+        summary,
+        exit_reason,
+        console,
+        run_json,
+    })
+}
+
+/// Waits until every worker is done. Once the run drains, in-flight requests get `grace` to
+/// finish before they are cut off.
+async fn wait_for_workers(workers: &mut JoinSet<()>, stop: &StopSignal, grace: std::time::Duration) {
+    let mut deadline = None;
+    loop {
+        tokio::select! {
+            joined = workers.join_next() => match joined {
+                None => return,
+                Some(Err(e)) if e.is_panic() => std::panic::resume_unwind(e.into_panic()),
+                Some(_) => {}
+            },
+            _ = stop.draining(), if deadline.is_none() => {
+                deadline = Some(tokio::time::Instant::now() + grace);
+            },
+            _ = sleep_until(deadline) => stop.abort(),
+        }
+    }
+}
+
+async fn sleep_until(deadline: Option<tokio::time::Instant>) {
+    match deadline {
+        Some(at) => tokio::time::sleep_until(at).await,
+        None => std::future::pending().await,
+    }
+}
+
+async fn resolve(target: &TargetUrl) -> Result<SocketAddr, RunError> {
+    let dns = |reason: String| RunError::Dns {
+        url: target.url.clone(),
+        host: target.host.clone(),
+        reason,
+    };
+    let mut addrs = tokio::net::lookup_host((target.host.as_str(), target.port))
+        .await
+        .map_err(|e| dns(e.to_string()))?;
+    addrs.next().ok_or_else(|| dns("no addresses".to_string()))
+}
+
+fn new_run_id() -> String {
+    let now = chrono::Utc::now();
+    // Sub-second digits keep two runs started in the same second apart.
+    format!("{}-{:04}", now.format("%Y%m%dT%H%M%SZ"), now.timestamp_subsec_micros() % 10_000)
+}
+
+fn create_run_dir(out: Option<&Path>, run_id: &str) -> Result<PathBuf, RunError> {
+    let dir = match out {
+        Some(dir) => {
+            let occupied = std::fs::read_dir(dir).is_ok_and(|mut d| d.next().is_some());
+            if occupied {
+                return Err(RunError::OutExists(dir.to_path_buf()));
+            }
+            dir.to_path_buf()
+        }
+        None => Path::new("runs").join(run_id),
+    };
+    std::fs::create_dir_all(dir.join("requests")).map_err(|source| RunError::RunDir {
+        path: dir.clone(),
+        source,
+    })?;
+    Ok(dir)
+}
+
+fn parquet_metadata(
+    run_id: &str,
+    anchor: &Anchor,
+    resolved: &ResolvedConfig,
+    host: &HostInfo,
+) -> Vec<(String, String)> {
+    vec![
+        ("loadgen.schema_version".into(), SCHEMA_VERSION.to_string()),
+        ("loadgen.version".into(), env!("CARGO_PKG_VERSION").into()),
+        ("loadgen.run_id".into(), run_id.into()),
+        ("loadgen.anchor_unix_ns".into(), anchor.unix_ns.to_string()),
+        (
+            "loadgen.scenario".into(),
+            toml::to_string(resolved).unwrap_or_default(),
+        ),
+        (
+            "loadgen.host".into(),
+            serde_json::to_string(host).unwrap_or_default(),
+        ),
+        ("loadgen.shard".into(), "0/1".into()),
+    ]
+}
+
+/// Raises the soft open-files limit to the hard one; returns a warning if `connections`
+/// will not fit under it.
+fn raise_open_files_limit(connections: u32) -> Option<String> {
+    // Headroom for the runtime, the writer, stdio and the embedded server's sockets.
+    const SPARE_FDS: u64 = 64;
+    let limit = rlimit::increase_nofile_limit(u64::MAX).ok()?;
+    let needed = u64::from(connections) + SPARE_FDS;
+    (needed > limit).then(|| {
+        format!(
+            "-c {connections} needs about {needed} open files but the limit is {limit}; \
+             expect too_many_open_files errors (raise it with `ulimit -n` or lower -c)"
+        )
+    })
+}
+
+fn describe_limit(limit: Limit) -> String {
+    match limit {
+        Limit::Duration(d) => format!("for {}", humantime::format_duration(d)),
+        Limit::Requests(n) => format!("{n} requests"),
+    }
+}
+
+fn exit_reason_text(reason: ExitReason) -> &'static str {
+    match reason {
+        ExitReason::Completed => "all requests sent",
+        ExitReason::DurationElapsed => "duration elapsed",
+        ExitReason::Interrupted => "interrupted (Ctrl-C); every completed request is recorded",
+        ExitReason::Terminated => "terminated (SIGTERM); every completed request is recorded",
+        ExitReason::WriterFailed => "the record writer failed",
+    }
+}

@@ -1,0 +1,132 @@
+//! A socket wrapper that counts bytes on the wire and notes when the response began.
+//!
+//! hyper does not report wire sizes or the instant of the first response byte, so the
+//! transport wraps its TCP stream in [`MeteredIo`]. Counters are atomics because hyper's
+//! connection task does the I/O while the worker reads them; each connection has exactly one
+//! writer of each counter, so relaxed ordering suffices.
+
+use std::io::IoSlice;
+use std::pin::Pin;
+use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
+use std::sync::Arc;
+use std::task::{Context, Poll};
+use std::time::Instant;
+
+use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
+
+const DISARMED: i64 = i64::MIN;
+const ARMED: i64 = -1;
+
+/// Byte counters and first-read time of one connection.
+#[derive(Debug)]
+pub struct Meter {
+    base: Instant,
+    sent: AtomicU64,
+    received: AtomicU64,
+    /// `ARMED` while waiting for a response's first byte, then its offset from `base` in ns.
+    first_read_ns: AtomicI64,
+}
+
+impl Meter {
+    pub fn new() -> Arc<Self> {
+        Arc::new(Meter {
+            base: Instant::now(),
+            sent: AtomicU64::new(0),
+            received: AtomicU64::new(0),
+            first_read_ns: AtomicI64::new(DISARMED),
+        })
+    }
+
+    /// (bytes sent, bytes received) so far on this connection.
+    pub fn totals(&self) -> (u64, u64) {
+        (
+            self.sent.load(Ordering::Relaxed),
+            self.received.load(Ordering::Relaxed),
+        )
+    }
+
+    /// Starts watching for the first byte of the next response.
+    pub fn arm(&self) {
+        self.first_read_ns.store(ARMED, Ordering::Relaxed);
+    }
+
+    /// The instant the first byte arrived since [`Meter::arm`], if it has.
+    pub fn first_read(&self) -> Option<Instant> {
+        match self.first_read_ns.load(Ordering::Relaxed) {
+            ARMED | DISARMED => None,
+            ns => Some(self.base + std::time::Duration::from_nanos(ns as u64)),
+        }
+    }
+}
+
+/// An I/O object that reports its traffic to a [`Meter`].
+#[derive(Debug)]
+pub struct MeteredIo<T> {
+    inner: T,
+    meter: Arc<Meter>,
+}
+
+impl<T> MeteredIo<T> {
+    pub fn new(inner: T, meter: Arc<Meter>) -> Self {
+        MeteredIo { inner, meter }
+    }
+}
+
+impl<T: AsyncRead + Unpin> AsyncRead for MeteredIo<T> {
+    fn poll_read(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<std::io::Result<()>> {
+        let before = buf.filled().len();
+        let poll = Pin::new(&mut self.inner).poll_read(cx, buf);
+        let n = (buf.filled().len() - before) as u64;
+        if n > 0 {
+            let meter = &self.meter;
+            meter.received.fetch_add(n, Ordering::Relaxed);
+            if meter.first_read_ns.load(Ordering::Relaxed) == ARMED {
+                let ns = crate::clock::nanos(meter.base.elapsed());
+                meter.first_read_ns.store(ns, Ordering::Relaxed);
+            }
+        }
+        poll
+    }
+}
+
+impl<T: AsyncWrite + Unpin> AsyncWrite for MeteredIo<T> {
+    fn poll_write(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<std::io::Result<usize>> {
+        let poll = Pin::new(&mut self.inner).poll_write(cx, buf);
+        if let Poll::Ready(Ok(n)) = &poll {
+            self.meter.sent.fetch_add(*n as u64, Ordering::Relaxed);
+        }
+        poll
+    }
+
+    fn poll_write_vectored(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        bufs: &[IoSlice<'_>],
+    ) -> Poll<std::io::Result<usize>> {
+        let poll = Pin::new(&mut self.inner).poll_write_vectored(cx, bufs);
+        if let Poll::Ready(Ok(n)) = &poll {
+            self.meter.sent.fetch_add(*n as u64, Ordering::Relaxed);
+        }
+        poll
+    }
+
+    fn is_write_vectored(&self) -> bool {
+        self.inner.is_write_vectored()
+    }
+
+    fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        Pin::new(&mut self.inner).poll_flush(cx)
+    }
+
+    fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        Pin::new(&mut self.inner).poll_shutdown(cx)
+    }
+}

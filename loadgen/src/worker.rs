@@ -1,0 +1,121 @@
+//! The one request loop every model shares: wait for work, send, time, record.
+//!
+//! A worker is a tokio task owning one [`Transport`]. It asks its [`WorkSource`] for the next
+//! request, sends it, turns the outcome into a [`RequestRecord`], and appends that to a local
+//! batch which goes to the writer thread when it is full or a second old. It never locks,
+//! never aggregates across workers and never touches a file (DESIGN.md, "Hot path rules").
+
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use crate::clock::{nanos, Anchor};
+use crate::model::WorkSource;
+use crate::record::writer::RecordSender;
+use crate::record::{ErrorClass, RequestRecord};
+use crate::stats::LiveCounters;
+use crate::stop::{ExitReason, StopSignal};
+use crate::transport::{Exchange, Transport};
+use crate::workload::RequestTemplate;
+
+/// Rows a worker keeps before handing them to the writer.
+const BATCH_ROWS: usize = 256;
+/// Oldest a batch may get before it is handed over anyway, so a killed run loses little.
+const BATCH_MAX_AGE: Duration = Duration::from_secs(1);
+
+/// What every worker shares.
+#[derive(Debug)]
+pub struct WorkerContext {
+    pub anchor: Anchor,
+    pub templates: Vec<RequestTemplate>,
+    pub live: Arc<LiveCounters>,
+    pub stop: StopSignal,
+    /// Statuses that count as success; anything else is recorded as `http_status`.
+    pub expected_status: std::ops::RangeInclusive<u16>,
+}
+
+/// Runs one worker until its source is exhausted or the run stops.
+pub async fn run_worker<T: Transport, S: WorkSource>(
+    worker: u32,
+    mut transport: T,
+    mut source: S,
+    ctx: Arc<WorkerContext>,
+    records: RecordSender,
+) {
+    let mut batch: Vec<RequestRecord> = Vec::new();
+    let mut batch_started = Instant::now();
+    while let Some(work) = source.next().await {
+        let template = &ctx.templates[usize::from(work.op)];
+        let started = Instant::now();
+        let exchange = tokio::select! {
+            biased;
+            exchange = transport.send(template, started) => exchange,
+            _ = ctx.stop.aborting() => Exchange {
+                error: Some(ErrorClass::Cancelled),
+                ..Exchange::default()
+            },
+        };
+        let ended = Instant::now();
+        let error = exchange.error.or_else(|| {
+            (!ctx.expected_status.contains(&exchange.status)).then_some(ErrorClass::HttpStatus)
+        });
+        ctx.live.count(error.is_some());
+        if batch.is_empty() {
+            batch_started = ended;
+        }
+        batch.push(RequestRecord {
+            start_ns: ctx.anchor.offset_ns(started),
+            intended_ns: work.intended.map(|t| ctx.anchor.offset_ns(t)),
+            latency_ns: nanos(ended - started),
+            connect_ns: exchange.connect_ns,
+            ttfb_ns: exchange.ttfb_ns,
+            queue_wait_ns: work.queue_wait_ns,
+            op: work.op,
+            status: exchange.status,
+            error,
+            bytes_sent: exchange.bytes_sent,
+            bytes_received: exchange.bytes_received,
+            worker,
+            phase: work.phase,
+            attempt: work.attempt,
+        });
+        if error == Some(ErrorClass::Cancelled) {
+            break;
+        }
+        if (batch.len() >= BATCH_ROWS || ended - batch_started >= BATCH_MAX_AGE)
+            && !hand_over(&mut batch, &records, &ctx).await
+        {
+            break;
+        }
+    }
+    hand_over(&mut batch, &records, &ctx).await;
+}
+
+/// Sends the batch to the writer, timing any wait; false if the writer is gone.
+async fn hand_over(
+    batch: &mut Vec<RequestRecord>,
+    records: &RecordSender,
+    ctx: &WorkerContext,
+) -> bool {
+    if batch.is_empty() {
+        return true;
+    }
+    let full = std::mem::replace(batch, Vec::with_capacity(BATCH_ROWS));
+    let sent = match records.try_send(full) {
+        Ok(()) => true,
+        Err(flume::TrySendError::Full(full)) => {
+            let blocked = Instant::now();
+            let sent = records.send_async(full).await.is_ok();
+            ctx.live
+                .handoff_blocked_ns
+                .fetch_add(nanos(blocked.elapsed()) as u64, Ordering::Relaxed);
+            sent
+        }
+        Err(flume::TrySendError::Disconnected(_)) => false,
+    };
+    if !sent {
+        // Results that cannot be kept are not results: stop the whole run.
+        ctx.stop.drain(ExitReason::WriterFailed);
+    }
+    sent
+}

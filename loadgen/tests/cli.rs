@@ -1,0 +1,142 @@
+//! The `loadgen` binary as a user runs it: exit codes, messages, signals, the embedded demo.
+
+mod common;
+
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use common::{read_rows, run_json};
+use servers::ServerConfig;
+
+fn loadgen() -> Command {
+    let mut command = Command::new(env!("CARGO_BIN_EXE_loadgen"));
+    command.stdin(Stdio::null());
+    command
+}
+
+#[test]
+fn embedded_demo_runs_and_prints_the_summary() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("demo");
+    let output = loadgen()
+        .args(["run", "-c", "4", "-d", "1s", "--out", out.to_str().unwrap()])
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert!(output.status.success(), "{stdout}\n{}", String::from_utf8_lossy(&output.stderr));
+    for needle in ["Throughput", "Wall time", "p99.9", "GET /", "embedded", "Run directory"] {
+        assert!(stdout.contains(needle) || String::from_utf8_lossy(&output.stderr).contains(needle), "missing {needle}: {stdout}");
+    }
+    let rows = read_rows(&out);
+    assert!(rows.len() > 100);
+    assert_eq!(run_json(&out)["config"]["embedded_server"], true);
+    assert_eq!(run_json(&out)["summary"]["requests"], rows.len() as u64);
+}
+
+#[test]
+fn json_summary_is_machine_readable() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("run");
+    let output = loadgen()
+        .args(["run", "-c", "2", "-n", "300", "--json", "--out", out.to_str().unwrap()])
+        .output()
+        .unwrap();
+    assert!(output.status.success());
+    let json: serde_json::Value = serde_json::from_slice(&output.stdout).expect("stdout is JSON");
+    assert_eq!(json["summary"]["requests"], 300);
+    assert_eq!(json["summary"]["ops"][0]["op"], "GET /");
+    assert!(json["summary"]["ops"][0]["latency"]["p99_ns"].as_u64().unwrap() > 0);
+    assert_eq!(json["exit_reason"], "completed");
+}
+
+#[test]
+fn unreachable_target_is_one_clear_error_with_exit_2_and_no_run_dir() {
+    // A port that was just free: nothing listens there.
+    let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("never");
+    let output = loadgen()
+        .args(["run", "--url", &format!("http://127.0.0.1:{port}/"), "-n", "10"])
+        .args(["--out", out.to_str().unwrap()])
+        .output()
+        .unwrap();
+    assert_eq!(output.status.code(), Some(2));
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(stderr.contains("cannot connect to http://127.0.0.1"), "{stderr}");
+    assert!(stderr.contains("refused"), "{stderr}");
+    assert_eq!(stderr.trim().lines().count(), 1, "{stderr}");
+    assert!(!out.exists(), "an unreachable target must not leave a run directory");
+}
+
+#[test]
+fn bad_input_is_exit_2_with_a_message_naming_the_fix() {
+    let cases: [(&[&str], &str); 6] = [
+        (&["run", "-c", "abc"], "--connections"),
+        (&["run", "-c", "0"], "at least 1"),
+        (&["run", "--url", "ftp://example.test/"], "only http://"),
+        (&["run", "-d", "soon"], "not a duration"),
+        (&["run", "-H", "no-colon-here"], "'Name: value'"),
+        (&["run", "--body", "@/nonexistent/body.json"], "cannot read the file"),
+    ];
+    for (args, needle) in cases {
+        let output = loadgen().args(args).output().unwrap();
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert_eq!(output.status.code(), Some(2), "{args:?}: {stderr}");
+        assert!(stderr.contains(needle), "{args:?}: {stderr}");
+    }
+}
+
+#[test]
+fn out_dir_that_holds_a_run_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("run.json"), "{}").unwrap();
+    let output = loadgen()
+        .args(["run", "-n", "5", "--out", dir.path().to_str().unwrap()])
+        .output()
+        .unwrap();
+    assert_eq!(output.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&output.stderr).contains("already exists"));
+    assert_eq!(std::fs::read_to_string(dir.path().join("run.json")).unwrap(), "{}");
+}
+
+#[test]
+fn sigint_mid_run_keeps_every_completed_request_and_exits_130() {
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+    let server = runtime
+        .block_on(servers::start(ServerConfig {
+            service_time: "2ms".parse().unwrap(),
+            ..ServerConfig::default()
+        }))
+        .unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("run");
+    let child = loadgen()
+        .args(["run", "--url", &format!("{}/", server.url()), "-c", "4", "-d", "60s"])
+        .args(["--out", out.to_str().unwrap()])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while server.requests_total() < 200 {
+        assert!(Instant::now() < deadline, "the run never got going");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let status = Command::new("kill")
+        .args(["-INT", &child.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(status.success());
+    let output = child.wait_with_output().unwrap();
+    assert_eq!(output.status.code(), Some(130), "{}", String::from_utf8_lossy(&output.stderr));
+    assert!(String::from_utf8_lossy(&output.stdout).contains("interrupted"));
+
+    let rows = read_rows(&out);
+    assert_eq!(rows.len() as u64, server.requests_total());
+    assert!(rows.iter().all(|r| r.status == 200));
+    let json = run_json(&out);
+    assert_eq!(json["exit_reason"], "interrupted");
+    assert_eq!(json["exit_code"], 130);
+    assert_eq!(json["summary"]["requests"], rows.len() as u64);
+    runtime.block_on(server.shutdown());
+}

@@ -1,0 +1,160 @@
+//! Test helpers: build configs through the real CLI parser and read run directories back
+//! with the `parquet` crate's Arrow reader, the way any other reader would.
+#![allow(dead_code)]
+
+use std::collections::HashMap;
+use std::fs::File;
+use std::path::{Path, PathBuf};
+
+use arrow_array::cast::AsArray;
+use arrow_array::types::{Int32Type, Int64Type, UInt16Type, UInt32Type, UInt64Type, UInt8Type};
+use arrow_array::{Array, RecordBatch};
+use arrow_schema::DataType;
+use clap::Parser;
+use loadgen::cli::{Cli, Command};
+use loadgen::config::RunConfig;
+use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
+
+/// A config exactly as `loadgen run ARGS…` would build it.
+pub fn config(args: &[&str]) -> RunConfig {
+    let cli = Cli::try_parse_from(["loadgen", "run"].iter().chain(args)).expect("valid flags");
+    let Command::Run(run) = cli.command;
+    RunConfig::from_args(&run).expect("valid config")
+}
+
+/// One decoded row.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Row {
+    pub start_ns: i64,
+    pub intended_ns: Option<i64>,
+    pub latency_ns: i64,
+    pub connect_ns: Option<i64>,
+    pub ttfb_ns: Option<i64>,
+    pub queue_wait_ns: Option<i64>,
+    pub op: String,
+    pub status: u16,
+    pub error: Option<String>,
+    pub bytes_sent: u64,
+    pub bytes_received: u64,
+    pub worker: u32,
+    pub phase: String,
+    pub attempt: u8,
+}
+
+/// Completed segment files of a run, in order.
+pub fn segments(run_dir: &Path) -> Vec<PathBuf> {
+    let mut files: Vec<PathBuf> = std::fs::read_dir(run_dir.join("requests"))
+        .expect("requests dir")
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|e| e == "parquet"))
+        .collect();
+    files.sort();
+    files
+}
+
+/// Parquet key-value metadata of one segment.
+pub fn metadata(segment: &Path) -> HashMap<String, String> {
+    let builder = ParquetRecordBatchReaderBuilder::try_new(File::open(segment).unwrap()).unwrap();
+    builder
+        .metadata()
+        .file_metadata()
+        .key_value_metadata()
+        .into_iter()
+        .flatten()
+        .map(|kv| (kv.key.clone(), kv.value.clone().unwrap_or_default()))
+        .collect()
+}
+
+/// Every row of every segment, checking the schema's column types on the way.
+pub fn read_rows(run_dir: &Path) -> Vec<Row> {
+    let mut rows = Vec::new();
+    for segment in segments(run_dir) {
+        let reader = ParquetRecordBatchReaderBuilder::try_new(File::open(&segment).unwrap())
+            .unwrap()
+            .build()
+            .unwrap();
+        for batch in reader {
+            let batch = batch.unwrap();
+            check_types(&batch);
+            rows.extend(decode(&batch));
+        }
+    }
+    rows
+}
+
+fn check_types(batch: &RecordBatch) {
+    let dict = DataType::Dictionary(Box::new(DataType::Int32), Box::new(DataType::Utf8));
+    let expected = [
+        ("start_ns", DataType::Int64, false),
+        ("intended_ns", DataType::Int64, true),
+        ("latency_ns", DataType::Int64, false),
+        ("connect_ns", DataType::Int64, true),
+        ("ttfb_ns", DataType::Int64, true),
+        ("queue_wait_ns", DataType::Int64, true),
+        ("op", dict.clone(), false),
+        ("status", DataType::UInt16, false),
+        ("error", dict.clone(), true),
+        ("bytes_sent", DataType::UInt64, false),
+        ("bytes_received", DataType::UInt64, false),
+        ("worker", DataType::UInt32, false),
+        ("phase", dict, false),
+        ("attempt", DataType::UInt8, false),
+    ];
+    let schema = batch.schema();
+    assert_eq!(schema.fields().len(), expected.len());
+    for (field, (name, ty, nullable)) in schema.fields().iter().zip(expected) {
+        assert_eq!(field.name(), name);
+        assert_eq!(field.data_type(), &ty, "type of {name}");
+        assert_eq!(field.is_nullable(), nullable, "nullability of {name}");
+    }
+}
+
+fn decode(batch: &RecordBatch) -> Vec<Row> {
+    let i64s = |name: &str| batch.column_by_name(name).unwrap().as_primitive::<Int64Type>().clone();
+    let strings = |name: &str| -> Vec<Option<String>> {
+        let dict = batch.column_by_name(name).unwrap().as_dictionary::<Int32Type>();
+        let values = dict.values().as_string::<i32>();
+        dict.keys()
+            .iter()
+            .map(|k| k.map(|k| values.value(k as usize).to_string()))
+            .collect()
+    };
+    let opt = |a: &arrow_array::Int64Array, i: usize| (!a.is_null(i)).then(|| a.value(i));
+    let (start, intended, latency, connect, ttfb, queue) = (
+        i64s("start_ns"),
+        i64s("intended_ns"),
+        i64s("latency_ns"),
+        i64s("connect_ns"),
+        i64s("ttfb_ns"),
+        i64s("queue_wait_ns"),
+    );
+    let (op, error, phase) = (strings("op"), strings("error"), strings("phase"));
+    let status = batch.column_by_name("status").unwrap().as_primitive::<UInt16Type>();
+    let sent = batch.column_by_name("bytes_sent").unwrap().as_primitive::<UInt64Type>();
+    let received = batch.column_by_name("bytes_received").unwrap().as_primitive::<UInt64Type>();
+    let worker = batch.column_by_name("worker").unwrap().as_primitive::<UInt32Type>();
+    let attempt = batch.column_by_name("attempt").unwrap().as_primitive::<UInt8Type>();
+    (0..batch.num_rows())
+        .map(|i| Row {
+            start_ns: start.value(i),
+            intended_ns: opt(&intended, i),
+            latency_ns: latency.value(i),
+            connect_ns: opt(&connect, i),
+            ttfb_ns: opt(&ttfb, i),
+            queue_wait_ns: opt(&queue, i),
+            op: op[i].clone().expect("op is never null"),
+            status: status.value(i),
+            error: error[i].clone(),
+            bytes_sent: sent.value(i),
+            bytes_received: received.value(i),
+            worker: worker.value(i),
+            phase: phase[i].clone().expect("phase is never null"),
+            attempt: attempt.value(i),
+        })
+        .collect()
+}
+
+/// run.json of a run directory.
+pub fn run_json(run_dir: &Path) -> serde_json::Value {
+    serde_json::from_str(&std::fs::read_to_string(run_dir.join("run.json")).unwrap()).unwrap()
+}

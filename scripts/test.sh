@@ -1,0 +1,23 @@
+#!/usr/bin/env bash
+# Runs every check and test of the project: the README's test command, and all that .ci/run does.
+# Installs what it needs (rustfmt, clippy) on a fresh machine with Rust and Python.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+step() { printf '\n==> %s\n' "$*"; }
+
+if command -v rustup >/dev/null 2>&1; then
+  installed=$(rustup component list --installed 2>/dev/null || true)
+  for component in rustfmt clippy; do
+    grep -q "^${component}" <<<"$installed" || rustup component add "$component"
+  done
+fi
+
+step "cargo fmt --check"
+cargo fmt --all --check
+
+step "cargo clippy (warnings are errors)"
+cargo clippy --workspace --all-targets --locked -- -D warnings
+
+step "cargo test"
+cargo test --workspace --locked
