@@ -67,6 +67,10 @@ pub struct RunArgs {
     #[arg(short = 'b', long, value_name = "BODY")]
     pub body: Option<String>,
 
+    /// Pause each worker this long between its requests (a user's think time); 0 = back to back.
+    #[arg(long, value_name = "DURATION", value_parser = parse_duration, default_value = "0s")]
+    pub think_time: Duration,
+
     /// Limit for one whole request (connect, send, headers, body); slower ones are `timeout` rows.
     #[arg(long, value_name = "DURATION", value_parser = parse_duration, default_value = "30s")]
     pub timeout: Duration,

@@ -32,3 +32,11 @@ impl Anchor {
 pub fn nanos(d: std::time::Duration) -> i64 {
     i64::try_from(d.as_nanos()).unwrap_or(i64::MAX)
 }
+
+/// Sleeps until `deadline`, or forever when there is none (for optional arms of `select!`).
+pub async fn sleep_until(deadline: Option<tokio::time::Instant>) {
+    match deadline {
+        Some(at) => tokio::time::sleep_until(at).await,
+        None => std::future::pending().await,
+    }
+}

@@ -10,18 +10,18 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use serde::Serialize;
-use tokio::task::JoinSet;
 
 use crate::clock::Anchor;
 use crate::config::{ConfigError, Limit, ResolvedConfig, RunConfig, Target, TargetUrl};
-use crate::model::closed;
+use crate::model::closed::Closed;
+use crate::model::Model;
 use crate::record::writer::{self, RecordError, WriterConfig};
 use crate::record::SCHEMA_VERSION;
 use crate::report::{console, progress::Progress, write_json_atomically, RunSummary};
 use crate::stats::LiveCounters;
 use crate::stop::{ExitReason, StopSignal};
-use crate::transport::{http1::Http1Transport, probe, ProbeError, TransportConfig};
-use crate::worker::{run_worker, WorkerContext};
+use crate::transport::{probe, ProbeError, TransportConfig};
+use crate::worker::{WorkerContext, WorkerPool};
 use crate::workload::RequestTemplate;
 
 /// Why a run could not be carried out. [`RunError::exit_code`] maps each to the process exit.
@@ -212,32 +212,36 @@ pub async fn run(config: RunConfig, stop: StopSignal) -> Result<RunOutcome, RunE
     }
     let progress = Progress::start(config.progress, config.limit, live.clone());
 
-    let requests = match config.limit {
-        Limit::Requests(n) => Some(n),
-        Limit::Duration(_) => None,
+    let mut pool = WorkerPool::new(ctx.clone(), transport, records);
+    let model = Closed {
+        workers: config.connections,
+        requests: match config.limit {
+            Limit::Requests(n) => Some(n),
+            Limit::Duration(_) => None,
+        },
+        think_time: config.think_time,
+        stop: stop.clone(),
     };
-    let mut workers = JoinSet::new();
-    for (id, source) in closed::sources(config.connections, requests, &stop)
-        .into_iter()
-        .enumerate()
-    {
-        workers.spawn(run_worker(
-            id as u32,
-            Http1Transport::new(transport.clone()),
-            source,
-            ctx.clone(),
-            records.clone(),
-        ));
+    let timer = match config.limit {
+        Limit::Duration(duration) => {
+            let stop = stop.clone();
+            Some(tokio::spawn(async move {
+                tokio::time::sleep(duration).await;
+                stop.drain(ExitReason::DurationElapsed);
+            }))
+        }
+        Limit::Requests(_) => None,
+    };
+    // A model stops starting workers as soon as the run drains; workers already running
+    // finish (or are cut off after the grace period).
+    tokio::select! {
+        _ = model.drive(&mut pool) => {}
+        _ = stop.draining() => {}
     }
-    drop(records);
-    if let Limit::Duration(duration) = config.limit {
-        let stop = stop.clone();
-        tokio::spawn(async move {
-            tokio::time::sleep(duration).await;
-            stop.drain(ExitReason::DurationElapsed);
-        });
+    pool.wait_all(config.grace).await;
+    if let Some(timer) = timer {
+        timer.abort();
     }
-    wait_for_workers(&mut workers, &stop, config.grace).await;
     progress.finish();
     drop(ctx);
 
@@ -321,32 +325,6 @@ pub async fn run(config: RunConfig, stop: StopSignal) -> Result<RunOutcome, RunE
         console,
         run_json,
     })
-}
-
-/// Waits until every worker is done. Once the run drains, in-flight requests get `grace` to
-/// finish before they are cut off.
-async fn wait_for_workers(workers: &mut JoinSet<()>, stop: &StopSignal, grace: std::time::Duration) {
-    let mut deadline = None;
-    loop {
-        tokio::select! {
-            joined = workers.join_next() => match joined {
-                None => return,
-                Some(Err(e)) if e.is_panic() => std::panic::resume_unwind(e.into_panic()),
-                Some(_) => {}
-            },
-            _ = stop.draining(), if deadline.is_none() => {
-                deadline = Some(tokio::time::Instant::now() + grace);
-            },
-            _ = sleep_until(deadline) => stop.abort(),
-        }
-    }
-}
-
-async fn sleep_until(deadline: Option<tokio::time::Instant>) {
-    match deadline {
-        Some(at) => tokio::time::sleep_until(at).await,
-        None => std::future::pending().await,
-    }
 }
 
 async fn resolve(target: &TargetUrl) -> Result<SocketAddr, RunError> {

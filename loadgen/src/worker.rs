@@ -15,7 +15,10 @@ use crate::record::writer::RecordSender;
 use crate::record::{ErrorClass, RequestRecord};
 use crate::stats::LiveCounters;
 use crate::stop::{ExitReason, StopSignal};
-use crate::transport::{Exchange, Transport};
+use tokio::task::JoinSet;
+
+use crate::transport::http1::Http1Transport;
+use crate::transport::{Exchange, Transport, TransportConfig};
 use crate::workload::RequestTemplate;
 
 /// Rows a worker keeps before handing them to the writer.
@@ -118,4 +121,85 @@ async fn hand_over(
         ctx.stop.drain(ExitReason::WriterFailed);
     }
     sent
+}
+
+/// A worker that has finished: which one, and in which phase it ran.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct WorkerDone {
+    pub worker: u32,
+    pub phase: u16,
+}
+
+/// Starts workers for a model and tells it when they finish.
+///
+/// Models decide *when* and *how many*; the pool gives every worker the same transport,
+/// context and record channel, so no model can send or record differently from another.
+pub struct WorkerPool {
+    ctx: Arc<WorkerContext>,
+    transport: Arc<TransportConfig>,
+    records: RecordSender,
+    running: JoinSet<WorkerDone>,
+    next_id: u32,
+}
+
+impl WorkerPool {
+    pub fn new(ctx: Arc<WorkerContext>, transport: Arc<TransportConfig>, records: RecordSender) -> Self {
+        WorkerPool {
+            ctx,
+            transport,
+            records,
+            running: JoinSet::new(),
+            next_id: 0,
+        }
+    }
+
+    /// Starts a worker drawing from `source`; returns its id (the `worker` column).
+    pub fn spawn<S: WorkSource + 'static>(&mut self, phase: u16, source: S) -> u32 {
+        let worker = self.next_id;
+        self.next_id += 1;
+        let transport = Http1Transport::new(self.transport.clone());
+        let (ctx, records) = (self.ctx.clone(), self.records.clone());
+        self.running.spawn(async move {
+            run_worker(worker, transport, source, ctx, records).await;
+            WorkerDone { worker, phase }
+        });
+        worker
+    }
+
+    /// Workers started so far.
+    pub fn started(&self) -> u32 {
+        self.next_id
+    }
+
+    /// Workers still running.
+    pub fn running(&self) -> usize {
+        self.running.len()
+    }
+
+    /// Waits for the next worker to finish; `None` when none is running.
+    pub async fn next_done(&mut self) -> Option<WorkerDone> {
+        loop {
+            match self.running.join_next().await? {
+                Ok(done) => return Some(done),
+                Err(e) if e.is_panic() => std::panic::resume_unwind(e.into_panic()),
+                Err(_) => continue,
+            }
+        }
+    }
+
+    /// Waits until every worker has finished. Once the run drains, requests in flight get
+    /// `grace` to finish before they are cut off (and recorded as `cancelled`).
+    pub async fn wait_all(&mut self, grace: Duration) {
+        let stop = self.ctx.stop.clone();
+        let mut deadline = None;
+        loop {
+            tokio::select! {
+                done = self.next_done() => if done.is_none() { return },
+                _ = stop.draining(), if deadline.is_none() => {
+                    deadline = Some(tokio::time::Instant::now() + grace);
+                },
+                _ = crate::clock::sleep_until(deadline) => stop.abort(),
+            }
+        }
+    }
 }

@@ -221,3 +221,31 @@ async fn requests_still_in_flight_after_the_grace_period_are_cancelled_rows() {
     assert_eq!(outcome.summary.errors.get("cancelled"), Some(&3));
     server.shutdown().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn think_time_paces_each_worker_and_is_not_latency() {
+    let server = server(ServerConfig::default()).await;
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("run");
+    let url = format!("{}/", server.url());
+    let outcome = loadgen::run(
+        config(&[
+            "--url", &url, "-c", "2", "-n", "12", "--think-time", "50ms", "--out",
+            out.to_str().unwrap(),
+        ]),
+        StopSignal::new(),
+    )
+    .await
+    .unwrap();
+    let rows = read_rows(&out);
+    assert_eq!(rows.len(), 12);
+    for worker in 0..2 {
+        let starts: Vec<i64> = rows.iter().filter(|r| r.worker == worker).map(|r| r.start_ns).collect();
+        for pair in starts.windows(2) {
+            assert!(pair[1] - pair[0] >= 50_000_000, "gap {} ns", pair[1] - pair[0]);
+        }
+    }
+    let latency = outcome.summary.ops[0].latency.unwrap();
+    assert!(latency.p50_ns < 50_000_000, "think time leaked into latency: {latency:?}");
+    server.shutdown().await;
+}

@@ -10,6 +10,8 @@ pub mod closed;
 use std::future::Future;
 use std::time::Instant;
 
+use crate::worker::WorkerPool;
+
 /// One request a worker should send next.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Work {
@@ -28,4 +30,10 @@ pub struct Work {
 /// Where a worker's next request comes from; `None` means the worker is done.
 pub trait WorkSource: Send {
     fn next(&mut self) -> impl Future<Output = Option<Work>> + Send;
+}
+
+/// A client model: starts workers through the pool, over time, and returns once it will start
+/// no more. The runner stops calling it when the run drains, so it need not watch for that.
+pub trait Model: Send {
+    fn drive(self, pool: &mut WorkerPool) -> impl Future<Output = ()> + Send;
 }

@@ -63,20 +63,22 @@ impl Http1Transport {
         out: &mut Exchange,
         meter_slot: &mut Option<(Arc<Meter>, (u64, u64))>,
     ) -> Result<(), ErrorClass> {
-        let reusable = self
-            .connection
-            .as_ref()
-            .is_some_and(|c| !c.sender.is_closed());
-        if !reusable {
-            self.connection = None;
-            let connection = self.connect().await?;
-            out.connect_ns = Some(nanos(started.elapsed()));
-            *meter_slot = Some((connection.meter.clone(), connection.meter.totals()));
+        // A connection the server closed while idle (keep-alive timeout, `Connection: close`)
+        // is not a failed request: open a new one, and the row shows it in `connect_ns`.
+        if let Some(connection) = &mut self.connection {
+            if connection.sender.ready().await.is_err() {
+                self.connection = None;
+            }
         }
-        let connection = self.connection.as_mut().expect("connected above");
-        if meter_slot.is_none() {
-            *meter_slot = Some((connection.meter.clone(), connection.meter.totals()));
-        }
+        let connection = match self.connection {
+            Some(ref mut connection) => connection,
+            None => {
+                let connection = self.connect().await?;
+                out.connect_ns = Some(nanos(started.elapsed()));
+                connection
+            }
+        };
+        *meter_slot = Some((connection.meter.clone(), connection.meter.totals()));
         connection
             .sender
             .ready()
