@@ -35,6 +35,8 @@ pub enum ConfigError {
     Method(String),
     #[error("-H '{0}' is not a header; write it as 'Name: value'")]
     Header(String),
+    #[error("{0}")]
+    Template(String),
     #[error("--body @{path}: cannot read the file ({source}); check the path")]
     BodyFile {
         path: String,

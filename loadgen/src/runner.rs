@@ -22,7 +22,9 @@ use crate::stats::LiveCounters;
 use crate::stop::{ExitReason, StopSignal};
 use crate::transport::{probe, ProbeError, TransportConfig};
 use crate::worker::{WorkerContext, WorkerPool};
-use crate::workload::RequestTemplate;
+use crate::workload::fields::Fields;
+use crate::workload::template::{Body, Text};
+use crate::workload::{RequestTemplate, StatusSet, Workload};
 
 /// Why a run could not be carried out. [`RunError::exit_code`] maps each to the process exit.
 #[derive(Debug, thiserror::Error)]
@@ -171,13 +173,22 @@ pub async fn run(config: RunConfig, stop: StopSignal) -> Result<RunOutcome, RunE
     let resolved = config.resolved(&target.url);
     let host = HostInfo::current();
     let template = RequestTemplate::new(
+        None,
         config.method.clone(),
-        target.path.clone(),
+        Text::parse(&escape_braces(&target.path.to_string()), &Fields::default())
+            .expect("an escaped path has no placeholders"),
         &target.authority,
         &config.headers,
-        config.body.clone(),
-    );
-    let labels = vec![template.label.clone()];
+        if config.body.is_empty() {
+            Body::Empty
+        } else {
+            Body::Static(config.body.clone())
+        },
+        StatusSet::default(),
+    )
+    .map_err(|e| ConfigError::Template(e.to_string()))?;
+    let workload = Workload::single(template);
+    let labels = workload.labels();
     let anchor = Anchor::now();
 
     let (records, writer) = writer::spawn(WriterConfig {
@@ -191,10 +202,9 @@ pub async fn run(config: RunConfig, stop: StopSignal) -> Result<RunOutcome, RunE
     let live = Arc::new(LiveCounters::default());
     let ctx = Arc::new(WorkerContext {
         anchor,
-        templates: vec![template],
+        workload,
         live: live.clone(),
         stop: stop.clone(),
-        expected_status: 200..=399,
     });
     let transport = Arc::new(TransportConfig {
         addr,
@@ -416,4 +426,9 @@ fn exit_reason_text(reason: ExitReason) -> &'static str {
         ExitReason::Terminated => "terminated (SIGTERM); every completed request is recorded",
         ExitReason::WriterFailed => "the record writer failed",
     }
+}
+
+/// A literal URL path as a template: braces in it are not placeholders.
+fn escape_braces(path: &str) -> String {
+    path.replace('{', "{{").replace('}', "}}")
 }

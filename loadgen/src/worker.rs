@@ -19,7 +19,7 @@ use tokio::task::JoinSet;
 
 use crate::transport::http1::Http1Transport;
 use crate::transport::{Exchange, Transport, TransportConfig};
-use crate::workload::RequestTemplate;
+use crate::workload::Workload;
 
 /// Rows a worker keeps before handing them to the writer.
 const BATCH_ROWS: usize = 256;
@@ -30,11 +30,9 @@ const BATCH_MAX_AGE: Duration = Duration::from_secs(1);
 #[derive(Debug)]
 pub struct WorkerContext {
     pub anchor: Anchor,
-    pub templates: Vec<RequestTemplate>,
+    pub workload: Workload,
     pub live: Arc<LiveCounters>,
     pub stop: StopSignal,
-    /// Statuses that count as success; anything else is recorded as `http_status`.
-    pub expected_status: std::ops::RangeInclusive<u16>,
 }
 
 /// Runs one worker until its source is exhausted or the run stops.
@@ -47,12 +45,21 @@ pub async fn run_worker<T: Transport, S: WorkSource>(
 ) {
     let mut batch: Vec<RequestRecord> = Vec::new();
     let mut batch_started = Instant::now();
+    let mut rng = fastrand::Rng::new();
     while let Some(work) = source.next().await {
-        let template = &ctx.templates[usize::from(work.op)];
+        let template = &ctx.workload.templates[usize::from(work.op)];
+        // Rendering happens before the clock starts: it is the client's work, not latency.
+        let prepared = match (&work.values, template.needs_values()) {
+            (_, false) => template.render(&[]),
+            (Some(values), true) => template.render(values),
+            (None, true) => {
+                template.render(&ctx.workload.phase_fields[usize::from(work.phase)].draw(&mut rng))
+            }
+        };
         let started = Instant::now();
         let exchange = tokio::select! {
             biased;
-            exchange = transport.send(template, started) => exchange,
+            exchange = transport.send(template, prepared, started) => exchange,
             _ = ctx.stop.aborting() => Exchange {
                 error: Some(ErrorClass::Cancelled),
                 ..Exchange::default()
@@ -60,9 +67,10 @@ pub async fn run_worker<T: Transport, S: WorkSource>(
         };
         let ended = Instant::now();
         let error = exchange.error.or_else(|| {
-            (!ctx.expected_status.contains(&exchange.status)).then_some(ErrorClass::HttpStatus)
+            (!template.expect.contains(exchange.status)).then_some(ErrorClass::HttpStatus)
         });
         ctx.live.count(error.is_some());
+        source.finished(&work, error.is_some());
         if batch.is_empty() {
             batch_started = ended;
         }

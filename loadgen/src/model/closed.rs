@@ -71,13 +71,7 @@ impl ClosedSource {
                 .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |n| n.checked_sub(1))
                 .ok()?;
         }
-        Some(Work {
-            op: 0,
-            phase: 0,
-            intended: None,
-            queue_wait_ns: None,
-            attempt: 1,
-        })
+        Some(Work::new(0, 0))
     }
 }
 

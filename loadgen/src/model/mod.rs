@@ -8,12 +8,15 @@
 pub mod closed;
 
 use std::future::Future;
+use std::sync::Arc;
 use std::time::Instant;
+
+use crate::workload::fields::Value;
 
 use crate::worker::WorkerPool;
 
 /// One request a worker should send next.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Work {
     /// Index into the run's request templates (and the `op` dictionary).
     pub op: u16,
@@ -25,11 +28,31 @@ pub struct Work {
     pub queue_wait_ns: Option<i64>,
     /// 1 for the first try, 2.. for retries.
     pub attempt: u8,
+    /// Field values decided by the model (producer-buffer payloads, retries); `None` lets
+    /// the worker draw fresh ones from its phase's fields.
+    pub values: Option<Arc<[Value]>>,
+}
+
+impl Work {
+    /// The first attempt of `op` in `phase`, with values drawn by the worker.
+    pub fn new(op: u16, phase: u16) -> Self {
+        Work {
+            op,
+            phase,
+            intended: None,
+            queue_wait_ns: None,
+            attempt: 1,
+            values: None,
+        }
+    }
 }
 
 /// Where a worker's next request comes from; `None` means the worker is done.
 pub trait WorkSource: Send {
     fn next(&mut self) -> impl Future<Output = Option<Work>> + Send;
+
+    /// Told after each request whether it failed, so a model can retry it.
+    fn finished(&mut self, _work: &Work, _failed: bool) {}
 }
 
 /// A client model: starts workers through the pool, over time, and returns once it will start

@@ -18,7 +18,7 @@ use super::io::{Meter, MeteredIo};
 use super::{classify_io, Exchange, Transport, TransportConfig};
 use crate::clock::nanos;
 use crate::record::ErrorClass;
-use crate::workload::RequestTemplate;
+use crate::workload::{Prepared, RequestTemplate};
 
 struct Connection {
     sender: SendRequest<Full<Bytes>>,
@@ -59,6 +59,7 @@ impl Http1Transport {
     async fn exchange(
         &mut self,
         template: &RequestTemplate,
+        prepared: Prepared,
         started: Instant,
         out: &mut Exchange,
         meter_slot: &mut Option<(Arc<Meter>, (u64, u64))>,
@@ -85,9 +86,9 @@ impl Http1Transport {
             .await
             .map_err(|e| classify_hyper(&e))?;
 
-        let mut request = Request::new(Full::new(template.body.clone()));
+        let mut request = Request::new(Full::new(prepared.body));
         *request.method_mut() = template.method.clone();
-        *request.uri_mut() = template.path.clone();
+        *request.uri_mut() = prepared.uri;
         *request.headers_mut() = template.headers.clone();
 
         connection.meter.arm();
@@ -114,13 +115,18 @@ impl Http1Transport {
 }
 
 impl Transport for Http1Transport {
-    async fn send(&mut self, request: &RequestTemplate, started: Instant) -> Exchange {
+    async fn send(
+        &mut self,
+        template: &RequestTemplate,
+        prepared: Prepared,
+        started: Instant,
+    ) -> Exchange {
         let mut out = Exchange::default();
         let mut meter_slot = None;
         let timeout = self.config.request_timeout;
         let result = tokio::time::timeout(
             timeout,
-            self.exchange(request, started, &mut out, &mut meter_slot),
+            self.exchange(template, prepared, started, &mut out, &mut meter_slot),
         )
         .await;
         match result {

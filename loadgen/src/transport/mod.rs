@@ -15,7 +15,7 @@ use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 
 use crate::record::ErrorClass;
-use crate::workload::RequestTemplate;
+use crate::workload::{Prepared, RequestTemplate};
 
 /// The outcome of one request on the wire.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -42,10 +42,12 @@ pub struct TransportConfig {
 
 /// One worker's connection to the target.
 pub trait Transport: Send {
-    /// Sends `request`, which the worker started at `started`, and reports how it went.
+    /// Sends `request` (the op's `template` rendered as `prepared`), which the worker started
+    /// at `started`, and reports how it went.
     fn send<'a>(
         &'a mut self,
-        request: &'a RequestTemplate,
+        template: &'a RequestTemplate,
+        prepared: Prepared,
         started: Instant,
     ) -> impl Future<Output = Exchange> + Send + 'a;
 }

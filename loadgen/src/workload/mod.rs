@@ -1,36 +1,81 @@
-//! Request templates: what a worker sends, prepared once before the run.
+//! Workloads: what workers send — request templates, payload generators and the statuses each
+//! operation expects — compiled once before the run.
 //!
-//! A [`RequestTemplate`] holds the method, target path, headers and body of one operation,
-//! already parsed and validated, so the hot path only clones cheap handles. Its `label` is the
-//! `op` column of the records (e.g. `GET /albums`). Payload generators for scenario files will
-//! live here too; the closed model sends one fixed template.
+//! A [`RequestTemplate`] holds one operation's method, path template, headers and body
+//! template; its `label` is the `op` column (e.g. `POST /albums`). [`Workload`] holds all of
+//! them plus the fields each phase draws from. This module decides *what* a request looks
+//! like; models decide *when* it is sent, transports *how*.
+
+pub mod fields;
+pub mod template;
+
+use std::ops::RangeInclusive;
 
 use bytes::Bytes;
 use hyper::header::{HeaderMap, HeaderName, HeaderValue};
 use hyper::{Method, Uri};
 
-/// One operation, ready to send.
+use fields::{Fields, Value};
+use template::{Body, Text};
+
+/// Statuses an operation counts as success; anything else is recorded as `http_status`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StatusSet(pub Vec<RangeInclusive<u16>>);
+
+impl Default for StatusSet {
+    /// 2xx and 3xx, like every load tool.
+    fn default() -> Self {
+        StatusSet(vec![200..=399])
+    }
+}
+
+impl StatusSet {
+    pub fn contains(&self, status: u16) -> bool {
+        self.0.iter().any(|r| r.contains(&status))
+    }
+}
+
+/// One operation, ready to render.
 #[derive(Debug, Clone)]
 pub struct RequestTemplate {
     /// Shown in summaries and stored as the `op` dictionary value.
     pub label: String,
     pub method: Method,
-    /// Path and query, e.g. `/albums/1?x=y`.
-    pub path: Uri,
+    /// Path and query, with `{field}` placeholders.
+    pub path: Text,
     /// Headers as sent, `Host` included.
     pub headers: HeaderMap,
+    pub body: Body,
+    pub expect: StatusSet,
+    /// Pre-rendered request when nothing in it varies (the common `--url` case).
+    fixed: Option<Prepared>,
+}
+
+/// The parts of a request that vary from one send to the next.
+#[derive(Debug, Clone)]
+pub struct Prepared {
+    pub uri: Uri,
     pub body: Bytes,
 }
 
+/// Why a template could not be built.
+#[derive(Debug, thiserror::Error)]
+pub enum TemplateError {
+    #[error("path '{path}' is not a valid request target: {reason}")]
+    Path { path: String, reason: String },
+}
+
 impl RequestTemplate {
-    /// Builds a template; `headers` are the user's, `host` the `Host` header value.
+    /// Builds a template. `host` is the `Host` header value; `user_headers` come last and win.
     pub fn new(
+        label: Option<String>,
         method: Method,
-        path: Uri,
+        path: Text,
         host: &str,
         user_headers: &[(HeaderName, HeaderValue)],
-        body: Bytes,
-    ) -> Self {
+        body: Body,
+        expect: StatusSet,
+    ) -> Result<Self, TemplateError> {
         let mut headers = HeaderMap::new();
         if let Ok(host) = HeaderValue::from_str(host) {
             headers.insert(hyper::header::HOST, host);
@@ -39,19 +84,91 @@ impl RequestTemplate {
             hyper::header::USER_AGENT,
             HeaderValue::from_static(concat!("loadgen/", env!("CARGO_PKG_VERSION"))),
         );
-        if !body.is_empty() || method == Method::POST || method == Method::PUT {
-            headers.insert(hyper::header::CONTENT_LENGTH, HeaderValue::from(body.len()));
+        if let Some(content_type) = body.content_type() {
+            if let Ok(value) = HeaderValue::from_str(&content_type) {
+                headers.insert(hyper::header::CONTENT_TYPE, value);
+            }
         }
         for (name, value) in user_headers {
             headers.insert(name.clone(), value.clone());
         }
-        let route = path.path().to_string();
-        RequestTemplate {
-            label: format!("{method} {route}"),
+        let no_values: Vec<Value> = Vec::new();
+        let fixed = if path.is_static() && body.is_static() {
+            let raw = path.render(&no_values);
+            let uri = raw.parse::<Uri>().map_err(|e| TemplateError::Path {
+                path: raw.clone(),
+                reason: e.to_string(),
+            })?;
+            Some(Prepared {
+                uri,
+                body: body.render(&no_values),
+            })
+        } else {
+            None
+        };
+        let label = label.unwrap_or_else(|| format!("{method} {}", path.source()));
+        Ok(RequestTemplate {
+            label,
             method,
             path,
             headers,
             body,
+            expect,
+            fixed,
+        })
+    }
+
+    /// True when rendering needs field values.
+    pub fn needs_values(&self) -> bool {
+        self.fixed.is_none()
+    }
+
+    /// The request to send, given this request's field values.
+    pub fn render(&self, values: &[Value]) -> Prepared {
+        if let Some(fixed) = &self.fixed {
+            return fixed.clone();
         }
+        let raw = self.path.render(values);
+        // Field values are free text; a value that makes the path invalid is percent-encoded
+        // rather than failing the request.
+        let uri = raw.parse::<Uri>().unwrap_or_else(|_| {
+            let encoded: String = raw
+                .bytes()
+                .map(|b| {
+                    if b.is_ascii_graphic() {
+                        (b as char).to_string()
+                    } else {
+                        format!("%{b:02X}")
+                    }
+                })
+                .collect();
+            encoded.parse().unwrap_or_else(|_| Uri::from_static("/"))
+        });
+        Prepared {
+            uri,
+            body: self.body.render(values),
+        }
+    }
+}
+
+/// Everything workers render requests from.
+#[derive(Debug, Clone)]
+pub struct Workload {
+    pub templates: Vec<RequestTemplate>,
+    /// Fields drawn for requests of each phase (phases may narrow payload ranges).
+    pub phase_fields: Vec<Fields>,
+}
+
+impl Workload {
+    /// One fixed request, for `loadgen run --url …`.
+    pub fn single(template: RequestTemplate) -> Self {
+        Workload {
+            templates: vec![template],
+            phase_fields: vec![Fields::default()],
+        }
+    }
+
+    pub fn labels(&self) -> Vec<String> {
+        self.templates.iter().map(|t| t.label.clone()).collect()
     }
 }

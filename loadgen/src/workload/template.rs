@@ -1,0 +1,329 @@
+//! Templates: paths, JSON and multipart bodies with `{field}` placeholders, compiled once.
+//!
+//! A template is parsed when the scenario is loaded — an unknown field is an error then, not
+//! at request time — into pieces that reference fields by index. Rendering only concatenates
+//! strings and serialises JSON. Generated binary parts (a 25 KB "image") are drawn once per
+//! template and shared, so large bodies cost no per-request randomness.
+
+use bytes::{BufMut, Bytes, BytesMut};
+
+use super::fields::{Fields, Value};
+
+/// A string with `{field}` placeholders; `{{` and `}}` are literal braces.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Text {
+    pieces: Vec<Piece>,
+    /// The template as written, for labels and messages.
+    source: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Piece {
+    Literal(String),
+    Field(usize),
+}
+
+impl Text {
+    /// Parses `text`, resolving field names against `fields`. The error names the field and
+    /// the fields that exist.
+    pub fn parse(text: &str, fields: &Fields) -> Result<Text, String> {
+        let mut pieces = Vec::new();
+        let mut literal = String::new();
+        let mut chars = text.chars().peekable();
+        while let Some(c) = chars.next() {
+            match c {
+                '{' if chars.peek() == Some(&'{') => {
+                    chars.next();
+                    literal.push('{');
+                }
+                '}' if chars.peek() == Some(&'}') => {
+                    chars.next();
+                    literal.push('}');
+                }
+                '{' => {
+                    let name: String = chars.by_ref().take_while(|&c| c != '}').collect();
+                    let index = fields.index(name.trim()).ok_or_else(|| {
+                        let known = if fields.is_empty() {
+                            "none are declared under [fields]".to_string()
+                        } else {
+                            format!("declared fields: {}", fields.names().join(", "))
+                        };
+                        format!("'{{{name}}}' refers to an undefined field ({known})")
+                    })?;
+                    if !literal.is_empty() {
+                        pieces.push(Piece::Literal(std::mem::take(&mut literal)));
+                    }
+                    pieces.push(Piece::Field(index));
+                }
+                c => literal.push(c),
+            }
+        }
+        if !literal.is_empty() {
+            pieces.push(Piece::Literal(literal));
+        }
+        Ok(Text {
+            pieces,
+            source: text.to_string(),
+        })
+    }
+
+    /// The template as written.
+    pub fn source(&self) -> &str {
+        &self.source
+    }
+
+    /// True when the text has no placeholders.
+    pub fn is_static(&self) -> bool {
+        self.pieces.iter().all(|p| matches!(p, Piece::Literal(_)))
+    }
+
+    /// The field index when the text is exactly one placeholder (`"{id}"`).
+    fn sole_field(&self) -> Option<usize> {
+        match self.pieces.as_slice() {
+            [Piece::Field(i)] => Some(*i),
+            _ => None,
+        }
+    }
+
+    pub fn render_into(&self, values: &[Value], out: &mut String) {
+        for piece in &self.pieces {
+            match piece {
+                Piece::Literal(s) => out.push_str(s),
+                Piece::Field(i) => values[*i].write_to(out),
+            }
+        }
+    }
+
+    pub fn render(&self, values: &[Value]) -> String {
+        let mut out = String::new();
+        self.render_into(values, &mut out);
+        out
+    }
+}
+
+/// A JSON document with placeholders. A string that is exactly `"{field}"` takes the field's
+/// type (an integer field becomes a JSON number); other strings are rendered as text.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Json {
+    Field(usize),
+    Text(Text),
+    Literal(serde_json::Value),
+    Array(Vec<Json>),
+    Object(Vec<(String, Json)>),
+}
+
+impl Json {
+    /// Compiles a TOML value (a scenario's `json = { … }`) into a template.
+    pub fn from_toml(value: &toml::Value, fields: &Fields) -> Result<Json, String> {
+        Ok(match value {
+            toml::Value::String(s) => {
+                let text = Text::parse(s, fields)?;
+                match text.sole_field() {
+                    Some(i) => Json::Field(i),
+                    None => Json::Text(text),
+                }
+            }
+            toml::Value::Integer(n) => Json::Literal((*n).into()),
+            toml::Value::Float(f) => Json::Literal(
+                serde_json::Number::from_f64(*f).map_or(serde_json::Value::Null, Into::into),
+            ),
+            toml::Value::Boolean(b) => Json::Literal((*b).into()),
+            toml::Value::Datetime(d) => Json::Literal(d.to_string().into()),
+            toml::Value::Array(items) => Json::Array(
+                items
+                    .iter()
+                    .map(|v| Json::from_toml(v, fields))
+                    .collect::<Result<_, _>>()?,
+            ),
+            toml::Value::Table(table) => Json::Object(
+                table
+                    .iter()
+                    .map(|(k, v)| Ok((k.clone(), Json::from_toml(v, fields)?)))
+                    .collect::<Result<_, String>>()?,
+            ),
+        })
+    }
+
+    fn value(&self, values: &[Value]) -> serde_json::Value {
+        match self {
+            Json::Field(i) => match &values[*i] {
+                Value::Int(n) => (*n).into(),
+                Value::Str(s) => s.clone().into(),
+            },
+            Json::Text(text) => text.render(values).into(),
+            Json::Literal(v) => v.clone(),
+            Json::Array(items) => items.iter().map(|j| j.value(values)).collect(),
+            Json::Object(entries) => entries
+                .iter()
+                .map(|(k, j)| (k.clone(), j.value(values)))
+                .collect::<serde_json::Map<_, _>>()
+                .into(),
+        }
+    }
+
+    pub fn render(&self, values: &[Value]) -> Vec<u8> {
+        serde_json::to_vec(&self.value(values)).expect("JSON values always serialise")
+    }
+}
+
+/// One part of a multipart/form-data body.
+#[derive(Debug, Clone)]
+pub struct Part {
+    pub name: String,
+    pub filename: Option<String>,
+    pub content_type: String,
+    pub content: PartContent,
+}
+
+#[derive(Debug, Clone)]
+pub enum PartContent {
+    Json(Json),
+    Text(Text),
+    /// Generated once per template: the size is what matters, not the bytes.
+    Blob(Bytes),
+}
+
+/// A request body.
+#[derive(Debug, Clone)]
+pub enum Body {
+    Empty,
+    Static(Bytes),
+    Text(Text),
+    Json(Json),
+    Multipart { boundary: String, parts: Vec<Part> },
+}
+
+impl Body {
+    /// The Content-Type this body implies, if any.
+    pub fn content_type(&self) -> Option<String> {
+        match self {
+            Body::Json(_) => Some("application/json".to_string()),
+            Body::Multipart { boundary, .. } => {
+                Some(format!("multipart/form-data; boundary={boundary}"))
+            }
+            _ => None,
+        }
+    }
+
+    pub fn render(&self, values: &[Value]) -> Bytes {
+        match self {
+            Body::Empty => Bytes::new(),
+            Body::Static(bytes) => bytes.clone(),
+            Body::Text(text) => Bytes::from(text.render(values)),
+            Body::Json(json) => Bytes::from(json.render(values)),
+            Body::Multipart { boundary, parts } => {
+                let mut out = BytesMut::new();
+                for part in parts {
+                    out.put_slice(b"--");
+                    out.put_slice(boundary.as_bytes());
+                    out.put_slice(b"\r\nContent-Disposition: form-data; name=\"");
+                    out.put_slice(part.name.as_bytes());
+                    if let Some(filename) = &part.filename {
+                        out.put_slice(b"\"; filename=\"");
+                        out.put_slice(filename.as_bytes());
+                    }
+                    out.put_slice(b"\"\r\nContent-Type: ");
+                    out.put_slice(part.content_type.as_bytes());
+                    out.put_slice(b"\r\n\r\n");
+                    match &part.content {
+                        PartContent::Json(json) => out.put_slice(&json.render(values)),
+                        PartContent::Text(text) => out.put_slice(text.render(values).as_bytes()),
+                        PartContent::Blob(blob) => out.put_slice(blob),
+                    }
+                    out.put_slice(b"\r\n");
+                }
+                out.put_slice(b"--");
+                out.put_slice(boundary.as_bytes());
+                out.put_slice(b"--\r\n");
+                out.freeze()
+            }
+        }
+    }
+
+    /// True when every render gives the same bytes.
+    pub fn is_static(&self) -> bool {
+        match self {
+            Body::Empty | Body::Static(_) => true,
+            Body::Text(t) => t.is_static(),
+            Body::Json(_) | Body::Multipart { .. } => false,
+        }
+    }
+}
+
+/// `size` random bytes (a generated file part).
+pub fn blob(size: usize, rng: &mut fastrand::Rng) -> Bytes {
+    let mut data = vec![0u8; size];
+    rng.fill(&mut data);
+    Bytes::from(data)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::workload::fields::Generator;
+
+    fn fields() -> Fields {
+        let mut f = Fields::default();
+        f.push("id", Generator::Literal(Value::Int(42)));
+        f.push("dir", Generator::Literal(Value::Str("left".into())));
+        f
+    }
+
+    #[test]
+    fn text_placeholders_and_escapes() {
+        let f = fields();
+        let values = f.draw(&mut fastrand::Rng::new());
+        let t = Text::parse("/swipe/{dir}/{id}?x={{y}}", &f).unwrap();
+        assert_eq!(t.render(&values), "/swipe/left/42?x={y}");
+        assert!(!t.is_static());
+        assert!(Text::parse("/plain", &f).unwrap().is_static());
+        let err = Text::parse("/albums/{album}", &f).unwrap_err();
+        assert!(err.contains("{album}") && err.contains("id, dir"), "{err}");
+    }
+
+    #[test]
+    fn json_fields_keep_their_type() {
+        let f = fields();
+        let values = f.draw(&mut fastrand::Rng::new());
+        let toml: toml::Value = toml::from_str(
+            r#"doc = { liftID = "{id}", label = "lift {id}", dir = "{dir}", n = 3, ok = true }"#,
+        )
+        .unwrap();
+        let json = Json::from_toml(&toml["doc"], &f).unwrap();
+        let rendered: serde_json::Value = serde_json::from_slice(&json.render(&values)).unwrap();
+        assert_eq!(
+            rendered,
+            serde_json::json!({"liftID": 42, "label": "lift 42", "dir": "left", "n": 3, "ok": true})
+        );
+    }
+
+    #[test]
+    fn multipart_body_is_well_formed() {
+        let f = fields();
+        let values = f.draw(&mut fastrand::Rng::new());
+        let body = Body::Multipart {
+            boundary: "b0undary".into(),
+            parts: vec![
+                Part {
+                    name: "profile".into(),
+                    filename: None,
+                    content_type: "application/json".into(),
+                    content: PartContent::Text(Text::parse("{{\"id\":{id}}}", &f).unwrap()),
+                },
+                Part {
+                    name: "image".into(),
+                    filename: Some("cover.png".into()),
+                    content_type: "image/png".into(),
+                    content: PartContent::Blob(blob(2048, &mut fastrand::Rng::new())),
+                },
+            ],
+        };
+        let bytes = body.render(&values);
+        let text = String::from_utf8_lossy(&bytes);
+        assert!(text.starts_with("--b0undary\r\nContent-Disposition: form-data; name=\"profile\"\r\n"));
+        assert!(text.contains("{\"id\":42}"));
+        assert!(text.contains("name=\"image\"; filename=\"cover.png\"\r\nContent-Type: image/png\r\n\r\n"));
+        assert!(text.ends_with("\r\n--b0undary--\r\n"));
+        assert!(bytes.len() > 2048);
+    }
+}
