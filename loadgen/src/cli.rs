@@ -22,12 +22,32 @@ pub enum Command {
     /// Without --url, starts the built-in reference server (loadgen-server) in-process and
     /// tests it: a complete demo with nothing else to install.
     #[command(after_help = RUN_EXAMPLES)]
-    Run(RunArgs),
+    Run(Box<RunArgs>),
+    /// List the built-in scenarios, or print one (`loadgen scenarios show NAME`) to copy and edit.
+    Scenarios(ScenariosArgs),
+}
+
+/// Flags of `loadgen scenarios`.
+#[derive(Debug, Args, Clone)]
+pub struct ScenariosArgs {
+    #[command(subcommand)]
+    pub action: Option<ScenariosAction>,
+}
+
+#[derive(Debug, Subcommand, Clone)]
+pub enum ScenariosAction {
+    /// Print a built-in scenario's TOML.
+    Show {
+        /// Name of the built-in (see `loadgen scenarios`).
+        name: String,
+    },
 }
 
 const RUN_EXAMPLES: &str = "\
 Examples:
   loadgen run                                        # demo against the embedded server
+  loadgen run --scenario albums --set model.groups=3 --set model.iterations=50
+  loadgen run my-scenario.toml --url http://10.0.0.5:8080
   loadgen run --url http://127.0.0.1:8080/ -c 50 -d 30s
   loadgen run --url http://host:8080/albums/1 -c 32 -n 100000 --json
   loadgen run --url http://host:8080/swipe/left/ --method POST \\
@@ -39,13 +59,26 @@ written; 2 bad input or unreachable target (nothing was run); 130 Ctrl-C; 143 SI
 /// Flags of `loadgen run`.
 #[derive(Debug, Args, Clone)]
 pub struct RunArgs {
-    /// Target URL (http://host[:port]/path?query). Omit it to test the embedded reference server.
+    /// Scenario file (TOML) describing requests, payloads and the client model.
+    #[arg(value_name = "SCENARIO.toml", conflicts_with = "scenario")]
+    pub file: Option<PathBuf>,
+
+    /// Run a built-in scenario (`loadgen scenarios` lists them).
+    #[arg(short = 's', long, value_name = "NAME")]
+    pub scenario: Option<String>,
+
+    /// Override a scenario field, e.g. --set model.groups=30 (repeatable; values are TOML).
+    #[arg(long = "set", value_name = "KEY=VALUE")]
+    pub sets: Vec<String>,
+
+    /// Target URL (http://host[:port]/path?query); with a scenario, its base URL. Without a
+    /// URL the embedded reference server is started and tested.
     #[arg(long, value_name = "URL")]
     pub url: Option<String>,
 
-    /// Concurrent workers (virtual users), each with its own keep-alive connection.
-    #[arg(short = 'c', long = "connections", value_name = "N", default_value_t = 50)]
-    pub connections: u32,
+    /// Concurrent workers (virtual users), each with its own keep-alive connection [default: 50].
+    #[arg(short = 'c', long = "connections", value_name = "N")]
+    pub connections: Option<u32>,
 
     /// How long to send requests, e.g. 30s, 2m, 1500ms (default 10s unless -n is given).
     #[arg(short = 'd', long, value_name = "DURATION", value_parser = parse_duration, conflicts_with = "requests")]
@@ -55,9 +88,9 @@ pub struct RunArgs {
     #[arg(short = 'n', long = "requests", value_name = "N")]
     pub requests: Option<u64>,
 
-    /// HTTP method.
-    #[arg(short = 'm', long, value_name = "METHOD", default_value = "GET")]
-    pub method: String,
+    /// HTTP method [default: GET].
+    #[arg(short = 'm', long, value_name = "METHOD")]
+    pub method: Option<String>,
 
     /// Extra request header, 'Name: value' (repeatable).
     #[arg(short = 'H', long = "header", value_name = "HEADER")]
@@ -67,17 +100,18 @@ pub struct RunArgs {
     #[arg(short = 'b', long, value_name = "BODY")]
     pub body: Option<String>,
 
-    /// Pause each worker this long between its requests (a user's think time); 0 = back to back.
-    #[arg(long, value_name = "DURATION", value_parser = parse_duration, default_value = "0s")]
-    pub think_time: Duration,
+    /// Pause each worker this long between its requests (a user's think time) [default: 0s].
+    #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
+    pub think_time: Option<Duration>,
 
-    /// Limit for one whole request (connect, send, headers, body); slower ones are `timeout` rows.
-    #[arg(long, value_name = "DURATION", value_parser = parse_duration, default_value = "30s")]
-    pub timeout: Duration,
+    /// Limit for one whole request (connect, send, headers, body); slower ones are `timeout`
+    /// rows [default: 30s].
+    #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
+    pub timeout: Option<Duration>,
 
-    /// Limit for opening a connection; slower ones are `connect_timeout` rows.
-    #[arg(long, value_name = "DURATION", value_parser = parse_duration, default_value = "5s")]
-    pub connect_timeout: Duration,
+    /// Limit for opening a connection; slower ones are `connect_timeout` rows [default: 5s].
+    #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
+    pub connect_timeout: Option<Duration>,
 
     /// After the run stops (duration over, Ctrl-C), how long requests in flight may finish
     /// before they are cut off and recorded as `cancelled`.

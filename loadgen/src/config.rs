@@ -14,6 +14,11 @@ use hyper::{Method, Uri};
 use serde::Serialize;
 
 use crate::cli::RunArgs;
+use crate::model::ModelPlan;
+use crate::scenario::schema::{Defaults, Dur, ModelSpec, RequestSpec};
+use crate::scenario::{self, builtin, Compiled, Scenario, ScenarioError};
+use crate::workload::template::{Body, Text};
+use crate::workload::{RequestTemplate, StatusSet, Workload};
 
 /// Used when neither `-d` nor `-n` is given.
 pub const DEFAULT_DURATION: Duration = Duration::from_secs(10);
@@ -37,6 +42,22 @@ pub enum ConfigError {
     Header(String),
     #[error("{0}")]
     Template(String),
+    #[error(transparent)]
+    Scenario(#[from] ScenarioError),
+    #[error("cannot read scenario file {path} ({source}); check the path")]
+    ScenarioFile {
+        path: String,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("there is no built-in scenario '{name}'; built-ins are: {known} (see `loadgen scenarios`)")]
+    UnknownScenario { name: String, known: String },
+    #[error("--method and --body describe a single-URL run; with a scenario, set them in its [requests] (or with --set)")]
+    QuickOnly,
+    #[error("-c, -d and -n set the closed model; this scenario uses another model, so shape it with --set model.FIELD=VALUE")]
+    ClosedOnly,
+    #[error("--set changes a scenario; give one (a SCENARIO.toml file or --scenario NAME), or use flags such as -c and -d")]
+    SetWithoutScenario,
     #[error("--body @{path}: cannot read the file ({source}); check the path")]
     BodyFile {
         path: String,
@@ -112,17 +133,26 @@ pub enum Target {
     Url(TargetUrl),
 }
 
-/// A validated closed-model run.
+impl Target {
+    /// The path scenario request paths are relative to, without a trailing `/`.
+    pub fn base_path(&self) -> &str {
+        match self {
+            Target::Url(url) => url.path.path().trim_end_matches('/'),
+            Target::Embedded => "",
+        }
+    }
+}
+
+/// A validated run: where to send, what, and how the client behaves.
 #[derive(Debug, Clone)]
 pub struct RunConfig {
     pub target: Target,
-    pub method: Method,
-    pub headers: Vec<(HeaderName, HeaderValue)>,
-    pub body: Bytes,
-    /// Where the body came from, for run.json: `inline` or the file path.
-    pub body_source: Option<String>,
-    pub connections: u32,
-    pub limit: Limit,
+    /// `command line`, a scenario file's path, or `built-in NAME`.
+    pub scenario_origin: String,
+    /// The scenario as run (overrides applied, secret headers redacted), for the records.
+    pub scenario: Scenario,
+    pub workload: Workload,
+    pub model: ModelPlan,
     pub think_time: Duration,
     pub timeout: Duration,
     pub connect_timeout: Duration,
@@ -133,66 +163,109 @@ pub struct RunConfig {
     pub segment_interval: Duration,
 }
 
+const DEFAULT_CONNECTIONS: u32 = 50;
+const DEFAULT_TIMEOUT: Duration = Duration::from_secs(30);
+const DEFAULT_CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
+
 impl RunConfig {
-    /// Validates the flags of `loadgen run`.
+    /// Validates the flags of `loadgen run` (and the scenario they name).
     pub fn from_args(args: &RunArgs) -> Result<Self, ConfigError> {
-        let target = match &args.url {
-            Some(url) => Target::Url(TargetUrl::parse(url)?),
-            None => Target::Embedded,
-        };
-        if args.connections == 0 {
+        let url = args.url.as_deref().map(TargetUrl::parse).transpose()?;
+        if args.connections == Some(0) {
             return Err(ConfigError::Zero { flag: "-c/--connections" });
         }
-        let limit = match (args.duration, args.requests) {
-            (_, Some(0)) => return Err(ConfigError::Zero { flag: "-n/--requests" }),
-            (_, Some(n)) => Limit::Requests(n),
-            (Some(d), None) => Limit::Duration(d),
-            (None, None) => Limit::Duration(DEFAULT_DURATION),
-        };
+        if args.requests == Some(0) {
+            return Err(ConfigError::Zero { flag: "-n/--requests" });
+        }
         for (flag, value) in [
-            ("-d/--duration", args.duration.unwrap_or(DEFAULT_DURATION)),
+            ("-d/--duration", args.duration),
             ("--timeout", args.timeout),
             ("--connect-timeout", args.connect_timeout),
-            ("--segment-interval", args.segment_interval),
+            ("--segment-interval", Some(args.segment_interval)),
         ] {
-            if value.is_zero() {
+            if let Some(value) = value.filter(|v| v.is_zero()) {
                 return Err(ConfigError::ZeroDuration {
                     flag,
                     value: format!("{value:?}"),
                 });
             }
         }
-        let method = Method::from_bytes(args.method.to_ascii_uppercase().as_bytes())
-            .map_err(|_| ConfigError::Method(args.method.clone()))?;
         let headers = args
             .headers
             .iter()
             .map(|h| parse_header(h))
             .collect::<Result<Vec<_>, _>>()?;
-        let (body, body_source) = match args.body.as_deref() {
-            None => (Bytes::new(), None),
-            Some(text) => match text.strip_prefix('@') {
-                Some(path) => {
-                    let data = std::fs::read(path).map_err(|source| ConfigError::BodyFile {
-                        path: path.to_string(),
-                        source,
-                    })?;
-                    (Bytes::from(data), Some(format!("@{path}")))
+
+        let scenario_text = match (&args.file, &args.scenario) {
+            (Some(path), _) => Some((
+                path.display().to_string(),
+                std::fs::read_to_string(path).map_err(|source| ConfigError::ScenarioFile {
+                    path: path.display().to_string(),
+                    source,
+                })?,
+            )),
+            (None, Some(name)) => Some((
+                format!("built-in scenario {name}"),
+                builtin::get(name)
+                    .ok_or_else(|| ConfigError::UnknownScenario {
+                        name: name.clone(),
+                        known: builtin::names().join(", "),
+                    })?
+                    .to_string(),
+            )),
+            (None, None) => None,
+        };
+
+        let (target, origin, scenario, compiled) = match scenario_text {
+            Some((origin, text)) => {
+                if args.method.is_some() || args.body.is_some() {
+                    return Err(ConfigError::QuickOnly);
                 }
-                None => (Bytes::from(text.to_string()), Some("inline".to_string())),
-            },
+                let mut scenario = scenario::parse(&origin, &text, &args.sets)?;
+                for (name, value) in &headers {
+                    scenario.defaults.headers.insert(
+                        name.to_string(),
+                        value.to_str().unwrap_or_default().to_string(),
+                    );
+                }
+                let target = match (&url, &scenario.target) {
+                    (Some(url), _) => Target::Url(url.clone()),
+                    (None, Some(t)) => Target::Url(TargetUrl::parse(t).map_err(|e| {
+                        ConfigError::Scenario(ScenarioError {
+                            origin: origin.clone(),
+                            line: None,
+                            path: "target".into(),
+                            message: e.to_string(),
+                        })
+                    })?),
+                    (None, None) => Target::Embedded,
+                };
+                let closed_overrides = (args.connections, args.duration, args.requests);
+                apply_closed_overrides(&mut scenario, closed_overrides)?;
+                let compiled = scenario::compile_scenario(&origin, &scenario, target.base_path())?;
+                (target, origin, scenario, compiled)
+            }
+            None => {
+                if !args.sets.is_empty() {
+                    return Err(ConfigError::SetWithoutScenario);
+                }
+                let target = url.clone().map_or(Target::Embedded, Target::Url);
+                let (scenario, compiled) = quick_scenario(args, &target, &headers)?;
+                (target, "command line".to_string(), scenario, compiled)
+            }
         };
         Ok(RunConfig {
             target,
-            method,
-            headers,
-            body,
-            body_source,
-            connections: args.connections,
-            limit,
-            think_time: args.think_time,
-            timeout: args.timeout,
-            connect_timeout: args.connect_timeout,
+            scenario_origin: origin,
+            scenario: redact(scenario),
+            workload: compiled.workload,
+            model: compiled.model,
+            think_time: args.think_time.or(compiled.think_time).unwrap_or_default(),
+            timeout: args.timeout.or(compiled.timeout).unwrap_or(DEFAULT_TIMEOUT),
+            connect_timeout: args
+                .connect_timeout
+                .or(compiled.connect_timeout)
+                .unwrap_or(DEFAULT_CONNECT_TIMEOUT),
             grace: args.grace,
             out: args.out.clone(),
             progress: !args.no_progress && !args.json,
@@ -201,65 +274,188 @@ impl RunConfig {
         })
     }
 
-    /// The configuration as stored in run.json and Parquet metadata, secrets redacted.
+    /// The configuration as stored in run.json, secrets redacted.
     pub fn resolved(&self, target_url: &str) -> ResolvedConfig {
-        let (duration, requests) = match self.limit {
-            Limit::Duration(d) => (Some(humantime::format_duration(d).to_string()), None),
-            Limit::Requests(n) => (None, Some(n)),
-        };
+        let text = |d: Duration| humantime::format_duration(d).to_string();
         ResolvedConfig {
-            model: "closed",
+            scenario: self.scenario_origin.clone(),
+            model: self.model.kind(),
+            description: self.model.describe(),
             url: target_url.to_string(),
             embedded_server: self.target == Target::Embedded,
-            method: self.method.to_string(),
-            headers: self
-                .headers
-                .iter()
-                .map(|(name, value)| {
-                    let shown = if is_secret(name) {
-                        "<redacted>".to_string()
-                    } else {
-                        value.to_str().unwrap_or("<binary>").to_string()
-                    };
-                    format!("{name}: {shown}")
-                })
-                .collect(),
-            body_bytes: self.body.len(),
-            body_source: self.body_source.clone(),
-            connections: self.connections,
-            duration,
-            requests,
-            think_time: humantime::format_duration(self.think_time).to_string(),
-            timeout: humantime::format_duration(self.timeout).to_string(),
-            connect_timeout: humantime::format_duration(self.connect_timeout).to_string(),
-            grace: humantime::format_duration(self.grace).to_string(),
-            segment_interval: humantime::format_duration(self.segment_interval).to_string(),
+            think_time: text(self.think_time),
+            timeout: text(self.timeout),
+            connect_timeout: text(self.connect_timeout),
+            grace: text(self.grace),
+            segment_interval: text(self.segment_interval),
+            definition: self.scenario.clone(),
         }
     }
 }
 
-/// The run as configured, in the units a person reads; stored in run.json and as
-/// `loadgen.scenario` (TOML) in every segment.
+/// `-c`, `-d` and `-n` set the closed model's parameters; other models are shaped with --set.
+fn apply_closed_overrides(
+    scenario: &mut Scenario,
+    (connections, duration, requests): (Option<u32>, Option<Duration>, Option<u64>),
+) -> Result<(), ConfigError> {
+    if connections.is_none() && duration.is_none() && requests.is_none() {
+        return Ok(());
+    }
+    let ModelSpec::Closed {
+        workers,
+        requests: spec_requests,
+        duration: spec_duration,
+    } = &mut scenario.model
+    else {
+        return Err(ConfigError::ClosedOnly);
+    };
+    if let Some(c) = connections {
+        *workers = c;
+    }
+    if let Some(d) = duration {
+        *spec_duration = Some(Dur(d));
+        *spec_requests = None;
+    }
+    if let Some(n) = requests {
+        *spec_requests = Some(n);
+        *spec_duration = None;
+    }
+    Ok(())
+}
+
+/// The scenario a quick `loadgen run --url … -c … -d …` amounts to, compiled directly (a
+/// command-line path or body is literal, never a template).
+fn quick_scenario(
+    args: &RunArgs,
+    target: &Target,
+    headers: &[(HeaderName, HeaderValue)],
+) -> Result<(Scenario, Compiled), ConfigError> {
+    let method_text = args.method.clone().unwrap_or_else(|| "GET".to_string());
+    let method = Method::from_bytes(method_text.to_ascii_uppercase().as_bytes())
+        .map_err(|_| ConfigError::Method(method_text.clone()))?;
+    let body = match args.body.as_deref() {
+        None => Bytes::new(),
+        Some(text) => match text.strip_prefix('@') {
+            Some(path) => Bytes::from(std::fs::read(path).map_err(|source| {
+                ConfigError::BodyFile {
+                    path: path.to_string(),
+                    source,
+                }
+            })?),
+            None => Bytes::from(text.to_string()),
+        },
+    };
+    let path = match target {
+        Target::Url(url) => url.path.to_string(),
+        Target::Embedded => "/".to_string(),
+    };
+    let limit = match (args.duration, args.requests) {
+        (_, Some(n)) => Limit::Requests(n),
+        (Some(d), None) => Limit::Duration(d),
+        (None, None) => Limit::Duration(DEFAULT_DURATION),
+    };
+    let workers = args.connections.unwrap_or(DEFAULT_CONNECTIONS);
+    let template = RequestTemplate::new(
+        None,
+        method.clone(),
+        Text::literal(&path),
+        headers,
+        if body.is_empty() {
+            Body::Empty
+        } else {
+            Body::Static(body.clone())
+        },
+        StatusSet::default(),
+    )
+    .map_err(|e| ConfigError::Template(e.to_string()))?;
+    let scenario = Scenario {
+        name: None,
+        description: Some("from the command line".into()),
+        target: match target {
+            Target::Url(url) => Some(url.url.clone()),
+            Target::Embedded => None,
+        },
+        defaults: Defaults {
+            headers: headers
+                .iter()
+                .map(|(n, v)| (n.to_string(), v.to_str().unwrap_or("<binary>").to_string()))
+                .collect(),
+            ..Defaults::default()
+        },
+        fields: Default::default(),
+        requests: [(
+            "main".to_string(),
+            RequestSpec {
+                method: method.to_string(),
+                path: path.clone(),
+                label: None,
+                headers: Default::default(),
+                body: (!body.is_empty()).then(|| match &args.body {
+                    Some(b) if b.starts_with('@') => format!("<{} bytes from {}>", body.len(), &b[1..]),
+                    _ => format!("<{} bytes>", body.len()),
+                }),
+                json: None,
+                multipart: None,
+                expect: None,
+            },
+        )]
+        .into(),
+        sequence: vec!["main".to_string()],
+        model: ModelSpec::Closed {
+            workers,
+            requests: args.requests,
+            duration: match limit {
+                Limit::Duration(d) => Some(Dur(d)),
+                Limit::Requests(_) => None,
+            },
+        },
+    };
+    let compiled = Compiled {
+        workload: Workload::single(template),
+        model: ModelPlan::Closed {
+            workers,
+            limit,
+            sequence: vec![0u16].into(),
+        },
+        timeout: None,
+        connect_timeout: None,
+        think_time: None,
+    };
+    Ok((scenario, compiled))
+}
+
+/// The run as configured, in the units a person reads; stored in run.json, and its
+/// `definition` as `loadgen.scenario` (TOML) in every segment.
 #[derive(Debug, Clone, Serialize)]
 pub struct ResolvedConfig {
+    pub scenario: String,
     pub model: &'static str,
+    pub description: String,
     pub url: String,
     pub embedded_server: bool,
-    pub method: String,
-    pub headers: Vec<String>,
-    pub body_bytes: usize,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub body_source: Option<String>,
-    pub connections: u32,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub duration: Option<String>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub requests: Option<u64>,
     pub think_time: String,
     pub timeout: String,
     pub connect_timeout: String,
     pub grace: String,
     pub segment_interval: String,
+    /// The scenario as run: overrides applied, secret header values redacted.
+    pub definition: Scenario,
+}
+
+/// The scenario with secret-looking header values replaced.
+fn redact(mut scenario: Scenario) -> Scenario {
+    let hide = |headers: &mut std::collections::BTreeMap<String, String>| {
+        for (name, value) in headers.iter_mut() {
+            if HeaderName::from_bytes(name.as_bytes()).is_ok_and(|n| is_secret(&n)) {
+                *value = "<redacted>".to_string();
+            }
+        }
+    };
+    hide(&mut scenario.defaults.headers);
+    for request in scenario.requests.values_mut() {
+        hide(&mut request.headers);
+    }
+    scenario
 }
 
 fn parse_header(text: &str) -> Result<(HeaderName, HeaderValue), ConfigError> {
@@ -318,10 +514,10 @@ mod tests {
             "Accept: text/plain",
         ])
         .unwrap();
-        let crate::cli::Command::Run(args) = cli.command;
+        let crate::cli::Command::Run(args) = cli.command else { panic!() };
         let resolved = RunConfig::from_args(&args).unwrap().resolved("http://x/");
         let text = serde_json::to_string(&resolved).unwrap();
-        assert!(!text.contains("abc") && !text.contains(": k\""), "{text}");
-        assert!(text.contains("accept: text/plain"), "{text}");
+        assert!(!text.contains("abc") && !text.contains("\"k\""), "{text}");
+        assert!(text.contains("text/plain"), "{text}");
     }
 }

@@ -18,6 +18,7 @@ pub mod model;
 pub mod record;
 pub mod report;
 pub mod runner;
+pub mod scenario;
 pub mod stats;
 pub mod stop;
 pub mod transport;

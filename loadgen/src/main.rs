@@ -4,7 +4,7 @@
 use std::process::ExitCode;
 
 use clap::Parser;
-use loadgen::cli::{Cli, Command};
+use loadgen::cli::{Cli, Command, ScenariosAction};
 use loadgen::config::RunConfig;
 use loadgen::stop::{ExitReason, StopSignal};
 
@@ -12,6 +12,7 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     let code = match cli.command {
         Command::Run(args) => run(&args),
+        Command::Scenarios(args) => scenarios(&args),
     };
     ExitCode::from(code as u8)
 }
@@ -50,6 +51,34 @@ fn run(args: &loadgen::cli::RunArgs) -> i32 {
             Err(e) => fail(&e),
         }
     })
+}
+
+/// `loadgen scenarios [show NAME]`.
+fn scenarios(args: &loadgen::cli::ScenariosArgs) -> i32 {
+    use loadgen::scenario::builtin;
+    match &args.action {
+        None => {
+            let width = builtin::names().iter().map(|n| n.len()).max().unwrap_or(0);
+            for (name, text) in builtin::BUILTINS {
+                println!("{name:<width$}  {}", builtin::description(text));
+            }
+            println!("\nRun one with `loadgen run --scenario NAME`; print it with `loadgen scenarios show NAME`.");
+            0
+        }
+        Some(ScenariosAction::Show { name }) => match builtin::get(name) {
+            Some(text) => {
+                print!("{text}");
+                0
+            }
+            None => {
+                eprintln!(
+                    "error: there is no built-in scenario '{name}'; built-ins are: {}",
+                    builtin::names().join(", ")
+                );
+                2
+            }
+        },
+    }
 }
 
 /// Prints the error as one sentence. The library's messages already name their cause, so

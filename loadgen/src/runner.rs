@@ -13,8 +13,7 @@ use serde::Serialize;
 
 use crate::clock::Anchor;
 use crate::config::{ConfigError, Limit, ResolvedConfig, RunConfig, Target, TargetUrl};
-use crate::model::closed::Closed;
-use crate::model::Model;
+use crate::model::ModelPlan;
 use crate::record::writer::{self, RecordError, WriterConfig};
 use crate::record::SCHEMA_VERSION;
 use crate::report::{console, progress::Progress, write_json_atomically, RunSummary};
@@ -22,9 +21,6 @@ use crate::stats::LiveCounters;
 use crate::stop::{ExitReason, StopSignal};
 use crate::transport::{probe, ProbeError, TransportConfig};
 use crate::worker::{WorkerContext, WorkerPool};
-use crate::workload::fields::Fields;
-use crate::workload::template::{Body, Text};
-use crate::workload::{RequestTemplate, StatusSet, Workload};
 
 /// Why a run could not be carried out. [`RunError::exit_code`] maps each to the process exit.
 #[derive(Debug, thiserror::Error)]
@@ -140,7 +136,7 @@ struct RecordsInfo {
 /// Runs a closed-model load test. `stop` lets the caller (signal handler, test) stop it early.
 pub async fn run(config: RunConfig, stop: StopSignal) -> Result<RunOutcome, RunError> {
     let mut warnings = Vec::new();
-    if let Some(warning) = raise_open_files_limit(config.connections) {
+    if let Some(warning) = raise_open_files_limit(config.model.max_workers()) {
         eprintln!("warning: {warning}");
         warnings.push(warning);
     }
@@ -172,83 +168,67 @@ pub async fn run(config: RunConfig, stop: StopSignal) -> Result<RunOutcome, RunE
     let run_dir = create_run_dir(config.out.as_deref(), &run_id)?;
     let resolved = config.resolved(&target.url);
     let host = HostInfo::current();
-    let template = RequestTemplate::new(
-        None,
-        config.method.clone(),
-        Text::parse(&escape_braces(&target.path.to_string()), &Fields::default())
-            .expect("an escaped path has no placeholders"),
-        &target.authority,
-        &config.headers,
-        if config.body.is_empty() {
-            Body::Empty
-        } else {
-            Body::Static(config.body.clone())
-        },
-        StatusSet::default(),
-    )
-    .map_err(|e| ConfigError::Template(e.to_string()))?;
-    let workload = Workload::single(template);
-    let labels = workload.labels();
+    let labels = config.workload.labels();
+    let phase_labels = config.model.phase_labels();
     let anchor = Anchor::now();
 
     let (records, writer) = writer::spawn(WriterConfig {
         dir: run_dir.join("requests"),
         metadata: parquet_metadata(&run_id, &anchor, &resolved, &host),
         ops: labels.clone(),
-        phases: vec!["main".to_string()],
+        phases: phase_labels.clone(),
         segment_interval: config.segment_interval,
+        max_attempts: config.model.max_attempts(),
     })?;
 
     let live = Arc::new(LiveCounters::default());
     let ctx = Arc::new(WorkerContext {
         anchor,
-        workload,
+        workload: config.workload.clone(),
         live: live.clone(),
         stop: stop.clone(),
     });
     let transport = Arc::new(TransportConfig {
         addr,
+        host: hyper::header::HeaderValue::from_str(&target.authority)
+            .unwrap_or_else(|_| hyper::header::HeaderValue::from_static("localhost")),
         connect_timeout: config.connect_timeout,
         request_timeout: config.timeout,
     });
+    let header = format!(
+        "loadgen {} — {}, against {}{}",
+        env!("CARGO_PKG_VERSION"),
+        config.model.describe(),
+        target.url,
+        if embedded.is_some() { " (embedded loadgen-server)" } else { "" },
+    );
     if !config.json {
-        eprintln!(
-            "loadgen: {} workers, {} against {}{}",
-            config.connections,
-            describe_limit(config.limit),
-            target.url,
-            if embedded.is_some() { " (embedded loadgen-server)" } else { "" },
-        );
+        eprintln!("{header}");
     }
-    let progress = Progress::start(config.progress, config.limit, live.clone());
+    let extent = config.model.extent();
+    let progress = Progress::start(config.progress, extent, live.clone());
+    let announce = progress.announcer(!config.json);
 
     let mut pool = WorkerPool::new(ctx.clone(), transport, records);
-    let model = Closed {
-        workers: config.connections,
-        requests: match config.limit {
-            Limit::Requests(n) => Some(n),
-            Limit::Duration(_) => None,
-        },
-        think_time: config.think_time,
-        stop: stop.clone(),
-    };
-    let timer = match config.limit {
-        Limit::Duration(duration) => {
+    let timer = match extent {
+        Limit::Duration(duration) if matches!(config.model, ModelPlan::Closed { .. }) => {
             let stop = stop.clone();
             Some(tokio::spawn(async move {
                 tokio::time::sleep(duration).await;
                 stop.drain(ExitReason::DurationElapsed);
             }))
         }
-        Limit::Requests(_) => None,
+        _ => None,
     };
     // A model stops starting workers as soon as the run drains; workers already running
     // finish (or are cut off after the grace period).
+    let fields = config.workload.phase_fields[0].clone();
     tokio::select! {
-        _ = model.drive(&mut pool) => {}
+        _ = config.model.clone().drive(&mut pool, config.think_time, &stop, announce, &fields) => {}
         _ = stop.draining() => {}
     }
     pool.wait_all(config.grace).await;
+    drop(pool);
     if let Some(timer) = timer {
         timer.abort();
     }
@@ -262,6 +242,7 @@ pub async fn run(config: RunConfig, stop: StopSignal) -> Result<RunOutcome, RunE
     let summary = RunSummary::from_stats(
         &report.stats,
         &labels,
+        &phase_labels,
         live.handoff_blocked_ns.load(std::sync::atomic::Ordering::Relaxed),
     );
     if let Some(server) = embedded {
@@ -302,14 +283,6 @@ pub async fn run(config: RunConfig, stop: StopSignal) -> Result<RunOutcome, RunE
         source,
     })?;
 
-    let header = format!(
-        "loadgen {} — closed model, {} workers, {}, {} {}",
-        env!("CARGO_PKG_VERSION"),
-        config.connections,
-        describe_limit(config.limit),
-        config.method,
-        target.url
-    );
     let mut footer = vec![
         ("Run directory", run_dir.display().to_string()),
         (
@@ -398,24 +371,17 @@ fn parquet_metadata(
 
 /// Raises the soft open-files limit to the hard one; returns a warning if `connections`
 /// will not fit under it.
-fn raise_open_files_limit(connections: u32) -> Option<String> {
+fn raise_open_files_limit(workers: u32) -> Option<String> {
     // Headroom for the runtime, the writer, stdio and the embedded server's sockets.
     const SPARE_FDS: u64 = 64;
     let limit = rlimit::increase_nofile_limit(u64::MAX).ok()?;
-    let needed = u64::from(connections) + SPARE_FDS;
+    let needed = u64::from(workers) + SPARE_FDS;
     (needed > limit).then(|| {
         format!(
-            "-c {connections} needs about {needed} open files but the limit is {limit}; \
-             expect too_many_open_files errors (raise it with `ulimit -n` or lower -c)"
+            "{workers} workers need about {needed} open files but the limit is {limit}; \
+             expect too_many_open_files errors (raise it with `ulimit -n` or use fewer workers)"
         )
     })
-}
-
-fn describe_limit(limit: Limit) -> String {
-    match limit {
-        Limit::Duration(d) => format!("for {}", humantime::format_duration(d)),
-        Limit::Requests(n) => format!("{n} requests"),
-    }
 }
 
 fn exit_reason_text(reason: ExitReason) -> &'static str {
@@ -426,9 +392,4 @@ fn exit_reason_text(reason: ExitReason) -> &'static str {
         ExitReason::Terminated => "terminated (SIGTERM); every completed request is recorded",
         ExitReason::WriterFailed => "the record writer failed",
     }
-}
-
-/// A literal URL path as a template: braces in it are not placeholders.
-fn escape_braces(path: &str) -> String {
-    path.replace('{', "{{").replace('}', "}}")
 }

@@ -63,7 +63,7 @@ async fn exactly_n_requests_each_one_row_matching_the_server() {
     assert_eq!(meta["loadgen.schema_version"], "1");
     assert_eq!(meta["loadgen.run_id"], outcome.run_id);
     assert!(meta["loadgen.anchor_unix_ns"].parse::<i64>().unwrap() > 1_600_000_000_000_000_000);
-    assert!(meta["loadgen.scenario"].contains("connections = 4"));
+    assert!(meta["loadgen.scenario"].contains("workers = 4"), "{}", meta["loadgen.scenario"]);
     assert!(meta["loadgen.host"].contains("cpus"));
     assert_eq!(meta["loadgen.shard"], "0/1");
 
@@ -71,7 +71,7 @@ async fn exactly_n_requests_each_one_row_matching_the_server() {
     assert_eq!(json["exit_reason"], "completed");
     assert_eq!(json["summary"]["requests"], 500);
     assert_eq!(json["records"]["rows"], 500);
-    assert_eq!(json["config"]["requests"], 500);
+    assert_eq!(json["config"]["definition"]["model"]["requests"], 500);
     server.shutdown().await;
 }
 

@@ -62,6 +62,8 @@ pub struct WriterConfig {
     pub phases: Vec<String>,
     /// Close the open segment after this long, so a killed run keeps everything older.
     pub segment_interval: Duration,
+    /// Retries + 1: a failed row with this attempt number failed for good.
+    pub max_attempts: u8,
 }
 
 /// What the writer produced.
@@ -203,7 +205,7 @@ impl SegmentWriter {
             )),
             phases: Arc::new(StringArray::from(config.phases.clone())),
         };
-        let stats = Aggregator::new(config.ops.len());
+        let stats = Aggregator::new(config.ops.len(), config.phases.len(), config.max_attempts);
         SegmentWriter {
             config,
             dicts,
@@ -370,6 +372,7 @@ mod tests {
             ops: vec!["GET /a".into(), "POST /b".into()],
             phases: vec!["startup".into(), "main".into()],
             segment_interval: Duration::from_secs(60),
+            max_attempts: 1,
         })
         .unwrap();
         let records: Vec<RequestRecord> = (0..70_000).map(sample).collect();
@@ -427,6 +430,7 @@ mod tests {
             ops: vec!["GET /".into(), "POST /".into()],
             phases: vec!["startup".into(), "main".into()],
             segment_interval: Duration::from_millis(100),
+            max_attempts: 1,
         })
         .unwrap();
         for i in 0..4 {

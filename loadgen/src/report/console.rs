@@ -15,9 +15,17 @@ pub fn render(summary: &RunSummary, header: &str, footer: &[(&str, String)]) -> 
         let by_class: Vec<String> = summary.errors.iter().map(|(c, n)| format!("{c} {n}")).collect();
         format!(" ({})", by_class.join(", "))
     };
+    let retries = if summary.retries > 0 {
+        format!(
+            " ({} of them retries; {} failed after all retries)",
+            summary.retries, summary.failed_final
+        )
+    } else {
+        String::new()
+    };
     let _ = writeln!(
         out,
-        "  Requests    {} total, {} ok, {} failed{failures}",
+        "  Requests    {} total, {} ok, {} failed{failures}{retries}",
         summary.requests, summary.ok, summary.failed
     );
     let _ = writeln!(out, "  Wall time   {}", duration(summary.wall_time_ns as f64));
@@ -26,6 +34,15 @@ pub fn render(summary: &RunSummary, header: &str, footer: &[(&str, String)]) -> 
         "  Throughput  {:.1} req/s ({:.1} req/s ok)",
         summary.throughput_rps, summary.ok_throughput_rps
     );
+    if let Some(groups) = &summary.excluding_startup {
+        let _ = writeln!(
+            out,
+            "  Groups only {} requests in {}: {:.1} req/s (startup excluded)",
+            groups.requests,
+            duration(groups.wall_time_ns as f64),
+            groups.throughput_rps
+        );
+    }
     let _ = writeln!(
         out,
         "  Transfer    {} sent, {} received",
@@ -37,7 +54,7 @@ pub fn render(summary: &RunSummary, header: &str, footer: &[(&str, String)]) -> 
     let headings = [
         "op", "requests", "failed", "req/s", "mean", "min", "p50", "p90", "p99", "p99.9", "max",
     ];
-    let mut rows: Vec<Vec<String>> = vec![headings.iter().map(|s| s.to_string()).collect()];
+    let mut rows: Vec<Vec<String>> = Vec::new();
     for op in &summary.ops {
         let mut row = vec![
             op.op.clone(),
@@ -62,20 +79,31 @@ pub fn render(summary: &RunSummary, header: &str, footer: &[(&str, String)]) -> 
         }
         rows.push(row);
     }
-    let widths: Vec<usize> = (0..headings.len())
-        .map(|i| rows.iter().map(|r| r[i].chars().count()).max().unwrap_or(0))
-        .collect();
-    for row in &rows {
-        let mut line = String::from(" ");
-        for (i, cell) in row.iter().enumerate() {
-            let pad = widths[i] - cell.chars().count();
-            if i == 0 {
-                let _ = write!(line, " {cell}{}", " ".repeat(pad));
-            } else {
-                let _ = write!(line, "  {}{cell}", " ".repeat(pad));
-            }
-        }
-        let _ = writeln!(out, "{}", line.trim_end());
+    table(&mut out, &headings, &rows);
+    // One phase is the whole run: a per-phase table would repeat the lines above.
+    if summary.phases.len() > 1 {
+        let _ = writeln!(out);
+        let headings = ["phase", "workers", "requests", "failed", "wall", "req/s", "p50", "p99"];
+        let rows: Vec<Vec<String>> = summary
+            .phases
+            .iter()
+            .map(|p| {
+                let (p50, p99) = p.latency.map_or(("-".into(), "-".into()), |l| {
+                    (duration(l.p50_ns as f64), duration(l.p99_ns as f64))
+                });
+                vec![
+                    p.phase.clone(),
+                    p.workers.to_string(),
+                    p.requests.to_string(),
+                    p.failed.to_string(),
+                    duration(p.wall_time_ns as f64),
+                    format!("{:.1}", p.throughput_rps),
+                    p50,
+                    p99,
+                ]
+            })
+            .collect();
+        table(&mut out, &headings, &rows);
     }
     if !footer.is_empty() {
         let _ = writeln!(out);
@@ -85,6 +113,27 @@ pub fn render(summary: &RunSummary, header: &str, footer: &[(&str, String)]) -> 
         }
     }
     out
+}
+
+/// Writes an aligned table: first column left-aligned, the rest right-aligned.
+fn table(out: &mut String, headings: &[&str], rows: &[Vec<String>]) {
+    let mut all: Vec<Vec<String>> = vec![headings.iter().map(|s| s.to_string()).collect()];
+    all.extend(rows.iter().cloned());
+    let widths: Vec<usize> = (0..headings.len())
+        .map(|i| all.iter().map(|r| r[i].chars().count()).max().unwrap_or(0))
+        .collect();
+    for row in &all {
+        let mut line = String::from(" ");
+        for (i, cell) in row.iter().enumerate() {
+            let pad = " ".repeat(widths[i] - cell.chars().count());
+            if i == 0 {
+                let _ = write!(line, " {cell}{pad}");
+            } else {
+                let _ = write!(line, "  {pad}{cell}");
+            }
+        }
+        let _ = writeln!(out, "{}", line.trim_end());
+    }
 }
 
 /// A nanosecond quantity in the unit a person reads best.

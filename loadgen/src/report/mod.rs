@@ -28,9 +28,38 @@ pub struct RunSummary {
     pub ok_throughput_rps: f64,
     pub bytes_sent: u64,
     pub bytes_received: u64,
+    /// Rows that were retries (`attempt > 1`); they are included in `requests`.
+    pub retries: u64,
+    /// Requests that failed on their last allowed attempt.
+    pub failed_final: u64,
     pub ops: Vec<OpSummary>,
+    pub phases: Vec<PhaseSummary>,
+    /// The run without its `startup` phase (thread-groups), as the courses report it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub excluding_startup: Option<Span>,
     /// Total time workers spent blocked handing record batches to the writer thread.
     pub record_handoff_blocked_ns: u64,
+}
+
+/// Per phase (group, phase, `main`).
+#[derive(Debug, Clone, Serialize)]
+pub struct PhaseSummary {
+    pub phase: String,
+    pub workers: usize,
+    pub requests: u64,
+    pub failed: u64,
+    /// From the phase's first request start to its last request end.
+    pub wall_time_ns: i64,
+    pub throughput_rps: f64,
+    pub latency: Option<LatencySummary>,
+}
+
+/// Requests over a stretch of the run.
+#[derive(Debug, Clone, Serialize)]
+pub struct Span {
+    pub requests: u64,
+    pub wall_time_ns: i64,
+    pub throughput_rps: f64,
 }
 
 /// Per request type.
@@ -59,15 +88,14 @@ pub struct LatencySummary {
 }
 
 impl RunSummary {
-    pub fn from_stats(stats: &Aggregator, labels: &[String], handoff_blocked_ns: u64) -> Self {
+    pub fn from_stats(
+        stats: &Aggregator,
+        labels: &[String],
+        phase_labels: &[String],
+        handoff_blocked_ns: u64,
+    ) -> Self {
         let wall_time_ns = stats.last_end_ns.unwrap_or(0).max(0);
-        let rate = |n: u64| {
-            if wall_time_ns > 0 {
-                n as f64 / (wall_time_ns as f64 / 1e9)
-            } else {
-                0.0
-            }
-        };
+        let rate = |n: u64| per_second(n, wall_time_ns);
         let requests = stats.requests();
         let failed = stats.failures();
         let ops = stats
@@ -80,9 +108,40 @@ impl RunSummary {
                 failed: op.failures,
                 errors: errors_by_name(op),
                 throughput_rps: rate(op.requests),
-                latency: latency(op),
+                latency: latency(&op.latency_ns),
             })
             .collect();
+        let phases: Vec<PhaseSummary> = stats
+            .phases
+            .iter()
+            .zip(phase_labels)
+            .filter(|(phase, _)| phase.requests > 0)
+            .map(|(phase, label)| {
+                let wall = phase.last_end_ns.unwrap_or(0) - phase.first_start_ns.unwrap_or(0);
+                PhaseSummary {
+                    phase: label.clone(),
+                    workers: phase.workers(),
+                    requests: phase.requests,
+                    failed: phase.failures,
+                    wall_time_ns: wall,
+                    throughput_rps: per_second(phase.requests, wall),
+                    latency: latency(&phase.latency_ns),
+                }
+            })
+            .collect();
+        let excluding_startup = (phase_labels.first().is_some_and(|l| l == "startup")
+            && stats.phases.len() > 1)
+            .then(|| {
+                let rest = &stats.phases[1..];
+                let requests = rest.iter().map(|p| p.requests).sum();
+                let start = rest.iter().filter_map(|p| p.first_start_ns).min().unwrap_or(0);
+                let end = rest.iter().filter_map(|p| p.last_end_ns).max().unwrap_or(0);
+                Span {
+                    requests,
+                    wall_time_ns: end - start,
+                    throughput_rps: per_second(requests, end - start),
+                }
+            });
         RunSummary {
             requests,
             ok: requests - failed,
@@ -97,7 +156,11 @@ impl RunSummary {
             ok_throughput_rps: rate(requests - failed),
             bytes_sent: stats.ops.iter().map(|o| o.bytes_sent).sum(),
             bytes_received: stats.ops.iter().map(|o| o.bytes_received).sum(),
+            retries: stats.retries,
+            failed_final: stats.failed_final,
             ops,
+            phases,
+            excluding_startup,
             record_handoff_blocked_ns: handoff_blocked_ns,
         }
     }
@@ -112,8 +175,15 @@ fn errors_by_name(op: &OpAggregate) -> BTreeMap<String, u64> {
         .collect()
 }
 
-fn latency(op: &OpAggregate) -> Option<LatencySummary> {
-    let h = &op.latency_ns;
+fn per_second(requests: u64, wall_time_ns: i64) -> f64 {
+    if wall_time_ns > 0 {
+        requests as f64 / (wall_time_ns as f64 / 1e9)
+    } else {
+        0.0
+    }
+}
+
+fn latency(h: &hdrhistogram::Histogram<u64>) -> Option<LatencySummary> {
     (!h.is_empty()).then(|| LatencySummary {
         count: h.len(),
         mean_ns: h.mean(),

@@ -67,6 +67,20 @@ impl Progress {
         }
     }
 
+    /// Prints model messages (phase starts and ends) above the bar, or on stderr when there
+    /// is no bar; nothing when `enabled` is false (`--json`).
+    pub fn announcer(&self, enabled: bool) -> crate::model::Announcer {
+        let bar = self.bar.clone();
+        let drawing = self.task.is_some();
+        Arc::new(move |message: String| {
+            if drawing {
+                bar.println(format!("  {message}"));
+            } else if enabled {
+                eprintln!("  {message}");
+            }
+        })
+    }
+
     pub fn finish(self) {
         if let Some(task) = self.task {
             task.abort();

@@ -63,31 +63,103 @@ impl OpAggregate {
             errors: [0; ErrorClass::ALL.len()],
             bytes_sent: 0,
             bytes_received: 0,
-            latency_ns: Histogram::new_with_bounds(1, MAX_TRACKED_NS, 3)
-                .expect("static histogram bounds are valid"),
+            latency_ns: new_histogram(),
         }
     }
 }
 
-/// Exact per-op counts and latency histograms over every recorded row.
+/// Aggregates for one phase (group, phase, or `main`).
+#[derive(Debug, Clone)]
+pub struct PhaseAggregate {
+    pub requests: u64,
+    pub failures: u64,
+    /// Which workers sent in this phase (indexed by worker id).
+    pub workers_seen: Vec<bool>,
+    pub first_start_ns: Option<i64>,
+    pub last_end_ns: Option<i64>,
+    pub latency_ns: Histogram<u64>,
+}
+
+impl PhaseAggregate {
+    fn new() -> Self {
+        PhaseAggregate {
+            requests: 0,
+            failures: 0,
+            workers_seen: Vec::new(),
+            first_start_ns: None,
+            last_end_ns: None,
+            latency_ns: new_histogram(),
+        }
+    }
+
+    pub fn workers(&self) -> usize {
+        self.workers_seen.iter().filter(|w| **w).count()
+    }
+}
+
+fn new_histogram() -> Histogram<u64> {
+    Histogram::new_with_bounds(1, MAX_TRACKED_NS, 3).expect("static histogram bounds are valid")
+}
+
+fn widen(range: &mut (Option<i64>, Option<i64>), start_ns: i64, end_ns: i64) {
+    range.0 = Some(range.0.map_or(start_ns, |s| s.min(start_ns)));
+    range.1 = Some(range.1.map_or(end_ns, |e| e.max(end_ns)));
+}
+
+/// Exact per-op and per-phase counts and latency histograms over every recorded row.
 #[derive(Debug, Clone)]
 pub struct Aggregator {
     pub ops: Vec<OpAggregate>,
+    pub phases: Vec<PhaseAggregate>,
     /// Earliest `start_ns` and latest request end seen, for wall time.
     pub first_start_ns: Option<i64>,
     pub last_end_ns: Option<i64>,
+    /// Rows with `attempt > 1`.
+    pub retries: u64,
+    /// Failed rows that were the last attempt allowed: requests that failed for good.
+    pub failed_final: u64,
+    max_attempts: u8,
 }
 
 impl Aggregator {
-    pub fn new(op_count: usize) -> Self {
+    pub fn new(op_count: usize, phase_count: usize, max_attempts: u8) -> Self {
         Aggregator {
             ops: (0..op_count).map(|_| OpAggregate::new()).collect(),
+            phases: (0..phase_count).map(|_| PhaseAggregate::new()).collect(),
             first_start_ns: None,
             last_end_ns: None,
+            retries: 0,
+            failed_final: 0,
+            max_attempts: max_attempts.max(1),
         }
     }
 
     pub fn observe(&mut self, r: &RequestRecord) {
+        let end_ns = r.start_ns + r.latency_ns;
+        let phase = &mut self.phases[usize::from(r.phase)];
+        phase.requests += 1;
+        let worker = r.worker as usize;
+        if phase.workers_seen.len() <= worker {
+            phase.workers_seen.resize(worker + 1, false);
+        }
+        phase.workers_seen[worker] = true;
+        let mut range = (phase.first_start_ns, phase.last_end_ns);
+        widen(&mut range, r.start_ns, end_ns);
+        (phase.first_start_ns, phase.last_end_ns) = range;
+        if r.error.is_some() {
+            phase.failures += 1;
+            if r.attempt >= self.max_attempts {
+                self.failed_final += 1;
+            }
+        }
+        if r.attempt > 1 {
+            self.retries += 1;
+        }
+        let latency_ns = u64::try_from(r.latency_ns).unwrap_or(0).clamp(1, MAX_TRACKED_NS);
+        if r.status > 0 {
+            phase.latency_ns.record(latency_ns).expect("value clamped into range");
+        }
+
         let op = &mut self.ops[usize::from(r.op)];
         op.requests += 1;
         op.bytes_sent += r.bytes_sent;
@@ -97,12 +169,11 @@ impl Aggregator {
             op.errors[class.index()] += 1;
         }
         if r.status > 0 {
-            let ns = u64::try_from(r.latency_ns).unwrap_or(0).clamp(1, MAX_TRACKED_NS);
-            op.latency_ns.record(ns).expect("value clamped into range");
+            op.latency_ns.record(latency_ns).expect("value clamped into range");
         }
-        let end_ns = r.start_ns + r.latency_ns;
-        self.first_start_ns = Some(self.first_start_ns.map_or(r.start_ns, |s| s.min(r.start_ns)));
-        self.last_end_ns = Some(self.last_end_ns.map_or(end_ns, |e| e.max(end_ns)));
+        let mut range = (self.first_start_ns, self.last_end_ns);
+        widen(&mut range, r.start_ns, end_ns);
+        (self.first_start_ns, self.last_end_ns) = range;
     }
 
     pub fn requests(&self) -> u64 {

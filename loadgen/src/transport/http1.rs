@@ -64,6 +64,7 @@ impl Http1Transport {
         out: &mut Exchange,
         meter_slot: &mut Option<(Arc<Meter>, (u64, u64))>,
     ) -> Result<(), ErrorClass> {
+        let host = self.config.host.clone();
         // A connection the server closed while idle (keep-alive timeout, `Connection: close`)
         // is not a failed request: open a new one, and the row shows it in `connect_ns`.
         if let Some(connection) = &mut self.connection {
@@ -90,6 +91,11 @@ impl Http1Transport {
         *request.method_mut() = template.method.clone();
         *request.uri_mut() = prepared.uri;
         *request.headers_mut() = template.headers.clone();
+        if !request.headers().contains_key(hyper::header::HOST) {
+            request
+                .headers_mut()
+                .insert(hyper::header::HOST, host);
+        }
 
         connection.meter.arm();
         let response = connection

@@ -35,6 +35,8 @@ pub struct Exchange {
 #[derive(Debug, Clone)]
 pub struct TransportConfig {
     pub addr: SocketAddr,
+    /// `host[:port]`, sent as the Host header unless a request sets its own.
+    pub host: hyper::header::HeaderValue,
     pub connect_timeout: Duration,
     /// Limit for one whole request: connect (if needed), send, headers and body.
     pub request_timeout: Duration,

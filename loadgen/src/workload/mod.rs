@@ -43,7 +43,7 @@ pub struct RequestTemplate {
     pub method: Method,
     /// Path and query, with `{field}` placeholders.
     pub path: Text,
-    /// Headers as sent, `Host` included.
+    /// Headers as sent, except `Host`, which the transport adds.
     pub headers: HeaderMap,
     pub body: Body,
     pub expect: StatusSet,
@@ -66,20 +66,16 @@ pub enum TemplateError {
 }
 
 impl RequestTemplate {
-    /// Builds a template. `host` is the `Host` header value; `user_headers` come last and win.
+    /// Builds a template; `user_headers` come last and win. The transport adds `Host`.
     pub fn new(
         label: Option<String>,
         method: Method,
         path: Text,
-        host: &str,
         user_headers: &[(HeaderName, HeaderValue)],
         body: Body,
         expect: StatusSet,
     ) -> Result<Self, TemplateError> {
         let mut headers = HeaderMap::new();
-        if let Ok(host) = HeaderValue::from_str(host) {
-            headers.insert(hyper::header::HOST, host);
-        }
         headers.insert(
             hyper::header::USER_AGENT,
             HeaderValue::from_static(concat!("loadgen/", env!("CARGO_PKG_VERSION"))),

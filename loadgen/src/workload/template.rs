@@ -67,6 +67,14 @@ impl Text {
         })
     }
 
+    /// A text with no placeholders: braces in it are literal.
+    pub fn literal(text: &str) -> Text {
+        Text {
+            pieces: vec![Piece::Literal(text.to_string())],
+            source: text.to_string(),
+        }
+    }
+
     /// The template as written.
     pub fn source(&self) -> &str {
         &self.source

@@ -1,0 +1,130 @@
+//! The phased model of the course clients: phases (e.g. warmup 10 %, loading 50 %, peak 100 %,
+//! cooldown 25 % of `max_workers`), each worker sending `requests_per_worker` requests; a phase
+//! starts when a given number of the previous phase's workers have finished (so phases
+//! overlap), or at a fixed offset from the start of the run.
+//!
+//! Rows carry the phase's name. Each phase start and finish is announced on the console.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::time::Instant;
+
+use super::closed::SequenceSource;
+use super::{Announcer, Model};
+use crate::stop::StopSignal;
+use crate::worker::WorkerPool;
+
+/// When a phase starts.
+#[derive(Debug, Clone, PartialEq)]
+pub enum StartRule {
+    /// This long after the run started.
+    At(Duration),
+    /// When `finished` workers of phase number `phase` have finished.
+    After { phase: usize, finished: u32 },
+}
+
+#[derive(Debug, Clone)]
+pub struct PhasePlan {
+    pub name: String,
+    pub workers: u32,
+    pub requests_per_worker: u64,
+    pub start: StartRule,
+}
+
+#[derive(Debug, Clone)]
+pub struct PhasedPlan {
+    pub phases: Vec<PhasePlan>,
+    pub sequence: Arc<[u16]>,
+}
+
+impl PhasedPlan {
+    pub fn total_requests(&self) -> u64 {
+        self.phases
+            .iter()
+            .map(|p| u64::from(p.workers) * p.requests_per_worker)
+            .sum()
+    }
+}
+
+/// The model, ready to drive.
+pub struct Phased {
+    pub plan: PhasedPlan,
+    pub think_time: Duration,
+    pub stop: StopSignal,
+    pub announce: Announcer,
+}
+
+impl Model for Phased {
+    async fn drive(self, pool: &mut WorkerPool) {
+        let phases = &self.plan.phases;
+        let run_start = Instant::now();
+        let mut started: Vec<Option<Instant>> = vec![None; phases.len()];
+        let mut finished = vec![0u32; phases.len()];
+        loop {
+            for (i, phase) in phases.iter().enumerate() {
+                if started[i].is_some() {
+                    continue;
+                }
+                let due = match phase.start {
+                    StartRule::At(offset) => Instant::now() >= run_start + offset,
+                    StartRule::After { phase: previous, finished: needed } => {
+                        started[previous].is_some() && finished[previous] >= needed
+                    }
+                };
+                if !due {
+                    continue;
+                }
+                started[i] = Some(Instant::now());
+                for _ in 0..phase.workers {
+                    let source = SequenceSource::new(
+                        self.plan.sequence.clone(),
+                        i as u16,
+                        Some(phase.requests_per_worker),
+                        self.think_time,
+                        &self.stop,
+                    );
+                    pool.spawn(i as u16, source);
+                }
+                (self.announce)(format!(
+                    "phase {} started at +{:.2} s: {} workers × {} requests",
+                    phase.name,
+                    run_start.elapsed().as_secs_f64(),
+                    phase.workers,
+                    phase.requests_per_worker
+                ));
+            }
+            let all_started = started.iter().all(Option::is_some);
+            if all_started && pool.running() == 0 {
+                return;
+            }
+            let next_at = phases
+                .iter()
+                .zip(&started)
+                .filter_map(|(p, s)| match (p.start.clone(), s) {
+                    (StartRule::At(offset), None) => Some(run_start + offset),
+                    _ => None,
+                })
+                .min();
+            if pool.running() == 0 && next_at.is_none() {
+                return; // Nothing can start any more (validation makes this unreachable).
+            }
+            tokio::select! {
+                Some(done) = pool.next_done() => {
+                    let i = usize::from(done.phase);
+                    finished[i] += 1;
+                    if finished[i] == phases[i].workers {
+                        let took = started[i].map_or(0.0, |s| s.elapsed().as_secs_f64());
+                        (self.announce)(format!(
+                            "phase {} finished at +{:.2} s ({} workers, {took:.2} s)",
+                            phases[i].name,
+                            run_start.elapsed().as_secs_f64(),
+                            phases[i].workers
+                        ));
+                    }
+                }
+                _ = crate::clock::sleep_until(next_at) => {}
+            }
+        }
+    }
+}

@@ -1,0 +1,168 @@
+//! The producer-buffer model of the course clients: one producer task generates `total`
+//! payloads (e.g. random lift rides) into a bounded buffer; `initial_workers` consumers each
+//! send `requests_per_worker` of them; once the first consumer finishes, the pool grows to
+//! `max_workers` consumers that share the rest until the buffer is drained.
+//!
+//! Failed requests are retried up to `retries` times, after a backoff that grows with each
+//! attempt; every attempt is a row (`attempt` 1, 2, …). The time a consumer waits on an empty
+//! buffer is its `queue_wait_ns`: when that grows, the producer, not the server, is the limit.
+//! Rows carry the phase `initial` or `grown`. At most `max_workers` consumers run at once;
+//! when an initial consumer finishes while payloads remain, a new one takes its place.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use super::{Announcer, Model, Work, WorkSource};
+use crate::clock::nanos;
+use crate::stop::StopSignal;
+use crate::worker::WorkerPool;
+use crate::workload::fields::Fields;
+
+/// Parameters of a producer-buffer run.
+#[derive(Debug, Clone)]
+pub struct ProducerBufferPlan {
+    pub total: u64,
+    pub buffer: usize,
+    pub initial_workers: u32,
+    pub requests_per_worker: u64,
+    pub max_workers: u32,
+    pub retries: u8,
+    pub backoff: Duration,
+    pub sequence: Arc<[u16]>,
+}
+
+pub const PHASES: [&str; 2] = ["initial", "grown"];
+
+/// The model, ready to drive.
+pub struct ProducerBuffer {
+    pub plan: ProducerBufferPlan,
+    pub fields: Fields,
+    pub think_time: Duration,
+    pub stop: StopSignal,
+    pub announce: Announcer,
+}
+
+/// Aborts the producer task when the model is done or dropped.
+struct AbortOnDrop(tokio::task::JoinHandle<()>);
+
+impl Drop for AbortOnDrop {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
+}
+
+impl Model for ProducerBuffer {
+    async fn drive(self, pool: &mut WorkerPool) {
+        let plan = &self.plan;
+        let (tx, rx) = flume::bounded::<Work>(plan.buffer);
+        let (fields, sequence, total) = (self.fields.clone(), plan.sequence.clone(), plan.total);
+        let _producer = AbortOnDrop(tokio::spawn(async move {
+            let mut rng = fastrand::Rng::new();
+            for i in 0..total {
+                let op = sequence[(i % sequence.len() as u64) as usize];
+                let mut work = Work::new(op, 0);
+                work.values = Some(fields.draw(&mut rng).into());
+                if tx.send_async(work).await.is_err() {
+                    return;
+                }
+            }
+        }));
+        let consumer = |phase: u16, quota: Option<u64>| Consumer {
+            rx: rx.clone(),
+            phase,
+            quota,
+            taken: 0,
+            retries: plan.retries,
+            backoff: plan.backoff,
+            retry: None,
+            think_time: self.think_time,
+            stop: self.stop.clone(),
+        };
+        let started = Instant::now();
+        (self.announce)(format!(
+            "producer: {} payloads into a buffer of {}; {} consumers × {} requests",
+            plan.total, plan.buffer, plan.initial_workers, plan.requests_per_worker
+        ));
+        for _ in 0..plan.initial_workers {
+            pool.spawn(0, consumer(0, Some(plan.requests_per_worker)));
+        }
+        let mut grown = false;
+        while let Some(_done) = pool.next_done().await {
+            let drained = rx.is_disconnected() && rx.is_empty();
+            if drained || self.stop.is_draining() {
+                continue;
+            }
+            let running = pool.running() as u32;
+            let add = plan.max_workers.saturating_sub(running);
+            if !grown {
+                grown = true;
+                (self.announce)(format!(
+                    "first consumer finished at +{:.2} s: pool grows to {} consumers",
+                    started.elapsed().as_secs_f64(),
+                    running + add
+                ));
+            }
+            for _ in 0..add {
+                pool.spawn(1, consumer(1, None));
+            }
+        }
+        (self.announce)(format!(
+            "buffer drained after {:.2} s",
+            started.elapsed().as_secs_f64()
+        ));
+    }
+}
+
+/// One consumer: takes payloads from the buffer and retries the ones that fail.
+struct Consumer {
+    rx: flume::Receiver<Work>,
+    phase: u16,
+    /// Payloads this consumer takes from the buffer; `None` until the buffer is drained.
+    quota: Option<u64>,
+    taken: u64,
+    retries: u8,
+    backoff: Duration,
+    retry: Option<Work>,
+    think_time: Duration,
+    stop: StopSignal,
+}
+
+impl WorkSource for Consumer {
+    async fn next(&mut self) -> Option<Work> {
+        if let Some(mut retry) = self.retry.take() {
+            let wait = self.backoff * u32::from(retry.attempt - 1);
+            tokio::select! {
+                _ = tokio::time::sleep(wait) => {}
+                _ = self.stop.draining() => return None,
+            }
+            retry.queue_wait_ns = None;
+            return Some(retry);
+        }
+        if self.stop.is_draining() || self.quota.is_some_and(|q| self.taken >= q) {
+            return None;
+        }
+        if self.taken > 0 && !self.think_time.is_zero() {
+            tokio::select! {
+                _ = tokio::time::sleep(self.think_time) => {}
+                _ = self.stop.draining() => return None,
+            }
+        }
+        let waiting = Instant::now();
+        let mut work = tokio::select! {
+            work = self.rx.recv_async() => work.ok()?,
+            _ = self.stop.draining() => return None,
+        };
+        self.taken += 1;
+        work.phase = self.phase;
+        work.queue_wait_ns = Some(nanos(waiting.elapsed()));
+        Some(work)
+    }
+
+    fn finished(&mut self, work: &Work, failed: bool) {
+        if failed && work.attempt <= self.retries {
+            let mut retry = work.clone();
+            retry.attempt += 1;
+            self.retry = Some(retry);
+        }
+    }
+}

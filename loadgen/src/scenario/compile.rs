@@ -1,0 +1,507 @@
+//! From a parsed scenario to what the engine runs: validated values, compiled templates and a
+//! model plan. Every rule a scenario must follow is checked here, before any request is sent,
+//! and each violation names the field path, the value and what is allowed.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::atomic::AtomicI64;
+use std::sync::Arc;
+use std::time::Duration;
+
+use hyper::header::{HeaderName, HeaderValue};
+use hyper::Method;
+
+use super::schema::{
+    FieldSpec, Literal, ModelSpec, PartSpec, RequestSpec, Scenario, StatusSpec, WorkerCount,
+};
+use crate::config::Limit;
+use crate::model::phased::{PhasePlan, PhasedPlan, StartRule};
+use crate::model::producer_buffer::ProducerBufferPlan;
+use crate::model::thread_groups::ThreadGroupsPlan;
+use crate::model::ModelPlan;
+use crate::workload::fields::{Fields, Generator, Value};
+use crate::workload::template::{blob, Body, Json, Part, PartContent, Text};
+use crate::workload::{RequestTemplate, StatusSet, Workload};
+
+/// A rule a scenario broke: where (field path) and what is allowed.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Violation {
+    pub path: String,
+    pub message: String,
+}
+
+fn violation(path: impl Into<String>, message: impl Into<String>) -> Violation {
+    Violation {
+        path: path.into(),
+        message: message.into(),
+    }
+}
+
+/// A scenario ready to run.
+#[derive(Debug, Clone)]
+pub struct Compiled {
+    pub workload: Workload,
+    pub model: ModelPlan,
+    pub timeout: Option<Duration>,
+    pub connect_timeout: Option<Duration>,
+    pub think_time: Option<Duration>,
+}
+
+/// Validates `scenario` and builds its workload and model plan; request paths are relative
+/// to `base_path` (the target URL's path, without a trailing `/`).
+pub fn compile(scenario: &Scenario, base_path: &str) -> Result<Compiled, Violation> {
+    let fields = compile_fields(&scenario.fields, "fields", &Fields::default())?;
+
+    if scenario.requests.is_empty() {
+        return Err(violation("requests", "at least one request template is required"));
+    }
+    if scenario.sequence.is_empty() {
+        return Err(violation(
+            "sequence",
+            "must name at least one request, e.g. sequence = [\"get_album\"]",
+        ));
+    }
+    // Ops are the requests the sequence uses, in order of first use.
+    let mut op_names: Vec<&str> = Vec::new();
+    let mut sequence = Vec::new();
+    for (i, name) in scenario.sequence.iter().enumerate() {
+        if !scenario.requests.contains_key(name) {
+            let defined: Vec<&str> = scenario.requests.keys().map(String::as_str).collect();
+            return Err(violation(
+                format!("sequence[{i}]"),
+                format!(
+                    "'{name}' is not defined under [requests] (defined: {})",
+                    defined.join(", ")
+                ),
+            ));
+        }
+        let op = match op_names.iter().position(|n| n == name) {
+            Some(op) => op,
+            None => {
+                op_names.push(name);
+                op_names.len() - 1
+            }
+        };
+        sequence.push(op as u16);
+    }
+
+    let default_headers = compile_headers(&scenario.defaults.headers, "defaults.headers")?;
+    let default_expect = match &scenario.defaults.expect {
+        Some(specs) => compile_statuses(specs, "defaults.expect")?,
+        None => StatusSet::default(),
+    };
+    let mut rng = fastrand::Rng::new();
+    let mut templates = Vec::new();
+    for name in &op_names {
+        let spec = &scenario.requests[*name];
+        templates.push(compile_request(
+            spec,
+            &format!("requests.{name}"),
+            &fields,
+            &default_headers,
+            &default_expect,
+            base_path,
+            &mut rng,
+        )?);
+    }
+
+    let (model, phase_overrides) = compile_model(&scenario.model, sequence, &fields)?;
+    let phase_fields = phase_overrides
+        .into_iter()
+        .map(|overrides| fields.with_overrides(&overrides))
+        .collect();
+    Ok(Compiled {
+        workload: Workload {
+            templates,
+            phase_fields,
+        },
+        model,
+        timeout: scenario.defaults.timeout.map(|d| d.0),
+        connect_timeout: scenario.defaults.connect_timeout.map(|d| d.0),
+        think_time: scenario.defaults.think_time.map(|d| d.0),
+    })
+}
+
+fn compile_fields(
+    specs: &BTreeMap<String, FieldSpec>,
+    path: &str,
+    base: &Fields,
+) -> Result<Fields, Violation> {
+    let mut fields = base.clone();
+    for (name, spec) in specs {
+        let here = format!("{path}.{name}");
+        if name.is_empty() || !name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_') {
+            return Err(violation(here, "field names use letters, digits and _ only"));
+        }
+        fields.push(name, generator(spec, &here)?);
+    }
+    Ok(fields)
+}
+
+fn generator(spec: &FieldSpec, path: &str) -> Result<Generator, Violation> {
+    Ok(match spec {
+        FieldSpec::Int([min, max]) => {
+            if min > max {
+                return Err(violation(
+                    format!("{path}.int"),
+                    format!("[{min}, {max}] is empty; write [min, max] with min <= max"),
+                ));
+            }
+            Generator::Int {
+                min: *min,
+                max: *max,
+            }
+        }
+        FieldSpec::Choice(options) => {
+            if options.is_empty() {
+                return Err(violation(format!("{path}.choice"), "needs at least one option"));
+            }
+            Generator::Choice(options.clone())
+        }
+        FieldSpec::Sequence(start) => Generator::Sequence(Arc::new(AtomicI64::new(*start))),
+        FieldSpec::Literal(Literal::Int(n)) => Generator::Literal(Value::Int(*n)),
+        FieldSpec::Literal(Literal::Str(s)) => Generator::Literal(Value::Str(s.clone())),
+        FieldSpec::Chars(n) => Generator::Chars(*n),
+    })
+}
+
+fn compile_headers(
+    headers: &BTreeMap<String, String>,
+    path: &str,
+) -> Result<Vec<(HeaderName, HeaderValue)>, Violation> {
+    headers
+        .iter()
+        .map(|(name, value)| {
+            let here = format!("{path}.{name}");
+            let name = HeaderName::from_bytes(name.as_bytes())
+                .map_err(|_| violation(&here, "is not a valid header name"))?;
+            let value = HeaderValue::from_str(value)
+                .map_err(|_| violation(&here, "is not a valid header value"))?;
+            Ok((name, value))
+        })
+        .collect()
+}
+
+fn compile_statuses(specs: &[StatusSpec], path: &str) -> Result<StatusSet, Violation> {
+    let mut ranges = Vec::new();
+    for (i, spec) in specs.iter().enumerate() {
+        let bad = || {
+            violation(
+                format!("{path}[{i}]"),
+                "write a status code (201), a range (\"200-299\") or a class (\"2xx\")",
+            )
+        };
+        let range = match spec {
+            StatusSpec::Code(code) if (100..=599).contains(code) => *code..=*code,
+            StatusSpec::Code(_) => return Err(bad()),
+            StatusSpec::Range(text) => {
+                let text = text.trim().to_ascii_lowercase();
+                if let Some(class) = text.strip_suffix("xx") {
+                    let digit: u16 = class.parse().map_err(|_| bad())?;
+                    if !(1..=5).contains(&digit) {
+                        return Err(bad());
+                    }
+                    digit * 100..=digit * 100 + 99
+                } else {
+                    let (lo, hi) = text.split_once('-').ok_or_else(bad)?;
+                    let lo: u16 = lo.trim().parse().map_err(|_| bad())?;
+                    let hi: u16 = hi.trim().parse().map_err(|_| bad())?;
+                    if lo > hi {
+                        return Err(bad());
+                    }
+                    lo..=hi
+                }
+            }
+        };
+        ranges.push(range);
+    }
+    if ranges.is_empty() {
+        return Err(violation(path, "must list at least one status"));
+    }
+    Ok(StatusSet(ranges))
+}
+
+fn compile_request(
+    spec: &RequestSpec,
+    path: &str,
+    fields: &Fields,
+    default_headers: &[(HeaderName, HeaderValue)],
+    default_expect: &StatusSet,
+    base_path: &str,
+    rng: &mut fastrand::Rng,
+) -> Result<RequestTemplate, Violation> {
+    let method = Method::from_bytes(spec.method.to_ascii_uppercase().as_bytes()).map_err(|_| {
+        violation(
+            format!("{path}.method"),
+            format!("'{}' is not an HTTP method; use e.g. GET or POST", spec.method),
+        )
+    })?;
+    if !spec.path.starts_with('/') {
+        return Err(violation(
+            format!("{path}.path"),
+            format!("'{}' must start with '/' (it is relative to the target)", spec.path),
+        ));
+    }
+    let base = base_path.replace('{', "{{").replace('}', "}}");
+    let url_path = Text::parse(&format!("{base}{}", spec.path), fields)
+        .map_err(|m| violation(format!("{path}.path"), m))?;
+    let bodies = [spec.body.is_some(), spec.json.is_some(), spec.multipart.is_some()];
+    if bodies.iter().filter(|b| **b).count() > 1 {
+        return Err(violation(path, "give at most one of body, json and multipart"));
+    }
+    let body = if let Some(text) = &spec.body {
+        Body::Text(Text::parse(text, fields).map_err(|m| violation(format!("{path}.body"), m))?)
+    } else if let Some(json) = &spec.json {
+        Body::Json(Json::from_toml(json, fields).map_err(|m| violation(format!("{path}.json"), m))?)
+    } else if let Some(parts) = &spec.multipart {
+        let mut compiled = Vec::new();
+        for (name, part) in parts {
+            compiled.push(compile_part(name, part, &format!("{path}.multipart.{name}"), fields, rng)?);
+        }
+        if compiled.is_empty() {
+            return Err(violation(format!("{path}.multipart"), "needs at least one part"));
+        }
+        Body::Multipart {
+            boundary: format!("loadgen-{:016x}", rng.u64(..)),
+            parts: compiled,
+        }
+    } else {
+        Body::Empty
+    };
+    let mut headers = default_headers.to_vec();
+    headers.extend(compile_headers(&spec.headers, &format!("{path}.headers"))?);
+    let expect = match &spec.expect {
+        Some(specs) => compile_statuses(specs, &format!("{path}.expect"))?,
+        None => default_expect.clone(),
+    };
+    RequestTemplate::new(spec.label.clone(), method, url_path, &headers, body, expect)
+        .map_err(|e| violation(format!("{path}.path"), e.to_string()))
+}
+
+fn compile_part(
+    name: &str,
+    spec: &PartSpec,
+    path: &str,
+    fields: &Fields,
+    rng: &mut fastrand::Rng,
+) -> Result<Part, Violation> {
+    let given = [spec.json.is_some(), spec.text.is_some(), spec.bytes.is_some()];
+    if given.iter().filter(|g| **g).count() != 1 {
+        return Err(violation(path, "give exactly one of json, text and bytes"));
+    }
+    let (content, default_type) = if let Some(json) = &spec.json {
+        let json = Json::from_toml(json, fields).map_err(|m| violation(format!("{path}.json"), m))?;
+        (PartContent::Json(json), "application/json")
+    } else if let Some(text) = &spec.text {
+        let text = Text::parse(text, fields).map_err(|m| violation(format!("{path}.text"), m))?;
+        (PartContent::Text(text), "text/plain")
+    } else {
+        let size = spec.bytes.map_or(0, |b| b.0);
+        (PartContent::Blob(blob(size, rng)), "application/octet-stream")
+    };
+    Ok(Part {
+        name: name.to_string(),
+        filename: spec.filename.clone(),
+        content_type: spec.content_type.clone().unwrap_or_else(|| default_type.to_string()),
+        content,
+    })
+}
+
+fn at_least_one(path: &str, value: u64) -> Result<(), Violation> {
+    if value == 0 {
+        return Err(violation(path, "must be at least 1 (got 0)"));
+    }
+    Ok(())
+}
+
+type PhaseOverrides = Vec<Vec<(String, Generator)>>;
+
+fn compile_model(
+    spec: &ModelSpec,
+    sequence: Vec<u16>,
+    fields: &Fields,
+) -> Result<(ModelPlan, PhaseOverrides), Violation> {
+    let sequence: Arc<[u16]> = sequence.into();
+    match spec {
+        ModelSpec::Closed {
+            workers,
+            requests,
+            duration,
+        } => {
+            at_least_one("model.workers", u64::from(*workers))?;
+            let limit = match (requests, duration) {
+                (Some(_), Some(_)) => {
+                    return Err(violation("model", "give requests or duration, not both"))
+                }
+                (Some(n), None) => {
+                    at_least_one("model.requests", *n)?;
+                    Limit::Requests(*n)
+                }
+                (None, Some(d)) if d.0.is_zero() => {
+                    return Err(violation("model.duration", "must be longer than 0"))
+                }
+                (None, Some(d)) => Limit::Duration(d.0),
+                (None, None) => Limit::Duration(crate::config::DEFAULT_DURATION),
+            };
+            Ok((
+                ModelPlan::Closed {
+                    workers: *workers,
+                    limit,
+                    sequence,
+                },
+                vec![Vec::new()],
+            ))
+        }
+        ModelSpec::ThreadGroups {
+            startup,
+            groups,
+            group_size,
+            delay,
+            iterations,
+        } => {
+            at_least_one("model.groups", u64::from(*groups))?;
+            at_least_one("model.group_size", u64::from(*group_size))?;
+            at_least_one("model.iterations", *iterations)?;
+            if let Some(s) = startup {
+                at_least_one("model.startup.workers", u64::from(s.workers))?;
+                at_least_one("model.startup.iterations", s.iterations)?;
+            }
+            let plan = ThreadGroupsPlan {
+                startup: startup.as_ref().map(|s| (s.workers, s.iterations)),
+                groups: *groups,
+                group_size: *group_size,
+                delay: delay.0,
+                iterations: *iterations,
+                sequence,
+            };
+            let phases = plan.phase_labels().len();
+            Ok((ModelPlan::ThreadGroups(plan), vec![Vec::new(); phases]))
+        }
+        ModelSpec::ProducerBuffer {
+            total,
+            buffer,
+            initial_workers,
+            requests_per_worker,
+            max_workers,
+            retries,
+            backoff,
+        } => {
+            at_least_one("model.total", *total)?;
+            at_least_one("model.buffer", *buffer as u64)?;
+            at_least_one("model.initial_workers", u64::from(*initial_workers))?;
+            at_least_one("model.requests_per_worker", *requests_per_worker)?;
+            if max_workers < initial_workers {
+                return Err(violation(
+                    "model.max_workers",
+                    format!("must be at least initial_workers ({initial_workers}), got {max_workers}"),
+                ));
+            }
+            if *retries > 100 {
+                return Err(violation("model.retries", format!("must be at most 100 (got {retries})")));
+            }
+            Ok((
+                ModelPlan::ProducerBuffer(ProducerBufferPlan {
+                    total: *total,
+                    buffer: *buffer,
+                    initial_workers: *initial_workers,
+                    requests_per_worker: *requests_per_worker,
+                    max_workers: *max_workers,
+                    retries: *retries as u8,
+                    backoff: backoff.0,
+                    sequence,
+                }),
+                vec![Vec::new(); 2],
+            ))
+        }
+        ModelSpec::Phased {
+            max_workers,
+            phases,
+        } => {
+            at_least_one("model.max_workers", u64::from(*max_workers))?;
+            if phases.is_empty() {
+                return Err(violation("model.phases", "needs at least one phase"));
+            }
+            let mut names = BTreeSet::new();
+            let mut plans: Vec<PhasePlan> = Vec::new();
+            let mut overrides = Vec::new();
+            for (i, phase) in phases.iter().enumerate() {
+                let here = format!("model.phases[{i}]");
+                if !names.insert(phase.name.clone()) {
+                    return Err(violation(
+                        format!("{here}.name"),
+                        format!("'{}' is used by an earlier phase; names must be unique", phase.name),
+                    ));
+                }
+                let workers = match phase.workers {
+                    WorkerCount::Count(n) => {
+                        at_least_one(&format!("{here}.workers"), u64::from(n))?;
+                        n
+                    }
+                    WorkerCount::Fraction(f) if f > 0.0 && f <= 1.0 => {
+                        ((f * f64::from(*max_workers)).ceil() as u32).max(1)
+                    }
+                    WorkerCount::Fraction(f) => {
+                        return Err(violation(
+                            format!("{here}.workers"),
+                            format!("{f} is neither a worker count (1, 2, …) nor a fraction of max_workers in (0, 1]"),
+                        ))
+                    }
+                };
+                at_least_one(&format!("{here}.requests_per_worker"), phase.requests_per_worker)?;
+                let start = match (&phase.after, phase.when_done, phase.at) {
+                    (Some(_), _, Some(_)) => {
+                        return Err(violation(&here, "give either after (+ when_done) or at, not both"))
+                    }
+                    (Some(after), when_done, None) => {
+                        let Some(previous) = plans.iter().position(|p| &p.name == after) else {
+                            return Err(violation(
+                                format!("{here}.after"),
+                                format!("'{after}' is not an earlier phase (phases start in the order listed)"),
+                            ));
+                        };
+                        let fraction = when_done.unwrap_or(1.0);
+                        if !(fraction > 0.0 && fraction <= 1.0) {
+                            return Err(violation(
+                                format!("{here}.when_done"),
+                                format!("{fraction} is outside (0, 1]; it is the fraction of '{after}' workers that must finish first"),
+                            ));
+                        }
+                        let needed = ((fraction * f64::from(plans[previous].workers)).ceil() as u32).max(1);
+                        StartRule::After { phase: previous, finished: needed }
+                    }
+                    (None, Some(_), _) => {
+                        return Err(violation(format!("{here}.when_done"), "needs after = \"<earlier phase>\""))
+                    }
+                    (None, None, Some(at)) => StartRule::At(at.0),
+                    (None, None, None) if i == 0 => StartRule::At(Duration::ZERO),
+                    (None, None, None) => {
+                        let previous = i - 1;
+                        StartRule::After { phase: previous, finished: plans[previous].workers }
+                    }
+                };
+                let phase_fields = compile_fields(&phase.fields, &format!("{here}.fields"), &Fields::default())?;
+                let mut phase_overrides = Vec::new();
+                for name in phase_fields.names() {
+                    if fields.index(name).is_none() {
+                        return Err(violation(
+                            format!("{here}.fields.{name}"),
+                            "overrides a field that is not declared under [fields]",
+                        ));
+                    }
+                    let spec = &phase.fields[name];
+                    phase_overrides.push((name.clone(), generator(spec, &format!("{here}.fields.{name}"))?));
+                }
+                overrides.push(phase_overrides);
+                plans.push(PhasePlan {
+                    name: phase.name.clone(),
+                    workers,
+                    requests_per_worker: phase.requests_per_worker,
+                    start,
+                });
+            }
+            Ok((
+                ModelPlan::Phased(PhasedPlan { phases: plans, sequence }),
+                overrides,
+            ))
+        }
+    }
+}

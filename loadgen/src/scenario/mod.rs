@@ -1,0 +1,128 @@
+//! Scenarios: TOML files (or built-ins) that describe a whole experiment — target, defaults,
+//! payload generators, request templates, the per-iteration sequence and the client model.
+//!
+//! This module loads a scenario's text, applies `--set key.path=value` overrides, parses it
+//! ([`schema`]) and validates it ([`compile`]). Every error names the scenario, the field path
+//! and, where the parser knows it, the line. It knows nothing of running.
+
+pub mod builtin;
+pub mod compile;
+pub mod schema;
+
+pub use compile::{compile, Compiled};
+pub use schema::Scenario;
+
+/// A scenario that could not be loaded: which one, where in it, and what is allowed.
+#[derive(Debug, Clone, thiserror::Error)]
+#[error("{origin}{}: {}{message}", line.map(|l| format!(":{l}")).unwrap_or_default(), if path.is_empty() { String::new() } else { format!("{path}: ") })]
+pub struct ScenarioError {
+    /// The file name, or `built-in scenario NAME`.
+    pub origin: String,
+    pub line: Option<usize>,
+    pub path: String,
+    pub message: String,
+}
+
+/// Parses `text` (from `origin`) and applies `sets` (`key.path=value`).
+pub fn parse(origin: &str, text: &str, sets: &[String]) -> Result<Scenario, ScenarioError> {
+    let error = |line: Option<usize>, path: String, message: String| ScenarioError {
+        origin: origin.to_string(),
+        line,
+        path,
+        message,
+    };
+    if sets.is_empty() {
+        // Straight from the text, so errors carry line numbers.
+        let deserializer = toml::Deserializer::parse(text)
+            .map_err(|e| error(line_of(text, &e), String::new(), e.message().to_string()))?;
+        return serde_path_to_error::deserialize(deserializer).map_err(|e| {
+            let path = e.path().to_string();
+            let inner = e.into_inner();
+            error(line_of(text, &inner), clean_path(&path), inner.message().to_string())
+        });
+    }
+    let mut table: toml::Table = toml::from_str(text).map_err(|e: toml::de::Error| {
+        error(line_of(text, &e), String::new(), e.message().to_string())
+    })?;
+    for set in sets {
+        apply_set(&mut table, set).map_err(|m| error(None, String::new(), m))?;
+    }
+    serde_path_to_error::deserialize(toml::Value::Table(table)).map_err(|e| {
+        let path = e.path().to_string();
+        error(None, clean_path(&path), e.into_inner().message().to_string())
+    })
+}
+
+/// Validates a parsed scenario; request paths are relative to `base_path`.
+pub fn compile_scenario(
+    origin: &str,
+    scenario: &Scenario,
+    base_path: &str,
+) -> Result<Compiled, ScenarioError> {
+    compile(scenario, base_path).map_err(|v| ScenarioError {
+        origin: origin.to_string(),
+        line: None,
+        path: v.path,
+        message: v.message,
+    })
+}
+
+/// `.` is what serde_path_to_error prints for the root.
+fn clean_path(path: &str) -> String {
+    if path == "." {
+        String::new()
+    } else {
+        path.to_string()
+    }
+}
+
+fn line_of(text: &str, error: &toml::de::Error) -> Option<usize> {
+    let span = error.span()?;
+    Some(text[..span.start.min(text.len())].matches('\n').count() + 1)
+}
+
+/// Applies one `--set key.path=value`. The value is read as TOML (`30`, `"2s"`, `[1, 2]`,
+/// `true`); anything that does not parse as TOML is taken as a string.
+pub fn apply_set(table: &mut toml::Table, set: &str) -> Result<(), String> {
+    let (path, raw) = set.split_once('=').ok_or_else(|| {
+        format!("--set '{set}' needs the form key.path=value, e.g. --set model.groups=30")
+    })?;
+    let keys: Vec<&str> = path.trim().split('.').map(str::trim).collect();
+    if keys.iter().any(|k| k.is_empty()) {
+        return Err(format!("--set '{set}': '{path}' is not a key path like model.groups"));
+    }
+    let value = toml::from_str::<toml::Table>(&format!("v = {}", raw.trim()))
+        .ok()
+        .and_then(|mut t| t.remove("v"))
+        .unwrap_or_else(|| toml::Value::String(raw.trim().to_string()));
+    let (last, parents) = keys.split_last().expect("at least one key");
+    let mut current = table;
+    for key in parents {
+        let entry = current
+            .entry(key.to_string())
+            .or_insert_with(|| toml::Value::Table(toml::Table::new()));
+        current = entry.as_table_mut().ok_or_else(|| {
+            format!("--set '{set}': '{key}' is a value, not a table, so it has no field to set")
+        })?;
+    }
+    current.insert(last.to_string(), value);
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn set_reads_toml_values_and_falls_back_to_strings() {
+        let mut t: toml::Table = toml::from_str("[model]\ngroups = 3").unwrap();
+        apply_set(&mut t, "model.groups=30").unwrap();
+        apply_set(&mut t, "model.delay=2s").unwrap();
+        apply_set(&mut t, "fields.x.int=[1, 5]").unwrap();
+        assert_eq!(t["model"]["groups"].as_integer(), Some(30));
+        assert_eq!(t["model"]["delay"].as_str(), Some("2s"));
+        assert_eq!(t["fields"]["x"]["int"].as_array().unwrap().len(), 2);
+        assert!(apply_set(&mut t, "model.groups.x=1").unwrap_err().contains("not a table"));
+        assert!(apply_set(&mut t, "nothing").unwrap_err().contains("key.path=value"));
+    }
+}

@@ -1,0 +1,304 @@
+//! The scenario file format (TOML), as serde types. Shape only: what values mean and which
+//! combinations are allowed is checked in `compile.rs`.
+//!
+//! Every table denies unknown fields, so a misspelt key is an error naming the key and the
+//! keys allowed there, never a silently ignored setting.
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use serde::{Deserialize, Deserializer, Serialize};
+
+/// A whole scenario file.
+#[derive(Debug, Clone, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct Scenario {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub name: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub description: Option<String>,
+    /// Base URL, e.g. `http://127.0.0.1:8080`; `--url` overrides it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub target: Option<String>,
+    #[serde(default)]
+    pub defaults: Defaults,
+    /// Payload generators, referred to as `{name}` in paths and bodies.
+    #[serde(default)]
+    pub fields: BTreeMap<String, FieldSpec>,
+    /// Named request templates.
+    pub requests: BTreeMap<String, RequestSpec>,
+    /// The requests one iteration sends, in order, by name.
+    pub sequence: Vec<String>,
+    pub model: ModelSpec,
+}
+
+/// Settings that apply to every request unless a request says otherwise.
+#[derive(Debug, Clone, Default, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct Defaults {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub timeout: Option<Dur>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub connect_timeout: Option<Dur>,
+    /// Pause between a worker's requests.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub think_time: Option<Dur>,
+    /// Statuses counted as success: codes (`201`) or ranges (`"200-299"`, `"2xx"`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub expect: Option<Vec<StatusSpec>>,
+    #[serde(default)]
+    pub headers: BTreeMap<String, String>,
+}
+
+/// One request template.
+#[derive(Debug, Clone, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct RequestSpec {
+    #[serde(default = "get")]
+    pub method: String,
+    /// Path and query relative to the target, with `{field}` placeholders.
+    pub path: String,
+    /// Label in summaries and the `op` column; default `METHOD path`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub label: Option<String>,
+    #[serde(default)]
+    pub headers: BTreeMap<String, String>,
+    /// A text body with placeholders.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub body: Option<String>,
+    /// A JSON body; strings that are exactly `"{field}"` keep the field's type.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub json: Option<toml::Value>,
+    /// A multipart/form-data body: part name → part.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub multipart: Option<BTreeMap<String, PartSpec>>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub expect: Option<Vec<StatusSpec>>,
+}
+
+fn get() -> String {
+    "GET".to_string()
+}
+
+/// One multipart part: exactly one of `json`, `text`, `bytes`.
+#[derive(Debug, Clone, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct PartSpec {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub json: Option<toml::Value>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub text: Option<String>,
+    /// A generated binary part of this size: bytes, or `"25KB"` / `"2KiB"`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub bytes: Option<ByteSize>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub filename: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub content_type: Option<String>,
+}
+
+/// A payload generator.
+#[derive(Debug, Clone, Deserialize, Serialize)]
+#[serde(rename_all = "snake_case", deny_unknown_fields)]
+pub enum FieldSpec {
+    /// `{ int = [min, max] }`, inclusive.
+    Int([i64; 2]),
+    /// `{ choice = ["left", "right"] }`.
+    Choice(Vec<String>),
+    /// `{ sequence = 1 }`: start, start+1, … shared by all workers.
+    Sequence(i64),
+    /// `{ literal = "2024" }` or `{ literal = 2024 }`.
+    Literal(Literal),
+    /// `{ chars = 256 }`: a random alphanumeric string of that length.
+    Chars(usize),
+}
+
+#[derive(Debug, Clone, Deserialize, Serialize)]
+#[serde(untagged)]
+pub enum Literal {
+    Int(i64),
+    Str(String),
+}
+
+/// A status code or range.
+#[derive(Debug, Clone, Deserialize, Serialize)]
+#[serde(untagged)]
+pub enum StatusSpec {
+    Code(u16),
+    Range(String),
+}
+
+/// The client model and its parameters; `kind` selects it.
+#[derive(Debug, Clone, Deserialize, Serialize)]
+#[serde(tag = "kind", rename_all = "kebab-case", deny_unknown_fields)]
+pub enum ModelSpec {
+    /// `workers` back to back, for `duration` or `requests` in total.
+    Closed {
+        workers: u32,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        requests: Option<u64>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        duration: Option<Dur>,
+    },
+    /// Optional startup group, then `groups` groups of `group_size`, `delay` apart.
+    ThreadGroups {
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        startup: Option<StartupSpec>,
+        groups: u32,
+        group_size: u32,
+        delay: Dur,
+        iterations: u64,
+    },
+    /// A producer fills a bounded buffer; a consumer pool drains it and grows.
+    ProducerBuffer {
+        total: u64,
+        #[serde(default = "default_buffer")]
+        buffer: usize,
+        initial_workers: u32,
+        requests_per_worker: u64,
+        max_workers: u32,
+        #[serde(default)]
+        retries: u32,
+        #[serde(default = "default_backoff")]
+        backoff: Dur,
+    },
+    /// Phases that start when part of the previous phase has finished, or at an offset.
+    Phased {
+        max_workers: u32,
+        phases: Vec<PhaseSpec>,
+    },
+}
+
+fn default_buffer() -> usize {
+    10_000
+}
+
+fn default_backoff() -> Dur {
+    Dur(Duration::from_millis(10))
+}
+
+#[derive(Debug, Clone, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct StartupSpec {
+    pub workers: u32,
+    pub iterations: u64,
+}
+
+/// One phase of the phased model.
+#[derive(Debug, Clone, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct PhaseSpec {
+    pub name: String,
+    /// A count (`16`) or a fraction of `max_workers` (`0.25`).
+    pub workers: WorkerCount,
+    pub requests_per_worker: u64,
+    /// Start when `when_done` of this phase's workers have finished…
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub after: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub when_done: Option<f64>,
+    /// …or at this offset from the start of the run.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub at: Option<Dur>,
+    /// Generators replaced during this phase (e.g. a time-of-day window).
+    #[serde(default)]
+    pub fields: BTreeMap<String, FieldSpec>,
+}
+
+#[derive(Debug, Clone, Copy, Deserialize, Serialize)]
+#[serde(untagged)]
+pub enum WorkerCount {
+    Count(u32),
+    Fraction(f64),
+}
+
+/// A duration written as `"2s"`, `"500ms"` or a number of seconds; never negative.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Dur(pub Duration);
+
+impl<'de> Deserialize<'de> for Dur {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        #[derive(Deserialize)]
+        #[serde(untagged)]
+        enum Raw {
+            Seconds(f64),
+            Text(String),
+        }
+        let invalid = |what: String| {
+            serde::de::Error::custom(format!(
+                "{what} is not a duration; write e.g. \"2s\", \"500ms\" or a non-negative number of seconds"
+            ))
+        };
+        match Raw::deserialize(deserializer)? {
+            Raw::Seconds(s) if s.is_finite() && s >= 0.0 => Ok(Dur(Duration::from_secs_f64(s))),
+            Raw::Seconds(s) => Err(invalid(s.to_string())),
+            Raw::Text(t) => crate::cli::parse_duration(&t)
+                .map(Dur)
+                .map_err(|_| invalid(format!("\"{t}\""))),
+        }
+    }
+}
+
+impl Serialize for Dur {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.serialize_str(&humantime::format_duration(self.0).to_string())
+    }
+}
+
+/// A size in bytes: `2048`, `"25KB"` (×1000) or `"2KiB"` (×1024).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ByteSize(pub usize);
+
+impl<'de> Deserialize<'de> for ByteSize {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        #[derive(Deserialize)]
+        #[serde(untagged)]
+        enum Raw {
+            Bytes(u64),
+            Text(String),
+        }
+        match Raw::deserialize(deserializer)? {
+            Raw::Bytes(n) => Ok(ByteSize(n as usize)),
+            Raw::Text(t) => parse_size(&t).map(ByteSize).ok_or_else(|| {
+                serde::de::Error::custom(format!(
+                    "\"{t}\" is not a size; write bytes (2048) or e.g. \"25KB\", \"2KiB\", \"1MB\""
+                ))
+            }),
+        }
+    }
+}
+
+impl Serialize for ByteSize {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.serialize_u64(self.0 as u64)
+    }
+}
+
+fn parse_size(text: &str) -> Option<usize> {
+    let text = text.trim();
+    let split = text.find(|c: char| !c.is_ascii_digit())?;
+    let (number, unit) = text.split_at(split);
+    let n: usize = number.parse().ok()?;
+    let factor = match unit.trim().to_ascii_lowercase().as_str() {
+        "b" => 1,
+        "kb" => 1000,
+        "kib" => 1024,
+        "mb" => 1_000_000,
+        "mib" => 1024 * 1024,
+        _ => return None,
+    };
+    n.checked_mul(factor)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sizes() {
+        assert_eq!(parse_size("25KB"), Some(25_000));
+        assert_eq!(parse_size("2KiB"), Some(2048));
+        assert_eq!(parse_size("10 b"), Some(10));
+        assert_eq!(parse_size("lots"), None);
+    }
+}
