@@ -143,7 +143,9 @@ pub fn parse_duration(text: &str) -> Result<Duration, String> {
         if seconds.is_finite() && seconds >= 0.0 {
             return Ok(Duration::from_secs_f64(seconds));
         }
-        return Err(format!("'{text}' is not a duration; use e.g. 10s, 500ms or 2m"));
+        return Err(format!(
+            "'{text}' is not a duration; use e.g. 10s, 500ms or 2m"
+        ));
     }
     humantime::parse_duration(text)
         .map_err(|e| format!("'{text}' is not a duration ({e}); use e.g. 10s, 500ms or 2m"))

@@ -50,7 +50,9 @@ pub enum ConfigError {
         #[source]
         source: std::io::Error,
     },
-    #[error("there is no built-in scenario '{name}'; built-ins are: {known} (see `loadgen scenarios`)")]
+    #[error(
+        "there is no built-in scenario '{name}'; built-ins are: {known} (see `loadgen scenarios`)"
+    )]
     UnknownScenario { name: String, known: String },
     #[error("--method and --body describe a single-URL run; with a scenario, set them in its [requests] (or with --set)")]
     QuickOnly,
@@ -92,7 +94,9 @@ impl TargetUrl {
             url: url.to_string(),
             reason: reason.to_string(),
         };
-        let uri: Uri = url.parse().map_err(|e: hyper::http::uri::InvalidUri| bad(&e.to_string()))?;
+        let uri: Uri = url
+            .parse()
+            .map_err(|e: hyper::http::uri::InvalidUri| bad(&e.to_string()))?;
         match uri.scheme_str() {
             Some("http") => {}
             Some("https") => return Err(ConfigError::Https(url.to_string())),
@@ -105,7 +109,10 @@ impl TargetUrl {
             None => return Err(bad("it has no scheme")),
         }
         let authority = uri.authority().ok_or_else(|| bad("it has no host"))?;
-        let host = authority.host().trim_start_matches('[').trim_end_matches(']');
+        let host = authority
+            .host()
+            .trim_start_matches('[')
+            .trim_end_matches(']');
         if host.is_empty() {
             return Err(bad("it has no host"));
         }
@@ -120,7 +127,9 @@ impl TargetUrl {
             host: host.to_string(),
             port,
             authority: authority.as_str().to_string(),
-            path: path.parse().map_err(|e: hyper::http::uri::InvalidUri| bad(&e.to_string()))?,
+            path: path
+                .parse()
+                .map_err(|e: hyper::http::uri::InvalidUri| bad(&e.to_string()))?,
         })
     }
 }
@@ -172,10 +181,14 @@ impl RunConfig {
     pub fn from_args(args: &RunArgs) -> Result<Self, ConfigError> {
         let url = args.url.as_deref().map(TargetUrl::parse).transpose()?;
         if args.connections == Some(0) {
-            return Err(ConfigError::Zero { flag: "-c/--connections" });
+            return Err(ConfigError::Zero {
+                flag: "-c/--connections",
+            });
         }
         if args.requests == Some(0) {
-            return Err(ConfigError::Zero { flag: "-n/--requests" });
+            return Err(ConfigError::Zero {
+                flag: "-n/--requests",
+            });
         }
         for (flag, value) in [
             ("-d/--duration", args.duration),
@@ -336,12 +349,12 @@ fn quick_scenario(
     let body = match args.body.as_deref() {
         None => Bytes::new(),
         Some(text) => match text.strip_prefix('@') {
-            Some(path) => Bytes::from(std::fs::read(path).map_err(|source| {
-                ConfigError::BodyFile {
+            Some(path) => {
+                Bytes::from(std::fs::read(path).map_err(|source| ConfigError::BodyFile {
                     path: path.to_string(),
                     source,
-                }
-            })?),
+                })?)
+            }
             None => Bytes::from(text.to_string()),
         },
     };
@@ -391,7 +404,9 @@ fn quick_scenario(
                 label: None,
                 headers: Default::default(),
                 body: (!body.is_empty()).then(|| match &args.body {
-                    Some(b) if b.starts_with('@') => format!("<{} bytes from {}>", body.len(), &b[1..]),
+                    Some(b) if b.starts_with('@') => {
+                        format!("<{} bytes from {}>", body.len(), &b[1..])
+                    }
                     _ => format!("<{} bytes>", body.len()),
                 }),
                 json: None,
@@ -472,9 +487,11 @@ fn is_secret(name: &HeaderName) -> bool {
     matches!(
         name,
         "authorization" | "proxy-authorization" | "cookie" | "set-cookie"
-    ) || ["token", "secret", "api-key", "apikey", "password", "session"]
-        .iter()
-        .any(|word| name.contains(word))
+    ) || [
+        "token", "secret", "api-key", "apikey", "password", "session",
+    ]
+    .iter()
+    .any(|word| name.contains(word))
 }
 
 #[cfg(test)]
@@ -489,7 +506,10 @@ mod tests {
         assert_eq!(t.authority, "example.test:8080");
         assert_eq!(t.path, "/albums/1?x=2");
         let t = TargetUrl::parse("http://[::1]").unwrap();
-        assert_eq!((t.host.as_str(), t.port, t.path.to_string().as_str()), ("::1", 80, "/"));
+        assert_eq!(
+            (t.host.as_str(), t.port, t.path.to_string().as_str()),
+            ("::1", 80, "/")
+        );
     }
 
     #[test]
@@ -510,11 +530,19 @@ mod tests {
     fn secrets_are_redacted() {
         use clap::Parser;
         let cli = crate::cli::Cli::try_parse_from([
-            "loadgen", "run", "-H", "Authorization: Bearer abc", "-H", "X-Api-Key: k", "-H",
+            "loadgen",
+            "run",
+            "-H",
+            "Authorization: Bearer abc",
+            "-H",
+            "X-Api-Key: k",
+            "-H",
             "Accept: text/plain",
         ])
         .unwrap();
-        let crate::cli::Command::Run(args) = cli.command else { panic!() };
+        let crate::cli::Command::Run(args) = cli.command else {
+            panic!()
+        };
         let resolved = RunConfig::from_args(&args).unwrap().resolved("http://x/");
         let text = serde_json::to_string(&resolved).unwrap();
         assert!(!text.contains("abc") && !text.contains("\"k\""), "{text}");

@@ -22,7 +22,10 @@ fn run(args: &loadgen::cli::RunArgs) -> i32 {
         Ok(config) => config,
         Err(e) => return fail(&e.into()),
     };
-    let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
         Ok(runtime) => runtime,
         Err(e) => {
             eprintln!("error: cannot start the async runtime: {e}");
@@ -42,7 +45,10 @@ fn run(args: &loadgen::cli::RunArgs) -> i32 {
                         "exit_reason": outcome.exit_reason,
                         "summary": outcome.summary,
                     });
-                    println!("{}", serde_json::to_string_pretty(&summary).unwrap_or_default());
+                    println!(
+                        "{}",
+                        serde_json::to_string_pretty(&summary).unwrap_or_default()
+                    );
                 } else {
                     print!("{}", outcome.console);
                 }

@@ -33,7 +33,9 @@ pub enum RunError {
         host: String,
         reason: String,
     },
-    #[error("cannot connect to {url} ({addr}): {source}; is the server running and is the URL right?")]
+    #[error(
+        "cannot connect to {url} ({addr}): {source}; is the server running and is the URL right?"
+    )]
     Unreachable {
         url: String,
         addr: SocketAddr,
@@ -200,10 +202,18 @@ pub async fn run(config: RunConfig, stop: StopSignal) -> Result<RunOutcome, RunE
         env!("CARGO_PKG_VERSION"),
         config.model.describe(),
         target.url,
-        if embedded.is_some() { " (embedded loadgen-server)" } else { "" },
+        if embedded.is_some() {
+            " (embedded loadgen-server)"
+        } else {
+            ""
+        },
     );
     if !config.json {
-        eprintln!("{header}");
+        eprintln!(
+            "running {} against {} — Ctrl-C stops and keeps every completed request",
+            config.model.describe(),
+            target.url
+        );
     }
     let extent = config.model.extent();
     let progress = Progress::start(config.progress, extent, live.clone());
@@ -243,7 +253,8 @@ pub async fn run(config: RunConfig, stop: StopSignal) -> Result<RunOutcome, RunE
         &report.stats,
         &labels,
         &phase_labels,
-        live.handoff_blocked_ns.load(std::sync::atomic::Ordering::Relaxed),
+        live.handoff_blocked_ns
+            .load(std::sync::atomic::Ordering::Relaxed),
     );
     if let Some(server) = embedded {
         server.shutdown().await;
@@ -325,7 +336,11 @@ async fn resolve(target: &TargetUrl) -> Result<SocketAddr, RunError> {
 fn new_run_id() -> String {
     let now = chrono::Utc::now();
     // Sub-second digits keep two runs started in the same second apart.
-    format!("{}-{:04}", now.format("%Y%m%dT%H%M%SZ"), now.timestamp_subsec_micros() % 10_000)
+    format!(
+        "{}-{:04}",
+        now.format("%Y%m%dT%H%M%SZ"),
+        now.timestamp_subsec_micros() % 10_000
+    )
 }
 
 fn create_run_dir(out: Option<&Path>, run_id: &str) -> Result<PathBuf, RunError> {

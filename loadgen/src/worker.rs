@@ -151,7 +151,11 @@ pub struct WorkerPool {
 }
 
 impl WorkerPool {
-    pub fn new(ctx: Arc<WorkerContext>, transport: Arc<TransportConfig>, records: RecordSender) -> Self {
+    pub fn new(
+        ctx: Arc<WorkerContext>,
+        transport: Arc<TransportConfig>,
+        records: RecordSender,
+    ) -> Self {
         WorkerPool {
             ctx,
             transport,

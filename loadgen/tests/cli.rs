@@ -23,9 +23,23 @@ fn embedded_demo_runs_and_prints_the_summary() {
         .output()
         .unwrap();
     let stdout = String::from_utf8_lossy(&output.stdout);
-    assert!(output.status.success(), "{stdout}\n{}", String::from_utf8_lossy(&output.stderr));
-    for needle in ["Throughput", "Wall time", "p99.9", "GET /", "embedded", "Run directory"] {
-        assert!(stdout.contains(needle) || String::from_utf8_lossy(&output.stderr).contains(needle), "missing {needle}: {stdout}");
+    assert!(
+        output.status.success(),
+        "{stdout}\n{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    for needle in [
+        "Throughput",
+        "Wall time",
+        "p99.9",
+        "GET /",
+        "embedded",
+        "Run directory",
+    ] {
+        assert!(
+            stdout.contains(needle) || String::from_utf8_lossy(&output.stderr).contains(needle),
+            "missing {needle}: {stdout}"
+        );
     }
     let rows = read_rows(&out);
     assert!(rows.len() > 100);
@@ -38,34 +52,64 @@ fn json_summary_is_machine_readable() {
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("run");
     let output = loadgen()
-        .args(["run", "-c", "2", "-n", "300", "--json", "--out", out.to_str().unwrap()])
+        .args([
+            "run",
+            "-c",
+            "2",
+            "-n",
+            "300",
+            "--json",
+            "--out",
+            out.to_str().unwrap(),
+        ])
         .output()
         .unwrap();
     assert!(output.status.success());
     let json: serde_json::Value = serde_json::from_slice(&output.stdout).expect("stdout is JSON");
     assert_eq!(json["summary"]["requests"], 300);
     assert_eq!(json["summary"]["ops"][0]["op"], "GET /");
-    assert!(json["summary"]["ops"][0]["latency"]["p99_ns"].as_u64().unwrap() > 0);
+    assert!(
+        json["summary"]["ops"][0]["latency"]["p99_ns"]
+            .as_u64()
+            .unwrap()
+            > 0
+    );
     assert_eq!(json["exit_reason"], "completed");
 }
 
 #[test]
 fn unreachable_target_is_one_clear_error_with_exit_2_and_no_run_dir() {
     // A port that was just free: nothing listens there.
-    let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("never");
     let output = loadgen()
-        .args(["run", "--url", &format!("http://127.0.0.1:{port}/"), "-n", "10"])
+        .args([
+            "run",
+            "--url",
+            &format!("http://127.0.0.1:{port}/"),
+            "-n",
+            "10",
+        ])
         .args(["--out", out.to_str().unwrap()])
         .output()
         .unwrap();
     assert_eq!(output.status.code(), Some(2));
     let stderr = String::from_utf8_lossy(&output.stderr);
-    assert!(stderr.contains("cannot connect to http://127.0.0.1"), "{stderr}");
+    assert!(
+        stderr.contains("cannot connect to http://127.0.0.1"),
+        "{stderr}"
+    );
     assert!(stderr.contains("refused"), "{stderr}");
     assert_eq!(stderr.trim().lines().count(), 1, "{stderr}");
-    assert!(!out.exists(), "an unreachable target must not leave a run directory");
+    assert!(
+        !out.exists(),
+        "an unreachable target must not leave a run directory"
+    );
 }
 
 #[test]
@@ -76,7 +120,10 @@ fn bad_input_is_exit_2_with_a_message_naming_the_fix() {
         (&["run", "--url", "ftp://example.test/"], "only http://"),
         (&["run", "-d", "soon"], "not a duration"),
         (&["run", "-H", "no-colon-here"], "'Name: value'"),
-        (&["run", "--body", "@/nonexistent/body.json"], "cannot read the file"),
+        (
+            &["run", "--body", "@/nonexistent/body.json"],
+            "cannot read the file",
+        ),
     ];
     for (args, needle) in cases {
         let output = loadgen().args(args).output().unwrap();
@@ -96,7 +143,10 @@ fn out_dir_that_holds_a_run_is_refused() {
         .unwrap();
     assert_eq!(output.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&output.stderr).contains("already exists"));
-    assert_eq!(std::fs::read_to_string(dir.path().join("run.json")).unwrap(), "{}");
+    assert_eq!(
+        std::fs::read_to_string(dir.path().join("run.json")).unwrap(),
+        "{}"
+    );
 }
 
 #[test]
@@ -111,7 +161,15 @@ fn sigint_mid_run_keeps_every_completed_request_and_exits_130() {
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("run");
     let child = loadgen()
-        .args(["run", "--url", &format!("{}/", server.url()), "-c", "4", "-d", "60s"])
+        .args([
+            "run",
+            "--url",
+            &format!("{}/", server.url()),
+            "-c",
+            "4",
+            "-d",
+            "60s",
+        ])
         .args(["--out", out.to_str().unwrap()])
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
@@ -128,7 +186,12 @@ fn sigint_mid_run_keeps_every_completed_request_and_exits_130() {
         .unwrap();
     assert!(status.success());
     let output = child.wait_with_output().unwrap();
-    assert_eq!(output.status.code(), Some(130), "{}", String::from_utf8_lossy(&output.stderr));
+    assert_eq!(
+        output.status.code(),
+        Some(130),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
     assert!(String::from_utf8_lossy(&output.stdout).contains("interrupted"));
 
     let rows = read_rows(&out);

@@ -20,7 +20,16 @@ async fn exactly_n_requests_each_one_row_matching_the_server() {
     let out = dir.path().join("run");
     let url = format!("{}/", server.url());
     let outcome = loadgen::run(
-        config(&["--url", &url, "-c", "4", "-n", "500", "--out", out.to_str().unwrap()]),
+        config(&[
+            "--url",
+            &url,
+            "-c",
+            "4",
+            "-n",
+            "500",
+            "--out",
+            out.to_str().unwrap(),
+        ]),
         StopSignal::new(),
     )
     .await
@@ -50,7 +59,10 @@ async fn exactly_n_requests_each_one_row_matching_the_server() {
         assert!(row.bytes_sent > 30, "{row:?}");
         assert!(row.bytes_received > 13 + 17, "{row:?}");
         let previous = last_start.insert(row.worker, row.start_ns);
-        assert!(previous.is_none_or(|p| p <= row.start_ns), "start_ns goes back for {row:?}");
+        assert!(
+            previous.is_none_or(|p| p <= row.start_ns),
+            "start_ns goes back for {row:?}"
+        );
         if let Some(connect_ns) = row.connect_ns {
             assert!(connect_ns > 0 && connect_ns <= row.latency_ns);
             *connects.entry(row.worker).or_default() += 1;
@@ -63,7 +75,11 @@ async fn exactly_n_requests_each_one_row_matching_the_server() {
     assert_eq!(meta["loadgen.schema_version"], "1");
     assert_eq!(meta["loadgen.run_id"], outcome.run_id);
     assert!(meta["loadgen.anchor_unix_ns"].parse::<i64>().unwrap() > 1_600_000_000_000_000_000);
-    assert!(meta["loadgen.scenario"].contains("workers = 4"), "{}", meta["loadgen.scenario"]);
+    assert!(
+        meta["loadgen.scenario"].contains("workers = 4"),
+        "{}",
+        meta["loadgen.scenario"]
+    );
     assert!(meta["loadgen.host"].contains("cpus"));
     assert_eq!(meta["loadgen.shard"], "0/1");
 
@@ -82,7 +98,16 @@ async fn duration_run_records_every_request_the_server_answered() {
     let out = dir.path().join("run");
     let url = format!("{}/albums/7", server.url());
     let outcome = loadgen::run(
-        config(&["--url", &url, "-c", "8", "-d", "1s", "--out", out.to_str().unwrap()]),
+        config(&[
+            "--url",
+            &url,
+            "-c",
+            "8",
+            "-d",
+            "1s",
+            "--out",
+            out.to_str().unwrap(),
+        ]),
         StopSignal::new(),
     )
     .await
@@ -92,7 +117,9 @@ async fn duration_run_records_every_request_the_server_answered() {
     assert!(rows.len() > 100, "only {} rows in 1 s", rows.len());
     assert_eq!(rows.len() as u64, server.requests_total());
     assert_eq!(outcome.summary.requests, rows.len() as u64);
-    assert!(rows.iter().all(|r| r.op == "GET /albums/7" && r.status == 200));
+    assert!(rows
+        .iter()
+        .all(|r| r.op == "GET /albums/7" && r.status == 200));
     let wall_s = outcome.summary.wall_time_ns as f64 / 1e9;
     assert!((0.9..3.0).contains(&wall_s), "wall time {wall_s}");
     server.shutdown().await;
@@ -109,7 +136,16 @@ async fn server_errors_are_counted_and_written_not_dropped() {
     let out = dir.path().join("run");
     let url = format!("{}/albums/1", server.url());
     let outcome = loadgen::run(
-        config(&["--url", &url, "-c", "4", "-n", "1000", "--out", out.to_str().unwrap()]),
+        config(&[
+            "--url",
+            &url,
+            "-c",
+            "4",
+            "-n",
+            "1000",
+            "--out",
+            out.to_str().unwrap(),
+        ]),
         StopSignal::new(),
     )
     .await
@@ -126,10 +162,15 @@ async fn server_errors_are_counted_and_written_not_dropped() {
     assert_eq!(rows_failed, server_500);
     assert_eq!(outcome.summary.failed, server_500);
     assert_eq!(outcome.summary.errors.get("http_status"), Some(&server_500));
-    assert!((100..=300).contains(&server_500), "{server_500} of 1000 failed at rate 0.2");
+    assert!(
+        (100..=300).contains(&server_500),
+        "{server_500} of 1000 failed at rate 0.2"
+    );
     // Failed requests still got a response, so they have a latency.
     assert_eq!(outcome.summary.ops[0].latency.unwrap().count, 1000);
-    assert!(outcome.console.contains(&format!("{server_500} failed (http_status {server_500})")));
+    assert!(outcome
+        .console
+        .contains(&format!("{server_500} failed (http_status {server_500})")));
     server.shutdown().await;
 }
 
@@ -145,7 +186,15 @@ async fn segments_close_on_schedule_and_each_is_complete() {
     let url = format!("{}/", server.url());
     let outcome = loadgen::run(
         config(&[
-            "--url", &url, "-c", "2", "-d", "1500ms", "--segment-interval", "300ms", "--out",
+            "--url",
+            &url,
+            "-c",
+            "2",
+            "-d",
+            "3s",
+            "--segment-interval",
+            "300ms",
+            "--out",
             out.to_str().unwrap(),
         ]),
         StopSignal::new(),
@@ -183,7 +232,16 @@ async fn a_stop_mid_run_drains_in_flight_requests_into_the_records() {
         stopper.drain(ExitReason::Interrupted);
     });
     let outcome = loadgen::run(
-        config(&["--url", &url, "-c", "8", "-d", "60s", "--out", out.to_str().unwrap()]),
+        config(&[
+            "--url",
+            &url,
+            "-c",
+            "8",
+            "-d",
+            "60s",
+            "--out",
+            out.to_str().unwrap(),
+        ]),
         stop,
     )
     .await
@@ -208,7 +266,15 @@ async fn requests_still_in_flight_after_the_grace_period_are_cancelled_rows() {
     let url = format!("{}/", server.url());
     let outcome = loadgen::run(
         config(&[
-            "--url", &url, "-c", "3", "-d", "300ms", "--grace", "200ms", "--out",
+            "--url",
+            &url,
+            "-c",
+            "3",
+            "-d",
+            "300ms",
+            "--grace",
+            "200ms",
+            "--out",
             out.to_str().unwrap(),
         ]),
         StopSignal::new(),
@@ -217,7 +283,9 @@ async fn requests_still_in_flight_after_the_grace_period_are_cancelled_rows() {
     .unwrap();
     let rows = read_rows(&out);
     assert_eq!(rows.len(), 3);
-    assert!(rows.iter().all(|r| r.error.as_deref() == Some("cancelled") && r.status == 0));
+    assert!(rows
+        .iter()
+        .all(|r| r.error.as_deref() == Some("cancelled") && r.status == 0));
     assert_eq!(outcome.summary.errors.get("cancelled"), Some(&3));
     server.shutdown().await;
 }
@@ -230,7 +298,15 @@ async fn think_time_paces_each_worker_and_is_not_latency() {
     let url = format!("{}/", server.url());
     let outcome = loadgen::run(
         config(&[
-            "--url", &url, "-c", "2", "-n", "12", "--think-time", "50ms", "--out",
+            "--url",
+            &url,
+            "-c",
+            "2",
+            "-n",
+            "12",
+            "--think-time",
+            "50ms",
+            "--out",
             out.to_str().unwrap(),
         ]),
         StopSignal::new(),
@@ -240,12 +316,23 @@ async fn think_time_paces_each_worker_and_is_not_latency() {
     let rows = read_rows(&out);
     assert_eq!(rows.len(), 12);
     for worker in 0..2 {
-        let starts: Vec<i64> = rows.iter().filter(|r| r.worker == worker).map(|r| r.start_ns).collect();
+        let starts: Vec<i64> = rows
+            .iter()
+            .filter(|r| r.worker == worker)
+            .map(|r| r.start_ns)
+            .collect();
         for pair in starts.windows(2) {
-            assert!(pair[1] - pair[0] >= 50_000_000, "gap {} ns", pair[1] - pair[0]);
+            assert!(
+                pair[1] - pair[0] >= 50_000_000,
+                "gap {} ns",
+                pair[1] - pair[0]
+            );
         }
     }
     let latency = outcome.summary.ops[0].latency.unwrap();
-    assert!(latency.p50_ns < 50_000_000, "think time leaked into latency: {latency:?}");
+    assert!(
+        latency.p50_ns < 50_000_000,
+        "think time leaked into latency: {latency:?}"
+    );
     server.shutdown().await;
 }

@@ -30,7 +30,8 @@ impl Model for Closed {
     async fn drive(self, pool: &mut WorkerPool) {
         let budget = self.requests.map(|n| Arc::new(AtomicU64::new(n)));
         for _ in 0..self.workers {
-            let mut source = SequenceSource::new(self.sequence.clone(), 0, None, self.think_time, &self.stop);
+            let mut source =
+                SequenceSource::new(self.sequence.clone(), 0, None, self.think_time, &self.stop);
             source.budget = budget.clone();
             pool.spawn(0, source);
         }

@@ -124,9 +124,10 @@ impl ModelPlan {
     pub fn max_workers(&self) -> u32 {
         match self {
             ModelPlan::Closed { workers, .. } => *workers,
-            ModelPlan::ThreadGroups(plan) => {
-                plan.startup.map_or(0, |(w, _)| w).max(plan.groups * plan.group_size)
-            }
+            ModelPlan::ThreadGroups(plan) => plan
+                .startup
+                .map_or(0, |(w, _)| w)
+                .max(plan.groups * plan.group_size),
             ModelPlan::ProducerBuffer(plan) => plan.max_workers,
             ModelPlan::Phased(plan) => plan.phases.iter().map(|p| p.workers).sum(),
         }

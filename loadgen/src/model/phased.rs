@@ -68,9 +68,10 @@ impl Model for Phased {
                 }
                 let due = match phase.start {
                     StartRule::At(offset) => Instant::now() >= run_start + offset,
-                    StartRule::After { phase: previous, finished: needed } => {
-                        started[previous].is_some() && finished[previous] >= needed
-                    }
+                    StartRule::After {
+                        phase: previous,
+                        finished: needed,
+                    } => started[previous].is_some() && finished[previous] >= needed,
                 };
                 if !due {
                     continue;

@@ -36,7 +36,9 @@ impl ThreadGroupsPlan {
 
     pub fn total_requests(&self) -> u64 {
         let per_round = self.sequence.len() as u64;
-        let startup = self.startup.map_or(0, |(w, i)| u64::from(w) * i * per_round);
+        let startup = self
+            .startup
+            .map_or(0, |(w, i)| u64::from(w) * i * per_round);
         startup + u64::from(self.groups) * u64::from(self.group_size) * self.iterations * per_round
     }
 }
@@ -57,9 +59,20 @@ impl Model for ThreadGroups {
         let mut first_group_phase = 0u16;
         if let Some((workers, iterations)) = plan.startup {
             let started = tokio::time::Instant::now();
-            (self.announce)(format!("startup: {workers} workers × {iterations} iterations"));
+            (self.announce)(format!(
+                "startup: {workers} workers × {iterations} iterations"
+            ));
             for _ in 0..workers {
-                pool.spawn(0, SequenceSource::new(plan.sequence.clone(), 0, rounds(iterations), self.think_time, &self.stop));
+                pool.spawn(
+                    0,
+                    SequenceSource::new(
+                        plan.sequence.clone(),
+                        0,
+                        rounds(iterations),
+                        self.think_time,
+                        &self.stop,
+                    ),
+                );
             }
             while pool.next_done().await.is_some() {}
             (self.announce)(format!(
@@ -81,7 +94,16 @@ impl Model for ThreadGroups {
             }
             let phase = first_group_phase + k as u16;
             for _ in 0..plan.group_size {
-                pool.spawn(phase, SequenceSource::new(plan.sequence.clone(), phase, rounds(plan.iterations), self.think_time, &self.stop));
+                pool.spawn(
+                    phase,
+                    SequenceSource::new(
+                        plan.sequence.clone(),
+                        phase,
+                        rounds(plan.iterations),
+                        self.think_time,
+                        &self.stop,
+                    ),
+                );
             }
             (self.announce)(format!(
                 "{} started at +{:.2} s: {} workers",
@@ -97,7 +119,13 @@ impl Model for ThreadGroups {
 }
 
 impl ThreadGroups {
-    fn finished(&self, finished: &mut [u32], labels: &[String], phase: u16, groups_start: tokio::time::Instant) {
+    fn finished(
+        &self,
+        finished: &mut [u32],
+        labels: &[String],
+        phase: u16,
+        groups_start: tokio::time::Instant,
+    ) {
         let count = &mut finished[usize::from(phase)];
         *count += 1;
         if *count == self.plan.group_size {

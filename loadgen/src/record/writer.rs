@@ -12,13 +12,15 @@ use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-use arrow_array::builder::{Int64Builder, UInt16Builder, UInt32Builder, UInt64Builder, UInt8Builder};
+use arrow_array::builder::{
+    Int64Builder, UInt16Builder, UInt32Builder, UInt64Builder, UInt8Builder,
+};
 use arrow_array::types::Int32Type;
 use arrow_array::{ArrayRef, DictionaryArray, Int32Array, RecordBatch, StringArray};
 use parquet::arrow::ArrowWriter;
 use parquet::basic::{Compression, ZstdLevel};
-use parquet::file::properties::WriterProperties;
 use parquet::file::metadata::KeyValue;
+use parquet::file::properties::WriterProperties;
 
 use super::{schema, ErrorClass, RequestRecord};
 use crate::stats::Aggregator;
@@ -163,11 +165,17 @@ impl Columns {
             Arc::new(self.queue_wait_ns.finish()),
             dict(Int32Array::from(std::mem::take(&mut self.op)), &dicts.ops),
             Arc::new(self.status.finish()),
-            dict(Int32Array::from(std::mem::take(&mut self.error)), &dicts.errors),
+            dict(
+                Int32Array::from(std::mem::take(&mut self.error)),
+                &dicts.errors,
+            ),
             Arc::new(self.bytes_sent.finish()),
             Arc::new(self.bytes_received.finish()),
             Arc::new(self.worker.finish()),
-            dict(Int32Array::from(std::mem::take(&mut self.phase)), &dicts.phases),
+            dict(
+                Int32Array::from(std::mem::take(&mut self.phase)),
+                &dicts.phases,
+            ),
             Arc::new(self.attempt.finish()),
         ];
         RecordBatch::try_new(schema(), columns).expect("columns match the record schema")
@@ -201,7 +209,10 @@ impl SegmentWriter {
         let dicts = Dictionaries {
             ops: Arc::new(StringArray::from(config.ops.clone())),
             errors: Arc::new(StringArray::from(
-                ErrorClass::ALL.iter().map(|e| e.as_str()).collect::<Vec<_>>(),
+                ErrorClass::ALL
+                    .iter()
+                    .map(|e| e.as_str())
+                    .collect::<Vec<_>>(),
             )),
             phases: Arc::new(StringArray::from(config.phases.clone())),
         };
@@ -387,8 +398,15 @@ mod tests {
 
         let file = File::open(&report.segments[0]).unwrap();
         let builder = ParquetRecordBatchReaderBuilder::try_new(file).unwrap();
-        let kv = builder.metadata().file_metadata().key_value_metadata().unwrap().clone();
-        assert!(kv.iter().any(|k| k.key == "loadgen.run_id" && k.value.as_deref() == Some("test-run")));
+        let kv = builder
+            .metadata()
+            .file_metadata()
+            .key_value_metadata()
+            .unwrap()
+            .clone();
+        assert!(kv
+            .iter()
+            .any(|k| k.key == "loadgen.run_id" && k.value.as_deref() == Some("test-run")));
         let mut i = 0;
         for batch in builder.build().unwrap() {
             let batch = batch.unwrap();
@@ -399,7 +417,11 @@ mod tests {
                 let c = col(name);
                 let d = c.as_dictionary::<Int32Type>();
                 let values = d.values().as_string::<i32>();
-                d.keys().iter().nth(j).unwrap().map(|k| values.value(k as usize).to_string())
+                d.keys()
+                    .iter()
+                    .nth(j)
+                    .unwrap()
+                    .map(|k| values.value(k as usize).to_string())
             };
             for j in 0..batch.num_rows() {
                 let want = sample(i);
@@ -409,10 +431,19 @@ mod tests {
                 assert_eq!(opt(&i64s("connect_ns"), j), want.connect_ns);
                 assert_eq!(opt(&i64s("ttfb_ns"), j), want.ttfb_ns);
                 assert_eq!(opt(&i64s("queue_wait_ns"), j), want.queue_wait_ns);
-                assert_eq!(label("op", j).unwrap(), ["GET /a", "POST /b"][usize::from(want.op)]);
-                assert_eq!(col("status").as_primitive::<UInt16Type>().value(j), want.status);
+                assert_eq!(
+                    label("op", j).unwrap(),
+                    ["GET /a", "POST /b"][usize::from(want.op)]
+                );
+                assert_eq!(
+                    col("status").as_primitive::<UInt16Type>().value(j),
+                    want.status
+                );
                 assert_eq!(label("error", j).as_deref(), want.error.map(|e| e.as_str()));
-                assert_eq!(col("bytes_sent").as_primitive::<UInt64Type>().value(j), want.bytes_sent);
+                assert_eq!(
+                    col("bytes_sent").as_primitive::<UInt64Type>().value(j),
+                    want.bytes_sent
+                );
                 assert_eq!(label("phase", j).unwrap(), "main");
                 i += 1;
             }

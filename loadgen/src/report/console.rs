@@ -12,7 +12,11 @@ pub fn render(summary: &RunSummary, header: &str, footer: &[(&str, String)]) -> 
     let failures = if summary.errors.is_empty() {
         String::new()
     } else {
-        let by_class: Vec<String> = summary.errors.iter().map(|(c, n)| format!("{c} {n}")).collect();
+        let by_class: Vec<String> = summary
+            .errors
+            .iter()
+            .map(|(c, n)| format!("{c} {n}"))
+            .collect();
         format!(" ({})", by_class.join(", "))
     };
     let retries = if summary.retries > 0 {
@@ -28,7 +32,11 @@ pub fn render(summary: &RunSummary, header: &str, footer: &[(&str, String)]) -> 
         "  Requests    {} total, {} ok, {} failed{failures}{retries}",
         summary.requests, summary.ok, summary.failed
     );
-    let _ = writeln!(out, "  Wall time   {}", duration(summary.wall_time_ns as f64));
+    let _ = writeln!(
+        out,
+        "  Wall time   {}",
+        duration(summary.wall_time_ns as f64)
+    );
     let _ = writeln!(
         out,
         "  Throughput  {:.1} req/s ({:.1} req/s ok)",
@@ -83,7 +91,9 @@ pub fn render(summary: &RunSummary, header: &str, footer: &[(&str, String)]) -> 
     // One phase is the whole run: a per-phase table would repeat the lines above.
     if summary.phases.len() > 1 {
         let _ = writeln!(out);
-        let headings = ["phase", "workers", "requests", "failed", "wall", "req/s", "p50", "p99"];
+        let headings = [
+            "phase", "workers", "requests", "failed", "wall", "req/s", "p50", "p99",
+        ];
         let rows: Vec<Vec<String>> = summary
             .phases
             .iter()

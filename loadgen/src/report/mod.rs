@@ -134,7 +134,11 @@ impl RunSummary {
             .then(|| {
                 let rest = &stats.phases[1..];
                 let requests = rest.iter().map(|p| p.requests).sum();
-                let start = rest.iter().filter_map(|p| p.first_start_ns).min().unwrap_or(0);
+                let start = rest
+                    .iter()
+                    .filter_map(|p| p.first_start_ns)
+                    .min()
+                    .unwrap_or(0);
                 let end = rest.iter().filter_map(|p| p.last_end_ns).max().unwrap_or(0);
                 Span {
                     requests,

@@ -23,7 +23,11 @@ pub fn names() -> Vec<&'static str> {
 pub fn description(text: &str) -> String {
     toml::from_str::<toml::Table>(text)
         .ok()
-        .and_then(|t| t.get("description").and_then(|d| d.as_str()).map(String::from))
+        .and_then(|t| {
+            t.get("description")
+                .and_then(|d| d.as_str())
+                .map(String::from)
+        })
         .unwrap_or_default()
 }
 

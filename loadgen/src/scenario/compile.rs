@@ -52,7 +52,10 @@ pub fn compile(scenario: &Scenario, base_path: &str) -> Result<Compiled, Violati
     let fields = compile_fields(&scenario.fields, "fields", &Fields::default())?;
 
     if scenario.requests.is_empty() {
-        return Err(violation("requests", "at least one request template is required"));
+        return Err(violation(
+            "requests",
+            "at least one request template is required",
+        ));
     }
     if scenario.sequence.is_empty() {
         return Err(violation(
@@ -130,7 +133,10 @@ fn compile_fields(
     for (name, spec) in specs {
         let here = format!("{path}.{name}");
         if name.is_empty() || !name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_') {
-            return Err(violation(here, "field names use letters, digits and _ only"));
+            return Err(violation(
+                here,
+                "field names use letters, digits and _ only",
+            ));
         }
         fields.push(name, generator(spec, &here)?);
     }
@@ -153,7 +159,10 @@ fn generator(spec: &FieldSpec, path: &str) -> Result<Generator, Violation> {
         }
         FieldSpec::Choice(options) => {
             if options.is_empty() {
-                return Err(violation(format!("{path}.choice"), "needs at least one option"));
+                return Err(violation(
+                    format!("{path}.choice"),
+                    "needs at least one option",
+                ));
             }
             Generator::Choice(options.clone())
         }
@@ -232,21 +241,34 @@ fn compile_request(
     let method = Method::from_bytes(spec.method.to_ascii_uppercase().as_bytes()).map_err(|_| {
         violation(
             format!("{path}.method"),
-            format!("'{}' is not an HTTP method; use e.g. GET or POST", spec.method),
+            format!(
+                "'{}' is not an HTTP method; use e.g. GET or POST",
+                spec.method
+            ),
         )
     })?;
     if !spec.path.starts_with('/') {
         return Err(violation(
             format!("{path}.path"),
-            format!("'{}' must start with '/' (it is relative to the target)", spec.path),
+            format!(
+                "'{}' must start with '/' (it is relative to the target)",
+                spec.path
+            ),
         ));
     }
     let base = base_path.replace('{', "{{").replace('}', "}}");
     let url_path = Text::parse(&format!("{base}{}", spec.path), fields)
         .map_err(|m| violation(format!("{path}.path"), m))?;
-    let bodies = [spec.body.is_some(), spec.json.is_some(), spec.multipart.is_some()];
+    let bodies = [
+        spec.body.is_some(),
+        spec.json.is_some(),
+        spec.multipart.is_some(),
+    ];
     if bodies.iter().filter(|b| **b).count() > 1 {
-        return Err(violation(path, "give at most one of body, json and multipart"));
+        return Err(violation(
+            path,
+            "give at most one of body, json and multipart",
+        ));
     }
     let body = if let Some(text) = &spec.body {
         Body::Text(Text::parse(text, fields).map_err(|m| violation(format!("{path}.body"), m))?)
@@ -255,10 +277,19 @@ fn compile_request(
     } else if let Some(parts) = &spec.multipart {
         let mut compiled = Vec::new();
         for (name, part) in parts {
-            compiled.push(compile_part(name, part, &format!("{path}.multipart.{name}"), fields, rng)?);
+            compiled.push(compile_part(
+                name,
+                part,
+                &format!("{path}.multipart.{name}"),
+                fields,
+                rng,
+            )?);
         }
         if compiled.is_empty() {
-            return Err(violation(format!("{path}.multipart"), "needs at least one part"));
+            return Err(violation(
+                format!("{path}.multipart"),
+                "needs at least one part",
+            ));
         }
         Body::Multipart {
             boundary: format!("loadgen-{:016x}", rng.u64(..)),
@@ -284,24 +315,35 @@ fn compile_part(
     fields: &Fields,
     rng: &mut fastrand::Rng,
 ) -> Result<Part, Violation> {
-    let given = [spec.json.is_some(), spec.text.is_some(), spec.bytes.is_some()];
+    let given = [
+        spec.json.is_some(),
+        spec.text.is_some(),
+        spec.bytes.is_some(),
+    ];
     if given.iter().filter(|g| **g).count() != 1 {
         return Err(violation(path, "give exactly one of json, text and bytes"));
     }
     let (content, default_type) = if let Some(json) = &spec.json {
-        let json = Json::from_toml(json, fields).map_err(|m| violation(format!("{path}.json"), m))?;
+        let json =
+            Json::from_toml(json, fields).map_err(|m| violation(format!("{path}.json"), m))?;
         (PartContent::Json(json), "application/json")
     } else if let Some(text) = &spec.text {
         let text = Text::parse(text, fields).map_err(|m| violation(format!("{path}.text"), m))?;
         (PartContent::Text(text), "text/plain")
     } else {
         let size = spec.bytes.map_or(0, |b| b.0);
-        (PartContent::Blob(blob(size, rng)), "application/octet-stream")
+        (
+            PartContent::Blob(blob(size, rng)),
+            "application/octet-stream",
+        )
     };
     Ok(Part {
         name: name.to_string(),
         filename: spec.filename.clone(),
-        content_type: spec.content_type.clone().unwrap_or_else(|| default_type.to_string()),
+        content_type: spec
+            .content_type
+            .clone()
+            .unwrap_or_else(|| default_type.to_string()),
         content,
     })
 }
@@ -392,11 +434,16 @@ fn compile_model(
             if max_workers < initial_workers {
                 return Err(violation(
                     "model.max_workers",
-                    format!("must be at least initial_workers ({initial_workers}), got {max_workers}"),
+                    format!(
+                        "must be at least initial_workers ({initial_workers}), got {max_workers}"
+                    ),
                 ));
             }
             if *retries > 100 {
-                return Err(violation("model.retries", format!("must be at most 100 (got {retries})")));
+                return Err(violation(
+                    "model.retries",
+                    format!("must be at most 100 (got {retries})"),
+                ));
             }
             Ok((
                 ModelPlan::ProducerBuffer(ProducerBufferPlan {
@@ -428,7 +475,10 @@ fn compile_model(
                 if !names.insert(phase.name.clone()) {
                     return Err(violation(
                         format!("{here}.name"),
-                        format!("'{}' is used by an earlier phase; names must be unique", phase.name),
+                        format!(
+                            "'{}' is used by an earlier phase; names must be unique",
+                            phase.name
+                        ),
                     ));
                 }
                 let workers = match phase.workers {
@@ -446,10 +496,16 @@ fn compile_model(
                         ))
                     }
                 };
-                at_least_one(&format!("{here}.requests_per_worker"), phase.requests_per_worker)?;
+                at_least_one(
+                    &format!("{here}.requests_per_worker"),
+                    phase.requests_per_worker,
+                )?;
                 let start = match (&phase.after, phase.when_done, phase.at) {
                     (Some(_), _, Some(_)) => {
-                        return Err(violation(&here, "give either after (+ when_done) or at, not both"))
+                        return Err(violation(
+                            &here,
+                            "give either after (+ when_done) or at, not both",
+                        ))
                     }
                     (Some(after), when_done, None) => {
                         let Some(previous) = plans.iter().position(|p| &p.name == after) else {
@@ -465,20 +521,31 @@ fn compile_model(
                                 format!("{fraction} is outside (0, 1]; it is the fraction of '{after}' workers that must finish first"),
                             ));
                         }
-                        let needed = ((fraction * f64::from(plans[previous].workers)).ceil() as u32).max(1);
-                        StartRule::After { phase: previous, finished: needed }
+                        let needed =
+                            ((fraction * f64::from(plans[previous].workers)).ceil() as u32).max(1);
+                        StartRule::After {
+                            phase: previous,
+                            finished: needed,
+                        }
                     }
                     (None, Some(_), _) => {
-                        return Err(violation(format!("{here}.when_done"), "needs after = \"<earlier phase>\""))
+                        return Err(violation(
+                            format!("{here}.when_done"),
+                            "needs after = \"<earlier phase>\"",
+                        ))
                     }
                     (None, None, Some(at)) => StartRule::At(at.0),
                     (None, None, None) if i == 0 => StartRule::At(Duration::ZERO),
                     (None, None, None) => {
                         let previous = i - 1;
-                        StartRule::After { phase: previous, finished: plans[previous].workers }
+                        StartRule::After {
+                            phase: previous,
+                            finished: plans[previous].workers,
+                        }
                     }
                 };
-                let phase_fields = compile_fields(&phase.fields, &format!("{here}.fields"), &Fields::default())?;
+                let phase_fields =
+                    compile_fields(&phase.fields, &format!("{here}.fields"), &Fields::default())?;
                 let mut phase_overrides = Vec::new();
                 for name in phase_fields.names() {
                     if fields.index(name).is_none() {
@@ -488,7 +555,10 @@ fn compile_model(
                         ));
                     }
                     let spec = &phase.fields[name];
-                    phase_overrides.push((name.clone(), generator(spec, &format!("{here}.fields.{name}"))?));
+                    phase_overrides.push((
+                        name.clone(),
+                        generator(spec, &format!("{here}.fields.{name}"))?,
+                    ));
                 }
                 overrides.push(phase_overrides);
                 plans.push(PhasePlan {
@@ -499,7 +569,10 @@ fn compile_model(
                 });
             }
             Ok((
-                ModelPlan::Phased(PhasedPlan { phases: plans, sequence }),
+                ModelPlan::Phased(PhasedPlan {
+                    phases: plans,
+                    sequence,
+                }),
                 overrides,
             ))
         }

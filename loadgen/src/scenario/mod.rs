@@ -38,7 +38,11 @@ pub fn parse(origin: &str, text: &str, sets: &[String]) -> Result<Scenario, Scen
         return serde_path_to_error::deserialize(deserializer).map_err(|e| {
             let path = e.path().to_string();
             let inner = e.into_inner();
-            error(line_of(text, &inner), clean_path(&path), inner.message().to_string())
+            error(
+                line_of(text, &inner),
+                clean_path(&path),
+                inner.message().to_string(),
+            )
         });
     }
     let mut table: toml::Table = toml::from_str(text).map_err(|e: toml::de::Error| {
@@ -49,7 +53,11 @@ pub fn parse(origin: &str, text: &str, sets: &[String]) -> Result<Scenario, Scen
     }
     serde_path_to_error::deserialize(toml::Value::Table(table)).map_err(|e| {
         let path = e.path().to_string();
-        error(None, clean_path(&path), e.into_inner().message().to_string())
+        error(
+            None,
+            clean_path(&path),
+            e.into_inner().message().to_string(),
+        )
     })
 }
 
@@ -89,7 +97,9 @@ pub fn apply_set(table: &mut toml::Table, set: &str) -> Result<(), String> {
     })?;
     let keys: Vec<&str> = path.trim().split('.').map(str::trim).collect();
     if keys.iter().any(|k| k.is_empty()) {
-        return Err(format!("--set '{set}': '{path}' is not a key path like model.groups"));
+        return Err(format!(
+            "--set '{set}': '{path}' is not a key path like model.groups"
+        ));
     }
     let value = toml::from_str::<toml::Table>(&format!("v = {}", raw.trim()))
         .ok()
@@ -122,7 +132,11 @@ mod tests {
         assert_eq!(t["model"]["groups"].as_integer(), Some(30));
         assert_eq!(t["model"]["delay"].as_str(), Some("2s"));
         assert_eq!(t["fields"]["x"]["int"].as_array().unwrap().len(), 2);
-        assert!(apply_set(&mut t, "model.groups.x=1").unwrap_err().contains("not a table"));
-        assert!(apply_set(&mut t, "nothing").unwrap_err().contains("key.path=value"));
+        assert!(apply_set(&mut t, "model.groups.x=1")
+            .unwrap_err()
+            .contains("not a table"));
+        assert!(apply_set(&mut t, "nothing")
+            .unwrap_err()
+            .contains("key.path=value"));
     }
 }

@@ -155,9 +155,14 @@ impl Aggregator {
         if r.attempt > 1 {
             self.retries += 1;
         }
-        let latency_ns = u64::try_from(r.latency_ns).unwrap_or(0).clamp(1, MAX_TRACKED_NS);
+        let latency_ns = u64::try_from(r.latency_ns)
+            .unwrap_or(0)
+            .clamp(1, MAX_TRACKED_NS);
         if r.status > 0 {
-            phase.latency_ns.record(latency_ns).expect("value clamped into range");
+            phase
+                .latency_ns
+                .record(latency_ns)
+                .expect("value clamped into range");
         }
 
         let op = &mut self.ops[usize::from(r.op)];
@@ -169,7 +174,9 @@ impl Aggregator {
             op.errors[class.index()] += 1;
         }
         if r.status > 0 {
-            op.latency_ns.record(latency_ns).expect("value clamped into range");
+            op.latency_ns
+                .record(latency_ns)
+                .expect("value clamped into range");
         }
         let mut range = (self.first_start_ns, self.last_end_ns);
         widen(&mut range, r.start_ns, end_ns);

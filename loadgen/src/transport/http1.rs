@@ -92,9 +92,7 @@ impl Http1Transport {
         *request.uri_mut() = prepared.uri;
         *request.headers_mut() = template.headers.clone();
         if !request.headers().contains_key(hyper::header::HOST) {
-            request
-                .headers_mut()
-                .insert(hyper::header::HOST, host);
+            request.headers_mut().insert(hyper::header::HOST, host);
         }
 
         connection.meter.arm();

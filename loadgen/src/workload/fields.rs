@@ -110,10 +110,14 @@ mod tests {
         let choice = Generator::Choice(vec!["left".into(), "right".into()]);
         for _ in 0..200 {
             assert!(matches!(int.draw(&mut rng), Value::Int(3..=5)));
-            let Value::Str(s) = choice.draw(&mut rng) else { panic!() };
+            let Value::Str(s) = choice.draw(&mut rng) else {
+                panic!()
+            };
             assert!(s == "left" || s == "right");
         }
-        let Value::Str(s) = Generator::Chars(256).draw(&mut rng) else { panic!() };
+        let Value::Str(s) = Generator::Chars(256).draw(&mut rng) else {
+            panic!()
+        };
         assert_eq!(s.len(), 256);
         assert!(s.chars().all(|c| c.is_ascii_alphanumeric()));
     }

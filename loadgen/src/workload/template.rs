@@ -328,9 +328,12 @@ mod tests {
         };
         let bytes = body.render(&values);
         let text = String::from_utf8_lossy(&bytes);
-        assert!(text.starts_with("--b0undary\r\nContent-Disposition: form-data; name=\"profile\"\r\n"));
+        assert!(
+            text.starts_with("--b0undary\r\nContent-Disposition: form-data; name=\"profile\"\r\n")
+        );
         assert!(text.contains("{\"id\":42}"));
-        assert!(text.contains("name=\"image\"; filename=\"cover.png\"\r\nContent-Type: image/png\r\n\r\n"));
+        assert!(text
+            .contains("name=\"image\"; filename=\"cover.png\"\r\nContent-Type: image/png\r\n\r\n"));
         assert!(text.ends_with("\r\n--b0undary--\r\n"));
         assert!(bytes.len() > 2048);
     }

@@ -18,7 +18,9 @@ use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
 /// A config exactly as `loadgen run ARGS…` would build it.
 pub fn config(args: &[&str]) -> RunConfig {
     let cli = Cli::try_parse_from(["loadgen", "run"].iter().chain(args)).expect("valid flags");
-    let Command::Run(run) = cli.command else { panic!("not a run command") };
+    let Command::Run(run) = cli.command else {
+        panic!("not a run command")
+    };
     RunConfig::from_args(&run).expect("valid config")
 }
 
@@ -110,9 +112,18 @@ fn check_types(batch: &RecordBatch) {
 }
 
 fn decode(batch: &RecordBatch) -> Vec<Row> {
-    let i64s = |name: &str| batch.column_by_name(name).unwrap().as_primitive::<Int64Type>().clone();
+    let i64s = |name: &str| {
+        batch
+            .column_by_name(name)
+            .unwrap()
+            .as_primitive::<Int64Type>()
+            .clone()
+    };
     let strings = |name: &str| -> Vec<Option<String>> {
-        let dict = batch.column_by_name(name).unwrap().as_dictionary::<Int32Type>();
+        let dict = batch
+            .column_by_name(name)
+            .unwrap()
+            .as_dictionary::<Int32Type>();
         let values = dict.values().as_string::<i32>();
         dict.keys()
             .iter()
@@ -129,11 +140,26 @@ fn decode(batch: &RecordBatch) -> Vec<Row> {
         i64s("queue_wait_ns"),
     );
     let (op, error, phase) = (strings("op"), strings("error"), strings("phase"));
-    let status = batch.column_by_name("status").unwrap().as_primitive::<UInt16Type>();
-    let sent = batch.column_by_name("bytes_sent").unwrap().as_primitive::<UInt64Type>();
-    let received = batch.column_by_name("bytes_received").unwrap().as_primitive::<UInt64Type>();
-    let worker = batch.column_by_name("worker").unwrap().as_primitive::<UInt32Type>();
-    let attempt = batch.column_by_name("attempt").unwrap().as_primitive::<UInt8Type>();
+    let status = batch
+        .column_by_name("status")
+        .unwrap()
+        .as_primitive::<UInt16Type>();
+    let sent = batch
+        .column_by_name("bytes_sent")
+        .unwrap()
+        .as_primitive::<UInt64Type>();
+    let received = batch
+        .column_by_name("bytes_received")
+        .unwrap()
+        .as_primitive::<UInt64Type>();
+    let worker = batch
+        .column_by_name("worker")
+        .unwrap()
+        .as_primitive::<UInt32Type>();
+    let attempt = batch
+        .column_by_name("attempt")
+        .unwrap()
+        .as_primitive::<UInt8Type>();
     (0..batch.num_rows())
         .map(|i| Row {
             start_ns: start.value(i),
