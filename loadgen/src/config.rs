@@ -15,7 +15,7 @@ use serde::Serialize;
 
 use crate::cli::RunArgs;
 use crate::model::ModelPlan;
-use crate::scenario::schema::{Defaults, Dur, ModelSpec, RequestSpec};
+use crate::scenario::schema::{ClosedSpec, Defaults, Dur, ModelSpec, RequestSpec};
 use crate::scenario::{self, builtin, Compiled, Scenario, ScenarioError};
 use crate::workload::template::{Body, Text};
 use crate::workload::{RequestTemplate, StatusSet, Workload};
@@ -314,11 +314,11 @@ fn apply_closed_overrides(
     if connections.is_none() && duration.is_none() && requests.is_none() {
         return Ok(());
     }
-    let ModelSpec::Closed {
+    let ModelSpec::Closed(ClosedSpec {
         workers,
         requests: spec_requests,
         duration: spec_duration,
-    } = &mut scenario.model
+    }) = &mut scenario.model
     else {
         return Err(ConfigError::ClosedOnly);
     };
@@ -416,14 +416,14 @@ fn quick_scenario(
         )]
         .into(),
         sequence: vec!["main".to_string()],
-        model: ModelSpec::Closed {
+        model: ModelSpec::Closed(ClosedSpec {
             workers,
             requests: args.requests,
             duration: match limit {
                 Limit::Duration(d) => Some(Dur(d)),
                 Limit::Requests(_) => None,
             },
-        },
+        }),
     };
     let compiled = Compiled {
         workload: Workload::single(template),

@@ -11,7 +11,8 @@ use hyper::header::{HeaderName, HeaderValue};
 use hyper::Method;
 
 use super::schema::{
-    FieldSpec, Literal, ModelSpec, PartSpec, RequestSpec, Scenario, StatusSpec, WorkerCount,
+    ClosedSpec, FieldSpec, Literal, ModelSpec, PartSpec, PhasedSpec, ProducerBufferSpec,
+    RequestSpec, Scenario, StatusSpec, ThreadGroupsSpec, WorkerCount,
 };
 use crate::config::Limit;
 use crate::model::phased::{PhasePlan, PhasedPlan, StartRule};
@@ -364,11 +365,11 @@ fn compile_model(
 ) -> Result<(ModelPlan, PhaseOverrides), Violation> {
     let sequence: Arc<[u16]> = sequence.into();
     match spec {
-        ModelSpec::Closed {
+        ModelSpec::Closed(ClosedSpec {
             workers,
             requests,
             duration,
-        } => {
+        }) => {
             at_least_one("model.workers", u64::from(*workers))?;
             let limit = match (requests, duration) {
                 (Some(_), Some(_)) => {
@@ -393,13 +394,13 @@ fn compile_model(
                 vec![Vec::new()],
             ))
         }
-        ModelSpec::ThreadGroups {
+        ModelSpec::ThreadGroups(ThreadGroupsSpec {
             startup,
             groups,
             group_size,
             delay,
             iterations,
-        } => {
+        }) => {
             at_least_one("model.groups", u64::from(*groups))?;
             at_least_one("model.group_size", u64::from(*group_size))?;
             at_least_one("model.iterations", *iterations)?;
@@ -418,7 +419,7 @@ fn compile_model(
             let phases = plan.phase_labels().len();
             Ok((ModelPlan::ThreadGroups(plan), vec![Vec::new(); phases]))
         }
-        ModelSpec::ProducerBuffer {
+        ModelSpec::ProducerBuffer(ProducerBufferSpec {
             total,
             buffer,
             initial_workers,
@@ -426,7 +427,7 @@ fn compile_model(
             max_workers,
             retries,
             backoff,
-        } => {
+        }) => {
             at_least_one("model.total", *total)?;
             at_least_one("model.buffer", *buffer as u64)?;
             at_least_one("model.initial_workers", u64::from(*initial_workers))?;
@@ -459,10 +460,10 @@ fn compile_model(
                 vec![Vec::new(); 2],
             ))
         }
-        ModelSpec::Phased {
+        ModelSpec::Phased(PhasedSpec {
             max_workers,
             phases,
-        } => {
+        }) => {
             at_least_one("model.max_workers", u64::from(*max_workers))?;
             if phases.is_empty() {
                 return Err(violation("model.phases", "needs at least one phase"));

@@ -38,11 +38,8 @@ pub fn parse(origin: &str, text: &str, sets: &[String]) -> Result<Scenario, Scen
         return serde_path_to_error::deserialize(deserializer).map_err(|e| {
             let path = e.path().to_string();
             let inner = e.into_inner();
-            error(
-                line_of(text, &inner),
-                clean_path(&path),
-                inner.message().to_string(),
-            )
+            let (path, message) = nest(&clean_path(&path), inner.message());
+            error(line_of(text, &inner), path, message)
         });
     }
     let mut table: toml::Table = toml::from_str(text).map_err(|e: toml::de::Error| {
@@ -53,11 +50,8 @@ pub fn parse(origin: &str, text: &str, sets: &[String]) -> Result<Scenario, Scen
     }
     serde_path_to_error::deserialize(toml::Value::Table(table)).map_err(|e| {
         let path = e.path().to_string();
-        error(
-            None,
-            clean_path(&path),
-            e.into_inner().message().to_string(),
-        )
+        let (path, message) = nest(&clean_path(&path), e.into_inner().message());
+        error(None, path, message)
     })
 }
 
@@ -73,6 +67,21 @@ pub fn compile_scenario(
         path: v.path,
         message: v.message,
     })
+}
+
+/// Joins a field path that a nested deserializer put at the front of its message
+/// (`groups: invalid type…`) onto the outer path (`model`), giving `model.groups`.
+fn nest(path: &str, message: &str) -> (String, String) {
+    if let Some((inner, rest)) = message.split_once(": ") {
+        let is_path = !inner.is_empty()
+            && inner
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '.' | '[' | ']'));
+        if is_path && !path.is_empty() {
+            return (format!("{path}.{inner}"), rest.to_string());
+        }
+    }
+    (path.to_string(), message.to_string())
 }
 
 /// `.` is what serde_path_to_error prints for the root.

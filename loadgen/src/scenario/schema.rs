@@ -129,44 +129,104 @@ pub enum StatusSpec {
 }
 
 /// The client model and its parameters; `kind` selects it.
-#[derive(Debug, Clone, Deserialize, Serialize)]
-#[serde(tag = "kind", rename_all = "kebab-case", deny_unknown_fields)]
+#[derive(Debug, Clone, Serialize)]
+#[serde(tag = "kind", rename_all = "kebab-case")]
 pub enum ModelSpec {
-    /// `workers` back to back, for `duration` or `requests` in total.
-    Closed {
-        workers: u32,
-        #[serde(default, skip_serializing_if = "Option::is_none")]
-        requests: Option<u64>,
-        #[serde(default, skip_serializing_if = "Option::is_none")]
-        duration: Option<Dur>,
-    },
-    /// Optional startup group, then `groups` groups of `group_size`, `delay` apart.
-    ThreadGroups {
-        #[serde(default, skip_serializing_if = "Option::is_none")]
-        startup: Option<StartupSpec>,
-        groups: u32,
-        group_size: u32,
-        delay: Dur,
-        iterations: u64,
-    },
-    /// A producer fills a bounded buffer; a consumer pool drains it and grows.
-    ProducerBuffer {
-        total: u64,
-        #[serde(default = "default_buffer")]
-        buffer: usize,
-        initial_workers: u32,
-        requests_per_worker: u64,
-        max_workers: u32,
-        #[serde(default)]
-        retries: u32,
-        #[serde(default = "default_backoff")]
-        backoff: Dur,
-    },
-    /// Phases that start when part of the previous phase has finished, or at an offset.
-    Phased {
-        max_workers: u32,
-        phases: Vec<PhaseSpec>,
-    },
+    Closed(ClosedSpec),
+    ThreadGroups(ThreadGroupsSpec),
+    ProducerBuffer(ProducerBufferSpec),
+    Phased(PhasedSpec),
+}
+
+const MODEL_KINDS: &str = "closed, thread-groups, producer-buffer, phased";
+
+impl<'de> Deserialize<'de> for ModelSpec {
+    /// By hand, so that an error inside a model names its field (`groups: invalid type…`);
+    /// serde's internally tagged enums lose the field name.
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        use serde::de::Error;
+        let mut table = toml::Table::deserialize(deserializer)?;
+        let kind = match table.remove("kind") {
+            Some(toml::Value::String(kind)) => kind,
+            Some(other) => {
+                return Err(D::Error::custom(format!(
+                    "kind = {other} is not a model; use one of {MODEL_KINDS}"
+                )))
+            }
+            None => {
+                return Err(D::Error::custom(format!(
+                    "missing field `kind`; use one of {MODEL_KINDS}"
+                )))
+            }
+        };
+        fn variant<T: serde::de::DeserializeOwned, E: Error>(table: toml::Table) -> Result<T, E> {
+            serde_path_to_error::deserialize(toml::Value::Table(table)).map_err(|e| {
+                let path = e.path().to_string();
+                let message = e.into_inner().message().to_string();
+                if path == "." {
+                    E::custom(message)
+                } else {
+                    E::custom(format!("{path}: {message}"))
+                }
+            })
+        }
+        match kind.as_str() {
+            "closed" => variant(table).map(ModelSpec::Closed),
+            "thread-groups" => variant(table).map(ModelSpec::ThreadGroups),
+            "producer-buffer" => variant(table).map(ModelSpec::ProducerBuffer),
+            "phased" => variant(table).map(ModelSpec::Phased),
+            other => Err(D::Error::custom(format!(
+                "kind = \"{other}\" is not a model; use one of {MODEL_KINDS}"
+            ))),
+        }
+    }
+}
+
+/// `workers` back to back, for `duration` or `requests` in total.
+#[derive(Debug, Clone, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct ClosedSpec {
+    pub workers: u32,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub requests: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub duration: Option<Dur>,
+}
+
+/// Optional startup group, then `groups` groups of `group_size`, `delay` apart.
+#[derive(Debug, Clone, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct ThreadGroupsSpec {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub startup: Option<StartupSpec>,
+    pub groups: u32,
+    pub group_size: u32,
+    pub delay: Dur,
+    pub iterations: u64,
+}
+
+/// A producer fills a bounded buffer; a consumer pool drains it and grows.
+#[derive(Debug, Clone, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct ProducerBufferSpec {
+    pub total: u64,
+    #[serde(default = "default_buffer")]
+    pub buffer: usize,
+    pub initial_workers: u32,
+    pub requests_per_worker: u64,
+    pub max_workers: u32,
+    #[serde(default)]
+    pub retries: u32,
+    #[serde(default = "default_backoff")]
+    pub backoff: Dur,
+}
+
+/// Phases that start when part of the previous phase has finished, or at an offset.
+#[derive(Debug, Clone, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct PhasedSpec {
+    pub max_workers: u32,
+    pub phases: Vec<PhaseSpec>,
 }
 
 fn default_buffer() -> usize {
