@@ -1,1 +1,42 @@
+//! Reference servers for the course APIs, with knobs that give them a known capacity.
+//!
+//! The load generator needs a target whose behaviour is known, so that a measurement can be
+//! checked against the truth: this crate serves the albums, skiers, swipe and stepcounter
+//! APIs (plus `GET /` → `hello, world`) on one hyper server, and lets the caller set a
+//! service time distribution, a finite number of workers and an error rate. The same code
+//! runs as the `loadgen-server` binary and in-process from tests via [`start`].
+//!
+//! What it is responsible for: routing, validating requests the way the course servers do
+//! (400 for malformed ids and bodies, 404 for unknown paths, 405 for a wrong method),
+//! applying the knobs to every API request, and counting answers per route and status for
+//! [`RunningServer`] and `GET /metrics` (Prometheus text).
+//!
+//! What it is not: a faithful database. Albums, lift rides and swipes are validated and then
+//! forgotten; only step counts are kept, in a bounded in-memory store. Nothing here is meant
+//! to be exposed beyond a test network: there is no TLS and no authentication.
+//!
+//! ```no_run
+//! # async fn demo() -> std::io::Result<()> {
+//! let server = servers::start(servers::ServerConfig {
+//!     service_time: "exp:5ms".parse().unwrap(),
+//!     workers: Some(8),
+//!     ..Default::default()
+//! })
+//! .await?;
+//! println!("try {}/albums/1", server.url());
+//! server.shutdown().await;
+//! # Ok(())
+//! # }
+//! ```
 
+mod api;
+mod config;
+mod metrics;
+mod reply;
+mod router;
+mod server;
+mod service_time;
+
+pub use config::{ConfigError, ServerConfig};
+pub use server::{start, RunningServer, DEFAULT_SHUTDOWN_GRACE};
+pub use service_time::{ParseServiceTimeError, ServiceTime};

@@ -1,1 +1,142 @@
-fn main() {}
+//! `loadgen-server`: the reference server as a binary.
+//!
+//! Thin on purpose: parse flags, build the tokio runtime (its size is a knob, so benchmarks
+//! can pin the server to one core), start the library's server, print the address, and stop
+//! cleanly on Ctrl-C or SIGTERM. All behaviour lives in the `servers` library.
+
+use std::io::Write as _;
+use std::net::IpAddr;
+use std::process::ExitCode;
+
+use anyhow::Context as _;
+use clap::Parser;
+use servers::{ServerConfig, ServiceTime};
+
+/// Reference server for the course APIs (albums, skiers, swipe, stepcounter) with knobs for
+/// service time, worker capacity and error rate.
+#[derive(Debug, Parser)]
+#[command(version, about)]
+struct Cli {
+    /// Address to listen on.
+    #[arg(long, default_value = "127.0.0.1")]
+    bind: IpAddr,
+
+    /// Port to listen on; 0 picks a free port (read it from the "listening on" line).
+    #[arg(long, default_value_t = 8080)]
+    port: u16,
+
+    /// Time spent on each API request: `0`, a fixed duration (`5ms`), `exp:5ms`
+    /// (exponential with that mean) or `uniform:2ms..8ms`. Not applied to /metrics.
+    #[arg(long, default_value = "0", value_name = "DIST")]
+    service_time: ServiceTime,
+
+    /// At most N API requests in service at once; the rest wait in arrival order.
+    /// Unlimited when not given.
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
+    workers: Option<u64>,
+
+    /// Fraction (0..=1) of API requests answered 500 instead of being handled.
+    #[arg(long, default_value_t = 0.0, value_name = "P", value_parser = parse_error_rate)]
+    error_rate: f64,
+
+    /// Tokio worker threads; 1 runs everything on one thread. Default: one per core.
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..=4096))]
+    threads: Option<u64>,
+}
+
+fn parse_error_rate(text: &str) -> Result<f64, String> {
+    match text.parse::<f64>() {
+        Ok(rate) if (0.0..=1.0).contains(&rate) => Ok(rate),
+        _ => Err(format!(
+            "expected a fraction between 0 and 1 (e.g. 0.05 for 5 %), got {text:?}"
+        )),
+    }
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    match run(cli) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(err) => {
+            eprintln!("error: {err:#}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn run(cli: Cli) -> anyhow::Result<()> {
+    let runtime = match cli.threads {
+        Some(1) => tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build(),
+        Some(threads) => tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(usize::try_from(threads).context("--threads is too large")?)
+            .enable_all()
+            .build(),
+        None => tokio::runtime::Builder::new_multi_thread()
+            .enable_all()
+            .build(),
+    }
+    .context("could not start the tokio runtime")?;
+
+    let config = ServerConfig {
+        bind: cli.bind,
+        port: cli.port,
+        service_time: cli.service_time,
+        workers: cli
+            .workers
+            .map(usize::try_from)
+            .transpose()
+            .context("--workers is too large")?,
+        error_rate: cli.error_rate,
+    };
+    runtime.block_on(serve(config))
+}
+
+async fn serve(config: ServerConfig) -> anyhow::Result<()> {
+    let addr = std::net::SocketAddr::new(config.bind, config.port);
+    let knobs = format!(
+        "service time {}, workers {}, error rate {}",
+        config.service_time,
+        config
+            .workers
+            .map_or_else(|| "unlimited".to_owned(), |n| n.to_string()),
+        config.error_rate
+    );
+    let server = servers::start(config)
+        .await
+        .with_context(|| format!("could not listen on {addr}"))?;
+
+    // Scripts and tests read this exact line from stdout to learn the port, so it is the
+    // only thing printed there, and it is flushed at once (stdout is block-buffered when
+    // piped).
+    let mut stdout = std::io::stdout().lock();
+    writeln!(stdout, "loadgen-server listening on {}", server.url())
+        .and_then(|()| stdout.flush())
+        .context("could not write to stdout")?;
+    drop(stdout);
+    eprintln!("{knobs}; stop with Ctrl-C");
+
+    shutdown_signal().await?;
+    server.shutdown().await;
+    Ok(())
+}
+
+/// Resolves on Ctrl-C (SIGINT) or SIGTERM, the two ways scripts and orchestrators stop us.
+async fn shutdown_signal() -> anyhow::Result<()> {
+    #[cfg(unix)]
+    {
+        use tokio::signal::unix::{signal, SignalKind};
+        let mut terminate =
+            signal(SignalKind::terminate()).context("could not listen for SIGTERM")?;
+        tokio::select! {
+            result = tokio::signal::ctrl_c() => result.context("could not listen for Ctrl-C")?,
+            _ = terminate.recv() => {}
+        }
+    }
+    #[cfg(not(unix))]
+    tokio::signal::ctrl_c()
+        .await
+        .context("could not listen for Ctrl-C")?;
+    Ok(())
+}

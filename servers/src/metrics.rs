@@ -1,0 +1,228 @@
+//! Server-side counters and their Prometheus text exposition (`GET /metrics`).
+//!
+//! Everything here is a fixed table of atomics, indexed by (route, status), so counting a
+//! request is one atomic add and never takes a lock. This module does not decide *when* a
+//! request counts (the server counts it just before handing the response to hyper, so a
+//! client that has read a response always sees it counted) and does not serve HTTP.
+//!
+//! `/metrics` requests are counted under `route="metrics"` in the exposition, but they are
+//! not API requests: [`Metrics::requests_total`], [`Metrics::requests_with_status`] and the
+//! in-flight gauge leave them out, so scraping does not disturb what a test measures.
+
+use std::fmt::Write as _;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use crate::router::Route;
+
+/// Every status the server itself produces. Responses hyper generates on its own (e.g. 400
+/// for an unparsable request line) never reach a handler and are not counted.
+const STATUSES: [u16; 7] = [200, 201, 400, 404, 405, 413, 500];
+/// One extra column so an unexpected status is still counted, as `status="other"`.
+const STATUS_COLUMNS: usize = STATUSES.len() + 1;
+const ROUTES: usize = Route::ALL.len();
+
+fn status_column(status: u16) -> usize {
+    match status {
+        200 => 0,
+        201 => 1,
+        400 => 2,
+        404 => 3,
+        405 => 4,
+        413 => 5,
+        500 => 6,
+        _ => STATUSES.len(),
+    }
+}
+
+/// Shared by every connection of one server.
+#[derive(Debug, Default)]
+pub(crate) struct Metrics {
+    requests: [[AtomicU64; STATUS_COLUMNS]; ROUTES],
+    in_flight: AtomicU64,
+    waiting_for_worker: AtomicU64,
+    connections_open: AtomicU64,
+    connections_accepted: AtomicU64,
+    accept_errors: AtomicU64,
+    stepcounter_dropped: AtomicU64,
+}
+
+impl Metrics {
+    /// Counts one answered request. `Release` pairs with the `Acquire` loads below, so a
+    /// reader that learned of the response by other means (a client on another thread) sees
+    /// the count; on x86 and ARM this costs the same as `Relaxed`.
+    pub(crate) fn count(&self, route: Route, status: u16) {
+        self.requests[route.index()][status_column(status)].fetch_add(1, Ordering::Release);
+    }
+
+    fn api_routes() -> impl Iterator<Item = Route> {
+        Route::ALL.into_iter().filter(|r| *r != Route::Metrics)
+    }
+
+    pub(crate) fn requests_total(&self) -> u64 {
+        Self::api_routes()
+            .flat_map(|r| self.requests[r.index()].iter())
+            .map(|c| c.load(Ordering::Acquire))
+            .sum()
+    }
+
+    pub(crate) fn requests_with_status(&self, status: u16) -> u64 {
+        if !STATUSES.contains(&status) {
+            // The "other" column mixes statuses, so it cannot answer for any one of them.
+            return 0;
+        }
+        let column = status_column(status);
+        Self::api_routes()
+            .map(|r| self.requests[r.index()][column].load(Ordering::Acquire))
+            .sum()
+    }
+
+    pub(crate) fn in_flight(&self) -> u64 {
+        self.in_flight.load(Ordering::Acquire)
+    }
+
+    /// Marks an API request as received; the guard marks it answered (or abandoned, when
+    /// the client goes away and hyper drops the handler) when dropped.
+    pub(crate) fn enter(&self) -> Gauge<'_> {
+        Gauge::enter(&self.in_flight)
+    }
+
+    /// Marks a request as queued for a `--workers` permit until the guard drops.
+    pub(crate) fn wait_for_worker(&self) -> Gauge<'_> {
+        Gauge::enter(&self.waiting_for_worker)
+    }
+
+    pub(crate) fn connection_opened(&self) -> Gauge<'_> {
+        self.connections_accepted.fetch_add(1, Ordering::Relaxed);
+        Gauge::enter(&self.connections_open)
+    }
+
+    pub(crate) fn accept_failed(&self) {
+        self.accept_errors.fetch_add(1, Ordering::Relaxed);
+    }
+
+    pub(crate) fn stepcounter_dropped(&self) {
+        self.stepcounter_dropped.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// The Prometheus text exposition format, version 0.0.4. Only non-zero request series are
+    /// listed: most (route, status) pairs never happen, and a scrape stays short.
+    pub(crate) fn render(&self) -> String {
+        let mut out = String::with_capacity(2048);
+        out.push_str(
+            "# HELP loadgen_server_requests_total Requests answered by the server, by route and status.\n\
+             # TYPE loadgen_server_requests_total counter\n",
+        );
+        for route in Route::ALL {
+            for (column, counter) in self.requests[route.index()].iter().enumerate() {
+                let value = counter.load(Ordering::Acquire);
+                if value == 0 {
+                    continue;
+                }
+                let status = STATUSES
+                    .get(column)
+                    .map_or("other".to_owned(), u16::to_string);
+                // Writing to a String cannot fail.
+                let _ = writeln!(
+                    out,
+                    "loadgen_server_requests_total{{route=\"{}\",status=\"{status}\"}} {value}",
+                    route.label()
+                );
+            }
+        }
+        let gauges: [(&str, &str, &str, &AtomicU64); 6] = [
+            (
+                "loadgen_server_in_flight",
+                "gauge",
+                "API requests received and not yet answered, including those waiting for a worker.",
+                &self.in_flight,
+            ),
+            (
+                "loadgen_server_waiting_for_worker",
+                "gauge",
+                "API requests queued for a --workers permit.",
+                &self.waiting_for_worker,
+            ),
+            (
+                "loadgen_server_connections_open",
+                "gauge",
+                "Client connections currently open.",
+                &self.connections_open,
+            ),
+            (
+                "loadgen_server_connections_accepted_total",
+                "counter",
+                "Client connections accepted since start.",
+                &self.connections_accepted,
+            ),
+            (
+                "loadgen_server_accept_errors_total",
+                "counter",
+                "Failed accept() calls, e.g. when the server ran out of file descriptors.",
+                &self.accept_errors,
+            ),
+            (
+                "loadgen_server_stepcounter_dropped_total",
+                "counter",
+                "Step counts answered 201 but not stored because the in-memory store was full.",
+                &self.stepcounter_dropped,
+            ),
+        ];
+        for (name, kind, help, value) in gauges {
+            let _ = write!(
+                out,
+                "# HELP {name} {help}\n# TYPE {name} {kind}\n{name} {}\n",
+                value.load(Ordering::Acquire)
+            );
+        }
+        out
+    }
+}
+
+/// Increments a gauge on creation and decrements it on drop, so every exit path (including a
+/// handler future dropped mid-flight) gives the count back.
+#[derive(Debug)]
+pub(crate) struct Gauge<'a>(&'a AtomicU64);
+
+impl<'a> Gauge<'a> {
+    fn enter(gauge: &'a AtomicU64) -> Self {
+        gauge.fetch_add(1, Ordering::Release);
+        Gauge(gauge)
+    }
+}
+
+impl Drop for Gauge<'_> {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::Release);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn totals_leave_out_metrics_and_the_exposition_lists_what_happened() {
+        let metrics = Metrics::default();
+        metrics.count(Route::Root, 200);
+        metrics.count(Route::Root, 200);
+        metrics.count(Route::AlbumsPost, 201);
+        metrics.count(Route::NotFound, 404);
+        metrics.count(Route::Swipe, 418);
+        metrics.count(Route::Metrics, 200);
+        assert_eq!(metrics.requests_total(), 5);
+        assert_eq!(metrics.requests_with_status(200), 2);
+        assert_eq!(metrics.requests_with_status(418), 0);
+
+        let request = metrics.enter();
+        let text = metrics.render();
+        assert!(text.contains("loadgen_server_requests_total{route=\"root\",status=\"200\"} 2\n"));
+        assert!(text.contains("{route=\"swipe_post\",status=\"other\"} 1\n"));
+        assert!(text.contains("{route=\"metrics\",status=\"200\"} 1\n"));
+        assert!(!text.contains("status=\"500\""));
+        assert!(
+            text.contains("# TYPE loadgen_server_in_flight gauge\nloadgen_server_in_flight 1\n")
+        );
+        drop(request);
+        assert_eq!(metrics.in_flight(), 0);
+    }
+}

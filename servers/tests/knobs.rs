@@ -1,0 +1,185 @@
+//! The knobs, observed from outside: injected errors, finite workers, service time, the
+//! in-flight gauge, and that `/metrics` is exempt from all of them. Timing checks are lower
+//! bounds only (a slow machine can only make them more true).
+
+mod common;
+
+use std::io::ErrorKind;
+use std::time::{Duration, Instant};
+
+use common::{get, server, Client};
+use servers::{ServerConfig, ServiceTime};
+
+#[tokio::test]
+async fn error_rate_half_fails_about_half_of_the_requests() {
+    let server = server(ServerConfig {
+        error_rate: 0.5,
+        ..ServerConfig::default()
+    })
+    .await;
+    let mut client = Client::connect(server.local_addr()).await;
+    let mut failed = 0;
+    for i in 0..400 {
+        // A mix of routes, bodies included: an injected 500 must not break the connection.
+        let reply = if i % 2 == 0 {
+            client.get("/albums/1").await
+        } else {
+            client
+                .post_json(
+                    "/swipe/left/",
+                    r#"{"swiper":"1","swipee":"2","comment":"c"}"#,
+                )
+                .await
+        };
+        match reply.status {
+            500 => {
+                failed += 1;
+                assert!(reply.message().contains("--error-rate"));
+            }
+            200 | 201 => {}
+            other => panic!("unexpected status {other}: {}", reply.text()),
+        }
+    }
+    assert!((100..=300).contains(&failed), "{failed} of 400 failed");
+    assert_eq!(server.requests_with_status(500), failed);
+    assert_eq!(server.requests_total(), 400);
+    server.shutdown().await;
+}
+
+#[tokio::test]
+async fn error_rate_zero_and_one_are_exact() {
+    for (rate, expected_status) in [(0.0, 200), (1.0, 500)] {
+        let server = server(ServerConfig {
+            error_rate: rate,
+            ..ServerConfig::default()
+        })
+        .await;
+        let mut client = Client::connect(server.local_addr()).await;
+        for _ in 0..50 {
+            assert_eq!(client.get("/").await.status, expected_status);
+        }
+        // Scrapes are never failed on purpose.
+        assert_eq!(client.get("/metrics").await.status, 200);
+        server.shutdown().await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn one_worker_serves_concurrent_requests_one_after_another() {
+    let server = server(ServerConfig {
+        service_time: ServiceTime::Fixed(Duration::from_millis(50)),
+        workers: Some(1),
+        ..ServerConfig::default()
+    })
+    .await;
+    let addr = server.local_addr();
+    let started = Instant::now();
+    let requests: Vec<_> = (0..4)
+        .map(|_| tokio::spawn(async move { Client::connect(addr).await.get("/").await.status }))
+        .collect();
+    for request in requests {
+        assert_eq!(request.await.unwrap(), 200);
+    }
+    let elapsed = started.elapsed();
+    // Four 50 ms services through one worker cannot overlap: at least 200 ms, and the
+    // bound leaves room for timer granularity.
+    assert!(elapsed >= Duration::from_millis(150), "{elapsed:?}");
+    assert_eq!(server.requests_total(), 4);
+    server.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn service_time_delays_api_requests_but_not_metrics() {
+    let service_time = Duration::from_secs(2);
+    let server = server(ServerConfig {
+        service_time: ServiceTime::Fixed(service_time),
+        workers: Some(1),
+        ..ServerConfig::default()
+    })
+    .await;
+    // Occupy the only worker, then scrape: the scrape does not queue behind the request,
+    // or it would only be answered once that request was done and see nothing in flight.
+    let addr = server.local_addr();
+    let started = Instant::now();
+    let busy = tokio::spawn(async move { Client::connect(addr).await.get("/").await.status });
+    while server.in_flight() == 0 {
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    let scrape = get(&server, "/metrics").await;
+    assert_eq!(scrape.status, 200);
+    assert!(
+        scrape.text().contains("loadgen_server_in_flight 1\n"),
+        "{}",
+        scrape.text()
+    );
+    assert_eq!(busy.await.unwrap(), 200);
+    assert!(started.elapsed() >= service_time);
+    server.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn in_flight_counts_requests_queued_for_a_worker() {
+    let server = server(ServerConfig {
+        service_time: ServiceTime::Fixed(Duration::from_secs(1)),
+        workers: Some(1),
+        ..ServerConfig::default()
+    })
+    .await;
+    let addr = server.local_addr();
+    let requests: Vec<_> = (0..3)
+        .map(|_| tokio::spawn(async move { Client::connect(addr).await.get("/albums/1").await }))
+        .collect();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while server.in_flight() < 3 {
+        assert!(
+            Instant::now() < deadline,
+            "in flight stuck at {}",
+            server.in_flight()
+        );
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    let metrics = get(&server, "/metrics").await;
+    // One in service, two waiting for the worker (unless the first already finished).
+    assert!(
+        metrics
+            .text()
+            .contains("loadgen_server_waiting_for_worker 2\n")
+            || metrics
+                .text()
+                .contains("loadgen_server_waiting_for_worker 1\n"),
+        "{}",
+        metrics.text()
+    );
+    for request in requests {
+        assert_eq!(request.await.unwrap().status, 200);
+    }
+    assert_eq!(server.in_flight(), 0);
+    server.shutdown().await;
+}
+
+#[tokio::test]
+async fn invalid_knobs_are_refused_at_start() {
+    for config in [
+        ServerConfig {
+            error_rate: 1.5,
+            ..ServerConfig::default()
+        },
+        ServerConfig {
+            error_rate: -0.1,
+            ..ServerConfig::default()
+        },
+        ServerConfig {
+            error_rate: f64::NAN,
+            ..ServerConfig::default()
+        },
+        ServerConfig {
+            workers: Some(0),
+            ..ServerConfig::default()
+        },
+    ] {
+        let error = servers::start(config.clone()).await.expect_err("refused");
+        assert_eq!(error.kind(), ErrorKind::InvalidInput, "{config:?}");
+        assert!(config.validate().is_err());
+    }
+    assert_eq!(ServerConfig::default().validate(), Ok(()));
+}
