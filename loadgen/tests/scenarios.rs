@@ -590,3 +590,24 @@ fn set_overrides_and_scenario_listing() {
     assert_eq!(code, Some(0), "{stderr}");
     assert_eq!(read_rows(&dir.path().join("run")).len(), 50);
 }
+
+/// The scenario file shown in the README runs as documented.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn readme_scenario_example_runs() {
+    let readme =
+        std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../README.md")).unwrap();
+    let start = readme
+        .find("A scenario file:\n\n```toml\n")
+        .expect("README shows a scenario file");
+    let block = &readme[start..];
+    let body = &block[block.find("```toml\n").unwrap() + 8..];
+    let text = &body[..body.find("```").unwrap()];
+    let server = servers::start(ServerConfig::default()).await.unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let scenario = write_scenario(dir.path(), text);
+    let out = dir.path().join("run");
+    let outcome = run_scenario(&server, &scenario, &["--set", "model.total=300"], &out).await;
+    assert_eq!(read_rows(&out).len(), 300);
+    assert_eq!(outcome.summary.failed, 0, "{:?}", outcome.summary.errors);
+    server.shutdown().await;
+}
