@@ -5,7 +5,7 @@ mod common;
 
 use std::collections::BTreeMap;
 
-use common::{config, metadata, read_rows, run_json, segments};
+use common::{metadata, read_rows, run_at, run_json, segments};
 use loadgen::stop::{ExitReason, StopSignal};
 use servers::ServerConfig;
 
@@ -16,24 +16,8 @@ async fn server(config: ServerConfig) -> servers::RunningServer {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn exactly_n_requests_each_one_row_matching_the_server() {
     let server = server(ServerConfig::default()).await;
-    let dir = tempfile::tempdir().unwrap();
-    let out = dir.path().join("run");
     let url = format!("{}/", server.url());
-    let outcome = loadgen::run(
-        config(&[
-            "--url",
-            &url,
-            "-c",
-            "4",
-            "-n",
-            "500",
-            "--out",
-            out.to_str().unwrap(),
-        ]),
-        StopSignal::new(),
-    )
-    .await
-    .unwrap();
+    let (_dir, out, outcome) = run_at(&url, &["-c", "4", "-n", "500"], StopSignal::new()).await;
 
     assert_eq!(outcome.exit_reason, ExitReason::Completed);
     assert_eq!(server.requests_total(), 500);
@@ -94,24 +78,8 @@ async fn exactly_n_requests_each_one_row_matching_the_server() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn duration_run_records_every_request_the_server_answered() {
     let server = server(ServerConfig::default()).await;
-    let dir = tempfile::tempdir().unwrap();
-    let out = dir.path().join("run");
     let url = format!("{}/albums/7", server.url());
-    let outcome = loadgen::run(
-        config(&[
-            "--url",
-            &url,
-            "-c",
-            "8",
-            "-d",
-            "1s",
-            "--out",
-            out.to_str().unwrap(),
-        ]),
-        StopSignal::new(),
-    )
-    .await
-    .unwrap();
+    let (_dir, out, outcome) = run_at(&url, &["-c", "8", "-d", "1s"], StopSignal::new()).await;
     let rows = read_rows(&out);
     assert_eq!(outcome.exit_reason, ExitReason::DurationElapsed);
     assert!(rows.len() > 100, "only {} rows in 1 s", rows.len());
@@ -132,24 +100,8 @@ async fn server_errors_are_counted_and_written_not_dropped() {
         ..ServerConfig::default()
     })
     .await;
-    let dir = tempfile::tempdir().unwrap();
-    let out = dir.path().join("run");
     let url = format!("{}/albums/1", server.url());
-    let outcome = loadgen::run(
-        config(&[
-            "--url",
-            &url,
-            "-c",
-            "4",
-            "-n",
-            "1000",
-            "--out",
-            out.to_str().unwrap(),
-        ]),
-        StopSignal::new(),
-    )
-    .await
-    .unwrap();
+    let (_dir, out, outcome) = run_at(&url, &["-c", "4", "-n", "1000"], StopSignal::new()).await;
     let rows = read_rows(&out);
     assert_eq!(rows.len(), 1000);
     let server_500 = server.requests_with_status(500);
@@ -181,26 +133,13 @@ async fn segments_close_on_schedule_and_each_is_complete() {
         ..ServerConfig::default()
     })
     .await;
-    let dir = tempfile::tempdir().unwrap();
-    let out = dir.path().join("run");
     let url = format!("{}/", server.url());
-    let outcome = loadgen::run(
-        config(&[
-            "--url",
-            &url,
-            "-c",
-            "2",
-            "-d",
-            "3s",
-            "--segment-interval",
-            "300ms",
-            "--out",
-            out.to_str().unwrap(),
-        ]),
+    let (_dir, out, outcome) = run_at(
+        &url,
+        &["-c", "2", "-d", "3s", "--segment-interval", "300ms"],
         StopSignal::new(),
     )
-    .await
-    .unwrap();
+    .await;
     let files = segments(&out);
     assert!(files.len() >= 3, "{files:?}");
     // No half-written segment is left behind.
@@ -222,8 +161,6 @@ async fn a_stop_mid_run_drains_in_flight_requests_into_the_records() {
         ..ServerConfig::default()
     })
     .await;
-    let dir = tempfile::tempdir().unwrap();
-    let out = dir.path().join("run");
     let url = format!("{}/", server.url());
     let stop = StopSignal::new();
     let stopper = stop.clone();
@@ -231,21 +168,7 @@ async fn a_stop_mid_run_drains_in_flight_requests_into_the_records() {
         tokio::time::sleep(std::time::Duration::from_millis(500)).await;
         stopper.drain(ExitReason::Interrupted);
     });
-    let outcome = loadgen::run(
-        config(&[
-            "--url",
-            &url,
-            "-c",
-            "8",
-            "-d",
-            "60s",
-            "--out",
-            out.to_str().unwrap(),
-        ]),
-        stop,
-    )
-    .await
-    .unwrap();
+    let (_dir, out, outcome) = run_at(&url, &["-c", "8", "-d", "60s"], stop).await;
     assert_eq!(outcome.exit_reason, ExitReason::Interrupted);
     let rows = read_rows(&out);
     assert_eq!(rows.len() as u64, server.requests_total());
@@ -261,26 +184,13 @@ async fn requests_still_in_flight_after_the_grace_period_are_cancelled_rows() {
         ..ServerConfig::default()
     })
     .await;
-    let dir = tempfile::tempdir().unwrap();
-    let out = dir.path().join("run");
     let url = format!("{}/", server.url());
-    let outcome = loadgen::run(
-        config(&[
-            "--url",
-            &url,
-            "-c",
-            "3",
-            "-d",
-            "300ms",
-            "--grace",
-            "200ms",
-            "--out",
-            out.to_str().unwrap(),
-        ]),
+    let (_dir, out, outcome) = run_at(
+        &url,
+        &["-c", "3", "-d", "300ms", "--grace", "200ms"],
         StopSignal::new(),
     )
-    .await
-    .unwrap();
+    .await;
     let rows = read_rows(&out);
     assert_eq!(rows.len(), 3);
     assert!(rows
@@ -293,26 +203,13 @@ async fn requests_still_in_flight_after_the_grace_period_are_cancelled_rows() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn think_time_paces_each_worker_and_is_not_latency() {
     let server = server(ServerConfig::default()).await;
-    let dir = tempfile::tempdir().unwrap();
-    let out = dir.path().join("run");
     let url = format!("{}/", server.url());
-    let outcome = loadgen::run(
-        config(&[
-            "--url",
-            &url,
-            "-c",
-            "2",
-            "-n",
-            "12",
-            "--think-time",
-            "50ms",
-            "--out",
-            out.to_str().unwrap(),
-        ]),
+    let (_dir, out, outcome) = run_at(
+        &url,
+        &["-c", "2", "-n", "12", "--think-time", "50ms"],
         StopSignal::new(),
     )
-    .await
-    .unwrap();
+    .await;
     let rows = read_rows(&out);
     assert_eq!(rows.len(), 12);
     for worker in 0..2 {

@@ -24,6 +24,22 @@ pub fn config(args: &[&str]) -> RunConfig {
     RunConfig::from_args(&run).expect("valid config")
 }
 
+/// Runs `loadgen run --url URL FLAGS… --out <temp dir>` in-process; the directory lives as
+/// long as the returned guard.
+pub async fn run_at(
+    url: &str,
+    flags: &[&str],
+    stop: loadgen::stop::StopSignal,
+) -> (tempfile::TempDir, PathBuf, loadgen::RunOutcome) {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("run");
+    let mut args = vec!["--url", url];
+    args.extend(flags);
+    args.extend(["--out", out.to_str().unwrap()]);
+    let outcome = loadgen::run(config(&args), stop).await.unwrap();
+    (dir, out, outcome)
+}
+
 /// One decoded row.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Row {
