@@ -57,6 +57,7 @@ pub async fn run_worker<T: Transport, S: WorkSource>(
             }
         };
         let started = Instant::now();
+        ctx.live.in_flight.fetch_add(1, Ordering::Relaxed);
         let exchange = tokio::select! {
             biased;
             exchange = transport.send(template, prepared, started) => exchange,
@@ -66,6 +67,7 @@ pub async fn run_worker<T: Transport, S: WorkSource>(
             },
         };
         let ended = Instant::now();
+        ctx.live.in_flight.fetch_sub(1, Ordering::Relaxed);
         let error = exchange.error.or_else(|| {
             (!template.expect.contains(exchange.status)).then_some(ErrorClass::HttpStatus)
         });
@@ -171,11 +173,19 @@ impl WorkerPool {
         self.next_id += 1;
         let transport = Http1Transport::new(self.transport.clone());
         let (ctx, records) = (self.ctx.clone(), self.records.clone());
+        ctx.live.workers_alive.fetch_add(1, Ordering::Relaxed);
         self.running.spawn(async move {
+            let live = ctx.live.clone();
             run_worker(worker, transport, source, ctx, records).await;
+            live.workers_alive.fetch_sub(1, Ordering::Relaxed);
             WorkerDone { worker, phase }
         });
         worker
+    }
+
+    /// The live counters every worker updates.
+    pub fn live(&self) -> &Arc<LiveCounters> {
+        &self.ctx.live
     }
 
     /// Workers started so far.

@@ -9,11 +9,13 @@
 //! Rows carry the phase `initial` or `grown`. At most `max_workers` consumers run at once;
 //! when an initial consumer finishes while payloads remain, a new one takes its place.
 
+use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use super::{Announcer, Model, Work, WorkSource};
 use crate::clock::nanos;
+use crate::stats::LiveCounters;
 use crate::stop::StopSignal;
 use crate::worker::WorkerPool;
 use crate::workload::fields::Fields;
@@ -56,6 +58,8 @@ impl Model for ProducerBuffer {
         let plan = &self.plan;
         let (tx, rx) = flume::bounded::<Work>(plan.buffer);
         let (fields, sequence, total) = (self.fields.clone(), plan.sequence.clone(), plan.total);
+        let depth = pool.live().clone();
+        let depth_rx = rx.clone();
         let _producer = AbortOnDrop(tokio::spawn(async move {
             let mut rng = fastrand::Rng::new();
             for i in 0..total {
@@ -65,10 +69,13 @@ impl Model for ProducerBuffer {
                 if tx.send_async(work).await.is_err() {
                     return;
                 }
+                depth.buffer_depth.store(depth_rx.len() as i64, Ordering::Relaxed);
             }
         }));
+        let live = pool.live().clone();
         let consumer = |phase: u16, quota: Option<u64>| Consumer {
             rx: rx.clone(),
+            live: live.clone(),
             phase,
             quota,
             taken: 0,
@@ -116,6 +123,7 @@ impl Model for ProducerBuffer {
 /// One consumer: takes payloads from the buffer and retries the ones that fail.
 struct Consumer {
     rx: flume::Receiver<Work>,
+    live: Arc<LiveCounters>,
     phase: u16,
     /// Payloads this consumer takes from the buffer; `None` until the buffer is drained.
     quota: Option<u64>,
@@ -153,6 +161,7 @@ impl WorkSource for Consumer {
             _ = self.stop.draining() => return None,
         };
         self.taken += 1;
+        self.live.buffer_depth.store(self.rx.len() as i64, Ordering::Relaxed);
         work.phase = self.phase;
         work.queue_wait_ns = Some(nanos(waiting.elapsed()));
         Some(work)

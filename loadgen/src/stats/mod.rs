@@ -8,7 +8,7 @@
 //! transport failures are counted by class but their time-to-failure is not a latency.
 
 use std::collections::BTreeMap;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
 
 use hdrhistogram::Histogram;
 
@@ -21,6 +21,12 @@ pub struct LiveCounters {
     pub failures: AtomicU64,
     /// Total time workers spent blocked handing record batches to the writer.
     pub handoff_blocked_ns: AtomicU64,
+    /// Requests sent and not yet answered.
+    pub in_flight: AtomicI64,
+    /// Worker tasks started and not yet finished.
+    pub workers_alive: AtomicI64,
+    /// Payloads waiting in the producer-buffer model's buffer (0 for other models).
+    pub buffer_depth: AtomicI64,
 }
 
 impl LiveCounters {
