@@ -88,6 +88,28 @@ pub struct RunArgs {
     #[arg(short = 'n', long = "requests", value_name = "N")]
     pub requests: Option<u64>,
 
+    /// Open model: send this many requests per second, independent of responses (for -d).
+    #[arg(long, value_name = "REQ/S", conflicts_with = "requests")]
+    pub rate: Option<f64>,
+
+    /// Open model: a ramp of DURATION:RATE stages, linear between targets, e.g. 30s:100,60s:1000
+    /// (starting from --rate, or 0).
+    #[arg(long, value_name = "STAGES", conflicts_with_all = ["requests", "duration"])]
+    pub stages: Option<String>,
+
+    /// Open model: how arrivals are spaced.
+    #[arg(long, value_enum, default_value = "uniform")]
+    pub arrivals: crate::model::open::Arrivals,
+
+    /// Open model: most requests in flight at once (one connection each); a send due when all
+    /// are busy is dropped and counted [default: 1000].
+    #[arg(long, value_name = "N")]
+    pub max_in_flight: Option<u32>,
+
+    /// Open model: a send starting later than this after its intended time is counted as late.
+    #[arg(long, value_name = "DURATION", value_parser = parse_duration, default_value = "10ms")]
+    pub max_lateness: Duration,
+
     /// HTTP method [default: GET].
     #[arg(short = 'm', long, value_name = "METHOD")]
     pub method: Option<String>,

@@ -15,7 +15,9 @@ use serde::Serialize;
 
 use crate::cli::RunArgs;
 use crate::model::ModelPlan;
-use crate::scenario::schema::{ClosedSpec, Defaults, Dur, ModelSpec, RequestSpec};
+use crate::scenario::schema::{
+    ClosedSpec, Defaults, Dur, ModelSpec, OpenSpec, RequestSpec, StageSpec, DEFAULT_MAX_IN_FLIGHT,
+};
 use crate::scenario::{self, builtin, Compiled, Scenario, ScenarioError};
 use crate::workload::template::{Body, Text};
 use crate::workload::{RequestTemplate, StatusSet, Workload};
@@ -60,6 +62,10 @@ pub enum ConfigError {
     ClosedOnly,
     #[error("--set changes a scenario; give one (a SCENARIO.toml file or --scenario NAME), or use flags such as -c and -d")]
     SetWithoutScenario,
+    #[error("--stages '{0}' is not a list of DURATION:RATE stages; write e.g. --stages 30s:100,60s:1000")]
+    Stages(String),
+    #[error("-c and -n belong to the closed model; with --rate or --stages, concurrency is bounded by --max-in-flight and the run lasts -d or the stages")]
+    OpenFlags,
     #[error("--body @{path}: cannot read the file ({source}); check the path")]
     BodyFile {
         path: String,
@@ -416,27 +422,65 @@ fn quick_scenario(
         )]
         .into(),
         sequence: vec!["main".to_string()],
-        model: ModelSpec::Closed(ClosedSpec {
+        model: quick_model(args, workers, limit)?,
+    };
+    let (model, _) = crate::scenario::compile::compile_model(
+        &scenario.model,
+        vec![0u16],
+        &crate::workload::fields::Fields::default(),
+    )
+    .map_err(|v| ConfigError::Template(format!("{}: {}", v.path, v.message)))?;
+    let compiled = Compiled {
+        workload: Workload::single(template),
+        model,
+        timeout: None,
+        connect_timeout: None,
+        think_time: None,
+    };
+    Ok((scenario, compiled))
+}
+
+/// The model a quick run asks for: open with `--rate`/`--stages`, closed otherwise.
+fn quick_model(args: &RunArgs, workers: u32, limit: Limit) -> Result<ModelSpec, ConfigError> {
+    if args.rate.is_none() && args.stages.is_none() {
+        return Ok(ModelSpec::Closed(ClosedSpec {
             workers,
             requests: args.requests,
             duration: match limit {
                 Limit::Duration(d) => Some(Dur(d)),
                 Limit::Requests(_) => None,
             },
-        }),
-    };
-    let compiled = Compiled {
-        workload: Workload::single(template),
-        model: ModelPlan::Closed {
-            workers,
-            limit,
-            sequence: vec![0u16].into(),
+        }));
+    }
+    if args.connections.is_some() || args.requests.is_some() {
+        return Err(ConfigError::OpenFlags);
+    }
+    let stages = args.stages.as_deref().map(parse_stages).transpose()?;
+    Ok(ModelSpec::Open(OpenSpec {
+        rate: args.rate,
+        duration: match (&stages, args.duration) {
+            (Some(_), _) => None,
+            (None, d) => Some(Dur(d.unwrap_or(DEFAULT_DURATION))),
         },
-        timeout: None,
-        connect_timeout: None,
-        think_time: None,
-    };
-    Ok((scenario, compiled))
+        stages,
+        arrivals: args.arrivals,
+        max_in_flight: args.max_in_flight.unwrap_or(DEFAULT_MAX_IN_FLIGHT),
+        max_lateness: Dur(args.max_lateness),
+    }))
+}
+
+/// `30s:100,60s:1000` → stages (duration, target rate).
+fn parse_stages(text: &str) -> Result<Vec<StageSpec>, ConfigError> {
+    text.split(',')
+        .map(|part| {
+            let bad = || ConfigError::Stages(text.to_string());
+            let (duration, rate) = part.trim().split_once(':').ok_or_else(bad)?;
+            Ok(StageSpec {
+                duration: Dur(crate::cli::parse_duration(duration).map_err(|_| bad())?),
+                rate: rate.trim().parse().map_err(|_| bad())?,
+            })
+        })
+        .collect()
 }
 
 /// The run as configured, in the units a person reads; stored in run.json, and its

@@ -16,11 +16,12 @@ use crate::config::{ConfigError, Limit, ResolvedConfig, RunConfig, Target, Targe
 use crate::model::ModelPlan;
 use crate::record::writer::{self, RecordError, WriterConfig};
 use crate::record::SCHEMA_VERSION;
-use crate::report::{console, progress::Progress, write_json_atomically, RunSummary};
+use crate::report::{console, progress::Progress, write_json_atomically, OpenSummary, RunSummary};
 use crate::stats::LiveCounters;
 use crate::stop::{ExitReason, StopSignal};
 use crate::transport::{probe, ProbeError, TransportConfig};
 use crate::worker::{WorkerContext, WorkerPool};
+use std::sync::atomic::Ordering;
 
 /// Why a run could not be carried out. [`RunError::exit_code`] maps each to the process exit.
 #[derive(Debug, thiserror::Error)]
@@ -181,6 +182,10 @@ pub async fn run(config: RunConfig, stop: StopSignal) -> Result<RunOutcome, RunE
         phases: phase_labels.clone(),
         segment_interval: config.segment_interval,
         max_attempts: config.model.max_attempts(),
+        max_lateness_ns: config
+            .model
+            .max_lateness()
+            .map_or(i64::MAX, crate::clock::nanos),
     })?;
 
     let live = Arc::new(LiveCounters::default());
@@ -249,12 +254,18 @@ pub async fn run(config: RunConfig, stop: StopSignal) -> Result<RunOutcome, RunE
         .await
         .map_err(|_| RecordError::Panicked)??;
     let exit_reason = stop.reason().unwrap_or(ExitReason::Completed);
+    let open = config.model.max_lateness().map(|max_lateness| OpenSummary {
+        scheduled: live.scheduled.load(Ordering::Relaxed),
+        dropped: live.dropped.load(Ordering::Relaxed),
+        late: report.stats.late,
+        max_lateness_ns: crate::clock::nanos(max_lateness),
+    });
     let summary = RunSummary::from_stats(
         &report.stats,
         &labels,
         &phase_labels,
-        live.handoff_blocked_ns
-            .load(std::sync::atomic::Ordering::Relaxed),
+        live.handoff_blocked_ns.load(Ordering::Relaxed),
+        open,
     );
     if let Some(server) = embedded {
         server.shutdown().await;

@@ -198,6 +198,15 @@ impl WorkerPool {
         self.running.len()
     }
 
+    /// A worker that has already finished, without waiting.
+    pub fn try_done(&mut self) -> Option<WorkerDone> {
+        match self.running.try_join_next()? {
+            Ok(done) => Some(done),
+            Err(e) if e.is_panic() => std::panic::resume_unwind(e.into_panic()),
+            Err(_) => None,
+        }
+    }
+
     /// Waits for the next worker to finish; `None` when none is running.
     pub async fn next_done(&mut self) -> Option<WorkerDone> {
         loop {

@@ -7,6 +7,7 @@
 //! implements it: [`closed`], [`thread_groups`], [`producer_buffer`], [`phased`].
 
 pub mod closed;
+pub mod open;
 pub mod phased;
 pub mod producer_buffer;
 pub mod thread_groups;
@@ -80,6 +81,7 @@ pub enum ModelPlan {
     ThreadGroups(thread_groups::ThreadGroupsPlan),
     ProducerBuffer(producer_buffer::ProducerBufferPlan),
     Phased(phased::PhasedPlan),
+    Open(open::OpenPlan),
 }
 
 impl ModelPlan {
@@ -89,6 +91,7 @@ impl ModelPlan {
             ModelPlan::ThreadGroups(_) => "thread-groups",
             ModelPlan::ProducerBuffer(_) => "producer-buffer",
             ModelPlan::Phased(_) => "phased",
+            ModelPlan::Open(_) => "open",
         }
     }
 
@@ -99,6 +102,7 @@ impl ModelPlan {
             ModelPlan::ThreadGroups(plan) => plan.phase_labels(),
             ModelPlan::ProducerBuffer(_) => producer_buffer::PHASES.map(String::from).to_vec(),
             ModelPlan::Phased(plan) => plan.phases.iter().map(|p| p.name.clone()).collect(),
+            ModelPlan::Open(_) => vec!["main".to_string()],
         }
     }
 
@@ -117,6 +121,7 @@ impl ModelPlan {
             ModelPlan::ThreadGroups(plan) => Limit::Requests(plan.total_requests()),
             ModelPlan::ProducerBuffer(plan) => Limit::Requests(plan.total),
             ModelPlan::Phased(plan) => Limit::Requests(plan.total_requests()),
+            ModelPlan::Open(plan) => Limit::Duration(plan.duration()),
         }
     }
 
@@ -130,6 +135,7 @@ impl ModelPlan {
                 .max(plan.groups * plan.group_size),
             ModelPlan::ProducerBuffer(plan) => plan.max_workers,
             ModelPlan::Phased(plan) => plan.phases.iter().map(|p| p.workers).sum(),
+            ModelPlan::Open(plan) => plan.max_in_flight,
         }
     }
 
@@ -165,6 +171,38 @@ impl ModelPlan {
                     .collect::<Vec<_>>()
                     .join(", ")
             ),
+            ModelPlan::Open(p) => format!(
+                "open model: {}, {:?} arrivals, {} scheduled, at most {} in flight",
+                p.stages
+                    .iter()
+                    .map(|s| if s.from_rps == s.to_rps {
+                        format!(
+                            "{} req/s for {}",
+                            s.to_rps,
+                            humantime::format_duration(s.duration)
+                        )
+                    } else {
+                        format!(
+                            "{}→{} req/s over {}",
+                            s.from_rps,
+                            s.to_rps,
+                            humantime::format_duration(s.duration)
+                        )
+                    })
+                    .collect::<Vec<_>>()
+                    .join(", then "),
+                p.arrivals,
+                p.scheduled(),
+                p.max_in_flight
+            ),
+        }
+    }
+
+    /// Open model: a send later than this after its intended time counts as late.
+    pub fn max_lateness(&self) -> Option<Duration> {
+        match self {
+            ModelPlan::Open(plan) => Some(plan.max_lateness),
+            _ => None,
         }
     }
 
@@ -214,6 +252,15 @@ impl ModelPlan {
                     think_time,
                     stop,
                     announce,
+                }
+                .drive(pool)
+                .await
+            }
+            ModelPlan::Open(plan) => {
+                open::Open {
+                    plan,
+                    stop,
+                    seed: fastrand::u64(..),
                 }
                 .drive(pool)
                 .await

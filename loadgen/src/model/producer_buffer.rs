@@ -69,7 +69,9 @@ impl Model for ProducerBuffer {
                 if tx.send_async(work).await.is_err() {
                     return;
                 }
-                depth.buffer_depth.store(depth_rx.len() as i64, Ordering::Relaxed);
+                depth
+                    .buffer_depth
+                    .store(depth_rx.len() as i64, Ordering::Relaxed);
             }
         }));
         let live = pool.live().clone();
@@ -161,7 +163,9 @@ impl WorkSource for Consumer {
             _ = self.stop.draining() => return None,
         };
         self.taken += 1;
-        self.live.buffer_depth.store(self.rx.len() as i64, Ordering::Relaxed);
+        self.live
+            .buffer_depth
+            .store(self.rx.len() as i64, Ordering::Relaxed);
         work.phase = self.phase;
         work.queue_wait_ns = Some(nanos(waiting.elapsed()));
         Some(work)

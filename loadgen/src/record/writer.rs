@@ -66,6 +66,8 @@ pub struct WriterConfig {
     pub segment_interval: Duration,
     /// Retries + 1: a failed row with this attempt number failed for good.
     pub max_attempts: u8,
+    /// Open model: a send starting later than this after its intended time is late.
+    pub max_lateness_ns: i64,
 }
 
 /// What the writer produced.
@@ -216,7 +218,12 @@ impl SegmentWriter {
             )),
             phases: Arc::new(StringArray::from(config.phases.clone())),
         };
-        let stats = Aggregator::new(config.ops.len(), config.phases.len(), config.max_attempts);
+        let stats = Aggregator::new(
+            config.ops.len(),
+            config.phases.len(),
+            config.max_attempts,
+            config.max_lateness_ns,
+        );
         SegmentWriter {
             config,
             dicts,
@@ -384,6 +391,7 @@ mod tests {
             phases: vec!["startup".into(), "main".into()],
             segment_interval: Duration::from_secs(60),
             max_attempts: 1,
+            max_lateness_ns: i64::MAX,
         })
         .unwrap();
         let records: Vec<RequestRecord> = (0..70_000).map(sample).collect();
@@ -462,6 +470,7 @@ mod tests {
             phases: vec!["startup".into(), "main".into()],
             segment_interval: Duration::from_millis(100),
             max_attempts: 1,
+            max_lateness_ns: i64::MAX,
         })
         .unwrap();
         for i in 0..4 {

@@ -42,6 +42,17 @@ pub fn render(summary: &RunSummary, header: &str, footer: &[(&str, String)]) -> 
         "  Throughput  {:.1} req/s ({:.1} req/s ok)",
         summary.throughput_rps, summary.ok_throughput_rps
     );
+    if let Some(open) = &summary.open {
+        let _ = writeln!(
+            out,
+            "  Schedule    {} scheduled, {} sent, {} dropped at --max-in-flight, {} late (> {} after intended)",
+            open.scheduled,
+            open.scheduled.saturating_sub(open.dropped),
+            open.dropped,
+            open.late,
+            duration(open.max_lateness_ns as f64)
+        );
+    }
     if let Some(groups) = &summary.excluding_startup {
         let _ = writeln!(
             out,
@@ -71,23 +82,28 @@ pub fn render(summary: &RunSummary, header: &str, footer: &[(&str, String)]) -> 
             format!("{:.1}", op.throughput_rps),
         ];
         match &op.latency {
-            Some(l) => row.extend(
-                [
-                    l.mean_ns,
-                    l.min_ns as f64,
-                    l.p50_ns as f64,
-                    l.p90_ns as f64,
-                    l.p99_ns as f64,
-                    l.p999_ns as f64,
-                    l.max_ns as f64,
-                ]
-                .map(duration),
-            ),
+            Some(l) => row.extend(latency_cells(l)),
             None => row.extend(std::iter::repeat_n("-".to_string(), 7)),
         }
         rows.push(row);
+        if let Some(l) = &op.uncorrected_latency {
+            let mut row = vec![
+                "  (from actual send)".to_string(),
+                String::new(),
+                String::new(),
+                String::new(),
+            ];
+            row.extend(latency_cells(l));
+            rows.push(row);
+        }
     }
     table(&mut out, &headings, &rows);
+    if summary.open.is_some() {
+        let _ = writeln!(
+            out,
+            "  (latency counts from each request's intended send time; the line below each op counts from the actual send)"
+        );
+    }
     // One phase is the whole run: a per-phase table would repeat the lines above.
     if summary.phases.len() > 1 {
         let _ = writeln!(out);
@@ -123,6 +139,20 @@ pub fn render(summary: &RunSummary, header: &str, footer: &[(&str, String)]) -> 
         }
     }
     out
+}
+
+/// mean, min, p50, p90, p99, p99.9, max.
+fn latency_cells(l: &super::LatencySummary) -> [String; 7] {
+    [
+        l.mean_ns,
+        l.min_ns as f64,
+        l.p50_ns as f64,
+        l.p90_ns as f64,
+        l.p99_ns as f64,
+        l.p999_ns as f64,
+        l.max_ns as f64,
+    ]
+    .map(duration)
 }
 
 /// Writes an aligned table: first column left-aligned, the rest right-aligned.

@@ -34,6 +34,9 @@ pub struct RunSummary {
     pub failed_final: u64,
     pub ops: Vec<OpSummary>,
     pub phases: Vec<PhaseSummary>,
+    /// Open model: schedule keeping.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub open: Option<OpenSummary>,
     /// The run without its `startup` phase (thread-groups), as the courses report it.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub excluding_startup: Option<Span>,
@@ -70,8 +73,24 @@ pub struct OpSummary {
     pub failed: u64,
     pub errors: BTreeMap<String, u64>,
     pub throughput_rps: f64,
-    /// Over requests that got an HTTP response; `None` if none did.
+    /// Over requests that got an HTTP response; `None` if none did. In the open model it is
+    /// measured from each request's intended send time (free of coordinated omission).
     pub latency: Option<LatencySummary>,
+    /// Open model only: the same, measured from the actual send.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub uncorrected_latency: Option<LatencySummary>,
+}
+
+/// How well the open model kept its schedule.
+#[derive(Debug, Clone, Serialize)]
+pub struct OpenSummary {
+    /// Sends the schedule asked for; equals rows + dropped.
+    pub scheduled: u64,
+    /// Sends not made because `--max-in-flight` requests were already in flight.
+    pub dropped: u64,
+    /// Sends that started more than `max_lateness_ns` after their intended time.
+    pub late: u64,
+    pub max_lateness_ns: i64,
 }
 
 /// Latency percentiles in nanoseconds, at HDR precision (3 significant digits).
@@ -93,6 +112,7 @@ impl RunSummary {
         labels: &[String],
         phase_labels: &[String],
         handoff_blocked_ns: u64,
+        open: Option<OpenSummary>,
     ) -> Self {
         let wall_time_ns = stats.last_end_ns.unwrap_or(0).max(0);
         let rate = |n: u64| per_second(n, wall_time_ns);
@@ -109,6 +129,7 @@ impl RunSummary {
                 errors: errors_by_name(op),
                 throughput_rps: rate(op.requests),
                 latency: latency(&op.latency_ns),
+                uncorrected_latency: op.uncorrected_latency_ns.as_ref().and_then(latency),
             })
             .collect();
         let phases: Vec<PhaseSummary> = stats
@@ -164,6 +185,7 @@ impl RunSummary {
             failed_final: stats.failed_final,
             ops,
             phases,
+            open,
             excluding_startup,
             record_handoff_blocked_ns: handoff_blocked_ns,
         }

@@ -15,6 +15,7 @@ use super::schema::{
     RequestSpec, Scenario, StatusSpec, ThreadGroupsSpec, WorkerCount,
 };
 use crate::config::Limit;
+use crate::model::open::{OpenPlan, Stage};
 use crate::model::phased::{PhasePlan, PhasedPlan, StartRule};
 use crate::model::producer_buffer::ProducerBufferPlan;
 use crate::model::thread_groups::ThreadGroupsPlan;
@@ -358,7 +359,8 @@ fn at_least_one(path: &str, value: u64) -> Result<(), Violation> {
 
 type PhaseOverrides = Vec<Vec<(String, Generator)>>;
 
-fn compile_model(
+/// Validates a model section and builds its plan, with each phase's field overrides.
+pub fn compile_model(
     spec: &ModelSpec,
     sequence: Vec<u16>,
     fields: &Fields,
@@ -458,6 +460,64 @@ fn compile_model(
                     sequence,
                 }),
                 vec![Vec::new(); 2],
+            ))
+        }
+        ModelSpec::Open(open) => {
+            let mut stages = Vec::new();
+            let positive = |path: &str, rate: f64| {
+                if rate.is_finite() && rate >= 0.0 {
+                    Ok(rate)
+                } else {
+                    Err(violation(
+                        path,
+                        format!("{rate} is not a rate; give requests per second >= 0"),
+                    ))
+                }
+            };
+            match (&open.stages, open.rate, open.duration) {
+                (Some(_), _, Some(_)) => {
+                    return Err(violation("model", "give stages, or rate with duration, not both"))
+                }
+                (Some(list), start, None) => {
+                    let mut from = positive("model.rate", start.unwrap_or(0.0))?;
+                    for (i, stage) in list.iter().enumerate() {
+                        let to = positive(&format!("model.stages[{i}].rate"), stage.rate)?;
+                        if stage.duration.0.is_zero() {
+                            return Err(violation(format!("model.stages[{i}].duration"), "must be longer than 0"));
+                        }
+                        stages.push(Stage { duration: stage.duration.0, from_rps: from, to_rps: to });
+                        from = to;
+                    }
+                    if stages.is_empty() {
+                        return Err(violation("model.stages", "needs at least one stage"));
+                    }
+                }
+                (None, Some(rate), Some(duration)) => {
+                    if !(rate.is_finite() && rate > 0.0) {
+                        return Err(violation("model.rate", format!("{rate} is not a rate; give requests per second > 0")));
+                    }
+                    if duration.0.is_zero() {
+                        return Err(violation("model.duration", "must be longer than 0"));
+                    }
+                    stages.push(Stage { duration: duration.0, from_rps: rate, to_rps: rate });
+                }
+                (None, _, _) => {
+                    return Err(violation(
+                        "model",
+                        "the open model needs rate and duration, or stages = [{ duration = \"30s\", rate = 100 }, …]",
+                    ))
+                }
+            }
+            at_least_one("model.max_in_flight", u64::from(open.max_in_flight))?;
+            Ok((
+                ModelPlan::Open(OpenPlan {
+                    stages,
+                    arrivals: open.arrivals,
+                    max_in_flight: open.max_in_flight,
+                    max_lateness: open.max_lateness.0,
+                    sequence,
+                }),
+                vec![Vec::new()],
             ))
         }
         ModelSpec::Phased(PhasedSpec {

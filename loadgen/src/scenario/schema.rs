@@ -136,9 +136,10 @@ pub enum ModelSpec {
     ThreadGroups(ThreadGroupsSpec),
     ProducerBuffer(ProducerBufferSpec),
     Phased(PhasedSpec),
+    Open(OpenSpec),
 }
 
-const MODEL_KINDS: &str = "closed, thread-groups, producer-buffer, phased";
+const MODEL_KINDS: &str = "closed, thread-groups, producer-buffer, phased, open";
 
 impl<'de> Deserialize<'de> for ModelSpec {
     /// By hand, so that an error inside a model names its field (`groups: invalid type…`);
@@ -175,6 +176,7 @@ impl<'de> Deserialize<'de> for ModelSpec {
             "thread-groups" => variant(table).map(ModelSpec::ThreadGroups),
             "producer-buffer" => variant(table).map(ModelSpec::ProducerBuffer),
             "phased" => variant(table).map(ModelSpec::Phased),
+            "open" => variant(table).map(ModelSpec::Open),
             other => Err(D::Error::custom(format!(
                 "kind = \"{other}\" is not a model; use one of {MODEL_KINDS}"
             ))),
@@ -227,6 +229,47 @@ pub struct ProducerBufferSpec {
 pub struct PhasedSpec {
     pub max_workers: u32,
     pub phases: Vec<PhaseSpec>,
+}
+
+/// Requests scheduled at a rate, independent of responses.
+#[derive(Debug, Clone, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct OpenSpec {
+    /// Requests per second: constant for `duration`, or where the first stage starts from.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rate: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub duration: Option<Dur>,
+    /// A ramp: the rate moves linearly to each stage's `rate` over its `duration`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stages: Option<Vec<StageSpec>>,
+    #[serde(default = "default_arrivals")]
+    pub arrivals: crate::model::open::Arrivals,
+    #[serde(default = "default_max_in_flight")]
+    pub max_in_flight: u32,
+    #[serde(default = "default_max_lateness")]
+    pub max_lateness: Dur,
+}
+
+#[derive(Debug, Clone, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct StageSpec {
+    pub duration: Dur,
+    pub rate: f64,
+}
+
+fn default_arrivals() -> crate::model::open::Arrivals {
+    crate::model::open::Arrivals::Uniform
+}
+
+pub const DEFAULT_MAX_IN_FLIGHT: u32 = 1000;
+
+fn default_max_in_flight() -> u32 {
+    DEFAULT_MAX_IN_FLIGHT
+}
+
+fn default_max_lateness() -> Dur {
+    Dur(Duration::from_millis(10))
 }
 
 fn default_buffer() -> usize {

@@ -27,6 +27,10 @@ pub struct LiveCounters {
     pub workers_alive: AtomicI64,
     /// Payloads waiting in the producer-buffer model's buffer (0 for other models).
     pub buffer_depth: AtomicI64,
+    /// Open model: sends the schedule asked for so far, and those dropped at the
+    /// `--max-in-flight` cap (scheduled = rows + dropped).
+    pub scheduled: AtomicU64,
+    pub dropped: AtomicU64,
 }
 
 impl LiveCounters {
@@ -57,8 +61,11 @@ pub struct OpAggregate {
     pub errors: [u64; ErrorClass::ALL.len()],
     pub bytes_sent: u64,
     pub bytes_received: u64,
-    /// Latency of requests that got a response, in ns.
+    /// Latency of requests that got a response, in ns — from the *intended* send time when
+    /// the row has one (open model), so a stalled server shows in the percentiles.
     pub latency_ns: Histogram<u64>,
+    /// Open model only: latency from the actual send (`latency_ns` column), for comparison.
+    pub uncorrected_latency_ns: Option<Histogram<u64>>,
 }
 
 impl OpAggregate {
@@ -70,6 +77,7 @@ impl OpAggregate {
             bytes_sent: 0,
             bytes_received: 0,
             latency_ns: new_histogram(),
+            uncorrected_latency_ns: None,
         }
     }
 }
@@ -124,11 +132,19 @@ pub struct Aggregator {
     pub retries: u64,
     /// Failed rows that were the last attempt allowed: requests that failed for good.
     pub failed_final: u64,
+    /// Rows whose send started more than `max_lateness_ns` after its intended time.
+    pub late: u64,
     max_attempts: u8,
+    max_lateness_ns: i64,
 }
 
 impl Aggregator {
-    pub fn new(op_count: usize, phase_count: usize, max_attempts: u8) -> Self {
+    pub fn new(
+        op_count: usize,
+        phase_count: usize,
+        max_attempts: u8,
+        max_lateness_ns: i64,
+    ) -> Self {
         Aggregator {
             ops: (0..op_count).map(|_| OpAggregate::new()).collect(),
             phases: (0..phase_count).map(|_| PhaseAggregate::new()).collect(),
@@ -136,12 +152,22 @@ impl Aggregator {
             last_end_ns: None,
             retries: 0,
             failed_final: 0,
+            late: 0,
             max_attempts: max_attempts.max(1),
+            max_lateness_ns,
         }
     }
 
     pub fn observe(&mut self, r: &RequestRecord) {
         let end_ns = r.start_ns + r.latency_ns;
+        // Open model: latency counts from when the request should have been sent.
+        let (from_ns, lateness_ns) = match r.intended_ns {
+            Some(intended) => (intended.min(r.start_ns), r.start_ns - intended),
+            None => (r.start_ns, 0),
+        };
+        if lateness_ns > self.max_lateness_ns {
+            self.late += 1;
+        }
         let phase = &mut self.phases[usize::from(r.phase)];
         phase.requests += 1;
         let worker = r.worker as usize;
@@ -161,9 +187,8 @@ impl Aggregator {
         if r.attempt > 1 {
             self.retries += 1;
         }
-        let latency_ns = u64::try_from(r.latency_ns)
-            .unwrap_or(0)
-            .clamp(1, MAX_TRACKED_NS);
+        let clamp = |ns: i64| u64::try_from(ns).unwrap_or(0).clamp(1, MAX_TRACKED_NS);
+        let latency_ns = clamp(end_ns - from_ns);
         if r.status > 0 {
             phase
                 .latency_ns
@@ -183,6 +208,12 @@ impl Aggregator {
             op.latency_ns
                 .record(latency_ns)
                 .expect("value clamped into range");
+            if r.intended_ns.is_some() {
+                op.uncorrected_latency_ns
+                    .get_or_insert_with(new_histogram)
+                    .record(clamp(r.latency_ns))
+                    .expect("value clamped into range");
+            }
         }
         let mut range = (self.first_start_ns, self.last_end_ns);
         widen(&mut range, r.start_ns, end_ns);

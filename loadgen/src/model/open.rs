@@ -1,0 +1,266 @@
+//! The open model: requests are *scheduled* at a constant or ramping arrival rate, independent
+//! of responses, so a stalled server cannot slow the client down and hide the stall
+//! (coordinated omission).
+//!
+//! A dispatcher walks the schedule ([`Schedule`]) and, at each intended time, hands the send
+//! to an idle worker; if none is idle it starts a new worker, up to `max_in_flight`; at that
+//! cap the send is *dropped* and counted. Every row carries `intended_ns`; a send that starts
+//! more than `max_lateness` after it is counted as *late*. Workers run the same loop as every
+//! other model — only the pacing differs.
+
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::time::Instant;
+
+use super::{Model, Work, WorkSource};
+use crate::stop::StopSignal;
+use crate::worker::WorkerPool;
+
+/// How arrivals are spaced.
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize, clap::ValueEnum,
+)]
+#[serde(rename_all = "snake_case")]
+pub enum Arrivals {
+    /// Evenly spaced at the current rate.
+    Uniform,
+    /// A Poisson process at the current rate (exponential gaps).
+    Poisson,
+}
+
+/// A stretch of the schedule: the rate goes linearly from `from_rps` to `to_rps`.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Stage {
+    pub duration: Duration,
+    pub from_rps: f64,
+    pub to_rps: f64,
+}
+
+/// Parameters of an open-model run.
+#[derive(Debug, Clone)]
+pub struct OpenPlan {
+    pub stages: Vec<Stage>,
+    pub arrivals: Arrivals,
+    pub max_in_flight: u32,
+    pub max_lateness: Duration,
+    pub sequence: Arc<[u16]>,
+}
+
+impl OpenPlan {
+    /// Sends the schedule plans, rounded down.
+    pub fn scheduled(&self) -> u64 {
+        self.stages
+            .iter()
+            .map(|s| (s.from_rps + s.to_rps) / 2.0 * s.duration.as_secs_f64())
+            .sum::<f64>()
+            .floor() as u64
+    }
+
+    pub fn duration(&self) -> Duration {
+        self.stages.iter().map(|s| s.duration).sum()
+    }
+}
+
+/// Intended send times, as offsets from the start: the k-th send is due when the integral of
+/// the rate reaches k (uniform), or reaches a Poisson process's k-th unit-rate arrival.
+#[derive(Debug, Clone)]
+pub struct Schedule {
+    stages: Vec<Stage>,
+    arrivals: Arrivals,
+    rng: fastrand::Rng,
+    /// Sends due so far, in "rate integral" units.
+    count: f64,
+    stage: usize,
+    /// Start offset of the current stage, and the sends due before it.
+    stage_start_s: f64,
+    stage_base_count: f64,
+}
+
+impl Schedule {
+    pub fn new(stages: Vec<Stage>, arrivals: Arrivals, seed: u64) -> Self {
+        Schedule {
+            stages,
+            arrivals,
+            rng: fastrand::Rng::with_seed(seed),
+            count: 0.0,
+            stage: 0,
+            stage_start_s: 0.0,
+            stage_base_count: 0.0,
+        }
+    }
+}
+
+impl Iterator for Schedule {
+    type Item = Duration;
+
+    /// The next intended send time, or `None` when the schedule is over.
+    fn next(&mut self) -> Option<Duration> {
+        self.count += match self.arrivals {
+            Arrivals::Uniform => 1.0,
+            Arrivals::Poisson => -(1.0 - self.rng.f64()).ln(),
+        };
+        loop {
+            let stage = *self.stages.get(self.stage)?;
+            let length_s = stage.duration.as_secs_f64();
+            let slope = (stage.to_rps - stage.from_rps) / length_s.max(f64::MIN_POSITIVE);
+            let in_stage = stage.from_rps * length_s + slope * length_s * length_s / 2.0;
+            let wanted = self.count - self.stage_base_count;
+            if wanted <= in_stage {
+                // Solve from·t + slope·t²/2 = wanted for t within the stage.
+                let t = if slope.abs() < 1e-12 {
+                    wanted / stage.from_rps
+                } else {
+                    (-stage.from_rps
+                        + (stage.from_rps * stage.from_rps + 2.0 * slope * wanted)
+                            .max(0.0)
+                            .sqrt())
+                        / slope
+                };
+                return Some(Duration::from_secs_f64(
+                    self.stage_start_s + t.clamp(0.0, length_s),
+                ));
+            }
+            self.stage += 1;
+            self.stage_start_s += length_s;
+            self.stage_base_count += in_stage;
+        }
+    }
+}
+
+/// The model, ready to drive.
+pub struct Open {
+    pub plan: OpenPlan,
+    pub stop: StopSignal,
+    pub seed: u64,
+}
+
+impl Model for Open {
+    async fn drive(self, pool: &mut WorkerPool) {
+        let plan = &self.plan;
+        // Rendezvous: a send goes to a worker that is idle right now, or to a new one.
+        let (tx, rx) = flume::bounded::<Work>(0);
+        let live = pool.live().clone();
+        let start = Instant::now();
+        let mut position = 0usize;
+        for offset in Schedule::new(plan.stages.clone(), plan.arrivals, self.seed) {
+            let due = start + offset;
+            if due > Instant::now() {
+                tokio::select! {
+                    _ = tokio::time::sleep_until(due) => {}
+                    _ = self.stop.draining() => break,
+                }
+            }
+            if self.stop.is_draining() {
+                break;
+            }
+            live.scheduled.fetch_add(1, Ordering::Relaxed);
+            let op = plan.sequence[position % plan.sequence.len()];
+            position += 1;
+            let mut work = Work::new(op, 0);
+            work.intended = Some(due.into_std());
+            match tx.try_send(work) {
+                Ok(()) => {}
+                Err(flume::TrySendError::Full(work))
+                    if (pool.running() as u32) < plan.max_in_flight =>
+                {
+                    pool.spawn(
+                        0,
+                        OpenWorker {
+                            first: Some(work),
+                            rx: rx.clone(),
+                            stop: self.stop.clone(),
+                        },
+                    );
+                }
+                Err(_) => {
+                    live.dropped.fetch_add(1, Ordering::Relaxed);
+                }
+            }
+            // Reap finished workers (none finish before the schedule ends, but keep the set tidy).
+            while pool.try_done().is_some() {}
+        }
+        drop(tx);
+        while pool.next_done().await.is_some() {}
+    }
+}
+
+/// A worker of the open model: sends what the dispatcher hands it, when it is handed.
+struct OpenWorker {
+    first: Option<Work>,
+    rx: flume::Receiver<Work>,
+    stop: StopSignal,
+}
+
+impl WorkSource for OpenWorker {
+    async fn next(&mut self) -> Option<Work> {
+        if let Some(work) = self.first.take() {
+            return Some(work);
+        }
+        tokio::select! {
+            work = self.rx.recv_async() => work.ok(),
+            _ = self.stop.draining() => None,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn stage(seconds: f64, from_rps: f64, to_rps: f64) -> Stage {
+        Stage {
+            duration: Duration::from_secs_f64(seconds),
+            from_rps,
+            to_rps,
+        }
+    }
+
+    #[test]
+    fn uniform_constant_rate_is_evenly_spaced() {
+        let times: Vec<Duration> =
+            Schedule::new(vec![stage(2.0, 200.0, 200.0)], Arrivals::Uniform, 1).collect();
+        assert_eq!(times.len(), 400);
+        for pair in times.windows(2) {
+            let gap = (pair[1] - pair[0]).as_secs_f64();
+            assert!((gap - 0.005).abs() < 1e-9, "{gap}");
+        }
+    }
+
+    #[test]
+    fn ramps_follow_the_stages() {
+        // 0 → 100/s over 2 s (100 sends), then 100 → 300/s over 1 s (200 sends).
+        let times: Vec<f64> = Schedule::new(
+            vec![stage(2.0, 0.0, 100.0), stage(1.0, 100.0, 300.0)],
+            Arrivals::Uniform,
+            1,
+        )
+        .map(|d| d.as_secs_f64())
+        .collect();
+        assert_eq!(times.len(), 300);
+        let in_second = |s: f64| times.iter().filter(|t| **t >= s && **t < s + 1.0).count();
+        // Expected per second: 25, 75, 200 (the integral of the rate over each second).
+        assert!((in_second(0.0) as i64 - 25).abs() <= 1);
+        assert!((in_second(1.0) as i64 - 75).abs() <= 1);
+        assert!((in_second(2.0) as i64 - 200).abs() <= 1);
+    }
+
+    #[test]
+    fn poisson_has_the_right_mean_and_spread() {
+        let times: Vec<f64> = Schedule::new(vec![stage(100.0, 100.0, 100.0)], Arrivals::Poisson, 7)
+            .map(|d| d.as_secs_f64())
+            .collect();
+        let n = times.len() as f64;
+        assert!((n - 10_000.0).abs() < 400.0, "{n}");
+        let gaps: Vec<f64> = times.windows(2).map(|w| w[1] - w[0]).collect();
+        let mean = gaps.iter().sum::<f64>() / gaps.len() as f64;
+        let var = gaps.iter().map(|g| (g - mean).powi(2)).sum::<f64>() / gaps.len() as f64;
+        // Exponential gaps: standard deviation equals the mean.
+        assert!(
+            (var.sqrt() / mean - 1.0).abs() < 0.05,
+            "cv {}",
+            var.sqrt() / mean
+        );
+    }
+}

@@ -1,0 +1,116 @@
+//! The open model against the reference server: the schedule is kept, latency counts from the
+//! intended send time, and sends that cannot be made are counted, never hidden.
+
+mod common;
+
+use common::{read_rows, run_at, run_json};
+use loadgen::stop::StopSignal;
+use servers::ServerConfig;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_constant_rate_sends_on_schedule() {
+    let server = servers::start(ServerConfig::default()).await.unwrap();
+    let url = format!("{}/", server.url());
+    let (_dir, out, outcome) =
+        run_at(&url, &["--rate", "200", "-d", "2s"], StopSignal::new()).await;
+    let rows = read_rows(&out);
+    assert!((398..=402).contains(&rows.len()), "{} rows", rows.len());
+    let mut intended: Vec<i64> = rows
+        .iter()
+        .map(|r| r.intended_ns.expect("open rows carry intended_ns"))
+        .collect();
+    intended.sort();
+    for pair in intended.windows(2) {
+        let gap = pair[1] - pair[0];
+        assert!(
+            (gap - 5_000_000).abs() < 1_000,
+            "intended times {gap} ns apart"
+        );
+    }
+    for row in &rows {
+        let lateness = row.start_ns - row.intended_ns.unwrap();
+        assert!(lateness >= 0, "sent before its time: {row:?}");
+    }
+    let open = outcome.summary.open.as_ref().expect("open summary");
+    assert_eq!(open.scheduled, rows.len() as u64);
+    assert_eq!(open.dropped, 0);
+    assert_eq!(
+        run_json(&out)["summary"]["open"]["scheduled"],
+        rows.len() as u64
+    );
+    server.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_ramp_follows_its_stages() {
+    let server = servers::start(ServerConfig::default()).await.unwrap();
+    let url = format!("{}/", server.url());
+    let stages = ["--rate", "100", "--stages", "1s:100,1s:300,1s:300"];
+    let (_dir, out, _) = run_at(&url, &stages, StopSignal::new()).await;
+    let rows = read_rows(&out);
+    // At 100 req/s the first send is due 10 ms after the schedule starts.
+    let anchor = rows.iter().map(|r| r.intended_ns.unwrap()).min().unwrap() - 10_000_000;
+    let second = |s: i64| {
+        rows.iter()
+            .filter(|r| (r.intended_ns.unwrap() - anchor) / 1_000_000_000 == s)
+            .count() as f64
+    };
+    // 100 steady (100 sends), 100→300 over a second (200), 300 steady (300).
+    for (s, expected) in [(0, 100.0), (1, 200.0), (2, 300.0)] {
+        let got = second(s);
+        assert!(
+            (got - expected).abs() <= expected * 0.05 + 1.0,
+            "second {s}: {got} vs {expected}"
+        );
+    }
+    server.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sends_beyond_max_in_flight_are_dropped_and_counted() {
+    // Two connections at 50 ms each carry at most 40 req/s; 400 req/s are scheduled.
+    let server = servers::start(ServerConfig {
+        service_time: "50ms".parse().unwrap(),
+        ..ServerConfig::default()
+    })
+    .await
+    .unwrap();
+    let url = format!("{}/", server.url());
+    let (_dir, out, outcome) = run_at(
+        &url,
+        &["--rate", "400", "-d", "1s", "--max-in-flight", "2"],
+        StopSignal::new(),
+    )
+    .await;
+    let rows = read_rows(&out);
+    let open = outcome.summary.open.as_ref().unwrap();
+    assert_eq!(open.scheduled, 400);
+    assert!(open.dropped > 300, "{open:?}");
+    assert_eq!(
+        rows.len() as u64 + open.dropped,
+        open.scheduled,
+        "rows + dropped = scheduled"
+    );
+    assert_eq!(rows.len() as u64, server.requests_total());
+    assert!(outcome
+        .console
+        .contains(&format!("{} dropped", open.dropped)));
+    server.shutdown().await;
+}
+
+#[test]
+fn open_flags_are_checked() {
+    for (args, needle) in [
+        (&["run", "--rate", "10", "-c", "5"][..], "--max-in-flight"),
+        (&["run", "--stages", "30s"][..], "DURATION:RATE"),
+        (&["run", "--rate=-5", "-d", "1s"][..], "not a rate"),
+    ] {
+        let output = std::process::Command::new(env!("CARGO_BIN_EXE_loadgen"))
+            .args(args)
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert_eq!(output.status.code(), Some(2), "{args:?}: {stderr}");
+        assert!(stderr.contains(needle), "{args:?}: {stderr}");
+    }
+}
