@@ -143,8 +143,8 @@ impl Model for Open {
         let (tx, rx) = flume::bounded::<Work>(0);
         let live = pool.live().clone();
         let start = Instant::now();
-        let mut position = 0usize;
-        for offset in Schedule::new(plan.stages.clone(), plan.arrivals, self.seed) {
+        let schedule = Schedule::new(plan.stages.clone(), plan.arrivals, self.seed);
+        for (position, offset) in schedule.enumerate() {
             let due = start + offset;
             if due > Instant::now() {
                 tokio::select! {
@@ -157,7 +157,6 @@ impl Model for Open {
             }
             live.scheduled.fetch_add(1, Ordering::Relaxed);
             let op = plan.sequence[position % plan.sequence.len()];
-            position += 1;
             let mut work = Work::new(op, 0);
             work.intended = Some(due.into_std());
             match tx.try_send(work) {
