@@ -23,8 +23,74 @@ pub enum Command {
     /// tests it: a complete demo with nothing else to install.
     #[command(after_help = RUN_EXAMPLES)]
     Run(Box<RunArgs>),
+    /// Measure R(1) with one worker and predict throughput with Little's Law, X(N) = N / R(1).
+    #[command(after_help = CALIBRATE_EXAMPLES)]
+    Calibrate(Box<CalibrateArgs>),
+    /// Run the closed model at several concurrency levels (or the open model at several rates)
+    /// and compare each with Little's Law.
+    #[command(after_help = SWEEP_EXAMPLES)]
+    Sweep(Box<SweepArgs>),
     /// List the built-in scenarios, or print one (`loadgen scenarios show NAME`) to copy and edit.
     Scenarios(ScenariosArgs),
+}
+
+const CALIBRATE_EXAMPLES: &str = "\
+Examples:
+  loadgen calibrate --url http://127.0.0.1:8080/albums/1
+  loadgen calibrate --scenario skiers -n 2000 --levels 1,32,64,128,200 --out runs/calibration";
+
+const SWEEP_EXAMPLES: &str = "\
+Examples:
+  loadgen sweep --url http://127.0.0.1:8080/ --levels 1,10,20,50,100,200 -d 30s --out runs/sweep
+  loadgen sweep --scenario twinder --levels 1,8,32 -n 5000 --calibration runs/calibration
+  loadgen sweep --url http://127.0.0.1:8080/ --rate-levels 100,200,400,800 -d 20s";
+
+/// Flags of `loadgen calibrate`: the target and workload flags of `loadgen run`; `-n` is the
+/// number of measured requests (default 1000).
+#[derive(Debug, Args, Clone)]
+pub struct CalibrateArgs {
+    #[command(flatten)]
+    pub run: RunArgs,
+
+    /// Requests sent (and not counted in R(1)) before measuring, to warm connections and caches.
+    #[arg(long, value_name = "N", default_value_t = 100)]
+    pub warmup: u64,
+
+    /// Concurrency levels N for the prediction table.
+    #[arg(
+        long,
+        value_name = "N,N,…",
+        value_delimiter = ',',
+        default_value = "1,10,20,50,100,150,200"
+    )]
+    pub levels: Vec<u32>,
+}
+
+/// Flags of `loadgen sweep`: the flags of `loadgen run`, where -d or -n applies to each level
+/// and --out is the sweep's directory.
+#[derive(Debug, Args, Clone)]
+pub struct SweepArgs {
+    #[command(flatten)]
+    pub run: RunArgs,
+
+    /// Closed-model concurrency levels (workers), e.g. 1,10,20,50,100,200.
+    #[arg(
+        long,
+        value_name = "N,N,…",
+        value_delimiter = ',',
+        required_unless_present = "rate_levels",
+        conflicts_with = "rate_levels"
+    )]
+    pub levels: Vec<u32>,
+
+    /// Sweep the open model instead, at these arrival rates (requests/s).
+    #[arg(long, value_name = "R,R,…", value_delimiter = ',')]
+    pub rate_levels: Vec<f64>,
+
+    /// A run directory written by `loadgen calibrate`, whose R(1) gives the predictions
+    /// (default: the sweep's own level 1, if it has one).
+    #[arg(long, value_name = "DIR")]
+    pub calibration: Option<PathBuf>,
 }
 
 /// Flags of `loadgen scenarios`.

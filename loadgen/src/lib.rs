@@ -23,6 +23,7 @@ pub mod stats;
 pub mod stop;
 pub mod transport;
 pub mod worker;
+pub mod workflow;
 pub mod workload;
 
 pub use runner::{run, RunError, RunOutcome};

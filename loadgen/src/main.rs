@@ -12,6 +12,8 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     let code = match cli.command {
         Command::Run(args) => run(&args),
+        Command::Calibrate(args) => calibrate(&args),
+        Command::Sweep(args) => sweep(&args),
         Command::Scenarios(args) => scenarios(&args),
     };
     ExitCode::from(code as u8)
@@ -22,20 +24,8 @@ fn run(args: &loadgen::cli::RunArgs) -> i32 {
         Ok(config) => config,
         Err(e) => return fail(&e.into()),
     };
-    let runtime = match tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-    {
-        Ok(runtime) => runtime,
-        Err(e) => {
-            eprintln!("error: cannot start the async runtime: {e}");
-            return 1;
-        }
-    };
     let json = config.json;
-    runtime.block_on(async {
-        let stop = StopSignal::new();
-        tokio::spawn(watch_signals(stop.clone()));
+    with_runtime(|stop| async move {
         match loadgen::run(config, stop).await {
             Ok(outcome) => {
                 if json {
@@ -53,6 +43,67 @@ fn run(args: &loadgen::cli::RunArgs) -> i32 {
                     print!("{}", outcome.console);
                 }
                 outcome.exit_reason.exit_code()
+            }
+            Err(e) => fail(&e),
+        }
+    })
+}
+
+/// Builds the runtime and runs `body` with a stop signal wired to Ctrl-C / SIGTERM.
+fn with_runtime<F: std::future::Future<Output = i32>>(body: impl FnOnce(StopSignal) -> F) -> i32 {
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(runtime) => runtime,
+        Err(e) => {
+            eprintln!("error: cannot start the async runtime: {e}");
+            return 1;
+        }
+    };
+    runtime.block_on(async {
+        let stop = StopSignal::new();
+        tokio::spawn(watch_signals(stop.clone()));
+        body(stop).await
+    })
+}
+
+/// `loadgen calibrate`.
+fn calibrate(args: &loadgen::cli::CalibrateArgs) -> i32 {
+    let json = args.run.json;
+    with_runtime(|stop| async move {
+        match loadgen::workflow::calibrate(args, stop.clone()).await {
+            Ok((calibration, run_dir)) => {
+                if json {
+                    let doc = serde_json::json!({ "run_dir": run_dir, "calibration": calibration });
+                    println!("{}", serde_json::to_string_pretty(&doc).unwrap_or_default());
+                } else {
+                    print!("{}", calibration.render(&run_dir));
+                }
+                stop.reason().map_or(0, ExitReason::exit_code)
+            }
+            Err(e) => fail(&e),
+        }
+    })
+}
+
+/// `loadgen sweep`.
+fn sweep(args: &loadgen::cli::SweepArgs) -> i32 {
+    let json = args.run.json;
+    with_runtime(|stop| async move {
+        match loadgen::workflow::sweep(args, stop.clone()).await {
+            Ok((sweep, dir)) => {
+                if json {
+                    println!(
+                        "{}",
+                        serde_json::to_string_pretty(&sweep).unwrap_or_default()
+                    );
+                } else {
+                    println!("\nSweep ({} model) — {}", sweep.model, dir.display());
+                    print!("{}", sweep.render());
+                    println!("\n  N_eff = X · mean R (Little's Law); predicted = N / R(1), an upper bound.");
+                }
+                stop.reason().map_or(0, ExitReason::exit_code)
             }
             Err(e) => fail(&e),
         }

@@ -107,6 +107,20 @@ impl StopSignal {
         }
     }
 
+    /// A new signal that follows this one (for one run of several, e.g. a sweep level): it
+    /// drains and aborts when this one does, but draining it does not drain this one.
+    pub fn child(&self) -> StopSignal {
+        let child = StopSignal::new();
+        let (parent, forward) = (self.clone(), child.clone());
+        tokio::spawn(async move {
+            parent.draining().await;
+            forward.drain(parent.reason().unwrap_or(ExitReason::Interrupted));
+            parent.aborting().await;
+            forward.abort();
+        });
+        child
+    }
+
     /// Resolves when draining starts.
     pub async fn draining(&self) {
         self.reached(DRAINING).await

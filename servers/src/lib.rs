@@ -31,6 +31,7 @@
 
 mod api;
 mod config;
+mod delay;
 mod metrics;
 mod reply;
 mod router;

@@ -254,7 +254,7 @@ async fn serve_api(
         None => None,
     };
     if !shared.service_time.is_zero() {
-        tokio::time::sleep(shared.service_time.sample()).await;
+        crate::delay::sleep(shared.service_time.sample()).await;
     }
     if shared.error_rate > 0.0 && fastrand::f64() < shared.error_rate {
         reply::discard_body(body).await;

@@ -198,6 +198,17 @@ impl ModelPlan {
         }
     }
 
+    /// The op sequence one iteration sends.
+    pub fn sequence(&self) -> Arc<[u16]> {
+        match self {
+            ModelPlan::Closed { sequence, .. } => sequence.clone(),
+            ModelPlan::ThreadGroups(p) => p.sequence.clone(),
+            ModelPlan::ProducerBuffer(p) => p.sequence.clone(),
+            ModelPlan::Phased(p) => p.sequence.clone(),
+            ModelPlan::Open(p) => p.sequence.clone(),
+        }
+    }
+
     /// Open model: a send later than this after its intended time counts as late.
     pub fn max_lateness(&self) -> Option<Duration> {
         match self {

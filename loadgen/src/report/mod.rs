@@ -55,6 +55,8 @@ pub struct PhaseSummary {
     pub wall_time_ns: i64,
     pub throughput_rps: f64,
     pub latency: Option<LatencySummary>,
+    /// Mean response time of each op in this phase (exact, not from the histogram).
+    pub op_mean_latency_ns: BTreeMap<String, f64>,
 }
 
 /// Requests over a stretch of the run.
@@ -147,6 +149,12 @@ impl RunSummary {
                     wall_time_ns: wall,
                     throughput_rps: per_second(phase.requests, wall),
                     latency: latency(&phase.latency_ns),
+                    op_mean_latency_ns: labels
+                        .iter()
+                        .zip(&phase.op_latency_sum_ns)
+                        .filter(|(_, (count, _))| *count > 0)
+                        .map(|(op, (count, sum))| (op.clone(), *sum as f64 / *count as f64))
+                        .collect(),
                 }
             })
             .collect();

@@ -92,11 +92,15 @@ pub struct PhaseAggregate {
     pub first_start_ns: Option<i64>,
     pub last_end_ns: Option<i64>,
     pub latency_ns: Histogram<u64>,
+    /// Per op: (responses, Σ latency in ns) — the mean response time of each request type
+    /// in this phase, which calibration needs (R(1) per op).
+    pub op_latency_sum_ns: Vec<(u64, u128)>,
 }
 
 impl PhaseAggregate {
-    fn new() -> Self {
+    fn new(op_count: usize) -> Self {
         PhaseAggregate {
+            op_latency_sum_ns: vec![(0, 0); op_count],
             requests: 0,
             failures: 0,
             workers_seen: Vec::new(),
@@ -147,7 +151,9 @@ impl Aggregator {
     ) -> Self {
         Aggregator {
             ops: (0..op_count).map(|_| OpAggregate::new()).collect(),
-            phases: (0..phase_count).map(|_| PhaseAggregate::new()).collect(),
+            phases: (0..phase_count)
+                .map(|_| PhaseAggregate::new(op_count))
+                .collect(),
             first_start_ns: None,
             last_end_ns: None,
             retries: 0,
@@ -194,6 +200,9 @@ impl Aggregator {
                 .latency_ns
                 .record(latency_ns)
                 .expect("value clamped into range");
+            let (count, sum) = &mut phase.op_latency_sum_ns[usize::from(r.op)];
+            *count += 1;
+            *sum += u128::from(latency_ns);
         }
 
         let op = &mut self.ops[usize::from(r.op)];

@@ -1,0 +1,289 @@
+//! The Little's-Law workflow from the command line: `calibrate` (one worker → R(1) and the
+//! prediction X(N) = N / R(1)) and `sweep` (a run per concurrency level or arrival rate,
+//! each compared with the prediction).
+//!
+//! Both are compositions of ordinary runs: each writes a normal run directory through
+//! [`crate::run`], and this module only chooses the model, reads the summaries and adds its
+//! own table and JSON (`calibration` in run.json, `sweep.json`). It never measures anything
+//! itself.
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use serde::Serialize;
+
+use crate::cli::{CalibrateArgs, SweepArgs};
+use crate::config::RunConfig;
+use crate::model::phased::{PhasePlan, PhasedPlan, StartRule};
+use crate::model::ModelPlan;
+use crate::report::console::duration;
+use crate::report::{write_json_atomically, RunSummary};
+use crate::runner::{run, RunError};
+use crate::stop::StopSignal;
+
+/// Phase labels of a calibration run.
+pub const WARMUP: &str = "warmup";
+pub const CALIBRATION: &str = "calibration";
+
+/// What `loadgen calibrate` measured and predicts.
+#[derive(Debug, Clone, Serialize)]
+pub struct Calibration {
+    /// Mean response time with one worker, over the measured requests.
+    pub r1_ns: f64,
+    /// Mean response time per op.
+    pub r1_by_op_ns: std::collections::BTreeMap<String, f64>,
+    /// Throughput of the one worker.
+    pub x1_rps: f64,
+    pub requests: u64,
+    /// X(N) = N / R(1): an upper bound, reached only if nothing queues.
+    pub predictions: Vec<Prediction>,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct Prediction {
+    pub n: u32,
+    pub x_rps: f64,
+}
+
+impl Calibration {
+    fn predict(r1_ns: f64, levels: &[u32]) -> Vec<Prediction> {
+        levels
+            .iter()
+            .map(|&n| Prediction {
+                n,
+                x_rps: f64::from(n) * 1e9 / r1_ns,
+            })
+            .collect()
+    }
+
+    /// The console table.
+    pub fn render(&self, run_dir: &Path) -> String {
+        let mut out = format!(
+            "Calibration: 1 worker, {} requests\n  R(1)  {} mean response time\n",
+            self.requests,
+            duration(self.r1_ns)
+        );
+        for (op, r) in &self.r1_by_op_ns {
+            out += &format!("        {} {op}\n", duration(*r));
+        }
+        out += &format!("  X(1)  {:.1} req/s\n\n", self.x1_rps);
+        out += "  Little's Law prediction X(N) = N / R(1) — an upper bound, reached only if nothing queues:\n";
+        out += &format!("  {:>6}  {:>14}\n", "N", "X(N) req/s");
+        for p in &self.predictions {
+            out += &format!("  {:>6}  {:>14.1}\n", p.n, p.x_rps);
+        }
+        out += &format!("\n  Run directory  {}\n", run_dir.display());
+        out
+    }
+}
+
+/// Runs a calibration and tags its run.json with the result.
+pub async fn calibrate(
+    args: &CalibrateArgs,
+    stop: StopSignal,
+) -> Result<(Calibration, PathBuf), RunError> {
+    let mut run_args = args.run.clone();
+    let requests = run_args.requests.take().unwrap_or(1000);
+    run_args.duration = None;
+    run_args.connections = None;
+    run_args.rate = None;
+    run_args.stages = None;
+    let mut config = RunConfig::from_args(&run_args)?;
+    let sequence = config.model.sequence();
+    let mut phases = Vec::new();
+    if args.warmup > 0 {
+        phases.push(PhasePlan {
+            name: WARMUP.to_string(),
+            workers: 1,
+            requests_per_worker: args.warmup,
+            start: StartRule::At(Duration::ZERO),
+        });
+    }
+    phases.push(PhasePlan {
+        name: CALIBRATION.to_string(),
+        workers: 1,
+        requests_per_worker: requests,
+        start: if args.warmup > 0 {
+            StartRule::After {
+                phase: 0,
+                finished: 1,
+            }
+        } else {
+            StartRule::At(Duration::ZERO)
+        },
+    });
+    let fields = config.workload.phase_fields[0].clone();
+    config.workload.phase_fields = vec![fields; phases.len()];
+    config.model = ModelPlan::Phased(PhasedPlan { phases, sequence });
+    let outcome = run(config, stop).await?;
+
+    let phase = outcome
+        .summary
+        .phases
+        .iter()
+        .find(|p| p.phase == CALIBRATION);
+    let r1_ns = phase
+        .and_then(|p| p.latency.map(|l| l.mean_ns))
+        .unwrap_or(f64::NAN);
+    let calibration = Calibration {
+        r1_ns,
+        r1_by_op_ns: phase
+            .map(|p| p.op_mean_latency_ns.clone())
+            .unwrap_or_default(),
+        x1_rps: phase.map_or(0.0, |p| p.throughput_rps),
+        requests: phase.map_or(0, |p| p.requests),
+        predictions: Calibration::predict(r1_ns, &args.levels),
+    };
+    let mut run_json = outcome.run_json.clone();
+    run_json["kind"] = "calibration".into();
+    run_json["calibration"] = serde_json::to_value(&calibration).expect("plain data");
+    let path = outcome.run_dir.join("run.json");
+    write_json_atomically(&path, &run_json).map_err(|source| RunError::Write { path, source })?;
+    Ok((calibration, outcome.run_dir))
+}
+
+/// One level of a sweep.
+#[derive(Debug, Clone, Serialize)]
+pub struct Level {
+    /// Workers (closed) or requests/s (open).
+    pub level: f64,
+    pub run_dir: PathBuf,
+    pub requests: u64,
+    pub failed: u64,
+    pub throughput_rps: f64,
+    pub mean_latency_ns: f64,
+    pub p99_latency_ns: u64,
+    /// Effective concurrency X · R̄ (Little's Law): how many requests were really in flight.
+    pub n_eff: f64,
+    /// N / R(1), for closed-model levels when R(1) is known.
+    pub predicted_rps: Option<f64>,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct Sweep {
+    pub kind: &'static str,
+    pub model: &'static str,
+    pub calibration_r1_ns: Option<f64>,
+    pub levels: Vec<Level>,
+}
+
+impl Sweep {
+    pub fn render(&self) -> String {
+        let unit = if self.model == "open" { "rate" } else { "N" };
+        let mut out = format!(
+            "  {unit:>8}  {:>10}  {:>9}  {:>9}  {:>8}  {:>11}  {:>8}\n",
+            "X req/s", "mean R", "p99", "N_eff", "predicted", "X/pred"
+        );
+        for l in &self.levels {
+            let (predicted, ratio) = match l.predicted_rps {
+                Some(p) => (format!("{p:.1}"), format!("{:.2}", l.throughput_rps / p)),
+                None => ("-".to_string(), "-".to_string()),
+            };
+            out += &format!(
+                "  {:>8}  {:>10.1}  {:>9}  {:>9}  {:>8.1}  {:>11}  {:>8}\n",
+                l.level,
+                l.throughput_rps,
+                duration(l.mean_latency_ns),
+                duration(l.p99_latency_ns as f64),
+                l.n_eff,
+                predicted,
+                ratio
+            );
+        }
+        out
+    }
+}
+
+/// Runs every level of a sweep into `--out DIR/level-…`, then writes `DIR/sweep.json`.
+pub async fn sweep(args: &SweepArgs, stop: StopSignal) -> Result<(Sweep, PathBuf), RunError> {
+    let dir = args.run.out.clone().unwrap_or_else(|| {
+        Path::new("runs").join(format!(
+            "sweep-{}",
+            chrono::Utc::now().format("%Y%m%dT%H%M%SZ")
+        ))
+    });
+    if std::fs::read_dir(&dir).is_ok_and(|mut d| d.next().is_some()) {
+        return Err(RunError::OutExists(dir));
+    }
+    let mut calibration_r1_ns = match &args.calibration {
+        Some(path) => Some(read_calibration(path)?),
+        None => None,
+    };
+    let open = !args.rate_levels.is_empty();
+    let levels: Vec<f64> = if open {
+        args.rate_levels.clone()
+    } else {
+        args.levels.iter().map(|&n| f64::from(n)).collect()
+    };
+    let mut results = Vec::new();
+    for level in levels {
+        let mut run_args = args.run.clone();
+        let name = if open {
+            run_args.rate = Some(level);
+            format!("rate-{level}")
+        } else {
+            run_args.connections = Some(level as u32);
+            format!("level-{:04}", level as u32)
+        };
+        run_args.out = Some(dir.join(&name));
+        let config = RunConfig::from_args(&run_args)?;
+        if !config.json {
+            eprintln!("\n== sweep {name} ==");
+        }
+        let outcome = run(config, stop.child()).await?;
+        let level_result = summarize(level, &outcome.run_dir, &outcome.summary);
+        if !open && level == 1.0 && calibration_r1_ns.is_none() {
+            calibration_r1_ns = Some(level_result.mean_latency_ns);
+        }
+        results.push(level_result);
+        if stop.is_draining() {
+            break;
+        }
+    }
+    for level in &mut results {
+        level.predicted_rps = match (open, calibration_r1_ns) {
+            (false, Some(r1)) => Some(level.level * 1e9 / r1),
+            _ => None,
+        };
+    }
+    let sweep = Sweep {
+        kind: "sweep",
+        model: if open { "open" } else { "closed" },
+        calibration_r1_ns,
+        levels: results,
+    };
+    let path = dir.join("sweep.json");
+    write_json_atomically(&path, &sweep).map_err(|source| RunError::Write { path, source })?;
+    Ok((sweep, dir))
+}
+
+fn summarize(level: f64, run_dir: &Path, summary: &RunSummary) -> Level {
+    // One phase (`main`) covers every op of a closed or open run.
+    let latency = summary.phases.first().and_then(|p| p.latency);
+    let mean = latency.map_or(0.0, |l| l.mean_ns);
+    Level {
+        level,
+        run_dir: run_dir.to_path_buf(),
+        requests: summary.requests,
+        failed: summary.failed,
+        throughput_rps: summary.throughput_rps,
+        mean_latency_ns: mean,
+        p99_latency_ns: latency.map_or(0, |l| l.p99_ns),
+        n_eff: summary.throughput_rps * mean / 1e9,
+        predicted_rps: None,
+    }
+}
+
+fn read_calibration(dir: &Path) -> Result<f64, RunError> {
+    let bad = |why: String| {
+        RunError::Config(crate::config::ConfigError::Template(format!(
+            "--calibration {}: {why}; give a run directory written by `loadgen calibrate`",
+            dir.display()
+        )))
+    };
+    let text = std::fs::read_to_string(dir.join("run.json")).map_err(|e| bad(e.to_string()))?;
+    let json: serde_json::Value = serde_json::from_str(&text).map_err(|e| bad(e.to_string()))?;
+    json["calibration"]["r1_ns"]
+        .as_f64()
+        .ok_or_else(|| bad("its run.json has no calibration.r1_ns".to_string()))
+}
