@@ -18,9 +18,10 @@ use arrow_array::builder::{
 use arrow_array::types::Int32Type;
 use arrow_array::{ArrayRef, DictionaryArray, Int32Array, RecordBatch, StringArray};
 use parquet::arrow::ArrowWriter;
-use parquet::basic::{Compression, ZstdLevel};
+use parquet::basic::{Compression, Encoding, ZstdLevel};
 use parquet::file::metadata::KeyValue;
 use parquet::file::properties::WriterProperties;
+use parquet::schema::types::ColumnPath;
 
 use super::{schema, ErrorClass, RequestRecord};
 use crate::stats::Aggregator;
@@ -305,10 +306,22 @@ impl SegmentWriter {
             .iter()
             .map(|(k, v)| KeyValue::new(k.clone(), v.clone()))
             .collect();
-        let props = WriterProperties::builder()
-            .set_compression(Compression::ZSTD(ZstdLevel::default()))
-            .set_key_value_metadata(Some(metadata))
-            .build();
+        // start_ns rises within each worker's batch, so deltas are small; the other
+        // integers gain nothing from dictionaries and compress better as plain values.
+        let mut props = WriterProperties::builder()
+            .set_compression(Compression::ZSTD(
+                ZstdLevel::try_new(3).expect("valid level"),
+            ))
+            .set_key_value_metadata(Some(metadata));
+        for column in ["start_ns", "intended_ns"] {
+            props = props
+                .set_column_dictionary_enabled(ColumnPath::from(column), false)
+                .set_column_encoding(ColumnPath::from(column), Encoding::DELTA_BINARY_PACKED);
+        }
+        for column in ["latency_ns", "ttfb_ns", "queue_wait_ns"] {
+            props = props.set_column_dictionary_enabled(ColumnPath::from(column), false);
+        }
+        let props = props.build();
         let writer = ArrowWriter::try_new(file, schema(), Some(props)).map_err(|source| {
             RecordError::Parquet {
                 path: partial_path.clone(),
