@@ -12,8 +12,6 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Duration;
 
-use tokio::time::Instant;
-
 use super::{Model, Work, WorkSource};
 use crate::stop::StopSignal;
 use crate::worker::WorkerPool;
@@ -142,23 +140,24 @@ impl Model for Open {
         // Rendezvous: a send goes to a worker that is idle right now, or to a new one.
         let (tx, rx) = flume::bounded::<Work>(0);
         let live = pool.live().clone();
-        let start = Instant::now();
-        let schedule = Schedule::new(plan.stages.clone(), plan.arrivals, self.seed);
-        for (position, offset) in schedule.enumerate() {
-            let due = start + offset;
-            if due > Instant::now() {
-                tokio::select! {
-                    _ = tokio::time::sleep_until(due) => {}
-                    _ = self.stop.draining() => break,
-                }
-            }
-            if self.stop.is_draining() {
-                break;
-            }
+        let ticks = pace(
+            Schedule::new(plan.stages.clone(), plan.arrivals, self.seed),
+            &self.stop,
+        );
+        let mut position = 0usize;
+        loop {
+            let due = tokio::select! {
+                due = ticks.recv_async() => match due {
+                    Ok(due) => due,
+                    Err(_) => break,
+                },
+                _ = self.stop.draining() => break,
+            };
             live.scheduled.fetch_add(1, Ordering::Relaxed);
             let op = plan.sequence[position % plan.sequence.len()];
+            position += 1;
             let mut work = Work::new(op, 0);
-            work.intended = Some(due.into_std());
+            work.intended = Some(due);
             match tx.try_send(work) {
                 Ok(()) => {}
                 Err(flume::TrySendError::Full(work))
@@ -183,6 +182,37 @@ impl Model for Open {
         drop(tx);
         while pool.next_done().await.is_some() {}
     }
+}
+
+/// Walks the schedule on its own OS thread and emits each intended send time when it is due.
+///
+/// tokio's timer fires on millisecond ticks, so every send paced by it would start up to a
+/// millisecond late; an OS thread sleeping to the deadline is accurate to tens of
+/// microseconds. The dispatcher reacts to each tick at once. The thread stops when the run
+/// drains or the dispatcher is gone.
+fn pace(schedule: Schedule, stop: &StopSignal) -> flume::Receiver<std::time::Instant> {
+    let (tx, rx) = flume::bounded(4096);
+    let stop = stop.clone();
+    let start = std::time::Instant::now();
+    let spawned = std::thread::Builder::new()
+        .name("loadgen-pacer".into())
+        .spawn(move || {
+            for offset in schedule {
+                let due = start + offset;
+                let now = std::time::Instant::now();
+                if due > now {
+                    std::thread::sleep(due - now);
+                }
+                if stop.is_draining() || tx.send(due).is_err() {
+                    return;
+                }
+            }
+        });
+    if let Err(e) = spawned {
+        // Without a pacer nothing is scheduled; say why rather than run empty silently.
+        eprintln!("warning: cannot start the open model's pacer thread: {e}");
+    }
+    rx
 }
 
 /// A worker of the open model: sends what the dispatcher hands it, when it is handed.
