@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Runs every check and test of the project: the README's test command, and all that .ci/run does.
-# Installs what it needs (rustfmt, clippy) on a fresh machine with Rust and Python.
+# Installs what it needs (rustfmt, clippy, a Python venv with the pinned analysis packages) on
+# a fresh machine with Rust and Python.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -21,3 +22,8 @@ cargo clippy --workspace --all-targets --locked -- -D warnings
 
 step "cargo test"
 cargo test --workspace --locked
+
+step "cargo build (debug binaries for the Python tests)"
+cargo build --workspace --locked
+
+./scripts/test-python.sh

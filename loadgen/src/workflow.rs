@@ -16,6 +16,7 @@ use crate::cli::{CalibrateArgs, SweepArgs};
 use crate::config::RunConfig;
 use crate::model::phased::{PhasePlan, PhasedPlan, StartRule};
 use crate::model::ModelPlan;
+use crate::scenario::schema::{ModelSpec, PhaseSpec, PhasedSpec, WorkerCount};
 use crate::report::console::duration;
 use crate::report::{write_json_atomically, RunSummary};
 use crate::runner::{run, RunError};
@@ -114,6 +115,23 @@ pub async fn calibrate(
     });
     let fields = config.workload.phase_fields[0].clone();
     config.workload.phase_fields = vec![fields; phases.len()];
+    // What run.json records is what ran: one worker, warm-up then the measured requests.
+    config.scenario.model = ModelSpec::Phased(PhasedSpec {
+        max_workers: 1,
+        phases: phases
+            .iter()
+            .enumerate()
+            .map(|(i, p)| PhaseSpec {
+                name: p.name.clone(),
+                workers: WorkerCount::Count(1),
+                requests_per_worker: p.requests_per_worker,
+                after: (i > 0).then(|| WARMUP.to_string()),
+                when_done: None,
+                at: None,
+                fields: Default::default(),
+            })
+            .collect(),
+    });
     config.model = ModelPlan::Phased(PhasedPlan { phases, sequence });
     let outcome = run(config, stop).await?;
 

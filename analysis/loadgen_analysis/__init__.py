@@ -1,0 +1,63 @@
+"""loadgen_analysis — read ``loadgen`` run directories and explain them.
+
+The package answers four questions about a load test: what throughput Little's Law predicted
+and what was observed (:mod:`.littles_law`, :mod:`.usl`), where the limit is — client,
+network or server (:mod:`.attribution`) — and whether a candidate regressed against a
+baseline (:mod:`.regression`). Raw records are reduced in DuckDB (:mod:`.summary`); plots
+(:mod:`.plots`) and reports (:mod:`.report`) only see the small frames that come out.
+"""
+
+from .attribution import Attribution, Finding, Thresholds, attribute
+from .io import Run, RunLoadError, connect, load_run, load_runs
+from .littles_law import (
+    Calibration,
+    calibration_from_sweep,
+    littles_law_table,
+    predicted_throughput,
+    sweep_table,
+)
+from .regression import Comparison, Limits, compare
+from .summary import (
+    error_breakdown,
+    gap_summary,
+    latency_components,
+    op_summary,
+    percentile_spectrum,
+    phase_spans,
+    run_table,
+    timeline,
+    worker_gaps,
+)
+from .usl import USLFit, fit_usl, usl_throughput
+
+__all__ = [
+    "Attribution",
+    "Calibration",
+    "Comparison",
+    "Finding",
+    "Limits",
+    "Run",
+    "RunLoadError",
+    "Thresholds",
+    "USLFit",
+    "attribute",
+    "calibration_from_sweep",
+    "compare",
+    "connect",
+    "error_breakdown",
+    "fit_usl",
+    "gap_summary",
+    "latency_components",
+    "littles_law_table",
+    "load_run",
+    "load_runs",
+    "op_summary",
+    "percentile_spectrum",
+    "phase_spans",
+    "predicted_throughput",
+    "run_table",
+    "sweep_table",
+    "timeline",
+    "usl_throughput",
+    "worker_gaps",
+]

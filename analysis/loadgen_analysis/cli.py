@@ -1,0 +1,187 @@
+"""``loadgen-analyze``: the command line of the analysis package.
+
+Responsible for parsing arguments, calling the package and choosing the exit code — nothing
+else. Subcommands: ``summary`` (per-op table of runs), ``report`` (self-contained HTML) and
+``compare`` (the regression gate: exit 0 pass, 1 a limit exceeded, 2 bad input).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import sys
+import warnings
+from collections.abc import Sequence
+from pathlib import Path
+
+from .io import RunLoadError, load_runs
+
+EXIT_OK = 0
+EXIT_REGRESSION = 1
+EXIT_BAD_INPUT = 2
+
+
+def parse_fraction(text: str) -> float | None:
+    """``10%`` or ``10`` → 0.10; ``off``/``none`` → None (no limit)."""
+    value = text.strip().lower()
+    if value in ("off", "none"):
+        return None
+    value = value.removesuffix("%").strip()
+    try:
+        number = float(value)
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"'{text}' is not a percentage; use e.g. 10% (or 'off' for no limit)"
+        ) from None
+    if not 0 <= number <= 100:
+        raise argparse.ArgumentTypeError(f"'{text}' is outside 0–100%")
+    return number / 100
+
+
+_RATE = re.compile(r"^\s*([0-9]*\.?[0-9]+)\s*([kmgt]?)(bit/s|bit|bps|b/s)?\s*$", re.IGNORECASE)
+
+
+def parse_bits_per_second(text: str) -> float:
+    """``1Gbit``, ``100Mbit/s``, ``10g``, ``2500000`` → bits per second."""
+    match = _RATE.match(text)
+    if not match:
+        raise argparse.ArgumentTypeError(
+            f"'{text}' is not a link capacity; use e.g. 1Gbit, 100Mbit or 10G (bits per second)"
+        )
+    number, prefix = float(match.group(1)), match.group(2).lower()
+    scale = {"": 1, "k": 1e3, "m": 1e6, "g": 1e9, "t": 1e12}[prefix]
+    if number <= 0:
+        raise argparse.ArgumentTypeError(f"'{text}': the link capacity must be positive")
+    return number * scale
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="loadgen-analyze",
+        description="Analyse loadgen run directories: summaries, HTML reports with Little's "
+        "Law, USL and bottleneck attribution, and a regression gate for CI.",
+    )
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    summary = sub.add_parser("summary", help="print the per-op summary of runs")
+    summary.add_argument("runs", nargs="+", metavar="RUN", help="run directories")
+    summary.add_argument("--json", action="store_true", help="print JSON instead of a table")
+
+    report = sub.add_parser(
+        "report",
+        help="write one self-contained HTML report on runs (a sweep when their -c differ)",
+        description="Write a self-contained HTML report: summary tables, the attribution "
+        "verdict, Little's Law and USL for several concurrency levels, and plots. A RUN "
+        "that is a folder of run directories stands for all of them.",
+    )
+    report.add_argument("runs", nargs="+", metavar="RUN", help="run directories")
+    report.add_argument("-o", "--out", required=True, type=Path, help="HTML file to write")
+    report.add_argument("--title", help="report title")
+    report.add_argument(
+        "--link-capacity",
+        type=parse_bits_per_second,
+        metavar="RATE",
+        help="client's network link capacity, e.g. 1Gbit, for the network check",
+    )
+
+    compare = sub.add_parser(
+        "compare",
+        help="regression gate: candidate vs baseline per op; exit 1 when a limit is exceeded",
+        description="Compare a candidate with a baseline per op: throughput, p50/p90/p99/p99.9 "
+        "and error rate with Δ%%, a confidence interval and a verdict. BASELINE and CANDIDATE "
+        "are run directories, or folders of run directories (repeated runs). Exit codes: 0 "
+        "pass, 1 a limit exceeded, 2 bad input.",
+    )
+    compare.add_argument("baseline", metavar="BASELINE")
+    compare.add_argument("candidate", metavar="CANDIDATE")
+    compare.add_argument("--max-p99-increase", type=parse_fraction, default=0.10, metavar="PCT")
+    compare.add_argument("--max-throughput-drop", type=parse_fraction, default=0.05, metavar="PCT")
+    compare.add_argument("--max-error-rate", type=parse_fraction, default=0.01, metavar="PCT")
+    compare.add_argument("--max-p50-increase", type=parse_fraction, default=None, metavar="PCT")
+    compare.add_argument("--max-p90-increase", type=parse_fraction, default=None, metavar="PCT")
+    compare.add_argument("--max-p999-increase", type=parse_fraction, default=None, metavar="PCT")
+    compare.add_argument(
+        "--confidence", type=parse_fraction, default=0.95, metavar="PCT", help="default 95%%"
+    )
+    compare.add_argument(
+        "--windows",
+        type=int,
+        default=20,
+        help="time windows per run for the block bootstrap (default 20)",
+    )
+    compare.add_argument("--json", action="store_true", help="print JSON instead of a table")
+    compare.add_argument("--html", type=Path, metavar="FILE", help="also write an HTML report")
+    return parser
+
+
+def _error(message: str) -> int:
+    print(f"loadgen-analyze: error: {message}", file=sys.stderr)
+    return EXIT_BAD_INPUT
+
+
+def _summary(args: argparse.Namespace) -> int:
+    from .summary import op_summary
+
+    frame = op_summary(load_runs(args.runs))
+    if args.json:
+        print(frame.to_json(orient="records", indent=2))
+    else:
+        print(frame.to_string(index=False, float_format=lambda v: f"{v:.3f}"))
+    return EXIT_OK
+
+
+def _report(args: argparse.Namespace) -> int:
+    from .report import write_report
+
+    runs = load_runs(args.runs)
+    out = write_report(runs, args.out, title=args.title, link_capacity_bps=args.link_capacity)
+    print(f"wrote {out} ({len(runs)} run(s))")
+    return EXIT_OK
+
+
+def _compare(args: argparse.Namespace) -> int:
+    from .regression import Limits, compare
+    from .report import build_comparison_report
+
+    if args.confidence is None or not 0 < args.confidence < 1:
+        return _error("--confidence must be between 0% and 100%, e.g. 95%")
+    if args.windows < 2:
+        return _error("--windows must be at least 2")
+    baseline = load_runs([args.baseline])
+    candidate = load_runs([args.candidate])
+    limits = Limits(
+        max_p99_increase=args.max_p99_increase,
+        max_throughput_drop=args.max_throughput_drop,
+        max_error_rate=args.max_error_rate,
+        max_p50_increase=args.max_p50_increase,
+        max_p90_increase=args.max_p90_increase,
+        max_p999_increase=args.max_p999_increase,
+    )
+    result = compare(
+        baseline, candidate, limits=limits, confidence=args.confidence, windows=args.windows
+    )
+    if args.json:
+        print(json.dumps(result.as_dict(), indent=2, ensure_ascii=False))
+    else:
+        print(result.to_text())
+    if args.html:
+        args.html.parent.mkdir(parents=True, exist_ok=True)
+        args.html.write_text(build_comparison_report(result, baseline, candidate), encoding="utf-8")
+    return result.exit_code
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point; returns the exit code (also used by the console script)."""
+    args = _parser().parse_args(argv)
+    handlers = {"summary": _summary, "report": _report, "compare": _compare}
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("always")
+            return handlers[args.command](args)
+    except (RunLoadError, ValueError) as exc:
+        return _error(str(exc))
+
+
+if __name__ == "__main__":
+    sys.exit(main())

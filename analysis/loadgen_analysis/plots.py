@@ -1,0 +1,293 @@
+"""Plots of runs, sweeps and comparisons. Every function returns a matplotlib Figure.
+
+Responsible for drawing only: the numbers come from summary, littles_law, usl and regression.
+Figures are built without pyplot (no global state, never ``plt.show()``), so they work the same
+in a notebook, in the HTML report and in a headless test; Jupyter displays a returned Figure.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+
+import matplotlib as mpl
+import numpy as np
+import pandas as pd
+from matplotlib.figure import Figure
+from matplotlib.ticker import FixedLocator, FuncFormatter, NullLocator
+
+from .io import Run, as_runs
+from .littles_law import Calibration, calibration_from_sweep, predicted_throughput
+from .regression import Comparison
+from .summary import SPECTRUM_PERCENTILES, latency_components, percentile_spectrum, phase_spans
+from .summary import timeline as timeline_frame
+from .usl import USLFit
+
+RunsArg = Run | str | Sequence[Run | str]
+
+_PHASE_COLOURS = ("#4c72b0", "#dd8452", "#55a868", "#c44e52", "#8172b3", "#937860")
+
+
+def _figure(width: float = 9.0, height: float = 4.5, rows: int = 1, sharex: bool = False):
+    fig = Figure(figsize=(width, height), layout="constrained")
+    axes = fig.subplots(rows, 1, sharex=sharex, squeeze=False)[:, 0]
+    return fig, axes
+
+
+def _colour(i: int) -> str:
+    cycle = mpl.rcParams["axes.prop_cycle"].by_key()["color"]
+    return cycle[i % len(cycle)]
+
+
+def plot_timeline(runs: RunsArg, bucket_s: float = 1.0) -> Figure:
+    """Throughput (ok and failed) and p50/p99 latency per time bucket, phases shaded.
+
+    One line per run. Phases are shaded when a run has more than one (the closed model's
+    single ``main`` phase is not).
+    """
+    runs = as_runs(runs)
+    tl = timeline_frame(runs, bucket_s=bucket_s, by_phase=False)
+    spans = phase_spans(runs)
+    fig, (ax_x, ax_r) = _figure(10, 6, rows=2, sharex=True)
+    for i, (run, frame) in enumerate(tl.groupby("run", sort=False)):
+        colour = _colour(i)
+        t = frame["t_s"] + bucket_s / 2
+        ax_x.plot(t, frame["ok_throughput_rps"], color=colour, marker=".", label=f"{run} ok")
+        if frame["errors"].any():
+            ax_x.plot(
+                t,
+                frame["errors"] / bucket_s,
+                color=colour,
+                linestyle=":",
+                marker="x",
+                label=f"{run} failed",
+            )
+        ax_r.plot(t, frame["p50_ms"], color=colour, marker=".", label=f"{run} p50")
+        ax_r.plot(t, frame["p99_ms"], color=colour, linestyle="--", label=f"{run} p99")
+    phases = spans["phase"].unique()
+    if len(phases) > 1:
+        colours = {p: _PHASE_COLOURS[i % len(_PHASE_COLOURS)] for i, p in enumerate(phases)}
+        seen: set[str] = set()
+        for row in spans.itertuples(index=False):
+            for ax in (ax_x, ax_r):
+                ax.axvspan(
+                    row.start_s,
+                    row.end_s,
+                    color=colours[row.phase],
+                    alpha=0.12,
+                    label=None if row.phase in seen or ax is ax_r else f"phase {row.phase}",
+                )
+            seen.add(row.phase)
+    ax_x.set_ylabel("requests/s")
+    ax_x.set_title(f"Throughput and latency over time ({bucket_s:g} s buckets, by completion)")
+    ax_x.set_ylim(bottom=0)
+    ax_r.set_ylabel("latency (ms)")
+    ax_r.set_xlabel("time since start (s)")
+    ax_r.set_ylim(bottom=0)
+    for ax in (ax_x, ax_r):
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize="small", ncol=2 if len(runs) > 3 else 1, loc="best")
+    return fig
+
+
+def _spectrum_x(p: np.ndarray | float) -> np.ndarray:
+    return -np.log10(1.0 - np.asarray(p, dtype=float))
+
+
+def plot_percentile_spectrum(
+    runs: RunsArg | pd.DataFrame,
+    baseline: RunsArg | pd.DataFrame | None = None,
+    by_op: bool = True,
+) -> Figure:
+    """Latency against percentile on a log scale of 1/(1−p): the tail spread out.
+
+    ``runs`` may be runs or a :func:`~loadgen_analysis.summary.percentile_spectrum` frame.
+    With ``baseline``, its curves are overlaid dashed, for before/after comparisons.
+    """
+
+    def frame_of(source: RunsArg | pd.DataFrame) -> pd.DataFrame:
+        if isinstance(source, pd.DataFrame):
+            return source
+        return percentile_spectrum(source, SPECTRUM_PERCENTILES, by_op=by_op)
+
+    fig, (ax,) = _figure(9, 4.8)
+    series = [("", frame_of(runs), "-")]
+    if baseline is not None:
+        series = [("baseline ", frame_of(baseline), "--"), ("candidate ", series[0][1], "-")]
+    i = 0
+    for prefix, frame, style in series:
+        for (run, op), curve in frame.groupby(["run", "op"], sort=False):
+            label = f"{prefix}{run}" + (f" {op}" if op != "all" else "")
+            ax.plot(
+                _spectrum_x(curve["percentile"]),
+                curve["latency_ms"],
+                linestyle=style,
+                marker="o",
+                markersize=3,
+                color=_colour(i),
+                label=label,
+            )
+            i += 1
+    ticks = [0.0, 0.5, 0.9, 0.99, 0.999, 0.9999, 0.99999]
+    ax.xaxis.set_major_locator(FixedLocator(_spectrum_x(ticks)))
+    ax.xaxis.set_minor_locator(NullLocator())
+    ax.xaxis.set_major_formatter(
+        FuncFormatter(lambda x, _: f"{100 * (1 - 10 ** (-x)):.5g}%" if x > 0 else "0%")
+    )
+    ax.set_xlabel("percentile (log scale of 1/(1−p))")
+    ax.set_ylabel("latency (ms)")
+    ax.set_yscale("log")
+    ax.set_title("Latency percentile spectrum")
+    ax.grid(alpha=0.3, which="both")
+    ax.legend(fontsize="small")
+    return fig
+
+
+def plot_throughput_vs_n(
+    sweep: pd.DataFrame,
+    calibration: Calibration | None = None,
+    fit: USLFit | None = None,
+) -> Figure:
+    """Observed X(N) against Little's-Law prediction N / R(1) and the USL fit, knee marked."""
+    if sweep.empty:
+        raise ValueError("the sweep has no rows")
+    calibration = calibration or calibration_from_sweep(sweep)
+    n = sweep["connections"].astype(float)
+    x = sweep["throughput_rps"].astype(float)
+    fig, (ax,) = _figure(9, 5)
+    top = float(n.max())
+    if fit is not None and math.isfinite(fit.n_max):
+        top = max(top, fit.n_max * 1.1)
+    grid = np.linspace(1, top, 400)
+    predicted = predicted_throughput(calibration, grid)
+    ax.plot(grid, predicted, color="grey", linestyle="--", label="Little's Law: N / R(1)")
+    if fit is not None:
+        ax.plot(
+            grid,
+            fit.throughput(grid),
+            color="#c44e52",
+            label=f"USL fit (σ={fit.sigma:.3g}, κ={fit.kappa:.3g}, λ={fit.lam:.4g}, "
+            f"R²={fit.r_squared:.3f})",
+        )
+        if math.isfinite(fit.n_max):
+            ax.axvline(fit.n_max, color="#c44e52", linestyle=":", alpha=0.7)
+            ax.plot(
+                [fit.n_max],
+                [fit.x_max],
+                marker="*",
+                markersize=14,
+                color="#c44e52",
+                linestyle="none",
+                label=f"knee: N_max={fit.n_max:.0f}, X_max={fit.x_max:,.0f}/s",
+            )
+    ax.plot(n, x, marker="o", linestyle="none", color="#4c72b0", label="observed X(N)")
+    ax.set_ylim(0, max(float(x.max()), fit.x_max if fit and math.isfinite(fit.x_max) else 0) * 1.3)
+    ax.set_xlim(0, top * 1.03)
+    ax.set_xlabel("concurrency N (workers)")
+    ax.set_ylabel("throughput (requests/s)")
+    ax.set_title("Throughput vs concurrency")
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize="small", loc="lower right")
+    return fig
+
+
+def plot_latency_vs_n(sweep: pd.DataFrame, fit: USLFit | None = None) -> Figure:
+    """Mean latency R(N) against N, with the USL's R(N) = N / X(N) when a fit is given."""
+    column = "mean_busy_ms" if "mean_busy_ms" in sweep else "mean_latency_ms"
+    n = sweep["connections"].astype(float)
+    fig, (ax,) = _figure(9, 4.5)
+    ax.plot(n, sweep[column], marker="o", linestyle="none", label="observed mean latency")
+    if "p99_ms" in sweep:
+        ax.plot(n, sweep["p99_ms"], marker="^", linestyle="none", label="observed p99")
+    if fit is not None:
+        grid = np.linspace(1, float(n.max()), 300)
+        ax.plot(grid, np.asarray(fit.latency_s(grid)) * 1e3, color="#c44e52", label="USL N / X(N)")
+    ax.set_xlabel("concurrency N (workers)")
+    ax.set_ylabel("latency (ms)")
+    ax.set_title("Latency vs concurrency")
+    ax.set_ylim(bottom=0)
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize="small")
+    return fig
+
+
+def plot_n_eff(sweep: pd.DataFrame) -> Figure:
+    """Effective concurrency N_eff = X · R̄ against configured N; the diagonal is N_eff = N."""
+    if "n_eff" not in sweep:
+        raise ValueError("the sweep has no n_eff column (needs mean latency)")
+    n = sweep["connections"].astype(float)
+    fig, (ax,) = _figure(7, 5)
+    top = float(max(n.max(), sweep["n_eff"].max())) * 1.05
+    ax.plot([0, top], [0, top], color="grey", linestyle="--", label="N_eff = N")
+    ax.plot([0, top], [0, 0.8 * top], color="grey", linestyle=":", label="N_eff = 0.8 N")
+    ax.plot(n, sweep["n_eff"], marker="o", linestyle="none", label="observed N_eff = X · R̄")
+    ax.set_xlim(0, top)
+    ax.set_ylim(0, top)
+    ax.set_xlabel("configured N (workers)")
+    ax.set_ylabel("effective concurrency N_eff")
+    ax.set_title("Effective vs configured concurrency")
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize="small", loc="upper left")
+    return fig
+
+
+def plot_latency_components(runs: RunsArg | pd.DataFrame) -> Figure:
+    """Mean latency per op split into connect, wait for first byte, and transfer."""
+    frame = runs if isinstance(runs, pd.DataFrame) else latency_components(runs)
+    labels = [
+        f"{r.run} · {r.op}" if frame["run"].nunique() > 1 else str(r.op)
+        for r in frame.itertuples(index=False)
+    ]
+    fig, (ax,) = _figure(9, 1.2 + 0.45 * max(len(frame), 2))
+    y = np.arange(len(frame))
+    left = np.zeros(len(frame))
+    parts = (
+        ("connect_ms", "connect", "#8172b3"),
+        ("first_byte_ms", "send → first byte", "#4c72b0"),
+        ("transfer_ms", "transfer (first → last byte)", "#55a868"),
+    )
+    for column, label, colour in parts:
+        values = frame[column].to_numpy(float)
+        ax.barh(y, values, left=left, color=colour, label=label)
+        left += values
+    ax.set_yticks(y, labels)
+    ax.invert_yaxis()
+    ax.set_xlabel("mean latency (ms)")
+    ax.set_title("Latency components")
+    ax.grid(alpha=0.3, axis="x")
+    ax.legend(fontsize="small", loc="lower right")
+    return fig
+
+
+def plot_comparison(comparison: Comparison) -> Figure:
+    """Change of every metric (candidate vs baseline) with its confidence interval and limit."""
+    table = comparison.table[comparison.table["column"] != "error_rate"]
+    ops = list(dict.fromkeys(table["op"]))
+    fig, axes = _figure(9, 1.0 + 2.4 * len(ops), rows=len(ops))
+    for ax, op in zip(axes, ops, strict=True):
+        rows = table[table["op"] == op].reset_index(drop=True)
+        y = np.arange(len(rows))
+        delta = rows["delta"].to_numpy(float) * 100
+        low = rows["ci_low"].to_numpy(float) * 100
+        high = rows["ci_high"].to_numpy(float) * 100
+        colours = ["#c44e52" if v == "fail" else "#4c72b0" for v in rows["verdict"]]
+        ax.barh(y, delta, color=colours, alpha=0.8)
+        ax.errorbar(
+            delta,
+            y,
+            xerr=[np.nan_to_num(delta - low), np.nan_to_num(high - delta)],
+            fmt="none",
+            ecolor="black",
+            capsize=3,
+        )
+        for i, r in rows.iterrows():
+            if r["limit"] is not None and not pd.isna(r["limit"]):
+                edge = -100 * r["limit"] if r["column"] == "throughput_rps" else 100 * r["limit"]
+                ax.plot([edge, edge], [i - 0.4, i + 0.4], color="black", linestyle="--")
+        ax.axvline(0, color="grey", linewidth=0.8)
+        ax.set_yticks(y, rows["metric"])
+        ax.invert_yaxis()
+        ax.set_xlabel("change vs baseline (%); dashed: limit")
+        ax.set_title(f"{op}: candidate vs baseline ({100 * comparison.confidence:g}% CI)")
+        ax.grid(alpha=0.3, axis="x")
+    return fig

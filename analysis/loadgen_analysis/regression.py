@@ -1,0 +1,449 @@
+"""The regression gate: baseline against candidate, per op, with confidence intervals.
+
+Responsible for comparing throughput, p50/p90/p99/p99.9 latency and error rate of one or more
+baseline runs with one or more candidate runs, attaching a confidence interval to every change,
+and turning the limits a release sets into a verdict per metric and an exit code.
+
+Confidence intervals:
+
+* **repeated runs** (two or more runs on each side): each run is one observation; the interval
+  is Welch's t interval on the difference of mean log values, i.e. on the ratio
+  candidate / baseline.
+* **block bootstrap** (otherwise): each run is cut into equal time windows by completion time;
+  windows are resampled with replacement (per side, independently) and the metric recomputed
+  from the resampled windows' counts and latency histograms (0.1 % log buckets, HDR-like),
+  which keeps the autocorrelation inside a window that a per-request bootstrap would break.
+
+Verdicts: a limited metric **fails** when its change is beyond the limit (the minimum effect
+that matters) *and* the interval excludes no change (the effect is not noise); it is
+**noisy** when the change is beyond the limit but the interval includes no change (rerun with
+repeats), and **pass** otherwise. The error-rate limit is absolute: it fails when the
+candidate's error rate is above it. Metrics without a limit are shown, not judged.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import pandas as pd
+from scipy import stats
+
+from .io import Run, as_runs, connect
+from .summary import op_summary
+
+#: Metrics compared, in display order: (column of op_summary, label, higher is worse).
+METRICS: tuple[tuple[str, str, bool], ...] = (
+    ("throughput_rps", "throughput", False),
+    ("p50_ms", "p50", True),
+    ("p90_ms", "p90", True),
+    ("p99_ms", "p99", True),
+    ("p999_ms", "p99.9", True),
+    ("error_rate", "error rate", True),
+)
+
+_QUANTILES = {"p50_ms": 0.5, "p90_ms": 0.9, "p99_ms": 0.99, "p999_ms": 0.999}
+# Histogram buckets 0.1 % wide in log space: as fine as an HDR histogram at 3 digits.
+_LOG_BUCKET = math.log1p(1e-3)
+
+
+@dataclass(frozen=True)
+class Limits:
+    """What a release tolerates; fractions (0.10 = 10 %). None: shown but not judged."""
+
+    max_p99_increase: float | None = 0.10
+    max_throughput_drop: float | None = 0.05
+    max_error_rate: float | None = 0.01
+    max_p50_increase: float | None = None
+    max_p90_increase: float | None = None
+    max_p999_increase: float | None = None
+
+    def for_metric(self, metric: str) -> float | None:
+        return {
+            "throughput_rps": self.max_throughput_drop,
+            "p50_ms": self.max_p50_increase,
+            "p90_ms": self.max_p90_increase,
+            "p99_ms": self.max_p99_increase,
+            "p999_ms": self.max_p999_increase,
+            "error_rate": self.max_error_rate,
+        }[metric]
+
+
+@dataclass(frozen=True)
+class Comparison:
+    """The gate's result: one row per op and metric, and the overall verdict."""
+
+    table: pd.DataFrame
+    method: str
+    confidence: float
+    baseline: tuple[str, ...]
+    candidate: tuple[str, ...]
+    limits: Limits
+    warnings: tuple[str, ...] = field(default=())
+
+    @property
+    def failures(self) -> pd.DataFrame:
+        return self.table[self.table["verdict"] == "fail"]
+
+    @property
+    def passed(self) -> bool:
+        return self.failures.empty
+
+    @property
+    def exit_code(self) -> int:
+        return 0 if self.passed else 1
+
+    def as_dict(self) -> dict[str, Any]:
+        rows = []
+        for rec in self.table.to_dict("records"):
+            rows.append({k: _clean(v) for k, v in rec.items()})
+        return {
+            "passed": self.passed,
+            "method": self.method,
+            "confidence": self.confidence,
+            "baseline": list(self.baseline),
+            "candidate": list(self.candidate),
+            "limits": {k: v for k, v in self.limits.__dict__.items()},
+            "warnings": list(self.warnings),
+            "metrics": rows,
+        }
+
+    def to_text(self) -> str:
+        return format_comparison(self)
+
+
+def _clean(value: Any) -> Any:
+    if isinstance(value, np.integer):
+        return int(value)
+    if isinstance(value, float | np.floating):
+        f = float(value)
+        return None if math.isnan(f) or math.isinf(f) else f
+    return value
+
+
+# --------------------------------------------------------------------------- statistics
+
+
+def _welch_log_ratio(base: np.ndarray, cand: np.ndarray, confidence: float) -> tuple[float, float]:
+    """CI of cand/base − 1 from per-run values, by Welch's t on the log values."""
+    if np.any(base <= 0) or np.any(cand <= 0):
+        return (math.nan, math.nan)
+    lb, lc = np.log(base), np.log(cand)
+    vb, vc = lb.var(ddof=1) / len(lb), lc.var(ddof=1) / len(lc)
+    diff = lc.mean() - lb.mean()
+    se = math.sqrt(vb + vc)
+    if se == 0:
+        return (math.expm1(diff), math.expm1(diff))
+    dof = (vb + vc) ** 2 / (
+        (vb**2 / (len(lb) - 1) if vb else 0.0) + (vc**2 / (len(lc) - 1) if vc else 0.0)
+    )
+    t = stats.t.ppf(0.5 + confidence / 2, dof)
+    return (math.expm1(diff - t * se), math.expm1(diff + t * se))
+
+
+@dataclass
+class _Blocks:
+    """One side's windows for one op: counts, durations and latency histograms."""
+
+    requests: np.ndarray  # (M,)
+    failed: np.ndarray  # (M,)
+    duration_s: np.ndarray  # (M,)
+    hist: np.ndarray  # (M, U) counts per log bucket
+    bucket_ms: np.ndarray  # (U,) upper edge of each bucket, ms
+
+
+def _blocks(runs: list[Run], windows: int) -> dict[str, _Blocks]:
+    con = connect(runs)
+    wall = """
+        wall AS (SELECT run_index, max(start_ns + latency_ns) AS wall_ns
+                 FROM records GROUP BY run_index)
+    """
+    window = (
+        f"least(CAST(floor((start_ns + latency_ns) * {windows}.0 / wall_ns) AS BIGINT), "
+        f"{windows - 1})"
+    )
+    counts = con.execute(
+        f"""
+        WITH {wall}
+        SELECT op, run_index, {window} AS w, count(*) AS n,
+            count(*) FILTER (WHERE error IS NOT NULL) AS failed, any_value(wall_ns) AS wall_ns
+        FROM records JOIN wall USING (run_index) GROUP BY ALL
+        """
+    ).df()
+    hist = con.execute(
+        f"""
+        WITH {wall}
+        SELECT op, run_index, {window} AS w,
+            CAST(floor(ln(greatest(latency_ns, 1)) / {_LOG_BUCKET}) AS BIGINT) AS b,
+            count(*) AS c
+        FROM records JOIN wall USING (run_index) WHERE status > 0 GROUP BY ALL
+        """
+    ).df()
+    walls = counts.groupby("run_index")["wall_ns"].first()
+    out: dict[str, _Blocks] = {}
+    for op, op_counts in counts.groupby("op"):
+        # Every window of every run is a block, including windows where this op had no rows.
+        keys = [(int(r), w) for r in walls.index for w in range(windows)]
+        index = {k: i for i, k in enumerate(keys)}
+        m = len(keys)
+        requests = np.zeros(m)
+        failed = np.zeros(m)
+        duration = np.array([walls[r] / windows / 1e9 for r, _ in keys])
+        for row in op_counts.itertuples(index=False):
+            i = index[(int(row.run_index), int(row.w))]
+            requests[i] += row.n
+            failed[i] += row.failed
+        op_hist = hist[hist["op"] == op]
+        buckets = np.sort(op_hist["b"].unique()) if not op_hist.empty else np.array([0])
+        bpos = {int(b): j for j, b in enumerate(buckets)}
+        matrix = np.zeros((m, len(buckets)))
+        for row in op_hist.itertuples(index=False):
+            matrix[index[(int(row.run_index), int(row.w))], bpos[int(row.b)]] += row.c
+        out[str(op)] = _Blocks(
+            requests=requests,
+            failed=failed,
+            duration_s=duration,
+            hist=matrix,
+            bucket_ms=np.exp((buckets + 1) * _LOG_BUCKET) / 1e6,
+        )
+    return out
+
+
+def _bootstrap(blocks: _Blocks, resamples: int, rng: np.random.Generator) -> dict[str, np.ndarray]:
+    """Bootstrap distributions of every metric for one side and op."""
+    m = len(blocks.requests)
+    picks = rng.integers(0, m, size=(resamples, m))
+    weights = np.zeros((resamples, m))
+    np.add.at(weights, (np.arange(resamples)[:, None], picks), 1.0)
+    requests = weights @ blocks.requests
+    failed = weights @ blocks.failed
+    duration = weights @ blocks.duration_s
+    out = {
+        "throughput_rps": requests / duration,
+        "error_rate": np.divide(
+            failed, requests, out=np.full(resamples, np.nan), where=requests > 0
+        ),
+    }
+    hist = weights @ blocks.hist
+    cum = np.cumsum(hist, axis=1)
+    total = cum[:, -1]
+    for metric, q in _QUANTILES.items():
+        rank = np.maximum(np.ceil(q * total), 1.0)
+        idx = np.argmax(cum >= rank[:, None], axis=1)
+        values = blocks.bucket_ms[idx]
+        out[metric] = np.where(total > 0, values, np.nan)
+    return out
+
+
+def _wilson(failed: float, n: float, confidence: float) -> tuple[float, float]:
+    if n <= 0:
+        return (math.nan, math.nan)
+    z = stats.norm.ppf(0.5 + confidence / 2)
+    p = failed / n
+    denom = 1 + z**2 / n
+    centre = (p + z**2 / (2 * n)) / denom
+    half = z * math.sqrt(p * (1 - p) / n + z**2 / (4 * n**2)) / denom
+    return (max(0.0, centre - half), min(1.0, centre + half))
+
+
+# --------------------------------------------------------------------------- gate
+
+
+def _verdict(metric: str, higher_is_worse: bool, row: dict[str, Any], limit: float | None) -> str:
+    if limit is None:
+        return "—"
+    if metric == "error_rate":
+        return "fail" if row["candidate"] > limit else "pass"
+    delta, low, high = row["delta"], row["ci_low"], row["ci_high"]
+    if math.isnan(delta):
+        return "n/a"
+    if higher_is_worse:
+        beyond = delta > limit
+        significant = not math.isnan(low) and low > 0
+    else:
+        beyond = delta < -limit
+        significant = not math.isnan(high) and high < 0
+    if beyond and significant:
+        return "fail"
+    if beyond:
+        return "noisy"
+    return "pass"
+
+
+def compare(
+    baseline: Run | str | Sequence[Run | str],
+    candidate: Run | str | Sequence[Run | str],
+    limits: Limits | None = None,
+    confidence: float = 0.95,
+    windows: int = 20,
+    resamples: int = 2000,
+    seed: int = 0,
+) -> Comparison:
+    """Compare candidate runs with baseline runs per op; see the module docstring for the
+    statistics and verdict rules. Raises ValueError when the two sides share no op."""
+    limits = limits or Limits()
+    if not 0 < confidence < 1:
+        raise ValueError(f"confidence must be between 0 and 1, not {confidence}")
+    if windows < 2:
+        raise ValueError(f"windows must be at least 2, not {windows}")
+    base_runs, cand_runs = as_runs(baseline), as_runs(candidate)
+    base_sum, cand_sum = op_summary(base_runs), op_summary(cand_runs)
+    base_ops, cand_ops = set(base_sum["op"]), set(cand_sum["op"])
+    common = sorted(base_ops & cand_ops)
+    if not common:
+        raise ValueError(
+            f"baseline ops ({', '.join(sorted(base_ops))}) and candidate ops "
+            f"({', '.join(sorted(cand_ops))}) have nothing in common"
+        )
+    warnings = [f"op {op!r} only in the baseline" for op in sorted(base_ops - cand_ops)]
+    warnings += [f"op {op!r} only in the candidate" for op in sorted(cand_ops - base_ops)]
+
+    repeats = len(base_runs) >= 2 and len(cand_runs) >= 2
+    if repeats:
+        method = f"repeated runs ({len(base_runs)} baseline, {len(cand_runs)} candidate), Welch t"
+        boot_base = boot_cand = None
+    else:
+        method = f"block bootstrap over {windows} time windows per run, {resamples} resamples"
+        rng = np.random.default_rng(seed)
+        blocks_base, blocks_cand = _blocks(base_runs, windows), _blocks(cand_runs, windows)
+        boot_base = {op: _bootstrap(blocks_base[op], resamples, rng) for op in common}
+        boot_cand = {op: _bootstrap(blocks_cand[op], resamples, rng) for op in common}
+
+    rows = []
+    alpha = 1 - confidence
+    for op in common:
+        b = base_sum[base_sum["op"] == op]
+        c = cand_sum[cand_sum["op"] == op]
+        for metric, label, worse_up in METRICS:
+            if metric == "error_rate":
+                bv = float(b["failed"].sum() / b["requests"].sum())
+                cv = float(c["failed"].sum() / c["requests"].sum())
+                delta = cv - bv  # percentage points, not relative
+                failed, requests = float(c["failed"].sum()), float(c["requests"].sum())
+                low, high = _wilson(failed, requests, confidence)
+            else:
+                bv, cv = float(b[metric].mean()), float(c[metric].mean())
+                delta = cv / bv - 1 if bv > 0 else math.nan
+                if repeats:
+                    low, high = _welch_log_ratio(
+                        b[metric].to_numpy(float), c[metric].to_numpy(float), confidence
+                    )
+                else:
+                    assert boot_base is not None and boot_cand is not None
+                    ratio = boot_cand[op][metric] / boot_base[op][metric]
+                    ratio = ratio[np.isfinite(ratio)]
+                    if len(ratio):
+                        low = float(np.quantile(ratio, alpha / 2)) - 1
+                        high = float(np.quantile(ratio, 1 - alpha / 2)) - 1
+                    else:
+                        low = high = math.nan
+            row = {
+                "op": op,
+                "metric": label,
+                "column": metric,
+                "baseline": bv,
+                "candidate": cv,
+                "delta": delta,
+                "ci_low": low,
+                "ci_high": high,
+                "limit": limits.for_metric(metric),
+            }
+            row["verdict"] = _verdict(metric, worse_up, row, row["limit"])
+            rows.append(row)
+    table = pd.DataFrame(rows)
+    return Comparison(
+        table=table,
+        method=method,
+        confidence=confidence,
+        baseline=tuple(str(r.path) for r in base_runs),
+        candidate=tuple(str(r.path) for r in cand_runs),
+        limits=limits,
+        warnings=tuple(warnings),
+    )
+
+
+# --------------------------------------------------------------------------- output
+
+
+def _fmt_value(metric: str, value: float) -> str:
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return "—"
+    if metric == "throughput_rps":
+        return f"{value:,.1f}/s"
+    if metric == "error_rate":
+        return f"{100 * value:.2f}%"
+    return f"{value:.3f}ms"
+
+
+def _fmt_delta(metric: str, value: float) -> str:
+    if value is None or math.isnan(value):
+        return "—"
+    if metric == "error_rate":
+        return f"{100 * value:+.2f}pp"
+    return f"{100 * value:+.1f}%"
+
+
+def _fmt_ci(metric: str, low: float, high: float) -> str:
+    if low is None or high is None or math.isnan(low) or math.isnan(high):
+        return "—"
+    if metric == "error_rate":
+        return f"cand. [{100 * low:.2f}, {100 * high:.2f}]%"
+    return f"[{100 * low:+.1f}, {100 * high:+.1f}]%"
+
+
+def _fmt_limit(metric: str, limit: float | None) -> str:
+    if limit is None:
+        return "—"
+    if metric == "throughput_rps":
+        return f"-{100 * limit:g}%"
+    if metric == "error_rate":
+        return f"≤{100 * limit:g}%"
+    return f"+{100 * limit:g}%"
+
+
+def format_comparison(comparison: Comparison) -> str:
+    """The table printed on stdout by ``loadgen-analyze compare``."""
+    lines = [
+        f"baseline : {', '.join(comparison.baseline)}",
+        f"candidate: {', '.join(comparison.candidate)}",
+        f"CI {100 * comparison.confidence:g}%: {comparison.method}",
+    ]
+    lines.extend(f"warning: {w}" for w in comparison.warnings)
+    header = (
+        f"  {'metric':<11}{'baseline':>13}{'candidate':>13}{'Δ':>10}"
+        f"  {'CI of Δ':<24}{'limit':>7}  verdict"
+    )
+    for op, rows in comparison.table.groupby("op", sort=False):
+        lines.append("")
+        lines.append(f"{op}")
+        lines.append(header)
+        for r in rows.itertuples(index=False):
+            verdict = r.verdict.upper() if r.verdict == "fail" else r.verdict
+            lines.append(
+                f"  {r.metric:<11}{_fmt_value(r.column, r.baseline):>13}"
+                f"{_fmt_value(r.column, r.candidate):>13}{_fmt_delta(r.column, r.delta):>10}"
+                f"  {_fmt_ci(r.column, r.ci_low, r.ci_high):<24}"
+                f"{_fmt_limit(r.column, r.limit):>7}  {verdict}"
+            )
+    lines.append("")
+    if comparison.passed:
+        noisy = comparison.table[comparison.table["verdict"] == "noisy"]
+        extra = (
+            f" ({len(noisy)} change(s) beyond a limit are within noise: rerun with repeats)"
+            if len(noisy)
+            else ""
+        )
+        lines.append(f"PASS: no limit exceeded{extra}")
+    else:
+        reasons = []
+        for r in comparison.failures.itertuples(index=False):
+            if r.column == "error_rate":
+                change = _fmt_value(r.column, r.candidate)
+            else:
+                change = _fmt_delta(r.column, r.delta)
+            reasons.append(f"{r.metric} {change} beyond {_fmt_limit(r.column, r.limit)} ({r.op})")
+        lines.append("FAIL: " + "; ".join(reasons))
+    return "\n".join(lines)

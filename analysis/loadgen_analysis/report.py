@@ -1,0 +1,352 @@
+"""Self-contained HTML reports: one file, plots embedded as PNG data URIs, no scripts, no
+external links, so it can be mailed, attached to a CI job or opened offline.
+
+Responsible for laying out what the other modules compute: run descriptions, the per-op
+summary, the attribution verdict with its evidence, the Little's-Law table and USL fit when
+several concurrency levels are given, and the plots. Also the comparison report of the
+regression gate.
+"""
+
+from __future__ import annotations
+
+import base64
+import datetime as dt
+import html
+import io
+import math
+from collections.abc import Sequence
+from importlib.metadata import PackageNotFoundError, version
+from pathlib import Path
+
+import pandas as pd
+from matplotlib.figure import Figure
+
+from . import plots
+from .attribution import Attribution, attribute
+from .io import Run, as_runs
+from .littles_law import calibration_from_sweep, littles_law_table, sweep_table
+from .regression import Comparison, format_comparison
+from .summary import error_breakdown, op_summary
+from .usl import USLFit, fit_usl
+
+_CSS = """
+body { font-family: -apple-system, 'Segoe UI', Helvetica, Arial, sans-serif; margin: 2em auto;
+       max-width: 1150px; color: #222; line-height: 1.4; padding: 0 1em; }
+h1 { font-size: 1.6em; margin-bottom: 0.2em; } h2 { border-bottom: 1px solid #ddd;
+     padding-bottom: 0.2em; margin-top: 1.8em; }
+.meta { color: #666; font-size: 0.9em; }
+table { border-collapse: collapse; font-size: 0.85em; margin: 0.6em 0; }
+th, td { border: 1px solid #ddd; padding: 3px 8px; text-align: right; }
+th { background: #f4f4f4; } td:first-child, th:first-child { text-align: left; }
+.verdict { padding: 0.8em 1em; border-radius: 6px; background: #eef3fb;
+           border-left: 6px solid #4c72b0; margin: 1em 0; }
+.verdict.errors, .verdict.client, .verdict.network { border-left-color: #c44e52;
+           background: #fbeeee; }
+.verdict.server { border-left-color: #dd8452; background: #fdf3ea; }
+.status-limit { color: #c44e52; font-weight: bold; }
+.status-ok { color: #2e7d32; } .status-not { color: #888; }
+figure { margin: 1em 0; } figure img { max-width: 100%; border: 1px solid #eee; }
+figcaption { color: #666; font-size: 0.85em; }
+pre { background: #f7f7f7; padding: 0.8em; overflow-x: auto; font-size: 0.85em; }
+.note { color: #666; font-size: 0.9em; }
+"""
+
+
+def _package_version() -> str:
+    try:
+        return version("loadgen-analysis")
+    except PackageNotFoundError:
+        return "unknown"
+
+
+def figure_to_data_uri(fig: Figure, dpi: int = 110) -> str:
+    """Render a Figure as a base64 PNG data URI."""
+    buffer = io.BytesIO()
+    fig.savefig(buffer, format="png", dpi=dpi)
+    return "data:image/png;base64," + base64.b64encode(buffer.getvalue()).decode("ascii")
+
+
+def _figure_html(fig: Figure, caption: str) -> str:
+    return (
+        f'<figure><img alt="{html.escape(caption)}" src="{figure_to_data_uri(fig)}">'
+        f"<figcaption>{html.escape(caption)}</figcaption></figure>"
+    )
+
+
+def _fmt(value: object, digits: int = 3) -> str:
+    if value is None:
+        return "—"
+    if isinstance(value, float):
+        if math.isnan(value):
+            return "—"
+        if math.isinf(value):
+            return "∞"
+        if abs(value) >= 1000:
+            return f"{value:,.0f}"
+        return f"{value:.{digits}g}"
+    return str(value)
+
+
+def _table(frame: pd.DataFrame, columns: dict[str, str] | None = None) -> str:
+    if columns:
+        frame = frame[[c for c in columns if c in frame]].rename(columns=columns)
+    head = "".join(f"<th>{html.escape(str(c))}</th>" for c in frame.columns)
+    body = []
+    for row in frame.itertuples(index=False):
+        cells = "".join(f"<td>{html.escape(_fmt(v))}</td>" for v in row)
+        body.append(f"<tr>{cells}</tr>")
+    return f"<table><thead><tr>{head}</tr></thead><tbody>{''.join(body)}</tbody></table>"
+
+
+def _host(host: object) -> str:
+    if not isinstance(host, dict):
+        return "—"
+    parts = [str(host[k]) for k in ("hostname", "cpus") if k in host]
+    return ", ".join(parts) + (" cpus" if "cpus" in host else "") if parts else "—"
+
+
+def _runs_html(runs: list[Run]) -> str:
+    rows = []
+    for r in runs:
+        summary = r.summary or {}
+        host = r.meta.get("host") or {}
+        rows.append(
+            {
+                "run": r.label,
+                "model": r.model or "—",
+                "workers": r.connections,
+                "target": r.config.get("url", "—"),
+                "started": r.meta.get("created_at", "—"),
+                "ended": r.meta.get("exit_reason", "— (no run.json)"),
+                "rows": r.rows,
+                "segments": len(r.segments),
+                "client host": _host(host),
+                "loadgen": r.meta.get("loadgen_version", r.parquet_meta.get("loadgen.version")),
+                "wall s": summary.get("wall_time_ns", math.nan) / 1e9
+                if summary.get("wall_time_ns") is not None
+                else math.nan,
+            }
+        )
+    return _table(pd.DataFrame(rows))
+
+
+def _attribution_html(result: Attribution) -> str:
+    parts = [
+        f'<div class="verdict {html.escape(result.verdict)}"><b>Verdict: '
+        f"{html.escape(result.verdict)}</b> ({html.escape(result.confidence)} evidence) — "
+        f"{html.escape(result.headline)}</div>",
+        "<table><thead><tr><th>check</th><th>status</th><th>evidence</th></tr></thead><tbody>",
+    ]
+    for f in result.findings:
+        css = "status-" + f.status.split()[0]
+        parts.append(
+            f"<tr><td>{html.escape(f.check)}</td><td class='{css}'>{html.escape(f.status)}</td>"
+            f"<td style='text-align:left'>{html.escape(f.summary)}</td></tr>"
+        )
+    parts.append("</tbody></table>")
+    if result.caveats:
+        parts.append(
+            "<ul class='note'>"
+            + "".join(f"<li>{html.escape(c)}</li>" for c in result.caveats)
+            + "</ul>"
+        )
+    return "".join(parts)
+
+
+_SUMMARY_COLUMNS = {
+    "run": "run",
+    "op": "op",
+    "requests": "requests",
+    "failed": "failed",
+    "throughput_rps": "req/s",
+    "mean_ms": "mean ms",
+    "min_ms": "min ms",
+    "p50_ms": "p50 ms",
+    "p90_ms": "p90 ms",
+    "p99_ms": "p99 ms",
+    "p999_ms": "p99.9 ms",
+    "max_ms": "max ms",
+}
+
+_LITTLE_COLUMNS = {
+    "connections": "N",
+    "run": "run",
+    "throughput_rps": "observed X (req/s)",
+    "predicted_rps": "predicted N/R(1)",
+    "efficiency": "observed/predicted",
+    "mean_latency_ms": "mean R (ms)",
+    "latency_growth": "R(N)/R(1)",
+    "n_eff": "N_eff = X·R̄",
+    "n_eff_ratio": "N_eff/N",
+}
+
+
+def _usl_html(fit: USLFit) -> str:
+    frame = pd.DataFrame(
+        [
+            {
+                "λ (req/s per worker)": fit.lam,
+                "σ (contention)": fit.sigma,
+                "κ (coherency)": fit.kappa,
+                "N_max": fit.n_max,
+                "X_max (req/s)": fit.x_max,
+                "R²": fit.r_squared,
+                "RMSE (req/s)": fit.rmse,
+                "points": fit.points,
+            }
+        ]
+    )
+    return _table(frame)
+
+
+def build_report(
+    runs: Run | str | Sequence[Run | str],
+    title: str | None = None,
+    link_capacity_bps: float | None = None,
+) -> str:
+    """The HTML text of a report on one run or several (a sweep, repeats)."""
+    runs = as_runs(runs)
+    if title is None:
+        title = f"loadgen report: {runs[0].label if len(runs) == 1 else f'{len(runs)} runs'}"
+    now = dt.datetime.now(dt.UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
+    body: list[str] = [
+        f"<h1>{html.escape(title)}</h1>",
+        f"<p class='meta'>Generated {now} by loadgen-analysis {html.escape(_package_version())} "
+        f"from {len(runs)} run(s), {sum(r.rows for r in runs):,} recorded requests.</p>",
+        "<h2>Runs</h2>",
+        _runs_html(runs),
+    ]
+
+    result = attribute(runs, link_capacity_bps=link_capacity_bps)
+    body += ["<h2>Where throughput stops</h2>", _attribution_html(result)]
+
+    summary = op_summary(runs)
+    body += ["<h2>Summary per op</h2>", _table(summary, _SUMMARY_COLUMNS)]
+
+    errors = error_breakdown(runs)
+    if not errors.empty:
+        body += [
+            "<h3>Failures</h3>",
+            _table(
+                errors,
+                {
+                    "run": "run",
+                    "error": "error class",
+                    "count": "count",
+                    "share": "share",
+                    "first_s": "first (s)",
+                    "last_s": "last (s)",
+                    "peak_t_s": "peak second",
+                    "peak_count": "in peak second",
+                },
+            ),
+        ]
+
+    levels = {r.connections for r in runs if r.connections is not None}
+    if len(levels) >= 2 and all(r.connections is not None for r in runs):
+        sweep = sweep_table(runs)
+        calibration = calibration_from_sweep(sweep)
+        table = littles_law_table(sweep, calibration)
+        body += [
+            "<h2>Little's Law</h2>",
+            f"<p>Calibration R(1) = {calibration.r1_s * 1e3:.3f} ms from run "
+            f"<b>{html.escape(calibration.source)}</b> ({calibration.workers} worker(s))"
+            + (
+                ""
+                if calibration.workers == 1
+                else " — no one-worker run given, so the smallest level stands in"
+            )
+            + "; predicted X(N) = N / R(1). N_eff = X · R̄ is how many workers were busy on "
+            "average.</p>",
+            _table(table, _LITTLE_COLUMNS),
+        ]
+        fit: USLFit | None = None
+        if len(levels) >= 3:
+            try:
+                fit = fit_usl(sweep["connections"], sweep["throughput_rps"])
+            except ValueError as exc:
+                body.append(f"<p class='note'>No USL fit: {html.escape(str(exc))}</p>")
+        if fit is not None:
+            body += ["<h2>Universal Scalability Law</h2>", _usl_html(fit)]
+        body += [
+            "<h2>Scalability plots</h2>",
+            _figure_html(
+                plots.plot_throughput_vs_n(sweep, calibration, fit),
+                "Observed throughput against Little's-Law prediction and the USL fit; "
+                "the star marks the knee (N_max, X_max).",
+            ),
+            _figure_html(
+                plots.plot_latency_vs_n(sweep, fit),
+                "Mean and p99 latency against concurrency: on a plateau, latency grows ∝ N.",
+            ),
+            _figure_html(
+                plots.plot_n_eff(sweep),
+                "Effective concurrency against configured: points under the dotted line mean "
+                "the client did not keep its workers busy.",
+            ),
+        ]
+
+    body += [
+        "<h2>Over time</h2>",
+        _figure_html(
+            plots.plot_timeline(runs),
+            "Throughput (ok and failed) and p50/p99 latency per second; phases shaded.",
+        ),
+        "<h2>Latency distribution</h2>",
+        _figure_html(
+            plots.plot_percentile_spectrum(runs, by_op=True),
+            "Latency percentile spectrum; exact percentiles from every recorded request.",
+        ),
+        _figure_html(
+            plots.plot_latency_components(runs),
+            "Mean latency split into connect, send → first byte (server time and round trip) "
+            "and transfer of the body.",
+        ),
+    ]
+    return _page(title, body)
+
+
+def _page(title: str, body: list[str]) -> str:
+    return (
+        "<!DOCTYPE html>\n<html lang='en'><head><meta charset='utf-8'>"
+        f"<title>{html.escape(title)}</title><style>{_CSS}</style></head><body>"
+        + "\n".join(body)
+        + "</body></html>\n"
+    )
+
+
+def write_report(
+    runs: Run | str | Sequence[Run | str],
+    out: str | Path,
+    title: str | None = None,
+    link_capacity_bps: float | None = None,
+) -> Path:
+    """Write :func:`build_report` to ``out`` (parent folders created) and return its path."""
+    out = Path(out)
+    text = build_report(runs, title=title, link_capacity_bps=link_capacity_bps)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(text, encoding="utf-8")
+    return out
+
+
+def build_comparison_report(
+    comparison: Comparison,
+    baseline: Run | str | Sequence[Run | str],
+    candidate: Run | str | Sequence[Run | str],
+) -> str:
+    """HTML for the regression gate: the verdict table and baseline overlays."""
+    verdict = "PASS" if comparison.passed else "FAIL"
+    css = "server" if comparison.passed else "errors"
+    body = [
+        f"<h1>loadgen regression gate: {verdict}</h1>",
+        f"<div class='verdict {css}'><pre>{html.escape(format_comparison(comparison))}</pre></div>",
+        _figure_html(
+            plots.plot_comparison(comparison),
+            "Change of each metric with its confidence interval; dashed ticks are the limits.",
+        ),
+        _figure_html(
+            plots.plot_percentile_spectrum(candidate, baseline=baseline),
+            "Percentile spectrum: baseline dashed, candidate solid.",
+        ),
+    ]
+    return _page(f"loadgen regression gate: {verdict}", body)

@@ -1,0 +1,403 @@
+"""Reductions of raw request records into small pandas frames, computed in DuckDB.
+
+Responsible for: the per-op summary (the same numbers the Rust console prints, exactly and not
+at HDR precision), the per-run table a sweep is analysed from, the per-second timeline, phase
+spans, gaps between a worker's consecutive requests, latency components and the percentile
+spectrum. Not responsible for interpreting them (see littles_law, usl, attribution).
+
+Semantics match ``loadgen``'s summary: a request *failed* when ``error`` is set; latency
+statistics cover rows with ``status > 0``; a run's wall time is the end of its last request
+(``max(start_ns + latency_ns)``, from the anchor at 0); throughput is requests / wall time.
+Percentiles use the same rank as HDR histograms (the ⌈q·n⌉-th smallest value), exactly.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import pandas as pd
+
+from .io import Run, as_runs, connect
+
+#: Percentiles of the per-op summary, as (column suffix, quantile).
+SUMMARY_PERCENTILES: tuple[tuple[str, float], ...] = (
+    ("p50", 0.5),
+    ("p90", 0.9),
+    ("p99", 0.99),
+    ("p999", 0.999),
+)
+
+#: Percentiles drawn on a spectrum plot.
+SPECTRUM_PERCENTILES: tuple[float, ...] = (
+    0.0,
+    0.25,
+    0.5,
+    0.75,
+    0.9,
+    0.95,
+    0.99,
+    0.995,
+    0.999,
+    0.9995,
+    0.9999,
+    0.99999,
+)
+
+RunsArg = Run | str | Sequence[Run | str]
+
+_WALL = """
+    wall AS (
+        SELECT run_index, max(start_ns + latency_ns) AS wall_ns
+        FROM records GROUP BY run_index
+    )
+"""
+
+
+def _quantile_columns(column: str, alias_prefix: str = "") -> str:
+    qs = ", ".join(str(q) for _, q in SUMMARY_PERCENTILES)
+    return f"quantile_disc({column}, [{qs}]) FILTER (WHERE status > 0) AS {alias_prefix}q"
+
+
+def _expand_quantiles(frame: pd.DataFrame, column: str = "q", unit: float = 1e6) -> pd.DataFrame:
+    for i, (name, _) in enumerate(SUMMARY_PERCENTILES):
+        frame[f"{name}_ms"] = [
+            (v[i] / unit) if v is not None and len(v) > i else float("nan") for v in frame[column]
+        ]
+    return frame.drop(columns=[column])
+
+
+def op_summary(runs: RunsArg) -> pd.DataFrame:
+    """Per run and op: counts, error rate, throughput and latency statistics (ms).
+
+    Columns: run, op, requests, ok, failed, error_rate, throughput_rps, ok_throughput_rps,
+    responses, mean_ms, min_ms, p50_ms, p90_ms, p99_ms, p999_ms, max_ms, bytes_sent,
+    bytes_received. Throughput divides by the whole run's wall time (as loadgen does).
+    """
+    runs = as_runs(runs)
+    con = connect(runs)
+    frame = con.execute(
+        f"""
+        WITH {_WALL}
+        SELECT r.run_index, any_value(r.run) AS run, r.op,
+            count(*) AS requests,
+            count(*) FILTER (WHERE r.error IS NULL) AS ok,
+            count(*) FILTER (WHERE r.error IS NOT NULL) AS failed,
+            count(*) FILTER (WHERE r.status > 0) AS responses,
+            avg(r.latency_ns) FILTER (WHERE r.status > 0) / 1e6 AS mean_ms,
+            min(r.latency_ns) FILTER (WHERE r.status > 0) / 1e6 AS min_ms,
+            {_quantile_columns("r.latency_ns")},
+            max(r.latency_ns) FILTER (WHERE r.status > 0) / 1e6 AS max_ms,
+            sum(r.bytes_sent)::BIGINT AS bytes_sent,
+            sum(r.bytes_received)::BIGINT AS bytes_received,
+            any_value(w.wall_ns) AS wall_ns
+        FROM records r JOIN wall w USING (run_index)
+        GROUP BY r.run_index, r.op
+        ORDER BY r.run_index, r.op
+        """
+    ).df()
+    frame = _expand_quantiles(frame)
+    wall_s = frame["wall_ns"] / 1e9
+    frame["error_rate"] = frame["failed"] / frame["requests"]
+    frame["throughput_rps"] = frame["requests"] / wall_s
+    frame["ok_throughput_rps"] = frame["ok"] / wall_s
+    columns = [
+        "run",
+        "op",
+        "requests",
+        "ok",
+        "failed",
+        "error_rate",
+        "throughput_rps",
+        "ok_throughput_rps",
+        "responses",
+        "mean_ms",
+        "min_ms",
+        *[f"{name}_ms" for name, _ in SUMMARY_PERCENTILES],
+        "max_ms",
+        "bytes_sent",
+        "bytes_received",
+    ]
+    return frame[columns].reset_index(drop=True)
+
+
+def run_table(runs: RunsArg) -> pd.DataFrame:
+    """One row per run: the numbers a sweep is analysed from.
+
+    Columns: run, connections, requests, ok, failed, error_rate, wall_s, throughput_rps,
+    ok_throughput_rps, mean_latency_ms (all rows with a response), p50_ms … p999_ms,
+    mean_ttfb_ms, mean_busy_ms (mean time a request occupied its worker, failures included),
+    n_eff (throughput × mean busy time: how many workers were busy on average, Little's Law),
+    n_eff_ratio (n_eff / connections), bytes_per_s (sent + received),
+    mean_queue_wait_ms.
+    """
+    runs = as_runs(runs)
+    con = connect(runs)
+    frame = con.execute(
+        f"""
+        SELECT run_index, any_value(run) AS run, any_value(connections) AS connections,
+            count(*) AS requests,
+            count(*) FILTER (WHERE error IS NULL) AS ok,
+            count(*) FILTER (WHERE error IS NOT NULL) AS failed,
+            max(start_ns + latency_ns) AS wall_ns,
+            avg(latency_ns) FILTER (WHERE status > 0) / 1e6 AS mean_latency_ms,
+            {_quantile_columns("latency_ns")},
+            avg(ttfb_ns) FILTER (WHERE status > 0) / 1e6 AS mean_ttfb_ms,
+            sum(latency_ns) AS busy_ns,
+            (sum(bytes_sent) + sum(bytes_received))::DOUBLE AS bytes_total,
+            avg(queue_wait_ns) / 1e6 AS mean_queue_wait_ms,
+            count(DISTINCT worker) AS workers_seen
+        FROM records GROUP BY run_index ORDER BY run_index
+        """
+    ).df()
+    frame = _expand_quantiles(frame)
+    wall_s = frame["wall_ns"] / 1e9
+    frame["wall_s"] = wall_s
+    frame["error_rate"] = frame["failed"] / frame["requests"]
+    frame["throughput_rps"] = frame["requests"] / wall_s
+    frame["ok_throughput_rps"] = frame["ok"] / wall_s
+    frame["mean_busy_ms"] = frame["busy_ns"] / frame["requests"] / 1e6
+    # Little's Law on the client: time-averaged number of requests in flight.
+    frame["n_eff"] = frame["busy_ns"] / frame["wall_ns"]
+    frame["n_eff_ratio"] = frame["n_eff"] / frame["connections"].astype("float64")
+    frame["bytes_per_s"] = frame["bytes_total"] / wall_s
+    columns = [
+        "run",
+        "connections",
+        "requests",
+        "ok",
+        "failed",
+        "error_rate",
+        "wall_s",
+        "throughput_rps",
+        "ok_throughput_rps",
+        "mean_latency_ms",
+        *[f"{name}_ms" for name, _ in SUMMARY_PERCENTILES],
+        "mean_ttfb_ms",
+        "mean_busy_ms",
+        "n_eff",
+        "n_eff_ratio",
+        "bytes_per_s",
+        "mean_queue_wait_ms",
+        "workers_seen",
+    ]
+    return frame[columns].reset_index(drop=True)
+
+
+def timeline(runs: RunsArg, bucket_s: float = 1.0, by_phase: bool = True) -> pd.DataFrame:
+    """Per run, phase and time bucket (by completion time): requests, errors, throughput and
+    p50/p99 latency.
+
+    Columns: run, phase (``all`` when ``by_phase`` is false), t_s (bucket start, seconds from
+    the anchor), requests, ok, errors, throughput_rps, ok_throughput_rps, p50_ms, p99_ms,
+    bytes_per_s. A request counts in the bucket in which it ended, so a bucket's count is the
+    throughput delivered in it.
+    """
+    if bucket_s <= 0:
+        raise ValueError(f"bucket_s must be positive, not {bucket_s}")
+    runs = as_runs(runs)
+    con = connect(runs)
+    bucket_ns = int(bucket_s * 1e9)
+    phase = "phase" if by_phase else "'all'"
+    frame = con.execute(
+        f"""
+        SELECT run_index, any_value(run) AS run, {phase} AS phase,
+            (start_ns + latency_ns) // {bucket_ns} AS bucket,
+            count(*) AS requests,
+            count(*) FILTER (WHERE error IS NULL) AS ok,
+            count(*) FILTER (WHERE error IS NOT NULL) AS errors,
+            quantile_disc(latency_ns, 0.5) FILTER (WHERE status > 0) / 1e6 AS p50_ms,
+            quantile_disc(latency_ns, 0.99) FILTER (WHERE status > 0) / 1e6 AS p99_ms,
+            (sum(bytes_sent) + sum(bytes_received))::DOUBLE AS bytes
+        FROM records GROUP BY run_index, {phase}, bucket
+        ORDER BY run_index, bucket, phase
+        """
+    ).df()
+    frame["t_s"] = frame["bucket"] * bucket_s
+    frame["throughput_rps"] = frame["requests"] / bucket_s
+    frame["ok_throughput_rps"] = frame["ok"] / bucket_s
+    frame["bytes_per_s"] = frame["bytes"] / bucket_s
+    return frame[
+        [
+            "run",
+            "phase",
+            "t_s",
+            "requests",
+            "ok",
+            "errors",
+            "throughput_rps",
+            "ok_throughput_rps",
+            "p50_ms",
+            "p99_ms",
+            "bytes_per_s",
+        ]
+    ].reset_index(drop=True)
+
+
+def phase_spans(runs: RunsArg) -> pd.DataFrame:
+    """Per run and phase: when its first request started and its last one ended (seconds)."""
+    runs = as_runs(runs)
+    con = connect(runs)
+    return con.execute(
+        """
+        SELECT any_value(run) AS run, phase,
+            min(start_ns) / 1e9 AS start_s, max(start_ns + latency_ns) / 1e9 AS end_s,
+            count(*) AS requests
+        FROM records GROUP BY run_index, phase ORDER BY run_index, start_s
+        """
+    ).df()
+
+
+def error_breakdown(runs: RunsArg, bucket_s: float = 1.0) -> pd.DataFrame:
+    """Per run and error class: how many, the share of all requests, and where in time.
+
+    Columns: run, error, count, share, first_s, last_s, peak_t_s (start of the bucket with the
+    most errors of that class), peak_count.
+    """
+    runs = as_runs(runs)
+    con = connect(runs)
+    bucket_ns = int(bucket_s * 1e9)
+    return con.execute(
+        f"""
+        WITH totals AS (SELECT run_index, count(*) AS n FROM records GROUP BY run_index),
+        per_bucket AS (
+            SELECT run_index, error, (start_ns + latency_ns) // {bucket_ns} AS bucket,
+                count(*) AS c
+            FROM records WHERE error IS NOT NULL GROUP BY ALL
+        ),
+        peaks AS (
+            SELECT run_index, error, arg_max(bucket, c) * {bucket_s} AS peak_t_s,
+                max(c) AS peak_count
+            FROM per_bucket GROUP BY ALL
+        )
+        SELECT any_value(r.run) AS run, r.error, count(*) AS count,
+            count(*) / any_value(t.n) AS share,
+            min(r.start_ns) / 1e9 AS first_s, max(r.start_ns + r.latency_ns) / 1e9 AS last_s,
+            any_value(p.peak_t_s) AS peak_t_s, any_value(p.peak_count) AS peak_count
+        FROM records r JOIN totals t USING (run_index)
+            JOIN peaks p ON p.run_index = r.run_index AND p.error = r.error
+        WHERE r.error IS NOT NULL
+        GROUP BY r.run_index, r.error ORDER BY r.run_index, count DESC
+        """
+    ).df()
+
+
+def worker_gaps(runs: RunsArg) -> pd.DataFrame:
+    """Per run and worker: how long the worker sat idle between its consecutive requests.
+
+    The gap is the next request's start minus this request's end. In a closed model with no
+    think time it should be microseconds; a large or growing gap means the client, not the
+    server, is pacing the load. Columns: run, worker, requests, busy_s, idle_s, busy_share,
+    gap_mean_ms, gap_p50_ms, gap_p99_ms, gap_max_ms.
+    """
+    runs = as_runs(runs)
+    con = connect(runs)
+    return con.execute(
+        """
+        WITH g AS (
+            SELECT run_index, run, worker, latency_ns,
+                lead(start_ns) OVER w - (start_ns + latency_ns) AS gap_ns
+            FROM records
+            WINDOW w AS (PARTITION BY run_index, worker ORDER BY start_ns)
+        )
+        SELECT any_value(run) AS run, worker, count(*) AS requests,
+            sum(latency_ns) / 1e9 AS busy_s,
+            coalesce(sum(gap_ns), 0) / 1e9 AS idle_s,
+            sum(latency_ns) / (sum(latency_ns) + coalesce(sum(gap_ns), 0)) AS busy_share,
+            avg(gap_ns) / 1e6 AS gap_mean_ms,
+            quantile_disc(gap_ns, 0.5) / 1e6 AS gap_p50_ms,
+            quantile_disc(gap_ns, 0.99) / 1e6 AS gap_p99_ms,
+            max(gap_ns) / 1e6 AS gap_max_ms
+        FROM g GROUP BY run_index, worker ORDER BY run_index, worker
+        """
+    ).df()
+
+
+def gap_summary(runs: RunsArg) -> pd.DataFrame:
+    """Per run: the share of worker time spent idle between requests, and whether gaps grow.
+
+    Columns: run, requests_with_next, gap_mean_ms, gap_p50_ms, gap_p99_ms, idle_share,
+    gap_first_half_ms, gap_second_half_ms (mean gap in the run's first and second half).
+    """
+    runs = as_runs(runs)
+    con = connect(runs)
+    return con.execute(
+        """
+        WITH g AS (
+            SELECT run_index, run, start_ns, latency_ns,
+                lead(start_ns) OVER w - (start_ns + latency_ns) AS gap_ns
+            FROM records
+            WINDOW w AS (PARTITION BY run_index, worker ORDER BY start_ns)
+        ),
+        mid AS (SELECT run_index, (min(start_ns) + max(start_ns)) / 2 AS mid_ns FROM g GROUP BY 1)
+        SELECT any_value(g.run) AS run, count(g.gap_ns) AS requests_with_next,
+            avg(g.gap_ns) / 1e6 AS gap_mean_ms,
+            quantile_disc(g.gap_ns, 0.5) / 1e6 AS gap_p50_ms,
+            quantile_disc(g.gap_ns, 0.99) / 1e6 AS gap_p99_ms,
+            sum(g.gap_ns) / (sum(g.gap_ns) + sum(g.latency_ns) FILTER (WHERE g.gap_ns IS NOT NULL))
+                AS idle_share,
+            avg(g.gap_ns) FILTER (WHERE g.start_ns < m.mid_ns) / 1e6 AS gap_first_half_ms,
+            avg(g.gap_ns) FILTER (WHERE g.start_ns >= m.mid_ns) / 1e6 AS gap_second_half_ms
+        FROM g JOIN mid m USING (run_index)
+        GROUP BY g.run_index ORDER BY g.run_index
+        """
+    ).df()
+
+
+def latency_components(runs: RunsArg) -> pd.DataFrame:
+    """Per run and op: mean latency split into connect, wait for first byte, and transfer (ms).
+
+    ``connect_ms`` averages the connect time over all responses (0 when the connection was
+    reused), so connect + first byte wait + transfer = mean latency. ``first_byte_ms`` is the
+    time from sending (after any connect) to the first response byte: server time plus network
+    round trip; ``transfer_ms`` is the rest of the body. Also: connects (how many rows opened a
+    connection), mean_ttfb_ms, ttfb_share (first byte / latency).
+    """
+    runs = as_runs(runs)
+    con = connect(runs)
+    frame = con.execute(
+        """
+        SELECT any_value(run) AS run, op, count(*) AS responses,
+            count(connect_ns) AS connects,
+            avg(coalesce(connect_ns, 0)) / 1e6 AS connect_ms,
+            avg(ttfb_ns - coalesce(connect_ns, 0)) / 1e6 AS first_byte_ms,
+            avg(latency_ns - ttfb_ns) / 1e6 AS transfer_ms,
+            avg(latency_ns) / 1e6 AS mean_latency_ms,
+            avg(ttfb_ns) / 1e6 AS mean_ttfb_ms
+        FROM records WHERE status > 0 AND ttfb_ns IS NOT NULL
+        GROUP BY run_index, op ORDER BY run_index, op
+        """
+    ).df()
+    frame["ttfb_share"] = frame["mean_ttfb_ms"] / frame["mean_latency_ms"]
+    return frame
+
+
+def percentile_spectrum(
+    runs: RunsArg, percentiles: Sequence[float] = SPECTRUM_PERCENTILES, by_op: bool = True
+) -> pd.DataFrame:
+    """Latency at many percentiles, exactly, for a spectrum plot.
+
+    Long frame with columns run, op (``all`` when ``by_op`` is false), percentile (0–1),
+    latency_ms. Covers rows with a response.
+    """
+    runs = as_runs(runs)
+    if not percentiles:
+        raise ValueError("percentiles must not be empty")
+    for p in percentiles:
+        if not 0.0 <= p < 1.0:
+            raise ValueError(f"percentile {p} outside [0, 1)")
+    con = connect(runs)
+    qs = ", ".join(repr(float(p)) for p in percentiles)
+    op_expr = "op" if by_op else "'all'"
+    frame = con.execute(
+        f"""
+        SELECT any_value(run) AS run, {op_expr} AS op,
+            quantile_disc(latency_ns, [{qs}]) AS q
+        FROM records WHERE status > 0
+        GROUP BY run_index, {op_expr} ORDER BY run_index, {op_expr}
+        """
+    ).df()
+    rows = []
+    for record in frame.itertuples(index=False):
+        for p, value in zip(percentiles, record.q, strict=True):
+            rows.append((record.run, record.op, float(p), value / 1e6))
+    return pd.DataFrame(rows, columns=["run", "op", "percentile", "latency_ms"])

@@ -1,0 +1,166 @@
+"""The Universal Scalability Law (Gunther): fitting it to a sweep and reading its limits.
+
+X(N) = λN / (1 + σ(N−1) + κN(N−1)), with λ the throughput of one worker alone, σ contention
+(the serial fraction: queueing on a shared resource) and κ coherency (crosstalk: the cost of
+keeping workers consistent, which makes throughput fall past a peak). The peak is at
+N_max = ⌊√((1−σ)/κ)⌋ and X_max = X(N_max), the convention of Baron Schwartz's *Practical
+Scalability Analysis with the Universal Scalability Law* and of usl4j.
+
+Responsible for the fit (bounded nonlinear least squares) and the model's predictions, not
+for deciding what a fit means for a run (see :mod:`loadgen_analysis.attribution`).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+from scipy.optimize import least_squares
+
+
+def usl_throughput(
+    n: float | np.ndarray, lam: float, sigma: float, kappa: float
+) -> float | np.ndarray:
+    """X(N) under the USL with parameters λ, σ, κ."""
+    n = np.asarray(n, dtype=float)
+    x = lam * n / (1.0 + sigma * (n - 1.0) + kappa * n * (n - 1.0))
+    return float(x) if x.ndim == 0 else x
+
+
+@dataclass(frozen=True)
+class USLFit:
+    """A fitted model with its goodness of fit."""
+
+    lam: float
+    sigma: float
+    kappa: float
+    #: Coefficient of determination of X over the fitted points.
+    r_squared: float
+    #: Root-mean-square error of X (same unit as the throughputs).
+    rmse: float
+    #: Standard errors of (λ, σ, κ) from the Jacobian at the optimum (NaN when singular).
+    stderr: tuple[float, float, float]
+    points: int
+
+    @property
+    def n_max(self) -> float:
+        """Concurrency of peak throughput, ⌊√((1−σ)/κ)⌋; infinity when κ = 0."""
+        if self.kappa <= 0:
+            return math.inf
+        return float(math.floor(math.sqrt((1.0 - self.sigma) / self.kappa)))
+
+    @property
+    def x_max(self) -> float:
+        """Throughput at N_max; without coherency (κ = 0), the asymptote λ/σ (or ∞)."""
+        if math.isinf(self.n_max):
+            return self.lam / self.sigma if self.sigma > 0 else math.inf
+        return float(usl_throughput(max(self.n_max, 1.0), self.lam, self.sigma, self.kappa))
+
+    def throughput(self, n: float | np.ndarray) -> float | np.ndarray:
+        """Predicted X(N)."""
+        return usl_throughput(n, self.lam, self.sigma, self.kappa)
+
+    def latency_s(self, n: float | np.ndarray) -> float | np.ndarray:
+        """Predicted mean latency R(N) = N / X(N) in seconds (Little's Law, closed model)."""
+        n_arr = np.asarray(n, dtype=float)
+        r = n_arr / np.asarray(self.throughput(n_arr))
+        return float(r) if np.ndim(r) == 0 else r
+
+    @property
+    def is_contention_constrained(self) -> bool:
+        return self.sigma > self.kappa
+
+    @property
+    def is_coherency_constrained(self) -> bool:
+        return self.kappa > self.sigma
+
+    def as_dict(self) -> dict[str, float]:
+        return {
+            "lambda": self.lam,
+            "sigma": self.sigma,
+            "kappa": self.kappa,
+            "n_max": self.n_max,
+            "x_max": self.x_max,
+            "r_squared": self.r_squared,
+            "rmse": self.rmse,
+            "points": self.points,
+        }
+
+
+def fit_usl(
+    connections: Sequence[float] | np.ndarray, throughput: Sequence[float] | np.ndarray
+) -> USLFit:
+    """Fit λ, σ, κ to (N, X) points by nonlinear least squares on X.
+
+    Bounds: λ > 0, 0 ≤ σ ≤ 1, κ ≥ 0. Needs at least three points with N > 0 and at least two
+    distinct N. Several points at the same N (repeated runs) are all used.
+    """
+    n = np.asarray(connections, dtype=float)
+    x = np.asarray(throughput, dtype=float)
+    if n.shape != x.shape:
+        raise ValueError("connections and throughput must have the same length")
+    keep = np.isfinite(n) & np.isfinite(x) & (n > 0)
+    n, x = n[keep], x[keep]
+    if len(n) < 3 or len(np.unique(n)) < 2:
+        raise ValueError(
+            f"a USL fit needs at least 3 points at 2 or more concurrency levels, got {len(n)}"
+        )
+    if np.any(x < 0):
+        raise ValueError("throughput must not be negative")
+
+    # Start λ at the best per-worker rate seen among the smallest levels; σ, κ small.
+    smallest = n <= np.min(n) * 1.0 + 1e-9
+    lam0 = float(np.max(x[smallest] / n[smallest]))
+    lam0 = lam0 if lam0 > 0 else 1.0
+    scale = float(np.max(x)) or 1.0
+
+    def residuals(params: np.ndarray) -> np.ndarray:
+        lam, sigma, kappa = params
+        return (usl_throughput(n, lam, sigma, kappa) - x) / scale
+
+    best = None
+    for sigma0, kappa0 in ((0.01, 1e-4), (0.1, 1e-3), (0.5, 1e-2), (0.001, 1e-6)):
+        result = least_squares(
+            residuals,
+            x0=[lam0, sigma0, kappa0],
+            bounds=([1e-12, 0.0, 0.0], [np.inf, 1.0, np.inf]),
+            method="trf",
+            x_scale=[lam0, 0.1, 1e-3],
+            xtol=1e-14,
+            ftol=1e-14,
+            gtol=1e-14,
+            max_nfev=20000,
+        )
+        if best is None or result.cost < best.cost:
+            best = result
+    assert best is not None
+    lam, sigma, kappa = (float(v) for v in best.x)
+    fitted = usl_throughput(n, lam, sigma, kappa)
+    ss_res = float(np.sum((x - fitted) ** 2))
+    ss_tot = float(np.sum((x - np.mean(x)) ** 2))
+    r_squared = 1.0 - ss_res / ss_tot if ss_tot > 0 else float("nan")
+    rmse = math.sqrt(ss_res / len(n))
+    stderr = _stderr(best.jac * scale, ss_res, len(n))
+    return USLFit(
+        lam=lam,
+        sigma=sigma,
+        kappa=kappa,
+        r_squared=r_squared,
+        rmse=rmse,
+        stderr=stderr,
+        points=len(n),
+    )
+
+
+def _stderr(jac: np.ndarray, ss_res: float, points: int) -> tuple[float, float, float]:
+    dof = points - 3
+    if dof <= 0:
+        return (math.nan, math.nan, math.nan)
+    try:
+        cov = np.linalg.inv(jac.T @ jac) * (ss_res / dof)
+    except np.linalg.LinAlgError:
+        return (math.nan, math.nan, math.nan)
+    diag = np.diag(cov)
+    return tuple(float(math.sqrt(v)) if v >= 0 else math.nan for v in diag)  # type: ignore[return-value]

@@ -1,0 +1,43 @@
+"""Every plot function returns a Figure with data on it and leaves pyplot untouched."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import matplotlib.pyplot as plt
+from matplotlib.figure import Figure
+
+import loadgen_analysis as la
+from loadgen_analysis import plots
+
+from .conftest import Recorded
+
+
+def _has_data(fig: Figure) -> bool:
+    return any(ax.lines or ax.patches or ax.collections for ax in fig.axes)
+
+
+def test_every_plot_returns_a_figure(
+    capacity_sweep: list[Path], error_run: Recorded, service_time_runs: dict[str, list[Path]]
+) -> None:
+    before = plt.get_fignums()
+    sweep = la.sweep_table(capacity_sweep)
+    fit = la.fit_usl(sweep["connections"], sweep["throughput_rps"])
+    base, cand = service_time_runs["5ms"][0], service_time_runs["8ms"][0]
+    figures = [
+        plots.plot_timeline(error_run.path),
+        plots.plot_timeline(capacity_sweep),
+        plots.plot_percentile_spectrum(error_run.path),
+        plots.plot_percentile_spectrum(cand, baseline=base),
+        plots.plot_throughput_vs_n(sweep, la.calibration_from_sweep(sweep), fit),
+        plots.plot_throughput_vs_n(sweep),
+        plots.plot_latency_vs_n(sweep, fit),
+        plots.plot_n_eff(sweep),
+        plots.plot_latency_components(error_run.path),
+        plots.plot_comparison(la.compare(base, cand)),
+    ]
+    for fig in figures:
+        assert isinstance(fig, Figure)
+        assert _has_data(fig)
+        assert fig.axes[0].get_title()
+    assert plt.get_fignums() == before  # no pyplot state: nothing to show or leak

@@ -1,0 +1,106 @@
+"""The regression gate end to end through the CLI: a slower server fails the p99 gate, the
+same configuration twice passes it, bad input exits 2."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+import loadgen_analysis as la
+
+from .conftest import Recorded
+
+
+def _cli(*args: str | Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "loadgen_analysis.cli", *map(str, args)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+
+
+def _rows(stdout: str) -> dict[str, dict]:
+    data = json.loads(stdout)
+    return {m["metric"]: m for m in data["metrics"]}
+
+
+def test_5ms_vs_8ms_fails_the_p99_gate(service_time_runs: dict[str, list[Path]]) -> None:
+    base, cand = service_time_runs["5ms"][0], service_time_runs["8ms"][0]
+    proc = _cli("compare", base, cand, "--max-p99-increase", "10%", "--json")
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    rows = _rows(proc.stdout)
+    assert rows["p99"]["verdict"] == "fail"
+    assert rows["p99"]["delta"] > 0.3  # 8 ms against 5 ms of service time
+    assert rows["p99"]["ci_low"] > 0.1
+    assert rows["throughput"]["verdict"] == "fail"  # 16 workers: X = 16 / R drops too
+    # The table form says the same.
+    text = _cli("compare", base, cand)
+    assert text.returncode == 1
+    assert "FAIL" in text.stdout and "p99" in text.stdout
+
+
+def test_same_configuration_twice_passes(service_time_runs: dict[str, list[Path]]) -> None:
+    first, second = service_time_runs["5ms"][:2]
+    proc = _cli("compare", first, second, "--json")
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    rows = _rows(proc.stdout)
+    assert rows["p99"]["verdict"] != "fail"
+    assert abs(rows["throughput"]["delta"]) < 0.05
+    assert rows["p99"]["ci_low"] < rows["p99"]["delta"] < rows["p99"]["ci_high"]
+
+
+def test_repeated_runs_use_run_to_run_intervals(service_time_runs: dict[str, list[Path]]) -> None:
+    base_dir = service_time_runs["5ms"][0].parent
+    cand_dir = service_time_runs["8ms"][0].parent
+    result = la.compare(la.load_runs([base_dir]), la.load_runs([cand_dir]))
+    assert result.method.startswith("repeated runs (3 baseline, 3 candidate)")
+    p99 = result.table.set_index("metric").loc["p99"]
+    assert p99["verdict"] == "fail"
+    proc = _cli("compare", base_dir, cand_dir)
+    assert proc.returncode == 1
+    assert "repeated runs" in proc.stdout
+
+
+def test_error_rate_limit_is_absolute(
+    service_time_runs: dict[str, list[Path]], error_run: Recorded
+) -> None:
+    proc = _cli(
+        "compare", service_time_runs["5ms"][0], error_run.path, "--max-error-rate", "1%", "--json"
+    )
+    assert proc.returncode == 1
+    rows = _rows(proc.stdout)
+    assert rows["error rate"]["verdict"] == "fail"
+    assert rows["error rate"]["candidate"] == pytest.approx(0.1, abs=0.05)
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ("compare", "/nonexistent/base", "/nonexistent/cand"),
+        ("compare", "{base}", "{base}", "--max-p99-increase", "ten percent"),
+        ("compare", "{base}", "{base}", "--windows", "1"),
+        ("report", "/nonexistent/run", "--out", "{tmp}/r.html"),
+    ],
+)
+def test_bad_input_exits_2(
+    args: tuple[str, ...], service_time_runs: dict[str, list[Path]], tmp_path: Path
+) -> None:
+    base = service_time_runs["5ms"][0]
+    proc = _cli(*(a.format(base=base, tmp=tmp_path) for a in args))
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    assert "error" in proc.stderr
+
+
+def test_html_comparison_report(service_time_runs: dict[str, list[Path]], tmp_path: Path) -> None:
+    out = tmp_path / "gate.html"
+    proc = _cli("compare", service_time_runs["5ms"][0], service_time_runs["8ms"][0], "--html", out)
+    assert proc.returncode == 1
+    text = out.read_text()
+    assert text.count("data:image/png;base64,") == 2
+    assert "FAIL" in text

@@ -1,0 +1,105 @@
+"""The DuckDB reductions agree with what loadgen printed for the same run."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+import loadgen_analysis as la
+
+from .conftest import Recorded
+
+# An HDR histogram with 3 significant digits reports a value within 1/1024 of the exact one.
+HDR_REL = 1e-3
+
+
+def test_op_summary_matches_the_rust_summary(error_run: Recorded) -> None:
+    printed = error_run.summary["summary"]
+    ours = la.op_summary(error_run.path)
+    assert int(ours["requests"].sum()) == printed["requests"]
+    assert int(ours["failed"].sum()) == printed["failed"]
+    assert int(ours["ok"].sum()) == printed["ok"]
+    assert printed["failed"] > 0, "the error-rate server must have produced failures"
+    errors = la.error_breakdown(error_run.path)
+    assert dict(zip(errors["error"], errors["count"], strict=True)) == printed["errors"]
+    assert int(ours["bytes_sent"].sum()) == printed["bytes_sent"]
+    assert int(ours["bytes_received"].sum()) == printed["bytes_received"]
+
+    for op in printed["ops"]:
+        row = ours[ours["op"] == op["op"]].iloc[0]
+        assert row["requests"] == op["requests"]
+        assert row["failed"] == op["failed"]
+        assert row["throughput_rps"] == pytest.approx(op["throughput_rps"], rel=1e-9)
+        lat = op["latency"]
+        assert row["responses"] == lat["count"]
+        for name, key in [
+            ("p50_ms", "p50_ns"),
+            ("p90_ms", "p90_ns"),
+            ("p99_ms", "p99_ns"),
+            ("p999_ms", "p999_ns"),
+            ("mean_ms", "mean_ns"),
+            ("min_ms", "min_ns"),
+            ("max_ms", "max_ns"),
+        ]:
+            assert row[name] * 1e6 == pytest.approx(lat[key], rel=HDR_REL), name
+
+
+def test_run_table_wall_time_and_throughput_match(error_run: Recorded) -> None:
+    printed = error_run.summary["summary"]
+    table = la.run_table(error_run.path)
+    row = table.iloc[0]
+    assert row["wall_s"] * 1e9 == pytest.approx(printed["wall_time_ns"], abs=1)
+    assert row["throughput_rps"] == pytest.approx(printed["throughput_rps"], rel=1e-9)
+    assert row["ok_throughput_rps"] == pytest.approx(printed["ok_throughput_rps"], rel=1e-9)
+    assert row["connections"] == 8
+    assert row["workers_seen"] == 8
+    # Little's Law on the client: N_eff = X · R̄ cannot exceed the workers that exist.
+    assert 0 < row["n_eff"] <= 8 + 1e-9
+    assert row["n_eff"] == pytest.approx(row["throughput_rps"] * row["mean_busy_ms"] / 1e3)
+
+
+def test_timeline_counts_every_request_once(error_run: Recorded) -> None:
+    run = la.load_run(error_run.path)
+    for by_phase in (True, False):
+        tl = la.timeline(run, bucket_s=0.25, by_phase=by_phase)
+        assert int(tl["requests"].sum()) == run.rows
+        assert int(tl["errors"].sum()) == error_run.summary["summary"]["failed"]
+    tl = la.timeline(run, bucket_s=0.25, by_phase=False)
+    assert (tl["p99_ms"] >= tl["p50_ms"]).all()
+    assert tl["t_s"].is_monotonic_increasing
+    # A 1 s run in 0.25 s buckets: 4 buckets, maybe a 5th for the last requests.
+    assert 4 <= len(tl) <= 6
+    with pytest.raises(ValueError, match="bucket_s"):
+        la.timeline(run, bucket_s=0)
+
+
+def test_worker_gaps_are_small_without_think_time(error_run: Recorded) -> None:
+    gaps = la.worker_gaps(error_run.path)
+    assert sorted(gaps["worker"]) == list(range(8))
+    assert int(gaps["requests"].sum()) == error_run.summary["summary"]["requests"]
+    assert (gaps["gap_p50_ms"] >= 0).all()
+    assert (gaps["gap_p50_ms"] < 2.0).all()  # back to back: well under a millisecond or two
+    summary = la.gap_summary(error_run.path).iloc[0]
+    assert summary["idle_share"] < 0.2
+
+
+def test_latency_components_add_up(error_run: Recorded) -> None:
+    comp = la.latency_components(error_run.path)
+    total = comp["connect_ms"] + comp["first_byte_ms"] + comp["transfer_ms"]
+    np.testing.assert_allclose(total, comp["mean_latency_ms"], rtol=1e-9)
+    assert (comp["connects"] >= 1).all()  # every worker opened its connection once
+    assert ((comp["ttfb_share"] > 0) & (comp["ttfb_share"] <= 1)).all()
+
+
+def test_percentile_spectrum_is_monotonic_and_exact(error_run: Recorded) -> None:
+    spectrum = la.percentile_spectrum(error_run.path)
+    for _, curve in spectrum.groupby(["run", "op"]):
+        assert curve["latency_ms"].is_monotonic_increasing
+    summary = la.op_summary(error_run.path).iloc[0]
+    p99 = spectrum[np.isclose(spectrum["percentile"], 0.99)]["latency_ms"].iloc[0]
+    assert p99 == summary["p99_ms"]
+    assert math.isclose(
+        spectrum[spectrum["percentile"] == 0.0]["latency_ms"].iloc[0], summary["min_ms"]
+    )

@@ -1,0 +1,70 @@
+#!/usr/bin/env bash
+# Python checks of the analysis package: creates/refreshes the venv at .venv with the pinned
+# dependencies of analysis/requirements.lock, then runs ruff (lint + format), pytest and the
+# four notebooks headless. Needs the debug binaries (cargo build --workspace) for the tests
+# that record real runs; LOADGEN_BIN / LOADGEN_SERVER_BIN point elsewhere.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+step() { printf '\n==> %s\n' "$*"; }
+
+PYTHON=${PYTHON:-python3}
+VENV=.venv
+LOCK=analysis/requirements.lock
+
+step "python venv ($VENV) with the pinned dependencies of $LOCK"
+if ! "$PYTHON" -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else 1)'; then
+  echo "error: Python 3.11 or newer is needed ($PYTHON is $("$PYTHON" --version 2>&1))" >&2
+  exit 1
+fi
+if [ ! -x "$VENV/bin/python" ]; then
+  if ! "$PYTHON" -m venv "$VENV"; then
+    echo "error: could not create a venv; on Debian: apt-get install python3-venv" >&2
+    exit 1
+  fi
+fi
+# Install with uv when it can be had (much faster), else with pip; both read the same lock.
+# The stamp skips the install when neither the lock nor pyproject.toml changed.
+stamp="$VENV/.installed-$(cat "$LOCK" pyproject.toml | sha256sum | cut -c1-16)"
+if [ ! -f "$stamp" ]; then
+  "$VENV/bin/python" -m pip install --quiet --disable-pip-version-check 'uv==0.13.9' \
+    || echo "note: uv unavailable; installing with pip"
+  if [ -x "$VENV/bin/uv" ]; then
+    "$VENV/bin/uv" pip install --quiet --python "$VENV/bin/python" -r "$LOCK"
+    "$VENV/bin/uv" pip install --quiet --python "$VENV/bin/python" --no-deps -e .
+  else
+    "$VENV/bin/python" -m pip install --quiet --disable-pip-version-check -r "$LOCK"
+    "$VENV/bin/python" -m pip install --quiet --disable-pip-version-check --no-deps -e .
+  fi
+  rm -f "$VENV"/.installed-*
+  touch "$stamp"
+fi
+PY="$VENV/bin/python"
+# The notebooks' kernel must be this venv's Python.
+export PATH="$PWD/$VENV/bin:$PATH"
+
+step "ruff check analysis/"
+"$VENV/bin/ruff" check analysis/
+
+step "ruff format --check analysis/"
+"$VENV/bin/ruff" format --check analysis/
+
+step "pytest analysis/tests"
+# Exit 5 (no tests collected) is a failure here too: pytest returns it non-zero.
+"$PY" -m pytest analysis/tests
+
+step "notebooks (papermill, headless)"
+out=$(mktemp -d)
+trap 'rm -rf "$out"' EXIT
+for notebook in analysis/notebooks/[0-9][0-9]-*.ipynb; do
+  name=$(basename "$notebook")
+  echo "  $name"
+  "$PY" -m papermill --log-level WARNING --kernel python3 --cwd analysis/notebooks \
+    "$notebook" "$out/$name"
+done
+count=$(find analysis/notebooks -maxdepth 1 -name '[0-9][0-9]-*.ipynb' | wc -l)
+if [ "$count" -lt 4 ]; then
+  echo "error: expected 4 notebooks in analysis/notebooks, found $count" >&2
+  exit 1
+fi
+echo "  $count notebooks ran"
