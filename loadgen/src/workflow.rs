@@ -16,10 +16,10 @@ use crate::cli::{CalibrateArgs, SweepArgs};
 use crate::config::RunConfig;
 use crate::model::phased::{PhasePlan, PhasedPlan, StartRule};
 use crate::model::ModelPlan;
-use crate::scenario::schema::{ModelSpec, PhaseSpec, PhasedSpec, WorkerCount};
 use crate::report::console::duration;
 use crate::report::{write_json_atomically, RunSummary};
 use crate::runner::{run, RunError};
+use crate::scenario::schema::{ModelSpec, PhaseSpec, PhasedSpec, WorkerCount};
 use crate::stop::StopSignal;
 
 /// Phase labels of a calibration run.
