@@ -114,3 +114,38 @@ fn open_flags_are_checked() {
         assert!(stderr.contains(needle), "{args:?}: {stderr}");
     }
 }
+
+/// A server that stalls 500 ms every 2 s: the open model's percentiles show it; a closed model
+/// at similar throughput hides it (its workers simply wait, and stop sending).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn coordinated_omission_is_shown_not_hidden() {
+    let server = servers::start(ServerConfig {
+        service_time: "2ms".parse().unwrap(),
+        stall: Some(servers::Stall {
+            every: std::time::Duration::from_secs(2),
+            duration: std::time::Duration::from_millis(500),
+        }),
+        ..ServerConfig::default()
+    })
+    .await
+    .unwrap();
+    let url = format!("{}/", server.url());
+    let (_d1, _, closed) = run_at(&url, &["-c", "2", "-d", "4s"], StopSignal::new()).await;
+    let closed_rps = closed.summary.throughput_rps;
+    let rate = format!("{:.0}", closed_rps);
+    let (_d2, _, open) = run_at(&url, &["--rate", &rate, "-d", "4s"], StopSignal::new()).await;
+
+    let p99 = |o: &loadgen::RunOutcome| o.summary.ops[0].latency.unwrap().p99_ns as f64 / 1e6;
+    let uncorrected_p99 = open.summary.ops[0].uncorrected_latency.unwrap().p99_ns as f64 / 1e6;
+    let figures = format!(
+        "closed: {closed_rps:.0} req/s, p99 {:.1} ms; open at {rate} req/s: p99 {:.1} ms from intended, {uncorrected_p99:.1} ms from actual send",
+        p99(&closed),
+        p99(&open)
+    );
+    eprintln!("{figures}");
+    assert!(p99(&open) >= 400.0, "{figures}");
+    assert!(p99(&closed) < p99(&open) / 4.0, "{figures}");
+    let summary = open.summary.open.as_ref().unwrap();
+    assert_eq!(summary.dropped, 0, "{figures}");
+    server.shutdown().await;
+}

@@ -22,6 +22,17 @@ pub struct ServerConfig {
     pub workers: Option<usize>,
     /// Fraction of API requests (0..=1) answered `500` instead of being handled.
     pub error_rate: f64,
+    /// Periodic stalls: the whole server stops answering API requests for a while.
+    pub stall: Option<Stall>,
+}
+
+/// For `duration` out of every `every` (from server start), API requests are held until the
+/// stall ends — what a GC pause or a blocked dependency looks like from outside. Tests use
+/// it to show coordinated omission.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Stall {
+    pub every: std::time::Duration,
+    pub duration: std::time::Duration,
 }
 
 impl Default for ServerConfig {
@@ -32,6 +43,7 @@ impl Default for ServerConfig {
             service_time: ServiceTime::Zero,
             workers: None,
             error_rate: 0.0,
+            stall: None,
         }
     }
 }
@@ -43,6 +55,10 @@ pub enum ConfigError {
     ErrorRate(f64),
     #[error("workers must be at least 1 (leave it unset for unlimited), got 0")]
     ZeroWorkers,
+    #[error(
+        "a stall must last longer than 0 and less than its period (--stall-for < --stall-every)"
+    )]
+    Stall,
 }
 
 impl ServerConfig {
@@ -51,6 +67,11 @@ impl ServerConfig {
         // `contains` is false for NaN, so NaN is rejected too.
         if !(0.0..=1.0).contains(&self.error_rate) {
             return Err(ConfigError::ErrorRate(self.error_rate));
+        }
+        if let Some(stall) = self.stall {
+            if stall.duration.is_zero() || stall.duration >= stall.every {
+                return Err(ConfigError::Stall);
+            }
         }
         if self.workers == Some(0) {
             // Zero permits would make every request wait forever.

@@ -38,6 +38,6 @@ mod router;
 mod server;
 mod service_time;
 
-pub use config::{ConfigError, ServerConfig};
+pub use config::{ConfigError, ServerConfig, Stall};
 pub use server::{start, RunningServer, DEFAULT_SHUTDOWN_GRACE};
 pub use service_time::{ParseServiceTimeError, ServiceTime};

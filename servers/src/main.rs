@@ -39,6 +39,15 @@ struct Cli {
     #[arg(long, default_value_t = 0.0, value_name = "P", value_parser = parse_error_rate)]
     error_rate: f64,
 
+    /// Stall periodically: every DURATION the whole server stops answering API requests for
+    /// --stall-for (requests arriving or in service then are held until the stall ends).
+    #[arg(long, value_name = "DURATION", value_parser = humantime::parse_duration, requires = "stall_for")]
+    stall_every: Option<std::time::Duration>,
+
+    /// How long each stall lasts (shorter than --stall-every).
+    #[arg(long, value_name = "DURATION", value_parser = humantime::parse_duration, requires = "stall_every")]
+    stall_for: Option<std::time::Duration>,
+
     /// Tokio worker threads; 1 runs everything on one thread. Default: one per core.
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..=4096))]
     threads: Option<u64>,
@@ -89,7 +98,15 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             .transpose()
             .context("--workers is too large")?,
         error_rate: cli.error_rate,
+        stall: cli
+            .stall_every
+            .zip(cli.stall_for)
+            .map(|(every, duration)| servers::Stall { every, duration }),
     };
+    if let Err(e) = config.validate() {
+        eprintln!("error: {e}");
+        std::process::exit(2);
+    }
     runtime.block_on(serve(config))
 }
 

@@ -52,6 +52,8 @@ pub(crate) struct Shared {
     service_time: ServiceTime,
     workers: Option<Semaphore>,
     error_rate: f64,
+    stall: Option<crate::Stall>,
+    started: std::time::Instant,
 }
 
 /// A server started by [`start`]. Dropping it without [`RunningServer::shutdown`] leaves it
@@ -83,6 +85,8 @@ pub async fn start(config: ServerConfig) -> io::Result<RunningServer> {
         service_time: config.service_time,
         workers: config.workers.map(Semaphore::new),
         error_rate: config.error_rate,
+        stall: config.stall,
+        started: std::time::Instant::now(),
     });
     let (stop, stop_rx) = watch::channel(None);
     let accept_loop = tokio::spawn(accept_loop(listener, Arc::clone(&shared), stop_rx));
@@ -244,6 +248,7 @@ async fn serve_api(
     shared: &Shared,
 ) -> Reply {
     let _in_flight = shared.metrics.enter();
+    hold_during_stall(shared).await;
     let _worker = match &shared.workers {
         Some(workers) => {
             let _waiting = shared.metrics.wait_for_worker();
@@ -256,9 +261,24 @@ async fn serve_api(
     if !shared.service_time.is_zero() {
         crate::delay::sleep(shared.service_time.sample()).await;
     }
+    // A request in service when a stall begins is held too: the server answers nothing.
+    hold_during_stall(shared).await;
     if shared.error_rate > 0.0 && fastrand::f64() < shared.error_rate {
         reply::discard_body(body).await;
         return reply::injected_error();
     }
     api::handle(matched, parts, body, shared).await
+}
+
+/// Waits out the current stall window, if the server is in one.
+async fn hold_during_stall(shared: &Shared) {
+    let Some(stall) = shared.stall else { return };
+    let every_ns = stall.every.as_nanos().max(1);
+    let into_period_ns = shared.started.elapsed().as_nanos() % every_ns;
+    // The stall is the last `duration` of each period, so the server starts healthy.
+    let stall_starts_ns = every_ns - stall.duration.as_nanos();
+    if into_period_ns >= stall_starts_ns {
+        let remaining_ns = (every_ns - into_period_ns) as u64;
+        crate::delay::sleep(std::time::Duration::from_nanos(remaining_ns)).await;
+    }
 }

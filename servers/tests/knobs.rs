@@ -183,3 +183,48 @@ async fn invalid_knobs_are_refused_at_start() {
     }
     assert_eq!(ServerConfig::default().validate(), Ok(()));
 }
+
+/// For 200 ms out of every 400 ms nothing is answered: requests arriving then wait for the
+/// stall to end, the others are quick.
+#[tokio::test]
+async fn stalls_hold_requests_until_the_window_ends() {
+    let server = server(ServerConfig {
+        stall: Some(servers::Stall {
+            every: Duration::from_millis(400),
+            duration: Duration::from_millis(200),
+        }),
+        ..ServerConfig::default()
+    })
+    .await;
+    let mut client = Client::connect(server.local_addr()).await;
+    let (mut slow, mut fast) = (0, 0);
+    let started = Instant::now();
+    while started.elapsed() < Duration::from_millis(1200) {
+        let sent = Instant::now();
+        assert_eq!(client.get("/").await.status, 200);
+        let took = sent.elapsed();
+        assert!(
+            took <= Duration::from_millis(260),
+            "held {took:?}, longer than a stall"
+        );
+        if took >= Duration::from_millis(20) {
+            slow += 1;
+        } else {
+            fast += 1;
+        }
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    // Three periods: about one held request per stall window, many quick ones between.
+    assert!((2..=4).contains(&slow), "{slow} held requests");
+    assert!(fast > 20, "{fast} quick requests");
+}
+
+#[test]
+fn the_binary_rejects_a_stall_longer_than_its_period() {
+    let output = std::process::Command::new(env!("CARGO_BIN_EXE_loadgen-server"))
+        .args(["--port", "0", "--stall-every", "1s", "--stall-for", "2s"])
+        .output()
+        .unwrap();
+    assert_eq!(output.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&output.stderr).contains("--stall-for < --stall-every"));
+}
