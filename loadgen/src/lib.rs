@@ -21,6 +21,7 @@ pub mod runner;
 pub mod scenario;
 pub mod stats;
 pub mod stop;
+pub mod sysmon;
 pub mod transport;
 pub mod worker;
 pub mod workflow;

@@ -19,6 +19,7 @@ use crate::record::SCHEMA_VERSION;
 use crate::report::{console, progress::Progress, write_json_atomically, OpenSummary, RunSummary};
 use crate::stats::LiveCounters;
 use crate::stop::{ExitReason, StopSignal};
+use crate::sysmon::{self, ClientSummary, SysmonConfig};
 use crate::transport::{probe, ProbeError, TransportConfig};
 use crate::worker::{WorkerContext, WorkerPool};
 use std::sync::atomic::Ordering;
@@ -127,6 +128,8 @@ struct RunJson<'a> {
     summary: &'a RunSummary,
     records: RecordsInfo,
     warnings: &'a [String],
+    /// Client CPU, memory and saturation (from client-metrics.parquet).
+    client: Option<&'a ClientSummary>,
 }
 
 #[derive(Debug, Serialize)]
@@ -189,6 +192,12 @@ pub async fn run(config: RunConfig, stop: StopSignal) -> Result<RunOutcome, RunE
     })?;
 
     let live = Arc::new(LiveCounters::default());
+    let sysmon = sysmon::start(SysmonConfig {
+        path: run_dir.join("client-metrics.parquet"),
+        interval: std::time::Duration::from_secs(1),
+        anchor,
+        live: live.clone(),
+    });
     let ctx = Arc::new(WorkerContext {
         anchor,
         workload: config.workload.clone(),
@@ -249,6 +258,22 @@ pub async fn run(config: RunConfig, stop: StopSignal) -> Result<RunOutcome, RunE
     }
     progress.finish();
     drop(ctx);
+    let client = match sysmon.and_then(|s| s.finish()) {
+        Ok(client) => {
+            if client.saturated {
+                warnings.push(format!(
+                    "the client was saturated (peak CPU {:.0} % of its {} core(s)): throughput and latency describe the client, not the server",
+                    client.peak_cpu_utilisation * 100.0,
+                    client.cores
+                ));
+            }
+            Some(client)
+        }
+        Err(e) => {
+            warnings.push(format!("no client metrics: {e}"));
+            None
+        }
+    };
 
     let report = tokio::task::spawn_blocking(move || writer.finish())
         .await
@@ -297,6 +322,7 @@ pub async fn run(config: RunConfig, stop: StopSignal) -> Result<RunOutcome, RunE
                 .collect(),
         },
         warnings: &warnings,
+        client: client.as_ref(),
     })
     .expect("run.json is plain data");
     let run_json_path = run_dir.join("run.json");
@@ -318,6 +344,9 @@ pub async fn run(config: RunConfig, stop: StopSignal) -> Result<RunOutcome, RunE
         ),
         ("Ended", exit_reason_text(exit_reason).to_string()),
     ];
+    if let Some(client) = &client {
+        footer.push(("Client", client.console_line()));
+    }
     for warning in &warnings {
         footer.push(("Warning", warning.clone()));
     }

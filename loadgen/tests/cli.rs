@@ -203,3 +203,75 @@ fn sigint_mid_run_keeps_every_completed_request_and_exits_130() {
     assert_eq!(json["summary"]["requests"], rows.len() as u64);
     runtime.block_on(server.shutdown());
 }
+
+#[test]
+fn client_metrics_are_sampled_every_second() {
+    use arrow_array::cast::AsArray;
+    use arrow_array::types::{Float64Type, Int64Type, UInt64Type};
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("run");
+    let output = loadgen()
+        .args([
+            "run",
+            "-c",
+            "4",
+            "-d",
+            "3s",
+            "--no-progress",
+            "--out",
+            out.to_str().unwrap(),
+        ])
+        .output()
+        .unwrap();
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let file = std::fs::File::open(out.join("client-metrics.parquet")).unwrap();
+    let reader = parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder::try_new(file)
+        .unwrap()
+        .build()
+        .unwrap();
+    let batches: Vec<_> = reader.map(|b| b.unwrap()).collect();
+    let rows: usize = batches.iter().map(|b| b.num_rows()).sum();
+    assert!((2..=4).contains(&rows), "{rows} samples in a 3 s run");
+    let batch = &batches[0];
+    let t = batch
+        .column_by_name("t_ns")
+        .unwrap()
+        .as_primitive::<Int64Type>();
+    assert!(t.values().windows(2).all(|w| w[1] > w[0]));
+    let cpu = batch
+        .column_by_name("cpu_utilisation")
+        .unwrap()
+        .as_primitive::<Float64Type>();
+    assert!(cpu.values().iter().all(|c| *c > 0.0), "{cpu:?}");
+    let rss = batch
+        .column_by_name("rss_bytes")
+        .unwrap()
+        .as_primitive::<UInt64Type>();
+    assert!(rss.values().iter().all(|r| *r > 1_000_000));
+    let fds = batch
+        .column_by_name("open_fds")
+        .unwrap()
+        .as_primitive::<UInt64Type>();
+    assert!(
+        fds.values().iter().all(|f| *f >= 4),
+        "4 connections are open"
+    );
+    let cores = batch
+        .column_by_name("core_utilisation")
+        .unwrap()
+        .as_list::<i32>();
+    assert!(!cores.value(0).is_empty());
+    assert!(!batch
+        .column_by_name("network")
+        .unwrap()
+        .as_list::<i32>()
+        .value(0)
+        .is_empty());
+    let json = run_json(&out);
+    assert!(json["client"]["peak_cpu_utilisation"].as_f64().unwrap() > 0.0);
+    assert!(String::from_utf8_lossy(&output.stdout).contains("Client"));
+}

@@ -26,9 +26,11 @@ pub struct ServerConfig {
     pub stall: Option<Stall>,
 }
 
-/// For `duration` out of every `every` (from server start), API requests are held until the
-/// stall ends — what a GC pause or a blocked dependency looks like from outside. Tests use
-/// it to show coordinated omission.
+/// For `duration` out of every `every`, API requests are held until the stall ends — what a
+/// GC pause or a blocked dependency looks like from outside. The stall is the last
+/// `duration` of each period counted from server start, so a server starts healthy. Tests
+/// use it to show coordinated omission: a closed-loop client sees one slow request per
+/// connection, an open-loop client sees every send that fell inside the window.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Stall {
     pub every: std::time::Duration,
@@ -56,9 +58,15 @@ pub enum ConfigError {
     #[error("workers must be at least 1 (leave it unset for unlimited), got 0")]
     ZeroWorkers,
     #[error(
-        "a stall must last longer than 0 and less than its period (--stall-for < --stall-every)"
+        "a stall of {} every {} cannot be served: --stall-for must be longer than 0 and \
+         shorter than --stall-every (e.g. --stall-every 2s --stall-for 500ms)",
+        humantime::format_duration(*duration),
+        humantime::format_duration(*every)
     )]
-    Stall,
+    Stall {
+        every: std::time::Duration,
+        duration: std::time::Duration,
+    },
 }
 
 impl ServerConfig {
@@ -69,8 +77,12 @@ impl ServerConfig {
             return Err(ConfigError::ErrorRate(self.error_rate));
         }
         if let Some(stall) = self.stall {
+            // A zero period is caught here too: no duration is both > 0 and < 0.
             if stall.duration.is_zero() || stall.duration >= stall.every {
-                return Err(ConfigError::Stall);
+                return Err(ConfigError::Stall {
+                    every: stall.every,
+                    duration: stall.duration,
+                });
             }
         }
         if self.workers == Some(0) {

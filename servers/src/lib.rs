@@ -3,8 +3,10 @@
 //! The load generator needs a target whose behaviour is known, so that a measurement can be
 //! checked against the truth: this crate serves the albums, skiers, swipe and stepcounter
 //! APIs (plus `GET /` → `hello, world`) on one hyper server, and lets the caller set a
-//! service time distribution, a finite number of workers and an error rate. The same code
-//! runs as the `loadgen-server` binary and in-process from tests via [`start`].
+//! service time distribution, a finite number of workers, an error rate and periodic stalls
+//! ([`Stall`]: for a while, the server answers nothing, which is how tests show coordinated
+//! omission). The same code runs as the `loadgen-server` binary and in-process from tests via
+//! [`start`].
 //!
 //! What it is responsible for: routing, validating requests the way the course servers do
 //! (400 for malformed ids and bodies, 404 for unknown paths, 405 for a wrong method),

@@ -13,7 +13,7 @@ use clap::Parser;
 use servers::{ServerConfig, ServiceTime};
 
 /// Reference server for the course APIs (albums, skiers, swipe, stepcounter) with knobs for
-/// service time, worker capacity and error rate.
+/// service time, worker capacity, error rate and periodic stalls.
 #[derive(Debug, Parser)]
 #[command(version, about)]
 struct Cli {
@@ -39,8 +39,9 @@ struct Cli {
     #[arg(long, default_value_t = 0.0, value_name = "P", value_parser = parse_error_rate)]
     error_rate: f64,
 
-    /// Stall periodically: every DURATION the whole server stops answering API requests for
-    /// --stall-for (requests arriving or in service then are held until the stall ends).
+    /// Stall periodically: in every DURATION (counted from start), the whole server stops
+    /// answering API requests for its last --stall-for; requests arriving or in service then
+    /// are held until the stall ends, then served normally. /metrics is never held.
     #[arg(long, value_name = "DURATION", value_parser = humantime::parse_duration, requires = "stall_for")]
     stall_every: Option<std::time::Duration>,
 
@@ -113,12 +114,20 @@ fn run(cli: Cli) -> anyhow::Result<()> {
 async fn serve(config: ServerConfig) -> anyhow::Result<()> {
     let addr = std::net::SocketAddr::new(config.bind, config.port);
     let knobs = format!(
-        "service time {}, workers {}, error rate {}",
+        "service time {}, workers {}, error rate {}, {}",
         config.service_time,
         config
             .workers
             .map_or_else(|| "unlimited".to_owned(), |n| n.to_string()),
-        config.error_rate
+        config.error_rate,
+        config.stall.map_or_else(
+            || "no stalls".to_owned(),
+            |s| format!(
+                "stalls for {} every {}",
+                humantime::format_duration(s.duration),
+                humantime::format_duration(s.every)
+            )
+        ),
     );
     let server = servers::start(config)
         .await

@@ -226,5 +226,109 @@ fn the_binary_rejects_a_stall_longer_than_its_period() {
         .output()
         .unwrap();
     assert_eq!(output.status.code(), Some(2));
-    assert!(String::from_utf8_lossy(&output.stderr).contains("--stall-for < --stall-every"));
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        stderr.contains("a stall of 2s every 1s") && stderr.contains("shorter than --stall-every"),
+        "{stderr}"
+    );
+}
+
+#[test]
+fn the_binary_wants_both_stall_flags_or_neither() {
+    let output = std::process::Command::new(env!("CARGO_BIN_EXE_loadgen-server"))
+        .args(["--port", "0", "--stall-every", "1s"])
+        .output()
+        .unwrap();
+    assert_eq!(output.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&output.stderr).contains("--stall-for"));
+}
+
+#[tokio::test]
+async fn stalls_must_be_shorter_than_their_period_and_not_empty() {
+    for (every_ms, for_ms) in [(1000, 2000), (1000, 1000), (1000, 0), (0, 0)] {
+        let config = ServerConfig {
+            stall: Some(servers::Stall {
+                every: Duration::from_millis(every_ms),
+                duration: Duration::from_millis(for_ms),
+            }),
+            ..ServerConfig::default()
+        };
+        assert!(config.validate().is_err(), "{every_ms} ms / {for_ms} ms");
+        let error = servers::start(config).await.expect_err("refused");
+        assert_eq!(error.kind(), ErrorKind::InvalidInput);
+    }
+}
+
+/// Open loop: a request on its own connection every 10 ms for 1.2 s, whatever the answers.
+/// Every request arriving inside a window is held until that window ends — all of a
+/// window's held requests complete together, the earliest having waited ~200 ms — and the
+/// ones between windows are quick.
+#[tokio::test]
+async fn stalls_hold_every_request_arriving_in_a_window_until_it_ends() {
+    let server = server(ServerConfig {
+        stall: Some(servers::Stall {
+            every: Duration::from_millis(400),
+            duration: Duration::from_millis(200),
+        }),
+        ..ServerConfig::default()
+    })
+    .await;
+    let addr = server.local_addr();
+    let origin = Instant::now();
+    let mut requests = Vec::new();
+    let mut ticks = tokio::time::interval(Duration::from_millis(10));
+    while origin.elapsed() < Duration::from_millis(1200) {
+        ticks.tick().await;
+        requests.push(tokio::spawn(async move {
+            let mut client = Client::connect(addr).await;
+            let sent = Instant::now();
+            assert_eq!(client.get("/").await.status, 200);
+            (sent - origin, sent.elapsed())
+        }));
+    }
+    let mut held = Vec::new();
+    let mut quick = 0;
+    for request in requests {
+        let (sent, took) = request.await.unwrap();
+        assert!(
+            took <= Duration::from_millis(260),
+            "held {took:?}, longer than a stall"
+        );
+        if took >= Duration::from_millis(20) {
+            held.push((sent, took));
+        } else {
+            quick += 1;
+        }
+    }
+    // About half the sends fall in a window (200 of every 400 ms).
+    let sends = held.len() + quick;
+    assert!(
+        (sends * 3 / 10..=sends * 7 / 10).contains(&held.len()),
+        "{} of {sends} held",
+        held.len()
+    );
+    assert!(
+        held.iter()
+            .any(|(_, took)| *took >= Duration::from_millis(150)),
+        "nobody waited most of a stall: {held:?}"
+    );
+    // Held requests are released in bursts, one per window end, ~400 ms apart.
+    let mut released: Vec<Duration> = held.iter().map(|(sent, took)| *sent + *took).collect();
+    released.sort();
+    let bursts = released
+        .windows(2)
+        .filter(|w| w[1] - w[0] > Duration::from_millis(150))
+        .count()
+        + 1;
+    assert!((2..=3).contains(&bursts), "{bursts} bursts: {released:?}");
+    for w in released.windows(2) {
+        let gap = w[1] - w[0];
+        assert!(
+            gap <= Duration::from_millis(40) || gap >= Duration::from_millis(300),
+            "releases {:?} and {:?} are neither one burst nor a window apart",
+            w[0],
+            w[1]
+        );
+    }
+    server.shutdown().await;
 }

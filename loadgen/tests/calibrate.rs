@@ -1,4 +1,7 @@
-//! `loadgen calibrate` and `loadgen sweep` against reference servers of known capacity.
+//! `loadgen calibrate` against reference servers of known service time. 40 ms rather than the
+//! 10 ms of the course setup: unoptimised test builds add ~1 ms per request, which would be
+//! 10 % of a 10 ms service time but is 2.5 % of 40 ms. (Its own test binary:
+//! cargo runs binaries one at a time, so no other test competes for the 2 cores while it times.)
 
 use std::process::Command;
 
@@ -43,7 +46,7 @@ fn calibrate_measures_r1_and_predicts_with_littles_law() {
         .unwrap();
     let slow = runtime
         .block_on(servers::start(ServerConfig {
-            service_time: "10ms".parse().unwrap(),
+            service_time: "40ms".parse().unwrap(),
             ..ServerConfig::default()
         }))
         .unwrap();
@@ -52,7 +55,7 @@ fn calibrate_measures_r1_and_predicts_with_littles_law() {
     let measured = calibrate(&format!("{}/", slow.url()), &dir.path().join("slow"));
     let loopback_ns = overhead["calibration"]["r1_ns"].as_f64().unwrap();
     let r1_ns = measured["calibration"]["r1_ns"].as_f64().unwrap();
-    let expected = 10e6 + loopback_ns;
+    let expected = 40e6 + loopback_ns;
     assert!(
         (r1_ns - expected).abs() <= 0.1 * expected,
         "R(1) {r1_ns} ns vs {expected} ns"
@@ -75,62 +78,4 @@ fn calibrate_measures_r1_and_predicts_with_littles_law() {
         fast.shutdown().await;
         slow.shutdown().await;
     });
-}
-
-#[test]
-fn sweep_finds_the_capacity_of_a_server_with_8_workers_of_10ms() {
-    let runtime = tokio::runtime::Runtime::new().unwrap();
-    let server = runtime
-        .block_on(servers::start(ServerConfig {
-            service_time: "10ms".parse().unwrap(),
-            workers: Some(8),
-            ..ServerConfig::default()
-        }))
-        .unwrap();
-    let dir = tempfile::tempdir().unwrap();
-    let out = dir.path().join("sweep");
-    let (code, stdout, stderr) = loadgen(&[
-        "sweep",
-        "--url",
-        &format!("{}/", server.url()),
-        "--levels",
-        "1,4,8,16,32",
-        "-d",
-        "1500ms",
-        "--json",
-        "--out",
-        out.to_str().unwrap(),
-    ]);
-    assert_eq!(code, 0, "{stderr}");
-    let sweep: serde_json::Value = serde_json::from_str(&stdout).unwrap();
-    let on_disk: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(out.join("sweep.json")).unwrap()).unwrap();
-    assert_eq!(sweep, on_disk);
-    let levels = sweep["levels"].as_array().unwrap();
-    assert_eq!(levels.len(), 5);
-    let mut table = String::new();
-    for level in levels {
-        let n = level["level"].as_f64().unwrap();
-        let x = level["throughput_rps"].as_f64().unwrap();
-        let r_s = level["mean_latency_ns"].as_f64().unwrap() / 1e9;
-        let n_eff = level["n_eff"].as_f64().unwrap();
-        table += &format!("N={n} X={x:.0} R={:.1}ms N_eff={n_eff:.1}\n", r_s * 1e3);
-        assert!(std::path::Path::new(level["run_dir"].as_str().unwrap())
-            .join("run.json")
-            .exists());
-        // The client keeps N requests in flight: N_eff tracks N.
-        assert!((n_eff - n).abs() <= 0.1 * n + 0.2, "{table}");
-        if n >= 8.0 {
-            // Plateau at 8 workers / 10 ms = 800 req/s.
-            assert!((x - 800.0).abs() <= 80.0, "{table}");
-            // Beyond capacity, requests queue: R ≈ N / 800 s.
-            assert!((r_s - n / 800.0).abs() <= 0.15 * n / 800.0, "{table}");
-        }
-    }
-    // Predictions come from level 1's R(1).
-    let r1 = levels[0]["mean_latency_ns"].as_f64().unwrap();
-    assert_eq!(sweep["calibration_r1_ns"].as_f64().unwrap(), r1);
-    let predicted_32 = levels[4]["predicted_rps"].as_f64().unwrap();
-    assert!((predicted_32 - 32.0 * 1e9 / r1).abs() < 1e-6);
-    runtime.block_on(server.shutdown());
 }

@@ -1,0 +1,903 @@
+//! Client-side metrics: what the loadgen process and its machine were doing, sampled every
+//! interval (1 s in a run) — the evidence for "is the client the bottleneck?".
+//!
+//! A sampler on its own OS thread (never the async runtime, whose timers would be late exactly
+//! when the client is saturated) reads /proc through the `procfs` crate: the process's CPU
+//! time, RSS and open descriptors, every core's utilisation, every network interface's bytes
+//! and packets, plus the engine's [`LiveCounters`] (requests in flight, workers alive, buffer
+//! depth). Each sample is one row of `client-metrics.parquet`; rows are written as a row group
+//! at least every [`ROW_GROUP_EVERY`] into a hidden `.client-metrics.parquet.partial` that is
+//! renamed when [`Sysmon::finish`] closes it, so a reader never sees a half-written file.
+//!
+//! What it is not: a judge of the server, nor a source of request statistics. It measures the
+//! client, and flags one thing — a saturated client — in [`ClientSummary`]. A process killed
+//! mid-run leaves only the `.partial` file (no Parquet footer); the request records are what
+//! must survive a kill, and they do so on their own.
+//!
+//! ## Columns (`loadgen.kind = client-metrics`, `loadgen.schema_version = 1`)
+//!
+//! Deltas cover the interval that ends at `t_ns` and lasted `interval_ns`; gauges are read at
+//! `t_ns`. A column is null in a row when /proc could not be read for that sample.
+//!
+//! | column | type | meaning |
+//! |---|---|---|
+//! | `t_ns` | int64 | end of the interval, ns from the run's anchor instant |
+//! | `interval_ns` | int64 | wall time the deltas cover (the last row may cover less) |
+//! | `cpu_user_ns`, `cpu_sys_ns` | int64, null | process CPU time in the interval (10 ms ticks) |
+//! | `cpu_utilisation` | float64, null | (user + sys) / `interval_ns` / `loadgen.cores`; 1.0 = all its cores busy |
+//! | `core_utilisation` | list\<float64\>, null | system-wide busy fraction of each CPU, in /proc/stat order |
+//! | `rss_bytes` | uint64, null | resident set size at `t_ns` |
+//! | `open_fds` | uint64, null | open descriptors at `t_ns` (includes the sampler's one handle on /proc/self) |
+//! | `network` | list\<struct\<interface: utf8, rx_bytes, tx_bytes, rx_packets, tx_packets: uint64\>\>, null | per interface (sorted by name, loopback included), counted in the interval; an interface's first row counts 0 |
+//! | `requests_in_flight`, `workers_alive`, `buffer_depth` | int64 | engine gauges at `t_ns` |
+//!
+//! Key-value metadata also carries `loadgen.anchor_unix_ns`, `loadgen.interval_ns` and
+//! `loadgen.cores` (the cores available to the process, the denominator of `cpu_utilisation`).
+
+use std::collections::BTreeMap;
+use std::fs::File;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::Ordering;
+use std::sync::mpsc::{self, RecvTimeoutError};
+use std::sync::Arc;
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use arrow_array::builder::{
+    Float64Builder, Int64Builder, ListBuilder, StringBuilder, StructBuilder, UInt64Builder,
+};
+use arrow_array::{ArrayRef, RecordBatch};
+use arrow_schema::{DataType, Field, FieldRef, Fields, Schema, SchemaRef};
+use parquet::arrow::ArrowWriter;
+use parquet::basic::{Compression, ZstdLevel};
+use parquet::file::metadata::KeyValue;
+use parquet::file::properties::WriterProperties;
+use procfs::process::Process;
+use procfs::{CurrentSI, ProcError};
+use serde::Serialize;
+
+use crate::clock::Anchor;
+use crate::stats::LiveCounters;
+
+/// Peak process CPU utilisation (fraction of its cores) at or above which the client counts
+/// as saturated: from there on, latency and throughput describe the client.
+pub const SATURATED_UTILISATION: f64 = 0.9;
+
+/// A row group is written at least this often, so a long run never holds its samples in
+/// memory and the `.partial` file shows progress.
+pub const ROW_GROUP_EVERY: Duration = Duration::from_secs(10);
+
+/// The version in `loadgen.schema_version`; bump it when a column changes meaning.
+pub const SCHEMA_VERSION: &str = "1";
+
+#[derive(Debug, thiserror::Error)]
+pub enum SysmonError {
+    #[error("cannot read {what}: {source}")]
+    Proc {
+        what: &'static str,
+        #[source]
+        source: ProcError,
+    },
+    #[error("cannot start the client-metrics sampler thread: {0}")]
+    Thread(#[source] std::io::Error),
+    #[error("cannot write {path}: {source}")]
+    Io {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("cannot encode {path}: {source}")]
+    Parquet {
+        path: PathBuf,
+        #[source]
+        source: parquet::errors::ParquetError,
+    },
+    #[error("the client-metrics sampler thread panicked")]
+    Panicked,
+}
+
+/// What the sampler needs, once, before the first sample.
+pub struct SysmonConfig {
+    /// Where the file ends up, normally `DIR/client-metrics.parquet`; the directory must exist.
+    pub path: PathBuf,
+    /// Time between samples (1 s in a run).
+    pub interval: Duration,
+    /// The run's time base, so `t_ns` lines up with the request records' `start_ns`.
+    pub anchor: Anchor,
+    pub live: Arc<LiveCounters>,
+}
+
+/// The client's side of the story, in one console line's worth of numbers.
+#[derive(Debug, Clone, Serialize)]
+pub struct ClientSummary {
+    /// Rows in client-metrics.parquet.
+    pub samples: u64,
+    /// Cores available to the process (`available_parallelism`: respects taskset and cgroup
+    /// quotas), the denominator of every utilisation below.
+    pub cores: usize,
+    /// Highest `cpu_utilisation` of any row.
+    pub peak_cpu_utilisation: f64,
+    /// Process CPU time over the whole sampled time / wall time / cores (time-weighted, so
+    /// a short last row does not count as much as a full one).
+    pub mean_cpu_utilisation: f64,
+    pub peak_rss_bytes: u64,
+    /// `peak_cpu_utilisation >= SATURATED_UTILISATION`.
+    pub saturated: bool,
+}
+
+impl ClientSummary {
+    /// The value of the console's `Client` line (the label is the caller's).
+    pub fn console_line(&self) -> String {
+        if self.samples == 0 {
+            return "not sampled: the run ended before the first sample".to_string();
+        }
+        let verdict = if self.saturated {
+            "saturated: these numbers describe the client, not the server; give it more cores or fewer workers"
+        } else {
+            "not saturated"
+        };
+        format!(
+            "peak CPU {:.0} % of {} {} (mean {:.0} %), RSS {} — {verdict}",
+            self.peak_cpu_utilisation * 100.0,
+            self.cores,
+            if self.cores == 1 { "core" } else { "cores" },
+            self.mean_cpu_utilisation * 100.0,
+            crate::report::console::bytes(self.peak_rss_bytes),
+        )
+    }
+}
+
+/// A running sampler. Dropping it without [`Sysmon::finish`] still closes the file, from the
+/// detached thread.
+pub struct Sysmon {
+    stop: mpsc::Sender<()>,
+    thread: JoinHandle<Result<ClientSummary, SysmonError>>,
+}
+
+impl Sysmon {
+    /// Takes one last sample (if it covers at least a quarter of an interval: CPU time comes
+    /// in 10 ms ticks, so a shorter window would be mostly rounding), closes the file and
+    /// returns the summary. Returns as soon as the file is written, without waiting for the
+    /// next tick.
+    pub fn finish(self) -> Result<ClientSummary, SysmonError> {
+        // A send error means the thread already ended; join reports why.
+        let _ = self.stop.send(());
+        self.thread.join().map_err(|_| SysmonError::Panicked)?
+    }
+}
+
+/// Opens the file, reads a baseline and starts sampling. Fails, with nothing left on disk,
+/// when /proc cannot be read or the file cannot be created.
+pub fn start(config: SysmonConfig) -> Result<Sysmon, SysmonError> {
+    start_with(config, ROW_GROUP_EVERY)
+}
+
+fn start_with(config: SysmonConfig, row_group_every: Duration) -> Result<Sysmon, SysmonError> {
+    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let probe = Probe::new()?;
+    let baseline = probe.baseline()?;
+    let file = MetricsFile::create(&config.path, &config.anchor, config.interval, cores)?;
+    let sampler = Sampler {
+        probe,
+        cores,
+        row_group_every,
+        columns: Columns::new(),
+        file,
+        summary: ClientSummary {
+            samples: 0,
+            cores,
+            peak_cpu_utilisation: 0.0,
+            mean_cpu_utilisation: 0.0,
+            peak_rss_bytes: 0,
+            saturated: false,
+        },
+        cpu_ns_total: 0,
+        wall_ns_total: 0,
+        config,
+    };
+    let (stop, stopped) = mpsc::channel();
+    let thread = std::thread::Builder::new()
+        .name("loadgen-sysmon".into())
+        .spawn(move || sampler.run(baseline, stopped))
+        .map_err(SysmonError::Thread)?;
+    Ok(Sysmon { stop, thread })
+}
+
+/// Cumulative counters and gauges read at one instant.
+struct Reading {
+    at: Instant,
+    process: Option<ProcessReading>,
+    open_fds: Option<u64>,
+    cores: Option<Vec<CoreTicks>>,
+    net: Option<BTreeMap<String, NetCounters>>,
+}
+
+#[derive(Clone, Copy)]
+struct ProcessReading {
+    user_ticks: u64,
+    sys_ticks: u64,
+    rss_bytes: u64,
+}
+
+#[derive(Clone, Copy)]
+struct CoreTicks {
+    busy: u64,
+    total: u64,
+}
+
+#[derive(Clone, Copy)]
+struct NetCounters {
+    rx_bytes: u64,
+    tx_bytes: u64,
+    rx_packets: u64,
+    tx_packets: u64,
+}
+
+/// The sampler's handles on /proc.
+struct Probe {
+    me: Process,
+    ns_per_tick: u64,
+}
+
+impl Probe {
+    fn new() -> Result<Self, SysmonError> {
+        let me = Process::myself().map_err(|source| SysmonError::Proc {
+            what: "/proc/self",
+            source,
+        })?;
+        // USER_HZ is 100 on every Linux we know of; guard against 0 all the same.
+        let ns_per_tick = 1_000_000_000 / procfs::ticks_per_second().max(1);
+        Ok(Probe { me, ns_per_tick })
+    }
+
+    /// The first reading, where any failure is reported: a sampler that cannot read /proc
+    /// at all should say so instead of writing a file of nulls.
+    fn baseline(&self) -> Result<Reading, SysmonError> {
+        let proc = |what| move |source| SysmonError::Proc { what, source };
+        Ok(Reading {
+            at: Instant::now(),
+            process: Some(self.process().map_err(proc("/proc/self/stat"))?),
+            open_fds: Some(self.open_fds().map_err(proc("/proc/self/fd"))?),
+            cores: Some(cores().map_err(proc("/proc/stat"))?),
+            net: Some(net().map_err(proc("/proc/net/dev"))?),
+        })
+    }
+
+    fn read(&self) -> Reading {
+        Reading {
+            at: Instant::now(),
+            process: self.process().ok(),
+            open_fds: self.open_fds().ok(),
+            cores: cores().ok(),
+            net: net().ok(),
+        }
+    }
+
+    fn process(&self) -> Result<ProcessReading, ProcError> {
+        // /proc/self/stat (not thread-self) sums every thread of the process.
+        let stat = self.me.stat()?;
+        Ok(ProcessReading {
+            user_ticks: stat.utime,
+            sys_ticks: stat.stime,
+            rss_bytes: stat.rss.saturating_mul(procfs::page_size()),
+        })
+    }
+
+    fn open_fds(&self) -> Result<u64, ProcError> {
+        self.me.fd_count().map(|n| n as u64)
+    }
+}
+
+fn cores() -> Result<Vec<CoreTicks>, ProcError> {
+    Ok(procfs::KernelStats::current()?
+        .cpu_time
+        .iter()
+        .map(|c| {
+            // iowait is idle time as far as the CPU is concerned; guest time is already
+            // included in user and nice.
+            let idle = c.idle + c.iowait.unwrap_or(0);
+            let busy = c.user
+                + c.nice
+                + c.system
+                + c.irq.unwrap_or(0)
+                + c.softirq.unwrap_or(0)
+                + c.steal.unwrap_or(0);
+            CoreTicks {
+                busy,
+                total: busy + idle,
+            }
+        })
+        .collect())
+}
+
+fn net() -> Result<BTreeMap<String, NetCounters>, ProcError> {
+    Ok(procfs::net::dev_status()?
+        .into_iter()
+        .map(|(name, d)| {
+            let counters = NetCounters {
+                rx_bytes: d.recv_bytes,
+                tx_bytes: d.sent_bytes,
+                rx_packets: d.recv_packets,
+                tx_packets: d.sent_packets,
+            };
+            (name, counters)
+        })
+        .collect())
+}
+
+fn interface_fields() -> Fields {
+    Fields::from(vec![
+        Field::new("interface", DataType::Utf8, false),
+        Field::new("rx_bytes", DataType::UInt64, false),
+        Field::new("tx_bytes", DataType::UInt64, false),
+        Field::new("rx_packets", DataType::UInt64, false),
+        Field::new("tx_packets", DataType::UInt64, false),
+    ])
+}
+
+fn core_item() -> FieldRef {
+    Arc::new(Field::new("item", DataType::Float64, false))
+}
+
+fn interface_item() -> FieldRef {
+    Arc::new(Field::new(
+        "item",
+        DataType::Struct(interface_fields()),
+        false,
+    ))
+}
+
+/// The Arrow schema of client-metrics.parquet (see the module docs for meanings).
+pub fn schema() -> SchemaRef {
+    Arc::new(Schema::new(vec![
+        Field::new("t_ns", DataType::Int64, false),
+        Field::new("interval_ns", DataType::Int64, false),
+        Field::new("cpu_user_ns", DataType::Int64, true),
+        Field::new("cpu_sys_ns", DataType::Int64, true),
+        Field::new("cpu_utilisation", DataType::Float64, true),
+        Field::new("core_utilisation", DataType::List(core_item()), true),
+        Field::new("rss_bytes", DataType::UInt64, true),
+        Field::new("open_fds", DataType::UInt64, true),
+        Field::new("network", DataType::List(interface_item()), true),
+        Field::new("requests_in_flight", DataType::Int64, false),
+        Field::new("workers_alive", DataType::Int64, false),
+        Field::new("buffer_depth", DataType::Int64, false),
+    ]))
+}
+
+/// Rows accumulated since the last row group.
+struct Columns {
+    t_ns: Int64Builder,
+    interval_ns: Int64Builder,
+    cpu_user_ns: Int64Builder,
+    cpu_sys_ns: Int64Builder,
+    cpu_utilisation: Float64Builder,
+    core_utilisation: ListBuilder<Float64Builder>,
+    rss_bytes: UInt64Builder,
+    open_fds: UInt64Builder,
+    network: ListBuilder<StructBuilder>,
+    requests_in_flight: Int64Builder,
+    workers_alive: Int64Builder,
+    buffer_depth: Int64Builder,
+    rows: usize,
+}
+
+impl Columns {
+    fn new() -> Self {
+        Columns {
+            t_ns: Int64Builder::new(),
+            interval_ns: Int64Builder::new(),
+            cpu_user_ns: Int64Builder::new(),
+            cpu_sys_ns: Int64Builder::new(),
+            cpu_utilisation: Float64Builder::new(),
+            core_utilisation: ListBuilder::new(Float64Builder::new()).with_field(core_item()),
+            rss_bytes: UInt64Builder::new(),
+            open_fds: UInt64Builder::new(),
+            network: ListBuilder::new(StructBuilder::from_fields(interface_fields(), 0))
+                .with_field(interface_item()),
+            requests_in_flight: Int64Builder::new(),
+            workers_alive: Int64Builder::new(),
+            buffer_depth: Int64Builder::new(),
+            rows: 0,
+        }
+    }
+
+    /// Builds a RecordBatch and leaves the builders empty for the next row group.
+    fn take(&mut self) -> RecordBatch {
+        let columns: Vec<ArrayRef> = vec![
+            Arc::new(self.t_ns.finish()),
+            Arc::new(self.interval_ns.finish()),
+            Arc::new(self.cpu_user_ns.finish()),
+            Arc::new(self.cpu_sys_ns.finish()),
+            Arc::new(self.cpu_utilisation.finish()),
+            Arc::new(self.core_utilisation.finish()),
+            Arc::new(self.rss_bytes.finish()),
+            Arc::new(self.open_fds.finish()),
+            Arc::new(self.network.finish()),
+            Arc::new(self.requests_in_flight.finish()),
+            Arc::new(self.workers_alive.finish()),
+            Arc::new(self.buffer_depth.finish()),
+        ];
+        self.rows = 0;
+        RecordBatch::try_new(schema(), columns).expect("columns match the client-metrics schema")
+    }
+}
+
+/// The output file, open under its `.partial` name until [`MetricsFile::close`].
+struct MetricsFile {
+    writer: ArrowWriter<File>,
+    partial_path: PathBuf,
+    final_path: PathBuf,
+}
+
+impl MetricsFile {
+    fn create(
+        path: &Path,
+        anchor: &Anchor,
+        interval: Duration,
+        cores: usize,
+    ) -> Result<Self, SysmonError> {
+        let name = path.file_name().map_or_else(
+            || "client-metrics.parquet".into(),
+            |n| n.to_string_lossy().into_owned(),
+        );
+        let partial_path = path.with_file_name(format!(".{name}.partial"));
+        let file = File::create(&partial_path).map_err(|source| SysmonError::Io {
+            path: partial_path.clone(),
+            source,
+        })?;
+        let metadata = [
+            ("loadgen.schema_version", SCHEMA_VERSION.to_string()),
+            ("loadgen.kind", "client-metrics".to_string()),
+            ("loadgen.anchor_unix_ns", anchor.unix_ns.to_string()),
+            (
+                "loadgen.interval_ns",
+                crate::clock::nanos(interval).to_string(),
+            ),
+            ("loadgen.cores", cores.to_string()),
+        ]
+        .into_iter()
+        .map(|(k, v)| KeyValue::new(k.to_string(), v))
+        .collect();
+        let props = WriterProperties::builder()
+            .set_compression(Compression::ZSTD(
+                ZstdLevel::try_new(3).expect("valid level"),
+            ))
+            .set_key_value_metadata(Some(metadata))
+            .build();
+        let writer = ArrowWriter::try_new(file, schema(), Some(props));
+        let writer = match writer {
+            Ok(writer) => writer,
+            Err(source) => {
+                let _ = std::fs::remove_file(&partial_path);
+                return Err(SysmonError::Parquet {
+                    path: partial_path,
+                    source,
+                });
+            }
+        };
+        Ok(MetricsFile {
+            writer,
+            partial_path,
+            final_path: path.to_path_buf(),
+        })
+    }
+
+    /// Writes the rows as one row group, to disk now rather than at close.
+    fn write_row_group(&mut self, batch: &RecordBatch) -> Result<(), SysmonError> {
+        let parquet = |source| SysmonError::Parquet {
+            path: self.partial_path.clone(),
+            source,
+        };
+        self.writer.write(batch).map_err(parquet)?;
+        self.writer.flush().map_err(parquet)
+    }
+
+    fn close(self) -> Result<(), SysmonError> {
+        self.writer.close().map_err(|source| SysmonError::Parquet {
+            path: self.partial_path.clone(),
+            source,
+        })?;
+        std::fs::rename(&self.partial_path, &self.final_path).map_err(|source| SysmonError::Io {
+            path: self.final_path.clone(),
+            source,
+        })
+    }
+}
+
+/// The sampler thread's state.
+struct Sampler {
+    config: SysmonConfig,
+    probe: Probe,
+    cores: usize,
+    row_group_every: Duration,
+    columns: Columns,
+    file: MetricsFile,
+    summary: ClientSummary,
+    /// Process CPU and wall time over every row, for the time-weighted mean.
+    cpu_ns_total: u64,
+    wall_ns_total: u64,
+}
+
+impl Sampler {
+    fn run(
+        mut self,
+        baseline: Reading,
+        stopped: mpsc::Receiver<()>,
+    ) -> Result<ClientSummary, SysmonError> {
+        match self.sample_until_stopped(baseline, stopped) {
+            Ok(()) => {
+                self.file.close()?;
+                let mut summary = self.summary;
+                summary.mean_cpu_utilisation = if self.wall_ns_total == 0 {
+                    0.0
+                } else {
+                    self.cpu_ns_total as f64 / self.wall_ns_total as f64 / self.cores as f64
+                };
+                summary.saturated = summary.peak_cpu_utilisation >= SATURATED_UTILISATION;
+                Ok(summary)
+            }
+            Err(e) => {
+                // Nothing half-written is left behind.
+                let _ = std::fs::remove_file(&self.file.partial_path);
+                Err(e)
+            }
+        }
+    }
+
+    fn sample_until_stopped(
+        &mut self,
+        mut previous: Reading,
+        stopped: mpsc::Receiver<()>,
+    ) -> Result<(), SysmonError> {
+        let interval = self.config.interval;
+        let mut next = previous.at + interval;
+        let mut row_group_started = Instant::now();
+        loop {
+            let stopping =
+                match stopped.recv_timeout(next.saturating_duration_since(Instant::now())) {
+                    Err(RecvTimeoutError::Timeout) => false,
+                    Ok(()) | Err(RecvTimeoutError::Disconnected) => true,
+                };
+            let now = self.probe.read();
+            if !stopping || now.at - previous.at >= interval / 4 {
+                self.record(&previous, &now);
+                previous = now;
+            }
+            if self.columns.rows > 0
+                && (stopping || row_group_started.elapsed() >= self.row_group_every)
+            {
+                self.file.write_row_group(&self.columns.take())?;
+                row_group_started = Instant::now();
+            }
+            if stopping {
+                return Ok(());
+            }
+            // Fixed-rate ticks; after a stall (a saturated machine), skip the missed ticks
+            // rather than sampling in a burst.
+            next += interval;
+            let now = Instant::now();
+            if next <= now {
+                next = now + interval;
+            }
+        }
+    }
+
+    /// Appends the row for the interval from `before` to `now`.
+    fn record(&mut self, before: &Reading, now: &Reading) {
+        let c = &mut self.columns;
+        let wall_ns = crate::clock::nanos(now.at - before.at).max(1);
+        c.t_ns.append_value(self.config.anchor.offset_ns(now.at));
+        c.interval_ns.append_value(wall_ns);
+
+        let cpu = before.process.zip(now.process).map(|(b, n)| {
+            let user_ns = n.user_ticks.saturating_sub(b.user_ticks) * self.probe.ns_per_tick;
+            let sys_ns = n.sys_ticks.saturating_sub(b.sys_ticks) * self.probe.ns_per_tick;
+            (user_ns, sys_ns)
+        });
+        let utilisation =
+            cpu.map(|(user, sys)| (user + sys) as f64 / wall_ns as f64 / self.cores as f64);
+        c.cpu_user_ns
+            .append_option(cpu.map(|(user, _)| user as i64));
+        c.cpu_sys_ns.append_option(cpu.map(|(_, sys)| sys as i64));
+        c.cpu_utilisation.append_option(utilisation);
+
+        match (&before.cores, &now.cores) {
+            (Some(b), Some(n)) => {
+                for (i, core) in n.iter().enumerate() {
+                    // A CPU that came online mid-run counts from zero, i.e. since boot.
+                    let prior = b.get(i).copied().unwrap_or(CoreTicks { busy: 0, total: 0 });
+                    // iowait can go backwards (see proc(5)), hence saturating.
+                    let total = core.total.saturating_sub(prior.total);
+                    let busy = core.busy.saturating_sub(prior.busy).min(total);
+                    c.core_utilisation.values().append_value(if total == 0 {
+                        0.0
+                    } else {
+                        busy as f64 / total as f64
+                    });
+                }
+                c.core_utilisation.append(true);
+            }
+            _ => c.core_utilisation.append(false),
+        }
+
+        let rss_bytes = now.process.map(|p| p.rss_bytes);
+        c.rss_bytes.append_option(rss_bytes);
+        c.open_fds.append_option(now.open_fds);
+
+        match (&before.net, &now.net) {
+            (Some(b), Some(n)) => {
+                let interfaces = c.network.values();
+                for (name, counters) in n {
+                    let prior = b.get(name).copied().unwrap_or(*counters);
+                    interfaces
+                        .field_builder::<StringBuilder>(0)
+                        .expect("interface is a string")
+                        .append_value(name);
+                    for (i, value) in [
+                        counters.rx_bytes.saturating_sub(prior.rx_bytes),
+                        counters.tx_bytes.saturating_sub(prior.tx_bytes),
+                        counters.rx_packets.saturating_sub(prior.rx_packets),
+                        counters.tx_packets.saturating_sub(prior.tx_packets),
+                    ]
+                    .into_iter()
+                    .enumerate()
+                    {
+                        interfaces
+                            .field_builder::<UInt64Builder>(i + 1)
+                            .expect("counters are uint64")
+                            .append_value(value);
+                    }
+                    interfaces.append(true);
+                }
+                c.network.append(true);
+            }
+            _ => c.network.append(false),
+        }
+
+        let live = &self.config.live;
+        c.requests_in_flight
+            .append_value(live.in_flight.load(Ordering::Relaxed));
+        c.workers_alive
+            .append_value(live.workers_alive.load(Ordering::Relaxed));
+        c.buffer_depth
+            .append_value(live.buffer_depth.load(Ordering::Relaxed));
+        c.rows += 1;
+
+        let s = &mut self.summary;
+        s.samples += 1;
+        if let (Some((user, sys)), Some(u)) = (cpu, utilisation) {
+            self.cpu_ns_total += user + sys;
+            self.wall_ns_total += wall_ns as u64;
+            s.peak_cpu_utilisation = s.peak_cpu_utilisation.max(u);
+        }
+        s.peak_rss_bytes = s.peak_rss_bytes.max(rss_bytes.unwrap_or(0));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::atomic::AtomicBool;
+
+    use arrow_array::cast::AsArray;
+    use arrow_array::types::{Float64Type, Int64Type, UInt64Type};
+    use arrow_array::Array;
+    use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
+
+    use super::*;
+
+    fn config(dir: &Path, interval: Duration, live: Arc<LiveCounters>) -> SysmonConfig {
+        SysmonConfig {
+            path: dir.join("client-metrics.parquet"),
+            interval,
+            anchor: Anchor::now(),
+            live,
+        }
+    }
+
+    fn read_back(path: &Path) -> (RecordBatch, parquet::file::metadata::ParquetMetaData) {
+        let builder = ParquetRecordBatchReaderBuilder::try_new(File::open(path).unwrap()).unwrap();
+        let metadata = builder.metadata().as_ref().clone();
+        // The reader's batches span row groups, so a small file comes back as one batch.
+        let mut batches: Vec<RecordBatch> = builder
+            .with_batch_size(1 << 16)
+            .build()
+            .unwrap()
+            .map(|b| b.unwrap())
+            .collect();
+        assert_eq!(batches.len(), 1);
+        (batches.remove(0), metadata)
+    }
+
+    /// The number of `cpuN` lines in /proc/stat, read independently of procfs.
+    fn cpus_in_proc_stat() -> usize {
+        std::fs::read_to_string("/proc/stat")
+            .unwrap()
+            .lines()
+            .filter(|l| {
+                l.strip_prefix("cpu")
+                    .is_some_and(|rest| rest.starts_with(|c: char| c.is_ascii_digit()))
+            })
+            .count()
+    }
+
+    /// Half a second per sample for 2.5 s while one thread spins: every row saw CPU, the
+    /// gauges, and the per-core list; the summary agrees with the file.
+    #[test]
+    fn sysmon_samples_a_busy_process_into_parquet() {
+        let dir = tempfile::tempdir().unwrap();
+        let live = Arc::new(LiveCounters::default());
+        live.in_flight.store(3, Ordering::Relaxed);
+        live.workers_alive.store(4, Ordering::Relaxed);
+        live.buffer_depth.store(5, Ordering::Relaxed);
+        let interval = Duration::from_millis(500);
+        let config = config(dir.path(), interval, live);
+        let path = config.path.clone();
+
+        let spinning = Arc::new(AtomicBool::new(true));
+        let burner = {
+            let spinning = spinning.clone();
+            std::thread::spawn(move || {
+                let mut x = 0u64;
+                while spinning.load(Ordering::Relaxed) {
+                    x = std::hint::black_box(x.wrapping_mul(31).wrapping_add(7));
+                }
+            })
+        };
+        let sysmon = start(config).unwrap();
+        std::thread::sleep(Duration::from_millis(2_600));
+        let finishing = Instant::now();
+        let summary = sysmon.finish().unwrap();
+        let finish_took = finishing.elapsed();
+        spinning.store(false, Ordering::Relaxed);
+        burner.join().unwrap();
+
+        assert!(finish_took < interval, "finish took {finish_took:?}");
+        assert!(path.exists());
+        assert!(!dir.path().join(".client-metrics.parquet.partial").exists());
+
+        let (batch, metadata) = read_back(&path);
+        let kv: BTreeMap<_, _> = metadata
+            .file_metadata()
+            .key_value_metadata()
+            .unwrap()
+            .iter()
+            .map(|kv| (kv.key.as_str(), kv.value.clone().unwrap_or_default()))
+            .collect();
+        assert_eq!(kv["loadgen.schema_version"], "1");
+        assert_eq!(kv["loadgen.kind"], "client-metrics");
+        assert_eq!(kv["loadgen.interval_ns"], "500000000");
+
+        let rows = batch.num_rows();
+        assert!(rows >= 4, "{rows} samples in 2.6 s at 500 ms");
+        assert_eq!(summary.samples, rows as u64);
+        let column = |name: &str| batch.column_by_name(name).unwrap().clone();
+        let t_ns = column("t_ns");
+        let t_ns = t_ns.as_primitive::<Int64Type>();
+        assert!(t_ns.values().windows(2).all(|w| w[1] > w[0]), "{t_ns:?}");
+        let interval_ns = column("interval_ns");
+        let interval_ns = interval_ns.as_primitive::<Int64Type>();
+        // Each row covers what passed since the one before.
+        for i in 1..rows {
+            let gap = t_ns.value(i) - t_ns.value(i - 1);
+            assert!((gap - interval_ns.value(i)).abs() < 1_000_000, "row {i}");
+        }
+
+        let user = column("cpu_user_ns");
+        let sys = column("cpu_sys_ns");
+        let (user, sys) = (
+            user.as_primitive::<Int64Type>(),
+            sys.as_primitive::<Int64Type>(),
+        );
+        let utilisation = column("cpu_utilisation");
+        let utilisation = utilisation.as_primitive::<Float64Type>();
+        assert_eq!(user.null_count() + sys.null_count(), 0);
+        for i in 0..rows {
+            assert!(
+                user.value(i) + sys.value(i) > 0,
+                "row {i}: no CPU while spinning"
+            );
+            assert!(utilisation.value(i) > 0.0, "row {i}");
+        }
+        let peak = utilisation.values().iter().copied().fold(0.0, f64::max);
+        assert_eq!(summary.peak_cpu_utilisation, peak);
+        assert!(summary.mean_cpu_utilisation > 0.0);
+        assert!(summary.mean_cpu_utilisation <= peak + 1e-9);
+        assert_eq!(summary.saturated, peak >= SATURATED_UTILISATION);
+        assert_eq!(
+            summary.cores,
+            std::thread::available_parallelism().unwrap().get()
+        );
+
+        let rss = column("rss_bytes");
+        let rss = rss.as_primitive::<UInt64Type>();
+        assert!(rss.values().iter().all(|r| *r > 0));
+        assert_eq!(summary.peak_rss_bytes, *rss.values().iter().max().unwrap());
+        let fds = column("open_fds");
+        assert!(fds
+            .as_primitive::<UInt64Type>()
+            .values()
+            .iter()
+            .all(|f| *f > 0));
+
+        let per_core = column("core_utilisation");
+        let per_core = per_core.as_list::<i32>();
+        let cpus = cpus_in_proc_stat();
+        for i in 0..rows {
+            let cores = per_core.value(i);
+            let cores = cores.as_primitive::<Float64Type>();
+            assert_eq!(cores.len(), cpus, "row {i}");
+            assert!(cores.values().iter().all(|u| (0.0..=1.0).contains(u)));
+            // Somebody was spinning the whole time.
+            assert!(cores.values().iter().any(|u| *u > 0.0), "row {i}");
+        }
+
+        let network = column("network");
+        let network = network.as_list::<i32>();
+        let first = network.value(0);
+        let names = first.as_struct().column_by_name("interface").unwrap();
+        let names: Vec<_> = names.as_string::<i32>().iter().flatten().collect();
+        assert!(names.contains(&"lo"), "{names:?}");
+
+        for (name, expected) in [
+            ("requests_in_flight", 3),
+            ("workers_alive", 4),
+            ("buffer_depth", 5),
+        ] {
+            let values = column(name);
+            assert!(
+                values
+                    .as_primitive::<Int64Type>()
+                    .values()
+                    .iter()
+                    .all(|v| *v == expected),
+                "{name}"
+            );
+        }
+    }
+
+    #[test]
+    fn sysmon_start_fails_cleanly_when_the_directory_is_missing() {
+        let dir = tempfile::tempdir().unwrap();
+        let missing = dir.path().join("no-such-dir");
+        let error = start(config(
+            &missing,
+            Duration::from_secs(1),
+            Arc::new(LiveCounters::default()),
+        ))
+        .err()
+        .expect("no directory, no sampler");
+        assert!(matches!(error, SysmonError::Io { .. }), "{error}");
+        assert!(error.to_string().contains("no-such-dir"), "{error}");
+    }
+
+    #[test]
+    fn sysmon_console_line_says_whether_the_client_was_saturated() {
+        let mut summary = ClientSummary {
+            samples: 10,
+            cores: 2,
+            peak_cpu_utilisation: 0.97,
+            mean_cpu_utilisation: 0.8,
+            peak_rss_bytes: 43_200_000,
+            saturated: true,
+        };
+        assert_eq!(
+            summary.console_line(),
+            "peak CPU 97 % of 2 cores (mean 80 %), RSS 41.2 MiB — saturated: these numbers \
+             describe the client, not the server; give it more cores or fewer workers"
+        );
+        summary.cores = 1;
+        summary.peak_cpu_utilisation = 0.42;
+        summary.mean_cpu_utilisation = 0.3;
+        summary.saturated = false;
+        assert_eq!(
+            summary.console_line(),
+            "peak CPU 42 % of 1 core (mean 30 %), RSS 41.2 MiB — not saturated"
+        );
+        summary.samples = 0;
+        assert_eq!(
+            summary.console_line(),
+            "not sampled: the run ended before the first sample"
+        );
+    }
+}
