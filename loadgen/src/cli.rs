@@ -192,6 +192,42 @@ pub struct RunArgs {
     #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
     pub think_time: Option<Duration>,
 
+    /// Trust the CA certificate(s) in this PEM file for https:// targets, instead of the
+    /// system's roots (for servers with a private or self-signed certificate).
+    #[arg(long, value_name = "FILE", conflicts_with = "insecure")]
+    pub cacert: Option<PathBuf>,
+
+    /// Do not verify the server's TLS certificate (encrypted but not authenticated; the
+    /// summary and run.json say so).
+    #[arg(short = 'k', long)]
+    pub insecure: bool,
+
+    /// Speak HTTP/2 (ALPN h2 over TLS, prior knowledge over plain TCP) instead of HTTP/1.1.
+    /// -c then counts connections, each carrying --streams-per-connection workers.
+    #[arg(long)]
+    pub http2: bool,
+
+    /// HTTP/2: concurrent streams (workers) multiplexed on each connection [default: 1].
+    #[arg(long, value_name = "N", requires = "http2")]
+    pub streams_per_connection: Option<u32>,
+
+    /// Open a new connection for every request (HTTP/1.1 `Connection: close`), so connect
+    /// time shows in every row.
+    #[arg(long, conflicts_with = "http2")]
+    pub no_keepalive: bool,
+
+    /// Follow redirects (at most 10): to the same scheme, host and port only, or with
+    /// `=any` to anywhere. Without it, a 3xx is the response.
+    #[arg(
+        long,
+        value_name = "WHERE",
+        num_args = 0..=1,
+        require_equals = true,
+        default_missing_value = "same-origin",
+        value_enum
+    )]
+    pub follow_redirects: Option<crate::transport::Redirects>,
+
     /// Limit for one whole request (connect, send, headers, body); slower ones are `timeout`
     /// rows [default: 30s].
     #[arg(long, value_name = "DURATION", value_parser = parse_duration)]

@@ -30,9 +30,7 @@ pub const DEFAULT_DURATION: Duration = Duration::from_secs(10);
 pub enum ConfigError {
     #[error("--url '{url}' is not a valid URL ({reason}); use e.g. http://127.0.0.1:8080/path")]
     BadUrl { url: String, reason: String },
-    #[error("--url '{0}' uses https, which this build does not support yet; use an http:// URL")]
-    Https(String),
-    #[error("--url '{url}' has scheme '{scheme}'; only http:// URLs are supported")]
+    #[error("--url '{url}' has scheme '{scheme}'; only http:// and https:// URLs are supported")]
     Scheme { url: String, scheme: String },
     #[error("{flag} must be at least 1 (got 0)")]
     Zero { flag: &'static str },
@@ -81,11 +79,13 @@ pub enum Limit {
     Requests(u64),
 }
 
-/// A parsed `http://` target.
+/// A parsed `http://` or `https://` target.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct TargetUrl {
     /// As the user gave it (or as built for the embedded server).
     pub url: String,
+    /// `http` or `https`.
+    pub scheme: &'static str,
     pub host: String,
     pub port: u16,
     /// `host:port` as sent in the Host header (port omitted when it is 80).
@@ -103,9 +103,9 @@ impl TargetUrl {
         let uri: Uri = url
             .parse()
             .map_err(|e: hyper::http::uri::InvalidUri| bad(&e.to_string()))?;
-        match uri.scheme_str() {
-            Some("http") => {}
-            Some("https") => return Err(ConfigError::Https(url.to_string())),
+        let scheme = match uri.scheme_str() {
+            Some(s) if s.eq_ignore_ascii_case("http") => "http",
+            Some(s) if s.eq_ignore_ascii_case("https") => "https",
             Some(other) => {
                 return Err(ConfigError::Scheme {
                     url: url.to_string(),
@@ -113,7 +113,7 @@ impl TargetUrl {
                 })
             }
             None => return Err(bad("it has no scheme")),
-        }
+        };
         let authority = uri.authority().ok_or_else(|| bad("it has no host"))?;
         let host = authority
             .host()
@@ -122,7 +122,9 @@ impl TargetUrl {
         if host.is_empty() {
             return Err(bad("it has no host"));
         }
-        let port = authority.port_u16().unwrap_or(80);
+        let port = authority
+            .port_u16()
+            .unwrap_or(if scheme == "https" { 443 } else { 80 });
         let path = uri
             .path_and_query()
             .map(|p| p.as_str())
@@ -130,6 +132,7 @@ impl TargetUrl {
             .unwrap_or("/");
         Ok(TargetUrl {
             url: url.to_string(),
+            scheme,
             host: host.to_string(),
             port,
             authority: authority.as_str().to_string(),
@@ -176,6 +179,41 @@ pub struct RunConfig {
     pub progress: bool,
     pub json: bool,
     pub segment_interval: Duration,
+    pub connection: ConnectionOptions,
+}
+
+/// How workers connect: TLS verification, protocol, keep-alive, redirects.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ConnectionOptions {
+    pub verify: crate::transport::tls::Verify,
+    pub http2: bool,
+    /// HTTP/2: workers sharing one connection.
+    pub streams_per_connection: u32,
+    pub keepalive: bool,
+    pub redirects: crate::transport::Redirects,
+}
+
+impl ConnectionOptions {
+    fn from_args(args: &RunArgs) -> Self {
+        use crate::transport::tls::Verify;
+        ConnectionOptions {
+            verify: match (&args.cacert, args.insecure) {
+                (_, true) => Verify::Insecure,
+                (Some(path), false) => Verify::CaFile(path.clone()),
+                (None, false) => Verify::System,
+            },
+            http2: args.http2,
+            streams_per_connection: args.streams_per_connection.unwrap_or(1),
+            keepalive: !args.no_keepalive,
+            redirects: args.follow_redirects.unwrap_or_default(),
+        }
+    }
+
+    /// Workers a closed model runs for `-c` connections: one per connection over HTTP/1.1,
+    /// `--streams-per-connection` per connection over HTTP/2.
+    fn workers_for(&self, connections: u32) -> u32 {
+        connections.saturating_mul(self.streams_per_connection)
+    }
 }
 
 const DEFAULT_CONNECTIONS: u32 = 50;
@@ -191,6 +229,12 @@ impl RunConfig {
                 flag: "-c/--connections",
             });
         }
+        if args.streams_per_connection == Some(0) {
+            return Err(ConfigError::Zero {
+                flag: "--streams-per-connection",
+            });
+        }
+        let connection = ConnectionOptions::from_args(args);
         if args.requests == Some(0) {
             return Err(ConfigError::Zero {
                 flag: "-n/--requests",
@@ -259,7 +303,11 @@ impl RunConfig {
                     })?),
                     (None, None) => Target::Embedded,
                 };
-                let closed_overrides = (args.connections, args.duration, args.requests);
+                let closed_overrides = (
+                    args.connections.map(|c| connection.workers_for(c)),
+                    args.duration,
+                    args.requests,
+                );
                 apply_closed_overrides(&mut scenario, closed_overrides)?;
                 let compiled = scenario::compile_scenario(&origin, &scenario, target.base_path())?;
                 (target, origin, scenario, compiled)
@@ -269,7 +317,7 @@ impl RunConfig {
                     return Err(ConfigError::SetWithoutScenario);
                 }
                 let target = url.clone().map_or(Target::Embedded, Target::Url);
-                let (scenario, compiled) = quick_scenario(args, &target, &headers)?;
+                let (scenario, compiled) = quick_scenario(args, &target, &headers, &connection)?;
                 (target, "command line".to_string(), scenario, compiled)
             }
         };
@@ -290,6 +338,7 @@ impl RunConfig {
             progress: !args.no_progress && !args.json,
             json: args.json,
             segment_interval: args.segment_interval,
+            connection,
         })
     }
 
@@ -307,6 +356,22 @@ impl RunConfig {
             connect_timeout: text(self.connect_timeout),
             grace: text(self.grace),
             segment_interval: text(self.segment_interval),
+            protocol: if self.connection.http2 {
+                "HTTP/2"
+            } else {
+                "HTTP/1.1"
+            },
+            streams_per_connection: self
+                .connection
+                .http2
+                .then_some(self.connection.streams_per_connection),
+            keepalive: self.connection.keepalive,
+            follow_redirects: self.connection.redirects,
+            tls_verify: match &self.connection.verify {
+                crate::transport::tls::Verify::System => "system roots".to_string(),
+                crate::transport::tls::Verify::CaFile(p) => format!("--cacert {}", p.display()),
+                crate::transport::tls::Verify::Insecure => "off (--insecure)".to_string(),
+            },
             definition: self.scenario.clone(),
         }
     }
@@ -348,6 +413,7 @@ fn quick_scenario(
     args: &RunArgs,
     target: &Target,
     headers: &[(HeaderName, HeaderValue)],
+    connection: &ConnectionOptions,
 ) -> Result<(Scenario, Compiled), ConfigError> {
     let method_text = args.method.clone().unwrap_or_else(|| "GET".to_string());
     let method = Method::from_bytes(method_text.to_ascii_uppercase().as_bytes())
@@ -373,7 +439,7 @@ fn quick_scenario(
         (Some(d), None) => Limit::Duration(d),
         (None, None) => Limit::Duration(DEFAULT_DURATION),
     };
-    let workers = args.connections.unwrap_or(DEFAULT_CONNECTIONS);
+    let workers = connection.workers_for(args.connections.unwrap_or(DEFAULT_CONNECTIONS));
     let template = RequestTemplate::new(
         None,
         method.clone(),
@@ -497,6 +563,12 @@ pub struct ResolvedConfig {
     pub connect_timeout: String,
     pub grace: String,
     pub segment_interval: String,
+    pub protocol: &'static str,
+    pub streams_per_connection: Option<u32>,
+    pub keepalive: bool,
+    pub follow_redirects: crate::transport::Redirects,
+    /// How server certificates were checked (https:// targets).
+    pub tls_verify: String,
     /// The scenario as run: overrides applied, secret header values redacted.
     pub definition: Scenario,
 }
@@ -559,7 +631,6 @@ mod tests {
     #[test]
     fn url_errors_name_the_fix() {
         for (url, needle) in [
-            ("https://x/", "https"),
             ("ftp://x/", "only http://"),
             ("localhost:8080", "scheme"),
             ("http://", "not a valid URL"),

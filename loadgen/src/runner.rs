@@ -15,12 +15,14 @@ use crate::clock::Anchor;
 use crate::config::{ConfigError, Limit, ResolvedConfig, RunConfig, Target, TargetUrl};
 use crate::model::ModelPlan;
 use crate::record::writer::{self, RecordError, WriterConfig};
+use crate::record::ErrorClass;
 use crate::record::SCHEMA_VERSION;
 use crate::report::{console, progress::Progress, write_json_atomically, OpenSummary, RunSummary};
 use crate::stats::LiveCounters;
 use crate::stop::{ExitReason, StopSignal};
 use crate::sysmon::{self, ClientSummary, SysmonConfig};
-use crate::transport::{probe, ProbeError, TransportConfig};
+use crate::transport::tls::{self, TlsSetupError, Verify};
+use crate::transport::{probe, ConnectFailure, Origin, Redirects, TransportConfig};
 use crate::worker::{WorkerContext, WorkerPool};
 use std::sync::atomic::Ordering;
 
@@ -42,8 +44,12 @@ pub enum RunError {
         url: String,
         addr: SocketAddr,
         #[source]
-        source: ProbeError,
+        source: ConnectFailure,
     },
+    #[error("cannot connect securely to {url}: {detail}; if the server uses a private or self-signed certificate, trust its CA with --cacert FILE (or skip verification with --insecure)")]
+    Certificate { url: String, detail: String },
+    #[error(transparent)]
+    TlsSetup(#[from] TlsSetupError),
     #[error("--out {0} already exists and is not empty; choose a new directory or remove it")]
     OutExists(PathBuf),
     #[error("cannot create run directory {path}: {source}")]
@@ -71,6 +77,8 @@ impl RunError {
             RunError::Config(_)
             | RunError::Dns { .. }
             | RunError::Unreachable { .. }
+            | RunError::Certificate { .. }
+            | RunError::TlsSetup(_)
             | RunError::OutExists(_) => 2,
             RunError::RunDir { .. }
             | RunError::EmbeddedServer(_)
@@ -162,13 +170,23 @@ pub async fn run(config: RunConfig, stop: StopSignal) -> Result<RunOutcome, RunE
         (Target::Embedded, None) => unreachable!("embedded server started above"),
     };
     let addr = resolve(&target).await?;
-    probe(addr, config.connect_timeout)
+    let origin = origin(&target, addr, &config)?;
+    probe(&origin, config.connect_timeout)
         .await
-        .map_err(|source| RunError::Unreachable {
-            url: target.url.clone(),
-            addr,
-            source,
+        .map_err(|source| match source.class {
+            ErrorClass::Tls => RunError::Certificate {
+                url: target.url.clone(),
+                detail: source.detail,
+            },
+            _ => RunError::Unreachable {
+                url: target.url.clone(),
+                addr,
+                source,
+            },
         })?;
+    if origin.tls.is_some() && config.connection.verify == Verify::Insecure {
+        warnings.push("--insecure: the server's TLS certificate was not verified".to_string());
+    }
 
     let run_id = new_run_id();
     let run_dir = create_run_dir(config.out.as_deref(), &run_id)?;
@@ -205,9 +223,15 @@ pub async fn run(config: RunConfig, stop: StopSignal) -> Result<RunOutcome, RunE
         stop: stop.clone(),
     });
     let transport = Arc::new(TransportConfig {
-        addr,
-        host: hyper::header::HeaderValue::from_str(&target.authority)
-            .unwrap_or_else(|_| hyper::header::HeaderValue::from_static("localhost")),
+        origin,
+        http2: config.connection.http2,
+        streams_per_connection: config.connection.streams_per_connection,
+        keepalive: config.connection.keepalive,
+        redirects: config.connection.redirects,
+        redirect_tls: match config.connection.redirects {
+            Redirects::Any => Some(tls::client_config(&config.connection.verify, false)?),
+            _ => None,
+        },
         connect_timeout: config.connect_timeout,
         request_timeout: config.timeout,
     });
@@ -371,6 +395,36 @@ async fn resolve(target: &TargetUrl) -> Result<SocketAddr, RunError> {
         .await
         .map_err(|e| dns(e.to_string()))?;
     addrs.next().ok_or_else(|| dns("no addresses".to_string()))
+}
+
+/// The target as the transport connects to it, with TLS settings for `https://`.
+fn origin(target: &TargetUrl, addr: SocketAddr, config: &RunConfig) -> Result<Origin, RunError> {
+    let tls = match target.scheme {
+        "https" => Some(tls::client_config(
+            &config.connection.verify,
+            config.connection.http2,
+        )?),
+        _ => None,
+    };
+    let server_name =
+        rustls::pki_types::ServerName::try_from(target.host.clone()).map_err(|e| {
+            ConfigError::BadUrl {
+                url: target.url.clone(),
+                reason: e.to_string(),
+            }
+        })?;
+    Ok(Origin {
+        scheme: target.scheme,
+        addr,
+        authority: hyper::header::HeaderValue::from_str(&target.authority).map_err(|e| {
+            ConfigError::BadUrl {
+                url: target.url.clone(),
+                reason: e.to_string(),
+            }
+        })?,
+        server_name,
+        tls,
+    })
 }
 
 fn new_run_id() -> String {

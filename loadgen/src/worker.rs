@@ -17,8 +17,8 @@ use crate::stats::LiveCounters;
 use crate::stop::{ExitReason, StopSignal};
 use tokio::task::JoinSet;
 
-use crate::transport::http1::Http1Transport;
-use crate::transport::{Exchange, Transport, TransportConfig};
+use crate::transport::http2::SharedConnection;
+use crate::transport::{Client, Exchange, Transport, TransportConfig};
 use crate::workload::Workload;
 
 /// Rows a worker keeps before handing them to the writer.
@@ -150,6 +150,9 @@ pub struct WorkerPool {
     records: RecordSender,
     running: JoinSet<WorkerDone>,
     next_id: u32,
+    /// HTTP/2: the connection the group of the next worker shares, and how many of the
+    /// group have started.
+    h2_group: Option<(Arc<SharedConnection>, u32)>,
 }
 
 impl WorkerPool {
@@ -164,6 +167,7 @@ impl WorkerPool {
             records,
             running: JoinSet::new(),
             next_id: 0,
+            h2_group: None,
         }
     }
 
@@ -171,7 +175,7 @@ impl WorkerPool {
     pub fn spawn<S: WorkSource + 'static>(&mut self, phase: u16, source: S) -> u32 {
         let worker = self.next_id;
         self.next_id += 1;
-        let transport = Http1Transport::new(self.transport.clone());
+        let transport = self.client();
         let (ctx, records) = (self.ctx.clone(), self.records.clone());
         ctx.live.workers_alive.fetch_add(1, Ordering::Relaxed);
         self.running.spawn(async move {
@@ -181,6 +185,24 @@ impl WorkerPool {
             WorkerDone { worker, phase }
         });
         worker
+    }
+
+    /// The next worker's client: its own HTTP/1.1 connection, or a stream on its group's
+    /// HTTP/2 connection (consecutive workers fill a connection up to
+    /// `streams_per_connection` before the next one is opened).
+    fn client(&mut self) -> Client {
+        let config = self.transport.clone();
+        if !config.http2 {
+            return Client::http1(config);
+        }
+        let per_connection = config.streams_per_connection.max(1);
+        let group = match self.h2_group.take() {
+            Some((shared, started)) if started < per_connection => (shared, started + 1),
+            _ => (Arc::new(SharedConnection::default()), 1),
+        };
+        let shared = group.0.clone();
+        self.h2_group = Some(group);
+        Client::http2(config, shared)
     }
 
     /// The live counters every worker updates.

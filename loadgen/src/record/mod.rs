@@ -45,13 +45,15 @@ pub enum ErrorClass {
     Tls,
     /// The request was still in flight when the run was stopped and the grace period ran out.
     Cancelled,
+    /// More than ten redirects in a row (`--follow-redirects`).
+    TooManyRedirects,
     /// Anything not classified above; the console shows it so we can classify it next time.
     Other,
 }
 
 impl ErrorClass {
     /// Every class, in dictionary-key order.
-    pub const ALL: [ErrorClass; 12] = [
+    pub const ALL: [ErrorClass; 13] = [
         ErrorClass::HttpStatus,
         ErrorClass::ConnectRefused,
         ErrorClass::ConnectTimeout,
@@ -63,6 +65,7 @@ impl ErrorClass {
         ErrorClass::Dns,
         ErrorClass::Tls,
         ErrorClass::Cancelled,
+        ErrorClass::TooManyRedirects,
         ErrorClass::Other,
     ];
 
@@ -80,6 +83,7 @@ impl ErrorClass {
             ErrorClass::Dns => "dns",
             ErrorClass::Tls => "tls",
             ErrorClass::Cancelled => "cancelled",
+            ErrorClass::TooManyRedirects => "too_many_redirects",
             ErrorClass::Other => "other",
         }
     }

@@ -1,48 +1,90 @@
 //! Transport: how one worker's requests reach the server, timed and classified.
 //!
-//! A [`Transport`] is owned by exactly one worker and holds at most one connection, so
-//! connection queueing is never hidden behind a pool (DESIGN.md, "Hot path rules"). It reports
-//! what happened as an [`Exchange`] — status, connect and first-byte times, bytes on the wire,
-//! and an [`ErrorClass`] when it failed — and never returns early with an error: failures are
-//! data. It does not decide what to send or when (models do) and does not record anything
-//! (the worker does).
+//! A [`Client`] is owned by exactly one worker. Over HTTP/1.1 it holds at most one connection
+//! of its own, so connection queueing is never hidden behind a pool (DESIGN.md, "Hot path
+//! rules"); over HTTP/2 a fixed group of workers shares one connection, one stream each
+//! (`--streams-per-connection`). It reports what happened as an [`Exchange`] — status,
+//! connect and first-byte times, bytes on the wire, and an [`ErrorClass`] when it failed — and
+//! never returns early with an error: failures are data. It follows redirects only when asked.
+//! It does not decide what to send or when (models do) and does not record anything (the
+//! worker does).
 
+pub mod connect;
 pub mod http1;
+pub mod http2;
 mod io;
+pub mod tls;
 
 use std::future::Future;
-use std::net::SocketAddr;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use http_body_util::Full;
+use hyper::header::{HeaderMap, HeaderValue, LOCATION};
+use hyper::{Method, Request, StatusCode, Uri};
+
+pub use connect::{ConnectFailure, Origin};
 
 use crate::record::ErrorClass;
 use crate::workload::{Prepared, RequestTemplate};
 
-/// The outcome of one request on the wire.
+/// Most redirects followed for one request; one more is a `too_many_redirects` row.
+pub const MAX_REDIRECTS: u32 = 10;
+
+/// The outcome of one request on the wire (all its redirect hops, when they are followed).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct Exchange {
-    /// HTTP status; 0 when no response arrived.
+    /// HTTP status of the last response; 0 when no response arrived.
     pub status: u16,
-    /// Time spent opening a new connection for this request; `None` when one was reused.
+    /// Time spent opening new connections for this request; `None` when one was reused.
     pub connect_ns: Option<i64>,
-    /// First response byte, measured from the request's start.
+    /// First byte of the last response, measured from the request's start.
     pub ttfb_ns: Option<i64>,
     pub bytes_sent: u64,
     pub bytes_received: u64,
     pub error: Option<ErrorClass>,
 }
 
-/// Where and how to connect; shared by every worker's transport.
+impl Exchange {
+    fn add_connect(&mut self, ns: i64) {
+        *self.connect_ns.get_or_insert(0) += ns;
+    }
+}
+
+/// Which redirects a worker follows.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum, serde::Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Redirects {
+    /// None: a 3xx is the response (the default, like wrk and oha).
+    #[default]
+    #[value(skip)]
+    None,
+    /// Those to the same scheme, host and port, over the worker's own connection.
+    SameOrigin,
+    /// Any, opening a one-off connection for another origin.
+    Any,
+}
+
+/// How every worker of a run connects; shared by all of them.
 #[derive(Debug, Clone)]
 pub struct TransportConfig {
-    pub addr: SocketAddr,
-    /// `host[:port]`, sent as the Host header unless a request sets its own.
-    pub host: hyper::header::HeaderValue,
+    pub origin: Origin,
+    /// HTTP/2 (ALPN `h2` over TLS, prior knowledge over TCP) instead of HTTP/1.1.
+    pub http2: bool,
+    /// HTTP/2: workers (streams) sharing one connection.
+    pub streams_per_connection: u32,
+    /// `false`: a new connection for every request (`--no-keepalive`, HTTP/1.1).
+    pub keepalive: bool,
+    pub redirects: Redirects,
+    /// TLS settings for `https://` redirect targets of another origin (`Redirects::Any`).
+    pub redirect_tls: Option<Arc<rustls::ClientConfig>>,
     pub connect_timeout: Duration,
-    /// Limit for one whole request: connect (if needed), send, headers and body.
+    /// Limit for one whole request: connect (if needed), send, headers and body, redirects.
     pub request_timeout: Duration,
 }
 
-/// One worker's connection to the target.
+/// One worker's way of sending requests.
 pub trait Transport: Send {
     /// Sends `request` (the op's `template` rendered as `prepared`), which the worker started
     /// at `started`, and reports how it went.
@@ -52,6 +94,261 @@ pub trait Transport: Send {
         prepared: Prepared,
         started: Instant,
     ) -> impl Future<Output = Exchange> + Send + 'a;
+}
+
+/// The parts of a request needed to send it again (a redirect hop).
+#[derive(Debug, Clone)]
+pub struct Outgoing {
+    pub method: Method,
+    /// Path and query (origin form).
+    pub path: Uri,
+    pub headers: HeaderMap,
+    pub body: Bytes,
+}
+
+/// One request/response on one connection: the HTTP/1.1 and HTTP/2 connections implement it.
+pub trait Hop: Send {
+    /// Sends `request` to `origin`, reads the whole response, and adds what happened to `out`
+    /// (status, connect time, first byte, bytes). Returns the `Location` of a redirect.
+    fn hop<'a>(
+        &'a mut self,
+        origin: &'a Origin,
+        request: Request<Full<Bytes>>,
+        started: Instant,
+        out: &'a mut Exchange,
+    ) -> impl Future<Output = Result<Option<HeaderValue>, ErrorClass>> + Send + 'a;
+
+    /// Adds the bytes of the hop in progress to `out`; called after each hop and after a
+    /// request timeout cut one off.
+    fn settle(&mut self, out: &mut Exchange);
+
+    /// Forgets the connection after a failure: whatever state it is in, it is not one to send
+    /// the next request on.
+    fn discard(&mut self);
+}
+
+/// A worker's client: its connection (HTTP/1.1 or a share of an HTTP/2 one) and the
+/// redirect policy.
+pub struct Client {
+    config: Arc<TransportConfig>,
+    connection: Connection,
+}
+
+enum Connection {
+    Http1(http1::Http1Connection),
+    Http2(http2::Http2Stream),
+}
+
+impl Client {
+    /// A client over its own HTTP/1.1 connection.
+    pub fn http1(config: Arc<TransportConfig>) -> Self {
+        let connection = Connection::Http1(http1::Http1Connection::new(config.clone()));
+        Client { config, connection }
+    }
+
+    /// A client that is one stream of the shared HTTP/2 connection `shared`.
+    pub fn http2(config: Arc<TransportConfig>, shared: Arc<http2::SharedConnection>) -> Self {
+        let connection = Connection::Http2(http2::Http2Stream::new(config.clone(), shared));
+        Client { config, connection }
+    }
+
+    async fn hop(
+        &mut self,
+        origin: Option<&Origin>,
+        request: Request<Full<Bytes>>,
+        started: Instant,
+        out: &mut Exchange,
+    ) -> Result<Option<HeaderValue>, ErrorClass> {
+        let Some(origin) = origin else {
+            let origin = &self.config.origin;
+            return match &mut self.connection {
+                Connection::Http1(c) => c.hop(origin, request, started, out).await,
+                Connection::Http2(c) => c.hop(origin, request, started, out).await,
+            };
+        };
+        // Another origin (`--follow-redirects=any`): a one-off HTTP/1.1 connection.
+        let mut one_off = http1::Http1Connection::new(self.config.clone());
+        one_off.hop(origin, request, started, out).await
+    }
+
+    /// Sends `outgoing` and follows redirects as configured.
+    async fn follow(
+        &mut self,
+        mut outgoing: Outgoing,
+        started: Instant,
+        out: &mut Exchange,
+    ) -> Result<(), ErrorClass> {
+        let mut origin: Option<Origin> = None;
+        for hop in 0..=MAX_REDIRECTS {
+            let request = build_request(
+                &outgoing,
+                origin.as_ref().unwrap_or(&self.config.origin),
+                self.config.http2 && origin.is_none(),
+            );
+            let location = self.hop(origin.as_ref(), request, started, out).await?;
+            let (Some(location), true) = (location, self.config.redirects != Redirects::None)
+            else {
+                return Ok(());
+            };
+            let Some((next_origin, path)) =
+                self.redirect_target(&location, origin.as_ref()).await?
+            else {
+                return Ok(());
+            };
+            if hop == MAX_REDIRECTS {
+                return Err(ErrorClass::TooManyRedirects);
+            }
+            redirect_method(&mut outgoing, out.status);
+            outgoing.path = path;
+            origin = next_origin;
+        }
+        Ok(())
+    }
+
+    /// Where a `Location` points: `None` if the policy does not follow it; otherwise the
+    /// origin (`None` for the worker's own) and the path.
+    async fn redirect_target(
+        &self,
+        location: &HeaderValue,
+        current: Option<&Origin>,
+    ) -> Result<Option<(Option<Origin>, Uri)>, ErrorClass> {
+        let Ok(uri) = location.to_str().unwrap_or("").parse::<Uri>() else {
+            return Err(ErrorClass::Protocol);
+        };
+        let path: Uri = uri
+            .path_and_query()
+            .map_or("/", |p| p.as_str())
+            .parse()
+            .map_err(|_| ErrorClass::Protocol)?;
+        let (Some(scheme), Some(authority)) = (uri.scheme_str(), uri.authority()) else {
+            // Relative: same origin as the response that sent it.
+            return Ok(Some((current.cloned(), path)));
+        };
+        if self.config.origin.is(scheme, authority.as_str()) {
+            return Ok(Some((None, path)));
+        }
+        if current.is_some_and(|o| o.is(scheme, authority.as_str())) {
+            return Ok(Some((current.cloned(), path)));
+        }
+        if self.config.redirects != Redirects::Any {
+            return Ok(None);
+        }
+        let tls = match scheme {
+            "https" => Some(self.config.redirect_tls.clone().ok_or(ErrorClass::Tls)?),
+            "http" => None,
+            _ => return Ok(None),
+        };
+        let port = authority
+            .port_u16()
+            .unwrap_or(if tls.is_some() { 443 } else { 80 });
+        let host = authority
+            .host()
+            .trim_start_matches('[')
+            .trim_end_matches(']');
+        let addr = tokio::net::lookup_host((host, port))
+            .await
+            .ok()
+            .and_then(|mut a| a.next())
+            .ok_or(ErrorClass::Dns)?;
+        let server_name = rustls::pki_types::ServerName::try_from(host.to_string())
+            .map_err(|_| ErrorClass::Tls)?;
+        Ok(Some((
+            Some(Origin {
+                scheme: if tls.is_some() { "https" } else { "http" },
+                addr,
+                authority: HeaderValue::from_str(authority.as_str())
+                    .map_err(|_| ErrorClass::Protocol)?,
+                server_name,
+                tls,
+            }),
+            path,
+        )))
+    }
+}
+
+impl Transport for Client {
+    async fn send(
+        &mut self,
+        template: &RequestTemplate,
+        prepared: Prepared,
+        started: Instant,
+    ) -> Exchange {
+        let mut out = Exchange::default();
+        let outgoing = Outgoing {
+            method: template.method.clone(),
+            path: prepared.uri,
+            headers: template.headers.clone(),
+            body: prepared.body,
+        };
+        let timeout = self.config.request_timeout;
+        let result = tokio::time::timeout(timeout, self.follow(outgoing, started, &mut out)).await;
+        match result {
+            Ok(Ok(())) => {}
+            Ok(Err(class)) => out.error = Some(class),
+            Err(_) => out.error = Some(ErrorClass::Timeout),
+        }
+        let failed = out.error.is_some();
+        match &mut self.connection {
+            Connection::Http1(c) => {
+                c.settle(&mut out);
+                if failed {
+                    c.discard();
+                }
+            }
+            Connection::Http2(c) => {
+                c.settle(&mut out);
+                if failed {
+                    c.discard();
+                }
+            }
+        }
+        out
+    }
+}
+
+/// The hyper request for one hop. HTTP/2 needs the absolute URI (`:scheme`, `:authority`);
+/// HTTP/1.1 sends the origin form with a `Host` header.
+fn build_request(outgoing: &Outgoing, origin: &Origin, http2: bool) -> Request<Full<Bytes>> {
+    let mut request = Request::new(Full::new(outgoing.body.clone()));
+    *request.method_mut() = outgoing.method.clone();
+    *request.headers_mut() = outgoing.headers.clone();
+    if http2 {
+        let absolute = format!(
+            "{}://{}{}",
+            origin.scheme,
+            origin.authority.to_str().unwrap_or("localhost"),
+            outgoing.path
+        );
+        *request.uri_mut() = absolute.parse().unwrap_or_else(|_| outgoing.path.clone());
+    } else {
+        *request.uri_mut() = outgoing.path.clone();
+        if !request.headers().contains_key(hyper::header::HOST) {
+            request
+                .headers_mut()
+                .insert(hyper::header::HOST, origin.authority.clone());
+        }
+    }
+    request
+}
+
+/// The method and body of the next hop, as browsers and curl do: 303 always becomes GET,
+/// 301/302 turn a POST into a GET; 307/308 repeat the request as it was.
+fn redirect_method(outgoing: &mut Outgoing, status: u16) {
+    let to_get = status == StatusCode::SEE_OTHER.as_u16()
+        || (matches!(status, 301 | 302) && outgoing.method == Method::POST);
+    if to_get && outgoing.method != Method::HEAD {
+        outgoing.method = Method::GET;
+        outgoing.body = Bytes::new();
+        outgoing.headers.remove(hyper::header::CONTENT_TYPE);
+        outgoing.headers.remove(hyper::header::CONTENT_LENGTH);
+    }
+}
+
+/// The `Location` of a redirect response, if it is one.
+pub(crate) fn location(status: StatusCode, headers: &HeaderMap) -> Option<HeaderValue> {
+    matches!(status.as_u16(), 301 | 302 | 303 | 307 | 308)
+        .then(|| headers.get(LOCATION).cloned())
+        .flatten()
 }
 
 /// Maps an I/O error to the error class users see. `connecting` tells refusals and resets
@@ -74,27 +371,33 @@ pub fn classify_io(error: &std::io::Error, connecting: bool) -> ErrorClass {
     }
 }
 
-/// Tries one TCP connection before the run, so an unreachable target is a clear error at
-/// start instead of a run full of `connect_refused` rows.
-pub async fn probe(addr: SocketAddr, connect_timeout: Duration) -> Result<(), ProbeError> {
-    match tokio::time::timeout(connect_timeout, tokio::net::TcpStream::connect(addr)).await {
-        Ok(Ok(_stream)) => Ok(()),
-        Ok(Err(source)) => Err(ProbeError::Io {
-            class: classify_io(&source, true),
-            source,
-        }),
-        Err(_) => Err(ProbeError::Timeout(connect_timeout)),
+/// Maps hyper's error to a class, looking through to the I/O error where there is one.
+pub(crate) fn classify_hyper(error: &hyper::Error) -> ErrorClass {
+    if error.is_parse() || error.is_parse_status() || error.is_parse_too_large() {
+        return ErrorClass::Protocol;
     }
+    if error.is_timeout() {
+        return ErrorClass::Timeout;
+    }
+    let mut source = std::error::Error::source(error);
+    while let Some(inner) = source {
+        if let Some(io) = inner.downcast_ref::<std::io::Error>() {
+            return classify_io(io, false);
+        }
+        if inner.downcast_ref::<rustls::Error>().is_some() {
+            return ErrorClass::Tls;
+        }
+        source = inner.source();
+    }
+    if error.is_incomplete_message() || error.is_canceled() || error.is_closed() {
+        return ErrorClass::Reset;
+    }
+    ErrorClass::Other
 }
 
-#[derive(Debug, thiserror::Error)]
-pub enum ProbeError {
-    #[error("{source}")]
-    Io {
-        class: ErrorClass,
-        #[source]
-        source: std::io::Error,
-    },
-    #[error("no answer within the connect timeout of {}", humantime::format_duration(*.0))]
-    Timeout(Duration),
+/// Opens one connection (TCP, and TLS for `https://`) before the run, so an unreachable
+/// target or a certificate problem is a clear error at start instead of a run full of
+/// failed rows.
+pub async fn probe(origin: &Origin, connect_timeout: Duration) -> Result<(), ConnectFailure> {
+    connect::connect(origin, connect_timeout).await.map(drop)
 }

@@ -1,0 +1,151 @@
+//! HTTP/2: a few workers share one connection, each sending on its own stream.
+//!
+//! With `--http2`, workers are grouped `--streams-per-connection` at a time; each group shares
+//! a [`SharedConnection`], opened by whichever of its workers needs it first (that worker's
+//! row carries `connect_ns`) and reopened the same way once it has closed. A failed stream
+//! does not close the connection for the others; a broken connection shows up as closed and
+//! is replaced.
+//!
+//! Byte counts: streams share the connection's socket, so per-request wire bytes cannot be
+//! measured. `bytes_sent` and `bytes_received` count each request's and response's headers
+//! (as `name: value` text) and body — HPACK compression and frame overhead are not included.
+
+use std::sync::Arc;
+use std::time::Instant;
+
+use bytes::Bytes;
+use http_body_util::{BodyExt, Full};
+use hyper::client::conn::http2::{self, SendRequest};
+use hyper::header::{HeaderMap, HeaderValue};
+use hyper::Request;
+use hyper_util::rt::{TokioExecutor, TokioIo};
+use tokio::sync::Mutex;
+
+use super::connect::{connect, Origin};
+use super::{classify_hyper, location, Exchange, Hop, TransportConfig};
+use crate::clock::nanos;
+use crate::record::ErrorClass;
+
+/// One HTTP/2 connection shared by a group of workers.
+#[derive(Default)]
+pub struct SharedConnection {
+    sender: Mutex<Option<SendRequest<Full<Bytes>>>>,
+}
+
+impl std::fmt::Debug for SharedConnection {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("SharedConnection")
+    }
+}
+
+/// One worker's stream on a shared connection.
+pub struct Http2Stream {
+    config: Arc<TransportConfig>,
+    shared: Arc<SharedConnection>,
+    /// This worker's handle on the shared connection, while it is open.
+    sender: Option<SendRequest<Full<Bytes>>>,
+}
+
+impl Http2Stream {
+    pub fn new(config: Arc<TransportConfig>, shared: Arc<SharedConnection>) -> Self {
+        Http2Stream {
+            config,
+            shared,
+            sender: None,
+        }
+    }
+
+    /// A handle on the group's open connection, opening it if this worker is the first to
+    /// find it missing or closed; the time that took goes to `out`.
+    async fn sender(
+        &mut self,
+        origin: &Origin,
+        out: &mut Exchange,
+    ) -> Result<SendRequest<Full<Bytes>>, ErrorClass> {
+        if let Some(sender) = self.sender.as_ref().filter(|s| !s.is_closed()) {
+            return Ok(sender.clone());
+        }
+        let mut slot = self.shared.sender.lock().await;
+        if let Some(sender) = slot.as_ref().filter(|s| !s.is_closed()) {
+            self.sender = Some(sender.clone());
+            return Ok(sender.clone());
+        }
+        let before = Instant::now();
+        let connected = connect(origin, self.config.connect_timeout)
+            .await
+            .map_err(|f| f.class)?;
+        let (sender, connection) =
+            http2::handshake(TokioExecutor::new(), TokioIo::new(connected.io))
+                .await
+                .map_err(|e| classify_hyper(&e))?;
+        tokio::spawn(connection);
+        out.add_connect(nanos(before.elapsed()));
+        *slot = Some(sender.clone());
+        self.sender = Some(sender.clone());
+        Ok(sender)
+    }
+}
+
+/// Size of a header block written out as HTTP/1.1 text (`name: value\r\n`).
+fn header_bytes(headers: &HeaderMap) -> u64 {
+    headers
+        .iter()
+        .map(|(name, value)| (name.as_str().len() + value.len() + 4) as u64)
+        .sum()
+}
+
+impl Hop for Http2Stream {
+    async fn hop(
+        &mut self,
+        origin: &Origin,
+        request: Request<Full<Bytes>>,
+        started: Instant,
+        out: &mut Exchange,
+    ) -> Result<Option<HeaderValue>, ErrorClass> {
+        let mut sender = self.sender(origin, out).await?;
+        out.bytes_sent += header_bytes(request.headers())
+            + request
+                .uri()
+                .path_and_query()
+                .map_or(1, |p| p.as_str().len()) as u64
+            + hyper::body::Body::size_hint(request.body())
+                .exact()
+                .unwrap_or(0);
+        sender.ready().await.map_err(|e| classify_hyper(&e))?;
+        let response = sender
+            .send_request(request)
+            .await
+            .map_err(|e| classify_hyper(&e))?;
+        out.status = response.status().as_u16();
+        out.ttfb_ns = Some(nanos(started.elapsed()));
+        out.bytes_received += header_bytes(response.headers());
+        let redirect = location(response.status(), response.headers());
+        let mut body = response.into_body();
+        while let Some(frame) = body.frame().await {
+            match frame {
+                Ok(frame) => {
+                    if let Some(data) = frame.data_ref() {
+                        out.bytes_received += data.len() as u64;
+                    }
+                }
+                Err(e) => {
+                    return Err(match classify_hyper(&e) {
+                        ErrorClass::Timeout => ErrorClass::Timeout,
+                        _ => ErrorClass::Body,
+                    })
+                }
+            }
+        }
+        Ok(redirect)
+    }
+
+    fn settle(&mut self, _out: &mut Exchange) {
+        // Bytes are counted as they are sent and received (see the module note).
+    }
+
+    fn discard(&mut self) {
+        // The stream failed; the connection may be fine for the group's other workers. If it
+        // is not, it reports itself closed and the next request opens a new one.
+        self.sender = None;
+    }
+}

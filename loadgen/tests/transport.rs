@@ -1,0 +1,391 @@
+//! Transport options against real servers on loopback: TLS (system roots, --cacert,
+//! --insecure), HTTP/2 with streams sharing connections, --no-keepalive, redirects, and secret
+//! headers kept out of run.json and the Parquet metadata.
+
+mod common;
+
+use std::convert::Infallible;
+use std::net::SocketAddr;
+use std::path::Path;
+use std::process::Command;
+
+use bytes::Bytes;
+use common::{metadata, read_rows, run_at, run_json, segments};
+use http_body_util::Full;
+use hyper::{Request, Response};
+use hyper_util::rt::TokioIo;
+use loadgen::stop::StopSignal;
+use servers::ServerConfig;
+
+/// A self-signed certificate for `localhost` and 127.0.0.1, and its key, in PEM.
+fn self_signed() -> (String, String) {
+    let cert =
+        rcgen::generate_simple_self_signed(vec!["localhost".into(), "127.0.0.1".into()]).unwrap();
+    (cert.cert.pem(), cert.signing_key.serialize_pem())
+}
+
+/// The reference server over TLS; returns it with the CA (here: the certificate) in a file.
+async fn tls_server(dir: &Path) -> (servers::RunningServer, std::path::PathBuf) {
+    let (cert, key) = self_signed();
+    let ca = dir.join("ca.pem");
+    std::fs::write(&ca, &cert).unwrap();
+    let server = servers::start(ServerConfig {
+        tls: Some(servers::TlsConfig::from_pem(
+            cert.into_bytes(),
+            key.into_bytes(),
+        )),
+        ..ServerConfig::default()
+    })
+    .await
+    .unwrap();
+    (server, ca)
+}
+
+/// `loadgen ARGS…` as a process: (exit code, stdout, stderr).
+async fn loadgen(args: Vec<String>) -> (i32, String, String) {
+    tokio::task::spawn_blocking(move || {
+        let out = Command::new(env!("CARGO_BIN_EXE_loadgen"))
+            .args(&args)
+            .output()
+            .unwrap();
+        (
+            out.status.code().unwrap_or(-1),
+            String::from_utf8_lossy(&out.stdout).into_owned(),
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+        )
+    })
+    .await
+    .unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn https_with_cacert_works_and_the_handshake_is_in_connect_time() {
+    let dir = tempfile::tempdir().unwrap();
+    let (server, ca) = tls_server(dir.path()).await;
+    let url = format!("{}/", server.url());
+    assert!(url.starts_with("https://"), "{url}");
+    let (_d, run_dir, outcome) = run_at(
+        &url,
+        &[
+            "-c",
+            "2",
+            "-n",
+            "40",
+            "--cacert",
+            ca.to_str().unwrap(),
+            "--no-progress",
+        ],
+        StopSignal::new(),
+    )
+    .await;
+    let rows = read_rows(&run_dir);
+    assert_eq!(rows.len(), 40);
+    assert!(
+        rows.iter().all(|r| r.status == 200 && r.error.is_none()),
+        "{rows:?}"
+    );
+    // Keep-alive: one connection per worker, so exactly two rows carry connect time, and it
+    // includes a TLS handshake (far more than a loopback TCP connect's few microseconds).
+    let connects: Vec<i64> = rows.iter().filter_map(|r| r.connect_ns).collect();
+    assert_eq!(connects.len(), 2, "{connects:?}");
+    assert!(connects.iter().all(|&ns| ns > 100_000), "{connects:?}");
+    // Bytes are counted on the wire, TLS records included: more than the plaintext response.
+    assert!(rows
+        .iter()
+        .all(|r| r.bytes_received > "hello, world\n".len() as u64));
+    assert_eq!(server.requests_total(), 40);
+    assert_eq!(
+        outcome.run_json["config"]["tls_verify"],
+        format!("--cacert {}", ca.display())
+    );
+    server.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_self_signed_server_without_cacert_is_a_clear_error_at_start() {
+    let dir = tempfile::tempdir().unwrap();
+    let (server, _ca) = tls_server(dir.path()).await;
+    let out = dir.path().join("run");
+    let (code, _stdout, stderr) = loadgen(vec![
+        "run".into(),
+        "--url".into(),
+        format!("{}/", server.url()),
+        "-n".into(),
+        "5".into(),
+        "--out".into(),
+        out.display().to_string(),
+    ])
+    .await;
+    assert_eq!(code, 2, "{stderr}");
+    assert!(stderr.contains("certificate"), "{stderr}");
+    assert!(
+        stderr.contains("--cacert") && stderr.contains("--insecure"),
+        "{stderr}"
+    );
+    assert_eq!(stderr.trim().lines().count(), 1, "one sentence: {stderr}");
+    assert!(!out.exists(), "no run directory is left behind");
+    assert_eq!(server.requests_total(), 0);
+    server.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn insecure_skips_verification_and_says_so() {
+    let dir = tempfile::tempdir().unwrap();
+    let (server, _ca) = tls_server(dir.path()).await;
+    let out = dir.path().join("run");
+    let (code, stdout, stderr) = loadgen(vec![
+        "run".into(),
+        "--url".into(),
+        format!("{}/", server.url()),
+        "-c".into(),
+        "2".into(),
+        "-n".into(),
+        "10".into(),
+        "--insecure".into(),
+        "--no-progress".into(),
+        "--out".into(),
+        out.display().to_string(),
+    ])
+    .await;
+    assert_eq!(code, 0, "{stderr}");
+    assert!(stdout.contains("--insecure"), "the summary warns: {stdout}");
+    let json = run_json(&out);
+    assert!(
+        json["warnings"].to_string().contains("not verified"),
+        "{}",
+        json["warnings"]
+    );
+    assert_eq!(json["config"]["tls_verify"], "off (--insecure)");
+    assert_eq!(read_rows(&out).len(), 10);
+    server.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn http2_over_tls_multiplexes_workers_on_shared_connections() {
+    let dir = tempfile::tempdir().unwrap();
+    let (server, ca) = tls_server(dir.path()).await;
+    let (_d, run_dir, outcome) = run_at(
+        &format!("{}/", server.url()),
+        &[
+            "--http2",
+            "-c",
+            "2",
+            "--streams-per-connection",
+            "4",
+            "-n",
+            "200",
+            "--cacert",
+            ca.to_str().unwrap(),
+            "--no-progress",
+        ],
+        StopSignal::new(),
+    )
+    .await;
+    let rows = read_rows(&run_dir);
+    assert_eq!(rows.len(), 200);
+    assert!(
+        rows.iter().all(|r| r.status == 200 && r.error.is_none()),
+        "{:?}",
+        &rows[..3]
+    );
+    // 2 connections × 4 streams = 8 workers, and only two connections were opened.
+    let workers: std::collections::BTreeSet<u32> = rows.iter().map(|r| r.worker).collect();
+    assert_eq!(workers.len(), 8, "{workers:?}");
+    assert_eq!(rows.iter().filter(|r| r.connect_ns.is_some()).count(), 2);
+    assert_eq!(outcome.run_json["config"]["protocol"], "HTTP/2");
+    server.shutdown().await;
+}
+
+/// A server that speaks only HTTP/1.1 and answers every request with 200.
+async fn http1_only_server() -> SocketAddr {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    tokio::spawn(async move {
+        while let Ok((stream, _)) = listener.accept().await {
+            tokio::spawn(hyper::server::conn::http1::Builder::new().serve_connection(
+                TokioIo::new(stream),
+                hyper::service::service_fn(|_req: Request<hyper::body::Incoming>| async {
+                    Ok::<_, Infallible>(Response::new(Full::new(Bytes::from_static(b"ok"))))
+                }),
+            ));
+        }
+    });
+    addr
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn http2_prior_knowledge_is_really_http2() {
+    // The reference server speaks h2c with prior knowledge: it works.
+    let server = servers::start(ServerConfig::default()).await.unwrap();
+    let (_d, run_dir, _) = run_at(
+        &format!("{}/", server.url()),
+        &[
+            "--http2",
+            "-c",
+            "1",
+            "--streams-per-connection",
+            "3",
+            "-n",
+            "30",
+            "--no-progress",
+        ],
+        StopSignal::new(),
+    )
+    .await;
+    let rows = read_rows(&run_dir);
+    assert_eq!(
+        rows.iter().filter(|r| r.status == 200).count(),
+        30,
+        "{rows:?}"
+    );
+    server.shutdown().await;
+    // A server that only speaks HTTP/1.1 cannot answer an HTTP/2 preface: every row fails.
+    let addr = http1_only_server().await;
+    let (_d, run_dir, outcome) = run_at(
+        &format!("http://{addr}/"),
+        &["--http2", "-c", "1", "-n", "5", "--no-progress"],
+        StopSignal::new(),
+    )
+    .await;
+    let rows = read_rows(&run_dir);
+    assert_eq!(rows.len(), 5);
+    assert!(
+        rows.iter().all(|r| r.status == 0 && r.error.is_some()),
+        "{rows:?}"
+    );
+    assert_eq!(outcome.summary.failed, 5);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn no_keepalive_opens_a_connection_for_every_request() {
+    let server = servers::start(ServerConfig::default()).await.unwrap();
+    let (_d, run_dir, _) = run_at(
+        &format!("{}/", server.url()),
+        &["-c", "2", "-n", "30", "--no-keepalive", "--no-progress"],
+        StopSignal::new(),
+    )
+    .await;
+    let rows = read_rows(&run_dir);
+    assert_eq!(rows.len(), 30);
+    assert!(rows.iter().all(|r| r.status == 200), "{rows:?}");
+    assert!(
+        rows.iter().all(|r| r.connect_ns.is_some()),
+        "every row connects"
+    );
+    server.shutdown().await;
+}
+
+/// Redirects: `/r/N` → `/r/N-1`, `/r/0` → 200, `/loop` → itself, `/away` → `elsewhere`.
+async fn redirect_server(elsewhere: String) -> SocketAddr {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    tokio::spawn(async move {
+        while let Ok((stream, _)) = listener.accept().await {
+            let elsewhere = elsewhere.clone();
+            let service = hyper::service::service_fn(move |req: Request<hyper::body::Incoming>| {
+                let path = req.uri().path().to_string();
+                let location = match path.as_str() {
+                    "/r/0" => None,
+                    "/loop" => Some("/loop".to_string()),
+                    "/away" => Some(elsewhere.clone()),
+                    p => p
+                        .strip_prefix("/r/")
+                        .and_then(|n| n.parse::<u32>().ok())
+                        .map(|n| format!("/r/{}", n - 1)),
+                };
+                async move {
+                    let mut response = Response::new(Full::new(Bytes::from_static(b"done")));
+                    if let Some(location) = location {
+                        *response.status_mut() = hyper::StatusCode::FOUND;
+                        response
+                            .headers_mut()
+                            .insert(hyper::header::LOCATION, location.parse().unwrap());
+                    }
+                    Ok::<_, Infallible>(response)
+                }
+            });
+            tokio::spawn(
+                hyper::server::conn::http1::Builder::new()
+                    .serve_connection(TokioIo::new(stream), service),
+            );
+        }
+    });
+    addr
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn redirects_are_followed_only_when_asked_and_only_so_far() {
+    let other = servers::start(ServerConfig::default()).await.unwrap();
+    let addr = redirect_server(format!("{}/", other.url())).await;
+    let statuses = |run_dir: &Path| -> Vec<(u16, Option<String>)> {
+        read_rows(run_dir)
+            .into_iter()
+            .map(|r| (r.status, r.error))
+            .collect()
+    };
+    let run = |path: &'static str, flags: Vec<&'static str>| {
+        let url = format!("http://{addr}{path}");
+        async move {
+            let mut all = vec!["-c", "1", "-n", "3", "--no-progress"];
+            all.extend(flags);
+            run_at(&url, &all, StopSignal::new()).await
+        }
+    };
+    // Not followed by default: the 302 is the response (a success, like wrk and oha).
+    let (_d, dir, _) = run("/r/3", vec![]).await;
+    assert_eq!(statuses(&dir), vec![(302, None); 3]);
+    // Followed: three hops to the 200, one row per request, latency covering all of it.
+    let (_d, dir, _) = run("/r/3", vec!["--follow-redirects"]).await;
+    assert_eq!(statuses(&dir), vec![(200, None); 3]);
+    // A loop stops after 10 redirects.
+    let (_d, dir, outcome) = run("/loop", vec!["--follow-redirects"]).await;
+    assert_eq!(
+        statuses(&dir),
+        vec![(302, Some("too_many_redirects".to_string())); 3]
+    );
+    assert_eq!(outcome.summary.failed, 3);
+    // Another origin: not followed unless =any.
+    let (_d, dir, _) = run("/away", vec!["--follow-redirects"]).await;
+    assert_eq!(statuses(&dir), vec![(302, None); 3]);
+    assert_eq!(other.requests_total(), 0);
+    let (_d, dir, _) = run("/away", vec!["--follow-redirects=any"]).await;
+    assert_eq!(statuses(&dir), vec![(200, None); 3]);
+    assert_eq!(other.requests_total(), 3);
+    other.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn secret_headers_stay_out_of_run_json_and_parquet_metadata() {
+    let server = servers::start(ServerConfig::default()).await.unwrap();
+    let (_d, run_dir, _) = run_at(
+        &format!("{}/", server.url()),
+        &[
+            "-n",
+            "5",
+            "-H",
+            "Authorization: Bearer s3cr3t-token",
+            "-H",
+            "X-Api-Key: k3y-value",
+            "-H",
+            "Cookie: session=c00kie",
+            "-H",
+            "Accept: text/plain",
+            "--no-progress",
+        ],
+        StopSignal::new(),
+    )
+    .await;
+    let run_json_text = std::fs::read_to_string(run_dir.join("run.json")).unwrap();
+    let parquet_text: String = segments(&run_dir)
+        .iter()
+        .map(|s| format!("{:?}", metadata(s)))
+        .collect();
+    for text in [&run_json_text, &parquet_text] {
+        for secret in ["s3cr3t-token", "k3y-value", "c00kie"] {
+            assert!(!text.contains(secret), "{secret} leaked");
+        }
+        assert!(text.contains("<redacted>"));
+        assert!(text.contains("text/plain"), "ordinary headers are kept");
+    }
+    server.shutdown().await;
+}
