@@ -2,11 +2,18 @@
 //!
 //! The binary fills it from flags and tests fill it in code; both go through
 //! [`ServerConfig::validate`] (called by [`crate::start`]). This module does not parse flags
-//! and does not apply the knobs; the server module does.
+//! and does not apply the knobs; the server module does (the TLS files are checked here, by
+//! building the rustls config once, so a bad certificate is a config error and not a
+//! failure on the first connection).
 
 use std::net::{IpAddr, Ipv4Addr};
+use std::time::Duration;
 
-use crate::ServiceTime;
+use crate::{Fault, ServiceTime, TlsConfig};
+
+/// Rates are fractions chosen by people, so `0.1 + 0.2 + 0.7` must count as 1, not as
+/// 1.0000000000000002.
+const RATE_SUM_TOLERANCE: f64 = 1e-9;
 
 /// What to listen on and how the server should behave under load.
 #[derive(Debug, Clone, PartialEq)]
@@ -21,9 +28,30 @@ pub struct ServerConfig {
     /// `None` is unlimited.
     pub workers: Option<usize>,
     /// Fraction of API requests (0..=1) answered `500` instead of being handled.
+    ///
+    /// This and the three fault rates below are shares of the same requests, drawn once per
+    /// request after its service time: each is exactly the fraction of API requests that get
+    /// that treatment, so they must add up to at most 1.
     pub error_rate: f64,
+    /// Fraction of API requests (0..=1) answered with a TCP reset instead of a response
+    /// ([`Fault::Reset`]).
+    pub reset_rate: f64,
+    /// Fraction of API requests (0..=1) whose response stops half-way through the body
+    /// ([`Fault::CloseMidBody`]).
+    pub close_mid_body_rate: f64,
+    /// Fraction of API requests (0..=1) answered with bytes that are not HTTP
+    /// ([`Fault::Garbage`]).
+    pub garbage_rate: f64,
+    /// Send every API response body in two halves, the second this long after the first;
+    /// headers go out at once. `None` sends bodies whole.
+    pub slow_body: Option<Duration>,
+    /// At most this many client connections open at once; one accepted beyond that is reset
+    /// at once. `None` is unlimited.
+    pub max_connections: Option<usize>,
     /// Periodic stalls: the whole server stops answering API requests for a while.
     pub stall: Option<Stall>,
+    /// Serve HTTPS (HTTP/1.1 and HTTP/2, chosen by ALPN) instead of cleartext HTTP.
+    pub tls: Option<TlsConfig>,
 }
 
 /// For `duration` out of every `every`, API requests are held until the stall ends — what a
@@ -45,7 +73,13 @@ impl Default for ServerConfig {
             service_time: ServiceTime::Zero,
             workers: None,
             error_rate: 0.0,
+            reset_rate: 0.0,
+            close_mid_body_rate: 0.0,
+            garbage_rate: 0.0,
+            slow_body: None,
+            max_connections: None,
             stall: None,
+            tls: None,
         }
     }
 }
@@ -67,6 +101,41 @@ pub enum ConfigError {
         every: std::time::Duration,
         duration: std::time::Duration,
     },
+    #[error("{fault} rate must be a fraction between 0 and 1 (e.g. 0.05 for 5 %), got {rate}")]
+    FaultRate { fault: Fault, rate: f64 },
+    #[error(
+        "--error-rate, --reset-rate, --close-mid-body-rate and --garbage-rate are shares of the \
+         same requests and must add up to at most 1, but they add up to {0}"
+    )]
+    RatesOverOne(f64),
+    #[error("slow body delay must be longer than 0 (leave it unset to send bodies whole), got 0")]
+    ZeroSlowBody,
+    #[error("max connections must be at least 1 (leave it unset for unlimited), got 0")]
+    ZeroMaxConnections,
+    #[error("could not read the TLS {what} file {path}: {reason}")]
+    TlsRead {
+        what: &'static str,
+        path: String,
+        reason: String,
+    },
+    #[error(
+        "the TLS certificate in {source_name} is not usable: {reason} (expected PEM with at \
+         least one -----BEGIN CERTIFICATE----- block)"
+    )]
+    TlsCertificate { source_name: String, reason: String },
+    #[error(
+        "the TLS private key in {source_name} is not usable: {reason} (expected PEM with one \
+         PKCS#8, PKCS#1 or SEC1 private key)"
+    )]
+    TlsKey { source_name: String, reason: String },
+    #[error(
+        "the TLS certificate in {cert} and the key in {key} cannot be used together: {reason}"
+    )]
+    TlsPair {
+        cert: String,
+        key: String,
+        reason: String,
+    },
 }
 
 impl ServerConfig {
@@ -75,6 +144,15 @@ impl ServerConfig {
         // `contains` is false for NaN, so NaN is rejected too.
         if !(0.0..=1.0).contains(&self.error_rate) {
             return Err(ConfigError::ErrorRate(self.error_rate));
+        }
+        for (fault, rate) in self.fault_rates() {
+            if !(0.0..=1.0).contains(&rate) {
+                return Err(ConfigError::FaultRate { fault, rate });
+            }
+        }
+        let rates_sum = self.error_rate + self.fault_rates().map(|(_, rate)| rate).sum::<f64>();
+        if rates_sum > 1.0 + RATE_SUM_TOLERANCE {
+            return Err(ConfigError::RatesOverOne(rates_sum));
         }
         if let Some(stall) = self.stall {
             // A zero period is caught here too: no duration is both > 0 and < 0.
@@ -89,6 +167,26 @@ impl ServerConfig {
             // Zero permits would make every request wait forever.
             return Err(ConfigError::ZeroWorkers);
         }
+        if self.slow_body == Some(Duration::ZERO) {
+            return Err(ConfigError::ZeroSlowBody);
+        }
+        if self.max_connections == Some(0) {
+            // Every connection would be reset, which is a broken server, not a limit.
+            return Err(ConfigError::ZeroMaxConnections);
+        }
+        if let Some(tls) = &self.tls {
+            tls.rustls_config()?;
+        }
         Ok(())
+    }
+
+    /// Each fault with its rate, in the order the per-request draw checks them.
+    pub(crate) fn fault_rates(&self) -> impl Iterator<Item = (Fault, f64)> {
+        [
+            (Fault::Reset, self.reset_rate),
+            (Fault::CloseMidBody, self.close_mid_body_rate),
+            (Fault::Garbage, self.garbage_rate),
+        ]
+        .into_iter()
     }
 }

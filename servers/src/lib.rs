@@ -5,8 +5,10 @@
 //! APIs (plus `GET /` → `hello, world`) on one hyper server, and lets the caller set a
 //! service time distribution, a finite number of workers, an error rate and periodic stalls
 //! ([`Stall`]: for a while, the server answers nothing, which is how tests show coordinated
-//! omission). The same code runs as the `loadgen-server` binary and in-process from tests via
-//! [`start`].
+//! omission). For the fault matrix a load generator is tested against, it can also reset
+//! connections, cut responses off mid-body or answer garbage ([`Fault`]), send bodies
+//! slowly, cap open connections, and speak HTTPS ([`TlsConfig`]). The same code runs as the
+//! `loadgen-server` binary and in-process from tests via [`start`].
 //!
 //! What it is responsible for: routing, validating requests the way the course servers do
 //! (400 for malformed ids and bodies, 404 for unknown paths, 405 for a wrong method),
@@ -15,7 +17,8 @@
 //!
 //! What it is not: a faithful database. Albums, lift rides and swipes are validated and then
 //! forgotten; only step counts are kept, in a bounded in-memory store. Nothing here is meant
-//! to be exposed beyond a test network: there is no TLS and no authentication.
+//! to be exposed beyond a test network: TLS is there to measure its cost, not to protect
+//! anything, and there is no authentication.
 //!
 //! ```no_run
 //! # async fn demo() -> std::io::Result<()> {
@@ -32,14 +35,19 @@
 //! ```
 
 mod api;
+mod body;
 mod config;
 mod delay;
+mod fault;
 mod metrics;
 mod reply;
 mod router;
 mod server;
 mod service_time;
+mod tls;
 
 pub use config::{ConfigError, ServerConfig, Stall};
+pub use fault::Fault;
 pub use server::{start, RunningServer, DEFAULT_SHUTDOWN_GRACE};
 pub use service_time::{ParseServiceTimeError, ServiceTime};
+pub use tls::TlsConfig;

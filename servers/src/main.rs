@@ -6,14 +6,16 @@
 
 use std::io::Write as _;
 use std::net::IpAddr;
+use std::path::PathBuf;
 use std::process::ExitCode;
 
 use anyhow::Context as _;
 use clap::Parser;
-use servers::{ServerConfig, ServiceTime};
+use servers::{ServerConfig, ServiceTime, TlsConfig};
 
 /// Reference server for the course APIs (albums, skiers, swipe, stepcounter) with knobs for
-/// service time, worker capacity, error rate and periodic stalls.
+/// service time, worker capacity, error rate, periodic stalls, connection faults, slow
+/// bodies, a connection cap and TLS.
 #[derive(Debug, Parser)]
 #[command(version, about)]
 struct Cli {
@@ -36,8 +38,42 @@ struct Cli {
     workers: Option<u64>,
 
     /// Fraction (0..=1) of API requests answered 500 instead of being handled.
-    #[arg(long, default_value_t = 0.0, value_name = "P", value_parser = parse_error_rate)]
+    #[arg(long, default_value_t = 0.0, value_name = "P", value_parser = parse_fraction)]
     error_rate: f64,
+
+    /// Fraction (0..=1) of API requests answered with a TCP reset (RST) instead of a
+    /// response; the client sees ECONNRESET.
+    #[arg(long, default_value_t = 0.0, value_name = "P", value_parser = parse_fraction)]
+    reset_rate: f64,
+
+    /// Fraction (0..=1) of API requests whose response stops after the headers (with the full
+    /// Content-Length) and about half the body, then the connection closes.
+    #[arg(long, default_value_t = 0.0, value_name = "P", value_parser = parse_fraction)]
+    close_mid_body_rate: f64,
+
+    /// Fraction (0..=1) of API requests answered with bytes that are not HTTP, then the
+    /// connection closes. The error and fault rates share one draw and add up to at most 1.
+    #[arg(long, default_value_t = 0.0, value_name = "P", value_parser = parse_fraction)]
+    garbage_rate: f64,
+
+    /// Send each API response body in two halves, the second DURATION after the first;
+    /// headers go out at once, so the first byte is quick and the whole response slow.
+    #[arg(long, value_name = "DURATION", value_parser = humantime::parse_duration)]
+    slow_body: Option<std::time::Duration>,
+
+    /// At most N client connections open at once; a connection accepted beyond that is reset
+    /// at once (RST). Unlimited when not given.
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
+    max_connections: Option<u64>,
+
+    /// Serve HTTPS with this PEM certificate chain (needs --tls-key); ALPN offers h2 and
+    /// http/1.1.
+    #[arg(long, value_name = "FILE", requires = "tls_key")]
+    tls_cert: Option<PathBuf>,
+
+    /// The PEM private key for --tls-cert.
+    #[arg(long, value_name = "FILE", requires = "tls_cert")]
+    tls_key: Option<PathBuf>,
 
     /// Stall periodically: in every DURATION (counted from start), the whole server stops
     /// answering API requests for its last --stall-for; requests arriving or in service then
@@ -54,7 +90,7 @@ struct Cli {
     threads: Option<u64>,
 }
 
-fn parse_error_rate(text: &str) -> Result<f64, String> {
+fn parse_fraction(text: &str) -> Result<f64, String> {
     match text.parse::<f64>() {
         Ok(rate) if (0.0..=1.0).contains(&rate) => Ok(rate),
         _ => Err(format!(
@@ -89,6 +125,14 @@ fn run(cli: Cli) -> anyhow::Result<()> {
     }
     .context("could not start the tokio runtime")?;
 
+    let tls = match (&cli.tls_cert, &cli.tls_key) {
+        (Some(cert), Some(key)) => match TlsConfig::from_files(cert, key) {
+            Ok(tls) => Some(tls),
+            Err(e) => bad_flags(&e),
+        },
+        // clap's `requires` leaves only both or neither.
+        _ => None,
+    };
     let config = ServerConfig {
         bind: cli.bind,
         port: cli.port,
@@ -99,22 +143,37 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             .transpose()
             .context("--workers is too large")?,
         error_rate: cli.error_rate,
+        reset_rate: cli.reset_rate,
+        close_mid_body_rate: cli.close_mid_body_rate,
+        garbage_rate: cli.garbage_rate,
+        slow_body: cli.slow_body,
+        max_connections: cli
+            .max_connections
+            .map(usize::try_from)
+            .transpose()
+            .context("--max-connections is too large")?,
         stall: cli
             .stall_every
             .zip(cli.stall_for)
             .map(|(every, duration)| servers::Stall { every, duration }),
+        tls,
     };
     if let Err(e) = config.validate() {
-        eprintln!("error: {e}");
-        std::process::exit(2);
+        bad_flags(&e);
     }
     runtime.block_on(serve(config))
+}
+
+/// A flag value the server cannot run with: say why and exit 2, like clap does.
+fn bad_flags(error: &servers::ConfigError) -> ! {
+    eprintln!("error: {error}");
+    std::process::exit(2);
 }
 
 async fn serve(config: ServerConfig) -> anyhow::Result<()> {
     let addr = std::net::SocketAddr::new(config.bind, config.port);
     let knobs = format!(
-        "service time {}, workers {}, error rate {}, {}",
+        "service time {}, workers {}, error rate {}, {}, {}, {}, max connections {}",
         config.service_time,
         config
             .workers
@@ -128,6 +187,20 @@ async fn serve(config: ServerConfig) -> anyhow::Result<()> {
                 humantime::format_duration(s.every)
             )
         ),
+        format_args!(
+            "reset rate {}, close-mid-body rate {}, garbage rate {}",
+            config.reset_rate, config.close_mid_body_rate, config.garbage_rate
+        ),
+        config.slow_body.map_or_else(
+            || "bodies sent whole".to_owned(),
+            |d| format!(
+                "second half of bodies after {}",
+                humantime::format_duration(d)
+            )
+        ),
+        config
+            .max_connections
+            .map_or_else(|| "unlimited".to_owned(), |n| n.to_string()),
     );
     let server = servers::start(config)
         .await

@@ -5,6 +5,10 @@
 //! request counts (the server counts it just before handing the response to hyper, so a
 //! client that has read a response always sees it counted) and does not serve HTTP.
 //!
+//! A faulted request ([`Fault`]) is counted once, under its fault's label in place of a
+//! status (`status="reset"`, `"close_mid_body"`, `"garbage"`): the client never saw the
+//! status, so `status="200"` stays the number of complete 200s a client can have read.
+//!
 //! `/metrics` requests are counted under `route="metrics"` in the exposition, but they are
 //! not API requests: [`Metrics::requests_total`], [`Metrics::requests_with_status`] and the
 //! in-flight gauge leave them out, so scraping does not disturb what a test measures.
@@ -13,12 +17,15 @@ use std::fmt::Write as _;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use crate::router::Route;
+use crate::Fault;
 
 /// Every status the server itself produces. Responses hyper generates on its own (e.g. 400
 /// for an unparsable request line) never reach a handler and are not counted.
 const STATUSES: [u16; 7] = [200, 201, 400, 404, 405, 413, 500];
-/// One extra column so an unexpected status is still counted, as `status="other"`.
-const STATUS_COLUMNS: usize = STATUSES.len() + 1;
+/// After the statuses, one column so an unexpected status is still counted, as
+/// `status="other"`, then one per fault.
+const OTHER_COLUMN: usize = STATUSES.len();
+const COLUMNS: usize = OTHER_COLUMN + 1 + Fault::ALL.len();
 const ROUTES: usize = Route::ALL.len();
 
 fn status_column(status: u16) -> usize {
@@ -30,19 +37,34 @@ fn status_column(status: u16) -> usize {
         405 => 4,
         413 => 5,
         500 => 6,
-        _ => STATUSES.len(),
+        _ => OTHER_COLUMN,
+    }
+}
+
+fn fault_column(fault: Fault) -> usize {
+    OTHER_COLUMN + 1 + fault.index()
+}
+
+/// The `status` label of a column.
+fn column_label(column: usize) -> String {
+    match STATUSES.get(column) {
+        Some(status) => status.to_string(),
+        None if column == OTHER_COLUMN => "other".to_owned(),
+        None => Fault::ALL[column - OTHER_COLUMN - 1].label().to_owned(),
     }
 }
 
 /// Shared by every connection of one server.
 #[derive(Debug, Default)]
 pub(crate) struct Metrics {
-    requests: [[AtomicU64; STATUS_COLUMNS]; ROUTES],
+    requests: [[AtomicU64; COLUMNS]; ROUTES],
     in_flight: AtomicU64,
     waiting_for_worker: AtomicU64,
     connections_open: AtomicU64,
     connections_accepted: AtomicU64,
+    connections_refused: AtomicU64,
     accept_errors: AtomicU64,
+    tls_handshake_errors: AtomicU64,
     stepcounter_dropped: AtomicU64,
 }
 
@@ -52,6 +74,12 @@ impl Metrics {
     /// the count; on x86 and ARM this costs the same as `Relaxed`.
     pub(crate) fn count(&self, route: Route, status: u16) {
         self.requests[route.index()][status_column(status)].fetch_add(1, Ordering::Release);
+    }
+
+    /// Counts one request answered with a fault instead of its status; same ordering as
+    /// [`Metrics::count`].
+    pub(crate) fn count_fault(&self, route: Route, fault: Fault) {
+        self.requests[route.index()][fault_column(fault)].fetch_add(1, Ordering::Release);
     }
 
     fn api_routes() -> impl Iterator<Item = Route> {
@@ -76,6 +104,17 @@ impl Metrics {
             .sum()
     }
 
+    pub(crate) fn faults_total(&self, fault: Fault) -> u64 {
+        let column = fault_column(fault);
+        Self::api_routes()
+            .map(|r| self.requests[r.index()][column].load(Ordering::Acquire))
+            .sum()
+    }
+
+    pub(crate) fn connections_refused(&self) -> u64 {
+        self.connections_refused.load(Ordering::Acquire)
+    }
+
     pub(crate) fn in_flight(&self) -> u64 {
         self.in_flight.load(Ordering::Acquire)
     }
@@ -96,6 +135,16 @@ impl Metrics {
         Gauge::enter(&self.connections_open)
     }
 
+    /// Counted before the refused socket is closed, so a client that saw the reset sees
+    /// the count.
+    pub(crate) fn connection_refused(&self) {
+        self.connections_refused.fetch_add(1, Ordering::Release);
+    }
+
+    pub(crate) fn tls_handshake_failed(&self) {
+        self.tls_handshake_errors.fetch_add(1, Ordering::Relaxed);
+    }
+
     pub(crate) fn accept_failed(&self) {
         self.accept_errors.fetch_add(1, Ordering::Relaxed);
     }
@@ -109,7 +158,8 @@ impl Metrics {
     pub(crate) fn render(&self) -> String {
         let mut out = String::with_capacity(2048);
         out.push_str(
-            "# HELP loadgen_server_requests_total Requests answered by the server, by route and status.\n\
+            "# HELP loadgen_server_requests_total Requests answered by the server, by route and status \
+             (or the fault that replaced the answer: reset, close_mid_body, garbage).\n\
              # TYPE loadgen_server_requests_total counter\n",
         );
         for route in Route::ALL {
@@ -118,9 +168,7 @@ impl Metrics {
                 if value == 0 {
                     continue;
                 }
-                let status = STATUSES
-                    .get(column)
-                    .map_or("other".to_owned(), u16::to_string);
+                let status = column_label(column);
                 // Writing to a String cannot fail.
                 let _ = writeln!(
                     out,
@@ -129,7 +177,7 @@ impl Metrics {
                 );
             }
         }
-        let gauges: [(&str, &str, &str, &AtomicU64); 6] = [
+        let gauges: [(&str, &str, &str, &AtomicU64); 8] = [
             (
                 "loadgen_server_in_flight",
                 "gauge",
@@ -151,14 +199,26 @@ impl Metrics {
             (
                 "loadgen_server_connections_accepted_total",
                 "counter",
-                "Client connections accepted since start.",
+                "Client connections accepted and served since start (refused ones are not).",
                 &self.connections_accepted,
+            ),
+            (
+                "loadgen_server_connections_refused_total",
+                "counter",
+                "Client connections reset on accept because --max-connections were open.",
+                &self.connections_refused,
             ),
             (
                 "loadgen_server_accept_errors_total",
                 "counter",
                 "Failed accept() calls, e.g. when the server ran out of file descriptors.",
                 &self.accept_errors,
+            ),
+            (
+                "loadgen_server_tls_handshake_errors_total",
+                "counter",
+                "TLS handshakes that failed or timed out (no request was read on them).",
+                &self.tls_handshake_errors,
             ),
             (
                 "loadgen_server_stepcounter_dropped_total",
@@ -209,15 +269,19 @@ mod tests {
         metrics.count(Route::NotFound, 404);
         metrics.count(Route::Swipe, 418);
         metrics.count(Route::Metrics, 200);
-        assert_eq!(metrics.requests_total(), 5);
+        metrics.count_fault(Route::Root, Fault::CloseMidBody);
+        assert_eq!(metrics.requests_total(), 6);
         assert_eq!(metrics.requests_with_status(200), 2);
         assert_eq!(metrics.requests_with_status(418), 0);
+        assert_eq!(metrics.faults_total(Fault::CloseMidBody), 1);
+        assert_eq!(metrics.faults_total(Fault::Reset), 0);
 
         let request = metrics.enter();
         let text = metrics.render();
         assert!(text.contains("loadgen_server_requests_total{route=\"root\",status=\"200\"} 2\n"));
         assert!(text.contains("{route=\"swipe_post\",status=\"other\"} 1\n"));
         assert!(text.contains("{route=\"metrics\",status=\"200\"} 1\n"));
+        assert!(text.contains("{route=\"root\",status=\"close_mid_body\"} 1\n"));
         assert!(!text.contains("status=\"500\""));
         assert!(
             text.contains("# TYPE loadgen_server_in_flight gauge\nloadgen_server_in_flight 1\n")

@@ -4,14 +4,15 @@
 //! module does not decide which status a request deserves; handlers do.
 
 use bytes::Bytes;
-use http_body_util::{BodyExt as _, Full};
+use http_body_util::BodyExt as _;
 use hyper::body::Incoming;
 use hyper::header::{HeaderValue, ALLOW, CONTENT_TYPE};
 use hyper::{Response, StatusCode};
 use serde::Serialize;
 
-/// Every response body is complete before it is sent: the payloads are tiny.
-pub(crate) type Reply = Response<Full<Bytes>>;
+/// Every response body is complete before it is sent: the payloads are tiny. The server turns
+/// it into the body that goes on the wire (`crate::body`), whole or split.
+pub(crate) type Reply = Response<Bytes>;
 
 fn json_type() -> HeaderValue {
     HeaderValue::from_static("application/json")
@@ -27,7 +28,7 @@ pub(crate) const JSON_BODY_LIMIT_BYTES: usize = 1024 * 1024;
 const DISCARD_LIMIT_BYTES: usize = 64 * 1024 * 1024;
 
 fn with_body(status: StatusCode, content_type: HeaderValue, body: Bytes) -> Reply {
-    let mut response = Response::new(Full::new(body));
+    let mut response = Response::new(body);
     *response.status_mut() = status;
     response.headers_mut().insert(CONTENT_TYPE, content_type);
     response
@@ -57,7 +58,7 @@ pub(crate) fn json(status: StatusCode, value: &impl Serialize) -> Reply {
 
 /// A bodyless success, for the POST endpoints whose course APIs return nothing.
 pub(crate) fn empty(status: StatusCode) -> Reply {
-    let mut response = Response::new(Full::new(Bytes::new()));
+    let mut response = Response::new(Bytes::new());
     *response.status_mut() = status;
     response
 }

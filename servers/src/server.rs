@@ -1,11 +1,14 @@
 //! The running server: listener, accept loop, one hyper connection task per client, the knobs
 //! wrapped around every API request, and shutdown.
 //!
-//! Each accepted socket is served by `hyper_util`'s auto builder, so HTTP/1.1 and HTTP/2
-//! with prior knowledge (h2c) both work on the same port. For every request this module
-//! routes, applies the knobs in the order a real server would meet them (wait for a worker,
-//! do the work, maybe fail) and counts the answer just before hyper writes it. It does not
-//! know what any endpoint does (see `api`) or how counters are printed (see `metrics`).
+//! Each accepted socket (past `--max-connections`, reset at once) is served by `hyper_util`'s
+//! auto builder, so HTTP/1.1 and HTTP/2 with prior knowledge (h2c) both work on the same
+//! port; with TLS, the handshake comes first and ALPN offers both. For every request this
+//! module routes, applies the knobs in the order a real server would meet them (wait for a
+//! worker, do the work, maybe fail or fault), counts the answer just before hyper writes it,
+//! and shapes the body (`--slow-body`). It does not know what any endpoint does (see `api`),
+//! how counters are printed (see `metrics`) or how a fault is carried out on the socket
+//! (see `fault`).
 
 use std::convert::Infallible;
 use std::future::pending;
@@ -17,18 +20,21 @@ use std::time::Duration;
 
 use hyper::body::Incoming;
 use hyper::service::service_fn;
-use hyper::Request;
+use hyper::{Request, Response, Version};
 use hyper_util::rt::{TokioExecutor, TokioIo};
 use hyper_util::server::conn::auto;
 use tokio::net::{TcpListener, TcpSocket, TcpStream};
-use tokio::sync::{mpsc, watch, Semaphore};
+use tokio::sync::{mpsc, watch, OwnedSemaphorePermit, Semaphore};
 use tokio::task::JoinHandle;
+use tokio_rustls::TlsAcceptor;
 
 use crate::api::{self, StepStore};
+use crate::body::ResponseBody;
+use crate::fault::{Armed, ConnectionFaults, Cut, FaultIo, Transport};
 use crate::metrics::Metrics;
 use crate::reply::{self, Reply};
 use crate::router::{self, Matched, Route};
-use crate::{ServerConfig, ServiceTime};
+use crate::{Fault, ServerConfig, ServiceTime};
 
 /// How long [`RunningServer::shutdown`] lets requests already in service finish before their
 /// connections are closed anyway. Long enough for any sane `--service-time`, short enough
@@ -43,6 +49,10 @@ const LISTEN_BACKLOG: u32 = 4096;
 /// a core; a short pause lets connections close first.
 const ACCEPT_BACKOFF: Duration = Duration::from_millis(10);
 
+/// A client that connects and never finishes the TLS handshake would otherwise hold a task
+/// and a `--max-connections` slot forever.
+const TLS_HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
+
 /// State every connection and request of one server shares.
 #[derive(Debug)]
 pub(crate) struct Shared {
@@ -52,7 +62,13 @@ pub(crate) struct Shared {
     service_time: ServiceTime,
     workers: Option<Semaphore>,
     error_rate: f64,
+    /// Each fault with its rate, in draw order; empty when no fault is configured.
+    fault_rates: Vec<(Fault, f64)>,
+    slow_body: Option<Duration>,
+    /// One permit per open connection; `None` is unlimited.
+    connection_slots: Option<Arc<Semaphore>>,
     stall: Option<crate::Stall>,
+    tls: Option<Arc<rustls::ServerConfig>>,
     started: std::time::Instant,
 }
 
@@ -76,6 +92,15 @@ pub async fn start(config: ServerConfig) -> io::Result<RunningServer> {
     config
         .validate()
         .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e))?;
+    // Built before binding, so a bad certificate never leaves a port half-open. `validate`
+    // has just built it once already; a second build is cheap and keeps `validate` pure.
+    let tls = match &config.tls {
+        Some(tls) => Some(
+            tls.rustls_config()
+                .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e))?,
+        ),
+        None => None,
+    };
     let listener = listen(SocketAddr::new(config.bind, config.port))?;
     let local_addr = listener.local_addr()?;
     let shared = Arc::new(Shared {
@@ -85,7 +110,17 @@ pub async fn start(config: ServerConfig) -> io::Result<RunningServer> {
         service_time: config.service_time,
         workers: config.workers.map(Semaphore::new),
         error_rate: config.error_rate,
+        fault_rates: config
+            .fault_rates()
+            .filter(|(_, rate)| *rate > 0.0)
+            .collect(),
+        slow_body: config.slow_body,
+        connection_slots: config
+            .max_connections
+            // tokio caps a semaphore at `usize::MAX >> 3` permits; no server gets near it.
+            .map(|n| Arc::new(Semaphore::new(n.min(Semaphore::MAX_PERMITS)))),
         stall: config.stall,
+        tls,
         started: std::time::Instant::now(),
     });
     let (stop, stop_rx) = watch::channel(None);
@@ -115,20 +150,38 @@ impl RunningServer {
         self.local_addr
     }
 
-    /// `http://IP:PORT`, without a trailing slash.
+    /// `http://IP:PORT`, or `https://IP:PORT` with TLS, without a trailing slash.
     pub fn url(&self) -> String {
-        format!("http://{}", self.local_addr)
+        let scheme = if self.shared.tls.is_some() {
+            "https"
+        } else {
+            "http"
+        };
+        format!("{scheme}://{}", self.local_addr)
     }
 
-    /// API requests answered, any status, `/metrics` excluded. A request is counted before
-    /// its response is written, so once a client has read a response, it is in here.
+    /// API requests the server received and decided on, `/metrics` excluded: answered with
+    /// any status, or faulted ([`Fault`]). A request is counted before its response (or
+    /// fault) is written, so once a client has read a response or seen the fault, it is in
+    /// here. Requests abandoned before that (the client went away) are not.
     pub fn requests_total(&self) -> u64 {
         self.shared.metrics.requests_total()
     }
 
-    /// API requests answered with this status, `/metrics` excluded.
+    /// API requests answered with this status, `/metrics` excluded. A faulted request is not
+    /// counted under any status, even when its status line went out (close-mid-body).
     pub fn requests_with_status(&self, status: u16) -> u64 {
         self.shared.metrics.requests_with_status(status)
+    }
+
+    /// API requests answered with this fault instead of a complete response.
+    pub fn faults_total(&self, fault: Fault) -> u64 {
+        self.shared.metrics.faults_total(fault)
+    }
+
+    /// Connections reset on accept because `max_connections` were already open.
+    pub fn connections_refused(&self) -> u64 {
+        self.shared.metrics.connections_refused()
     }
 
     /// API requests received and not yet answered, including those waiting for a worker.
@@ -175,12 +228,24 @@ async fn accept_loop(
             _ = stop_requested(&mut stop) => break,
             accepted = listener.accept() => match accepted {
                 Ok((stream, _peer)) => {
+                    // The slot is taken here, not in the connection task, so a burst of
+                    // accepts cannot overshoot the limit before the tasks run.
+                    let slot = match &shared.connection_slots {
+                        None => None,
+                        Some(slots) => match Arc::clone(slots).try_acquire_owned() {
+                            Ok(slot) => Some(slot),
+                            Err(_) => {
+                                refuse(stream, &shared);
+                                continue;
+                            }
+                        },
+                    };
                     tokio::spawn(serve_connection(
                         stream,
                         builder.clone(),
                         Arc::clone(&shared),
                         stop.clone(),
-                        connections_tx.clone(),
+                        (connections_tx.clone(), slot),
                     ));
                 }
                 Err(_) => {
@@ -197,20 +262,64 @@ async fn accept_loop(
     let _ = connections_done.recv().await;
 }
 
+/// Resets a connection beyond `--max-connections`: linger 0, then close, so the client gets
+/// RST (`ECONNRESET`) at once rather than a connection that hangs or a clean EOF it might
+/// retry as a keep-alive race.
+fn refuse(stream: TcpStream, shared: &Shared) {
+    shared.metrics.connection_refused();
+    // If this fails the close below is a FIN instead; the client still gets no service.
+    let _ = socket2::SockRef::from(&stream).set_linger(Some(Duration::ZERO));
+    drop(stream);
+}
+
+/// Held by a connection task until it ends: tells shutdown the task is alive, and holds the
+/// `--max-connections` slot, if any.
+type ConnectionGuards = (mpsc::Sender<()>, Option<OwnedSemaphorePermit>);
+
 async fn serve_connection(
     stream: TcpStream,
     builder: auto::Builder<TokioExecutor>,
     shared: Arc<Shared>,
     mut stop: watch::Receiver<Option<Duration>>,
-    _alive: mpsc::Sender<()>,
+    _guards: ConnectionGuards,
 ) {
     // Each response is written in one go; Nagle would only hold back the last segment of a
     // large response (or h2 frames) waiting for an ACK.
     let _ = stream.set_nodelay(true);
     let _open = shared.metrics.connection_opened();
-    let service_shared = Arc::clone(&shared);
-    let service = service_fn(move |request| handle(Arc::clone(&service_shared), request));
-    let connection = builder.serve_connection(TokioIo::new(stream), service);
+    let Some(tls) = &shared.tls else {
+        serve_http(stream, builder, Arc::clone(&shared), stop).await;
+        return;
+    };
+    let acceptor = TlsAcceptor::from(Arc::clone(tls));
+    let handshake = tokio::time::timeout(TLS_HANDSHAKE_TIMEOUT, acceptor.accept(stream));
+    let stream = tokio::select! {
+        handshake = handshake => match handshake {
+            Ok(Ok(stream)) => stream,
+            // A client that cannot agree on TLS gets no HTTP; counting it is all we can do.
+            Ok(Err(_)) | Err(_) => {
+                shared.metrics.tls_handshake_failed();
+                return;
+            }
+        },
+        _ = stop_requested(&mut stop) => return,
+    };
+    serve_http(stream, builder, Arc::clone(&shared), stop).await;
+}
+
+/// Serves HTTP on an established stream (plain TCP or TLS) until it closes or shutdown ends
+/// it.
+async fn serve_http<T: Transport>(
+    stream: T,
+    builder: auto::Builder<TokioExecutor>,
+    shared: Arc<Shared>,
+    mut stop: watch::Receiver<Option<Duration>>,
+) {
+    let faults = Arc::new(ConnectionFaults::default());
+    let io = FaultIo::new(stream, Arc::clone(&faults));
+    let service =
+        service_fn(move |request| handle(Arc::clone(&shared), Arc::clone(&faults), request));
+    let connection = builder.serve_connection(TokioIo::new(io), service);
     tokio::pin!(connection);
     tokio::select! {
         // A connection error is the client's doing (reset, malformed request, went away);
@@ -224,29 +333,70 @@ async fn serve_connection(
     }
 }
 
-async fn handle(shared: Arc<Shared>, request: Request<Incoming>) -> Result<Reply, Infallible> {
+async fn handle(
+    shared: Arc<Shared>,
+    faults: Arc<ConnectionFaults>,
+    request: Request<Incoming>,
+) -> Result<Response<ResponseBody>, Infallible> {
     let (parts, body) = request.into_parts();
     let matched = router::resolve(parts.uri.path());
     let route = matched.route();
-    let response = if route == Route::Metrics {
-        // Scrapes are not API work: no service time, no worker, no injected failure.
-        api::handle(matched, &parts, body, &shared).await
-    } else {
-        serve_api(matched, &parts, body, &shared).await
+    if route == Route::Metrics {
+        // Scrapes are not API work: no service time, no worker, no injected failure, no
+        // fault, no slow body.
+        let response = api::handle(matched, &parts, body, &shared).await;
+        shared.metrics.count(route, response.status().as_u16());
+        return Ok(response.map(ResponseBody::whole));
+    }
+    let (response, fault) = serve_api(matched, &parts, body, &shared).await;
+    let Some(fault) = fault else {
+        shared.metrics.count(route, response.status().as_u16());
+        return Ok(match shared.slow_body {
+            Some(delay) => response.map(|body| ResponseBody::split(body, delay)),
+            None => response.map(ResponseBody::whole),
+        });
     };
-    shared.metrics.count(route, response.status().as_u16());
-    Ok(response)
+    shared.metrics.count_fault(route, fault);
+    let http2 = parts.version == Version::HTTP_2;
+    let armed = match fault {
+        Fault::Reset => Some(Armed::Reset),
+        Fault::Garbage => Some(Armed::Garbage),
+        // One HTTP/2 stream is cut by its body; the connection carries other requests.
+        Fault::CloseMidBody if http2 => None,
+        Fault::CloseMidBody => {
+            let body_bytes = response.body().len();
+            // HEAD responses announce a length but carry no body to cut into.
+            Some(Armed::Cut(
+                if body_bytes == 0 || parts.method == hyper::Method::HEAD {
+                    Cut::AfterStatusLine
+                } else {
+                    Cut::AfterBodyBytes(body_bytes / 2)
+                },
+            ))
+        }
+    };
+    if let Some(armed) = armed {
+        faults.arm(armed);
+    }
+    Ok(match (fault, shared.slow_body) {
+        (Fault::CloseMidBody, _) if http2 => response.map(ResponseBody::cut),
+        // What hyper writes after the cut point is dropped, so a slow second half only
+        // delays when the connection task ends, not what the client sees.
+        (_, Some(delay)) => response.map(|body| ResponseBody::split(body, delay)),
+        (_, None) => response.map(ResponseBody::whole),
+    })
 }
 
 /// One API request with the knobs applied: queue for a worker, hold it for the service time,
-/// fail at the error rate, otherwise run the handler (still holding the worker, as a
-/// thread-per-request server reads and parses the body on its worker).
+/// then draw its fate: a fault, an injected 500, or the handler (still holding the worker, as
+/// a thread-per-request server reads and parses the body on its worker). A faulted request
+/// still gets a response for the fault to replace or cut.
 async fn serve_api(
     matched: Matched<'_>,
     parts: &hyper::http::request::Parts,
     body: Incoming,
     shared: &Shared,
-) -> Reply {
+) -> (Reply, Option<Fault>) {
     let _in_flight = shared.metrics.enter();
     hold_during_stall(shared).await;
     let _worker = match &shared.workers {
@@ -263,11 +413,51 @@ async fn serve_api(
     }
     // A request in service when a stall begins is held too: the server answers nothing.
     hold_during_stall(shared).await;
-    if shared.error_rate > 0.0 && fastrand::f64() < shared.error_rate {
-        reply::discard_body(body).await;
-        return reply::injected_error();
+    match draw(shared) {
+        Fate::Serve => (api::handle(matched, parts, body, shared).await, None),
+        Fate::Error => {
+            reply::discard_body(body).await;
+            (reply::injected_error(), None)
+        }
+        Fate::Fault(Fault::CloseMidBody) => (
+            api::handle(matched, parts, body, shared).await,
+            Some(Fault::CloseMidBody),
+        ),
+        Fate::Fault(fault) => {
+            // Read to the end so the close that follows is not turned into a reset by
+            // unread request bytes (garbage must arrive as garbage).
+            reply::discard_body(body).await;
+            (reply::empty(hyper::StatusCode::OK), Some(fault))
+        }
     }
-    api::handle(matched, parts, body, shared).await
+}
+
+/// What becomes of one API request.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Fate {
+    Serve,
+    Error,
+    Fault(Fault),
+}
+
+/// One draw for all the rates, which validation keeps at a sum of at most 1: each rate is
+/// then exactly the share of requests with that fate, whatever the others are set to.
+fn draw(shared: &Shared) -> Fate {
+    if shared.error_rate == 0.0 && shared.fault_rates.is_empty() {
+        return Fate::Serve;
+    }
+    let mut left = fastrand::f64();
+    for &(fault, rate) in &shared.fault_rates {
+        if left < rate {
+            return Fate::Fault(fault);
+        }
+        left -= rate;
+    }
+    if left < shared.error_rate {
+        Fate::Error
+    } else {
+        Fate::Serve
+    }
 }
 
 /// Waits out the current stall window, if the server is in one.

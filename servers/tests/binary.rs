@@ -110,6 +110,28 @@ fn bad_flags_exit_2_with_a_message_naming_the_flag() {
         (&["--port", "70000"][..], "--port"),
         (&["--bind", "localhost:80"][..], "--bind"),
         (&["--frobnicate"][..], "--frobnicate"),
+        (&["--reset-rate", "2"][..], "--reset-rate"),
+        (&["--close-mid-body-rate", "half"][..], "between 0 and 1"),
+        (
+            &["--error-rate", "0.6", "--garbage-rate", "0.6"][..],
+            "must add up to at most 1",
+        ),
+        (&["--slow-body", "soon"][..], "--slow-body"),
+        (
+            &["--slow-body", "0s"][..],
+            "slow body delay must be longer than 0",
+        ),
+        (&["--max-connections", "0"][..], "--max-connections"),
+        (&["--tls-cert", "cert.pem"][..], "--tls-key"),
+        (
+            &[
+                "--tls-cert",
+                "/nonexistent/loadgen-cert.pem",
+                "--tls-key",
+                "/nonexistent/loadgen-key.pem",
+            ][..],
+            "could not read the TLS certificate file /nonexistent/loadgen-cert.pem",
+        ),
     ] {
         let output = server_command().args(args).output().unwrap();
         assert_eq!(output.status.code(), Some(2), "{args:?}");
@@ -142,6 +164,86 @@ fn a_port_in_use_is_an_error_not_a_hang() {
         .unwrap();
     assert!(
         stderr.contains(&format!("could not listen on 127.0.0.1:{port}")),
+        "{stderr}"
+    );
+}
+
+#[test]
+fn help_lists_every_fault_matrix_flag() {
+    let output = server_command().arg("--help").output().unwrap();
+    assert!(output.status.success());
+    let help = String::from_utf8(output.stdout).unwrap();
+    for flag in [
+        "--reset-rate <P>",
+        "--close-mid-body-rate <P>",
+        "--garbage-rate <P>",
+        "--slow-body <DURATION>",
+        "--max-connections <N>",
+        "--tls-cert <FILE>",
+        "--tls-key <FILE>",
+    ] {
+        assert!(help.contains(flag), "{flag} missing from:\n{help}");
+    }
+}
+
+/// A directory of its own under the system temp dir, removed when dropped.
+struct TempDir(std::path::PathBuf);
+
+impl TempDir {
+    fn new(name: &str) -> TempDir {
+        let path = std::env::temp_dir().join(format!("{name}-{}", std::process::id()));
+        std::fs::create_dir_all(&path).unwrap();
+        TempDir(path)
+    }
+}
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+#[test]
+fn tls_files_make_it_listen_on_https_and_bad_pem_names_the_file() {
+    let dir = TempDir::new("loadgen-server-tls");
+    let certified = rcgen::generate_simple_self_signed(vec!["localhost".to_owned()]).unwrap();
+    let cert = dir.0.join("cert.pem");
+    let key = dir.0.join("key.pem");
+    std::fs::write(&cert, certified.cert.pem()).unwrap();
+    std::fs::write(&key, certified.signing_key.serialize_pem()).unwrap();
+
+    let child = server_command()
+        .args(["--port", "0", "--threads", "1", "--tls-cert"])
+        .arg(&cert)
+        .arg("--tls-key")
+        .arg(&key)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut server = Running(child);
+    let line = first_line(&mut server.0);
+    assert!(
+        line.starts_with("loadgen-server listening on https://127.0.0.1:"),
+        "{line:?}"
+    );
+    drop(server);
+
+    // The key file given as the certificate: readable, but no certificate in it.
+    let output = server_command()
+        .arg("--tls-cert")
+        .arg(&key)
+        .arg("--tls-key")
+        .arg(&key)
+        .output()
+        .unwrap();
+    assert_eq!(output.status.code(), Some(2));
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        stderr.contains(&format!(
+            "the TLS certificate in {} is not usable",
+            key.display()
+        )),
         "{stderr}"
     );
 }
