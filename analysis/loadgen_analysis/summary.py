@@ -189,8 +189,11 @@ def timeline(runs: RunsArg, bucket_s: float = 1.0, by_phase: bool = True) -> pd.
 
     Columns: run, phase (``all`` when ``by_phase`` is false), t_s (bucket start, seconds from
     the anchor), requests, ok, errors, throughput_rps, ok_throughput_rps, p50_ms, p99_ms,
-    bytes_per_s. A request counts in the bucket in which it ended, so a bucket's count is the
-    throughput delivered in it.
+    bytes_per_s, covered_s. A request counts in the bucket in which it ended, so a bucket's
+    count is the throughput delivered in it. Rates divide by ``covered_s``, the part of the
+    bucket inside the run (the last bucket is usually partial, and a full-bucket divisor would
+    show a drop that did not happen); at least a tenth of a bucket, so a sliver of a bucket
+    does not turn a handful of requests into a spike.
     """
     if bucket_s <= 0:
         raise ValueError(f"bucket_s must be positive, not {bucket_s}")
@@ -200,22 +203,33 @@ def timeline(runs: RunsArg, bucket_s: float = 1.0, by_phase: bool = True) -> pd.
     phase = "phase" if by_phase else "'all'"
     frame = con.execute(
         f"""
+        WITH spans AS (
+            SELECT run_index AS span_run, min(start_ns) AS first_ns,
+                max(start_ns + latency_ns) AS last_ns
+            FROM records GROUP BY run_index
+        )
         SELECT run_index, any_value(run) AS run, {phase} AS phase,
             (start_ns + latency_ns) // {bucket_ns} AS bucket,
+            greatest(
+                least((bucket + 1) * {bucket_ns}, any_value(last_ns))
+                    - greatest(bucket * {bucket_ns}, any_value(first_ns)),
+                {bucket_ns} // 10
+            ) / 1e9 AS covered_s,
             count(*) AS requests,
             count(*) FILTER (WHERE error IS NULL) AS ok,
             count(*) FILTER (WHERE error IS NOT NULL) AS errors,
             quantile_disc(latency_ns, 0.5) FILTER (WHERE status > 0) / 1e6 AS p50_ms,
             quantile_disc(latency_ns, 0.99) FILTER (WHERE status > 0) / 1e6 AS p99_ms,
             (sum(bytes_sent) + sum(bytes_received))::DOUBLE AS bytes
-        FROM records GROUP BY run_index, {phase}, bucket
+        FROM records JOIN spans ON run_index = span_run
+        GROUP BY run_index, {phase}, bucket
         ORDER BY run_index, bucket, phase
         """
     ).df()
     frame["t_s"] = frame["bucket"] * bucket_s
-    frame["throughput_rps"] = frame["requests"] / bucket_s
-    frame["ok_throughput_rps"] = frame["ok"] / bucket_s
-    frame["bytes_per_s"] = frame["bytes"] / bucket_s
+    frame["throughput_rps"] = frame["requests"] / frame["covered_s"]
+    frame["ok_throughput_rps"] = frame["ok"] / frame["covered_s"]
+    frame["bytes_per_s"] = frame["bytes"] / frame["covered_s"]
     return frame[
         [
             "run",
@@ -229,6 +243,7 @@ def timeline(runs: RunsArg, bucket_s: float = 1.0, by_phase: bool = True) -> pd.
             "p50_ms",
             "p99_ms",
             "bytes_per_s",
+            "covered_s",
         ]
     ].reset_index(drop=True)
 

@@ -75,6 +75,17 @@ def test_timeline_counts_every_request_once(error_run: Recorded) -> None:
         la.timeline(run, bucket_s=0)
 
 
+def test_a_partial_last_bucket_is_not_a_drop_in_throughput(error_run: Recorded) -> None:
+    # Regression: the last second of a 1.5 s run was divided by a whole second, so the
+    # report's throughput-over-time plot showed every run halving at its end.
+    run = la.load_run(error_run.path)
+    tl = la.timeline(run, bucket_s=0.4, by_phase=False)
+    steady = error_run.summary["summary"]["throughput_rps"]
+    assert tl["covered_s"].iloc[-1] < 0.4
+    assert tl["covered_s"].iloc[:-1].sum() == pytest.approx(0.4 * (len(tl) - 1), abs=0.01)
+    assert tl["throughput_rps"].iloc[-1] == pytest.approx(steady, rel=0.35), tl
+
+
 def test_worker_gaps_are_small_without_think_time(error_run: Recorded) -> None:
     gaps = la.worker_gaps(error_run.path)
     assert sorted(gaps["worker"]) == list(range(8))
