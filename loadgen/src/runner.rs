@@ -52,7 +52,19 @@ pub enum RunError {
     TlsSetup(#[from] TlsSetupError),
     #[error("--out {0} already exists and is not empty; choose a new directory or remove it")]
     OutExists(PathBuf),
-    #[error("cannot create run directory {path}: {source}")]
+    #[error(
+        "{workers} workers need about {needed} open files but the limit is {limit} and loadgen \
+         cannot raise it (it is the hard limit); raise it with `ulimit -n {needed}` (or in \
+         /etc/security/limits.conf) or use fewer workers"
+    )]
+    OpenFiles {
+        workers: u32,
+        needed: u64,
+        limit: u64,
+    },
+    #[error(
+        "cannot create run directory {path}: {source}; choose a writable directory with --out"
+    )]
     RunDir {
         path: PathBuf,
         #[source]
@@ -62,6 +74,19 @@ pub enum RunError {
     EmbeddedServer(#[source] std::io::Error),
     #[error(transparent)]
     Record(#[from] RecordError),
+    #[error(
+        "{source}; the run stopped there: the {kept} segment(s) closed before it in {} are \
+         complete, later requests were not kept and no run.json was written",
+        dir.display()
+    )]
+    RecordsLost {
+        #[source]
+        source: RecordError,
+        /// The `requests/` directory.
+        dir: PathBuf,
+        /// Complete segments in it.
+        kept: usize,
+    },
     #[error("cannot write {path}: {source}")]
     Write {
         path: PathBuf,
@@ -79,10 +104,12 @@ impl RunError {
             | RunError::Unreachable { .. }
             | RunError::Certificate { .. }
             | RunError::TlsSetup(_)
-            | RunError::OutExists(_) => 2,
-            RunError::RunDir { .. }
-            | RunError::EmbeddedServer(_)
+            | RunError::OutExists(_)
+            | RunError::OpenFiles { .. }
+            | RunError::RunDir { .. } => 2,
+            RunError::EmbeddedServer(_)
             | RunError::Record(_)
+            | RunError::RecordsLost { .. }
             | RunError::Write { .. } => 1,
         }
     }
@@ -150,7 +177,7 @@ struct RecordsInfo {
 /// Runs a closed-model load test. `stop` lets the caller (signal handler, test) stop it early.
 pub async fn run(config: RunConfig, stop: StopSignal) -> Result<RunOutcome, RunError> {
     let mut warnings = Vec::new();
-    if let Some(warning) = raise_open_files_limit(config.model.max_workers()) {
+    if let Some(warning) = check_open_files(&config)? {
         eprintln!("warning: {warning}");
         warnings.push(warning);
     }
@@ -301,7 +328,15 @@ pub async fn run(config: RunConfig, stop: StopSignal) -> Result<RunOutcome, RunE
 
     let report = tokio::task::spawn_blocking(move || writer.finish())
         .await
-        .map_err(|_| RecordError::Panicked)??;
+        .map_err(|_| RecordError::Panicked)?
+        .map_err(|source| {
+            let dir = run_dir.join("requests");
+            RunError::RecordsLost {
+                kept: complete_segments(&dir),
+                dir,
+                source,
+            }
+        })?;
     let exit_reason = stop.reason().unwrap_or(ExitReason::Completed);
     let open = config.model.max_lateness().map(|max_lateness| OpenSummary {
         scheduled: live.scheduled.load(Ordering::Relaxed),
@@ -448,11 +483,29 @@ fn create_run_dir(out: Option<&Path>, run_id: &str) -> Result<PathBuf, RunError>
         }
         None => Path::new("runs").join(run_id),
     };
-    std::fs::create_dir_all(dir.join("requests")).map_err(|source| RunError::RunDir {
-        path: dir.clone(),
-        source,
-    })?;
+    let existed = dir.exists();
+    if let Err(source) = std::fs::create_dir_all(dir.join("requests")) {
+        // Leave nothing behind: remove the directory if we made it (and it is still empty).
+        if !existed {
+            let _ = std::fs::remove_dir(&dir);
+        }
+        return Err(RunError::RunDir { path: dir, source });
+    }
     Ok(dir)
+}
+
+/// Complete segments (`part-NNNNN.parquet`, not the hidden `.partial` ones) in `dir`.
+fn complete_segments(dir: &Path) -> usize {
+    std::fs::read_dir(dir).map_or(0, |entries| {
+        entries
+            .filter_map(|e| e.ok())
+            .filter(|e| {
+                let name = e.file_name();
+                let name = name.to_string_lossy();
+                !name.starts_with('.') && name.ends_with(".parquet")
+            })
+            .count()
+    })
 }
 
 fn parquet_metadata(
@@ -478,19 +531,43 @@ fn parquet_metadata(
     ]
 }
 
-/// Raises the soft open-files limit to the hard one; returns a warning if `connections`
-/// will not fit under it.
-fn raise_open_files_limit(workers: u32) -> Option<String> {
-    // Headroom for the runtime, the writer, stdio and the embedded server's sockets.
+/// Raises the soft open-files limit to the hard one, then checks that the run's connections
+/// fit under it. A model that will open its workers' connections is refused when they do
+/// not fit (the run would be mostly `too_many_open_files` rows); the open model's
+/// `--max-in-flight` is only a cap, reached when the server falls behind, so it gets a
+/// warning instead.
+fn check_open_files(config: &RunConfig) -> Result<Option<String>, RunError> {
+    // Headroom for the runtime, the writer, the sampler and stdio.
     const SPARE_FDS: u64 = 64;
-    let limit = rlimit::increase_nofile_limit(u64::MAX).ok()?;
-    let needed = u64::from(workers) + SPARE_FDS;
-    (needed > limit).then(|| {
-        format!(
-            "{workers} workers need about {needed} open files but the limit is {limit}; \
-             expect too_many_open_files errors (raise it with `ulimit -n` or use fewer workers)"
-        )
-    })
+    let Ok(limit) = rlimit::increase_nofile_limit(u64::MAX) else {
+        return Ok(None);
+    };
+    let workers = config.model.max_workers();
+    let mut connections = u64::from(workers);
+    if config.connection.http2 {
+        let streams = u64::from(config.connection.streams_per_connection.max(1));
+        connections = connections.div_ceil(streams);
+    }
+    if matches!(config.target, Target::Embedded) {
+        // The embedded server holds the other end of every connection in this process.
+        connections *= 2;
+    }
+    let needed = connections + SPARE_FDS;
+    if needed <= limit {
+        return Ok(None);
+    }
+    match config.model {
+        ModelPlan::Open(_) => Ok(Some(format!(
+            "--max-in-flight {workers} needs up to {needed} open files but the limit is \
+             {limit}; if the server falls behind, expect too_many_open_files errors (raise it \
+             with `ulimit -n` or lower --max-in-flight)"
+        ))),
+        _ => Err(RunError::OpenFiles {
+            workers,
+            needed,
+            limit,
+        }),
+    }
 }
 
 fn exit_reason_text(reason: ExitReason) -> &'static str {

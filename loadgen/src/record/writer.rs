@@ -42,7 +42,8 @@ pub enum RecordError {
         #[source]
         source: std::io::Error,
     },
-    #[error("cannot encode Parquet segment {path}: {source}")]
+    // Mostly an I/O failure underneath (a full disk, a file-size limit), hence "write".
+    #[error("cannot write Parquet segment {path}: {source}")]
     Parquet {
         path: PathBuf,
         #[source]
@@ -241,6 +242,21 @@ impl SegmentWriter {
     }
 
     fn run(mut self, rx: flume::Receiver<Vec<RequestRecord>>) -> Result<WriterReport, RecordError> {
+        let result = self.write_all(rx);
+        if result.is_err() {
+            // The open segment can never be completed: remove the half-written file so only
+            // complete segments are left. Closed segments are untouched.
+            if let Some(segment) = self.open.take() {
+                drop(segment.writer);
+                let _ = std::fs::remove_file(&segment.partial_path);
+            }
+        }
+        result.map(|()| self.report)
+    }
+
+    /// Writes batches until every sender is gone, then closes the last segment. Returning
+    /// drops the receiver, which tells the workers (and through them the run) to stop.
+    fn write_all(&mut self, rx: flume::Receiver<Vec<RequestRecord>>) -> Result<(), RecordError> {
         loop {
             match rx.recv_timeout(IDLE_TICK) {
                 Ok(batch) => {
@@ -266,8 +282,7 @@ impl SegmentWriter {
                 self.close_segment()?;
             }
         }
-        self.close_segment()?;
-        Ok(self.report)
+        self.close_segment()
     }
 
     fn encode_pending(&mut self) -> Result<(), RecordError> {
@@ -284,10 +299,7 @@ impl SegmentWriter {
         segment
             .writer
             .write(&batch)
-            .map_err(|source| RecordError::Parquet {
-                path: segment.partial_path.clone(),
-                source,
-            })?;
+            .map_err(|source| write_error(&segment.partial_path, source))?;
         self.report.rows += rows;
         Ok(())
     }
@@ -322,12 +334,13 @@ impl SegmentWriter {
             props = props.set_column_dictionary_enabled(ColumnPath::from(column), false);
         }
         let props = props.build();
-        let writer = ArrowWriter::try_new(file, schema(), Some(props)).map_err(|source| {
-            RecordError::Parquet {
-                path: partial_path.clone(),
-                source,
+        let writer = match ArrowWriter::try_new(file, schema(), Some(props)) {
+            Ok(writer) => writer,
+            Err(source) => {
+                let _ = std::fs::remove_file(&partial_path);
+                return Err(write_error(&partial_path, source));
             }
-        })?;
+        };
         Ok(OpenSegment {
             writer,
             partial_path,
@@ -342,19 +355,38 @@ impl SegmentWriter {
             return Ok(());
         };
         let path = segment.partial_path.clone();
-        segment
-            .writer
-            .close()
-            .map_err(|source| RecordError::Parquet {
-                path: path.clone(),
-                source,
-            })?;
+        if let Err(source) = segment.writer.close() {
+            // Half a file is no result: keep only complete segments on disk.
+            let _ = std::fs::remove_file(&path);
+            return Err(write_error(&path, source));
+        }
         rename(&segment.partial_path, &segment.final_path)?;
         self.report.bytes_on_disk += std::fs::metadata(&segment.final_path)
             .map(|m| m.len())
             .unwrap_or(0);
         self.report.segments.push(segment.final_path);
         Ok(())
+    }
+}
+
+/// A failure of the Parquet writer on `path`: the I/O error itself when that is what it was
+/// (a full disk, a file-size limit), so the message reads "File too large", not "External: …".
+fn write_error(path: &Path, source: parquet::errors::ParquetError) -> RecordError {
+    match source {
+        parquet::errors::ParquetError::External(e) => match e.downcast::<std::io::Error>() {
+            Ok(io) => RecordError::Io {
+                path: path.to_path_buf(),
+                source: *io,
+            },
+            Err(e) => RecordError::Parquet {
+                path: path.to_path_buf(),
+                source: parquet::errors::ParquetError::External(e),
+            },
+        },
+        source => RecordError::Parquet {
+            path: path.to_path_buf(),
+            source,
+        },
     }
 }
 

@@ -200,3 +200,123 @@ fn decode(batch: &RecordBatch) -> Vec<Row> {
 pub fn run_json(run_dir: &Path) -> serde_json::Value {
     serde_json::from_str(&std::fs::read_to_string(run_dir.join("run.json")).unwrap()).unwrap()
 }
+
+/// The `loadgen` binary of this build, with stdin closed and output captured.
+pub fn loadgen_bin() -> std::process::Command {
+    let mut command = std::process::Command::new(env!("CARGO_BIN_EXE_loadgen"));
+    command
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped());
+    command
+}
+
+/// The `loadgen` binary run by `sh -c 'SETUP; exec loadgen ARGS…'`, so that `SETUP` (shell
+/// limits, ignored signals) applies to it; pass the loadgen arguments with `.args(…)`.
+pub fn loadgen_under_sh(setup: &str) -> std::process::Command {
+    let mut command = std::process::Command::new("sh");
+    command
+        .arg("-c")
+        .arg(format!("{setup}; exec \"$0\" \"$@\""))
+        .arg(env!("CARGO_BIN_EXE_loadgen"))
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped());
+    command
+}
+
+/// A reference server on 127.0.0.1 with the runtime that serves it, for tests that drive
+/// the `loadgen` binary from a plain (synchronous) test thread.
+pub struct ServerOnRuntime {
+    pub runtime: tokio::runtime::Runtime,
+    pub server: Option<servers::RunningServer>,
+}
+
+impl ServerOnRuntime {
+    pub fn start(config: servers::ServerConfig) -> Self {
+        let runtime = tokio::runtime::Runtime::new().unwrap();
+        let server = runtime
+            .block_on(servers::start(config))
+            .expect("server starts");
+        ServerOnRuntime {
+            runtime,
+            server: Some(server),
+        }
+    }
+
+    pub fn server(&self) -> &servers::RunningServer {
+        self.server.as_ref().expect("server is running")
+    }
+
+    /// `http://127.0.0.1:PORT` + `path`.
+    pub fn url(&self, path: &str) -> String {
+        format!("{}{path}", self.server().url())
+    }
+
+    /// Stops the server (closing its connections) and waits until it is gone.
+    pub fn stop(&mut self) {
+        if let Some(server) = self.server.take() {
+            self.runtime.block_on(server.shutdown());
+        }
+    }
+
+    /// Starts a new server (after [`ServerOnRuntime::stop`]).
+    pub fn restart(&mut self, config: servers::ServerConfig) {
+        assert!(self.server.is_none(), "stop the running server first");
+        self.server = Some(
+            self.runtime
+                .block_on(servers::start(config))
+                .expect("server restarts"),
+        );
+    }
+}
+
+impl Drop for ServerOnRuntime {
+    fn drop(&mut self) {
+        self.stop();
+    }
+}
+
+/// Nanoseconds since the Unix epoch, the unit of `loadgen.anchor_unix_ns`.
+pub fn unix_ns(t: std::time::SystemTime) -> i64 {
+    t.duration_since(std::time::UNIX_EPOCH).unwrap().as_nanos() as i64
+}
+
+/// The run's anchor (wall clock of `start_ns = 0`), from a segment's metadata.
+pub fn anchor_unix_ns(segment: &Path) -> i64 {
+    metadata(segment)["loadgen.anchor_unix_ns"].parse().unwrap()
+}
+
+/// Rows whose `error` is `class`.
+pub fn rows_with_error(rows: &[Row], class: &str) -> usize {
+    rows.iter()
+        .filter(|r| r.error.as_deref() == Some(class))
+        .count()
+}
+
+/// Checks that run.json's summary describes exactly the rows on disk: as many requests as
+/// rows, `ok` + the failures of every class = rows, and each class's count = its rows.
+/// Returns the rows and the summary.
+pub fn rows_matching_summary(run_dir: &Path) -> (Vec<Row>, serde_json::Value) {
+    let rows = read_rows(run_dir);
+    let summary = run_json(run_dir)["summary"].clone();
+    let errors = summary["errors"].as_object().expect("summary.errors");
+    let by_class: u64 = errors.values().map(|n| n.as_u64().unwrap()).sum();
+    assert_eq!(summary["requests"], rows.len() as u64, "{summary}");
+    assert_eq!(summary["failed"].as_u64().unwrap(), by_class, "{summary}");
+    assert_eq!(
+        summary["ok"].as_u64().unwrap() + by_class,
+        rows.len() as u64,
+        "{summary}"
+    );
+    let ok_rows = rows.iter().filter(|r| r.error.is_none()).count() as u64;
+    assert_eq!(summary["ok"], ok_rows, "{summary}");
+    for (class, n) in errors {
+        assert_eq!(
+            rows_with_error(&rows, class) as u64,
+            n.as_u64().unwrap(),
+            "rows of class {class}"
+        );
+    }
+    (rows, summary)
+}
