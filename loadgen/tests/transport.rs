@@ -7,7 +7,6 @@ mod common;
 use std::convert::Infallible;
 use std::net::SocketAddr;
 use std::path::Path;
-use std::process::Command;
 
 use bytes::Bytes;
 use common::{metadata, read_rows, run_at, run_json, segments};
@@ -41,13 +40,15 @@ async fn tls_server(dir: &Path) -> (servers::RunningServer, std::path::PathBuf) 
     (server, ca)
 }
 
-/// `loadgen ARGS…` as a process: (exit code, stdout, stderr).
-async fn loadgen(args: Vec<String>) -> (i32, String, String) {
+/// `loadgen run --url URL --out OUT FLAGS…` as a process: (exit code, stdout, stderr).
+async fn loadgen_run(url: String, out: &Path, flags: &[&str]) -> (i32, String, String) {
+    let mut command = common::loadgen_bin();
+    command
+        .args(["run", "--url", &url, "--out"])
+        .arg(out)
+        .args(flags);
     tokio::task::spawn_blocking(move || {
-        let out = Command::new(env!("CARGO_BIN_EXE_loadgen"))
-            .args(&args)
-            .output()
-            .unwrap();
+        let out = command.output().unwrap();
         (
             out.status.code().unwrap_or(-1),
             String::from_utf8_lossy(&out.stdout).into_owned(),
@@ -106,16 +107,8 @@ async fn a_self_signed_server_without_cacert_is_a_clear_error_at_start() {
     let dir = tempfile::tempdir().unwrap();
     let (server, _ca) = tls_server(dir.path()).await;
     let out = dir.path().join("run");
-    let (code, _stdout, stderr) = loadgen(vec![
-        "run".into(),
-        "--url".into(),
-        format!("{}/", server.url()),
-        "-n".into(),
-        "5".into(),
-        "--out".into(),
-        out.display().to_string(),
-    ])
-    .await;
+    let (code, _stdout, stderr) =
+        loadgen_run(format!("{}/", server.url()), &out, &["-n", "5"]).await;
     assert_eq!(code, 2, "{stderr}");
     assert!(stderr.contains("certificate"), "{stderr}");
     assert!(
@@ -133,19 +126,11 @@ async fn insecure_skips_verification_and_says_so() {
     let dir = tempfile::tempdir().unwrap();
     let (server, _ca) = tls_server(dir.path()).await;
     let out = dir.path().join("run");
-    let (code, stdout, stderr) = loadgen(vec![
-        "run".into(),
-        "--url".into(),
+    let (code, stdout, stderr) = loadgen_run(
         format!("{}/", server.url()),
-        "-c".into(),
-        "2".into(),
-        "-n".into(),
-        "10".into(),
-        "--insecure".into(),
-        "--no-progress".into(),
-        "--out".into(),
-        out.display().to_string(),
-    ])
+        &out,
+        &["-c", "2", "-n", "10", "--insecure", "--no-progress"],
+    )
     .await;
     assert_eq!(code, 0, "{stderr}");
     assert!(stdout.contains("--insecure"), "the summary warns: {stdout}");

@@ -139,6 +139,35 @@ enum Connection {
     Http2(http2::Http2Stream),
 }
 
+impl Hop for Connection {
+    async fn hop(
+        &mut self,
+        origin: &Origin,
+        request: Request<Full<Bytes>>,
+        started: Instant,
+        out: &mut Exchange,
+    ) -> Result<Option<HeaderValue>, ErrorClass> {
+        match self {
+            Connection::Http1(c) => c.hop(origin, request, started, out).await,
+            Connection::Http2(c) => c.hop(origin, request, started, out).await,
+        }
+    }
+
+    fn settle(&mut self, out: &mut Exchange) {
+        match self {
+            Connection::Http1(c) => c.settle(out),
+            Connection::Http2(c) => c.settle(out),
+        }
+    }
+
+    fn discard(&mut self) {
+        match self {
+            Connection::Http1(c) => c.discard(),
+            Connection::Http2(c) => c.discard(),
+        }
+    }
+}
+
 impl Client {
     /// A client over its own HTTP/1.1 connection.
     pub fn http1(config: Arc<TransportConfig>) -> Self {
@@ -161,10 +190,7 @@ impl Client {
     ) -> Result<Option<HeaderValue>, ErrorClass> {
         let Some(origin) = origin else {
             let origin = &self.config.origin;
-            return match &mut self.connection {
-                Connection::Http1(c) => c.hop(origin, request, started, out).await,
-                Connection::Http2(c) => c.hop(origin, request, started, out).await,
-            };
+            return self.connection.hop(origin, request, started, out).await;
         };
         // Another origin (`--follow-redirects=any`): a one-off HTTP/1.1 connection.
         let mut one_off = http1::Http1Connection::new(self.config.clone());
@@ -287,20 +313,9 @@ impl Transport for Client {
             Ok(Err(class)) => out.error = Some(class),
             Err(_) => out.error = Some(ErrorClass::Timeout),
         }
-        let failed = out.error.is_some();
-        match &mut self.connection {
-            Connection::Http1(c) => {
-                c.settle(&mut out);
-                if failed {
-                    c.discard();
-                }
-            }
-            Connection::Http2(c) => {
-                c.settle(&mut out);
-                if failed {
-                    c.discard();
-                }
-            }
+        self.connection.settle(&mut out);
+        if out.error.is_some() {
+            self.connection.discard();
         }
         out
     }
