@@ -118,8 +118,11 @@ mod tests {
             overshoot_s.push(task.await.unwrap());
         }
         assert!(overshoot_s.iter().all(|o| *o >= 0.0), "a delay ended early");
-        let mean = overshoot_s.iter().sum::<f64>() / overshoot_s.len() as f64;
-        // tokio's timer overshoots by ~0.5–2 ms; this one should not, even on a busy machine.
-        assert!(mean < 0.0005, "mean overshoot {:.3} ms", mean * 1e3);
+        // tokio's timer overshoots by ~0.5–2 ms; this one should not. The median, not the
+        // mean: on a busy machine a few delays are late because their thread was preempted,
+        // which says nothing about the timer.
+        overshoot_s.sort_by(f64::total_cmp);
+        let median = overshoot_s[overshoot_s.len() / 2];
+        assert!(median < 0.0005, "median overshoot {:.3} ms", median * 1e3);
     }
 }
