@@ -22,7 +22,7 @@ use hyper_util::rt::{TokioExecutor, TokioIo};
 use tokio::sync::Mutex;
 
 use super::connect::{connect, Origin};
-use super::{classify_hyper, location, Exchange, Hop, TransportConfig};
+use super::{classify_hyper, location, Exchange, Hop, Outgoing, TransportConfig};
 use crate::clock::nanos;
 use crate::record::ErrorClass;
 
@@ -86,6 +86,22 @@ impl Http2Stream {
     }
 }
 
+/// The hyper request for one stream: HTTP/2 carries the absolute URI (`:scheme`,
+/// `:authority`) instead of a `Host` header.
+fn build_request(outgoing: &Outgoing<'_>, origin: &Origin) -> Request<Full<Bytes>> {
+    let mut request = Request::new(Full::new(outgoing.body.clone()));
+    *request.method_mut() = outgoing.method.clone();
+    *request.headers_mut() = outgoing.headers.as_ref().clone();
+    let absolute = format!(
+        "{}://{}{}",
+        origin.scheme,
+        origin.authority.to_str().unwrap_or("localhost"),
+        outgoing.path
+    );
+    *request.uri_mut() = absolute.parse().unwrap_or_else(|_| outgoing.path.clone());
+    request
+}
+
 /// Size of a header block written out as HTTP/1.1 text (`name: value\r\n`).
 fn header_bytes(headers: &HeaderMap) -> u64 {
     headers
@@ -98,10 +114,11 @@ impl Hop for Http2Stream {
     async fn hop(
         &mut self,
         origin: &Origin,
-        request: Request<Full<Bytes>>,
+        request: &Outgoing<'_>,
         started: Instant,
         out: &mut Exchange,
     ) -> Result<Option<HeaderValue>, ErrorClass> {
+        let request = build_request(request, origin);
         let mut sender = self.sender(origin, out).await?;
         out.bytes_sent += header_bytes(request.headers())
             + request

@@ -19,10 +19,11 @@ use std::future::Future;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use std::borrow::Cow;
+
 use bytes::Bytes;
-use http_body_util::Full;
 use hyper::header::{HeaderMap, HeaderValue, LOCATION};
-use hyper::{Method, Request, StatusCode, Uri};
+use hyper::{Method, StatusCode, Uri};
 
 pub use connect::{ConnectFailure, Origin};
 
@@ -96,13 +97,14 @@ pub trait Transport: Send {
     ) -> impl Future<Output = Exchange> + Send + 'a;
 }
 
-/// The parts of a request needed to send it again (a redirect hop).
+/// One request as the transports send it: the template's headers are borrowed, and only
+/// copied when a redirect changes them.
 #[derive(Debug, Clone)]
-pub struct Outgoing {
+pub struct Outgoing<'a> {
     pub method: Method,
     /// Path and query (origin form).
     pub path: Uri,
-    pub headers: HeaderMap,
+    pub headers: Cow<'a, HeaderMap>,
     pub body: Bytes,
 }
 
@@ -113,7 +115,7 @@ pub trait Hop: Send {
     fn hop<'a>(
         &'a mut self,
         origin: &'a Origin,
-        request: Request<Full<Bytes>>,
+        request: &'a Outgoing<'a>,
         started: Instant,
         out: &'a mut Exchange,
     ) -> impl Future<Output = Result<Option<HeaderValue>, ErrorClass>> + Send + 'a;
@@ -143,7 +145,7 @@ impl Hop for Connection {
     async fn hop(
         &mut self,
         origin: &Origin,
-        request: Request<Full<Bytes>>,
+        request: &Outgoing<'_>,
         started: Instant,
         out: &mut Exchange,
     ) -> Result<Option<HeaderValue>, ErrorClass> {
@@ -184,7 +186,7 @@ impl Client {
     async fn hop(
         &mut self,
         origin: Option<&Origin>,
-        request: Request<Full<Bytes>>,
+        request: &Outgoing<'_>,
         started: Instant,
         out: &mut Exchange,
     ) -> Result<Option<HeaderValue>, ErrorClass> {
@@ -200,24 +202,20 @@ impl Client {
     /// Sends `outgoing` and follows redirects as configured.
     async fn follow(
         &mut self,
-        mut outgoing: Outgoing,
+        mut outgoing: Outgoing<'_>,
         started: Instant,
         out: &mut Exchange,
     ) -> Result<(), ErrorClass> {
         let mut origin: Option<Origin> = None;
         for hop in 0..=MAX_REDIRECTS {
-            let request = build_request(
-                &outgoing,
-                origin.as_ref().unwrap_or(&self.config.origin),
-                self.config.http2 && origin.is_none(),
-            );
-            let location = self.hop(origin.as_ref(), request, started, out).await?;
+            let location = self.hop(origin.as_ref(), &outgoing, started, out).await?;
             let (Some(location), true) = (location, self.config.redirects != Redirects::None)
             else {
                 return Ok(());
             };
+            let config = self.config.clone();
             let Some((next_origin, path)) =
-                self.redirect_target(&location, origin.as_ref()).await?
+                Self::redirect_target(&config, &location, origin.as_ref()).await?
             else {
                 return Ok(());
             };
@@ -234,7 +232,7 @@ impl Client {
     /// Where a `Location` points: `None` if the policy does not follow it; otherwise the
     /// origin (`None` for the worker's own) and the path.
     async fn redirect_target(
-        &self,
+        config: &TransportConfig,
         location: &HeaderValue,
         current: Option<&Origin>,
     ) -> Result<Option<(Option<Origin>, Uri)>, ErrorClass> {
@@ -250,17 +248,17 @@ impl Client {
             // Relative: same origin as the response that sent it.
             return Ok(Some((current.cloned(), path)));
         };
-        if self.config.origin.is(scheme, authority.as_str()) {
+        if config.origin.is(scheme, authority.as_str()) {
             return Ok(Some((None, path)));
         }
         if current.is_some_and(|o| o.is(scheme, authority.as_str())) {
             return Ok(Some((current.cloned(), path)));
         }
-        if self.config.redirects != Redirects::Any {
+        if config.redirects != Redirects::Any {
             return Ok(None);
         }
         let tls = match scheme {
-            "https" => Some(self.config.redirect_tls.clone().ok_or(ErrorClass::Tls)?),
+            "https" => Some(config.redirect_tls.clone().ok_or(ErrorClass::Tls)?),
             "http" => None,
             _ => return Ok(None),
         };
@@ -303,7 +301,7 @@ impl Transport for Client {
         let outgoing = Outgoing {
             method: template.method.clone(),
             path: prepared.uri,
-            headers: template.headers.clone(),
+            headers: Cow::Borrowed(&template.headers),
             body: prepared.body,
         };
         let timeout = self.config.request_timeout;
@@ -321,47 +319,28 @@ impl Transport for Client {
     }
 }
 
-/// The hyper request for one hop. HTTP/2 needs the absolute URI (`:scheme`, `:authority`);
-/// HTTP/1.1 sends the origin form with a `Host` header.
-fn build_request(outgoing: &Outgoing, origin: &Origin, http2: bool) -> Request<Full<Bytes>> {
-    let mut request = Request::new(Full::new(outgoing.body.clone()));
-    *request.method_mut() = outgoing.method.clone();
-    *request.headers_mut() = outgoing.headers.clone();
-    if http2 {
-        let absolute = format!(
-            "{}://{}{}",
-            origin.scheme,
-            origin.authority.to_str().unwrap_or("localhost"),
-            outgoing.path
-        );
-        *request.uri_mut() = absolute.parse().unwrap_or_else(|_| outgoing.path.clone());
-    } else {
-        *request.uri_mut() = outgoing.path.clone();
-        if !request.headers().contains_key(hyper::header::HOST) {
-            request
-                .headers_mut()
-                .insert(hyper::header::HOST, origin.authority.clone());
-        }
-    }
-    request
-}
-
 /// The method and body of the next hop, as browsers and curl do: 303 always becomes GET,
 /// 301/302 turn a POST into a GET; 307/308 repeat the request as it was.
-fn redirect_method(outgoing: &mut Outgoing, status: u16) {
+fn redirect_method(outgoing: &mut Outgoing<'_>, status: u16) {
     let to_get = status == StatusCode::SEE_OTHER.as_u16()
         || (matches!(status, 301 | 302) && outgoing.method == Method::POST);
     if to_get && outgoing.method != Method::HEAD {
         outgoing.method = Method::GET;
         outgoing.body = Bytes::new();
-        outgoing.headers.remove(hyper::header::CONTENT_TYPE);
-        outgoing.headers.remove(hyper::header::CONTENT_LENGTH);
+        let headers = outgoing.headers.to_mut();
+        headers.remove(hyper::header::CONTENT_TYPE);
+        headers.remove(hyper::header::CONTENT_LENGTH);
     }
+}
+
+/// True for the statuses whose `Location` a client may follow.
+pub(crate) fn is_redirect(status: u16) -> bool {
+    matches!(status, 301 | 302 | 303 | 307 | 308)
 }
 
 /// The `Location` of a redirect response, if it is one.
 pub(crate) fn location(status: StatusCode, headers: &HeaderMap) -> Option<HeaderValue> {
-    matches!(status.as_u16(), 301 | 302 | 303 | 307 | 308)
+    is_redirect(status.as_u16())
         .then(|| headers.get(LOCATION).cloned())
         .flatten()
 }
