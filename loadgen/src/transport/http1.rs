@@ -29,12 +29,17 @@ use crate::record::ErrorClass;
 const MAX_HEADERS: usize = 100;
 /// A response head larger than this is not HTTP we want to parse.
 const MAX_HEAD_BYTES: usize = 64 * 1024;
+/// A connection idle at least this long is checked for a close by the server before it is
+/// used again (keep-alive timeouts are seconds; back-to-back requests skip the check).
+const IDLE_PROBE_AFTER: std::time::Duration = std::time::Duration::from_millis(50);
 /// Free space kept in the read buffer before each read.
 const READ_CHUNK: usize = 16 * 1024;
 
 struct Open {
     io: Box<dyn Io>,
     meter: Arc<Meter>,
+    /// When the last request on it started.
+    last_used: Instant,
 }
 
 /// A worker's HTTP/1.1 connection (opened on first use) and its reused buffers.
@@ -81,11 +86,17 @@ impl Http1Connection {
     }
 
     /// The open connection, or a new one; adds the time a new one took to `out`.
-    async fn ready(&mut self, origin: &Origin, out: &mut Exchange) -> Result<(), ErrorClass> {
+    async fn ready(
+        &mut self,
+        origin: &Origin,
+        started: Instant,
+        out: &mut Exchange,
+    ) -> Result<(), ErrorClass> {
         // A connection the server closed while idle (keep-alive timeout, `Connection: close`)
         // is not a failed request: open a new one, and the row shows it in `connect_ns`.
         if let Some(open) = &mut self.open {
-            if peer_closed(&mut open.io).await {
+            let idle = started.saturating_duration_since(open.last_used);
+            if idle >= IDLE_PROBE_AFTER && peer_closed(&mut open.io).await {
                 self.open = None;
             }
         }
@@ -95,7 +106,11 @@ impl Http1Connection {
                 .await
                 .map_err(|f| f.class)?;
             out.add_connect(nanos(before.elapsed()));
-            self.open = Some(Open { io, meter });
+            self.open = Some(Open {
+                io,
+                meter,
+                last_used: started,
+            });
         }
         Ok(())
     }
@@ -155,7 +170,7 @@ impl Hop for Http1Connection {
     ) -> Result<Option<HeaderValue>, ErrorClass> {
         let keepalive = self.config.keepalive;
         encode(&mut self.write_buf, request, origin, !keepalive);
-        self.ready(origin, out).await?;
+        self.ready(origin, started, out).await?;
         let meter = self.open.as_ref().expect("opened above").meter.clone();
         self.pending = Some((meter.clone(), meter.totals()));
         let result = self
@@ -164,8 +179,9 @@ impl Hop for Http1Connection {
         self.settle(out);
         match result {
             Ok((location, reusable)) => {
-                if !(keepalive && reusable) {
-                    self.open = None;
+                match &mut self.open {
+                    Some(open) if keepalive && reusable => open.last_used = started,
+                    _ => self.open = None,
                 }
                 Ok(location)
             }
@@ -259,9 +275,16 @@ fn header_line(out: &mut Vec<u8>, name: &str, value: &[u8]) {
 
 /// Parses a response head at the start of `buf`; `None` while it is incomplete.
 fn parse_head(buf: &[u8], head_request: bool) -> Result<Option<Head>, ErrorClass> {
-    let mut headers = [httparse::EMPTY_HEADER; MAX_HEADERS];
-    let mut response = httparse::Response::new(&mut headers);
-    let len = match response.parse(buf) {
+    // Uninitialised header slots: zeroing a hundred of them per response costs more than
+    // parsing a typical head.
+    let mut headers = [const { std::mem::MaybeUninit::uninit() }; MAX_HEADERS];
+    let mut response = httparse::Response::new(&mut []);
+    let parsed = httparse::ParserConfig::default().parse_response_with_uninit_headers(
+        &mut response,
+        buf,
+        &mut headers,
+    );
+    let len = match parsed {
         Ok(httparse::Status::Complete(len)) => len,
         Ok(httparse::Status::Partial) => return Ok(None),
         Err(_) => return Err(ErrorClass::Protocol),
