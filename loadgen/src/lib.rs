@@ -11,6 +11,7 @@
 //! (`main.rs`) only parses arguments, builds the runtime, calls [`run`] and maps errors to exit
 //! codes; tests call [`run`] in-process.
 
+pub mod background;
 pub mod cli;
 pub mod clock;
 pub mod config;

@@ -196,9 +196,7 @@ fn start_with(config: SysmonConfig, row_group_every: Duration) -> Result<Sysmon,
         config,
     };
     let (stop, stopped) = mpsc::channel();
-    let thread = std::thread::Builder::new()
-        .name("loadgen-sysmon".into())
-        .spawn(move || sampler.run(baseline, stopped))
+    let thread = crate::background::spawn("loadgen-sysmon", move || sampler.run(baseline, stopped))
         .map_err(SysmonError::Thread)?;
     Ok(Sysmon { stop, thread })
 }

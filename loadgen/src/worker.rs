@@ -46,6 +46,10 @@ pub async fn run_worker<T: Transport, S: WorkSource>(
     let mut batch: Vec<RequestRecord> = Vec::new();
     let mut batch_started = Instant::now();
     let mut rng = fastrand::Rng::new();
+    if source.connect_first() {
+        // A failure here is not a request; the first request will try again and say why.
+        transport.connect().await;
+    }
     while let Some(work) = source.next().await {
         let template = &ctx.workload.templates[usize::from(work.op)];
         // Rendering happens before the clock starts: it is the client's work, not latency.

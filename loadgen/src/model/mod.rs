@@ -59,6 +59,12 @@ pub trait WorkSource: Send {
 
     /// Told after each request whether it failed, so a model can retry it.
     fn finished(&mut self, _work: &Work, _failed: bool) {}
+
+    /// True when the worker should open its connection before asking for work, so that
+    /// connecting is not part of its first request (the open model's standby workers).
+    fn connect_first(&self) -> bool {
+        false
+    }
 }
 
 /// A client model: starts workers through the pool, over time, and returns once its workers

@@ -137,50 +137,130 @@ pub struct Open {
 impl Model for Open {
     async fn drive(self, pool: &mut WorkerPool) {
         let plan = &self.plan;
-        // Rendezvous: a send goes to a worker that is idle right now, or to a new one.
-        let (tx, rx) = flume::bounded::<Work>(0);
-        let live = pool.live().clone();
+        let mut dispatcher = Dispatcher::new(plan);
+        // Idle workers waiting before the first send, so the schedule does not start with a
+        // burst of new connections: about 2 ms worth of sends at the peak rate.
+        let peak_rps = plan
+            .stages
+            .iter()
+            .map(|s| s.from_rps.max(s.to_rps))
+            .fold(0.0, f64::max);
+        let warm = ((peak_rps * 0.002).ceil() as u32 + 4).min(plan.max_in_flight);
+        for _ in 0..warm {
+            dispatcher.start_worker(pool, None);
+        }
+        // The schedule starts once the standby workers are connected (each reports itself
+        // idle when it is), or after a second if some cannot connect: their first request
+        // will say why.
+        let ready = dispatcher.wait_idle(warm as usize, Duration::from_secs(1));
+        tokio::select! {
+            _ = ready => {}
+            _ = self.stop.draining() => {}
+        }
         let ticks = pace(
             Schedule::new(plan.stages.clone(), plan.arrivals, self.seed),
             &self.stop,
         );
-        let mut position = 0usize;
         loop {
-            let due = tokio::select! {
-                due = ticks.recv_async() => match due {
-                    Ok(due) => due,
+            let batch = tokio::select! {
+                batch = ticks.recv_async() => match batch {
+                    Ok(batch) => batch,
                     Err(_) => break,
                 },
                 _ = self.stop.draining() => break,
             };
-            live.scheduled.fetch_add(1, Ordering::Relaxed);
-            let op = plan.sequence[position % plan.sequence.len()];
-            position += 1;
-            let mut work = Work::new(op, 0);
-            work.intended = Some(due);
-            match tx.try_send(work) {
-                Ok(()) => {}
-                Err(flume::TrySendError::Full(work))
-                    if (pool.running() as u32) < plan.max_in_flight =>
-                {
-                    pool.spawn(
-                        0,
-                        OpenWorker {
-                            first: Some(work),
-                            rx: rx.clone(),
-                            stop: self.stop.clone(),
-                        },
-                    );
-                }
-                Err(_) => {
-                    live.dropped.fetch_add(1, Ordering::Relaxed);
-                }
+            for due in batch {
+                dispatcher.dispatch(pool, due);
             }
             // Reap finished workers (none finish before the schedule ends, but keep the set tidy).
             while pool.try_done().is_some() {}
         }
-        drop(tx);
+        // Closing the inboxes ends idle workers now and busy ones after their request.
+        drop(dispatcher);
         while pool.next_done().await.is_some() {}
+    }
+}
+
+/// Hands each due send to one idle worker — the most recently idle, so the fewest
+/// connections stay warm — or to a new worker, up to `max_in_flight`; beyond, drops it.
+///
+/// Each worker has its own one-slot inbox and reports itself idle on a shared queue that the
+/// dispatcher drains without waiting, so a send wakes exactly one task. (A shared
+/// many-receiver channel woke and re-polled every idle worker for each send: at 20,000
+/// sends/s that alone saturated a core.)
+struct Dispatcher {
+    sequence: Arc<[u16]>,
+    max_in_flight: u32,
+    position: usize,
+    inboxes: Vec<tokio::sync::mpsc::Sender<Work>>,
+    idle: Vec<usize>,
+    idle_tx: tokio::sync::mpsc::UnboundedSender<usize>,
+    idle_rx: tokio::sync::mpsc::UnboundedReceiver<usize>,
+}
+
+impl Dispatcher {
+    fn new(plan: &OpenPlan) -> Self {
+        let (idle_tx, idle_rx) = tokio::sync::mpsc::unbounded_channel();
+        Dispatcher {
+            sequence: plan.sequence.clone(),
+            max_in_flight: plan.max_in_flight,
+            position: 0,
+            inboxes: Vec::new(),
+            idle: Vec::new(),
+            idle_tx,
+            idle_rx,
+        }
+    }
+
+    fn start_worker(&mut self, pool: &mut WorkerPool, first: Option<Work>) {
+        let (inbox_tx, inbox) = tokio::sync::mpsc::channel(1);
+        let id = self.inboxes.len();
+        self.inboxes.push(inbox_tx);
+        pool.spawn(
+            0,
+            OpenWorker {
+                first,
+                id,
+                inbox,
+                idle: self.idle_tx.clone(),
+            },
+        );
+    }
+
+    /// Waits until `count` workers have reported idle, or `limit` has passed.
+    async fn wait_idle(&mut self, count: usize, limit: Duration) {
+        let deadline = tokio::time::Instant::now() + limit;
+        while self.idle.len() < count {
+            match tokio::time::timeout_at(deadline, self.idle_rx.recv()).await {
+                Ok(Some(id)) => self.idle.push(id),
+                Ok(None) | Err(_) => return,
+            }
+        }
+    }
+
+    /// The send due at `due`: to an idle worker, a new one, or dropped at the cap.
+    fn dispatch(&mut self, pool: &mut WorkerPool, due: std::time::Instant) {
+        let live = pool.live().clone();
+        live.scheduled.fetch_add(1, Ordering::Relaxed);
+        let op = self.sequence[self.position % self.sequence.len()];
+        self.position += 1;
+        let mut work = Work::new(op, 0);
+        work.intended = Some(due);
+        while let Ok(id) = self.idle_rx.try_recv() {
+            self.idle.push(id);
+        }
+        if let Some(id) = self.idle.pop() {
+            // An idle worker's inbox is empty and it is waiting on it.
+            if let Err(e) = self.inboxes[id].try_send(work) {
+                // It ended (the run is stopping): the send is not made.
+                drop(e);
+                live.dropped.fetch_add(1, Ordering::Relaxed);
+            }
+        } else if (self.inboxes.len() as u32) < self.max_in_flight {
+            self.start_worker(pool, Some(work));
+        } else {
+            live.dropped.fetch_add(1, Ordering::Relaxed);
+        }
     }
 }
 
@@ -190,20 +270,27 @@ impl Model for Open {
 /// millisecond late; an OS thread sleeping to the deadline is accurate to tens of
 /// microseconds. The dispatcher reacts to each tick at once. The thread stops when the run
 /// drains or the dispatcher is gone.
-fn pace(schedule: Schedule, stop: &StopSignal) -> flume::Receiver<std::time::Instant> {
-    let (tx, rx) = flume::bounded(4096);
+fn pace(schedule: Schedule, stop: &StopSignal) -> flume::Receiver<Vec<std::time::Instant>> {
+    let (tx, rx) = flume::bounded(1024);
     let stop = stop.clone();
     let start = std::time::Instant::now();
     let spawned = std::thread::Builder::new()
         .name("loadgen-pacer".into())
         .spawn(move || {
-            for offset in schedule {
-                let due = start + offset;
+            let mut schedule = schedule.map(|offset| start + offset).peekable();
+            while let Some(&due) = schedule.peek() {
                 let now = std::time::Instant::now();
                 if due > now {
                     std::thread::sleep(due - now);
                 }
-                if stop.is_draining() || tx.send(due).is_err() {
+                // Everything due by now goes in one message: at high rates one wake-up of
+                // the dispatcher serves several sends, each still stamped with its own time.
+                let now = std::time::Instant::now();
+                let mut batch = Vec::new();
+                while let Some(due) = schedule.next_if(|&due| due <= now) {
+                    batch.push(due);
+                }
+                if stop.is_draining() || tx.send(batch).is_err() {
                     return;
                 }
             }
@@ -218,19 +305,25 @@ fn pace(schedule: Schedule, stop: &StopSignal) -> flume::Receiver<std::time::Ins
 /// A worker of the open model: sends what the dispatcher hands it, when it is handed.
 struct OpenWorker {
     first: Option<Work>,
-    rx: flume::Receiver<Work>,
-    stop: StopSignal,
+    id: usize,
+    inbox: tokio::sync::mpsc::Receiver<Work>,
+    idle: tokio::sync::mpsc::UnboundedSender<usize>,
 }
 
 impl WorkSource for OpenWorker {
+    fn connect_first(&self) -> bool {
+        // Standby workers connect before the schedule starts; those started for a send
+        // connect as part of it (its row shows connect_ns).
+        self.first.is_none()
+    }
+
     async fn next(&mut self) -> Option<Work> {
         if let Some(work) = self.first.take() {
             return Some(work);
         }
-        tokio::select! {
-            work = self.rx.recv_async() => work.ok(),
-            _ = self.stop.draining() => None,
-        }
+        // Free again: say so, then wait for the next send (or for the dispatcher to close).
+        self.idle.send(self.id).ok()?;
+        self.inbox.recv().await
     }
 }
 

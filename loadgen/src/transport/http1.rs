@@ -86,7 +86,7 @@ impl Http1Connection {
     }
 
     /// The open connection, or a new one; adds the time a new one took to `out`.
-    async fn ready(
+    pub(crate) async fn ready(
         &mut self,
         origin: &Origin,
         started: Instant,

@@ -57,7 +57,7 @@ impl Http2Stream {
 
     /// A handle on the group's open connection, opening it if this worker is the first to
     /// find it missing or closed; the time that took goes to `out`.
-    async fn sender(
+    pub(crate) async fn sender(
         &mut self,
         origin: &Origin,
         out: &mut Exchange,

@@ -95,6 +95,10 @@ pub trait Transport: Send {
         prepared: Prepared,
         started: Instant,
     ) -> impl Future<Output = Exchange> + Send + 'a;
+
+    /// Opens the connection ahead of the first request, if it can; whether it could is left
+    /// to that request to find out.
+    fn connect(&mut self) -> impl Future<Output = ()> + Send;
 }
 
 /// One request as the transports send it: the template's headers are borrowed, and only
@@ -291,6 +295,19 @@ impl Client {
 }
 
 impl Transport for Client {
+    async fn connect(&mut self) {
+        let mut ignored = Exchange::default();
+        let origin = self.config.origin.clone();
+        match &mut self.connection {
+            Connection::Http1(c) => {
+                let _ = c.ready(&origin, Instant::now(), &mut ignored).await;
+            }
+            Connection::Http2(c) => {
+                let _ = c.sender(&origin, &mut ignored).await;
+            }
+        }
+    }
+
     async fn send(
         &mut self,
         template: &RequestTemplate,
