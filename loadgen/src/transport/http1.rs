@@ -55,7 +55,7 @@ pub struct Http1Connection {
 
 /// How the response body ends.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Framing {
+pub enum Framing {
     Empty,
     Length(u64),
     Chunked,
@@ -64,14 +64,14 @@ enum Framing {
 
 /// What the worker needs from a response head.
 #[derive(Debug)]
-struct Head {
-    status: u16,
+pub struct Head {
+    pub status: u16,
     /// Bytes of the head (status line and headers) at the start of the read buffer.
-    len: usize,
-    framing: Framing,
+    pub len: usize,
+    pub framing: Framing,
     /// The server will close the connection after this response.
-    close: bool,
-    location: Option<HeaderValue>,
+    pub close: bool,
+    pub location: Option<HeaderValue>,
 }
 
 impl Http1Connection {
@@ -231,7 +231,7 @@ async fn read_more(io: &mut Box<dyn Io>, buf: &mut Vec<u8>) -> Result<usize, Err
 
 /// Serialises `request` into `out` (cleared first): request line, `Host` unless the request
 /// sets one, its headers, `Content-Length` when it has a body, and the body.
-fn encode(out: &mut Vec<u8>, request: &Outgoing<'_>, origin: &Origin, close: bool) {
+pub fn encode(out: &mut Vec<u8>, request: &Outgoing<'_>, origin: &Origin, close: bool) {
     out.clear();
     out.extend_from_slice(request.method.as_str().as_bytes());
     out.push(b' ');
@@ -274,7 +274,7 @@ fn header_line(out: &mut Vec<u8>, name: &str, value: &[u8]) {
 }
 
 /// Parses a response head at the start of `buf`; `None` while it is incomplete.
-fn parse_head(buf: &[u8], head_request: bool) -> Result<Option<Head>, ErrorClass> {
+pub fn parse_head(buf: &[u8], head_request: bool) -> Result<Option<Head>, ErrorClass> {
     // Uninitialised header slots: zeroing a hundred of them per response costs more than
     // parsing a typical head.
     let mut headers = [const { std::mem::MaybeUninit::uninit() }; MAX_HEADERS];
