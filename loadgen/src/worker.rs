@@ -46,6 +46,9 @@ pub async fn run_worker<T: Transport, S: WorkSource>(
     let mut batch: Vec<RequestRecord> = Vec::new();
     let mut batch_started = Instant::now();
     let mut rng = fastrand::Rng::new();
+    // One registration for the whole worker, not one per request.
+    let aborting = ctx.stop.aborting();
+    tokio::pin!(aborting);
     if source.connect_first() {
         // A failure here is not a request; the first request will try again and say why.
         transport.connect().await;
@@ -65,7 +68,7 @@ pub async fn run_worker<T: Transport, S: WorkSource>(
         let exchange = tokio::select! {
             biased;
             exchange = transport.send(template, prepared, started) => exchange,
-            _ = ctx.stop.aborting() => Exchange {
+            () = &mut aborting => Exchange {
                 error: Some(ErrorClass::Cancelled),
                 ..Exchange::default()
             },

@@ -16,6 +16,7 @@ mod io;
 pub mod tls;
 
 use std::future::Future;
+use std::pin::Pin;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -138,6 +139,9 @@ pub trait Hop: Send {
 pub struct Client {
     config: Arc<TransportConfig>,
     connection: Connection,
+    /// The request timeout, one timer reset for each request rather than a new one (it is
+    /// taken out while a request runs, so a request cut off by an abort leaves `None`).
+    deadline: Option<Pin<Box<tokio::time::Sleep>>>,
 }
 
 enum Connection {
@@ -178,13 +182,21 @@ impl Client {
     /// A client over its own HTTP/1.1 connection.
     pub fn http1(config: Arc<TransportConfig>) -> Self {
         let connection = Connection::Http1(http1::Http1Connection::new(config.clone()));
-        Client { config, connection }
+        Client {
+            config,
+            connection,
+            deadline: None,
+        }
     }
 
     /// A client that is one stream of the shared HTTP/2 connection `shared`.
     pub fn http2(config: Arc<TransportConfig>, shared: Arc<http2::SharedConnection>) -> Self {
         let connection = Connection::Http2(http2::Http2Stream::new(config.clone(), shared));
-        Client { config, connection }
+        Client {
+            config,
+            connection,
+            deadline: None,
+        }
     }
 
     async fn hop(
@@ -321,12 +333,24 @@ impl Transport for Client {
             headers: Cow::Borrowed(&template.headers),
             body: prepared.body,
         };
-        let timeout = self.config.request_timeout;
-        let result = tokio::time::timeout(timeout, self.follow(outgoing, started, &mut out)).await;
+        let due = tokio::time::Instant::from_std(started + self.config.request_timeout);
+        let mut deadline = match self.deadline.take() {
+            Some(mut sleep) => {
+                sleep.as_mut().reset(due);
+                sleep
+            }
+            None => Box::pin(tokio::time::sleep_until(due)),
+        };
+        let result = tokio::select! {
+            biased;
+            result = self.follow(outgoing, started, &mut out) => Some(result),
+            () = deadline.as_mut() => None,
+        };
+        self.deadline = Some(deadline);
         match result {
-            Ok(Ok(())) => {}
-            Ok(Err(class)) => out.error = Some(class),
-            Err(_) => out.error = Some(ErrorClass::Timeout),
+            Some(Ok(())) => {}
+            Some(Err(class)) => out.error = Some(class),
+            None => out.error = Some(ErrorClass::Timeout),
         }
         self.connection.settle(&mut out);
         if out.error.is_some() {
