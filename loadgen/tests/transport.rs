@@ -23,6 +23,17 @@ fn self_signed() -> (String, String) {
     (cert.cert.pem(), cert.signing_key.serialize_pem())
 }
 
+/// `n` rows, every one a 200 without error.
+fn assert_all_ok(rows: &[common::Row], n: usize) {
+    assert_eq!(rows.len(), n);
+    let bad: Vec<_> = rows
+        .iter()
+        .filter(|r| r.status != 200 || r.error.is_some())
+        .take(3)
+        .collect();
+    assert!(bad.is_empty(), "{bad:?}");
+}
+
 /// The reference server over TLS; returns it with the CA (here: the certificate) in a file.
 async fn tls_server(dir: &Path) -> (servers::RunningServer, std::path::PathBuf) {
     let (cert, key) = self_signed();
@@ -80,11 +91,7 @@ async fn https_with_cacert_works_and_the_handshake_is_in_connect_time() {
     )
     .await;
     let rows = read_rows(&run_dir);
-    assert_eq!(rows.len(), 40);
-    assert!(
-        rows.iter().all(|r| r.status == 200 && r.error.is_none()),
-        "{rows:?}"
-    );
+    assert_all_ok(&rows, 40);
     // Keep-alive: one connection per worker, so exactly two rows carry connect time, and it
     // includes a TLS handshake (far more than a loopback TCP connect's few microseconds).
     let connects: Vec<i64> = rows.iter().filter_map(|r| r.connect_ns).collect();
@@ -167,12 +174,7 @@ async fn http2_over_tls_multiplexes_workers_on_shared_connections() {
     )
     .await;
     let rows = read_rows(&run_dir);
-    assert_eq!(rows.len(), 200);
-    assert!(
-        rows.iter().all(|r| r.status == 200 && r.error.is_none()),
-        "{:?}",
-        &rows[..3]
-    );
+    assert_all_ok(&rows, 200);
     // 2 connections × 4 streams = 8 workers, and only two connections were opened.
     let workers: std::collections::BTreeSet<u32> = rows.iter().map(|r| r.worker).collect();
     assert_eq!(workers.len(), 8, "{workers:?}");
@@ -251,8 +253,7 @@ async fn no_keepalive_opens_a_connection_for_every_request() {
     )
     .await;
     let rows = read_rows(&run_dir);
-    assert_eq!(rows.len(), 30);
-    assert!(rows.iter().all(|r| r.status == 200), "{rows:?}");
+    assert_all_ok(&rows, 30);
     assert!(
         rows.iter().all(|r| r.connect_ns.is_some()),
         "every row connects"
