@@ -37,7 +37,9 @@ def test_5ms_vs_8ms_fails_the_p99_gate(service_time_runs: dict[str, list[Path]])
     rows = _rows(proc.stdout)
     assert rows["p99"]["verdict"] == "fail"
     assert rows["p99"]["delta"] > 0.3  # 8 ms against 5 ms of service time
-    assert rows["p99"]["ci_low"] > 0.1
+    # The interval excludes "no change" (that is what makes it a fail, not noise); how far
+    # its low end sits above zero depends on how busy the machine was.
+    assert rows["p99"]["ci_low"] > 0.0
     assert rows["throughput"]["verdict"] == "fail"  # 16 workers: X = 16 / R drops too
     # The table form says the same.
     text = _cli("compare", base, cand)
