@@ -254,10 +254,24 @@ pub struct RunArgs {
     #[arg(long)]
     pub json: bool,
 
+    /// Run only the I-th of N equal slices of the load (I from 0), so N loadgen processes on
+    /// several machines together make exactly the load of one run, e.g. --shard 0/3.
+    #[arg(long, value_name = "I/N", value_parser = parse_shard)]
+    pub shard: Option<crate::model::shard::Shard>,
+
+    /// Wait and start at this wall-clock instant (RFC 3339, e.g. 2026-11-22T10:15:00Z, or Unix
+    /// milliseconds), so shards on several machines start together.
+    #[arg(long, value_name = "TIME")]
+    pub start_at: Option<String>,
+
     /// How often the open Parquet segment is closed and a new one started; a killed run keeps
     /// every closed segment.
     #[arg(long, value_name = "DURATION", value_parser = parse_duration, default_value = "5s", hide_short_help = true)]
     pub segment_interval: Duration,
+}
+
+fn parse_shard(text: &str) -> Result<crate::model::shard::Shard, String> {
+    text.parse()
 }
 
 /// Parses `10s`, `250ms`, `1m30s`; a bare number means seconds.

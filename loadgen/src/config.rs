@@ -64,6 +64,10 @@ pub enum ConfigError {
     Stages(String),
     #[error("-c and -n belong to the closed model; with --rate or --stages, concurrency is bounded by --max-in-flight and the run lasts -d or the stages")]
     OpenFlags,
+    #[error("{0}")]
+    Shard(String),
+    #[error("--start-at '{value}' {reason}")]
+    StartAt { value: String, reason: String },
     #[error("--body @{path}: cannot read the file ({source}); check the path")]
     BodyFile {
         path: String,
@@ -180,6 +184,10 @@ pub struct RunConfig {
     pub json: bool,
     pub segment_interval: Duration,
     pub connection: ConnectionOptions,
+    /// The slice of the load this process runs (`--shard`); the model is already sliced.
+    pub shard: crate::model::shard::Shard,
+    /// `--start-at`, as Unix nanoseconds.
+    pub start_at_unix_ns: Option<i64>,
 }
 
 /// How workers connect: TLS verification, protocol, keep-alive, redirects.
@@ -321,12 +329,15 @@ impl RunConfig {
                 (target, "command line".to_string(), scenario, compiled)
             }
         };
+        let shard = args.shard.unwrap_or_default();
+        let model = shard.slice(&compiled.model).map_err(ConfigError::Shard)?;
+        let start_at_unix_ns = args.start_at.as_deref().map(parse_start_at).transpose()?;
         Ok(RunConfig {
             target,
             scenario_origin: origin,
             scenario: redact(scenario),
             workload: compiled.workload,
-            model: compiled.model,
+            model,
             think_time: args.think_time.or(compiled.think_time).unwrap_or_default(),
             timeout: args.timeout.or(compiled.timeout).unwrap_or(DEFAULT_TIMEOUT),
             connect_timeout: args
@@ -339,6 +350,8 @@ impl RunConfig {
             json: args.json,
             segment_interval: args.segment_interval,
             connection,
+            shard,
+            start_at_unix_ns,
         })
     }
 
@@ -533,6 +546,35 @@ fn quick_model(args: &RunArgs, workers: u32, limit: Limit) -> Result<ModelSpec, 
         max_in_flight: args.max_in_flight.unwrap_or(DEFAULT_MAX_IN_FLIGHT),
         max_lateness: Dur(args.max_lateness),
     }))
+}
+
+/// How far in the past `--start-at` may be (clock skew, a slow pod start) before it is
+/// refused as a mistake.
+const START_AT_PAST_TOLERANCE: Duration = Duration::from_secs(5);
+
+/// `--start-at`: RFC 3339 or Unix milliseconds → Unix nanoseconds; refused when it is more
+/// than a few seconds in the past.
+fn parse_start_at(text: &str) -> Result<i64, ConfigError> {
+    let bad = |reason: String| ConfigError::StartAt {
+        value: text.to_string(),
+        reason,
+    };
+    let unix_ns = match text.trim().parse::<i64>() {
+        Ok(ms) => ms.checked_mul(1_000_000).ok_or_else(|| bad("is too large".into()))?,
+        Err(_) => chrono::DateTime::parse_from_rfc3339(text.trim())
+            .map_err(|e| bad(format!("is not a time ({e}); use RFC 3339 such as 2026-11-22T10:15:00Z, or Unix milliseconds")))?
+            .timestamp_nanos_opt()
+            .ok_or_else(|| bad("is out of range".into()))?,
+    };
+    let now_ns = chrono::Utc::now().timestamp_nanos_opt().unwrap_or(i64::MAX);
+    let late = Duration::from_nanos(now_ns.saturating_sub(unix_ns).max(0) as u64);
+    if late > START_AT_PAST_TOLERANCE {
+        return Err(bad(format!(
+            "was {} ago; give a time in the future (e.g. a minute from now) so every shard can wait for it",
+            humantime::format_duration(Duration::from_secs(late.as_secs()))
+        )));
+    }
+    Ok(unix_ns)
 }
 
 /// `30s:100,60s:1000` → stages (duration, target rate).

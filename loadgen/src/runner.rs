@@ -13,6 +13,7 @@ use serde::Serialize;
 
 use crate::clock::Anchor;
 use crate::config::{ConfigError, Limit, ResolvedConfig, RunConfig, Target, TargetUrl};
+use crate::model::shard::Shard;
 use crate::model::ModelPlan;
 use crate::record::writer::{self, RecordError, WriterConfig};
 use crate::record::ErrorClass;
@@ -50,6 +51,8 @@ pub enum RunError {
     Certificate { url: String, detail: String },
     #[error(transparent)]
     TlsSetup(#[from] TlsSetupError),
+    #[error("stopped while waiting for --start-at; nothing was run")]
+    NotStarted(ExitReason),
     #[error("--out {0} already exists and is not empty; choose a new directory or remove it")]
     OutExists(PathBuf),
     #[error(
@@ -96,9 +99,11 @@ pub enum RunError {
 }
 
 impl RunError {
-    /// 2 for input the user can fix before anything ran; 1 for failures during the run.
+    /// 2 for input the user can fix before anything ran; 1 for failures during the run;
+    /// 130/143 for a signal while waiting for `--start-at`.
     pub fn exit_code(&self) -> i32 {
         match self {
+            RunError::NotStarted(reason) => reason.exit_code(),
             RunError::Config(_)
             | RunError::Dns { .. }
             | RunError::Unreachable { .. }
@@ -165,6 +170,14 @@ struct RunJson<'a> {
     warnings: &'a [String],
     /// Client CPU, memory and saturation (from client-metrics.parquet).
     client: Option<&'a ClientSummary>,
+    /// `i/N` (`0/1` when not sharded).
+    shard: String,
+    /// `--start-at` as Unix nanoseconds, and how late the run actually started after it
+    /// (the clock skew between shards shows in the analysis through this and the anchor).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    start_at_unix_ns: Option<i64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    start_offset_ns: Option<i64>,
 }
 
 #[derive(Debug, Serialize)]
@@ -215,7 +228,18 @@ pub async fn run(config: RunConfig, stop: StopSignal) -> Result<RunOutcome, RunE
         warnings.push("--insecure: the server's TLS certificate was not verified".to_string());
     }
 
-    let run_id = new_run_id();
+    if let Some(start_at) = config.start_at_unix_ns {
+        wait_until(start_at, &stop).await?;
+    }
+    let run_id = match config.shard.is_whole() {
+        true => new_run_id(),
+        false => format!(
+            "{}-shard-{}-of-{}",
+            new_run_id(),
+            config.shard.index,
+            config.shard.count
+        ),
+    };
     let run_dir = create_run_dir(config.out.as_deref(), &run_id)?;
     let resolved = config.resolved(&target.url);
     let host = HostInfo::current();
@@ -225,7 +249,7 @@ pub async fn run(config: RunConfig, stop: StopSignal) -> Result<RunOutcome, RunE
 
     let (records, writer) = writer::spawn(WriterConfig {
         dir: run_dir.join("requests"),
-        metadata: parquet_metadata(&run_id, &anchor, &resolved, &host),
+        metadata: parquet_metadata(&run_id, &anchor, &resolved, &host, config.shard),
         ops: labels.clone(),
         phases: phase_labels.clone(),
         segment_interval: config.segment_interval,
@@ -284,7 +308,7 @@ pub async fn run(config: RunConfig, stop: StopSignal) -> Result<RunOutcome, RunE
     let progress = Progress::start(config.progress, extent, live.clone());
     let announce = progress.announcer(!config.json);
 
-    let mut pool = WorkerPool::new(ctx.clone(), transport, records);
+    let mut pool = WorkerPool::new(ctx.clone(), transport, records, config.shard);
     let timer = match extent {
         Limit::Duration(duration) if matches!(config.model, ModelPlan::Closed { .. }) => {
             let stop = stop.clone();
@@ -382,6 +406,9 @@ pub async fn run(config: RunConfig, stop: StopSignal) -> Result<RunOutcome, RunE
         },
         warnings: &warnings,
         client: client.as_ref(),
+        shard: config.shard.to_string(),
+        start_at_unix_ns: config.start_at_unix_ns,
+        start_offset_ns: config.start_at_unix_ns.map(|t| anchor.unix_ns - t),
     })
     .expect("run.json is plain data");
     let run_json_path = run_dir.join("run.json");
@@ -462,6 +489,23 @@ fn origin(target: &TargetUrl, addr: SocketAddr, config: &RunConfig) -> Result<Or
     })
 }
 
+/// Sleeps until the wall-clock instant `unix_ns` (`--start-at`). A stop while waiting ends
+/// the run before anything was sent or written.
+async fn wait_until(unix_ns: i64, stop: &StopSignal) -> Result<(), RunError> {
+    let now_ns = crate::clock::Anchor::now().unix_ns;
+    let wait = std::time::Duration::from_nanos(unix_ns.saturating_sub(now_ns).max(0) as u64);
+    if !wait.is_zero() {
+        eprintln!(
+            "waiting {} for --start-at",
+            humantime::format_duration(std::time::Duration::from_millis(wait.as_millis() as u64))
+        );
+    }
+    tokio::select! {
+        () = tokio::time::sleep(wait) => Ok(()),
+        () = stop.draining() => Err(RunError::NotStarted(stop.reason().unwrap_or(ExitReason::Interrupted))),
+    }
+}
+
 fn new_run_id() -> String {
     let now = chrono::Utc::now();
     // Sub-second digits keep two runs started in the same second apart.
@@ -513,6 +557,7 @@ fn parquet_metadata(
     anchor: &Anchor,
     resolved: &ResolvedConfig,
     host: &HostInfo,
+    shard: Shard,
 ) -> Vec<(String, String)> {
     vec![
         ("loadgen.schema_version".into(), SCHEMA_VERSION.to_string()),
@@ -527,7 +572,7 @@ fn parquet_metadata(
             "loadgen.host".into(),
             serde_json::to_string(host).unwrap_or_default(),
         ),
-        ("loadgen.shard".into(), "0/1".into()),
+        ("loadgen.shard".into(), shard.to_string()),
     ]
 }
 

@@ -156,7 +156,9 @@ pub struct WorkerPool {
     transport: Arc<TransportConfig>,
     records: RecordSender,
     running: JoinSet<WorkerDone>,
+    /// Workers started by this process; the `worker` column is `shard.worker_id(local)`.
     next_id: u32,
+    shard: crate::model::shard::Shard,
     /// HTTP/2: the connection the group of the next worker shares, and how many of the
     /// group have started.
     h2_group: Option<(Arc<SharedConnection>, u32)>,
@@ -167,6 +169,7 @@ impl WorkerPool {
         ctx: Arc<WorkerContext>,
         transport: Arc<TransportConfig>,
         records: RecordSender,
+        shard: crate::model::shard::Shard,
     ) -> Self {
         WorkerPool {
             ctx,
@@ -174,13 +177,14 @@ impl WorkerPool {
             records,
             running: JoinSet::new(),
             next_id: 0,
+            shard,
             h2_group: None,
         }
     }
 
     /// Starts a worker drawing from `source`; returns its id (the `worker` column).
     pub fn spawn<S: WorkSource + 'static>(&mut self, phase: u16, source: S) -> u32 {
-        let worker = self.next_id;
+        let worker = self.shard.worker_id(self.next_id);
         self.next_id += 1;
         let transport = self.client();
         let (ctx, records) = (self.ctx.clone(), self.records.clone());

@@ -10,6 +10,7 @@ pub mod closed;
 pub mod open;
 pub mod phased;
 pub mod producer_buffer;
+pub mod shard;
 pub mod thread_groups;
 
 use std::future::Future;

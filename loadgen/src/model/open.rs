@@ -44,15 +44,20 @@ pub struct OpenPlan {
     pub max_in_flight: u32,
     pub max_lateness: Duration,
     pub sequence: Arc<[u16]>,
+    /// Fraction of the first gap by which this schedule runs early (0 ≤ offset < 1): a shard
+    /// `i/N` uses `i/N`, so the union of N shards' sends is evenly spaced.
+    pub offset: f64,
 }
 
 impl OpenPlan {
     /// Sends the schedule plans, rounded down.
     pub fn scheduled(&self) -> u64 {
-        self.stages
+        (self
+            .stages
             .iter()
             .map(|s| (s.from_rps + s.to_rps) / 2.0 * s.duration.as_secs_f64())
             .sum::<f64>()
+            + self.offset)
             .floor() as u64
     }
 
@@ -77,12 +82,13 @@ pub struct Schedule {
 }
 
 impl Schedule {
-    pub fn new(stages: Vec<Stage>, arrivals: Arrivals, seed: u64) -> Self {
+    /// `offset`: see [`OpenPlan::offset`].
+    pub fn new(stages: Vec<Stage>, arrivals: Arrivals, seed: u64, offset: f64) -> Self {
         Schedule {
             stages,
             arrivals,
             rng: fastrand::Rng::with_seed(seed),
-            count: 0.0,
+            count: -offset,
             stage: 0,
             stage_start_s: 0.0,
             stage_base_count: 0.0,
@@ -158,7 +164,7 @@ impl Model for Open {
             _ = self.stop.draining() => {}
         }
         let ticks = pace(
-            Schedule::new(plan.stages.clone(), plan.arrivals, self.seed),
+            Schedule::new(plan.stages.clone(), plan.arrivals, self.seed, plan.offset),
             &self.stop,
         );
         loop {
@@ -342,7 +348,7 @@ mod tests {
     #[test]
     fn uniform_constant_rate_is_evenly_spaced() {
         let times: Vec<Duration> =
-            Schedule::new(vec![stage(2.0, 200.0, 200.0)], Arrivals::Uniform, 1).collect();
+            Schedule::new(vec![stage(2.0, 200.0, 200.0)], Arrivals::Uniform, 1, 0.0).collect();
         assert_eq!(times.len(), 400);
         for pair in times.windows(2) {
             let gap = (pair[1] - pair[0]).as_secs_f64();
@@ -357,6 +363,7 @@ mod tests {
             vec![stage(2.0, 0.0, 100.0), stage(1.0, 100.0, 300.0)],
             Arrivals::Uniform,
             1,
+            0.0,
         )
         .map(|d| d.as_secs_f64())
         .collect();
@@ -369,10 +376,32 @@ mod tests {
     }
 
     #[test]
-    fn poisson_has_the_right_mean_and_spread() {
-        let times: Vec<f64> = Schedule::new(vec![stage(100.0, 100.0, 100.0)], Arrivals::Poisson, 7)
-            .map(|d| d.as_secs_f64())
+    fn shards_together_send_one_evenly_spaced_schedule() {
+        let whole: Vec<Duration> =
+            Schedule::new(vec![stage(1.0, 300.0, 300.0)], Arrivals::Uniform, 1, 0.0).collect();
+        let mut union: Vec<Duration> = (0..3)
+            .flat_map(|i| {
+                Schedule::new(
+                    vec![stage(1.0, 100.0, 100.0)],
+                    Arrivals::Uniform,
+                    1,
+                    f64::from(i) / 3.0,
+                )
+            })
             .collect();
+        union.sort();
+        assert_eq!(union.len(), whole.len());
+        for (a, b) in union.iter().zip(&whole) {
+            assert!(a.abs_diff(*b) < Duration::from_nanos(10), "{a:?} vs {b:?}");
+        }
+    }
+
+    #[test]
+    fn poisson_has_the_right_mean_and_spread() {
+        let times: Vec<f64> =
+            Schedule::new(vec![stage(100.0, 100.0, 100.0)], Arrivals::Poisson, 7, 0.0)
+                .map(|d| d.as_secs_f64())
+                .collect();
         let n = times.len() as f64;
         assert!((n - 10_000.0).abs() < 400.0, "{n}");
         let gaps: Vec<f64> = times.windows(2).map(|w| w[1] - w[0]).collect();

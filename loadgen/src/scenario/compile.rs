@@ -516,6 +516,7 @@ pub fn compile_model(
                     max_in_flight: open.max_in_flight,
                     max_lateness: open.max_lateness.0,
                     sequence,
+                    offset: 0.0,
                 }),
                 vec![Vec::new()],
             ))
