@@ -5,8 +5,10 @@
 //! batch which goes to the writer thread when it is full or a second old. It never locks,
 //! never aggregates across workers and never touches a file (DESIGN.md, "Hot path rules").
 
+use std::future::Future;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
+use std::task::Poll;
 use std::time::{Duration, Instant};
 
 use crate::clock::{nanos, Anchor};
@@ -46,6 +48,8 @@ pub async fn run_worker<T: Transport, S: WorkSource>(
     let mut batch: Vec<RequestRecord> = Vec::new();
     let mut batch_started = Instant::now();
     let mut rng = fastrand::Rng::new();
+    // While waiting for work with rows in hand: hands them over once they are a second old.
+    let mut idle_timer: Option<std::pin::Pin<Box<tokio::time::Sleep>>> = None;
     // One registration for the whole worker, not one per request.
     let aborting = ctx.stop.aborting();
     tokio::pin!(aborting);
@@ -53,7 +57,35 @@ pub async fn run_worker<T: Transport, S: WorkSource>(
         // A failure here is not a request; the first request will try again and say why.
         transport.connect().await;
     }
-    while let Some(work) = source.next().await {
+    loop {
+        // Work that is ready is taken at once. A worker that has to wait for work (open
+        // model, think time, a producer) hands its rows over when they are a second old even
+        // if no request follows, so they reach a segment (and survive a kill).
+        let work = {
+            let next = source.next();
+            tokio::pin!(next);
+            match std::future::poll_fn(|cx| Poll::Ready(next.as_mut().poll(cx))).await {
+                Poll::Ready(work) => work,
+                Poll::Pending if batch.is_empty() => next.await,
+                Poll::Pending => {
+                    let due = batch_started + BATCH_MAX_AGE;
+                    let idle_timer = idle_timer
+                        .get_or_insert_with(|| Box::pin(tokio::time::sleep_until(due.into())));
+                    idle_timer.as_mut().reset(due.into());
+                    tokio::select! {
+                        biased;
+                        work = next.as_mut() => work,
+                        () = idle_timer.as_mut() => {
+                            if !hand_over(&mut batch, &records, &ctx).await {
+                                break;
+                            }
+                            next.await
+                        }
+                    }
+                }
+            }
+        };
+        let Some(work) = work else { break };
         let template = &ctx.workload.templates[usize::from(work.op)];
         // Rendering happens before the clock starts: it is the client's work, not latency.
         let prepared = match (&work.values, template.needs_values()) {

@@ -233,3 +233,39 @@ async fn think_time_paces_each_worker_and_is_not_latency() {
     );
     server.shutdown().await;
 }
+
+/// Regression: a worker that waited for work (think time, the open model at a low rate) kept
+/// its rows until its next request finished, so a killed run lost more than the documented
+/// bound. Rows now reach a closed segment within about a second even while workers think.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn rows_of_a_waiting_worker_reach_a_segment_before_its_next_request() {
+    let server = server(ServerConfig::default()).await;
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("run");
+    let url = format!("{}/", server.url());
+    let config = common::config(&[
+        "--url",
+        &url,
+        "-c",
+        "2",
+        "-d",
+        "3s",
+        "--think-time",
+        "4s",
+        "--segment-interval",
+        "200ms",
+        "--no-progress",
+        "--out",
+        out.to_str().unwrap(),
+    ]);
+    let run = tokio::spawn(loadgen::run(config, StopSignal::new()));
+    // Each worker sent one request at once and is thinking until 4 s.
+    tokio::time::sleep(std::time::Duration::from_millis(2_000)).await;
+    let on_disk = read_rows(&out).len();
+    assert_eq!(
+        on_disk, 2,
+        "both first requests are in closed segments while workers think"
+    );
+    run.await.unwrap().unwrap();
+    server.shutdown().await;
+}
