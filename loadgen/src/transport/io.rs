@@ -1,9 +1,10 @@
 //! A socket wrapper that counts bytes on the wire and notes when the response began.
 //!
-//! hyper does not report wire sizes or the instant of the first response byte, so the
-//! transport wraps its TCP stream in [`MeteredIo`]. Counters are atomics because hyper's
-//! connection task does the I/O while the worker reads them; each connection has exactly one
-//! writer of each counter, so relaxed ordering suffices.
+//! The transport wraps every TCP stream in [`MeteredIo`], under TLS when there is TLS, so the
+//! counts are bytes on the wire and the first response byte is seen when it arrives. Over
+//! HTTP/1.1 the worker itself does the I/O; over HTTP/2 hyper's connection task does, while
+//! workers read the counters, hence atomics. Each connection has exactly one writer of each
+//! counter, so relaxed ordering suffices.
 
 use std::io::IoSlice;
 use std::pin::Pin;
