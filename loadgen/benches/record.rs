@@ -57,6 +57,7 @@ fn record_path(c: &mut Criterion) {
                 segment_interval: Duration::from_secs(3600),
                 max_attempts: 1,
                 max_lateness_ns: i64::MAX,
+                closed: None,
             })
             .unwrap();
             for batch in &batches {

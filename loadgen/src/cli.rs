@@ -243,7 +243,11 @@ pub struct RunArgs {
     pub grace: Duration,
 
     /// Run directory to create [default: runs/<run-id>]. Must not exist or be empty.
-    #[arg(short = 'o', long, value_name = "DIR")]
+    /// `s3://BUCKET/PREFIX` instead uploads the run to `s3://BUCKET/PREFIX/<run-id>/` (every
+    /// shard can be given the same URL), each segment as soon as it closes; credentials come
+    /// from the standard AWS sources (environment, pod role, instance profile) and
+    /// AWS_ENDPOINT_URL names an S3-compatible store.
+    #[arg(short = 'o', long, value_name = "DIR|s3://BUCKET/PREFIX")]
     pub out: Option<PathBuf>,
 
     /// Don't show the live progress line (it is hidden anyway when stderr is not a terminal).

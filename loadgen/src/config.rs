@@ -5,7 +5,7 @@
 //! The result, [`RunConfig`], is what the engine runs; its [`ResolvedConfig`] view (secrets
 //! redacted) is what run.json and the Parquet metadata store.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use bytes::Bytes;
@@ -15,6 +15,7 @@ use serde::Serialize;
 
 use crate::cli::RunArgs;
 use crate::model::ModelPlan;
+use crate::record::s3::S3Location;
 use crate::scenario::schema::{
     ClosedSpec, Defaults, Dur, ModelSpec, OpenSpec, RequestSpec, StageSpec, DEFAULT_MAX_IN_FLIGHT,
 };
@@ -68,6 +69,8 @@ pub enum ConfigError {
     Shard(String),
     #[error("--start-at '{value}' {reason}")]
     StartAt { value: String, reason: String },
+    #[error("{0}")]
+    Out(String),
     #[error("--body @{path}: cannot read the file ({source}); check the path")]
     BodyFile {
         path: String,
@@ -165,6 +168,30 @@ impl Target {
     }
 }
 
+/// Where the run directory goes (`--out`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Output {
+    /// `runs/<run-id>`.
+    Default,
+    /// `--out DIR`: exactly this directory.
+    Dir(PathBuf),
+    /// `--out s3://BUCKET/PREFIX`: staged locally, uploaded to `PREFIX/<run-id>/`.
+    S3(S3Location),
+}
+
+impl Output {
+    /// Reads `--out` (absent, a directory, or an `s3://` URL).
+    pub fn from_arg(out: Option<&Path>) -> Result<Self, ConfigError> {
+        let Some(out) = out else {
+            return Ok(Output::Default);
+        };
+        match S3Location::parse(&out.to_string_lossy()) {
+            None => Ok(Output::Dir(out.to_path_buf())),
+            Some(parsed) => parsed.map(Output::S3).map_err(ConfigError::Out),
+        }
+    }
+}
+
 /// A validated run: where to send, what, and how the client behaves.
 #[derive(Debug, Clone)]
 pub struct RunConfig {
@@ -179,7 +206,7 @@ pub struct RunConfig {
     pub timeout: Duration,
     pub connect_timeout: Duration,
     pub grace: Duration,
-    pub out: Option<PathBuf>,
+    pub out: Output,
     pub progress: bool,
     pub json: bool,
     pub segment_interval: Duration,
@@ -202,6 +229,7 @@ pub struct ConnectionOptions {
 }
 
 impl ConnectionOptions {
+    /// Reads `--out` (absent, a directory, or an `s3://` URL).
     fn from_args(args: &RunArgs) -> Self {
         use crate::transport::tls::Verify;
         ConnectionOptions {
@@ -230,6 +258,7 @@ const DEFAULT_CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
 
 impl RunConfig {
     /// Validates the flags of `loadgen run` (and the scenario they name).
+    /// Reads `--out` (absent, a directory, or an `s3://` URL).
     pub fn from_args(args: &RunArgs) -> Result<Self, ConfigError> {
         let url = args.url.as_deref().map(TargetUrl::parse).transpose()?;
         if args.connections == Some(0) {
@@ -345,7 +374,7 @@ impl RunConfig {
                 .or(compiled.connect_timeout)
                 .unwrap_or(DEFAULT_CONNECT_TIMEOUT),
             grace: args.grace,
-            out: args.out.clone(),
+            out: Output::from_arg(args.out.as_deref())?,
             progress: !args.no_progress && !args.json,
             json: args.json,
             segment_interval: args.segment_interval,

@@ -30,7 +30,7 @@ fn run(args: &loadgen::cli::RunArgs) -> i32 {
             Ok(outcome) => {
                 if json {
                     let summary = serde_json::json!({
-                        "run_dir": outcome.run_dir,
+                        "run_dir": outcome.location,
                         "run_id": outcome.run_id,
                         "exit_reason": outcome.exit_reason,
                         "summary": outcome.summary,
@@ -42,7 +42,7 @@ fn run(args: &loadgen::cli::RunArgs) -> i32 {
                 } else {
                     print!("{}", outcome.console);
                 }
-                outcome.exit_reason.exit_code()
+                outcome.exit_code()
             }
             Err(e) => fail(&e),
         }

@@ -12,9 +12,10 @@ use std::sync::Arc;
 use serde::Serialize;
 
 use crate::clock::Anchor;
-use crate::config::{ConfigError, Limit, ResolvedConfig, RunConfig, Target, TargetUrl};
+use crate::config::{ConfigError, Limit, Output, ResolvedConfig, RunConfig, Target, TargetUrl};
 use crate::model::shard::Shard;
 use crate::model::ModelPlan;
+use crate::record::s3::{S3Error, S3Store, UploadReport};
 use crate::record::writer::{self, RecordError, WriterConfig};
 use crate::record::ErrorClass;
 use crate::record::SCHEMA_VERSION;
@@ -96,6 +97,8 @@ pub enum RunError {
         #[source]
         source: std::io::Error,
     },
+    #[error(transparent)]
+    S3(#[from] S3Error),
 }
 
 impl RunError {
@@ -111,7 +114,8 @@ impl RunError {
             | RunError::TlsSetup(_)
             | RunError::OutExists(_)
             | RunError::OpenFiles { .. }
-            | RunError::RunDir { .. } => 2,
+            | RunError::RunDir { .. }
+            | RunError::S3(_) => 2,
             RunError::EmbeddedServer(_)
             | RunError::Record(_)
             | RunError::RecordsLost { .. }
@@ -123,7 +127,13 @@ impl RunError {
 /// What a finished run produced.
 #[derive(Debug, Clone)]
 pub struct RunOutcome {
+    /// The local run directory (with `--out s3://`, the staging directory, removed once
+    /// everything is uploaded).
     pub run_dir: PathBuf,
+    /// Where the results are: the run directory, or its `s3://` URL.
+    pub location: String,
+    /// Files that could not be uploaded to S3, with why (they stay in `run_dir`).
+    pub upload_failures: Vec<String>,
     pub run_id: String,
     pub summary: RunSummary,
     pub exit_reason: ExitReason,
@@ -131,6 +141,19 @@ pub struct RunOutcome {
     pub console: String,
     /// The run.json document.
     pub run_json: serde_json::Value,
+}
+
+impl RunOutcome {
+    /// The process exit code: the exit reason's, or 1 when results did not reach S3.
+    pub fn exit_code(&self) -> i32 {
+        match (
+            self.exit_reason.exit_code(),
+            self.upload_failures.is_empty(),
+        ) {
+            (0, false) => 1,
+            (code, _) => code,
+        }
+    }
 }
 
 /// The machine the client ran on.
@@ -228,6 +251,11 @@ pub async fn run(config: RunConfig, stop: StopSignal) -> Result<RunOutcome, RunE
         warnings.push("--insecure: the server's TLS certificate was not verified".to_string());
     }
 
+    // Results that cannot be stored are no results: check the bucket before the load.
+    let s3 = match &config.out {
+        Output::S3(location) => Some(S3Store::connect(location).await?),
+        _ => None,
+    };
     if let Some(start_at) = config.start_at_unix_ns {
         wait_until(start_at, &stop).await?;
     }
@@ -240,12 +268,52 @@ pub async fn run(config: RunConfig, stop: StopSignal) -> Result<RunOutcome, RunE
             config.shard.count
         ),
     };
-    let run_dir = create_run_dir(config.out.as_deref(), &run_id)?;
+    let (run_dir, location) = match &config.out {
+        Output::Default => (create_run_dir(None, &run_id)?, None),
+        Output::Dir(dir) => (create_run_dir(Some(dir), &run_id)?, None),
+        Output::S3(location) => {
+            let staging = std::env::temp_dir().join(format!("loadgen-{run_id}"));
+            (
+                create_run_dir(Some(&staging), &run_id)?,
+                Some(location.run_url(&run_id)),
+            )
+        }
+    };
+    let location = location.unwrap_or_else(|| run_dir.display().to_string());
     let resolved = config.resolved(&target.url);
     let host = HostInfo::current();
     let labels = config.workload.labels();
     let phase_labels = config.model.phase_labels();
     let anchor = Anchor::now();
+    let mirror = match &s3 {
+        Some(s3) => {
+            // A first run.json, so the segments of a machine lost mid-run can still be read.
+            let started = serde_json::json!({
+                "schema_version": SCHEMA_VERSION,
+                "kind": "run",
+                "loadgen_version": env!("CARGO_PKG_VERSION"),
+                "run_id": run_id,
+                "anchor_unix_ns": anchor.unix_ns,
+                "host": host,
+                "config": resolved,
+                "exit_reason": "running",
+                "shard": config.shard.to_string(),
+                "start_at_unix_ns": config.start_at_unix_ns,
+                "start_offset_ns": config.start_at_unix_ns.map(|t| anchor.unix_ns - t),
+            });
+            let text = serde_json::to_vec_pretty(&started).expect("plain data");
+            if let Err(e) = s3.put(&run_id, "run.json", text).await {
+                let _ = std::fs::remove_dir_all(&run_dir);
+                return Err(e.into());
+            }
+            Some(s3.mirror(&run_id, &run_dir))
+        }
+        None => None,
+    };
+    let (closed, mirror) = match mirror {
+        Some((closed, mirror)) => (Some(closed), Some(mirror)),
+        None => (None, None),
+    };
 
     let (records, writer) = writer::spawn(WriterConfig {
         dir: run_dir.join("requests"),
@@ -258,6 +326,7 @@ pub async fn run(config: RunConfig, stop: StopSignal) -> Result<RunOutcome, RunE
             .model
             .max_lateness()
             .map_or(i64::MAX, crate::clock::nanos),
+        closed,
     })?;
 
     let live = Arc::new(LiveCounters::default());
@@ -417,8 +486,28 @@ pub async fn run(config: RunConfig, stop: StopSignal) -> Result<RunOutcome, RunE
         source,
     })?;
 
+    let mut upload = UploadReport::default();
+    if let (Some(s3), Some(mirror)) = (&s3, mirror) {
+        upload = mirror.finish().await;
+        for relative in ["client-metrics.parquet", "run.json"] {
+            if run_dir.join(relative).exists() {
+                upload.record(relative, s3.put_file(&run_id, &run_dir, relative).await);
+            }
+        }
+        if upload.failed.is_empty() {
+            let _ = std::fs::remove_dir_all(&run_dir);
+        } else {
+            warnings.push(format!(
+                "{} file(s) did not reach {location}; the whole run is kept in {}: {}",
+                upload.failed.len(),
+                run_dir.display(),
+                upload.failed.join("; ")
+            ));
+        }
+    }
+
     let mut footer = vec![
-        ("Run directory", run_dir.display().to_string()),
+        ("Run directory", location.clone()),
         (
             "Records",
             format!(
@@ -439,6 +528,8 @@ pub async fn run(config: RunConfig, stop: StopSignal) -> Result<RunOutcome, RunE
     let console = console::render(&summary, &header, &footer);
     Ok(RunOutcome {
         run_dir,
+        location,
+        upload_failures: upload.failed,
         run_id,
         summary,
         exit_reason,

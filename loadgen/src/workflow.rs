@@ -13,7 +13,7 @@ use std::time::Duration;
 use serde::Serialize;
 
 use crate::cli::{CalibrateArgs, SweepArgs};
-use crate::config::RunConfig;
+use crate::config::{ConfigError, Output, RunConfig};
 use crate::model::phased::{PhasePlan, PhasedPlan, StartRule};
 use crate::model::ModelPlan;
 use crate::report::console::duration;
@@ -90,6 +90,7 @@ pub async fn calibrate(
     run_args.rate = None;
     run_args.stages = None;
     let mut config = RunConfig::from_args(&run_args)?;
+    local_only("calibrate", &config.out)?;
     let sequence = config.model.sequence();
     let mut phases = Vec::new();
     if args.warmup > 0 {
@@ -212,8 +213,20 @@ impl Sweep {
     }
 }
 
+/// Calibrations and sweeps rewrite and read back their run directories, so they stay local.
+fn local_only(command: &str, out: &Output) -> Result<(), ConfigError> {
+    match out {
+        Output::S3(location) => Err(ConfigError::Out(format!(
+            "`loadgen {command}` writes a local directory, not {location}; give --out a \
+             directory and upload it afterwards (e.g. aws s3 sync DIR {location}/)"
+        ))),
+        _ => Ok(()),
+    }
+}
+
 /// Runs every level of a sweep into `--out DIR/level-…`, then writes `DIR/sweep.json`.
 pub async fn sweep(args: &SweepArgs, stop: StopSignal) -> Result<(Sweep, PathBuf), RunError> {
+    local_only("sweep", &Output::from_arg(args.run.out.as_deref())?)?;
     let dir = args.run.out.clone().unwrap_or_else(|| {
         Path::new("runs").join(format!(
             "sweep-{}",

@@ -5,6 +5,7 @@
 //! does not decide when rows are written (that is [`writer`]) or what they mean in aggregate
 //! (that is `stats`). Times are integer nanoseconds from the run's anchor instant.
 
+pub mod s3;
 pub mod writer;
 
 use std::sync::Arc;

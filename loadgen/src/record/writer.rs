@@ -74,6 +74,8 @@ pub struct WriterConfig {
     pub max_attempts: u8,
     /// Open model: a send starting later than this after its intended time is late.
     pub max_lateness_ns: i64,
+    /// Told the path of every segment once it is closed (the S3 mirror uploads it).
+    pub closed: Option<super::s3::SegmentSender>,
 }
 
 /// What the writer produced.
@@ -369,6 +371,10 @@ impl SegmentWriter {
             return Err(write_error(&path, source));
         }
         rename(&segment.partial_path, &segment.final_path)?;
+        if let Some(closed) = &self.config.closed {
+            // The receiver is gone only when the run is over anyway.
+            let _ = closed.send(segment.final_path.clone());
+        }
         self.report.bytes_on_disk += std::fs::metadata(&segment.final_path)
             .map(|m| m.len())
             .unwrap_or(0);
@@ -445,6 +451,7 @@ mod tests {
             segment_interval: Duration::from_secs(60),
             max_attempts: 1,
             max_lateness_ns: i64::MAX,
+            closed: None,
         })
         .unwrap();
         let records: Vec<RequestRecord> = (0..70_000).map(sample).collect();
@@ -524,6 +531,7 @@ mod tests {
             segment_interval: Duration::from_millis(100),
             max_attempts: 1,
             max_lateness_ns: i64::MAX,
+            closed: None,
         })
         .unwrap();
         for i in 0..4 {
