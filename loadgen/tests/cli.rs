@@ -114,7 +114,7 @@ fn unreachable_target_is_one_clear_error_with_exit_2_and_no_run_dir() {
 
 #[test]
 fn bad_input_is_exit_2_with_a_message_naming_the_fix() {
-    let cases: [(&[&str], &str); 6] = [
+    let cases: [(&[&str], &str); 10] = [
         (&["run", "-c", "abc"], "--connections"),
         (&["run", "-c", "0"], "at least 1"),
         (&["run", "--url", "ftp://example.test/"], "only http://"),
@@ -123,6 +123,16 @@ fn bad_input_is_exit_2_with_a_message_naming_the_fix() {
         (
             &["run", "--body", "@/nonexistent/body.json"],
             "cannot read the file",
+        ),
+        (&["run", "--out", "s3:///prefix"], "names no bucket"),
+        (
+            &["run", "--out", "s3://bucket/a/../b"],
+            "'..' are not allowed",
+        ),
+        (&["calibrate", "--out", "s3://bucket/cal"], "aws s3 sync"),
+        (
+            &["sweep", "--levels", "1,2", "--out", "s3://bucket/sweep"],
+            "aws s3 sync",
         ),
     ];
     for (args, needle) in cases {
