@@ -49,6 +49,11 @@ step "ruff check analysis/"
 step "ruff format --check analysis/"
 "$VENV/bin/ruff" format --check analysis/
 
+step "kubernetes manifests (deploy/kubernetes, offline schemas)"
+# Not kustomization.yaml: it is kustomize's file, not a Kubernetes object, so has no schema.
+"$VENV/bin/kubernetes-validate" --strict --quiet deploy/kubernetes/configmap.yaml \
+  deploy/kubernetes/job.yaml deploy/kubernetes/serviceaccount.yaml
+
 step "pytest analysis/tests"
 # Exit 5 (no tests collected) is a failure here too: pytest returns it non-zero.
 "$PY" -m pytest analysis/tests
