@@ -4,11 +4,21 @@ The package answers four questions about a load test: what throughput Little's L
 and what was observed (:mod:`.littles_law`, :mod:`.usl`), where the limit is — client,
 network or server (:mod:`.attribution`) — and whether a candidate regressed against a
 baseline (:mod:`.regression`). Raw records are reduced in DuckDB (:mod:`.summary`); plots
-(:mod:`.plots`) and reports (:mod:`.report`) only see the small frames that come out.
+(:mod:`.plots`) and reports (:mod:`.report`) only see the small frames that come out. Runs are
+read from local directories or ``s3://`` prefixes (:mod:`.io`, :mod:`.s3`); the shard
+directories of one sharded run are analysed as one run.
 """
 
 from .attribution import Attribution, Finding, Thresholds, attribute
-from .io import Run, RunLoadError, connect, load_run, load_runs
+from .io import (
+    IncompleteShardSetWarning,
+    Run,
+    RunLoadError,
+    as_runs,
+    connect,
+    load_run,
+    load_runs,
+)
 from .littles_law import (
     Calibration,
     calibration_from_sweep,
@@ -25,6 +35,7 @@ from .summary import (
     percentile_spectrum,
     phase_spans,
     run_table,
+    shard_table,
     timeline,
     worker_gaps,
 )
@@ -35,11 +46,13 @@ __all__ = [
     "Calibration",
     "Comparison",
     "Finding",
+    "IncompleteShardSetWarning",
     "Limits",
     "Run",
     "RunLoadError",
     "Thresholds",
     "USLFit",
+    "as_runs",
     "attribute",
     "calibration_from_sweep",
     "compare",
@@ -56,6 +69,7 @@ __all__ = [
     "phase_spans",
     "predicted_throughput",
     "run_table",
+    "shard_table",
     "sweep_table",
     "timeline",
     "usl_throughput",

@@ -26,10 +26,11 @@ from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any, Literal
 
+import duckdb
 import numpy as np
 import pandas as pd
 
-from .io import Run, as_runs, connect
+from .io import Run, as_runs
 from .summary import error_breakdown, gap_summary, latency_components, run_table, timeline
 from .usl import USLFit, fit_usl
 
@@ -140,24 +141,25 @@ def _client_cpu(runs: list[Run]) -> pd.Series | None:
     """Peak of the 1 Hz client CPU utilisation per run, when client-metrics.parquet has one.
 
     Reads a ``cpu_utilization`` column (fraction of all cores, 0–1); runs without the file
-    or the column are left out.
+    or the column are left out. A sharded run ran on several clients: its value is the busiest
+    client's, since one saturated client is enough to hold the load back.
     """
     values: dict[str, float] = {}
+    con = duckdb.connect(":memory:")
     for run in runs:
-        path = run.path / "client-metrics.parquet"
-        if not path.is_file():
-            continue
-        con = connect(run)
-        columns = {
-            r[0] for r in con.execute(f"DESCRIBE SELECT * FROM read_parquet('{path}')").fetchall()
-        }
-        if "cpu_utilization" not in columns:
-            continue
-        (peak,) = con.execute(
-            f"SELECT quantile_cont(cpu_utilization, 0.9) FROM read_parquet('{path}')"
-        ).fetchone()
-        if peak is not None:
-            values[run.label] = float(peak)
+        peaks = []
+        for path in run.client_metrics_files:
+            source = f"read_parquet('{str(path).replace(chr(39), chr(39) * 2)}')"
+            columns = {r[0] for r in con.execute(f"DESCRIBE SELECT * FROM {source}").fetchall()}
+            if "cpu_utilization" not in columns:
+                continue
+            (peak,) = con.execute(
+                f"SELECT quantile_cont(cpu_utilization, 0.9) FROM {source}"
+            ).fetchone()
+            if peak is not None:
+                peaks.append(float(peak))
+        if peaks:
+            values[run.label] = max(peaks)
     return pd.Series(values, dtype=float) if values else None
 
 

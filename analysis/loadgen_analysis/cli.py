@@ -1,8 +1,10 @@
 """``loadgen-analyze``: the command line of the analysis package.
 
 Responsible for parsing arguments, calling the package and choosing the exit code — nothing
-else. Subcommands: ``summary`` (per-op table of runs), ``report`` (self-contained HTML) and
-``compare`` (the regression gate: exit 0 pass, 1 a limit exceeded, 2 bad input).
+else. Subcommands: ``summary`` (per-op table of runs, and the shards of sharded runs),
+``report`` (self-contained HTML) and ``compare`` (the regression gate: exit 0 pass, 1 a limit
+exceeded, 2 bad input). Every RUN is a run directory, a folder of them, or an ``s3://`` URL of
+either; warnings (an incomplete sharded run, a run without run.json) go to stderr.
 """
 
 from __future__ import annotations
@@ -15,7 +17,7 @@ import warnings
 from collections.abc import Sequence
 from pathlib import Path
 
-from .io import RunLoadError, load_runs
+from .io import Run, RunLoadError, load_runs
 
 EXIT_OK = 0
 EXIT_REGRESSION = 1
@@ -56,6 +58,12 @@ def parse_bits_per_second(text: str) -> float:
     return number * scale
 
 
+_RUN_HELP = (
+    "run directory, a folder of them (a sweep, or the shard directories of one sharded run), "
+    "or an s3://BUCKET/PREFIX of either"
+)
+
+
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="loadgen-analyze",
@@ -65,7 +73,7 @@ def _parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", required=True)
 
     summary = sub.add_parser("summary", help="print the per-op summary of runs")
-    summary.add_argument("runs", nargs="+", metavar="RUN", help="run directories")
+    summary.add_argument("runs", nargs="+", metavar="RUN", help=_RUN_HELP)
     summary.add_argument("--json", action="store_true", help="print JSON instead of a table")
 
     report = sub.add_parser(
@@ -75,7 +83,7 @@ def _parser() -> argparse.ArgumentParser:
         "verdict, Little's Law and USL for several concurrency levels, and plots. A RUN "
         "that is a folder of run directories stands for all of them.",
     )
-    report.add_argument("runs", nargs="+", metavar="RUN", help="run directories")
+    report.add_argument("runs", nargs="+", metavar="RUN", help=_RUN_HELP)
     report.add_argument("-o", "--out", required=True, type=Path, help="HTML file to write")
     report.add_argument("--title", help="report title")
     report.add_argument(
@@ -90,7 +98,8 @@ def _parser() -> argparse.ArgumentParser:
         help="regression gate: candidate vs baseline per op; exit 1 when a limit is exceeded",
         description="Compare a candidate with a baseline per op: throughput, p50/p90/p99/p99.9 "
         "and error rate with Δ%%, a confidence interval and a verdict. BASELINE and CANDIDATE "
-        "are run directories, or folders of run directories (repeated runs). Exit codes: 0 "
+        "are run directories, folders of run directories (repeated runs), or s3:// URLs of "
+        "either. Exit codes: 0 "
         "pass, 1 a limit exceeded, 2 bad input.",
     )
     compare.add_argument("baseline", metavar="BASELINE")
@@ -115,19 +124,56 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _show_warning(message: Warning | str, *_: object, **__: object) -> None:
+    print(f"loadgen-analyze: warning: {message}", file=sys.stderr)
+
+
 def _error(message: str) -> int:
     print(f"loadgen-analyze: error: {message}", file=sys.stderr)
     return EXIT_BAD_INPUT
 
 
+def _shards_text(runs: list[Run]) -> str:
+    """Per sharded run: how many shards, their start skew and each one's share of requests."""
+    from .summary import shard_table
+
+    table = shard_table(runs)
+    blocks = []
+    for run in runs:
+        if not run.shards:
+            continue
+        rows = table[table["run"] == run.label]
+        head = f"{run.label}: {len(run.shards)} of {run.shard_count} shards"
+        if run.missing_shards:
+            missing = ", ".join(f"{i}/{run.shard_count}" for i in run.missing_shards)
+            head += f" — INCOMPLETE, missing {missing}"
+        skew = f"start skew {rows['first_request_skew_ms'].iloc[0]:.1f} ms (first requests)"
+        offset = rows["start_offset_skew_ms"].iloc[0]
+        if offset == offset:  # not NaN: the shards were started with --start-at
+            skew += f", {offset:.1f} ms (start after --start-at)"
+        shown = rows[["shard", "directory", "host", "workers", "requests", "share_pct"]].copy()
+        shown["first request ms"] = rows["first_request_ms"]
+        shown["late ms"] = rows["start_offset_ms"]
+        shown = shown.rename(columns={"share_pct": "share %"})
+        body = shown.to_string(index=False, float_format=lambda v: f"{v:.1f}")
+        blocks.append(f"{head}; {skew}\n{body}")
+    return "\n\n".join(blocks)
+
+
 def _summary(args: argparse.Namespace) -> int:
     from .summary import op_summary
 
-    frame = op_summary(load_runs(args.runs))
+    runs = load_runs(args.runs)
+    frame = op_summary(runs)
+    shards = _shards_text(runs)
     if args.json:
         print(frame.to_json(orient="records", indent=2))
+        if shards:  # stdout stays the JSON list; the shard table is for the reader
+            print(shards, file=sys.stderr)
     else:
         print(frame.to_string(index=False, float_format=lambda v: f"{v:.3f}"))
+        if shards:
+            print("\nshards\n" + shards)
     return EXIT_OK
 
 
@@ -178,6 +224,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("always")
+            warnings.showwarning = _show_warning
             return handlers[args.command](args)
     except (RunLoadError, ValueError) as exc:
         return _error(str(exc))

@@ -2,8 +2,10 @@
 ``loadgen run`` at one or several concurrency levels.
 
 Responsible for process handling only (finding the binaries, the server's port, bounded
-timeouts, clean shutdown); the tests and ``data/record-samples.sh``'s Python twin use it to
-make real runs. It does not analyse anything. Until ``loadgen sweep`` exists, :func:`sweep`
+timeouts, clean shutdown, several ``loadgen run`` processes started together with
+``--start-at``, as the shards of a sharded run are); the tests and
+``data/record-samples.sh``'s Python twin use it to make real runs. It does not analyse
+anything. Until ``loadgen sweep`` exists, :func:`sweep`
 is how a sweep is recorded.
 """
 
@@ -182,3 +184,65 @@ def sweep(
         run_loadgen(url, path, level, duration=duration, extra=extra, binary=binary)
         paths.append(path)
     return paths
+
+
+def start_at_ms(delay_s: float) -> int:
+    """A ``--start-at`` value (Unix milliseconds) ``delay_s`` from now."""
+    return int((time.time() + delay_s) * 1000)
+
+
+def run_together(
+    url: str,
+    runs: Sequence[tuple[Path, Sequence[str]]],
+    start_at: int | None = None,
+    binary: Path | None = None,
+    timeout_s: float = 120.0,
+) -> list[dict[str, Any]]:
+    """Start ``loadgen run --url URL --out OUT ARGS…`` for every (OUT, ARGS) at once and
+    return their ``--json`` summaries in order — e.g. the N shards of a sharded run, each with
+    ``--shard I/N`` and the same ``--start-at`` (put it in ARGS, see :func:`start_at_ms`).
+
+    Bounded: every process still running after ``timeout_s`` is killed. Raises RuntimeError
+    with the stderr of the first process that exits non-zero.
+    """
+    binary = binary or loadgen_bin()
+    procs = []
+    deadline = time.monotonic() + timeout_s
+    try:
+        for out, args in runs:
+            command = [
+                str(binary),
+                "run",
+                "--url",
+                url,
+                "--no-progress",
+                "--json",
+                "--out",
+                str(out),
+                *(["--start-at", str(start_at)] if start_at is not None else []),
+                *args,
+            ]
+            # Files, not pipes: no process can block on a full pipe while we wait on another.
+            stdout, stderr = tempfile.TemporaryFile(), tempfile.TemporaryFile()  # noqa: SIM115
+            procs.append(
+                (command, subprocess.Popen(command, stdout=stdout, stderr=stderr), stdout, stderr)
+            )
+        summaries = []
+        for command, proc, stdout, stderr in procs:
+            proc.wait(timeout=max(deadline - time.monotonic(), 0.1))
+            stdout.seek(0)
+            stderr.seek(0)
+            if proc.returncode != 0:
+                raise RuntimeError(
+                    f"{' '.join(command)} exited with {proc.returncode}:\n"
+                    f"{stderr.read().decode(errors='replace')}"
+                )
+            summaries.append(json.loads(stdout.read()))
+        return summaries
+    finally:
+        for _, proc, stdout, stderr in procs:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait(timeout=5)
+            stdout.close()
+            stderr.close()

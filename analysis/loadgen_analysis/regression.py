@@ -358,8 +358,8 @@ def compare(
         table=table,
         method=method,
         confidence=confidence,
-        baseline=tuple(str(r.path) for r in base_runs),
-        candidate=tuple(str(r.path) for r in cand_runs),
+        baseline=tuple(r.location for r in base_runs),
+        candidate=tuple(r.location for r in cand_runs),
         limits=limits,
         warnings=tuple(warnings),
     )

@@ -1,10 +1,11 @@
 """Self-contained HTML reports: one file, plots embedded as PNG data URIs, no scripts, no
 external links, so it can be mailed, attached to a CI job or opened offline.
 
-Responsible for laying out what the other modules compute: run descriptions, the per-op
-summary, the attribution verdict with its evidence, the Little's-Law table and USL fit when
-several concurrency levels are given, and the plots. Also the comparison report of the
-regression gate.
+Responsible for laying out what the other modules compute: run descriptions, the shards of a
+sharded run (their share of the requests, start skew, and a warning when some are missing),
+the per-op summary, the attribution verdict with its evidence, the Little's-Law table and USL
+fit when several concurrency levels are given, and the plots. Also the comparison report of
+the regression gate.
 """
 
 from __future__ import annotations
@@ -26,7 +27,7 @@ from .attribution import Attribution, attribute
 from .io import Run, as_runs
 from .littles_law import calibration_from_sweep, littles_law_table, sweep_table
 from .regression import Comparison, format_comparison
-from .summary import error_breakdown, op_summary
+from .summary import error_breakdown, op_summary, run_table, shard_table
 from .usl import USLFit, fit_usl
 
 _CSS = """
@@ -105,29 +106,84 @@ def _host(host: object) -> str:
     return ", ".join(parts) + (" cpus" if "cpus" in host else "") if parts else "—"
 
 
+def _shards_text(run: Run) -> str:
+    text = f"{len(run.shards)} of {run.shard_count}"
+    if run.missing_shards:
+        text += " (missing " + ", ".join(f"{i}/{run.shard_count}" for i in run.missing_shards) + ")"
+    return text
+
+
 def _runs_html(runs: list[Run]) -> str:
+    walls = run_table(runs)["wall_s"].tolist()
+    sharded = any(r.shards for r in runs)
     rows = []
-    for r in runs:
-        summary = r.summary or {}
-        host = r.meta.get("host") or {}
-        rows.append(
-            {
-                "run": r.label,
-                "model": r.model or "—",
-                "workers": r.connections,
-                "target": r.config.get("url", "—"),
-                "started": r.meta.get("created_at", "—"),
-                "ended": r.meta.get("exit_reason", "— (no run.json)"),
-                "rows": r.rows,
-                "segments": len(r.segments),
-                "client host": _host(host),
-                "loadgen": r.meta.get("loadgen_version", r.parquet_meta.get("loadgen.version")),
-                "wall s": summary.get("wall_time_ns", math.nan) / 1e9
-                if summary.get("wall_time_ns") is not None
-                else math.nan,
-            }
-        )
+    for r, wall_s in zip(runs, walls, strict=True):
+        hosts = []
+        for part in r.parts:
+            host = _host(part.meta.get("host") or {})
+            if host not in hosts:
+                hosts.append(host)
+        row = {
+            "run": r.label,
+            "model": r.model or "—",
+            "workers": r.connections,
+            "target": r.config.get("url", "—"),
+            "started": r.meta.get("created_at", "—"),
+            "ended": r.meta.get("exit_reason", "— (no run.json)"),
+            "rows": r.rows,
+            "segments": len(r.segments),
+            "client host": "; ".join(hosts),
+            "loadgen": r.meta.get("loadgen_version", r.parquet_meta.get("loadgen.version")),
+            "wall s": wall_s,
+        }
+        if sharded:
+            row["shards"] = _shards_text(r) if r.shards else "—"
+        rows.append(row)
     return _table(pd.DataFrame(rows))
+
+
+def _incomplete_html(run: Run) -> str:
+    return (
+        f"<div class='verdict errors'><b>Incomplete sharded run</b>: "
+        f"{html.escape(run.label)} has {html.escape(_shards_text(run))} shards. Totals, "
+        "throughput and workers in this report cover only the shards present.</div>"
+    )
+
+
+_SHARD_COLUMNS = {
+    "shard": "shard",
+    "directory": "directory",
+    "host": "client host",
+    "workers": "workers",
+    "requests": "requests",
+    "share_pct": "share %",
+    "first_request_ms": "first request (ms)",
+    "anchor_offset_ms": "anchor offset (ms)",
+    "start_offset_ms": "late after --start-at (ms)",
+}
+
+
+def _shards_html(runs: list[Run]) -> str:
+    table = shard_table(runs)
+    parts = []
+    for run in runs:
+        if not run.shards:
+            continue
+        rows = table[table["run"] == run.label]
+        first = rows["first_request_skew_ms"].iloc[0]
+        offset = rows["start_offset_skew_ms"].iloc[0]
+        skew = f"first requests {_fmt(float(first))} ms apart"
+        if not math.isnan(offset):
+            skew += f", starts after --start-at {_fmt(float(offset))} ms apart"
+        parts.append(
+            f"<p><b>{html.escape(run.label)}</b>: {html.escape(_shards_text(run))} shards, "
+            f"analysed as one run (times from the earliest shard's wall-clock anchor); start "
+            f"skew: {html.escape(skew)}.</p>"
+        )
+        if run.missing_shards:
+            parts.append(_incomplete_html(run))
+        parts.append(_table(rows, _SHARD_COLUMNS))
+    return "".join(parts)
 
 
 def _attribution_html(result: Attribution) -> str:
@@ -213,9 +269,12 @@ def build_report(
         f"<h1>{html.escape(title)}</h1>",
         f"<p class='meta'>Generated {now} by loadgen-analysis {html.escape(_package_version())} "
         f"from {len(runs)} run(s), {sum(r.rows for r in runs):,} recorded requests.</p>",
+        *[_incomplete_html(r) for r in runs if r.missing_shards],
         "<h2>Runs</h2>",
         _runs_html(runs),
     ]
+    if any(r.shards for r in runs):
+        body += ["<h2>Shards</h2>", _shards_html(runs)]
 
     result = attribute(runs, link_capacity_bps=link_capacity_bps)
     body += ["<h2>Where throughput stops</h2>", _attribution_html(result)]

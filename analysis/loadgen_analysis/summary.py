@@ -2,17 +2,20 @@
 
 Responsible for: the per-op summary (the same numbers the Rust console prints, exactly and not
 at HDR precision), the per-run table a sweep is analysed from, the per-second timeline, phase
-spans, gaps between a worker's consecutive requests, latency components and the percentile
-spectrum. Not responsible for interpreting them (see littles_law, usl, attribution).
+spans, gaps between a worker's consecutive requests, latency components, the percentile
+spectrum and, for sharded runs, each shard's share and start skew. Not responsible for
+interpreting them (see littles_law, usl, attribution).
 
 Semantics match ``loadgen``'s summary: a request *failed* when ``error`` is set; latency
 statistics cover rows with ``status > 0``; a run's wall time is the end of its last request
 (``max(start_ns + latency_ns)``, from the anchor at 0); throughput is requests / wall time.
+A sharded run is one run: its shards' rows together, timed from its earliest shard's anchor.
 Percentiles use the same rank as HDR histograms (the ⌈q·n⌉-th smallest value), exactly.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 
 import pandas as pd
@@ -416,3 +419,94 @@ def percentile_spectrum(
         for p, value in zip(percentiles, record.q, strict=True):
             rows.append((record.run, record.op, float(p), value / 1e6))
     return pd.DataFrame(rows, columns=["run", "op", "percentile", "latency_ms"])
+
+
+#: Columns of :func:`shard_table`.
+SHARD_COLUMNS = (
+    "run",
+    "shard",
+    "index",
+    "shards",
+    "present",
+    "complete",
+    "directory",
+    "host",
+    "workers",
+    "requests",
+    "share_pct",
+    "first_request_ms",
+    "anchor_offset_ms",
+    "start_offset_ms",
+    "first_request_skew_ms",
+    "start_offset_skew_ms",
+)
+
+
+def shard_table(runs: RunsArg) -> pd.DataFrame:
+    """Per shard of every sharded run: its share of the requests and when it started.
+
+    Columns: run (the merged run's label), shard (``I/N``), index (I), shards (N), present (how
+    many of the N were given), complete, directory (the shard directory's label), host (client
+    hostname), workers (configured, this shard's slice), requests, share_pct (of the run's
+    requests), first_request_ms (the shard's first request, from the run's earliest anchor —
+    wall-clock time, so it includes the machines' clock skew), anchor_offset_ms (the shard's
+    anchor after the earliest), start_offset_ms (how late the shard started after
+    ``--start-at``, from run.json; NaN without one), and per run, repeated on each of its
+    rows: first_request_skew_ms and start_offset_skew_ms (max − min over its shards). Empty
+    when no run is sharded. In the open model the first requests are also apart by design:
+    shard I's schedule runs I/N of a gap early, so their skew includes up to one gap of a
+    shard's rate (10 ms at 100 req/s per shard); start_offset_skew_ms does not.
+    """
+    sharded = [r for r in as_runs(runs) if r.shards]
+    if not sharded:
+        return pd.DataFrame(columns=list(SHARD_COLUMNS))
+    per_shard = (
+        connect(sharded)
+        .execute(
+            """
+        SELECT run_index, shard_index, count(*) AS requests, min(start_ns) AS first_ns
+        FROM records GROUP BY run_index, shard_index
+        """
+        )
+        .fetchall()
+    )
+    stats = {(int(r), int(s)): (int(n), int(first)) for r, s, n, first in per_shard}
+    rows = []
+    for run_index, run in enumerate(sharded):
+        total = sum(stats.get((run_index, s.shard[0]), (0, 0))[0] for s in run.shards if s.shard)
+        for shard in run.shards:
+            assert shard.shard is not None
+            index, count = shard.shard
+            requests, first_ns = stats.get((run_index, index), (0, None))
+            offset = shard.meta.get("start_offset_ns")
+            anchor_offset = (
+                (shard.anchor_unix_ns - run.anchor_unix_ns) / 1e6
+                if shard.anchor_unix_ns is not None and run.anchor_unix_ns is not None
+                else math.nan
+            )
+            host = shard.meta.get("host") or {}
+            rows.append(
+                {
+                    "run": run.label,
+                    "shard": f"{index}/{count}",
+                    "index": index,
+                    "shards": count,
+                    "present": len(run.shards),
+                    "complete": run.is_complete,
+                    "directory": shard.label,
+                    "host": host.get("hostname", "") if isinstance(host, dict) else "",
+                    "workers": shard.connections,
+                    "requests": requests,
+                    "share_pct": 100.0 * requests / total if total else math.nan,
+                    "first_request_ms": first_ns / 1e6 if first_ns is not None else math.nan,
+                    "anchor_offset_ms": anchor_offset,
+                    "start_offset_ms": offset / 1e6 if offset is not None else math.nan,
+                }
+            )
+    frame = pd.DataFrame(rows)
+    spread = frame.groupby("run", sort=False)[["first_request_ms", "start_offset_ms"]].agg(
+        lambda v: v.max() - v.min() if v.notna().sum() >= 2 else math.nan
+    )
+    frame["first_request_skew_ms"] = frame["run"].map(spread["first_request_ms"])
+    frame["start_offset_skew_ms"] = frame["run"].map(spread["start_offset_ms"])
+    return frame[list(SHARD_COLUMNS)]

@@ -1,13 +1,22 @@
 """Shared fixtures: real runs recorded by the real binaries against ``loadgen-server`` on
-127.0.0.1. Each fixture is session-scoped, short (1–2 s of load) and bounded in time.
+127.0.0.1, and a real S3-compatible server (moto) on 127.0.0.1. Each recording fixture is
+session-scoped, short (1–3 s of load) and bounded in time.
 
 The binaries come from ``LOADGEN_BIN`` / ``LOADGEN_SERVER_BIN``, defaulting to
 ``<repo>/target/debug/``; when one is missing every test that needs it fails (never skips)
 with a message telling the user to run ``cargo build``.
+
+S3: ``s3_server`` is the endpoint URL of a moto server for the whole session; ``s3_bucket``
+(per test) points the standard AWS environment at it and creates a fresh, empty bucket, so
+both Python (pyarrow, boto3) and child processes (``loadgen run --out s3://…``,
+``loadgen-analyze``) talk to it without any other setup.
 """
 
 from __future__ import annotations
 
+import logging
+import uuid
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -115,3 +124,142 @@ def service_time_runs(binaries: Binaries, runs_root: Path) -> dict[str, list[Pat
             record(binaries, ("--service-time", service_time), path, 16, "2s")
             out[service_time].append(path)
     return out
+
+
+# --------------------------------------------------------------------------- sharded runs
+
+#: The sharded recordings: 3 shards, each started by its own process at one --start-at.
+SHARDS = 3
+#: Closed model: the whole run's workers and request budget (split over the shards).
+SHARD_CLOSED = ("-c", "6", "-n", "600")
+#: Open model: the whole run's arrival rate and duration.
+SHARD_RATE = 300
+SHARD_OPEN = ("--rate", str(SHARD_RATE), "-d", "3s")
+
+
+@dataclass(frozen=True)
+class ShardSet:
+    """The shard directories of one sharded run (in ``folder``, nothing else there) and an
+    unsharded run of the same scenario against the same server at the same time."""
+
+    folder: Path
+    shards: tuple[Path, ...]
+    unsharded: Path
+    summaries: tuple[dict[str, Any], ...]  # the shards' --json summaries, by index
+    unsharded_summary: dict[str, Any]
+
+
+@pytest.fixture(scope="session")
+def shard_sets(binaries: Binaries, runs_root: Path) -> dict[str, ShardSet]:
+    """``closed`` (``-c 6 -n 600``) and ``open`` (``--rate 300 -d 3s``), each as 3 shard
+    processes plus one unsharded process, all 8 started at once against one loadgen-server;
+    the closed ones start at a --start-at 2 s ahead, the open ones half a second later so the
+    closed burst (~0.2 s) is over by then and the two runs have different --start-at."""
+    root = runs_root / "sharded"
+    plan: list[tuple[str, Path, tuple[str, ...]]] = []
+    for kind, args in (("closed", SHARD_CLOSED), ("open", SHARD_OPEN)):
+        for i in range(SHARDS):
+            shard = ("--shard", f"{i}/{SHARDS}")
+            plan.append((kind, root / kind / f"shard-{i}-of-{SHARDS}", (*args, *shard)))
+        plan.append((kind, root / f"{kind}-unsharded", args))
+    start = {"closed": harness.start_at_ms(2.0)}
+    start["open"] = start["closed"] + 500
+    with harness.Server(("--service-time", "1ms"), binary=binaries.server) as server:
+        summaries = harness.run_together(
+            server.url + "/",
+            [(out, ("--start-at", str(start[kind]), *args)) for kind, out, args in plan],
+            binary=binaries.loadgen,
+        )
+    sets = {}
+    for kind in ("closed", "open"):
+        picked = [(out, s) for (k, out, _), s in zip(plan, summaries, strict=True) if k == kind]
+        sets[kind] = ShardSet(
+            folder=root / kind,
+            shards=tuple(out for out, _ in picked[:SHARDS]),
+            unsharded=picked[SHARDS][0],
+            summaries=tuple(s for _, s in picked[:SHARDS]),
+            unsharded_summary=picked[SHARDS][1],
+        )
+    return sets
+
+
+# --------------------------------------------------------------------------- S3
+
+
+@pytest.fixture(scope="session")
+def s3_server() -> Iterator[str]:
+    """A real S3-compatible server (moto) on 127.0.0.1 for the session; yields its endpoint
+    URL, e.g. ``http://127.0.0.1:40123``. Anything may use it (pyarrow, boto3, the Rust
+    binary) once pointed at it — see ``s3_bucket``."""
+    from moto.server import ThreadedMotoServer
+
+    # One log line per request would bury a failing test's output.
+    logging.getLogger("werkzeug").setLevel(logging.ERROR)
+    server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
+    server.start()
+    host, port = server.get_host_and_port()
+    try:
+        yield f"http://{host}:{port}"
+    finally:
+        server.stop()
+
+
+@dataclass(frozen=True)
+class S3Bucket:
+    """A fresh bucket on the test S3 server, with the environment pointing at it."""
+
+    endpoint_url: str
+    name: str
+    client: Any  # a boto3 S3 client for the test server
+
+    def url(self, prefix: str = "") -> str:
+        """``s3://<bucket>/<prefix>``."""
+        return f"s3://{self.name}/{prefix.strip('/')}" if prefix.strip("/") else f"s3://{self.name}"
+
+    def upload(self, local: Path, prefix: str) -> str:
+        """Upload every file under ``local`` to ``prefix/<relative path>``; returns the URL."""
+        for path in sorted(p for p in local.rglob("*") if p.is_file()):
+            key = f"{prefix.strip('/')}/{path.relative_to(local).as_posix()}".lstrip("/")
+            self.client.upload_file(str(path), self.name, key)
+        return self.url(prefix)
+
+    def keys(self, prefix: str = "") -> list[str]:
+        """Every key under ``prefix``, sorted."""
+        pages = self.client.get_paginator("list_objects_v2").paginate(
+            Bucket=self.name, Prefix=prefix
+        )
+        return sorted(o["Key"] for page in pages for o in page.get("Contents", []))
+
+
+#: The environment ``s3_bucket`` sets (values other than the endpoint are moto's defaults).
+S3_TEST_ENV = {
+    "AWS_ACCESS_KEY_ID": "testing",
+    "AWS_SECRET_ACCESS_KEY": "testing",
+    "AWS_REGION": "us-east-1",
+    "AWS_DEFAULT_REGION": "us-east-1",
+    # No instance-metadata lookups: they only cost time off EC2.
+    "AWS_EC2_METADATA_DISABLED": "true",
+}
+
+
+@pytest.fixture
+def s3_bucket(
+    s3_server: str, monkeypatch: pytest.MonkeyPatch, tmp_path_factory: pytest.TempPathFactory
+) -> S3Bucket:
+    """A new empty bucket on ``s3_server``, with AWS_ENDPOINT_URL, AWS_ACCESS_KEY_ID=testing,
+    AWS_SECRET_ACCESS_KEY=testing and AWS_REGION=us-east-1 set for this test (monkeypatch, so
+    child processes inherit them and they are undone afterwards). Variables that could send
+    requests elsewhere (AWS_ENDPOINT_URL_S3, AWS_PROFILE, AWS_SESSION_TOKEN) are removed, and
+    LOADGEN_CACHE_DIR points at a fresh folder so the analysis's S3 cache stays out of $HOME."""
+    import boto3
+
+    monkeypatch.setenv("AWS_ENDPOINT_URL", s3_server)
+    for name, value in S3_TEST_ENV.items():
+        monkeypatch.setenv(name, value)
+    for name in ("AWS_ENDPOINT_URL_S3", "AWS_PROFILE", "AWS_SESSION_TOKEN"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("LOADGEN_CACHE_DIR", str(tmp_path_factory.mktemp("s3-cache")))
+    client = boto3.client("s3", endpoint_url=s3_server, region_name="us-east-1")
+    name = f"loadgen-test-{uuid.uuid4().hex[:12]}"
+    client.create_bucket(Bucket=name)
+    return S3Bucket(endpoint_url=s3_server, name=name, client=client)
