@@ -414,7 +414,8 @@ _SHARD_SUFFIX = re.compile(r"-shard-\d+-of-\d+$")
 def _set_key(run: Run) -> tuple[str, str]:
     """What the shard directories of one run share: the ``--start-at`` instant, or else the
     configuration (minus its description, which states the shard's own slice)."""
-    start_at = run.meta.get("start_at_unix_ns")
+    # run.json's, or the segments' own copy when a lost process left no run.json.
+    start_at = run.meta.get("start_at_unix_ns", run.parquet_meta.get("loadgen.start_at_unix_ns"))
     if start_at is not None:
         return ("start_at", str(int(start_at)))
     config = {k: v for k, v in run.config.items() if k != "description"}

@@ -167,6 +167,21 @@ def test_an_incomplete_set_is_analysed_with_a_warning(
     assert "Incomplete sharded run" in text and "missing 1/3" in text
 
 
+def test_a_shard_lost_before_writing_run_json_still_joins_its_run(
+    shard_sets: dict[str, ShardSet], tmp_path: Path
+) -> None:
+    """A killed process leaves segments but no run.json; they carry --start-at themselves."""
+    closed = shard_sets["closed"]
+    folder = tmp_path / "lost"
+    for shard in closed.shards:
+        shutil.copytree(shard, folder / shard.name)
+    (folder / closed.shards[1].name / "run.json").unlink()
+    with pytest.warns(UserWarning, match="run.json"):
+        (run,) = la.load_runs([folder])
+    assert run.is_complete and run.shard_count == SHARDS
+    assert run.rows == sum(s["summary"]["requests"] for s in closed.summaries)
+
+
 def test_duplicate_shards_are_refused(shard_sets: dict[str, ShardSet], tmp_path: Path) -> None:
     closed = shard_sets["closed"]
     dup = tmp_path / "dup"

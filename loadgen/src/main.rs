@@ -8,6 +8,21 @@ use loadgen::cli::{Cli, Command, ScenariosAction};
 use loadgen::config::RunConfig;
 use loadgen::stop::{ExitReason, StopSignal};
 
+/// Writes to stdout, ignoring a reader that went away (`loadgen … --json | head`): the run's
+/// results are on disk whatever happens to the printout.
+fn emit(text: &str) {
+    use std::io::Write;
+    let mut stdout = std::io::stdout().lock();
+    let _ = stdout
+        .write_all(text.as_bytes())
+        .and_then(|()| stdout.flush());
+}
+
+/// [`emit`]s `value` as pretty JSON and a newline.
+fn emit_json(value: &impl serde::Serialize) {
+    emit(&(serde_json::to_string_pretty(value).unwrap_or_default() + "\n"));
+}
+
 fn main() -> ExitCode {
     let cli = Cli::parse();
     let code = match cli.command {
@@ -35,12 +50,9 @@ fn run(args: &loadgen::cli::RunArgs) -> i32 {
                         "exit_reason": outcome.exit_reason,
                         "summary": outcome.summary,
                     });
-                    println!(
-                        "{}",
-                        serde_json::to_string_pretty(&summary).unwrap_or_default()
-                    );
+                    emit_json(&summary);
                 } else {
-                    print!("{}", outcome.console);
+                    emit(&outcome.console);
                 }
                 outcome.exit_code()
             }
@@ -89,9 +101,9 @@ fn calibrate(args: &loadgen::cli::CalibrateArgs) -> i32 {
             Ok((calibration, run_dir)) => {
                 if json {
                     let doc = serde_json::json!({ "run_dir": run_dir, "calibration": calibration });
-                    println!("{}", serde_json::to_string_pretty(&doc).unwrap_or_default());
+                    emit_json(&doc);
                 } else {
-                    print!("{}", calibration.render(&run_dir));
+                    emit(&calibration.render(&run_dir));
                 }
                 stop.reason().map_or(0, ExitReason::exit_code)
             }
@@ -109,14 +121,15 @@ fn sweep(args: &loadgen::cli::SweepArgs) -> i32 {
         match loadgen::workflow::sweep(args, stop.clone()).await {
             Ok((sweep, dir)) => {
                 if json {
-                    println!(
-                        "{}",
-                        serde_json::to_string_pretty(&sweep).unwrap_or_default()
-                    );
+                    emit_json(&sweep);
                 } else {
-                    println!("\nSweep ({} model) — {}", sweep.model, dir.display());
-                    print!("{}", sweep.render());
-                    println!("\n  N_eff = X · mean R (Little's Law); predicted = N / R(1), an upper bound.");
+                    emit(&format!(
+                        "\nSweep ({} model) — {}\n",
+                        sweep.model,
+                        dir.display()
+                    ));
+                    emit(&sweep.render());
+                    emit("\n  N_eff = X · mean R (Little's Law); predicted = N / R(1), an upper bound.\n");
                 }
                 stop.reason().map_or(0, ExitReason::exit_code)
             }
@@ -132,14 +145,14 @@ fn scenarios(args: &loadgen::cli::ScenariosArgs) -> i32 {
         None => {
             let width = builtin::names().iter().map(|n| n.len()).max().unwrap_or(0);
             for (name, text) in builtin::BUILTINS {
-                println!("{name:<width$}  {}", builtin::description(text));
+                emit(&format!("{name:<width$}  {}\n", builtin::description(text)));
             }
-            println!("\nRun one with `loadgen run --scenario NAME`; print it with `loadgen scenarios show NAME`.");
+            emit("\nRun one with `loadgen run --scenario NAME`; print it with `loadgen scenarios show NAME`.\n");
             0
         }
         Some(ScenariosAction::Show { name }) => match builtin::get(name) {
             Some(text) => {
-                print!("{text}");
+                emit(text);
                 0
             }
             None => {

@@ -317,7 +317,14 @@ pub async fn run(config: RunConfig, stop: StopSignal) -> Result<RunOutcome, RunE
 
     let (records, writer) = writer::spawn(WriterConfig {
         dir: run_dir.join("requests"),
-        metadata: parquet_metadata(&run_id, &anchor, &resolved, &host, config.shard),
+        metadata: parquet_metadata(
+            &run_id,
+            &anchor,
+            &resolved,
+            &host,
+            config.shard,
+            config.start_at_unix_ns,
+        ),
         ops: labels.clone(),
         phases: phase_labels.clone(),
         segment_interval: config.segment_interval,
@@ -649,8 +656,9 @@ fn parquet_metadata(
     resolved: &ResolvedConfig,
     host: &HostInfo,
     shard: Shard,
+    start_at_unix_ns: Option<i64>,
 ) -> Vec<(String, String)> {
-    vec![
+    let mut metadata = vec![
         ("loadgen.schema_version".into(), SCHEMA_VERSION.to_string()),
         ("loadgen.version".into(), env!("CARGO_PKG_VERSION").into()),
         ("loadgen.run_id".into(), run_id.into()),
@@ -664,7 +672,12 @@ fn parquet_metadata(
             serde_json::to_string(host).unwrap_or_default(),
         ),
         ("loadgen.shard".into(), shard.to_string()),
-    ]
+    ];
+    // So the shards of one run find each other even when a lost process left no run.json.
+    if let Some(start_at) = start_at_unix_ns {
+        metadata.push(("loadgen.start_at_unix_ns".into(), start_at.to_string()));
+    }
+    metadata
 }
 
 /// Raises the soft open-files limit to the hard one, then checks that the run's connections

@@ -285,3 +285,22 @@ fn client_metrics_are_sampled_every_second() {
     assert!(json["client"]["peak_cpu_utilisation"].as_f64().unwrap() > 0.0);
     assert!(String::from_utf8_lossy(&output.stdout).contains("Client"));
 }
+
+#[test]
+fn a_reader_that_stops_early_is_no_failure() {
+    // `loadgen run … --json | head -1`: the pipe closes before loadgen prints.
+    let dir = tempfile::tempdir().unwrap();
+    let mut child = loadgen()
+        .args(["run", "-n", "50", "--json", "--out"])
+        .arg(dir.path().join("run"))
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    drop(child.stdout.take());
+    let output = child.wait_with_output().unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(0), "{stderr}");
+    assert!(!stderr.contains("panicked"), "{stderr}");
+    assert!(dir.path().join("run").join("run.json").exists());
+}
