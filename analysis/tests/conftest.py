@@ -15,6 +15,8 @@ both Python (pyarrow, boto3) and child processes (``loadgen run --out s3://…``
 from __future__ import annotations
 
 import logging
+import subprocess
+import sys
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -124,6 +126,17 @@ def service_time_runs(binaries: Binaries, runs_root: Path) -> dict[str, list[Pat
             record(binaries, ("--service-time", service_time), path, 16, "2s")
             out[service_time].append(path)
     return out
+
+
+def run_cli(*args: str | Path) -> subprocess.CompletedProcess[str]:
+    """``loadgen-analyze ARGS…`` in this interpreter, bounded; never raises on its exit code."""
+    return subprocess.run(
+        [sys.executable, "-m", "loadgen_analysis.cli", *map(str, args)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
 
 
 # --------------------------------------------------------------------------- sharded runs

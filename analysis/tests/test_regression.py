@@ -4,25 +4,13 @@ same configuration twice passes it, bad input exits 2."""
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
 import loadgen_analysis as la
 
-from .conftest import Recorded
-
-
-def _cli(*args: str | Path) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "loadgen_analysis.cli", *map(str, args)],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
+from .conftest import Recorded, run_cli
 
 
 def _rows(stdout: str) -> dict[str, dict]:
@@ -32,7 +20,7 @@ def _rows(stdout: str) -> dict[str, dict]:
 
 def test_5ms_vs_8ms_fails_the_p99_gate(service_time_runs: dict[str, list[Path]]) -> None:
     base, cand = service_time_runs["5ms"][0], service_time_runs["8ms"][0]
-    proc = _cli("compare", base, cand, "--max-p99-increase", "10%", "--json")
+    proc = run_cli("compare", base, cand, "--max-p99-increase", "10%", "--json")
     assert proc.returncode == 1, proc.stdout + proc.stderr
     rows = _rows(proc.stdout)
     assert rows["p99"]["verdict"] == "fail"
@@ -42,14 +30,14 @@ def test_5ms_vs_8ms_fails_the_p99_gate(service_time_runs: dict[str, list[Path]])
     assert rows["p99"]["ci_low"] > 0.0
     assert rows["throughput"]["verdict"] == "fail"  # 16 workers: X = 16 / R drops too
     # The table form says the same.
-    text = _cli("compare", base, cand)
+    text = run_cli("compare", base, cand)
     assert text.returncode == 1
     assert "FAIL" in text.stdout and "p99" in text.stdout
 
 
 def test_same_configuration_twice_passes(service_time_runs: dict[str, list[Path]]) -> None:
     first, second = service_time_runs["5ms"][:2]
-    proc = _cli("compare", first, second, "--json")
+    proc = run_cli("compare", first, second, "--json")
     assert proc.returncode == 0, proc.stdout + proc.stderr
     rows = _rows(proc.stdout)
     assert rows["p99"]["verdict"] != "fail"
@@ -70,7 +58,7 @@ def test_repeated_runs_use_run_to_run_intervals(service_time_runs: dict[str, lis
     # and never passed, but "noisy" rather than "fail" when one repeat had a hiccup.
     assert table.loc["p99", "delta"] > 0.3, table
     assert table.loc["p99", "verdict"] in ("fail", "noisy"), table
-    proc = _cli("compare", base_dir, cand_dir)
+    proc = run_cli("compare", base_dir, cand_dir)
     assert proc.returncode == 1
     assert "repeated runs" in proc.stdout
 
@@ -78,7 +66,7 @@ def test_repeated_runs_use_run_to_run_intervals(service_time_runs: dict[str, lis
 def test_error_rate_limit_is_absolute(
     service_time_runs: dict[str, list[Path]], error_run: Recorded
 ) -> None:
-    proc = _cli(
+    proc = run_cli(
         "compare", service_time_runs["5ms"][0], error_run.path, "--max-error-rate", "1%", "--json"
     )
     assert proc.returncode == 1
@@ -100,14 +88,16 @@ def test_bad_input_exits_2(
     args: tuple[str, ...], service_time_runs: dict[str, list[Path]], tmp_path: Path
 ) -> None:
     base = service_time_runs["5ms"][0]
-    proc = _cli(*(a.format(base=base, tmp=tmp_path) for a in args))
+    proc = run_cli(*(a.format(base=base, tmp=tmp_path) for a in args))
     assert proc.returncode == 2, proc.stdout + proc.stderr
     assert "error" in proc.stderr
 
 
 def test_html_comparison_report(service_time_runs: dict[str, list[Path]], tmp_path: Path) -> None:
     out = tmp_path / "gate.html"
-    proc = _cli("compare", service_time_runs["5ms"][0], service_time_runs["8ms"][0], "--html", out)
+    proc = run_cli(
+        "compare", service_time_runs["5ms"][0], service_time_runs["8ms"][0], "--html", out
+    )
     assert proc.returncode == 1
     text = out.read_text()
     assert text.count("data:image/png;base64,") == 2

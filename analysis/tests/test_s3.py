@@ -6,9 +6,6 @@ from __future__ import annotations
 
 import json
 import socket
-import subprocess
-import sys
-from pathlib import Path
 
 import pandas as pd
 import pytest
@@ -16,17 +13,7 @@ import pytest
 import loadgen_analysis as la
 from loadgen_analysis import s3
 
-from .conftest import SHARDS, S3Bucket, ShardSet
-
-
-def _cli(*args: str | Path) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "loadgen_analysis.cli", *map(str, args)],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
+from .conftest import SHARDS, S3Bucket, ShardSet, run_cli
 
 
 def _without_run(frame: pd.DataFrame) -> pd.DataFrame:
@@ -62,7 +49,7 @@ def test_cli_summary_from_s3_prints_the_same_numbers(
 ) -> None:
     closed = shard_sets["closed"]
     url = s3_bucket.upload(closed.folder, "cli/closed")
-    proc = _cli("summary", "--json", url)
+    proc = run_cli("summary", "--json", url)
     assert proc.returncode == 0, proc.stderr
     # The same rows the CLI prints for the local folder (to_json is what it prints).
     local_rows = json.loads(la.op_summary(closed.folder).to_json(orient="records"))
@@ -109,7 +96,7 @@ def test_missing_bucket_is_a_clear_error(s3_bucket: S3Bucket) -> None:
     url = f"s3://{s3_bucket.name}-missing/runs"
     with pytest.raises(la.RunLoadError, match=r"bucket '.*-missing' does not exist"):
         la.load_runs([url])
-    proc = _cli("summary", url)
+    proc = run_cli("summary", url)
     assert proc.returncode == 2
     assert url in proc.stderr and "does not exist" in proc.stderr
     assert "Traceback" not in proc.stderr

@@ -39,6 +39,28 @@ def _run_json(bucket: S3Bucket, key: str) -> dict:
     return json.loads(bucket.client.get_object(Bucket=bucket.name, Key=key)["Body"].read())
 
 
+def _start_segmenting_run(
+    binaries: Binaries, server_url: str, duration: str, out: str
+) -> subprocess.Popen[bytes]:
+    """``loadgen run`` for ``duration`` with a segment every 500 ms, uploading to ``out``."""
+    command = [
+        str(binaries.loadgen),
+        "run",
+        "--url",
+        server_url + "/",
+        "-c",
+        "2",
+        "-d",
+        duration,
+        "--segment-interval",
+        "500ms",
+        "--no-progress",
+        "--out",
+        out,
+    ]
+    return subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+
+
 def test_a_sharded_run_in_s3_analyses_like_the_same_run_on_disk(
     binaries: Binaries, s3_bucket: S3Bucket, tmp_path: Path
 ) -> None:
@@ -85,22 +107,7 @@ def test_segments_reach_s3_while_the_run_goes_on_and_a_lost_process_keeps_them(
     binaries: Binaries, s3_bucket: S3Bucket
 ) -> None:
     with harness.Server(binary=binaries.server) as server:
-        command = [
-            str(binaries.loadgen),
-            "run",
-            "--url",
-            server.url + "/",
-            "-c",
-            "2",
-            "-d",
-            "30s",
-            "--segment-interval",
-            "500ms",
-            "--no-progress",
-            "--out",
-            s3_bucket.url("lost"),
-        ]
-        proc = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+        proc = _start_segmenting_run(binaries, server.url, "30s", s3_bucket.url("lost"))
         try:
             # Bounded wait for the third closed segment, then the machine "disappears".
             deadline = time.monotonic() + 20
@@ -143,25 +150,7 @@ def test_a_bucket_that_goes_away_mid_run_keeps_the_run_locally_and_exits_1(
         Bucket="gone-bucket"
     )
     with harness.Server(binary=binaries.server) as server:
-        proc = subprocess.Popen(
-            [
-                str(binaries.loadgen),
-                "run",
-                "--url",
-                server.url + "/",
-                "-c",
-                "2",
-                "-d",
-                "3s",
-                "--segment-interval",
-                "500ms",
-                "--no-progress",
-                "--out",
-                "s3://gone-bucket/run",
-            ],
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-        )
+        proc = _start_segmenting_run(binaries, server.url, "3s", "s3://gone-bucket/run")
         time.sleep(1.0)
         store.stop()  # the store vanishes while the load goes on
         stdout, stderr = proc.communicate(timeout=120)

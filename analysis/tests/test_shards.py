@@ -6,8 +6,6 @@ from __future__ import annotations
 
 import json
 import shutil
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -15,21 +13,11 @@ import pytest
 import loadgen_analysis as la
 from loadgen_analysis.report import build_report
 
-from .conftest import SHARD_RATE, SHARDS, ShardSet
+from .conftest import SHARD_RATE, SHARDS, ShardSet, run_cli
 
 # Processes started at one --start-at on one machine begin within a few ms of each other; the
 # bound leaves room for a loaded CI machine, not for a shard that waited for nothing.
 MAX_START_SKEW_MS = 250.0
-
-
-def _cli(*args: str | Path) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "loadgen_analysis.cli", *map(str, args)],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
 
 
 def _counts(frame) -> dict[str, tuple[int, int, int]]:
@@ -158,7 +146,7 @@ def test_an_incomplete_set_is_analysed_with_a_warning(
     assert table["share_pct"].tolist() == [50.0, 50.0]
     assert not table["complete"].any()
 
-    proc = _cli("summary", partial)
+    proc = run_cli("summary", partial)
     assert proc.returncode == 0, proc.stderr
     assert "warning" in proc.stderr and "incomplete sharded run" in proc.stderr
     assert "2 of 3 shards — INCOMPLETE, missing 1/3" in proc.stdout
@@ -190,7 +178,7 @@ def test_duplicate_shards_are_refused(shard_sets: dict[str, ShardSet], tmp_path:
     shutil.copytree(closed.shards[1], dup / "shard-1-rerun")
     with pytest.raises(la.RunLoadError, match=r"both shard 1/3 of the same run"):
         la.load_runs([dup])
-    proc = _cli("summary", dup)
+    proc = run_cli("summary", dup)
     assert proc.returncode == 2
     assert "both shard 1/3" in proc.stderr
 
@@ -211,7 +199,7 @@ def test_mixed_shard_counts_are_refused(shard_sets: dict[str, ShardSet], tmp_pat
 
 def test_summary_and_report_show_the_shards(shard_sets: dict[str, ShardSet]) -> None:
     closed = shard_sets["closed"]
-    proc = _cli("summary", closed.folder)
+    proc = run_cli("summary", closed.folder)
     assert proc.returncode == 0, proc.stderr
     assert f"{closed.folder.name}: 3 of 3 shards; start skew" in proc.stdout
     assert "33.3" in proc.stdout

@@ -229,7 +229,6 @@ pub struct ConnectionOptions {
 }
 
 impl ConnectionOptions {
-    /// Reads `--out` (absent, a directory, or an `s3://` URL).
     fn from_args(args: &RunArgs) -> Self {
         use crate::transport::tls::Verify;
         ConnectionOptions {
@@ -258,7 +257,6 @@ const DEFAULT_CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
 
 impl RunConfig {
     /// Validates the flags of `loadgen run` (and the scenario they name).
-    /// Reads `--out` (absent, a directory, or an `s3://` URL).
     pub fn from_args(args: &RunArgs) -> Result<Self, ConfigError> {
         let url = args.url.as_deref().map(TargetUrl::parse).transpose()?;
         if args.connections == Some(0) {

@@ -176,8 +176,10 @@ impl HostInfo {
     }
 }
 
+/// What run.json says of a run from its first request on: the part the first run.json
+/// uploaded to S3 shares with the final one.
 #[derive(Debug, Serialize)]
-struct RunJson<'a> {
+struct RunIdentity<'a> {
     schema_version: u32,
     kind: &'static str,
     loadgen_version: &'static str,
@@ -186,13 +188,6 @@ struct RunJson<'a> {
     anchor_unix_ns: i64,
     host: &'a HostInfo,
     config: &'a ResolvedConfig,
-    exit_reason: ExitReason,
-    exit_code: i32,
-    summary: &'a RunSummary,
-    records: RecordsInfo,
-    warnings: &'a [String],
-    /// Client CPU, memory and saturation (from client-metrics.parquet).
-    client: Option<&'a ClientSummary>,
     /// `i/N` (`0/1` when not sharded).
     shard: String,
     /// `--start-at` as Unix nanoseconds, and how late the run actually started after it
@@ -201,6 +196,27 @@ struct RunJson<'a> {
     start_at_unix_ns: Option<i64>,
     #[serde(skip_serializing_if = "Option::is_none")]
     start_offset_ns: Option<i64>,
+}
+
+#[derive(Debug, Serialize)]
+struct RunJson<'a> {
+    #[serde(flatten)]
+    identity: &'a RunIdentity<'a>,
+    exit_reason: ExitReason,
+    exit_code: i32,
+    summary: &'a RunSummary,
+    records: RecordsInfo,
+    warnings: &'a [String],
+    /// Client CPU, memory and saturation (from client-metrics.parquet).
+    client: Option<&'a ClientSummary>,
+}
+
+/// The first run.json of a run written to S3, before any request.
+#[derive(Debug, Serialize)]
+struct StartedRunJson<'a> {
+    #[serde(flatten)]
+    identity: &'a RunIdentity<'a>,
+    exit_reason: &'static str,
 }
 
 #[derive(Debug, Serialize)]
@@ -285,22 +301,29 @@ pub async fn run(config: RunConfig, stop: StopSignal) -> Result<RunOutcome, RunE
     let labels = config.workload.labels();
     let phase_labels = config.model.phase_labels();
     let anchor = Anchor::now();
+    let identity = RunIdentity {
+        schema_version: SCHEMA_VERSION,
+        kind: "run",
+        loadgen_version: env!("CARGO_PKG_VERSION"),
+        run_id: &run_id,
+        created_at: chrono::DateTime::<chrono::Utc>::from(
+            std::time::UNIX_EPOCH + std::time::Duration::from_nanos(anchor.unix_ns as u64),
+        )
+        .to_rfc3339(),
+        anchor_unix_ns: anchor.unix_ns,
+        host: &host,
+        config: &resolved,
+        shard: config.shard.to_string(),
+        start_at_unix_ns: config.start_at_unix_ns,
+        start_offset_ns: config.start_at_unix_ns.map(|t| anchor.unix_ns - t),
+    };
     let mirror = match &s3 {
         Some(s3) => {
             // A first run.json, so the segments of a machine lost mid-run can still be read.
-            let started = serde_json::json!({
-                "schema_version": SCHEMA_VERSION,
-                "kind": "run",
-                "loadgen_version": env!("CARGO_PKG_VERSION"),
-                "run_id": run_id,
-                "anchor_unix_ns": anchor.unix_ns,
-                "host": host,
-                "config": resolved,
-                "exit_reason": "running",
-                "shard": config.shard.to_string(),
-                "start_at_unix_ns": config.start_at_unix_ns,
-                "start_offset_ns": config.start_at_unix_ns.map(|t| anchor.unix_ns - t),
-            });
+            let started = StartedRunJson {
+                identity: &identity,
+                exit_reason: "running",
+            };
             let text = serde_json::to_vec_pretty(&started).expect("plain data");
             if let Err(e) = s3.put(&run_id, "run.json", text).await {
                 let _ = std::fs::remove_dir_all(&run_dir);
@@ -310,10 +333,7 @@ pub async fn run(config: RunConfig, stop: StopSignal) -> Result<RunOutcome, RunE
         }
         None => None,
     };
-    let (closed, mirror) = match mirror {
-        Some((closed, mirror)) => (Some(closed), Some(mirror)),
-        None => (None, None),
-    };
+    let (closed, mirror) = mirror.unzip();
 
     let (records, writer) = writer::spawn(WriterConfig {
         dir: run_dir.join("requests"),
@@ -456,17 +476,7 @@ pub async fn run(config: RunConfig, stop: StopSignal) -> Result<RunOutcome, RunE
     }
 
     let run_json = serde_json::to_value(RunJson {
-        schema_version: SCHEMA_VERSION,
-        kind: "run",
-        loadgen_version: env!("CARGO_PKG_VERSION"),
-        run_id: &run_id,
-        created_at: chrono::DateTime::<chrono::Utc>::from(
-            std::time::UNIX_EPOCH + std::time::Duration::from_nanos(anchor.unix_ns as u64),
-        )
-        .to_rfc3339(),
-        anchor_unix_ns: anchor.unix_ns,
-        host: &host,
-        config: &resolved,
+        identity: &identity,
         exit_reason,
         exit_code: exit_reason.exit_code(),
         summary: &summary,
@@ -482,9 +492,6 @@ pub async fn run(config: RunConfig, stop: StopSignal) -> Result<RunOutcome, RunE
         },
         warnings: &warnings,
         client: client.as_ref(),
-        shard: config.shard.to_string(),
-        start_at_unix_ns: config.start_at_unix_ns,
-        start_offset_ns: config.start_at_unix_ns.map(|t| anchor.unix_ns - t),
     })
     .expect("run.json is plain data");
     let run_json_path = run_dir.join("run.json");
