@@ -99,6 +99,7 @@ pub async fn calibrate(
             workers: 1,
             requests_per_worker: args.warmup,
             start: StartRule::At(Duration::ZERO),
+            walk: None,
         });
     }
     phases.push(PhasePlan {
@@ -113,6 +114,7 @@ pub async fn calibrate(
         } else {
             StartRule::At(Duration::ZERO)
         },
+        walk: None,
     });
     let fields = config.workload.phase_fields[0].clone();
     config.workload.phase_fields = vec![fields; phases.len()];
@@ -125,13 +127,15 @@ pub async fn calibrate(
             .map(|(i, p)| PhaseSpec {
                 name: p.name.clone(),
                 workers: WorkerCount::Count(1),
-                requests_per_worker: p.requests_per_worker,
+                requests_per_worker: Some(p.requests_per_worker),
+                walk: None,
                 after: (i > 0).then(|| WARMUP.to_string()),
                 when_done: None,
                 at: None,
                 fields: Default::default(),
             })
             .collect(),
+        ..Default::default()
     });
     config.model = ModelPlan::Phased(PhasedPlan { phases, sequence });
     let outcome = run(config, stop).await?;

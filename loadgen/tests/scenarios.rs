@@ -413,11 +413,17 @@ async fn every_builtin_runs_end_to_end_when_shrunk() {
             500,
         ),
         ("twinder", &["-c", "8", "-n", "400"], 400),
-        // warmup 1×200, loading 4×200, peak 8×400, cooldown 2×200 requests
+        // workers 1 (8 × 10 % rounds down to 0, and a phase has at least one), 4, 8, 2;
+        // 2 iterations per interval (3, 5, 11, 5 intervals) of 5 requests
         (
             "stepcounter",
-            &["--set", "model.max_workers=8"],
-            200 + 800 + 3200 + 400,
+            &[
+                "--set",
+                "model.max_workers=8",
+                "--set",
+                "model.iterations_per_step=2",
+            ],
+            (3 + 4 * 5 + 8 * 11 + 2 * 5) * 2 * 5,
         ),
     ];
     for (name, extra, expected) in cases {
@@ -609,5 +615,165 @@ async fn readme_scenario_example_runs() {
     let outcome = run_scenario(&server, &scenario, &["--set", "model.total=300"], &out).await;
     assert_eq!(read_rows(&out).len(), 300);
     assert_eq!(outcome.summary.failed, 0, "{:?}", outcome.summary.errors);
+    server.shutdown().await;
+}
+
+fn compile_builtin(name: &str, sets: &[&str]) -> loadgen::scenario::Compiled {
+    let text = loadgen::scenario::builtin::get(name).unwrap();
+    let sets: Vec<String> = sets.iter().map(|s| s.to_string()).collect();
+    let scenario = loadgen::scenario::parse(name, text, &sets).unwrap();
+    loadgen::scenario::compile_scenario(name, &scenario, "").unwrap()
+}
+
+fn phased_plan(compiled: &loadgen::scenario::Compiled) -> &loadgen::model::phased::PhasedPlan {
+    match &compiled.model {
+        loadgen::model::ModelPlan::Phased(plan) => plan,
+        other => panic!("not phased: {}", other.kind()),
+    }
+}
+
+/// The course StepCounter client's printed numbers (issue 12): phase threads are max × 10,
+/// 50, 100 and 25 % rounded down, 100 iterations per time interval of 5 calls each.
+#[test]
+fn stepcounter_plan_is_the_course_clients_for_32_64_and_128_threads() {
+    use loadgen::model::phased::StartRule;
+    let cases = [
+        (32, [3, 16, 32, 8], 240_500),
+        (64, [6, 32, 64, 16], 481_000),
+        (128, [12, 64, 128, 32], 962_000),
+    ];
+    for (max, workers, total) in cases {
+        let set = format!("model.max_workers={max}");
+        let compiled = compile_builtin("stepcounter", &[&set]);
+        let plan = phased_plan(&compiled);
+        let got: Vec<u32> = plan.phases.iter().map(|p| p.workers).collect();
+        assert_eq!(got, workers, "max {max}");
+        assert_eq!(plan.total_requests(), total, "max {max}");
+        let per_worker: Vec<u64> = plan.phases.iter().map(|p| p.requests_per_worker).collect();
+        assert_eq!(per_worker, [3 * 500, 5 * 500, 11 * 500, 5 * 500]);
+        assert_eq!(plan.sequence.len(), 5, "3 POST + GET current + GET single");
+        // One phase after the other: each waits for all of the previous one's workers.
+        for (i, phase) in plan.phases.iter().enumerate().skip(1) {
+            assert_eq!(
+                phase.start,
+                StartRule::After {
+                    phase: i - 1,
+                    finished: workers[i - 1]
+                }
+            );
+        }
+    }
+    // The overlapping variant is one --set away: the next phase starts when 10 % are done.
+    let compiled = compile_builtin("stepcounter", &["model.when_done=0.1"]);
+    let starts: Vec<StartRule> = phased_plan(&compiled).phases[1..]
+        .iter()
+        .map(|p| p.start.clone())
+        .collect();
+    assert_eq!(
+        starts,
+        [
+            StartRule::After {
+                phase: 0,
+                finished: 1
+            },
+            StartRule::After {
+                phase: 1,
+                finished: 4
+            },
+            StartRule::After {
+                phase: 2,
+                finished: 7
+            },
+        ]
+    );
+}
+
+/// Rounding is the scenario's choice; down is the default.
+#[test]
+fn phase_worker_fractions_round_as_the_scenario_says() {
+    for (round, expected) in [
+        ("down", [6, 32, 64, 16]),
+        ("up", [7, 32, 64, 16]),
+        ("nearest", [6, 32, 64, 16]),
+    ] {
+        let set = format!("model.round={round:?}");
+        let compiled = compile_builtin("stepcounter", &[&set]);
+        let got: Vec<u32> = phased_plan(&compiled)
+            .phases
+            .iter()
+            .map(|p| p.workers)
+            .collect();
+        assert_eq!(got, expected, "{round}");
+    }
+    let compiled = compile_builtin(
+        "stepcounter",
+        &["model.max_workers=30", "model.round=\"nearest\""],
+    );
+    let got: Vec<u32> = phased_plan(&compiled)
+        .phases
+        .iter()
+        .map(|p| p.workers)
+        .collect();
+    assert_eq!(got, [3, 15, 30, 8], "7.5 rounds to 8");
+}
+
+/// A reduced StepCounter run end to end: every phase's workers send their walk's requests,
+/// each phase starts after the previous one's last response, nothing fails.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn stepcounter_runs_its_phases_one_after_the_other() {
+    let server = servers::start(ServerConfig::default()).await.unwrap();
+    let url = server.url();
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("run");
+    let args = [
+        "--scenario",
+        "stepcounter",
+        "--url",
+        url.as_str(),
+        "--out",
+        out.to_str().unwrap(),
+        "--set",
+        "model.max_workers=8",
+        "--set",
+        "model.iterations_per_step=3",
+    ];
+    let outcome = loadgen::run(config(&args), StopSignal::new())
+        .await
+        .unwrap();
+    assert_eq!(outcome.summary.failed, 0, "{:?}", outcome.summary.errors);
+    let rows = read_rows(&out);
+    let phases = by_phase(&rows);
+    let order = ["warmup", "loading", "peak", "cooldown"];
+    let workers = [1u64, 4, 8, 2];
+    let intervals = [3u64, 5, 11, 5];
+    for (i, name) in order.iter().enumerate() {
+        let rows = &phases[*name];
+        let per_iteration = workers[i] * intervals[i] * 3;
+        let count = |op: &str| rows.iter().filter(|r| r.op == op).count() as u64;
+        assert_eq!(
+            count("POST /stepcounter/{user}/{day}/{interval}/{steps}"),
+            per_iteration * 3,
+            "{name}"
+        );
+        assert_eq!(
+            count("GET /stepcounter/current/{user}"),
+            per_iteration,
+            "{name}"
+        );
+        assert_eq!(
+            count("GET /stepcounter/single/{user}/{day}"),
+            per_iteration,
+            "{name}"
+        );
+        if i > 0 {
+            let previous_end = phases[order[i - 1]].iter().map(|r| end(r)).max().unwrap();
+            let first_start = rows.iter().map(|r| r.start_ns).min().unwrap();
+            assert!(
+                first_start >= previous_end,
+                "{name} started before {} ended",
+                order[i - 1]
+            );
+        }
+    }
     server.shutdown().await;
 }

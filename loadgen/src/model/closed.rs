@@ -15,6 +15,7 @@ use std::time::Duration;
 use super::{Model, Work, WorkSource};
 use crate::stop::StopSignal;
 use crate::worker::WorkerPool;
+use crate::workload::fields::{Fields, Value};
 
 /// The closed model: `workers` workers from the start, sharing an optional `requests` budget.
 #[derive(Debug, Clone)]
@@ -50,6 +51,33 @@ pub struct SequenceSource {
     think_time: Duration,
     sent: u64,
     stop: StopSignal,
+    /// A field this worker walks through (the phased model's `walk`), with its own rng.
+    walk: Option<(Walk, fastrand::Rng)>,
+}
+
+/// A field a worker walks through: `steps` consecutive integers from `from`, each for
+/// `iterations_per_step` iterations of the sequence (then round again). The other fields are
+/// drawn fresh from `fields` for every request, as the worker would.
+#[derive(Debug, Clone)]
+pub struct Walk {
+    pub fields: Fields,
+    pub field: usize,
+    pub from: i64,
+    pub steps: u64,
+    pub iterations_per_step: u64,
+}
+
+impl Walk {
+    /// The walked field's value at `iteration` (0-based) of a worker.
+    pub fn value_at(&self, iteration: u64) -> i64 {
+        let step = (iteration / self.iterations_per_step.max(1)) % self.steps.max(1);
+        self.from + step as i64
+    }
+
+    /// Requests a worker sends to walk the whole range once.
+    pub fn requests(&self, sequence_len: usize) -> u64 {
+        self.steps * self.iterations_per_step * sequence_len as u64
+    }
 }
 
 impl SequenceSource {
@@ -68,7 +96,14 @@ impl SequenceSource {
             think_time,
             sent: 0,
             stop: stop.clone(),
+            walk: None,
         }
+    }
+
+    /// The same source, walking a field (see [`Walk`]).
+    pub fn walking(mut self, walk: Walk) -> Self {
+        self.walk = Some((walk, fastrand::Rng::new()));
+        self
     }
 
     fn take(&mut self) -> Option<Work> {
@@ -80,9 +115,16 @@ impl SequenceSource {
                 .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |n| n.checked_sub(1))
                 .ok()?;
         }
-        let op = self.sequence[(self.sent % self.sequence.len() as u64) as usize];
+        let len = self.sequence.len() as u64;
+        let op = self.sequence[(self.sent % len) as usize];
+        let mut work = Work::new(op, self.phase);
+        if let Some((walk, rng)) = &mut self.walk {
+            let mut values = walk.fields.draw(rng);
+            values[walk.field] = Value::Int(walk.value_at(self.sent / len));
+            work.values = Some(values.into());
+        }
         self.sent += 1;
-        Some(Work::new(op, self.phase))
+        Some(work)
     }
 }
 
@@ -95,5 +137,48 @@ impl WorkSource for SequenceSource {
             }
         }
         self.take()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::workload::fields::Generator;
+
+    /// A walking worker keeps each value for `iterations_per_step` whole iterations, in
+    /// order, and every request of an iteration carries the same walked value.
+    #[tokio::test]
+    async fn a_walk_steps_once_per_iterations_per_step_iterations() {
+        let mut fields = Fields::default();
+        fields.push("user", Generator::Int { min: 1, max: 9 });
+        fields.push("interval", Generator::Int { min: 0, max: 23 });
+        let walk = Walk {
+            fields,
+            field: 1,
+            from: 3,
+            steps: 3,
+            iterations_per_step: 2,
+        };
+        let sequence: Arc<[u16]> = Arc::from(vec![0u16, 0, 1]);
+        let requests = walk.requests(sequence.len());
+        assert_eq!(requests, 3 * 2 * 3);
+        let mut source = SequenceSource::new(
+            sequence,
+            0,
+            Some(requests),
+            Duration::ZERO,
+            &StopSignal::new(),
+        )
+        .walking(walk);
+        let mut walked = Vec::new();
+        while let Some(work) = source.next().await {
+            let values = work.values.expect("a walking source decides the values");
+            walked.push(values[1].clone());
+        }
+        let expected: Vec<Value> = [3, 4, 5]
+            .iter()
+            .flat_map(|&v| std::iter::repeat(Value::Int(v)).take(2 * 3))
+            .collect();
+        assert_eq!(walked, expected);
     }
 }

@@ -1,7 +1,8 @@
 //! The phased model of the course clients: phases (e.g. warmup 10 %, loading 50 %, peak 100 %,
-//! cooldown 25 % of `max_workers`), each worker sending `requests_per_worker` requests; a phase
-//! starts when a given number of the previous phase's workers have finished (so phases
-//! overlap), or at a fixed offset from the start of the run.
+//! cooldown 25 % of `max_workers`), each worker sending `requests_per_worker` requests,
+//! optionally walking a field through a range (the StepCounter client's time intervals); a
+//! phase starts when a given number of the previous phase's workers have finished (all of
+//! them: one after the other; some: overlapping), or at a fixed offset from the run's start.
 //!
 //! Rows carry the phase's name. Each phase start and finish is announced on the console.
 
@@ -10,7 +11,7 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
-use super::closed::SequenceSource;
+use super::closed::{SequenceSource, Walk};
 use super::{Announcer, Model};
 use crate::stop::StopSignal;
 use crate::worker::WorkerPool;
@@ -30,6 +31,8 @@ pub struct PhasePlan {
     pub workers: u32,
     pub requests_per_worker: u64,
     pub start: StartRule,
+    /// A field each worker walks through; `requests_per_worker` covers the whole walk.
+    pub walk: Option<Walk>,
 }
 
 #[derive(Debug, Clone)]
@@ -78,13 +81,16 @@ impl Model for Phased {
                 }
                 started[i] = Some(Instant::now());
                 for _ in 0..phase.workers {
-                    let source = SequenceSource::new(
+                    let mut source = SequenceSource::new(
                         self.plan.sequence.clone(),
                         i as u16,
                         Some(phase.requests_per_worker),
                         self.think_time,
                         &self.stop,
                     );
+                    if let Some(walk) = &phase.walk {
+                        source = source.walking(walk.clone());
+                    }
                     pool.spawn(i as u16, source);
                 }
                 (self.announce)(format!(

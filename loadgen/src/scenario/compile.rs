@@ -12,9 +12,10 @@ use hyper::Method;
 
 use super::schema::{
     ClosedSpec, FieldSpec, Literal, ModelSpec, PartSpec, PhasedSpec, ProducerBufferSpec,
-    RequestSpec, Scenario, StatusSpec, ThreadGroupsSpec, WorkerCount,
+    RequestSpec, Rounding, Scenario, StatusSpec, ThreadGroupsSpec, WalkSpec, WorkerCount,
 };
 use crate::config::Limit;
+use crate::model::closed::Walk;
 use crate::model::open::{OpenPlan, Stage};
 use crate::model::phased::{PhasePlan, PhasedPlan, StartRule};
 use crate::model::producer_buffer::ProducerBufferPlan;
@@ -521,14 +522,18 @@ pub fn compile_model(
                 vec![Vec::new()],
             ))
         }
-        ModelSpec::Phased(PhasedSpec {
-            max_workers,
-            phases,
-        }) => {
+        ModelSpec::Phased(spec) => {
+            let PhasedSpec {
+                max_workers,
+                phases,
+                ..
+            } = spec;
             at_least_one("model.max_workers", u64::from(*max_workers))?;
             if phases.is_empty() {
                 return Err(violation("model.phases", "needs at least one phase"));
             }
+            let default_when_done = spec.when_done.unwrap_or(1.0);
+            check_when_done("model.when_done", default_when_done, "the previous phase")?;
             let mut names = BTreeSet::new();
             let mut plans: Vec<PhasePlan> = Vec::new();
             let mut overrides = Vec::new();
@@ -543,25 +548,7 @@ pub fn compile_model(
                         ),
                     ));
                 }
-                let workers = match phase.workers {
-                    WorkerCount::Count(n) => {
-                        at_least_one(&format!("{here}.workers"), u64::from(n))?;
-                        n
-                    }
-                    WorkerCount::Fraction(f) if f > 0.0 && f <= 1.0 => {
-                        ((f * f64::from(*max_workers)).ceil() as u32).max(1)
-                    }
-                    WorkerCount::Fraction(f) => {
-                        return Err(violation(
-                            format!("{here}.workers"),
-                            format!("{f} is neither a worker count (1, 2, …) nor a fraction of max_workers in (0, 1]"),
-                        ))
-                    }
-                };
-                at_least_one(
-                    &format!("{here}.requests_per_worker"),
-                    phase.requests_per_worker,
-                )?;
+                let workers = phase_workers(phase.workers, *max_workers, spec.round, &here)?;
                 let start = match (&phase.after, phase.when_done, phase.at) {
                     (Some(_), _, Some(_)) => {
                         return Err(violation(
@@ -576,18 +563,15 @@ pub fn compile_model(
                                 format!("'{after}' is not an earlier phase (phases start in the order listed)"),
                             ));
                         };
-                        let fraction = when_done.unwrap_or(1.0);
-                        if !(fraction > 0.0 && fraction <= 1.0) {
-                            return Err(violation(
-                                format!("{here}.when_done"),
-                                format!("{fraction} is outside (0, 1]; it is the fraction of '{after}' workers that must finish first"),
-                            ));
-                        }
-                        let needed =
-                            ((fraction * f64::from(plans[previous].workers)).ceil() as u32).max(1);
+                        let fraction = when_done.unwrap_or(default_when_done);
+                        check_when_done(
+                            &format!("{here}.when_done"),
+                            fraction,
+                            &format!("'{after}'"),
+                        )?;
                         StartRule::After {
                             phase: previous,
-                            finished: needed,
+                            finished: finished_needed(fraction, plans[previous].workers),
                         }
                     }
                     (None, Some(_), _) => {
@@ -598,13 +582,10 @@ pub fn compile_model(
                     }
                     (None, None, Some(at)) => StartRule::At(at.0),
                     (None, None, None) if i == 0 => StartRule::At(Duration::ZERO),
-                    (None, None, None) => {
-                        let previous = i - 1;
-                        StartRule::After {
-                            phase: previous,
-                            finished: plans[previous].workers,
-                        }
-                    }
+                    (None, None, None) => StartRule::After {
+                        phase: i - 1,
+                        finished: finished_needed(default_when_done, plans[i - 1].workers),
+                    },
                 };
                 let phase_fields =
                     compile_fields(&phase.fields, &format!("{here}.fields"), &Fields::default())?;
@@ -622,12 +603,39 @@ pub fn compile_model(
                         generator(spec, &format!("{here}.fields.{name}"))?,
                     ));
                 }
+                let walk = match &phase.walk {
+                    Some(walk) => Some(compile_walk(
+                        walk,
+                        spec.iterations_per_step,
+                        fields.with_overrides(&phase_overrides),
+                        &here,
+                    )?),
+                    None => None,
+                };
+                let requests_per_worker = match (phase.requests_per_worker, &walk) {
+                    (Some(_), Some(_)) => {
+                        return Err(violation(
+                            format!("{here}.requests_per_worker"),
+                            "give either requests_per_worker or walk (which sets it: steps × iterations_per_step × sequence length), not both",
+                        ))
+                    }
+                    (Some(n), None) => n,
+                    (None, Some(walk)) => walk.requests(sequence.len()),
+                    (None, None) => {
+                        return Err(violation(
+                            format!("{here}.requests_per_worker"),
+                            "is missing: give the requests each worker sends, e.g. requests_per_worker = 200",
+                        ))
+                    }
+                };
+                at_least_one(&format!("{here}.requests_per_worker"), requests_per_worker)?;
                 overrides.push(phase_overrides);
                 plans.push(PhasePlan {
                     name: phase.name.clone(),
                     workers,
-                    requests_per_worker: phase.requests_per_worker,
+                    requests_per_worker,
                     start,
+                    walk,
                 });
             }
             Ok((
@@ -639,4 +647,91 @@ pub fn compile_model(
             ))
         }
     }
+}
+
+/// A phase's worker count: a count as given, or a fraction of `max_workers` rounded as the
+/// scenario says (down by default, like the course clients' integer division), at least 1.
+fn phase_workers(
+    workers: WorkerCount,
+    max_workers: u32,
+    round: Rounding,
+    here: &str,
+) -> Result<u32, Violation> {
+    match workers {
+        WorkerCount::Count(n) => {
+            at_least_one(&format!("{here}.workers"), u64::from(n))?;
+            Ok(n)
+        }
+        WorkerCount::Fraction(f) if f > 0.0 && f <= 1.0 => {
+            let exact = f * f64::from(max_workers);
+            // A hair of tolerance so 0.1 × 30 (= 3.0000000000000004) is 3, not 4, when up.
+            let rounded = match round {
+                Rounding::Down => (exact + 1e-9).floor(),
+                Rounding::Up => (exact - 1e-9).ceil(),
+                Rounding::Nearest => exact.round(),
+            };
+            Ok((rounded as u32).max(1))
+        }
+        WorkerCount::Fraction(f) => Err(violation(
+            format!("{here}.workers"),
+            format!(
+                "{f} is neither a worker count (1, 2, …) nor a fraction of max_workers in (0, 1]"
+            ),
+        )),
+    }
+}
+
+fn check_when_done(path: &str, fraction: f64, of: &str) -> Result<(), Violation> {
+    if fraction > 0.0 && fraction <= 1.0 {
+        Ok(())
+    } else {
+        Err(violation(
+            path,
+            format!("{fraction} is outside (0, 1]; it is the fraction of {of}'s workers that must finish first"),
+        ))
+    }
+}
+
+/// How many of a phase's `workers` must finish for `fraction` of it to be done.
+fn finished_needed(fraction: f64, workers: u32) -> u32 {
+    ((fraction * f64::from(workers) - 1e-9).ceil() as u32).max(1)
+}
+
+/// A phase's `walk`: the field must be declared, the range non-empty, and the model must say
+/// how many iterations each value gets.
+fn compile_walk(
+    walk: &WalkSpec,
+    iterations_per_step: Option<u64>,
+    fields: Fields,
+    here: &str,
+) -> Result<Walk, Violation> {
+    let path = format!("{here}.walk");
+    let Some(field) = fields.index(&walk.field) else {
+        return Err(violation(
+            format!("{path}.field"),
+            format!("'{}' is not declared under [fields]", walk.field),
+        ));
+    };
+    if walk.to < walk.from {
+        return Err(violation(
+            &path,
+            format!(
+                "to ({}) is below from ({}); the walk goes up from `from` to `to`",
+                walk.to, walk.from
+            ),
+        ));
+    }
+    let Some(iterations_per_step) = iterations_per_step.filter(|&n| n > 0) else {
+        return Err(violation(
+            "model.iterations_per_step",
+            "is needed (at least 1) when a phase has a walk: the iterations each worker runs at each value",
+        ));
+    };
+    Ok(Walk {
+        fields,
+        field,
+        from: walk.from,
+        steps: walk.to.abs_diff(walk.from) + 1,
+        iterations_per_step,
+    })
 }

@@ -224,11 +224,44 @@ pub struct ProducerBufferSpec {
 }
 
 /// Phases that start when part of the previous phase has finished, or at an offset.
-#[derive(Debug, Clone, Deserialize, Serialize)]
+#[derive(Debug, Clone, Default, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
 pub struct PhasedSpec {
     pub max_workers: u32,
+    /// How a fraction of `max_workers` becomes a worker count: `down` (the default, Java's
+    /// integer division, as the course clients did), `up` or `nearest`; never below 1.
+    #[serde(default)]
+    pub round: Rounding,
+    /// The fraction of the previous phase's workers that must finish before a phase with no
+    /// `after`/`at` of its own starts: 1.0 (the default) runs the phases one after the other,
+    /// 0.1 overlaps them as "the next phase starts when 10 % of the previous one is done".
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub when_done: Option<f64>,
+    /// Iterations a worker runs at each value of its phase's `walk` field.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub iterations_per_step: Option<u64>,
     pub phases: Vec<PhaseSpec>,
+}
+
+/// How a fractional worker count is rounded.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Rounding {
+    #[default]
+    Down,
+    Up,
+    Nearest,
+}
+
+/// A field each worker of a phase walks through, `from` to `to` (integers, inclusive),
+/// running `iterations_per_step` iterations at each value: the course StepCounter client's
+/// "100 iterations for each time interval of the phase's window".
+#[derive(Debug, Clone, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct WalkSpec {
+    pub field: String,
+    pub from: i64,
+    pub to: i64,
 }
 
 /// Requests scheduled at a rate, independent of responses.
@@ -294,7 +327,12 @@ pub struct PhaseSpec {
     pub name: String,
     /// A count (`16`) or a fraction of `max_workers` (`0.25`).
     pub workers: WorkerCount,
-    pub requests_per_worker: u64,
+    /// Requests each worker sends; derived from `walk` when the phase has one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub requests_per_worker: Option<u64>,
+    /// Each worker walks this field through a range (see [`WalkSpec`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub walk: Option<WalkSpec>,
     /// Start when `when_done` of this phase's workers have finished…
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub after: Option<String>,
