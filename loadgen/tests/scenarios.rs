@@ -58,7 +58,7 @@ who = { int = [1, 5000] }
 [requests.swipe]
 method = "POST"
 path = "/swipe/left/"
-json = { swiper = "{who}", swipee = "7", comment = "hi" }
+json = { swiper = "{who|str}", swipee = "7", comment = "hi" }
 expect = [201]
 
 [requests.hello]

@@ -52,6 +52,10 @@ pub struct ServerConfig {
     pub stall: Option<Stall>,
     /// Serve HTTPS (HTTP/1.1 and HTTP/2, chosen by ALPN) instead of cleartext HTTP.
     pub tls: Option<TlsConfig>,
+    /// Accept a number where the course API has a string (`"year": 1977`, `"swiper": 12`).
+    /// Off by default: the server decodes bodies into the API's types like the course
+    /// servers do, so a client sending the wrong types fails here as it would there.
+    pub lenient: bool,
 }
 
 /// For `duration` out of every `every`, API requests are held until the stall ends — what a
@@ -80,6 +84,7 @@ impl Default for ServerConfig {
             max_connections: None,
             stall: None,
             tls: None,
+            lenient: false,
         }
     }
 }

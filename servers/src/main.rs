@@ -71,6 +71,11 @@ struct Cli {
     #[arg(long, value_name = "FILE", requires = "tls_key")]
     tls_cert: Option<PathBuf>,
 
+    /// Accept a JSON number where the course API has a string (`"year": 1977`); by default
+    /// bodies are decoded into the API's types and a wrong type is a 400 naming the field.
+    #[arg(long)]
+    lenient: bool,
+
     /// The PEM private key for --tls-cert.
     #[arg(long, value_name = "FILE", requires = "tls_cert")]
     tls_key: Option<PathBuf>,
@@ -157,6 +162,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             .zip(cli.stall_for)
             .map(|(every, duration)| servers::Stall { every, duration }),
         tls,
+        lenient: cli.lenient,
     };
     if let Err(e) = config.validate() {
         bad_flags(&e);

@@ -150,13 +150,36 @@ pub(crate) async fn read_body(mut body: Incoming, limit_bytes: usize) -> Result<
 }
 
 /// Reads and parses a JSON body; a missing field, a wrong type or broken JSON is a 400 whose
-/// message is serde's (it names the field and position).
+/// message names the field (see [`decode_json`]).
 pub(crate) async fn read_json<T: serde::de::DeserializeOwned>(
     body: Incoming,
 ) -> Result<T, Rejection> {
     let bytes = read_body(body, JSON_BODY_LIMIT_BYTES).await?;
-    serde_json::from_slice(&bytes)
-        .map_err(|e| Rejection::bad_request(format!("invalid JSON body: {e}")))
+    decode_json(&bytes, "JSON body")
+}
+
+/// Decodes JSON into the API's type, as the course servers do (a Go or Java server decoding
+/// into typed fields): a wrong type is a 400 naming the field (`` `year`: invalid type:
+/// integer `1977`, expected a string ``), a missing field says `missing field `year``.
+pub(crate) fn decode_json<T: serde::de::DeserializeOwned>(
+    bytes: &[u8],
+    what: &str,
+) -> Result<T, Rejection> {
+    let mut deserializer = serde_json::Deserializer::from_slice(bytes);
+    let value = serde_path_to_error::deserialize(&mut deserializer).map_err(|e| {
+        let path = e.path().to_string();
+        let inner = e.into_inner();
+        if path == "." {
+            Rejection::bad_request(format!("invalid {what}: {inner}"))
+        } else {
+            Rejection::bad_request(format!("invalid {what}: field `{path}`: {inner}"))
+        }
+    })?;
+    // Bytes after the document make it as invalid as a broken one.
+    deserializer
+        .end()
+        .map_err(|e| Rejection::bad_request(format!("invalid {what}: {e}")))?;
+    Ok(value)
 }
 
 /// Reads and discards a body, so a request answered without using its body (an injected

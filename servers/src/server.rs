@@ -59,6 +59,8 @@ pub(crate) struct Shared {
     pub(crate) metrics: Metrics,
     pub(crate) steps: StepStore,
     pub(crate) next_album_id: AtomicU64,
+    /// `ServerConfig::lenient`: accept numbers where the API has strings.
+    pub(crate) lenient: bool,
     service_time: ServiceTime,
     workers: Option<Semaphore>,
     error_rate: f64,
@@ -107,6 +109,7 @@ pub async fn start(config: ServerConfig) -> io::Result<RunningServer> {
         metrics: Metrics::default(),
         steps: StepStore::default(),
         next_album_id: AtomicU64::new(0),
+        lenient: config.lenient,
         service_time: config.service_time,
         workers: config.workers.map(Semaphore::new),
         error_rate: config.error_rate,

@@ -79,14 +79,14 @@ async fn post_album_counts_every_image_byte_and_hands_out_new_ids() {
         ids.push(json["albumID"].as_str().unwrap().to_owned());
     }
     assert_ne!(ids[0], ids[1]);
-    // A numeric year, parts in the other order and an extra part are all fine.
+    // Parts in the other order and an extra part are fine.
     let body = multipart(&[
         ("image", Some("empty.png"), b""),
         ("note", None, b"ignored"),
         (
             "profile",
             None,
-            br#"{"artist":"a","title":"b","year":1979}"#,
+            br#"{"artist":"a","title":"b","year":"1979"}"#,
         ),
     ]);
     let reply = client
@@ -208,8 +208,9 @@ async fn lift_ride_is_201_and_malformed_ids_or_bodies_are_400() {
         ("{", "JSON"),
         (r#"{"time": 1}"#, "liftID"),
         (r#"{"liftID": 1}"#, "time"),
-        (r#"{"time": "1", "liftID": 2}"#, "JSON"),
-        (r#"{"time": 1.5, "liftID": 2}"#, "JSON"),
+        (r#"{"time": "1", "liftID": 2}"#, "field `time`"),
+        (r#"{"time": 1.5, "liftID": 2}"#, "field `time`"),
+        (r#"{"time": 1, "liftID": "2"}"#, "field `liftID`"),
     ] {
         let reply = client.post_json(path, body).await;
         assert_eq!(reply.status, 400, "{body}");
@@ -236,8 +237,15 @@ async fn swipe_left_or_right_with_or_without_slash_is_201_others_400() {
         let reply = client.post_json(path, swipe).await;
         assert_eq!(reply.status, 201, "{path}: {}", reply.text());
     }
-    let numeric = r#"{"swiper": 1234, "swipee": 56789, "comment": ""}"#;
-    assert_eq!(client.post_json("/swipe/left/", numeric).await.status, 201);
+    // The course API's user ids are strings: a number is a 400 naming the field.
+    let numeric = r#"{"swiper": 1234, "swipee": "56789", "comment": ""}"#;
+    let reply = client.post_json("/swipe/left/", numeric).await;
+    assert_eq!(reply.status, 400);
+    assert!(
+        reply.message().contains("field `swiper`") && reply.message().contains("expected a string"),
+        "{}",
+        reply.message()
+    );
 
     let reply = client.post_json("/swipe/up/", swipe).await;
     assert_eq!(reply.status, 400);
@@ -397,4 +405,93 @@ async fn json_bodies_over_the_limit_are_413() {
     // The rest of the body was read and dropped, so the connection is still good.
     assert_eq!(client.get("/").await.status, 200);
     server.shutdown().await;
+}
+
+/// The server decodes bodies into the course APIs' types: a wrong type or a missing field is a
+/// 400 naming the field, in a JSON body or a multipart part; `--lenient` takes numbers where
+/// the API has strings.
+#[tokio::test]
+async fn wrong_types_and_missing_fields_are_400_naming_the_field_unless_lenient() {
+    let strict = default_server().await;
+    let lenient = common::server(servers::ServerConfig {
+        lenient: true,
+        ..Default::default()
+    })
+    .await;
+    let content_type = multipart_content_type();
+    let album = |profile: &'static [u8]| {
+        multipart(&[("profile", None, profile), ("image", Some("x.png"), b"1")])
+    };
+    for (server, lenient) in [(&strict, false), (&lenient, true)] {
+        let mut client = Client::connect(server.local_addr()).await;
+        for (profile, field) in [
+            (
+                &br#"{"artist":"a","title":"b","year":1977}"#[..],
+                "field `year`",
+            ),
+            (
+                br#"{"artist":"a","title":7,"year":"1977"}"#,
+                "field `title`",
+            ),
+            (br#"{"artist":"a","year":"1977"}"#, "missing field `title`"),
+        ] {
+            let reply = client
+                .send(
+                    Method::POST,
+                    "/albums",
+                    &[("content-type", &content_type)],
+                    album(profile),
+                )
+                .await;
+            let numeric_year = field == "field `year`";
+            if lenient && numeric_year {
+                assert_eq!(reply.status, 201, "{}", reply.text());
+            } else {
+                assert_eq!(reply.status, 400, "{}", reply.text());
+                assert!(reply.message().contains(field), "{}", reply.message());
+                assert!(
+                    reply.message().contains("`profile` part"),
+                    "{}",
+                    reply.message()
+                );
+            }
+        }
+        for (body, field) in [
+            (
+                r#"{"swiper": "1", "swipee": 2, "comment": "c"}"#,
+                "field `swipee`",
+            ),
+            (
+                r#"{"swiper": "1", "swipee": "2"}"#,
+                "missing field `comment`",
+            ),
+        ] {
+            let reply = client.post_json("/swipe/left/", body).await;
+            if lenient && field == "field `swipee`" {
+                assert_eq!(reply.status, 201, "{}", reply.text());
+            } else {
+                assert_eq!(reply.status, 400, "{}", reply.text());
+                assert!(reply.message().contains(field), "{}", reply.message());
+            }
+        }
+        let ride = client
+            .post_json("/skiers/1/seasons/2019/days/1/skiers/1", r#"{"time": 1}"#)
+            .await;
+        assert_eq!(ride.status, 400);
+        assert!(
+            ride.message().contains("missing field `liftID`"),
+            "{}",
+            ride.message()
+        );
+        // The stepcounter API has no body: its typed values are the path's.
+        let steps = client.post_json("/stepcounter/1/1/x/5", "").await;
+        assert_eq!(steps.status, 400);
+        assert!(
+            steps.message().contains("timeInterval"),
+            "{}",
+            steps.message()
+        );
+    }
+    strict.shutdown().await;
+    lenient.shutdown().await;
 }

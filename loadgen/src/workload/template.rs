@@ -9,10 +9,14 @@ use bytes::{BufMut, Bytes, BytesMut};
 
 use super::fields::{Fields, Value};
 
-/// A string with `{field}` placeholders; `{{` and `}}` are literal braces.
+/// A string with `{field}` placeholders; `{{` and `}}` are literal braces. `{field|str}` is
+/// the same value, marked as text: in a JSON template `"{year|str}"` is the JSON string
+/// `"1977"` where `"{year}"` would be the number `1977`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Text {
     pieces: Vec<Piece>,
+    /// Some placeholder says `|str`: the text is a string even if it is one integer field.
+    as_string: bool,
     /// The template as written, for labels and messages.
     source: String,
 }
@@ -29,6 +33,7 @@ impl Text {
     pub fn parse(text: &str, fields: &Fields) -> Result<Text, String> {
         let mut pieces = Vec::new();
         let mut literal = String::new();
+        let mut as_string = false;
         let mut chars = text.chars().peekable();
         while let Some(c) = chars.next() {
             match c {
@@ -41,7 +46,21 @@ impl Text {
                     literal.push('}');
                 }
                 '{' => {
-                    let name: String = chars.by_ref().take_while(|&c| c != '}').collect();
+                    let inner: String = chars.by_ref().take_while(|&c| c != '}').collect();
+                    let (name, modifier) = match inner.split_once('|') {
+                        Some((name, modifier)) => (name, Some(modifier.trim())),
+                        None => (inner.as_str(), None),
+                    };
+                    match modifier {
+                        None => {}
+                        Some("str") => as_string = true,
+                        Some(other) => {
+                            return Err(format!(
+                                "'{{{inner}}}': unknown modifier '{other}' (the one modifier is str, as in {{{}|str}}, which sends a number as a JSON string)",
+                                name.trim()
+                            ))
+                        }
+                    }
                     let index = fields.index(name.trim()).ok_or_else(|| {
                         let known = if fields.is_empty() {
                             "none are declared under [fields]".to_string()
@@ -63,6 +82,7 @@ impl Text {
         }
         Ok(Text {
             pieces,
+            as_string,
             source: text.to_string(),
         })
     }
@@ -71,6 +91,7 @@ impl Text {
     pub fn literal(text: &str) -> Text {
         Text {
             pieces: vec![Piece::Literal(text.to_string())],
+            as_string: false,
             source: text.to_string(),
         }
     }
@@ -85,10 +106,10 @@ impl Text {
         self.pieces.iter().all(|p| matches!(p, Piece::Literal(_)))
     }
 
-    /// The field index when the text is exactly one placeholder (`"{id}"`).
+    /// The field index when the text is exactly one placeholder (`"{id}"`, not `"{id|str}"`).
     fn sole_field(&self) -> Option<usize> {
         match self.pieces.as_slice() {
-            [Piece::Field(i)] => Some(*i),
+            [Piece::Field(i)] if !self.as_string => Some(*i),
             _ => None,
         }
     }
@@ -110,7 +131,8 @@ impl Text {
 }
 
 /// A JSON document with placeholders. A string that is exactly `"{field}"` takes the field's
-/// type (an integer field becomes a JSON number); other strings are rendered as text.
+/// type (an integer field becomes a JSON number); other strings, and `"{field|str}"`, are
+/// rendered as JSON strings.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Json {
     Field(usize),
@@ -294,14 +316,19 @@ mod tests {
         let f = fields();
         let values = f.draw(&mut fastrand::Rng::new());
         let toml: toml::Value = toml::from_str(
-            r#"doc = { liftID = "{id}", label = "lift {id}", dir = "{dir}", n = 3, ok = true }"#,
+            r#"doc = { liftID = "{id}", label = "lift {id}", dir = "{dir}", n = 3, ok = true, year = "{id|str}", y = "{ id | str }" }"#,
         )
         .unwrap();
         let json = Json::from_toml(&toml["doc"], &f).unwrap();
         let rendered: serde_json::Value = serde_json::from_slice(&json.render(&values)).unwrap();
         assert_eq!(
             rendered,
-            serde_json::json!({"liftID": 42, "label": "lift 42", "dir": "left", "n": 3, "ok": true})
+            serde_json::json!({"liftID": 42, "label": "lift 42", "dir": "left", "n": 3, "ok": true, "year": "42", "y": "42"})
+        );
+        let err = Text::parse("{id|num}", &f).unwrap_err();
+        assert!(
+            err.contains("unknown modifier 'num'") && err.contains("{id|str}"),
+            "{err}"
         );
     }
 

@@ -43,16 +43,14 @@ pub(crate) async fn handle(
         Matched::Metrics => Ok(reply::prometheus(shared.metrics.render())),
         Matched::AlbumsGet { id } => albums::get(id),
         // Boxed so the multipart parser's large state does not inflate every request's future.
-        Matched::AlbumsPost => {
-            Box::pin(albums::post(&parts.headers, body, &shared.next_album_id)).await
-        }
+        Matched::AlbumsPost => Box::pin(albums::post(&parts.headers, body, shared)).await,
         Matched::Skiers {
             resort,
             season,
             day,
             skier,
         } => skiers::post(resort, season, day, skier, body).await,
-        Matched::Swipe { direction } => swipe::post(direction, body).await,
+        Matched::Swipe { direction } => swipe::post(direction, body, shared.lenient).await,
         Matched::StepcounterPost {
             user,
             day,
