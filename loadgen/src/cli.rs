@@ -146,7 +146,9 @@ pub struct RunArgs {
     #[arg(short = 'c', long = "connections", value_name = "N")]
     pub connections: Option<u32>,
 
-    /// How long to send requests, e.g. 30s, 2m, 1500ms (default 10s unless -n is given).
+    /// How long to send requests, e.g. 30s, 2m, 1500ms (default 10s unless -n is given). With
+    /// a scenario of another model (thread-groups, producer-buffer, phased, open) it caps the
+    /// run: sending stops after DURATION, exit reason `duration elapsed`.
     #[arg(short = 'd', long, value_name = "DURATION", value_parser = parse_duration, conflicts_with = "requests")]
     pub duration: Option<Duration>,
 

@@ -57,7 +57,7 @@ pub enum ConfigError {
     UnknownScenario { name: String, known: String },
     #[error("--method and --body describe a single-URL run; with a scenario, set them in its [requests] (or with --set)")]
     QuickOnly,
-    #[error("-c, -d and -n set the closed model; this scenario uses another model, so shape it with --set model.FIELD=VALUE")]
+    #[error("-c and -n set the closed model; this scenario uses another model, so shape it with --set model.FIELD=VALUE (-d caps any model's run time)")]
     ClosedOnly,
     #[error("--set changes a scenario; give one (a SCENARIO.toml file or --scenario NAME), or use flags such as -c and -d")]
     SetWithoutScenario,
@@ -215,6 +215,9 @@ pub struct RunConfig {
     pub shard: crate::model::shard::Shard,
     /// `--start-at`, as Unix nanoseconds.
     pub start_at_unix_ns: Option<i64>,
+    /// `-d` with a model other than closed (whose duration it sets): the run stops sending
+    /// after this long whatever the model, like k6's `maxDuration`.
+    pub duration_cap: Option<Duration>,
 }
 
 /// How workers connect: TLS verification, protocol, keep-alive, redirects.
@@ -314,7 +317,7 @@ impl RunConfig {
             (None, None) => None,
         };
 
-        let (target, origin, scenario, compiled) = match scenario_text {
+        let (target, origin, scenario, compiled, duration_cap) = match scenario_text {
             Some((origin, text)) => {
                 if args.method.is_some() || args.body.is_some() {
                     return Err(ConfigError::QuickOnly);
@@ -343,9 +346,9 @@ impl RunConfig {
                     args.duration,
                     args.requests,
                 );
-                apply_closed_overrides(&mut scenario, closed_overrides)?;
+                let cap = apply_closed_overrides(&mut scenario, closed_overrides)?;
                 let compiled = scenario::compile_scenario(&origin, &scenario, target.base_path())?;
-                (target, origin, scenario, compiled)
+                (target, origin, scenario, compiled, cap)
             }
             None => {
                 if !args.sets.is_empty() {
@@ -353,7 +356,7 @@ impl RunConfig {
                 }
                 let target = url.clone().map_or(Target::Embedded, Target::Url);
                 let (scenario, compiled) = quick_scenario(args, &target, &headers, &connection)?;
-                (target, "command line".to_string(), scenario, compiled)
+                (target, "command line".to_string(), scenario, compiled, None)
             }
         };
         let shard = args.shard.unwrap_or_default();
@@ -379,7 +382,22 @@ impl RunConfig {
             connection,
             shard,
             start_at_unix_ns,
+            duration_cap,
         })
+    }
+
+    /// How long the run may send: a closed model's duration, or the `-d` cap of any other.
+    pub fn duration_limit(&self) -> Option<Duration> {
+        match (&self.model, self.duration_cap) {
+            (
+                ModelPlan::Closed {
+                    limit: Limit::Duration(d),
+                    ..
+                },
+                _,
+            ) => Some(*d),
+            (_, cap) => cap,
+        }
     }
 
     /// The configuration as stored in run.json, secrets redacted.
@@ -407,6 +425,7 @@ impl RunConfig {
                 .then_some(self.connection.streams_per_connection),
             keepalive: self.connection.keepalive,
             follow_redirects: self.connection.redirects,
+            duration: self.duration_limit().map(text),
             tls_verify: match &self.connection.verify {
                 crate::transport::tls::Verify::System => "system roots".to_string(),
                 crate::transport::tls::Verify::CaFile(p) => format!("--cacert {}", p.display()),
@@ -417,13 +436,14 @@ impl RunConfig {
     }
 }
 
-/// `-c`, `-d` and `-n` set the closed model's parameters; other models are shaped with --set.
+/// `-c`, `-d` and `-n` set the closed model's parameters; other models are shaped with --set,
+/// and `-d` caps their run time: the cap is returned.
 fn apply_closed_overrides(
     scenario: &mut Scenario,
     (connections, duration, requests): (Option<u32>, Option<Duration>, Option<u64>),
-) -> Result<(), ConfigError> {
+) -> Result<Option<Duration>, ConfigError> {
     if connections.is_none() && duration.is_none() && requests.is_none() {
-        return Ok(());
+        return Ok(None);
     }
     let ModelSpec::Closed(ClosedSpec {
         workers,
@@ -431,7 +451,10 @@ fn apply_closed_overrides(
         duration: spec_duration,
     }) = &mut scenario.model
     else {
-        return Err(ConfigError::ClosedOnly);
+        if connections.is_some() || requests.is_some() {
+            return Err(ConfigError::ClosedOnly);
+        }
+        return Ok(duration);
     };
     if let Some(c) = connections {
         *workers = c;
@@ -444,7 +467,7 @@ fn apply_closed_overrides(
         *spec_requests = Some(n);
         *spec_duration = None;
     }
-    Ok(())
+    Ok(None)
 }
 
 /// The scenario a quick `loadgen run --url … -c … -d …` amounts to, compiled directly (a
@@ -636,6 +659,9 @@ pub struct ResolvedConfig {
     pub streams_per_connection: Option<u32>,
     pub keepalive: bool,
     pub follow_redirects: crate::transport::Redirects,
+    /// How long the run may send (`-d`, or a closed scenario's `duration`), whatever the
+    /// model; `None` when only the model's own plan ends it.
+    pub duration: Option<String>,
     /// How server certificates were checked (https:// targets).
     pub tls_verify: String,
     /// The scenario as run: overrides applied, secret header values redacted.

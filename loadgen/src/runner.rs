@@ -12,7 +12,7 @@ use std::sync::Arc;
 use serde::Serialize;
 
 use crate::clock::Anchor;
-use crate::config::{ConfigError, Limit, Output, ResolvedConfig, RunConfig, Target, TargetUrl};
+use crate::config::{ConfigError, Output, ResolvedConfig, RunConfig, Target, TargetUrl};
 use crate::model::shard::Shard;
 use crate::model::ModelPlan;
 use crate::record::s3::{S3Error, S3Store, UploadReport};
@@ -405,16 +405,14 @@ pub async fn run(config: RunConfig, stop: StopSignal) -> Result<RunOutcome, RunE
     let announce = progress.announcer(!config.json);
 
     let mut pool = WorkerPool::new(ctx.clone(), transport, records, config.shard);
-    let timer = match extent {
-        Limit::Duration(duration) if matches!(config.model, ModelPlan::Closed { .. }) => {
-            let stop = stop.clone();
-            Some(tokio::spawn(async move {
-                tokio::time::sleep(duration).await;
-                stop.drain(ExitReason::DurationElapsed);
-            }))
-        }
-        _ => None,
-    };
+    // `-d` (a closed model's duration, or a cap on any other model) drains the run.
+    let timer = config.duration_limit().map(|duration| {
+        let stop = stop.clone();
+        tokio::spawn(async move {
+            tokio::time::sleep(duration).await;
+            stop.drain(ExitReason::DurationElapsed);
+        })
+    });
     // A model stops starting workers as soon as the run drains; workers already running
     // finish (or are cut off after the grace period).
     let fields = config.workload.phase_fields[0].clone();

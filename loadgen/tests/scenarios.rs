@@ -777,3 +777,65 @@ async fn stepcounter_runs_its_phases_one_after_the_other() {
     }
     server.shutdown().await;
 }
+
+/// `-d` caps every model (issue 12): each built-in (thread-groups, producer-buffer, phased,
+/// closed) and an open scenario stop sending after the cap, far short of their plans, with
+/// exit reason `duration elapsed` and the cap in run.json. The server serves at most 2 × 200
+/// requests per second, so no plan below can finish within the cap on any machine.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn duration_caps_every_model() {
+    let server = servers::start(ServerConfig {
+        service_time: "5ms".parse().unwrap(),
+        workers: Some(2),
+        ..ServerConfig::default()
+    })
+    .await
+    .unwrap();
+    let url = server.url();
+    let dir = tempfile::tempdir().unwrap();
+    let open = write_scenario(
+        dir.path(),
+        "sequence = [\"hello\"]\n[requests.hello]\npath = \"/\"\n[model]\nkind = \"open\"\nrate = 100\nduration = \"60s\"\n",
+    );
+    let cases: [(&str, &[&str], u64); 5] = [
+        ("thread-groups", &["--scenario", "albums"], 202_000),
+        ("producer-buffer", &["--scenario", "skiers"], 200_000),
+        ("phased", &["--scenario", "stepcounter"], 481_000),
+        ("closed", &["--scenario", "twinder"], 500_000),
+        ("open", &[open.to_str().unwrap()], 6_000),
+    ];
+    for (kind, scenario, planned) in cases {
+        let out = dir.path().join(kind);
+        let mut args = scenario.to_vec();
+        args.extend([
+            "-d",
+            "1s",
+            "--grace",
+            "5s",
+            "--url",
+            url.as_str(),
+            "--out",
+            out.to_str().unwrap(),
+        ]);
+        let outcome = loadgen::run(config(&args), StopSignal::new())
+            .await
+            .unwrap();
+        assert_eq!(outcome.run_json["config"]["model"], kind);
+        assert_eq!(
+            outcome.exit_reason,
+            loadgen::stop::ExitReason::DurationElapsed,
+            "{kind}"
+        );
+        assert_eq!(
+            outcome.run_json["exit_reason"], "duration_elapsed",
+            "{kind}"
+        );
+        assert_eq!(outcome.run_json["config"]["duration"], "1s", "{kind}");
+        let rows = read_rows(&out).len() as u64;
+        assert!(
+            rows > 0 && rows < planned / 10,
+            "{kind}: {rows} of {planned}"
+        );
+    }
+    server.shutdown().await;
+}
