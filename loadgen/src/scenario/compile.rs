@@ -533,7 +533,7 @@ pub fn compile_model(
                 return Err(violation("model.phases", "needs at least one phase"));
             }
             let default_when_done = spec.when_done.unwrap_or(1.0);
-            check_when_done("model.when_done", default_when_done, "the previous phase")?;
+            check_when_done("model.when_done", default_when_done, "the previous phase's")?;
             let mut names = BTreeSet::new();
             let mut plans: Vec<PhasePlan> = Vec::new();
             let mut overrides = Vec::new();
@@ -687,7 +687,7 @@ fn check_when_done(path: &str, fraction: f64, of: &str) -> Result<(), Violation>
     } else {
         Err(violation(
             path,
-            format!("{fraction} is outside (0, 1]; it is the fraction of {of}'s workers that must finish first"),
+            format!("{fraction} is outside (0, 1]; it is the fraction of {of} workers that must finish first"),
         ))
     }
 }
