@@ -265,6 +265,55 @@ def phase_spans(runs: RunsArg) -> pd.DataFrame:
     ).df()
 
 
+#: Percentiles of the per-phase table (the StepCounter course report quotes p95 and p99).
+PHASE_PERCENTILES: tuple[tuple[str, float], ...] = (("p50", 0.5), ("p95", 0.95), ("p99", 0.99))
+
+
+def phase_table(runs: RunsArg) -> pd.DataFrame:
+    """Per run and phase: what the course's phased clients report for each phase.
+
+    Columns: run, phase, workers (distinct workers that sent a request), requests, failed,
+    start_s, end_s, wall_s (the phase's first start to its last end), throughput_rps
+    (requests / wall_s), mean_ms, p50_ms, p95_ms, p99_ms (rows with a response, exact
+    ⌈q·n⌉-th smallest). Phases in order of their first request.
+    """
+    runs = as_runs(runs)
+    con = connect(runs)
+    qs = ", ".join(
+        f"quantile_disc(latency_ns, {q}) FILTER (WHERE status > 0) / 1e6 AS {name}_ms"
+        for name, q in PHASE_PERCENTILES
+    )
+    frame = con.execute(
+        f"""
+        SELECT any_value(run) AS run, phase,
+            count(DISTINCT worker) AS workers,
+            count(*) AS requests,
+            count(*) FILTER (WHERE error IS NOT NULL) AS failed,
+            min(start_ns) / 1e9 AS start_s,
+            max(start_ns + latency_ns) / 1e9 AS end_s,
+            avg(latency_ns) FILTER (WHERE status > 0) / 1e6 AS mean_ms,
+            {qs}
+        FROM records GROUP BY run_index, phase ORDER BY run_index, start_s
+        """
+    ).df()
+    frame["wall_s"] = frame["end_s"] - frame["start_s"]
+    frame["throughput_rps"] = frame["requests"] / frame["wall_s"]
+    columns = [
+        "run",
+        "phase",
+        "workers",
+        "requests",
+        "failed",
+        "start_s",
+        "end_s",
+        "wall_s",
+        "throughput_rps",
+        "mean_ms",
+        *[f"{name}_ms" for name, _ in PHASE_PERCENTILES],
+    ]
+    return frame[columns].reset_index(drop=True)
+
+
 def error_breakdown(runs: RunsArg, bucket_s: float = 1.0) -> pd.DataFrame:
     """Per run and error class: how many, the share of all requests, and where in time.
 

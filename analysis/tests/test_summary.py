@@ -3,13 +3,17 @@
 from __future__ import annotations
 
 import math
+import subprocess
+from pathlib import Path
 
 import numpy as np
+import pyarrow.parquet as pq
 import pytest
 
 import loadgen_analysis as la
+from loadgen_analysis import harness
 
-from .conftest import Recorded
+from .conftest import Binaries, Recorded
 
 # An HDR histogram with 3 significant digits reports a value within 1/1024 of the exact one.
 HDR_REL = 1e-3
@@ -114,3 +118,56 @@ def test_percentile_spectrum_is_monotonic_and_exact(error_run: Recorded) -> None
     assert math.isclose(
         spectrum[spectrum["percentile"] == 0.0]["latency_ms"].iloc[0], summary["min_ms"]
     )
+
+
+@pytest.fixture(scope="module")
+def stepcounter_run(binaries: Binaries, runs_root: Path) -> Path:
+    """The built-in StepCounter client, shrunk: 8 max workers (1/4/8/2), 2 iterations per
+    time interval, phases one after the other."""
+    out = runs_root / "stepcounter"
+    with harness.Server(("--service-time", "1ms"), binary=binaries.server) as server:
+        proc = subprocess.run(
+            [
+                str(binaries.loadgen),
+                "run",
+                "--scenario",
+                "stepcounter",
+                "--set",
+                "model.max_workers=8",
+                "--set",
+                "model.iterations_per_step=2",
+                "--url",
+                server.url,
+                "--no-progress",
+                "--json",
+                "--out",
+                str(out),
+            ],
+            capture_output=True,
+            timeout=120,
+            check=False,
+        )
+    assert proc.returncode == 0, proc.stderr.decode(errors="replace")
+    return out
+
+
+def test_phase_table_reports_each_phases_workers_wall_time_and_exact_percentiles(
+    stepcounter_run: Path,
+) -> None:
+    table = la.phase_table(stepcounter_run)
+    assert list(table["phase"]) == ["warmup", "loading", "peak", "cooldown"]
+    assert list(table["workers"]) == [1, 4, 8, 2]
+    # workers × intervals × 2 iterations × 5 calls
+    assert list(table["requests"]) == [1 * 3 * 10, 4 * 5 * 10, 8 * 11 * 10, 2 * 5 * 10]
+    assert (table["failed"] == 0).all()
+    # One phase after the other: each starts after the previous one's last response.
+    assert (table["start_s"].iloc[1:].to_numpy() >= table["end_s"].iloc[:-1].to_numpy()).all()
+    rows = pq.read_table(stepcounter_run / "requests").to_pandas()
+    for _, phase in table.iterrows():
+        latency = np.sort(rows.loc[rows["phase"] == phase["phase"], "latency_ns"].to_numpy())
+        for name, q in la.summary.PHASE_PERCENTILES:
+            exact = latency[math.ceil(q * len(latency)) - 1] / 1e6
+            assert phase[f"{name}_ms"] == pytest.approx(exact), (phase["phase"], name)
+        starts = rows.loc[rows["phase"] == phase["phase"], "start_ns"]
+        ends = starts + rows.loc[rows["phase"] == phase["phase"], "latency_ns"]
+        assert phase["wall_s"] == pytest.approx((ends.max() - starts.min()) / 1e9)
