@@ -177,7 +177,7 @@ mod tests {
         }
         let expected: Vec<Value> = [3, 4, 5]
             .iter()
-            .flat_map(|&v| std::iter::repeat(Value::Int(v)).take(2 * 3))
+            .flat_map(|&v| std::iter::repeat_n(Value::Int(v), 2 * 3))
             .collect();
         assert_eq!(walked, expected);
     }
