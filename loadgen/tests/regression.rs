@@ -280,3 +280,43 @@ fn set_with_broken_toml_is_reported_as_bad_toml() {
         .unwrap();
     assert_refused(&output, "not valid TOML");
 }
+
+#[test]
+fn an_early_response_during_an_upload_is_recorded_with_its_status() {
+    // /swipe reads a JSON body of at most 1 MB: to a larger one it answers 413, after reading
+    // (and dropping) at most 64 MB, then stops reading, while this 80 MB body is still going.
+    let server = ServerOnRuntime::start(ServerConfig::default());
+    let dir = tempfile::tempdir().unwrap();
+    let scenario = scenario_file(
+        dir.path(),
+        r#"
+sequence = ["upload"]
+[requests.upload]
+method = "POST"
+path = "/swipe/left/"
+expect = [413]
+[requests.upload.multipart.image]
+bytes = "80MB"
+[model]
+kind = "closed"
+workers = 1
+requests = 3
+"#,
+    );
+    let out = dir.path().join("run");
+    let output = loadgen_bin()
+        .arg("run")
+        .arg(&scenario)
+        .args(["--url", &server.url("/"), "--out"])
+        .arg(&out)
+        .output()
+        .unwrap();
+    assert_eq!(output.status.code(), Some(0), "{}", stderr(&output));
+    let rows = read_rows(&out);
+    assert_eq!(rows.len(), 3);
+    for row in &rows {
+        assert_eq!((row.status, row.error.as_deref()), (413, None), "{row:?}");
+        assert!(row.bytes_received > 0, "{row:?}");
+    }
+    assert_eq!(server.server().requests_with_status(413), 3);
+}

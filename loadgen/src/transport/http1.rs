@@ -125,13 +125,19 @@ impl Http1Connection {
         let open = self.open.as_mut().expect("ready() opened it");
         let io = &mut open.io;
         open.meter.arm();
-        io.write_all(&self.write_buf)
-            .await
-            .map_err(|e| classify_io(&e, false))?;
-        io.flush().await.map_err(|e| classify_io(&e, false))?;
-
         let buf = &mut self.read_buf;
         buf.clear();
+        // A server may answer before it has read the whole request (413 to a large upload):
+        // then the answer is the result, and the connection is not reused.
+        let (whole_request_sent, write_error) =
+            match write_watching(io, &self.write_buf, buf).await {
+                Ok(Sent::All) => match io.flush().await {
+                    Ok(()) => (true, None),
+                    Err(e) => (false, Some(classify_io(&e, false))),
+                },
+                Ok(Sent::AnsweredEarly) => (false, None),
+                Err(e) => (false, Some(classify_io(&e, false))),
+            };
         let head = loop {
             if let Some(head) = parse_head(buf, head_request)? {
                 if (100..200).contains(&head.status) && head.status != 101 {
@@ -144,10 +150,15 @@ impl Http1Connection {
             if buf.len() > MAX_HEAD_BYTES {
                 return Err(ErrorClass::Protocol);
             }
-            if read_more(io, buf).await? == 0 {
+            // After a failed write, what the server sent before it stopped reading may still
+            // be readable (the early answer); without one, the write's error is the row's.
+            match (read_more(io, buf).await, write_error) {
+                (Ok(0) | Err(_), Some(write_error)) => return Err(write_error),
                 // The server closed before a complete head: with nothing at all it dropped
                 // the request (a reset, as far as the client can tell), otherwise it broke off.
-                return Err(ErrorClass::Reset);
+                (Ok(0), None) => return Err(ErrorClass::Reset),
+                (Err(class), None) => return Err(class),
+                (Ok(_), _) => {}
             }
         };
         out.status = head.status;
@@ -155,7 +166,8 @@ impl Http1Connection {
         out.ttfb_ns = Some(nanos(first_byte.saturating_duration_since(started)));
         buf.drain(..head.len);
         let clean = read_body(io, buf, head.framing).await?;
-        let reusable = clean && !head.close && head.framing != Framing::UntilClose;
+        let reusable =
+            clean && whole_request_sent && !head.close && head.framing != Framing::UntilClose;
         Ok((head.location, reusable))
     }
 }
@@ -217,6 +229,60 @@ async fn peer_closed(io: &mut Box<dyn Io>) -> bool {
             Pin::new(&mut **io).poll_read(cx, &mut probe),
             Poll::Pending
         ))
+    })
+    .await
+}
+
+/// How far [`write_watching`] got.
+enum Sent {
+    All,
+    /// The server's answer began to arrive (in the read buffer) before the request was out.
+    AnsweredEarly,
+}
+
+/// Writes `data`, and whenever the socket cannot take more, looks for an early answer: a
+/// server refusing a large upload (413) answers while the body is still going out, and may
+/// stop reading. Without this, the client kept writing into a full socket until the server
+/// closed it, and recorded a `reset` with no status.
+async fn write_watching(
+    io: &mut Box<dyn Io>,
+    data: &[u8],
+    buf: &mut Vec<u8>,
+) -> std::io::Result<Sent> {
+    let mut written = 0;
+    let mut scratch = [0u8; 4096];
+    std::future::poll_fn(|cx| loop {
+        if written == data.len() {
+            return Poll::Ready(Ok(Sent::All));
+        }
+        match Pin::new(&mut **io).poll_write(cx, &data[written..]) {
+            Poll::Ready(Ok(0)) => return Poll::Ready(Err(std::io::ErrorKind::WriteZero.into())),
+            Poll::Ready(Ok(n)) => {
+                written += n;
+                continue;
+            }
+            Poll::Ready(Err(e)) => return Poll::Ready(Err(e)),
+            Poll::Pending => {}
+        }
+        // The socket is full: has the server answered already?
+        let mut probe = ReadBuf::new(&mut scratch);
+        match Pin::new(&mut **io).poll_read(cx, &mut probe) {
+            // The server's end of stream: the reading after this finds out what happened.
+            Poll::Ready(Ok(())) if probe.filled().is_empty() => {
+                return Poll::Ready(Ok(Sent::AnsweredEarly))
+            }
+            Poll::Ready(Ok(())) => buf.extend_from_slice(probe.filled()),
+            Poll::Ready(Err(e)) => return Poll::Ready(Err(e)),
+            Poll::Pending => return Poll::Pending,
+        }
+        match parse_head(buf, false) {
+            // An interim response (100 Continue): the server wants the rest.
+            Ok(Some(head)) if (100..200).contains(&head.status) && head.status != 101 => {
+                buf.drain(..head.len);
+            }
+            Ok(None) => {} // more of the head to come; keep writing meanwhile
+            Ok(Some(_)) | Err(_) => return Poll::Ready(Ok(Sent::AnsweredEarly)),
+        }
     })
     .await
 }
