@@ -25,9 +25,10 @@ use super::{classify_io, Exchange, Hop, Outgoing, TransportConfig};
 use crate::clock::nanos;
 use crate::record::ErrorClass;
 
-/// Most header lines a response may have.
+/// Most header lines a response may have; more is a `protocol` error (README).
 const MAX_HEADERS: usize = 100;
-/// A response head larger than this is not HTTP we want to parse.
+/// A response head (status line and headers) larger than this is a `protocol` error, however
+/// the reads happened to split it (README).
 const MAX_HEAD_BYTES: usize = 64 * 1024;
 /// A connection idle at least this long is checked for a close by the server before it is
 /// used again (keep-alive timeouts are seconds; back-to-back requests skip the check).
@@ -146,9 +147,6 @@ impl Http1Connection {
                     continue;
                 }
                 break head;
-            }
-            if buf.len() > MAX_HEAD_BYTES {
-                return Err(ErrorClass::Protocol);
             }
             // After a failed write, what the server sent before it stopped reading may still
             // be readable (the early answer); without one, the write's error is the row's.
@@ -351,9 +349,9 @@ pub fn parse_head(buf: &[u8], head_request: bool) -> Result<Option<Head>, ErrorC
         &mut headers,
     );
     let len = match parsed {
-        Ok(httparse::Status::Complete(len)) => len,
-        Ok(httparse::Status::Partial) => return Ok(None),
-        Err(_) => return Err(ErrorClass::Protocol),
+        Ok(httparse::Status::Complete(len)) if len <= MAX_HEAD_BYTES => len,
+        Ok(httparse::Status::Partial) if buf.len() <= MAX_HEAD_BYTES => return Ok(None),
+        Ok(_) | Err(_) => return Err(ErrorClass::Protocol),
     };
     let status = response.code.ok_or(ErrorClass::Protocol)?;
     let http10 = response.version == Some(0);
