@@ -354,3 +354,66 @@ fn a_response_head_over_64_kib_is_protocol_every_time() {
     assert_eq!(rows.len(), 20);
     assert_eq!(rows_with_error(&rows, "protocol"), 20, "{rows:?}");
 }
+
+/// The peak resident memory (VmHWM) of a `loadgen run` uploading an image of `size` from 4
+/// workers to `POST /albums`, read from /proc while it runs (the high-water mark only grows).
+fn peak_rss_bytes_of_uploads(url: &str, size: &str) -> u64 {
+    let dir = tempfile::tempdir().unwrap();
+    let text = format!(
+        r#"
+sequence = ["upload"]
+[requests.upload]
+method = "POST"
+path = "/albums"
+expect = [201]
+multipart.profile = {{ json = {{ artist = "a", title = "t", year = "1977" }} }}
+multipart.image = {{ bytes = "{size}", filename = "i.png", content_type = "image/png" }}
+[model]
+kind = "closed"
+workers = 4
+requests = 12
+"#
+    );
+    let scenario = scenario_file(dir.path(), &text);
+    let mut child = loadgen_bin()
+        .arg("run")
+        .arg(&scenario)
+        .args(["--url", url, "--out"])
+        .arg(dir.path().join("run"))
+        .spawn()
+        .unwrap();
+    let status = format!("/proc/{}/status", child.id());
+    let mut peak_bytes = 0;
+    let started = Instant::now();
+    while child.try_wait().unwrap().is_none() && started.elapsed() < Duration::from_secs(120) {
+        let hwm_kb = std::fs::read_to_string(&status).ok().and_then(|s| {
+            s.lines()
+                .find_map(|l| l.strip_prefix("VmHWM:"))
+                .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<u64>().ok())
+        });
+        peak_bytes = peak_bytes.max(hwm_kb.unwrap_or(0) * 1024);
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let _ = child.kill();
+    let output = child.wait_with_output().unwrap();
+    assert_eq!(output.status.code(), Some(0), "{}", stderr(&output));
+    peak_bytes
+}
+
+#[test]
+fn a_large_multipart_image_is_held_once_not_per_worker() {
+    // Measured, not timed: 4 workers uploading a 48 MB image hold it once (plus the baseline
+    // of the same run with a 1 KB image), not a copy or three per worker.
+    let server = ServerOnRuntime::start(ServerConfig::default());
+    let url = server.url("/");
+    let baseline = peak_rss_bytes_of_uploads(&url, "1KB");
+    let image = 48 * 1024 * 1024;
+    let peak = peak_rss_bytes_of_uploads(&url, "48MiB");
+    eprintln!("peak RSS: {} MB (1 KB image), {} MB (48 MiB image)", baseline >> 20, peak >> 20);
+    assert!(
+        peak < baseline + 2 * image,
+        "peak RSS {} MB with a 48 MiB image vs {} MB with 1 KB",
+        peak >> 20,
+        baseline >> 20
+    );
+}

@@ -24,12 +24,16 @@ use super::io::Meter;
 use super::{classify_io, Exchange, Hop, Outgoing, TransportConfig};
 use crate::clock::nanos;
 use crate::record::ErrorClass;
+use crate::workload::template::BodyBytes;
 
 /// Most header lines a response may have; more is a `protocol` error (README).
 const MAX_HEADERS: usize = 100;
 /// A response head (status line and headers) larger than this is a `protocol` error, however
 /// the reads happened to split it (README).
 const MAX_HEAD_BYTES: usize = 64 * 1024;
+/// Request bodies up to this size are copied after the head and go out in one write; larger
+/// ones are written from their own chunks, never copied (a 64 MB upload per worker).
+const INLINE_BODY_BYTES: usize = 64 * 1024;
 /// A connection idle at least this long is checked for a close by the server before it is
 /// used again (keep-alive timeouts are seconds; back-to-back requests skip the check).
 const IDLE_PROBE_AFTER: std::time::Duration = std::time::Duration::from_millis(50);
@@ -120,6 +124,7 @@ impl Http1Connection {
     async fn exchange(
         &mut self,
         head_request: bool,
+        large_body: Option<&BodyBytes>,
         started: Instant,
         out: &mut Exchange,
     ) -> Result<(Option<HeaderValue>, bool), ErrorClass> {
@@ -131,7 +136,7 @@ impl Http1Connection {
         // A server may answer before it has read the whole request (413 to a large upload):
         // then the answer is the result, and the connection is not reused.
         let (whole_request_sent, write_error) =
-            match write_watching(io, &self.write_buf, buf).await {
+            match write_request(io, &self.write_buf, large_body, buf).await {
                 Ok(Sent::All) => match io.flush().await {
                     Ok(()) => (true, None),
                     Err(e) => (false, Some(classify_io(&e, false))),
@@ -183,8 +188,9 @@ impl Hop for Http1Connection {
         self.ready(origin, started, out).await?;
         let meter = self.open.as_ref().expect("opened above").meter.clone();
         self.pending = Some((meter.clone(), meter.totals()));
+        let large_body = (request.body.len() > INLINE_BODY_BYTES).then_some(&request.body);
         let result = self
-            .exchange(request.method == Method::HEAD, started, out)
+            .exchange(request.method == Method::HEAD, large_body, started, out)
             .await;
         self.settle(out);
         match result {
@@ -229,6 +235,22 @@ async fn peer_closed(io: &mut Box<dyn Io>) -> bool {
         ))
     })
     .await
+}
+
+/// Writes the request: `head` (with the body when it is small), then a large body's chunks.
+async fn write_request(
+    io: &mut Box<dyn Io>,
+    head: &[u8],
+    large_body: Option<&BodyBytes>,
+    buf: &mut Vec<u8>,
+) -> std::io::Result<Sent> {
+    let chunks = large_body.map_or(&[][..], |body| body.chunks());
+    for part in std::iter::once(head).chain(chunks.iter().map(|c| &c[..])) {
+        if let Sent::AnsweredEarly = write_watching(io, part, buf).await? {
+            return Ok(Sent::AnsweredEarly);
+        }
+    }
+    Ok(Sent::All)
 }
 
 /// How far [`write_watching`] got.
@@ -294,7 +316,8 @@ async fn read_more(io: &mut Box<dyn Io>, buf: &mut Vec<u8>) -> Result<usize, Err
 }
 
 /// Serialises `request` into `out` (cleared first): request line, `Host` unless the request
-/// sets one, its headers, `Content-Length` when it has a body, and the body.
+/// sets one, its headers, `Content-Length` when it has a body, and the body when it is at most
+/// [`INLINE_BODY_BYTES`] (a larger one is written from its own chunks).
 pub fn encode(out: &mut Vec<u8>, request: &Outgoing<'_>, origin: &Origin, close: bool) {
     out.clear();
     out.extend_from_slice(request.method.as_str().as_bytes());
@@ -327,7 +350,11 @@ pub fn encode(out: &mut Vec<u8>, request: &Outgoing<'_>, origin: &Origin, close:
         let _ = write!(out, "content-length: {}\r\n", request.body.len());
     }
     out.extend_from_slice(b"\r\n");
-    out.extend_from_slice(&request.body);
+    if request.body.len() <= INLINE_BODY_BYTES {
+        for chunk in request.body.chunks() {
+            out.extend_from_slice(chunk);
+        }
+    }
 }
 
 fn header_line(out: &mut Vec<u8>, name: &str, value: &[u8]) {
@@ -634,7 +661,7 @@ mod tests {
             method: Method::POST,
             path: "/swipe/left/?q=1".parse().unwrap(),
             headers: Cow::Owned(headers),
-            body: bytes::Bytes::from_static(b"{}"),
+            body: bytes::Bytes::from_static(b"{}").into(),
         };
         let mut out = Vec::new();
         encode(&mut out, &request, &origin, true);

@@ -89,7 +89,9 @@ impl Http2Stream {
 /// The hyper request for one stream: HTTP/2 carries the absolute URI (`:scheme`,
 /// `:authority`) instead of a `Host` header.
 fn build_request(outgoing: &Outgoing<'_>, origin: &Origin) -> Request<Full<Bytes>> {
-    let mut request = Request::new(Full::new(outgoing.body.clone()));
+    // One buffer for hyper's `Full` body: a multipart body with a generated part is copied
+    // here (HTTP/1.1 sends its chunks as they are).
+    let mut request = Request::new(Full::new(outgoing.body.concat()));
     *request.method_mut() = outgoing.method.clone();
     *request.headers_mut() = outgoing.headers.as_ref().clone();
     let absolute = format!(
