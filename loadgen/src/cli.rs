@@ -297,7 +297,9 @@ pub fn parse_duration(text: &str) -> Result<Duration, String> {
 /// (clap alone suggests writing `-- -1`).
 fn parse_workers(text: &str) -> Result<u32, String> {
     text.trim().parse().map_err(|_| {
-        format!("'{text}' is not a number of workers; give a whole number of at least 1, e.g. -c 50")
+        format!(
+            "'{text}' is not a number of workers; give a whole number of at least 1, e.g. -c 50"
+        )
     })
 }
 

@@ -634,7 +634,8 @@ fn create_run_dir(out: Option<&Path>, run_id: &str) -> Result<PathBuf, RunError>
         return Err(RunError::OutExists(dir));
     }
     let existed = dir.exists();
-    let claimed = std::fs::create_dir_all(&dir).and_then(|()| std::fs::create_dir(dir.join("requests")));
+    let claimed =
+        std::fs::create_dir_all(&dir).and_then(|()| std::fs::create_dir(dir.join("requests")));
     match claimed {
         Ok(()) => Ok(dir),
         // Another run claimed it between the check above and now.
@@ -767,7 +768,12 @@ mod tests {
                 handles.into_iter().map(|h| h.join().unwrap()).collect()
             });
             let won = results.iter().filter(|r| r.is_ok()).count();
-            assert_eq!(won, 1, "round {round}: {won} runs claimed {}", dir.display());
+            assert_eq!(
+                won,
+                1,
+                "round {round}: {won} runs claimed {}",
+                dir.display()
+            );
             for lost in results.iter().filter_map(|r| r.as_ref().err()) {
                 assert!(matches!(lost, RunError::OutExists(_)), "{lost}");
                 assert_eq!(lost.exit_code(), 2);

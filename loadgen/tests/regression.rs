@@ -87,9 +87,18 @@ fn two_runs_claiming_one_out_dir_end_to_end_one_is_refused() {
             stderr(&b)
         );
         let refused = if a.status.code() == Some(2) { &a } else { &b };
-        let last = stderr(refused).trim_end().lines().last().unwrap_or("").to_string();
+        let last = stderr(refused)
+            .trim_end()
+            .lines()
+            .last()
+            .unwrap_or("")
+            .to_string();
         assert!(last.contains("already"), "{}", stderr(refused));
-        assert_eq!(read_rows(&out).len(), 200, "the winner's rows are all there");
+        assert_eq!(
+            read_rows(&out).len(),
+            200,
+            "the winner's rows are all there"
+        );
         assert!(out.join("client-metrics.parquet").exists());
     }
 }
@@ -99,14 +108,25 @@ fn open_model_at_an_absurd_rate_ends_and_says_what_it_can_schedule() {
     let server = ServerOnRuntime::start(ServerConfig::default());
     let dir = tempfile::tempdir().unwrap();
     let child = loadgen_bin()
-        .args(["run", "--url", &server.url("/"), "--rate", "1e9", "-d", "1s"])
+        .args([
+            "run",
+            "--url",
+            &server.url("/"),
+            "--rate",
+            "1e9",
+            "-d",
+            "1s",
+        ])
         .args(["--max-in-flight", "4", "--out"])
         .arg(dir.path().join("run"))
         .spawn()
         .unwrap();
     // A bound that only catches "never ends", not a timing claim.
     let (output, elapsed) = wait_bounded(child, Duration::from_secs(15));
-    assert!(elapsed < Duration::from_secs(15), "still running after 15 s");
+    assert!(
+        elapsed < Duration::from_secs(15),
+        "still running after 15 s"
+    );
     assert_refused(&output, "requests/s");
     assert!(!dir.path().join("run").exists(), "nothing left behind");
 }
@@ -149,7 +169,9 @@ fn http2_against_an_http1_only_server_is_protocol() {
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("run");
     let output = loadgen_bin()
-        .args(["run", "--url", &url, "--http2", "-c", "1", "-n", "3", "--out"])
+        .args([
+            "run", "--url", &url, "--http2", "-c", "1", "-n", "3", "--out",
+        ])
         .arg(&out)
         .output()
         .unwrap();
@@ -409,7 +431,11 @@ fn a_large_multipart_image_is_held_once_not_per_worker() {
     let baseline = peak_rss_bytes_of_uploads(&url, "1KB");
     let image = 48 * 1024 * 1024;
     let peak = peak_rss_bytes_of_uploads(&url, "48MiB");
-    eprintln!("peak RSS: {} MB (1 KB image), {} MB (48 MiB image)", baseline >> 20, peak >> 20);
+    eprintln!(
+        "peak RSS: {} MB (1 KB image), {} MB (48 MiB image)",
+        baseline >> 20,
+        peak >> 20
+    );
     assert!(
         peak < baseline + 2 * image,
         "peak RSS {} MB with a 48 MiB image vs {} MB with 1 KB",
