@@ -97,7 +97,7 @@ def _parser() -> argparse.ArgumentParser:
         "compare",
         help="regression gate: candidate vs baseline per op; exit 1 when a limit is exceeded",
         description="Compare a candidate with a baseline per op: throughput, p50/p90/p99/p99.9 "
-        "and error rate with Δ%%, a confidence interval and a verdict. BASELINE and CANDIDATE "
+        "and error rate with Δ%, a confidence interval and a verdict. BASELINE and CANDIDATE "
         "are run directories, folders of run directories (repeated runs), or s3:// URLs of "
         "either. Exit codes: 0 "
         "pass, 1 a limit exceeded, 2 bad input.",
@@ -228,6 +228,19 @@ def main(argv: Sequence[str] | None = None) -> int:
             return handlers[args.command](args)
     except (RunLoadError, ValueError) as exc:
         return _error(str(exc))
+    except OSError as exc:  # an output (or input) path the system refuses: not a verdict
+        return _error(_os_error_text(exc))
+    except Exception as exc:  # never a traceback and never 1, which means "limit exceeded"
+        return _error(f"unexpected {type(exc).__name__}: {exc}")
+
+
+def _os_error_text(exc: OSError) -> str:
+    """``cannot write /proc/r.html: Permission denied`` and the like, in one line."""
+    path = exc.filename if exc.filename is not None else ""
+    reason = exc.strerror or str(exc)
+    if not path:
+        return reason
+    return f"cannot use {path}: {reason}; check the path (and that its folder is writable)"
 
 
 if __name__ == "__main__":

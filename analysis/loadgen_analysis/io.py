@@ -328,7 +328,21 @@ def load_run(path: str | Path) -> Run:
                 "load it with load_runs, or pass one run directory"
             )
         raise RunLoadError(f"{path}: not a loadgen run directory: no requests/ folder")
+    _require_utf8_path(path)
     return _load_directory(path)
+
+
+def _require_utf8_path(path: Path) -> None:
+    """DuckDB and pyarrow take paths as UTF-8 text, so a run directory whose name is not
+    UTF-8 (which loadgen writes fine) cannot be read; say that, not "unreadable Parquet"."""
+    try:
+        str(path.resolve()).encode("utf-8")
+    except UnicodeEncodeError:
+        shown = os.fsencode(path).decode("utf-8", "backslashreplace")
+        raise RunLoadError(
+            f"{shown}: the path is not valid UTF-8, which the Parquet readers need; "
+            "rename the directory (or link to it) with a UTF-8 name"
+        ) from None
 
 
 def _load_directory(path: Path) -> Run:

@@ -395,7 +395,7 @@ def _fmt_ci(metric: str, low: float, high: float) -> str:
 
 
 def _fmt_limit(metric: str, limit: float | None) -> str:
-    if limit is None:
+    if limit is None or math.isnan(limit):  # not set (pandas holds None as NaN)
         return "—"
     if metric == "throughput_rps":
         return f"-{100 * limit:g}%"

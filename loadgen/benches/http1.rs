@@ -29,7 +29,7 @@ fn request_path(c: &mut Criterion) {
         method: Method::GET,
         path: "/albums/42".parse().unwrap(),
         headers: Cow::Borrowed(&headers),
-        body: Bytes::new(),
+        body: Default::default(),
     };
     let post = Outgoing {
         method: Method::POST,
@@ -38,7 +38,8 @@ fn request_path(c: &mut Criterion) {
         body: Bytes::from(format!(
             r#"{{"swiper":"12","swipee":"345","comment":"{}"}}"#,
             "x".repeat(256)
-        )),
+        ))
+        .into(),
     };
     let mut buf = Vec::with_capacity(1024);
     c.bench_function("encode GET", |b| {

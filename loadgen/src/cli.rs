@@ -143,7 +143,7 @@ pub struct RunArgs {
     pub url: Option<String>,
 
     /// Concurrent workers (virtual users), each with its own keep-alive connection [default: 50].
-    #[arg(short = 'c', long = "connections", value_name = "N")]
+    #[arg(short = 'c', long = "connections", value_name = "N", allow_negative_numbers = true, value_parser = parse_workers)]
     pub connections: Option<u32>,
 
     /// How long to send requests, e.g. 30s, 2m, 1500ms (default 10s unless -n is given). With
@@ -157,7 +157,7 @@ pub struct RunArgs {
     pub requests: Option<u64>,
 
     /// Open model: send this many requests per second, independent of responses (for -d).
-    #[arg(long, value_name = "REQ/S", conflicts_with = "requests")]
+    #[arg(long, value_name = "REQ/S", conflicts_with = "requests", allow_negative_numbers = true, value_parser = parse_rate)]
     pub rate: Option<f64>,
 
     /// Open model: a ramp of DURATION:RATE stages, linear between targets, e.g. 30s:100,60s:1000
@@ -293,4 +293,24 @@ pub fn parse_duration(text: &str) -> Result<Duration, String> {
     }
     humantime::parse_duration(text)
         .map_err(|e| format!("'{text}' is not a duration ({e}); use e.g. 10s, 500ms or 2m"))
+}
+
+/// `-c N`. By hand, with negative numbers let through, so `-c -1` is told about the value
+/// (clap alone suggests writing `-- -1`).
+fn parse_workers(text: &str) -> Result<u32, String> {
+    text.trim().parse().map_err(|_| {
+        format!(
+            "'{text}' is not a number of workers; give a whole number of at least 1, e.g. -c 50"
+        )
+    })
+}
+
+/// `--rate REQ/S`, positive and finite (see [`parse_workers`] for why by hand).
+fn parse_rate(text: &str) -> Result<f64, String> {
+    match text.trim().parse::<f64>() {
+        Ok(rate) if rate.is_finite() && rate > 0.0 => Ok(rate),
+        _ => Err(format!(
+            "'{text}' is not a rate; give requests per second above 0, e.g. --rate 1000"
+        )),
+    }
 }

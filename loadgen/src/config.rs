@@ -67,6 +67,9 @@ pub enum ConfigError {
     OpenFlags,
     #[error("{0}")]
     Shard(String),
+    /// `loadgen sweep` levels that cannot all run (e.g. one given twice).
+    #[error("{0}")]
+    SweepLevels(String),
     #[error("--start-at '{value}' {reason}")]
     StartAt { value: String, reason: String },
     #[error("{0}")]

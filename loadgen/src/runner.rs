@@ -619,26 +619,33 @@ fn new_run_id() -> String {
     )
 }
 
+/// Creates the run directory and claims it for this run. The claim is `requests/`, made with
+/// `create_dir`, which fails when it exists: of two runs given one `--out` at once exactly one
+/// gets it (checking for an empty directory, then creating, let both through).
 fn create_run_dir(out: Option<&Path>, run_id: &str) -> Result<PathBuf, RunError> {
     let dir = match out {
-        Some(dir) => {
-            let occupied = std::fs::read_dir(dir).is_ok_and(|mut d| d.next().is_some());
-            if occupied {
-                return Err(RunError::OutExists(dir.to_path_buf()));
-            }
-            dir.to_path_buf()
-        }
+        Some(dir) => dir.to_path_buf(),
         None => Path::new("runs").join(run_id),
     };
-    let existed = dir.exists();
-    if let Err(source) = std::fs::create_dir_all(dir.join("requests")) {
-        // Leave nothing behind: remove the directory if we made it (and it is still empty).
-        if !existed {
-            let _ = std::fs::remove_dir(&dir);
-        }
-        return Err(RunError::RunDir { path: dir, source });
+    // A directory holding earlier results is refused before anything is made in it.
+    if std::fs::read_dir(&dir).is_ok_and(|mut d| d.next().is_some()) {
+        return Err(RunError::OutExists(dir));
     }
-    Ok(dir)
+    let existed = dir.exists();
+    let claimed =
+        std::fs::create_dir_all(&dir).and_then(|()| std::fs::create_dir(dir.join("requests")));
+    match claimed {
+        Ok(()) => Ok(dir),
+        // Another run claimed it between the check above and now.
+        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => Err(RunError::OutExists(dir)),
+        Err(source) => {
+            // Leave nothing behind: remove the directory if we made it (and it is still empty).
+            if !existed {
+                let _ = std::fs::remove_dir(&dir);
+            }
+            Err(RunError::RunDir { path: dir, source })
+        }
+    }
 }
 
 /// Complete segments (`part-NNNNN.parquet`, not the hidden `.partial` ones) in `dir`.
@@ -731,5 +738,44 @@ fn exit_reason_text(reason: ExitReason) -> &'static str {
         ExitReason::Interrupted => "interrupted (Ctrl-C); every completed request is recorded",
         ExitReason::Terminated => "terminated (SIGTERM); every completed request is recorded",
         ExitReason::WriterFailed => "the record writer failed",
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Issue 13: two runs given one `--out` at once both ran and overwrote each other's
+    /// segments. Many claims race here at once on each directory: exactly one may win.
+    #[test]
+    fn two_runs_claiming_one_out_dir_second_is_refused() {
+        let root = tempfile::tempdir().unwrap();
+        for round in 0..50 {
+            let dir = root.path().join(format!("out-{round}"));
+            let claimants = 8;
+            let barrier = std::sync::Barrier::new(claimants);
+            let results: Vec<_> = std::thread::scope(|scope| {
+                let handles: Vec<_> = (0..claimants)
+                    .map(|_| {
+                        scope.spawn(|| {
+                            barrier.wait();
+                            create_run_dir(Some(&dir), "unused")
+                        })
+                    })
+                    .collect();
+                handles.into_iter().map(|h| h.join().unwrap()).collect()
+            });
+            let won = results.iter().filter(|r| r.is_ok()).count();
+            assert_eq!(
+                won,
+                1,
+                "round {round}: {won} runs claimed {}",
+                dir.display()
+            );
+            for lost in results.iter().filter_map(|r| r.as_ref().err()) {
+                assert!(matches!(lost, RunError::OutExists(_)), "{lost}");
+                assert_eq!(lost.exit_code(), 2);
+            }
+        }
     }
 }

@@ -85,6 +85,12 @@ pub async fn calibrate(
 ) -> Result<(Calibration, PathBuf), RunError> {
     let mut run_args = args.run.clone();
     let requests = run_args.requests.take().unwrap_or(1000);
+    if requests == 0 {
+        return Err(ConfigError::Zero {
+            flag: "-n/--requests",
+        }
+        .into());
+    }
     run_args.duration = None;
     run_args.connections = None;
     run_args.rate = None;
@@ -250,18 +256,9 @@ pub async fn sweep(args: &SweepArgs, stop: StopSignal) -> Result<(Sweep, PathBuf
     } else {
         args.levels.iter().map(|&n| f64::from(n)).collect()
     };
+    let configs = level_configs(args, &dir, &levels, open)?;
     let mut results = Vec::new();
-    for level in levels {
-        let mut run_args = args.run.clone();
-        let name = if open {
-            run_args.rate = Some(level);
-            format!("rate-{level}")
-        } else {
-            run_args.connections = Some(level as u32);
-            format!("level-{:04}", level as u32)
-        };
-        run_args.out = Some(dir.join(&name));
-        let config = RunConfig::from_args(&run_args)?;
+    for (level, (name, config)) in levels.into_iter().zip(configs) {
         if !config.json {
             eprintln!("\n== sweep {name} ==");
         }
@@ -290,6 +287,37 @@ pub async fn sweep(args: &SweepArgs, stop: StopSignal) -> Result<(Sweep, PathBuf
     let path = dir.join("sweep.json");
     write_json_atomically(&path, &sweep).map_err(|source| RunError::Write { path, source })?;
     Ok((sweep, dir))
+}
+
+/// Every level's name and config, checked before the first level runs, so a bad or repeated
+/// level is refused up front instead of after the levels before it (with no sweep.json).
+fn level_configs(
+    args: &SweepArgs,
+    dir: &Path,
+    levels: &[f64],
+    open: bool,
+) -> Result<Vec<(String, RunConfig)>, RunError> {
+    let mut configs: Vec<(String, RunConfig)> = Vec::new();
+    for &level in levels {
+        let mut run_args = args.run.clone();
+        let name = if open {
+            run_args.rate = Some(level);
+            format!("rate-{level}")
+        } else {
+            run_args.connections = Some(level as u32);
+            format!("level-{:04}", level as u32)
+        };
+        if configs.iter().any(|(seen, _)| *seen == name) {
+            let flag = if open { "--rate-levels" } else { "--levels" };
+            return Err(ConfigError::SweepLevels(format!(
+                "{flag} lists {level} twice; give each level once, e.g. {flag} 1,2,4"
+            ))
+            .into());
+        }
+        run_args.out = Some(dir.join(&name));
+        configs.push((name, RunConfig::from_args(&run_args)?));
+    }
+    Ok(configs)
 }
 
 fn summarize(level: f64, run_dir: &Path, summary: &RunSummary) -> Level {

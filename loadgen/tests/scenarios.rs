@@ -477,14 +477,15 @@ fn invalid_scenarios_name_file_field_and_fix_with_exit_2() {
     let phased = "[model]\nkind = \"phased\"\nmax_workers = 4\n[[model.phases]]\nname = \"a\"\nworkers = 1\nrequests_per_worker = 1\n[[model.phases]]\nname = \"b\"\nworkers = 1\nrequests_per_worker = 1\nafter = \"a\"\nwhen_done = 1.5\n";
     let one = "[\"hello\"]";
     let cases: Vec<(String, Vec<&str>)> = vec![
-        // An unknown field: the line of its table, the field, and the fields allowed.
+        // An unknown field: its line (issue 13: not its table's), the field, and the fields
+        // allowed.
         (
             scenario(
                 one,
                 "/",
                 &groups.replace("groups = 3\n", "groups = 3\ngrups = 3\n"),
             ),
-            vec![":6: model.grups: unknown field `grups`, expected one of `startup`, `groups`"],
+            vec![":9: model.grups: unknown field `grups`, expected one of `startup`, `groups`"],
         ),
         // A wrong type.
         (

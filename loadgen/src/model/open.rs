@@ -16,6 +16,11 @@ use super::{Model, Work, WorkSource};
 use crate::stop::StopSignal;
 use crate::worker::WorkerPool;
 
+/// The highest arrival rate one process is asked to schedule (requests/s): a single
+/// dispatcher hands out every send, and above this it would fall behind its own schedule
+/// (the pacer then ends the schedule at its duration anyway, see [`pace`]).
+pub const MAX_RATE_RPS: f64 = 1_000_000.0;
+
 /// How arrivals are spaced.
 #[derive(
     Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize, clap::ValueEnum,
@@ -165,6 +170,7 @@ impl Model for Open {
         }
         let ticks = pace(
             Schedule::new(plan.stages.clone(), plan.arrivals, self.seed, plan.offset),
+            plan.duration(),
             &self.stop,
         );
         loop {
@@ -270,32 +276,61 @@ impl Dispatcher {
     }
 }
 
+/// How long past its duration a schedule that fell behind may still hand out sends.
+const PACE_GRACE: Duration = Duration::from_millis(500);
+/// Most sends in one message from the pacer to the dispatcher.
+const MAX_BATCH: usize = 4096;
+
 /// Walks the schedule on its own OS thread and emits each intended send time when it is due.
 ///
 /// tokio's timer fires on millisecond ticks, so every send paced by it would start up to a
 /// millisecond late; an OS thread sleeping to the deadline is accurate to tens of
 /// microseconds. The dispatcher reacts to each tick at once. The thread stops when the run
 /// drains or the dispatcher is gone.
-fn pace(schedule: Schedule, stop: &StopSignal) -> flume::Receiver<Vec<std::time::Instant>> {
+///
+/// The schedule is walked lazily and capped by time: if the dispatcher cannot keep up, the
+/// pacer stops once the schedule's `duration` (plus [`PACE_GRACE`]) has passed on the clock,
+/// says how many sends it handed out, and leaves the rest unscheduled, so `-d` always ends
+/// the run.
+fn pace(
+    schedule: Schedule,
+    duration: Duration,
+    stop: &StopSignal,
+) -> flume::Receiver<Vec<std::time::Instant>> {
     let (tx, rx) = flume::bounded(1024);
     let stop = stop.clone();
     let start = std::time::Instant::now();
+    let end = start + duration + PACE_GRACE;
     let spawned = std::thread::Builder::new()
         .name("loadgen-pacer".into())
         .spawn(move || {
             let mut schedule = schedule.map(|offset| start + offset).peekable();
+            let mut handed_out = 0u64;
             while let Some(&due) = schedule.peek() {
                 let now = std::time::Instant::now();
                 if due > now {
                     std::thread::sleep(due - now);
                 }
-                // Everything due by now goes in one message: at high rates one wake-up of
-                // the dispatcher serves several sends, each still stamped with its own time.
+                // Everything due by now goes in one message (up to a bound, so the clock is
+                // read again): at high rates one wake-up of the dispatcher serves several
+                // sends, each still stamped with its own time.
                 let now = std::time::Instant::now();
-                let mut batch = Vec::new();
-                while let Some(due) = schedule.next_if(|&due| due <= now) {
-                    batch.push(due);
+                if now > end {
+                    eprintln!(
+                        "warning: the open model fell behind its schedule and stopped at its \
+                         duration: {handed_out} sends were scheduled (about {:.0}/s); lower --rate",
+                        handed_out as f64 / duration.as_secs_f64().max(1e-9)
+                    );
+                    return;
                 }
+                let mut batch = Vec::new();
+                while batch.len() < MAX_BATCH {
+                    match schedule.next_if(|&due| due <= now) {
+                        Some(due) => batch.push(due),
+                        None => break,
+                    }
+                }
+                handed_out += batch.len() as u64;
                 if stop.is_draining() || tx.send(batch).is_err() {
                     return;
                 }

@@ -311,6 +311,30 @@ fn compile_request(
         .map_err(|e| violation(format!("{path}.path"), e.to_string()))
 }
 
+/// Refuses an open-model rate beyond what one process schedules, so a typo (`--rate 1e9`)
+/// is an error, not a run that cannot keep its schedule or its duration.
+fn check_schedulable(stages: &[Stage], staged: bool) -> Result<(), Violation> {
+    use crate::model::open::MAX_RATE_RPS;
+    let peak_rps = stages
+        .iter()
+        .map(|s| s.from_rps.max(s.to_rps))
+        .fold(0.0, f64::max);
+    if peak_rps <= MAX_RATE_RPS {
+        return Ok(());
+    }
+    Err(violation(
+        if staged { "model.stages" } else { "model.rate" },
+        format!(
+            "{peak_rps} requests/s is more than one loadgen process schedules (at most \
+             {MAX_RATE_RPS} requests/s: one dispatcher hands out every send); split higher \
+             rates over several processes with --shard I/N"
+        ),
+    ))
+}
+
+/// The largest generated multipart part (`bytes = …`); see [`compile_part`].
+const MAX_GENERATED_PART_BYTES: usize = 1 << 30;
+
 fn compile_part(
     name: &str,
     spec: &PartSpec,
@@ -335,6 +359,16 @@ fn compile_part(
         (PartContent::Text(text), "text/plain")
     } else {
         let size = spec.bytes.map_or(0, |b| b.0);
+        if size > MAX_GENERATED_PART_BYTES {
+            return Err(violation(
+                format!("{path}.bytes"),
+                format!(
+                    "{size} bytes is more than loadgen generates for one part (1GiB): the \
+                     part is held in memory, and every request in flight renders its body \
+                     around it; use at most \"1GiB\""
+                ),
+            ));
+        }
         (
             PartContent::Blob(blob(size, rng)),
             "application/octet-stream",
@@ -509,6 +543,7 @@ pub fn compile_model(
                     ))
                 }
             }
+            check_schedulable(&stages, open.stages.is_some())?;
             at_least_one("model.max_in_flight", u64::from(open.max_in_flight))?;
             Ok((
                 ModelPlan::Open(OpenPlan {

@@ -39,7 +39,8 @@ pub fn parse(origin: &str, text: &str, sets: &[String]) -> Result<Scenario, Scen
             let path = e.path().to_string();
             let inner = e.into_inner();
             let (path, message) = nest(&clean_path(&path), inner.message());
-            error(line_of(text, &inner), path, message)
+            let line = model_field_line(text, &path, &message).or_else(|| line_of(text, &inner));
+            error(line, path, message)
         });
     }
     let mut table: toml::Table = toml::from_str(text).map_err(|e: toml::de::Error| {
@@ -98,6 +99,31 @@ fn line_of(text: &str, error: &toml::de::Error) -> Option<usize> {
     Some(text[..span.start.min(text.len())].matches('\n').count() + 1)
 }
 
+/// The line of the `[model]` field an error is about. The model is read as a whole before its
+/// fields (see `ModelSpec`'s deserializer), so the parser can only point at the `[model]`
+/// header; this finds the field's own line (`model.workers`, an unknown field, `kind`).
+fn model_field_line(text: &str, path: &str, message: &str) -> Option<usize> {
+    let key = match path.strip_prefix("model.") {
+        Some(rest) => rest.split(['.', '[']).next()?,
+        None if path == "model" => match message.strip_prefix("unknown field `") {
+            Some(rest) => rest.split('`').next()?,
+            None if message.starts_with("kind") => "kind",
+            None => return None,
+        },
+        None => return None,
+    };
+    let mut in_model = false;
+    for (i, line) in text.lines().enumerate() {
+        let line = line.trim();
+        if line.starts_with('[') {
+            in_model = line.trim_matches(['[', ']']).trim() == "model";
+        } else if in_model && line.split('=').next().map(str::trim) == Some(key) {
+            return Some(i + 1);
+        }
+    }
+    None
+}
+
 /// Applies one `--set key.path=value`. The value is read as TOML (`30`, `"2s"`, `[1, 2]`,
 /// `true`); anything that does not parse as TOML is taken as a string.
 pub fn apply_set(table: &mut toml::Table, set: &str) -> Result<(), String> {
@@ -110,10 +136,7 @@ pub fn apply_set(table: &mut toml::Table, set: &str) -> Result<(), String> {
             "--set '{set}': '{path}' is not a key path like model.groups"
         ));
     }
-    let value = toml::from_str::<toml::Table>(&format!("v = {}", raw.trim()))
-        .ok()
-        .and_then(|mut t| t.remove("v"))
-        .unwrap_or_else(|| toml::Value::String(raw.trim().to_string()));
+    let value = set_value(set, raw.trim())?;
     let (last, parents) = keys.split_last().expect("at least one key");
     let mut current = table;
     for key in parents {
@@ -126,6 +149,19 @@ pub fn apply_set(table: &mut toml::Table, set: &str) -> Result<(), String> {
     }
     current.insert(last.to_string(), value);
     Ok(())
+}
+
+/// A `--set` value: TOML, or a bare word taken as a string (`2s`, `closed`). Text that starts
+/// like a TOML array, table or string but does not parse is a mistake, not a string.
+fn set_value(set: &str, raw: &str) -> Result<toml::Value, String> {
+    match toml::from_str::<toml::Table>(&format!("v = {raw}")) {
+        Ok(mut table) => Ok(table.remove("v").expect("parsed v")),
+        Err(e) if raw.starts_with(['[', '{', '"', '\'']) => Err(format!(
+            "--set '{set}': '{raw}' is not valid TOML ({}); write e.g. [1, 2], {{ a = 1 }} or \"text\"",
+            e.message().trim()
+        )),
+        Err(_) => Ok(toml::Value::String(raw.to_string())),
+    }
 }
 
 #[cfg(test)]

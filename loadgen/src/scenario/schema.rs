@@ -386,26 +386,47 @@ impl Serialize for Dur {
     }
 }
 
-/// A size in bytes: `2048`, `"25KB"` (×1000) or `"2KiB"` (×1024).
+/// A size in bytes: `2048`, or text with a unit — `"25KB"`, `"1MB"`, `"2GB"` (powers of 1000)
+/// or `"2KiB"`, `"1MiB"`, `"1GiB"` (powers of 1024); a decimal number is allowed (`"1.5MB"`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct ByteSize(pub usize);
 
+const SIZE_HINT: &str =
+    "write bytes (2048) or a number with a unit, e.g. \"25KB\", \"2KiB\", \"1MB\", \"1GiB\"";
+
 impl<'de> Deserialize<'de> for ByteSize {
+    /// By hand (a visitor, not an untagged enum) so that every wrong value — a negative
+    /// number, a float, an unknown unit — is answered in this field's words.
     fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
-        #[derive(Deserialize)]
-        #[serde(untagged)]
-        enum Raw {
-            Bytes(u64),
-            Text(String),
+        struct Visitor;
+        impl serde::de::Visitor<'_> for Visitor {
+            type Value = ByteSize;
+            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                write!(f, "a size; {SIZE_HINT}")
+            }
+            fn visit_u64<E: serde::de::Error>(self, n: u64) -> Result<ByteSize, E> {
+                usize::try_from(n)
+                    .map(ByteSize)
+                    .map_err(|_| E::custom(format!("{n} is not a size: too large")))
+            }
+            fn visit_i64<E: serde::de::Error>(self, n: i64) -> Result<ByteSize, E> {
+                match u64::try_from(n) {
+                    Ok(n) => self.visit_u64(n),
+                    Err(_) => Err(E::custom(format!("{n} is not a size; {SIZE_HINT}"))),
+                }
+            }
+            fn visit_f64<E: serde::de::Error>(self, n: f64) -> Result<ByteSize, E> {
+                Err(E::custom(format!(
+                    "{n} is not a size (bytes are whole); {SIZE_HINT}"
+                )))
+            }
+            fn visit_str<E: serde::de::Error>(self, t: &str) -> Result<ByteSize, E> {
+                parse_size(t)
+                    .map(ByteSize)
+                    .ok_or_else(|| E::custom(format!("\"{t}\" is not a size; {SIZE_HINT}")))
+            }
         }
-        match Raw::deserialize(deserializer)? {
-            Raw::Bytes(n) => Ok(ByteSize(n as usize)),
-            Raw::Text(t) => parse_size(&t).map(ByteSize).ok_or_else(|| {
-                serde::de::Error::custom(format!(
-                    "\"{t}\" is not a size; write bytes (2048) or e.g. \"25KB\", \"2KiB\", \"1MB\""
-                ))
-            }),
-        }
+        deserializer.deserialize_any(Visitor)
     }
 }
 
@@ -417,18 +438,26 @@ impl Serialize for ByteSize {
 
 fn parse_size(text: &str) -> Option<usize> {
     let text = text.trim();
-    let split = text.find(|c: char| !c.is_ascii_digit())?;
+    let split = text
+        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+        .unwrap_or(text.len());
     let (number, unit) = text.split_at(split);
-    let n: usize = number.parse().ok()?;
-    let factor = match unit.trim().to_ascii_lowercase().as_str() {
-        "b" => 1,
+    let factor: u64 = match unit.trim().to_ascii_lowercase().as_str() {
+        "" | "b" => 1,
         "kb" => 1000,
-        "kib" => 1024,
+        "kib" => 1 << 10,
         "mb" => 1_000_000,
-        "mib" => 1024 * 1024,
+        "mib" => 1 << 20,
+        "gb" => 1_000_000_000,
+        "gib" => 1 << 30,
         _ => return None,
     };
-    n.checked_mul(factor)
+    if let Ok(n) = number.parse::<u64>() {
+        return usize::try_from(n.checked_mul(factor)?).ok();
+    }
+    // A decimal ("1.5MB"): whole bytes, rounded.
+    let bytes = number.parse::<f64>().ok()? * factor as f64;
+    (bytes.is_finite() && bytes >= 0.0 && bytes < usize::MAX as f64).then(|| bytes.round() as usize)
 }
 
 #[cfg(test)]
@@ -441,5 +470,11 @@ mod tests {
         assert_eq!(parse_size("2KiB"), Some(2048));
         assert_eq!(parse_size("10 b"), Some(10));
         assert_eq!(parse_size("lots"), None);
+        assert_eq!(parse_size("2GB"), Some(2_000_000_000));
+        assert_eq!(parse_size("1GiB"), Some(1 << 30));
+        assert_eq!(parse_size("1.5MB"), Some(1_500_000));
+        assert_eq!(parse_size("2048"), Some(2048));
+        assert_eq!(parse_size("-1"), None);
+        assert_eq!(parse_size("1..5MB"), None);
     }
 }

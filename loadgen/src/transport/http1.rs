@@ -24,11 +24,16 @@ use super::io::Meter;
 use super::{classify_io, Exchange, Hop, Outgoing, TransportConfig};
 use crate::clock::nanos;
 use crate::record::ErrorClass;
+use crate::workload::template::BodyBytes;
 
-/// Most header lines a response may have.
+/// Most header lines a response may have; more is a `protocol` error (README).
 const MAX_HEADERS: usize = 100;
-/// A response head larger than this is not HTTP we want to parse.
+/// A response head (status line and headers) larger than this is a `protocol` error, however
+/// the reads happened to split it (README).
 const MAX_HEAD_BYTES: usize = 64 * 1024;
+/// Request bodies up to this size are copied after the head and go out in one write; larger
+/// ones are written from their own chunks, never copied (a 64 MB upload per worker).
+const INLINE_BODY_BYTES: usize = 64 * 1024;
 /// A connection idle at least this long is checked for a close by the server before it is
 /// used again (keep-alive timeouts are seconds; back-to-back requests skip the check).
 const IDLE_PROBE_AFTER: std::time::Duration = std::time::Duration::from_millis(50);
@@ -119,19 +124,26 @@ impl Http1Connection {
     async fn exchange(
         &mut self,
         head_request: bool,
+        large_body: Option<&BodyBytes>,
         started: Instant,
         out: &mut Exchange,
     ) -> Result<(Option<HeaderValue>, bool), ErrorClass> {
         let open = self.open.as_mut().expect("ready() opened it");
         let io = &mut open.io;
         open.meter.arm();
-        io.write_all(&self.write_buf)
-            .await
-            .map_err(|e| classify_io(&e, false))?;
-        io.flush().await.map_err(|e| classify_io(&e, false))?;
-
         let buf = &mut self.read_buf;
         buf.clear();
+        // A server may answer before it has read the whole request (413 to a large upload):
+        // then the answer is the result, and the connection is not reused.
+        let (whole_request_sent, write_error) =
+            match write_request(io, &self.write_buf, large_body, buf).await {
+                Ok(Sent::All) => match io.flush().await {
+                    Ok(()) => (true, None),
+                    Err(e) => (false, Some(classify_io(&e, false))),
+                },
+                Ok(Sent::AnsweredEarly) => (false, None),
+                Err(e) => (false, Some(classify_io(&e, false))),
+            };
         let head = loop {
             if let Some(head) = parse_head(buf, head_request)? {
                 if (100..200).contains(&head.status) && head.status != 101 {
@@ -141,13 +153,15 @@ impl Http1Connection {
                 }
                 break head;
             }
-            if buf.len() > MAX_HEAD_BYTES {
-                return Err(ErrorClass::Protocol);
-            }
-            if read_more(io, buf).await? == 0 {
+            // After a failed write, what the server sent before it stopped reading may still
+            // be readable (the early answer); without one, the write's error is the row's.
+            match (read_more(io, buf).await, write_error) {
+                (Ok(0) | Err(_), Some(write_error)) => return Err(write_error),
                 // The server closed before a complete head: with nothing at all it dropped
                 // the request (a reset, as far as the client can tell), otherwise it broke off.
-                return Err(ErrorClass::Reset);
+                (Ok(0), None) => return Err(ErrorClass::Reset),
+                (Err(class), None) => return Err(class),
+                (Ok(_), _) => {}
             }
         };
         out.status = head.status;
@@ -155,7 +169,8 @@ impl Http1Connection {
         out.ttfb_ns = Some(nanos(first_byte.saturating_duration_since(started)));
         buf.drain(..head.len);
         let clean = read_body(io, buf, head.framing).await?;
-        let reusable = clean && !head.close && head.framing != Framing::UntilClose;
+        let reusable =
+            clean && whole_request_sent && !head.close && head.framing != Framing::UntilClose;
         Ok((head.location, reusable))
     }
 }
@@ -173,8 +188,9 @@ impl Hop for Http1Connection {
         self.ready(origin, started, out).await?;
         let meter = self.open.as_ref().expect("opened above").meter.clone();
         self.pending = Some((meter.clone(), meter.totals()));
+        let large_body = (request.body.len() > INLINE_BODY_BYTES).then_some(&request.body);
         let result = self
-            .exchange(request.method == Method::HEAD, started, out)
+            .exchange(request.method == Method::HEAD, large_body, started, out)
             .await;
         self.settle(out);
         match result {
@@ -221,6 +237,76 @@ async fn peer_closed(io: &mut Box<dyn Io>) -> bool {
     .await
 }
 
+/// Writes the request: `head` (with the body when it is small), then a large body's chunks.
+async fn write_request(
+    io: &mut Box<dyn Io>,
+    head: &[u8],
+    large_body: Option<&BodyBytes>,
+    buf: &mut Vec<u8>,
+) -> std::io::Result<Sent> {
+    let chunks = large_body.map_or(&[][..], |body| body.chunks());
+    for part in std::iter::once(head).chain(chunks.iter().map(|c| &c[..])) {
+        if let Sent::AnsweredEarly = write_watching(io, part, buf).await? {
+            return Ok(Sent::AnsweredEarly);
+        }
+    }
+    Ok(Sent::All)
+}
+
+/// How far [`write_watching`] got.
+enum Sent {
+    All,
+    /// The server's answer began to arrive (in the read buffer) before the request was out.
+    AnsweredEarly,
+}
+
+/// Writes `data`, and whenever the socket cannot take more, looks for an early answer: a
+/// server refusing a large upload (413) answers while the body is still going out, and may
+/// stop reading. Without this, the client kept writing into a full socket until the server
+/// closed it, and recorded a `reset` with no status.
+async fn write_watching(
+    io: &mut Box<dyn Io>,
+    data: &[u8],
+    buf: &mut Vec<u8>,
+) -> std::io::Result<Sent> {
+    let mut written = 0;
+    let mut scratch = [0u8; 4096];
+    std::future::poll_fn(|cx| loop {
+        if written == data.len() {
+            return Poll::Ready(Ok(Sent::All));
+        }
+        match Pin::new(&mut **io).poll_write(cx, &data[written..]) {
+            Poll::Ready(Ok(0)) => return Poll::Ready(Err(std::io::ErrorKind::WriteZero.into())),
+            Poll::Ready(Ok(n)) => {
+                written += n;
+                continue;
+            }
+            Poll::Ready(Err(e)) => return Poll::Ready(Err(e)),
+            Poll::Pending => {}
+        }
+        // The socket is full: has the server answered already?
+        let mut probe = ReadBuf::new(&mut scratch);
+        match Pin::new(&mut **io).poll_read(cx, &mut probe) {
+            // The server's end of stream: the reading after this finds out what happened.
+            Poll::Ready(Ok(())) if probe.filled().is_empty() => {
+                return Poll::Ready(Ok(Sent::AnsweredEarly))
+            }
+            Poll::Ready(Ok(())) => buf.extend_from_slice(probe.filled()),
+            Poll::Ready(Err(e)) => return Poll::Ready(Err(e)),
+            Poll::Pending => return Poll::Pending,
+        }
+        match parse_head(buf, false) {
+            // An interim response (100 Continue): the server wants the rest.
+            Ok(Some(head)) if (100..200).contains(&head.status) && head.status != 101 => {
+                buf.drain(..head.len);
+            }
+            Ok(None) => {} // more of the head to come; keep writing meanwhile
+            Ok(Some(_)) | Err(_) => return Poll::Ready(Ok(Sent::AnsweredEarly)),
+        }
+    })
+    .await
+}
+
 /// Reads what is available into the spare capacity of `buf`; 0 means the peer closed.
 async fn read_more(io: &mut Box<dyn Io>, buf: &mut Vec<u8>) -> Result<usize, ErrorClass> {
     if buf.capacity() - buf.len() < READ_CHUNK / 4 {
@@ -230,7 +316,8 @@ async fn read_more(io: &mut Box<dyn Io>, buf: &mut Vec<u8>) -> Result<usize, Err
 }
 
 /// Serialises `request` into `out` (cleared first): request line, `Host` unless the request
-/// sets one, its headers, `Content-Length` when it has a body, and the body.
+/// sets one, its headers, `Content-Length` when it has a body, and the body when it is at most
+/// [`INLINE_BODY_BYTES`] (a larger one is written from its own chunks).
 pub fn encode(out: &mut Vec<u8>, request: &Outgoing<'_>, origin: &Origin, close: bool) {
     out.clear();
     out.extend_from_slice(request.method.as_str().as_bytes());
@@ -263,7 +350,11 @@ pub fn encode(out: &mut Vec<u8>, request: &Outgoing<'_>, origin: &Origin, close:
         let _ = write!(out, "content-length: {}\r\n", request.body.len());
     }
     out.extend_from_slice(b"\r\n");
-    out.extend_from_slice(&request.body);
+    if request.body.len() <= INLINE_BODY_BYTES {
+        for chunk in request.body.chunks() {
+            out.extend_from_slice(chunk);
+        }
+    }
 }
 
 fn header_line(out: &mut Vec<u8>, name: &str, value: &[u8]) {
@@ -285,9 +376,9 @@ pub fn parse_head(buf: &[u8], head_request: bool) -> Result<Option<Head>, ErrorC
         &mut headers,
     );
     let len = match parsed {
-        Ok(httparse::Status::Complete(len)) => len,
-        Ok(httparse::Status::Partial) => return Ok(None),
-        Err(_) => return Err(ErrorClass::Protocol),
+        Ok(httparse::Status::Complete(len)) if len <= MAX_HEAD_BYTES => len,
+        Ok(httparse::Status::Partial) if buf.len() <= MAX_HEAD_BYTES => return Ok(None),
+        Ok(_) | Err(_) => return Err(ErrorClass::Protocol),
     };
     let status = response.code.ok_or(ErrorClass::Protocol)?;
     let http10 = response.version == Some(0);
@@ -570,7 +661,7 @@ mod tests {
             method: Method::POST,
             path: "/swipe/left/?q=1".parse().unwrap(),
             headers: Cow::Owned(headers),
-            body: bytes::Bytes::from_static(b"{}"),
+            body: bytes::Bytes::from_static(b"{}").into(),
         };
         let mut out = Vec::new();
         encode(&mut out, &request, &origin, true);

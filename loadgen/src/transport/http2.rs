@@ -77,7 +77,7 @@ impl Http2Stream {
         let (sender, connection) =
             http2::handshake(TokioExecutor::new(), TokioIo::new(connected.io))
                 .await
-                .map_err(|e| classify_hyper(&e))?;
+                .map_err(|e| classify_h2(&e))?;
         tokio::spawn(connection);
         out.add_connect(nanos(before.elapsed()));
         *slot = Some(sender.clone());
@@ -89,7 +89,9 @@ impl Http2Stream {
 /// The hyper request for one stream: HTTP/2 carries the absolute URI (`:scheme`,
 /// `:authority`) instead of a `Host` header.
 fn build_request(outgoing: &Outgoing<'_>, origin: &Origin) -> Request<Full<Bytes>> {
-    let mut request = Request::new(Full::new(outgoing.body.clone()));
+    // One buffer for hyper's `Full` body: a multipart body with a generated part is copied
+    // here (HTTP/1.1 sends its chunks as they are).
+    let mut request = Request::new(Full::new(outgoing.body.concat()));
     *request.method_mut() = outgoing.method.clone();
     *request.headers_mut() = outgoing.headers.as_ref().clone();
     let absolute = format!(
@@ -100,6 +102,16 @@ fn build_request(outgoing: &Outgoing<'_>, origin: &Origin) -> Request<Full<Bytes
     );
     *request.uri_mut() = absolute.parse().unwrap_or_else(|_| outgoing.path.clone());
     request
+}
+
+/// Classes hyper's HTTP/2 errors. One that is neither I/O, TLS, a timeout nor our own misuse
+/// is HTTP/2 itself failing — e.g. a server that speaks only HTTP/1.1 answers the connection
+/// preface with an HTTP/1.1 response — so it is `protocol`, not `other`.
+fn classify_h2(error: &hyper::Error) -> ErrorClass {
+    match classify_hyper(error) {
+        ErrorClass::Other if !error.is_user() => ErrorClass::Protocol,
+        class => class,
+    }
 }
 
 /// Size of a header block written out as HTTP/1.1 text (`name: value\r\n`).
@@ -128,11 +140,11 @@ impl Hop for Http2Stream {
             + hyper::body::Body::size_hint(request.body())
                 .exact()
                 .unwrap_or(0);
-        sender.ready().await.map_err(|e| classify_hyper(&e))?;
+        sender.ready().await.map_err(|e| classify_h2(&e))?;
         let response = sender
             .send_request(request)
             .await
-            .map_err(|e| classify_hyper(&e))?;
+            .map_err(|e| classify_h2(&e))?;
         out.status = response.status().as_u16();
         out.ttfb_ns = Some(nanos(started.elapsed()));
         out.bytes_received += header_bytes(response.headers());

@@ -22,7 +22,6 @@ use std::time::{Duration, Instant};
 
 use std::borrow::Cow;
 
-use bytes::Bytes;
 use hyper::header::{HeaderMap, HeaderValue, LOCATION};
 use hyper::{Method, StatusCode, Uri};
 
@@ -110,7 +109,7 @@ pub struct Outgoing<'a> {
     /// Path and query (origin form).
     pub path: Uri,
     pub headers: Cow<'a, HeaderMap>,
-    pub body: Bytes,
+    pub body: crate::workload::template::BodyBytes,
 }
 
 /// One request/response on one connection: the HTTP/1.1 and HTTP/2 connections implement it.
@@ -367,7 +366,7 @@ fn redirect_method(outgoing: &mut Outgoing<'_>, status: u16) {
         || (matches!(status, 301 | 302) && outgoing.method == Method::POST);
     if to_get && outgoing.method != Method::HEAD {
         outgoing.method = Method::GET;
-        outgoing.body = Bytes::new();
+        outgoing.body = Default::default();
         let headers = outgoing.headers.to_mut();
         headers.remove(hyper::header::CONTENT_TYPE);
         headers.remove(hyper::header::CONTENT_LENGTH);

@@ -11,12 +11,11 @@ pub mod template;
 
 use std::ops::RangeInclusive;
 
-use bytes::Bytes;
 use hyper::header::{HeaderMap, HeaderName, HeaderValue};
 use hyper::{Method, Uri};
 
 use fields::{Fields, Value};
-use template::{Body, Text};
+use template::{Body, BodyBytes, Text};
 
 /// Statuses an operation counts as success; anything else is recorded as `http_status`.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -55,7 +54,7 @@ pub struct RequestTemplate {
 #[derive(Debug, Clone)]
 pub struct Prepared {
     pub uri: Uri,
-    pub body: Bytes,
+    pub body: BodyBytes,
 }
 
 /// Why a template could not be built.

@@ -3,7 +3,9 @@
 //! A template is parsed when the scenario is loaded — an unknown field is an error then, not
 //! at request time — into pieces that reference fields by index. Rendering only concatenates
 //! strings and serialises JSON. Generated binary parts (a 25 KB "image") are drawn once per
-//! template and shared, so large bodies cost no per-request randomness.
+//! template and shared, so large bodies cost no per-request randomness; a rendered body
+//! ([`BodyBytes`]) refers to them instead of copying them, so a 64 MB image costs 64 MB once,
+//! not per request in flight.
 
 use bytes::{BufMut, Bytes, BytesMut};
 
@@ -213,6 +215,52 @@ pub enum PartContent {
     Blob(Bytes),
 }
 
+/// A rendered request body: chunks sent one after another. A generated part is its own chunk,
+/// shared with the template (a reference count, not a copy).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct BodyBytes {
+    chunks: Vec<Bytes>,
+    len: usize,
+}
+
+impl BodyBytes {
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    pub fn chunks(&self) -> &[Bytes] {
+        &self.chunks
+    }
+
+    /// The body as one buffer: the chunk itself when there is one, else a copy.
+    pub fn concat(&self) -> Bytes {
+        match self.chunks.as_slice() {
+            [] => Bytes::new(),
+            [one] => one.clone(),
+            many => many.concat().into(),
+        }
+    }
+
+    fn push(&mut self, chunk: Bytes) {
+        if !chunk.is_empty() {
+            self.len += chunk.len();
+            self.chunks.push(chunk);
+        }
+    }
+}
+
+impl From<Bytes> for BodyBytes {
+    fn from(bytes: Bytes) -> Self {
+        let mut body = BodyBytes::default();
+        body.push(bytes);
+        body
+    }
+}
+
 /// A request body.
 #[derive(Debug, Clone)]
 pub enum Body {
@@ -235,13 +283,14 @@ impl Body {
         }
     }
 
-    pub fn render(&self, values: &[Value]) -> Bytes {
+    pub fn render(&self, values: &[Value]) -> BodyBytes {
         match self {
-            Body::Empty => Bytes::new(),
-            Body::Static(bytes) => bytes.clone(),
-            Body::Text(text) => Bytes::from(text.render(values)),
-            Body::Json(json) => Bytes::from(json.render(values)),
+            Body::Empty => BodyBytes::default(),
+            Body::Static(bytes) => bytes.clone().into(),
+            Body::Text(text) => Bytes::from(text.render(values)).into(),
+            Body::Json(json) => Bytes::from(json.render(values)).into(),
             Body::Multipart { boundary, parts } => {
+                let mut body = BodyBytes::default();
                 let mut out = BytesMut::new();
                 for part in parts {
                     out.put_slice(b"--");
@@ -258,14 +307,19 @@ impl Body {
                     match &part.content {
                         PartContent::Json(json) => out.put_slice(&json.render(values)),
                         PartContent::Text(text) => out.put_slice(text.render(values).as_bytes()),
-                        PartContent::Blob(blob) => out.put_slice(blob),
+                        PartContent::Blob(blob) => {
+                            // Shared, not copied: the text so far, then the blob itself.
+                            body.push(out.split().freeze());
+                            body.push(blob.clone());
+                        }
                     }
                     out.put_slice(b"\r\n");
                 }
                 out.put_slice(b"--");
                 out.put_slice(boundary.as_bytes());
                 out.put_slice(b"--\r\n");
-                out.freeze()
+                body.push(out.freeze());
+                body
             }
         }
     }
@@ -353,7 +407,7 @@ mod tests {
                 },
             ],
         };
-        let bytes = body.render(&values);
+        let bytes = body.render(&values).concat();
         let text = String::from_utf8_lossy(&bytes);
         assert!(
             text.starts_with("--b0undary\r\nContent-Disposition: form-data; name=\"profile\"\r\n")
