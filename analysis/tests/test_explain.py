@@ -154,3 +154,18 @@ def test_target_interface_counters_are_preferred_to_the_rows(
     meta["client"]["link_capacity_bps"] = capacity  # as `loadgen run --link-capacity` records
     (run / "run.json").write_text(json.dumps(meta))
     assert _explain_json(run)["verdict"] == "network"
+
+
+def test_names_the_client_evidence_reads_are_in_the_contract() -> None:
+    # Issue 11: `cpu_utilization` was read from a file that has `cpu_utilisation`.
+    from loadgen_analysis import client, contract
+
+    names = set(contract.column_names("client_metrics"))
+    version = int(contract.schema_version("client_metrics"))
+    for since, columns in client.READS.items():
+        if version >= since:
+            assert set(columns) <= names, (since, set(columns) - names)
+    paths = {f["path"] for f in contract.file("run_json")["fields"]}
+    if "client.cpu_quota_cores" in paths:  # run.json's `client` object of AGREED-11
+        assert set(client.RUN_JSON_READS) <= paths, set(client.RUN_JSON_READS) - paths
+    assert "send_ns" in contract.column_names("requests")
