@@ -90,15 +90,19 @@ def _v2_copy(
     path = dst / "client-metrics.parquet"
     table = pq.read_table(path)
     rows = table.num_rows
+    columns: dict[str, pa.Array] = {}
     if cpu is not None:
-        index = table.schema.get_field_index("cpu_utilisation")
-        table = table.set_column(index, "cpu_utilisation", pa.array([cpu] * rows, pa.float64()))
-    if throttled is not None:
-        periods = [10] * rows  # 100 ms CFS periods in 1 s rows
+        columns["cpu_utilisation"] = pa.array([cpu] * rows, pa.float64())
+    if throttled is not None:  # 10 CFS periods of 100 ms in each 1 s row
+        columns["nr_periods"] = pa.array([10] * rows, pa.int64())
+        columns["nr_throttled"] = pa.array([round(10 * throttled)] * rows, pa.int64())
+        columns["throttled_ns"] = pa.array([int(throttled * 1e9)] * rows, pa.int64())
+    for name, values in columns.items():
+        index = table.schema.get_field_index(name)
         table = (
-            table.append_column("nr_periods", pa.array(periods, pa.int64()))
-            .append_column("nr_throttled", pa.array([round(10 * throttled)] * rows, pa.int64()))
-            .append_column("throttled_ns", pa.array([int(throttled * 1e9)] * rows, pa.int64()))
+            table.set_column(index, name, values)
+            if index >= 0
+            else table.append_column(name, values)
         )
     pq.write_table(table, path)
     return dst
@@ -169,3 +173,18 @@ def test_names_the_client_evidence_reads_are_in_the_contract() -> None:
     if "client.cpu_quota_cores" in paths:  # run.json's `client` object of AGREED-11
         assert set(client.RUN_JSON_READS) <= paths, set(client.RUN_JSON_READS) - paths
     assert "send_ns" in contract.column_names("requests")
+
+
+def test_send_time_is_not_read_as_server_wait(service_time_runs: dict[str, list[Path]]) -> None:
+    # Record schema 2 has send_ns: the server's share of time to first byte is what follows the
+    # last request byte. A GET sends a few hundred bytes, so sending is a sliver of latency.
+    run = service_time_runs["8ms"][0]
+    assert la.load_run(run).schema_version >= 2
+    components = la.latency_components(run)
+    assert components["send_ms"].notna().all()
+    total = components[["connect_ms", "send_ms", "first_byte_ms", "transfer_ms"]].sum(axis=1)
+    assert total.to_numpy() == pytest.approx(components["mean_latency_ms"].to_numpy(), rel=1e-9)
+    result = la.attribute(run)
+    server = result.finding("server").evidence
+    assert server["server_wait_share"] <= server["ttfb_share"]
+    assert result.finding("network").evidence["send_share"] < 0.5
