@@ -23,6 +23,7 @@ use crate::report::{console, progress::Progress, write_json_atomically, OpenSumm
 use crate::stats::LiveCounters;
 use crate::stop::{ExitReason, StopSignal};
 use crate::sysmon::cgroup::Cgroup;
+use crate::sysmon::link;
 use crate::sysmon::{self, ClientSummary, SysmonConfig};
 use crate::transport::tls::{self, TlsSetupError, Verify};
 use crate::transport::{probe, ConnectFailure, Origin, Redirects, TransportConfig};
@@ -358,13 +359,14 @@ pub async fn run(config: RunConfig, stop: StopSignal) -> Result<RunOutcome, RunE
     })?;
 
     let live = Arc::new(LiveCounters::default());
+    let target_interface = link::target_interface(addr);
     let sysmon = sysmon::start(SysmonConfig {
         path: run_dir.join("client-metrics.parquet"),
         interval: std::time::Duration::from_secs(1),
         anchor,
         live: live.clone(),
         cgroup: Cgroup::discover(),
-        target_interface: None,
+        target_interface: target_interface.clone(),
     });
     let ctx = Arc::new(WorkerContext {
         anchor,
@@ -441,6 +443,15 @@ pub async fn run(config: RunConfig, stop: StopSignal) -> Result<RunOutcome, RunE
                 None => None,
             };
             client.server_shares_cores = client.shared_with.is_some();
+            let interface_speed = target_interface
+                .as_deref()
+                .and_then(|i| link::interface_speed_bps(Path::new("/sys/class/net"), i));
+            (client.link_capacity_bps, client.link_capacity_source) =
+                match (config.link_capacity_bps, interface_speed) {
+                    (Some(bps), _) => (Some(bps), Some("flag")),
+                    (None, Some(bps)) => (Some(bps), Some("interface")),
+                    (None, None) => (None, None),
+                };
             warnings.extend(client.warning());
             Some(client)
         }

@@ -29,6 +29,7 @@
 
 pub mod cgroup;
 mod file;
+pub mod link;
 pub mod verdict;
 
 use std::collections::BTreeMap;
