@@ -22,6 +22,8 @@ use crate::record::SCHEMA_VERSION;
 use crate::report::{console, progress::Progress, write_json_atomically, OpenSummary, RunSummary};
 use crate::stats::LiveCounters;
 use crate::stop::{ExitReason, StopSignal};
+use crate::sysmon::cgroup::Cgroup;
+use crate::sysmon::link;
 use crate::sysmon::{self, ClientSummary, SysmonConfig};
 use crate::transport::tls::{self, TlsSetupError, Verify};
 use crate::transport::{probe, ConnectFailure, Origin, Redirects, TransportConfig};
@@ -357,11 +359,14 @@ pub async fn run(config: RunConfig, stop: StopSignal) -> Result<RunOutcome, RunE
     })?;
 
     let live = Arc::new(LiveCounters::default());
+    let target_interface = link::target_interface(addr);
     let sysmon = sysmon::start(SysmonConfig {
         path: run_dir.join("client-metrics.parquet"),
         interval: std::time::Duration::from_secs(1),
         anchor,
         live: live.clone(),
+        cgroup: Cgroup::discover(),
+        target_interface: target_interface.clone(),
     });
     let ctx = Arc::new(WorkerContext {
         anchor,
@@ -430,14 +435,24 @@ pub async fn run(config: RunConfig, stop: StopSignal) -> Result<RunOutcome, RunE
     progress.finish();
     drop(ctx);
     let client = match sysmon.and_then(|s| s.finish()) {
-        Ok(client) => {
-            if client.saturated {
-                warnings.push(format!(
-                    "the client was saturated (peak CPU {:.0} % of its {} core(s)): throughput and latency describe the client, not the server",
-                    client.peak_cpu_utilisation * 100.0,
-                    client.cores
-                ));
-            }
+        Ok(mut client) => {
+            // The server runs on the client's cores: a saturated client starves it too.
+            client.shared_with = match embedded {
+                Some(_) => Some("the embedded server"),
+                None if addr.ip().is_loopback() => Some("the server on this machine (loopback)"),
+                None => None,
+            };
+            client.server_shares_cores = client.shared_with.is_some();
+            let interface_speed = target_interface
+                .as_deref()
+                .and_then(|i| link::interface_speed_bps(Path::new("/sys/class/net"), i));
+            (client.link_capacity_bps, client.link_capacity_source) =
+                match (config.link_capacity_bps, interface_speed) {
+                    (Some(bps), _) => (Some(bps), Some("flag")),
+                    (None, Some(bps)) => (Some(bps), Some("interface")),
+                    (None, None) => (None, None),
+                };
+            warnings.extend(client.warning());
             Some(client)
         }
         Err(e) => {
