@@ -62,9 +62,11 @@ class Thresholds:
     #: Client CPU utilisation (p90 of 1 s samples, fraction of its CPU limit: cores or quota)
     #: above which the client is saturated.
     max_client_cpu: float = 0.9
-    #: Share of CFS periods in which a CPU quota throttled the client, above which the quota
-    #: is the limit (a material share of the run, not a burst).
-    max_throttled_share: float = 0.2
+    #: Share of CFS periods in which a CPU quota throttled the client, or share of the run's
+    #: wall time it was held back, above which the quota is the limit (a material share of
+    #: the run, not a burst; the same rule as the console's Client line).
+    max_throttled_share: float = 0.10
+    max_throttled_wall_share: float = 0.05
     #: Link utilisation (peak per-second bytes / capacity) above which the network limits.
     max_link_utilisation: float = 0.8
     #: Transfer (or send) time share of latency above which moving bytes dominates.
@@ -335,31 +337,65 @@ def _client_resources(
     clients: list[ClientEvidence], t: Thresholds, reasons: list[str], evidence: dict[str, Any]
 ) -> bool:
     """The client's CPU against its limit and its CFS throttling; True when either was read."""
-    cpu = _max_of(clients, "cpu_p90")
-    throttled = _max_of(clients, "throttled_share")
     quota = _max_of(clients, "cpu_quota_cores")
-    limit = _max_of(clients, "cpu_limit_cores")
     evidence["server_shares_cores"] = any(c.server_shares_cores for c in clients)
-    evidence.update(cpu_quota_cores=quota, cpu_limit_cores=limit)
-    if throttled is not None:
-        evidence["throttled_share"] = throttled
-        evidence["throttled_s"] = _max_of(clients, "throttled_s")
-        if throttled >= t.max_throttled_share:
-            seconds = evidence["throttled_s"]
-            reasons.append(
-                f"CPU quota{f' of {quota:g} cores' if quota else ''}: the client was throttled "
-                f"in {_pct(throttled)} of CFS periods"
-                + (f" ({seconds:.2f} s held back)" if seconds is not None else "")
-            )
-    if cpu is not None:
-        evidence["client_cpu_p90"] = cpu
-        evidence["client_cpu_saturated"] = cpu > t.max_client_cpu
-        if cpu > t.max_client_cpu:
-            of = f"its {limit:g} cores" if limit else "its cores"
-            if quota and limit == quota:
-                of = f"its CPU quota of {quota:g} cores"
-            reasons.append(f"client CPU at {_pct(cpu)} of {of} (p90 of 1 s samples)")
-    return cpu is not None or throttled is not None
+    evidence.update(cpu_quota_cores=quota, cpu_limit_cores=_max_of(clients, "cpu_limit_cores"))
+    throttled = _throttling(clients, t, evidence)
+    if throttled:
+        reasons.append(f"CPU quota{f' of {quota:g} cores' if quota else ''}: {throttled}")
+    # The console's "saturated by its quota" is the throttling reason when there is one.
+    cpu = _cpu(clients, t, evidence, console_quota_counts=not throttled)
+    if cpu:
+        reasons.append(cpu)
+    return "client_cpu_p90" in evidence or "throttled_share" in evidence
+
+
+def _throttling(clients: list[ClientEvidence], t: Thresholds, evidence: dict[str, Any]) -> str:
+    """Why the quota held the client back ('' when it did not): throttled in a material share
+    of the CFS periods or of the wall time."""
+    share = _max_of(clients, "throttled_share")
+    wall = _max_of(clients, "throttled_wall_share")
+    if share is None and wall is None:
+        return ""
+    seconds = _max_of(clients, "throttled_s")
+    evidence.update(throttled_share=share, throttled_wall_share=wall, throttled_s=seconds)
+    if (share or 0.0) <= t.max_throttled_share and (wall or 0.0) <= t.max_throttled_wall_share:
+        return ""
+    text = "the client was throttled"
+    if share is not None:
+        text += f" in {_pct(share)} of CFS periods"
+    if seconds is not None:
+        text += f" ({seconds:.2f} s held back"
+        text += f", {_pct(wall)} of the run)" if wall is not None else ")"
+    return text
+
+
+def _cpu(
+    clients: list[ClientEvidence],
+    t: Thresholds,
+    evidence: dict[str, Any],
+    console_quota_counts: bool = True,
+) -> str:
+    """Why the client's CPU was the limit ('' when it was not): its p90 over the limit, or the
+    console's own verdict (run.json ``client.saturation``), so the two never disagree."""
+    cpu = _max_of(clients, "cpu_p90")
+    console = next((c.console_saturation for c in clients if c.console_saturation), None)
+    if cpu is None:
+        return ""
+    quota, limit = evidence["cpu_quota_cores"], evidence["cpu_limit_cores"]
+    saturated = (
+        cpu > t.max_client_cpu
+        or console == "cpu"
+        or (console == "cpu-quota" and console_quota_counts)
+    )
+    evidence.update(client_cpu_p90=cpu, client_cpu_saturated=saturated, console_saturation=console)
+    if not saturated:
+        return ""
+    of = f"its {limit:g} cores" if limit else "its cores"
+    if quota and limit == quota:
+        of = f"its CPU quota of {quota:g} cores"
+    text = f"client CPU at {_pct(cpu)} of {of} (p90 of 1 s samples)"
+    return text + ("; the run's console judged it saturated" if console else "")
 
 
 def _peak_traffic(ev: _Evidence) -> tuple[float | None, float | None, str]:

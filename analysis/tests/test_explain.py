@@ -121,7 +121,7 @@ def test_throttled_quota_makes_the_client_the_limit(
     client = next(c for c in out["checks"] if c["name"] == "client")
     assert client["values"]["throttled_share"] == pytest.approx(0.6)
     # A quota that throttles rarely is not the limit.
-    light = _v2_copy(src, tmp_path / "light", quota, throttled=0.1)
+    light = _v2_copy(src, tmp_path / "light", quota, throttled=0.02)
     assert _explain_json(light)["verdict"] == "server"
 
 
