@@ -257,63 +257,92 @@ def _top_level(sweep: pd.DataFrame) -> pd.DataFrame:
 
 
 def _check_client(ev: _Evidence, t: Thresholds) -> Finding:
-    sweep = ev.sweep
     reasons: list[str] = []
     evidence: dict[str, Any] = {}
-    measured = False
-    top = _top_level(sweep)
-
-    if "n_eff" in sweep and "connections" in sweep and sweep["connections"].notna().all():
-        measured = True
-        ratio = float((top["n_eff"] / top["connections"]).mean())
-        n_eff = float(top["n_eff"].mean())
-        n = int(top["connections"].iloc[0])
-        evidence["n_eff"] = n_eff
-        evidence["connections"] = n
-        evidence["n_eff_ratio"] = ratio
-        evidence["n_eff_by_level"] = {
-            int(r.connections): float(r.n_eff) for r in sweep.itertuples() if pd.notna(r.n_eff)
-        }
-        if ratio < t.min_n_eff_ratio:
-            reasons.append(
-                f"only {n_eff:.1f} of {n} workers were busy on average (N_eff/N = {ratio:.2f})"
-            )
-    if ev.gaps is not None and not ev.gaps.empty:
-        measured = True
-        gaps = ev.gaps[ev.gaps["run"].isin(top["run"])] if "run" in top else ev.gaps
-        idle = float(gaps["idle_share"].mean())
-        first = float(gaps["gap_first_half_ms"].mean())
-        second = float(gaps["gap_second_half_ms"].mean())
-        evidence.update(
-            idle_share=idle,
-            gap_mean_ms=float(gaps["gap_mean_ms"].mean()),
-            gap_p99_ms=float(gaps["gap_p99_ms"].max()),
-            gap_first_half_ms=first,
-            gap_second_half_ms=second,
-        )
-        if idle > t.max_idle_share:
-            reasons.append(
-                f"workers sat idle {_pct(idle)} of the time between their requests "
-                f"(mean gap {evidence['gap_mean_ms']:.2f} ms)"
-            )
-        if second > 1.0 and second > 2 * max(first, 1e-9):
-            reasons.append(f"the gap between requests grew from {first:.2f} to {second:.2f} ms")
-    if "mean_queue_wait_ms" in sweep and sweep["mean_queue_wait_ms"].notna().any():
-        measured = True
-        wait = float(top["mean_queue_wait_ms"].mean())
-        latency = float(top["mean_latency_ms"].mean())
-        share = wait / (wait + latency) if wait + latency > 0 else 0.0
-        evidence["queue_wait_share"] = share
-        if share > t.max_queue_wait_share:
-            reasons.append(
-                f"workers waited {wait:.2f} ms per request on the producer's buffer "
-                f"({_pct(share)} of their time): the producer is the limit"
-            )
-    measured = _client_resources(ev.clients, t, reasons, evidence) or measured
-    if not measured:
+    top = _top_level(ev.sweep)
+    measured = [
+        _busy_workers(ev.sweep, top, t, reasons, evidence),
+        _idle_gaps(ev.gaps, top, t, reasons, evidence),
+        _producer_wait(ev.sweep, top, t, reasons, evidence),
+        _client_resources(ev.clients, t, reasons, evidence),
+    ]
+    if not any(measured):
         return Finding("client", "not measured", "no worker-level data to check the client")
     if reasons:
         return Finding("client", "limit", "; ".join(reasons), evidence)
+    return Finding("client", "ok", _client_ok_text(evidence), evidence)
+
+
+def _busy_workers(
+    sweep: pd.DataFrame, top: pd.DataFrame, t: Thresholds, reasons: list[str], evidence: dict
+) -> bool:
+    """N_eff = X·R̄ against the configured N at the top level."""
+    if not ("n_eff" in sweep and "connections" in sweep and sweep["connections"].notna().all()):
+        return False
+    ratio = float((top["n_eff"] / top["connections"]).mean())
+    n_eff = float(top["n_eff"].mean())
+    n = int(top["connections"].iloc[0])
+    evidence.update(n_eff=n_eff, connections=n, n_eff_ratio=ratio)
+    evidence["n_eff_by_level"] = {
+        int(r.connections): float(r.n_eff) for r in sweep.itertuples() if pd.notna(r.n_eff)
+    }
+    if ratio < t.min_n_eff_ratio:
+        reasons.append(
+            f"only {n_eff:.1f} of {n} workers were busy on average (N_eff/N = {ratio:.2f})"
+        )
+    return True
+
+
+def _idle_gaps(
+    gaps: pd.DataFrame | None,
+    top: pd.DataFrame,
+    t: Thresholds,
+    reasons: list[str],
+    evidence: dict,
+) -> bool:
+    """Time a worker sat idle between its requests, and whether the gaps grew."""
+    if gaps is None or gaps.empty:
+        return False
+    gaps = gaps[gaps["run"].isin(top["run"])] if "run" in top else gaps
+    idle = float(gaps["idle_share"].mean())
+    first = float(gaps["gap_first_half_ms"].mean())
+    second = float(gaps["gap_second_half_ms"].mean())
+    evidence.update(
+        idle_share=idle,
+        gap_mean_ms=float(gaps["gap_mean_ms"].mean()),
+        gap_p99_ms=float(gaps["gap_p99_ms"].max()),
+        gap_first_half_ms=first,
+        gap_second_half_ms=second,
+    )
+    if idle > t.max_idle_share:
+        reasons.append(
+            f"workers sat idle {_pct(idle)} of the time between their requests "
+            f"(mean gap {evidence['gap_mean_ms']:.2f} ms)"
+        )
+    if second > 1.0 and second > 2 * max(first, 1e-9):
+        reasons.append(f"the gap between requests grew from {first:.2f} to {second:.2f} ms")
+    return True
+
+
+def _producer_wait(
+    sweep: pd.DataFrame, top: pd.DataFrame, t: Thresholds, reasons: list[str], evidence: dict
+) -> bool:
+    """Time workers waited on the producer's buffer (``queue_wait_ns``)."""
+    if "mean_queue_wait_ms" not in sweep or not sweep["mean_queue_wait_ms"].notna().any():
+        return False
+    wait = float(top["mean_queue_wait_ms"].mean())
+    latency = float(top["mean_latency_ms"].mean())
+    share = wait / (wait + latency) if wait + latency > 0 else 0.0
+    evidence["queue_wait_share"] = share
+    if share > t.max_queue_wait_share:
+        reasons.append(
+            f"workers waited {wait:.2f} ms per request on the producer's buffer "
+            f"({_pct(share)} of their time): the producer is the limit"
+        )
+    return True
+
+
+def _client_ok_text(evidence: dict[str, Any]) -> str:
     parts = []
     if "n_eff_ratio" in evidence:
         parts.append(f"N_eff/N = {evidence['n_eff_ratio']:.2f} at N = {evidence['connections']}")
@@ -325,7 +354,7 @@ def _check_client(ev: _Evidence, t: Thresholds) -> Finding:
         parts.append("client CPU not measured")
     if evidence.get("throttled_share") is not None:
         parts.append(f"throttled in {_pct(evidence['throttled_share'])} of CFS periods")
-    return Finding("client", "ok", "; ".join(parts), evidence)
+    return "; ".join(parts)
 
 
 def _max_of(clients: list[ClientEvidence], name: str) -> float | None:
