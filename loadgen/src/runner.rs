@@ -265,6 +265,9 @@ pub async fn run(config: RunConfig, stop: StopSignal) -> Result<RunOutcome, RunE
                 source,
             },
         })?;
+    // Looked up before --start-at, so the shards' first requests are not delayed by it.
+    let cgroup = Cgroup::discover();
+    let target_interface = link::target_interface(addr);
     if origin.tls.is_some() && config.connection.verify == Verify::Insecure {
         warnings.push("--insecure: the server's TLS certificate was not verified".to_string());
     }
@@ -359,13 +362,12 @@ pub async fn run(config: RunConfig, stop: StopSignal) -> Result<RunOutcome, RunE
     })?;
 
     let live = Arc::new(LiveCounters::default());
-    let target_interface = link::target_interface(addr);
     let sysmon = sysmon::start(SysmonConfig {
         path: run_dir.join("client-metrics.parquet"),
         interval: std::time::Duration::from_secs(1),
         anchor,
         live: live.clone(),
-        cgroup: Cgroup::discover(),
+        cgroup,
         target_interface: target_interface.clone(),
     });
     let ctx = Arc::new(WorkerContext {
