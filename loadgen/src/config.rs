@@ -221,6 +221,8 @@ pub struct RunConfig {
     /// `-d` with a model other than closed (whose duration it sets): the run stops sending
     /// after this long whatever the model, like k6's `maxDuration`.
     pub duration_cap: Option<Duration>,
+    /// `--link-capacity`, in bits per second.
+    pub link_capacity_bps: Option<u64>,
 }
 
 /// How workers connect: TLS verification, protocol, keep-alive, redirects.
@@ -386,6 +388,7 @@ impl RunConfig {
             shard,
             start_at_unix_ns,
             duration_cap,
+            link_capacity_bps: args.link_capacity,
         })
     }
 

@@ -38,6 +38,11 @@ async fn exactly_n_requests_each_one_row_matching_the_server() {
         assert!(row.latency_ns > 0);
         let ttfb = row.ttfb_ns.expect("a response has a first byte");
         assert!(ttfb > 0 && ttfb <= row.latency_ns, "{row:?}");
+        // The request was written whole before the response's first byte arrived.
+        let send = row
+            .send_ns
+            .expect("a request written whole has a send time");
+        assert!(send > 0 && send <= ttfb, "{row:?}");
         assert_eq!((row.intended_ns, row.queue_wait_ns), (None, None));
         // "GET / HTTP/1.1" plus headers; "hello, world\n" plus status line and headers.
         assert!(row.bytes_sent > 30, "{row:?}");
@@ -56,7 +61,7 @@ async fn exactly_n_requests_each_one_row_matching_the_server() {
     assert!(connects.values().all(|&n| n == 1), "{connects:?}");
 
     let meta = metadata(&segments(&out)[0]);
-    assert_eq!(meta["loadgen.schema_version"], "1");
+    assert_eq!(meta["loadgen.schema_version"], "2");
     assert_eq!(meta["loadgen.run_id"], outcome.run_id);
     assert!(meta["loadgen.anchor_unix_ns"].parse::<i64>().unwrap() > 1_600_000_000_000_000_000);
     assert!(
@@ -267,5 +272,34 @@ async fn rows_of_a_waiting_worker_reach_a_segment_before_its_next_request() {
         "both first requests are in closed segments while workers think"
     );
     run.await.unwrap().unwrap();
+    server.shutdown().await;
+}
+
+/// `--link-capacity` is recorded in run.json's `client` as given (bits/s, source `flag`), with
+/// the interface that carries the target's traffic (loopback here), also in client-metrics.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn link_capacity_and_the_target_interface_are_recorded() {
+    let server = servers::start(ServerConfig::default()).await.unwrap();
+    let url = format!("{}/", server.url());
+    let (_dir, out, _) = run_at(
+        &url,
+        &["-c", "2", "-n", "50", "--link-capacity", "25MB/s"],
+        StopSignal::new(),
+    )
+    .await;
+    let client = &run_json(&out)["client"];
+    assert_eq!(client["link_capacity_bps"], 200_000_000, "{client}");
+    assert_eq!(client["link_capacity_source"], "flag", "{client}");
+    assert_eq!(client["target_interface"], "lo", "{client}");
+    // A loopback target: the server shares the client's cores.
+    assert_eq!(client["server_shares_cores"], true, "{client}");
+    let meta = metadata(&out.join("client-metrics.parquet"));
+    assert_eq!(meta["loadgen.target_interface"], "lo");
+
+    // Without the flag, loopback reports no speed: the capacity is unknown.
+    let (_dir, out, _) = run_at(&url, &["-c", "2", "-n", "50"], StopSignal::new()).await;
+    let client = &run_json(&out)["client"];
+    assert_eq!(client["link_capacity_bps"], serde_json::Value::Null);
+    assert_eq!(client["link_capacity_source"], serde_json::Value::Null);
     server.shutdown().await;
 }

@@ -138,7 +138,11 @@ impl Http1Connection {
         let (whole_request_sent, write_error) =
             match write_request(io, &self.write_buf, large_body, buf).await {
                 Ok(Sent::All) => match io.flush().await {
-                    Ok(()) => (true, None),
+                    Ok(()) => {
+                        // send_ns: the last request byte handed to the socket.
+                        out.send_ns = Some(nanos(started.elapsed()));
+                        (true, None)
+                    }
                     Err(e) => (false, Some(classify_io(&e, false))),
                 },
                 Ok(Sent::AnsweredEarly) => (false, None),
