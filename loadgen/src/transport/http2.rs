@@ -40,7 +40,32 @@ use crate::record::ErrorClass;
 /// One HTTP/2 connection shared by a group of workers.
 #[derive(Default)]
 pub struct SharedConnection {
-    sender: Mutex<Option<SendRequest<TimedBody>>>,
+    sender: Mutex<Option<Open>>,
+}
+
+/// An open connection: the handle streams are sent on, and how the connection itself ended.
+#[derive(Clone)]
+pub(crate) struct Open {
+    sender: SendRequest<TimedBody>,
+    /// Set by the connection's task when it ends with an error, before it lets go of the
+    /// requests still queued: those are then cancelled, and a cancelled request takes this
+    /// class instead of `reset` (an HTTP/1.1-only server's answer is `protocol` every time,
+    /// whichever of the connection and the stream hears of it first).
+    ended: Arc<OnceLock<ErrorClass>>,
+}
+
+impl Open {
+    fn is_closed(&self) -> bool {
+        self.sender.is_closed()
+    }
+
+    /// The class of a stream's failure, looking through a cancellation to its cause.
+    fn classify(&self, error: &hyper::Error) -> ErrorClass {
+        match classify_h2(error) {
+            ErrorClass::Reset => self.ended.get().copied().unwrap_or(ErrorClass::Reset),
+            class => class,
+        }
+    }
 }
 
 impl std::fmt::Debug for SharedConnection {
@@ -54,7 +79,7 @@ pub struct Http2Stream {
     config: Arc<TransportConfig>,
     shared: Arc<SharedConnection>,
     /// This worker's handle on the shared connection, while it is open.
-    sender: Option<SendRequest<TimedBody>>,
+    sender: Option<Open>,
 }
 
 impl Http2Stream {
@@ -72,7 +97,7 @@ impl Http2Stream {
         &mut self,
         origin: &Origin,
         out: &mut Exchange,
-    ) -> Result<SendRequest<TimedBody>, ErrorClass> {
+    ) -> Result<Open, ErrorClass> {
         if let Some(sender) = self.sender.as_ref().filter(|s| !s.is_closed()) {
             return Ok(sender.clone());
         }
@@ -89,11 +114,23 @@ impl Http2Stream {
             http2::handshake(TokioExecutor::new(), TokioIo::new(connected.io))
                 .await
                 .map_err(|e| classify_h2(&e))?;
-        tokio::spawn(connection);
+        let open = Open {
+            sender,
+            ended: Arc::default(),
+        };
+        let ended = open.ended.clone();
+        tokio::spawn(async move {
+            let mut connection = connection;
+            // Polled by reference, so the queued requests are let go only after the cause is
+            // noted (see `Open::ended`).
+            if let Err(e) = (&mut connection).await {
+                let _ = ended.set(classify_h2(&e));
+            }
+        });
         out.add_connect(nanos(before.elapsed()));
-        *slot = Some(sender.clone());
-        self.sender = Some(sender.clone());
-        Ok(sender)
+        *slot = Some(open.clone());
+        self.sender = Some(open.clone());
+        Ok(open)
     }
 }
 
@@ -184,17 +221,18 @@ impl Hop for Http2Stream {
         let sent = Arc::new(OnceLock::new());
         let request = build_request(request, origin, sent.clone());
         let has_body = !request.body().is_end_stream();
-        let mut sender = self.sender(origin, out).await?;
+        let open = self.sender(origin, out).await?;
+        let mut sender = open.sender.clone();
         out.bytes_sent += header_bytes(request.headers())
             + request
                 .uri()
                 .path_and_query()
                 .map_or(1, |p| p.as_str().len()) as u64
             + request.body().size_hint().exact().unwrap_or(0);
-        sender.ready().await.map_err(|e| classify_h2(&e))?;
+        sender.ready().await.map_err(|e| open.classify(&e))?;
         let response = sender.send_request(request);
         let handed_over = Instant::now();
-        let response = response.await.map_err(|e| classify_h2(&e))?;
+        let response = response.await.map_err(|e| open.classify(&e))?;
         let last_byte = if has_body {
             sent.get().copied()
         } else {
