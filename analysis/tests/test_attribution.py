@@ -21,8 +21,13 @@ def test_sweep_against_a_capacity_limited_server_is_server_bound(
     assert result.verdict == "server", result.to_text()
     assert result.confidence == "strong"
     assert result.capacity_rps is not None
-    # 8 workers × 10 ms: X_max = 800 req/s.
-    assert result.capacity_rps == pytest.approx(CAPACITY_RPS, rel=0.10), result.to_text()
+    # 8 workers × 10 ms: X_max = 800 req/s, never more. A busy machine stretches every
+    # request alike (each of the 8 takes longer than 10 ms), so what holds however busy it is
+    # is the knee: N* = R(1) · X_max = the 8 workers. (The capacity within 10 % of 800 is
+    # asserted on the recorded sample in test_bounds.py.)
+    assert result.capacity_rps <= CAPACITY_RPS * 1.05, result.to_text()
+    assert result.bounds is not None
+    assert result.bounds.n_max == pytest.approx(8, abs=1.0), result.to_text()
     assert result.finding("client").status == "ok"
     assert result.finding("errors").status == "ok"
     plateau = result.finding("server").evidence["plateau"]
