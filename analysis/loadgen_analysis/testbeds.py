@@ -77,6 +77,13 @@ def check(verdict: dict[str, Any], name: str) -> dict[str, Any]:
     return next((c for c in verdict.get("checks", []) if c.get("name") == name), {})
 
 
+def x_max_rps(verdict: dict[str, Any]) -> float | None:
+    """The capacity model's X_max (requests/s) in an ``explain --json`` answer on a sweep."""
+    model = verdict.get("capacity_model") or {}
+    value = model.get("x_max_rps", model.get("x_max"))
+    return float(value) if value is not None else None
+
+
 def _loadgen(binaries: Binaries, args: Sequence[str], timeout_s: float = 180) -> dict[str, Any]:
     """``loadgen ARGS… --no-progress --json``, bounded; its summary. RuntimeError on failure."""
     command = [str(binaries.loadgen), *args, "--no-progress", "--json"]
@@ -95,7 +102,9 @@ def record_server_capacity(binaries: Binaries, out: Path) -> Recording:
         levels = ",".join(map(str, SWEEP_LEVELS))
         args = ["sweep", "--url", server.url + "/", "--levels", levels, "-d", "1s"]
         summary = _loadgen(binaries, [*args, "--out", str(out)])
-    return Recording(out, summary)
+    best = max(summary["levels"], key=lambda level: level["throughput_rps"])
+    measured = f"peak {best['throughput_rps']:.0f} req/s at N = {best['level']:.0f}"
+    return Recording(out, summary, {"measured": measured})
 
 
 def record_client_quota(binaries: Binaries, out: Path, quota: harness.CpuQuota) -> Recording:
@@ -110,6 +119,10 @@ def record_client_quota(binaries: Binaries, out: Path, quota: harness.CpuQuota) 
         after = quota.stat()
     facts = {k: after[k] - before.get(k, 0) for k in ("nr_periods", "nr_throttled")}
     facts["cgroup"] = quota.version
+    facts["measured"] = (
+        f"{quota.version} throttled the client in {facts['nr_throttled']} of "
+        f"{facts['nr_periods']} periods; {summary['summary']['throughput_rps']:.0f} req/s"
+    )
     return Recording(out, summary, facts)
 
 
@@ -170,13 +183,18 @@ def record_albums(binaries: Binaries, out: Path, image: str, link: harness.Shape
         tx_before = link.tx_bytes()
         with _TxSampler(link) as sampler:
             args = ["run", "--scenario", "albums", "--url", server.url, *overrides]
-            args += ["--link-capacity", LINK_RATE, "--out", str(out)]
+            args += ["--out", str(out)]
             summary = _loadgen(binaries, args)
         facts = {
             "interface": link.host_if,
             "tx_bytes": link.tx_bytes() - tx_before,
             "peak_tx_bps": sampler.peak_bps(),
         }
+    post = next(op for op in summary["summary"]["ops"] if op["op"].startswith("POST"))
+    facts["measured"] = (
+        f"link tx peak {facts['peak_tx_bps'] / 1e6:.0f} Mbit/s over 1 s (tc rate "
+        f"{LINK_RATE_BPS / 1e6:.0f}); {post['throughput_rps']:.0f} POST/s"
+    )
     return Recording(out, summary, facts)
 
 
@@ -196,7 +214,9 @@ def record_think_time(binaries: Binaries, out: Path) -> Recording:
         summary = harness.run_loadgen(
             server.url + "/", out, THINK_WORKERS, "2s", extra=extra, binary=binaries.loadgen
         )
-    return Recording(out, summary)
+    ceiling = THINK_WORKERS / THINK_TIME_S
+    measured = f"{summary['summary']['throughput_rps']:.0f} req/s (≤ 8 / 30 ms = {ceiling:.0f})"
+    return Recording(out, summary, {"measured": measured})
 
 
 def record_errors(binaries: Binaries, out: Path) -> Recording:
@@ -204,12 +224,21 @@ def record_errors(binaries: Binaries, out: Path) -> Recording:
     args = ("--service-time", "1ms", "--error-rate", str(ERROR_RATE))
     with harness.Server(args, binary=binaries.server) as server:
         summary = harness.run_loadgen(server.url + "/", out, 8, "2s", binary=binaries.loadgen)
-    return Recording(out, summary)
+    counts = summary["summary"]
+    total = counts["ok"] + counts["failed"]
+    measured = f"{counts['failed']} of {total} requests failed ({counts['failed'] / total:.1%})"
+    return Recording(out, summary, {"measured": measured})
 
 
 def record_demo(binaries: Binaries, out: Path) -> Recording:
     """The README's first command, shortened: ``loadgen run`` with no URL (embedded server)."""
-    return Recording(out, _loadgen(binaries, ["run", "-d", "2s", "--out", str(out)]))
+    summary = _loadgen(binaries, ["run", "-d", "2s", "--out", str(out)])
+    client = json.loads((out / "run.json").read_text()).get("client", {})
+    measured = (
+        f"run.json: server_shares_cores = {client.get('server_shares_cores')}, peak CPU "
+        f"{client.get('peak_cpu_utilisation', 0):.0%} of {client.get('cpu_limit_cores')} cores"
+    )
+    return Recording(out, summary, {"measured": measured})
 
 
 # --------------------------------------------------------------------------- the testbeds
@@ -228,9 +257,14 @@ class Testbed:
     record: Callable[[Binaries, Path], Recording]
     why_not: Callable[[], str | None] = _no_limit  # why it cannot run here (None: it can)
     summary_says: str | None = None  # text the verdict's summary must contain
+    capacity_rps: float | None = None  # the capacity model's X_max must be within 10 % of it
 
     def right(self, verdict: dict[str, Any]) -> bool:
         """Whether ``explain --json``'s answer matches this testbed's truth."""
+        if self.capacity_rps is not None:
+            found = x_max_rps(verdict)
+            if found is None or abs(found - self.capacity_rps) > 0.1 * self.capacity_rps:
+                return False
         if self.summary_says is not None:
             return self.summary_says in verdict.get("summary", "")
         if self.truth.startswith("not "):
@@ -243,11 +277,20 @@ class Testbed:
         if self.summary_says is not None:
             return str(verdict.get("summary", ""))
         found = check(verdict, str(verdict.get("verdict")))
-        return str(found.get("evidence") or verdict.get("summary", ""))
+        text = str(found.get("evidence") or verdict.get("summary", ""))
+        if self.capacity_rps is not None:
+            model = verdict.get("capacity_model") or {}
+            text += f"; capacity model {model.get('name')}: X_max {x_max_rps(verdict) or 0:.0f}/s"
+        return text
 
 
 TESTBEDS = (
-    Testbed("server capacity: 8 workers × 10 ms, sweep 1…64", "server", record_server_capacity),
+    Testbed(
+        "server capacity: 8 workers × 10 ms, sweep 1…64",
+        "server",
+        record_server_capacity,
+        capacity_rps=CAPACITY_RPS,
+    ),
     Testbed(
         "client CPU quota: 25 % of one core, -c 50",
         "client",
@@ -296,20 +339,21 @@ def table(binaries: Binaries, root: Path, out: TextIO = sys.stdout) -> bool:
     def emit(*cells: str) -> None:
         print("| " + " | ".join(map(_cell, cells)) + " |", file=out, flush=True)
 
-    emit("testbed", "truth", "verdict", "the evidence that decided it", "right?")
-    emit("---", "---", "---", "---", "---")
+    emit("testbed", "truth", "verdict", "the evidence that decided it", "measured", "right?")
+    emit("---", "---", "---", "---", "---", "---")
     all_right = True
     for i, testbed in enumerate(TESTBEDS):
         reason = testbed.why_not()
         if reason:
-            emit(testbed.name, testbed.truth, "—", f"skipped: {reason}", "—")
+            emit(testbed.name, testbed.truth, "—", f"skipped: {reason}", "", "—")
             continue
         try:
-            verdict = explain(testbed.record(binaries, root / f"testbed-{i}").path)
+            recording = testbed.record(binaries, root / f"testbed-{i}")
+            verdict = explain(recording.path)
         except (RuntimeError, subprocess.TimeoutExpired) as exc:
             all_right = False
             first = str(exc).strip().splitlines()[-1][:200]
-            emit(testbed.name, testbed.truth, "failed", first, "no")
+            emit(testbed.name, testbed.truth, "failed", first, "", "no")
             continue
         right = testbed.right(verdict)
         all_right &= right
@@ -319,6 +363,7 @@ def table(binaries: Binaries, root: Path, out: TextIO = sys.stdout) -> bool:
             testbed.truth,
             shown,
             testbed.evidence(verdict),
+            str(recording.facts.get("measured", "")),
             "yes" if right else "**no**",
         )
     return all_right

@@ -76,9 +76,11 @@ def test_capacity_limited_server_is_server_with_x_max_near_800(
     assert peak <= tb.CAPACITY_RPS * 1.02, sweep["levels"]
     verdict = _explain(recording)
     assert verdict["verdict"] == "server", _show(verdict)
-    model = verdict["capacity_model"]
-    x_max = model["x_max_rps"] if "x_max_rps" in model else model["x_max"]
-    assert abs(x_max - tb.CAPACITY_RPS) <= 0.10 * tb.CAPACITY_RPS, _show(verdict)
+    # X_max within 10 % of the capacity the server delivered: 800/s on a quiet machine, less
+    # where debug builds share two busy cores and each 10 ms sleep takes ~12 ms.
+    plateau = max(level["throughput_rps"] for level in sweep["levels"] if level["level"] >= 8)
+    x_max = tb.x_max_rps(verdict)
+    assert x_max is not None and abs(x_max - plateau) <= 0.10 * plateau, _show(verdict)
 
 
 def test_client_in_a_quarter_core_quota_is_client_and_says_quota(
@@ -151,7 +153,10 @@ def test_embedded_demo_says_client_and_server_share_the_cores(
 
 def test_testbed_table_judges_by_the_truth() -> None:
     network, not_network = tb.by_name("network"), tb.TESTBEDS[3]
-    demo = tb.by_name("embedded demo")
+    demo, server = tb.by_name("embedded demo"), tb.by_name("server")
+    sweep = {"verdict": "server", "capacity_model": {"name": "bounds", "x_max_rps": 790.0}}
+    assert server.right(sweep)
+    assert not server.right({**sweep, "capacity_model": {"name": "usl", "x_max_rps": 1000.0}})
     assert network.right({"verdict": "network"}) and not network.right({"verdict": "server"})
     assert not_network.right({"verdict": "client"})
     assert not not_network.right({"verdict": "network"})
