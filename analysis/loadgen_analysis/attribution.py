@@ -8,15 +8,20 @@ checking it in a fixed order, the first check that finds a limit giving the verd
 2. **client** — the load generator did not keep its workers busy: effective concurrency
    N_eff = X · R̄ well below the configured N, idle gaps between a worker's consecutive requests
    (and whether they grow), time waiting on the producer (``queue_wait_ns``), client CPU near
-   saturation (``client-metrics.parquet``, when the run has one).
-3. **network** — bytes/s near a link capacity the user gives, or transfer time (last byte minus
-   first byte) dominating latency.
+   saturation against its limit, or CFS throttling under a CPU quota for a material share of
+   the run (:mod:`.client`). When the server runs on the same cores (embedded, or a loopback
+   target), a saturated CPU is shared by both, and the verdict says so.
+3. **network** — per direction (a link is full duplex), the busiest second's bytes near the
+   link capacity (``--link-capacity``, else run.json ``client.link_capacity_bps``), from the
+   target interface's counters when known, else the rows' bytes summed over phases; or sending
+   the request (``send_ns``) or receiving the body dominating latency.
 4. **server** — over a sweep, throughput on a plateau while latency grows ∝ N (requests queue
-   behind a fixed capacity; the USL fit gives X_max and N_max); for one run, time to first byte
-   dominating latency.
+   behind a fixed capacity; the capacity model that fits better — the USL or the
+   operational-law bounds — gives X_max and the knee); for one run, the wait between the last
+   request byte sent and the first response byte dominating latency.
 
-Not responsible for computing the reductions (summary) or the fit (usl); this module only
-reads them and explains.
+Not responsible for computing the reductions (summary, client) or the fits (usl, bounds); this
+module only reads them and explains.
 """
 
 from __future__ import annotations
@@ -26,17 +31,19 @@ from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any, Literal
 
-import duckdb
 import numpy as np
 import pandas as pd
 
+from .bounds import BoundsFit, better_fit, fit_bounds
+from .client import ClientEvidence, client_evidence
 from .io import Run, as_runs
 from .summary import error_breakdown, gap_summary, latency_components, run_table, timeline
 from .usl import USLFit, fit_usl
 
 Check = Literal["errors", "client", "network", "server"]
 Status = Literal["limit", "ok", "not measured"]
-Verdict = Literal["errors", "client", "network", "server", "none"]
+Verdict = Literal["errors", "client", "network", "server", "inconclusive"]
+CapacityModel = USLFit | BoundsFit
 
 
 @dataclass(frozen=True)
@@ -52,11 +59,15 @@ class Thresholds:
     max_idle_share: float = 0.2
     #: Share of latency spent waiting on the producer's buffer above which the producer limits.
     max_queue_wait_share: float = 0.2
-    #: Client CPU utilisation (fraction of all cores) above which the client is saturated.
+    #: Client CPU utilisation (p90 of 1 s samples, fraction of its CPU limit: cores or quota)
+    #: above which the client is saturated.
     max_client_cpu: float = 0.9
+    #: Share of CFS periods in which a CPU quota throttled the client, above which the quota
+    #: is the limit (a material share of the run, not a burst).
+    max_throttled_share: float = 0.2
     #: Link utilisation (peak per-second bytes / capacity) above which the network limits.
     max_link_utilisation: float = 0.8
-    #: Transfer time share of latency above which moving bytes dominates.
+    #: Transfer (or send) time share of latency above which moving bytes dominates.
     max_transfer_share: float = 0.5
     #: A level is on the plateau when its throughput is at least this share of the peak.
     plateau_share: float = 0.9
@@ -64,7 +75,8 @@ class Thresholds:
     plateau_span: float = 1.5
     #: Minimum log-log slope of latency against N on the plateau (1 = latency ∝ N).
     min_latency_slope: float = 0.6
-    #: Time-to-first-byte share of latency above which the wait is server-side.
+    #: Share of latency waiting on the first byte (after the request was sent) above which the
+    #: wait is server-side.
     min_ttfb_share: float = 0.8
 
 
@@ -89,6 +101,9 @@ class Attribution:
     #: Throughput the limit allows, when it could be measured (plateau mean), req/s.
     capacity_rps: float | None = None
     usl: USLFit | None = None
+    bounds: BoundsFit | None = None
+    #: The model that fits the sweep better (``usl`` or ``bounds``); the plots draw this one.
+    capacity_model: CapacityModel | None = None
     caveats: tuple[str, ...] = ()
 
     def finding(self, check: Check) -> Finding:
@@ -97,6 +112,29 @@ class Attribution:
     def as_dict(self) -> dict[str, Any]:
         out = asdict(self)
         out["usl"] = self.usl.as_dict() if self.usl else None
+        out["bounds"] = self.bounds.as_dict() if self.bounds else None
+        out["capacity_model"] = self.capacity_model.as_dict() if self.capacity_model else None
+        return _jsonable(out)
+
+    def explain_dict(self, run: str) -> dict[str, Any]:
+        """The object ``loadgen-analyze explain --json`` prints (AGREED-11's contract)."""
+        out: dict[str, Any] = {
+            "run": run,
+            "verdict": self.verdict,
+            "strength": self.confidence,
+            "summary": self.headline,
+            "checks": [
+                {"name": f.check, "status": f.status, "evidence": f.summary, "values": f.evidence}
+                for f in self.findings
+            ],
+            "notes": list(self.caveats),
+        }
+        if self.capacity_model is not None:
+            out["capacity_model"] = {
+                **self.capacity_model.as_dict(),
+                "usl": self.usl.as_dict() if self.usl else None,
+                "bounds": self.bounds.as_dict() if self.bounds else None,
+            }
         return _jsonable(out)
 
     def to_text(self) -> str:
@@ -133,47 +171,29 @@ class _Evidence:
     errors: pd.DataFrame | None = None
     gaps: pd.DataFrame | None = None
     components: pd.DataFrame | None = None
-    peak_bytes_per_s: pd.Series | None = None
-    client_cpu: pd.Series | None = None
+    #: Per run: the busiest second's bytes sent and received by the rows (all phases summed).
+    traffic: pd.DataFrame | None = None
+    clients: list[ClientEvidence] = field(default_factory=list)
 
 
-def _client_cpu(runs: list[Run]) -> pd.Series | None:
-    """Peak of the 1 Hz client CPU utilisation per run, when client-metrics.parquet has one.
-
-    Reads a ``cpu_utilization`` column (fraction of all cores, 0–1); runs without the file
-    or the column are left out. A sharded run ran on several clients: its value is the busiest
-    client's, since one saturated client is enough to hold the load back.
-    """
-    values: dict[str, float] = {}
-    con = duckdb.connect(":memory:")
-    for run in runs:
-        peaks = []
-        for path in run.client_metrics_files:
-            source = f"read_parquet('{str(path).replace(chr(39), chr(39) * 2)}')"
-            columns = {r[0] for r in con.execute(f"DESCRIBE SELECT * FROM {source}").fetchall()}
-            if "cpu_utilization" not in columns:
-                continue
-            (peak,) = con.execute(
-                f"SELECT quantile_cont(cpu_utilization, 0.9) FROM {source}"
-            ).fetchone()
-            if peak is not None:
-                peaks.append(float(peak))
-        if peaks:
-            values[run.label] = max(peaks)
-    return pd.Series(values, dtype=float) if values else None
+def _row_traffic(runs: list[Run]) -> pd.DataFrame:
+    """Per run, the busiest second's bytes sent and received, every phase of the second summed
+    (concurrent groups share the link). Buckets less than half inside the run are left out:
+    a sliver of a second is not a rate."""
+    tl = timeline(runs, by_phase=False)
+    full = tl[tl["covered_s"] >= 0.5]
+    columns = ["sent_bytes_per_s", "received_bytes_per_s"]
+    return (full if not full.empty else tl).groupby("run", sort=False)[columns].max()
 
 
 def _evidence_from_runs(runs: list[Run]) -> _Evidence:
-    sweep = run_table(runs)
-    tl = timeline(runs)
-    per_second = tl.groupby("run", sort=False)["bytes_per_s"].max()
     return _Evidence(
-        sweep=sweep,
+        sweep=run_table(runs),
         errors=error_breakdown(runs),
         gaps=gap_summary(runs),
         components=latency_components(runs),
-        peak_bytes_per_s=per_second,
-        client_cpu=_client_cpu(runs),
+        traffic=_row_traffic(runs),
+        clients=client_evidence(runs),
     )
 
 
@@ -287,12 +307,7 @@ def _check_client(ev: _Evidence, t: Thresholds) -> Finding:
                 f"workers waited {wait:.2f} ms per request on the producer's buffer "
                 f"({_pct(share)} of their time): the producer is the limit"
             )
-    if ev.client_cpu is not None:
-        measured = True
-        cpu = float(ev.client_cpu.max())
-        evidence["client_cpu_p90"] = cpu
-        if cpu > t.max_client_cpu:
-            reasons.append(f"client CPU at {_pct(cpu)} of all cores")
+    measured = _client_resources(ev.clients, t, reasons, evidence) or measured
     if not measured:
         return Finding("client", "not measured", "no worker-level data to check the client")
     if reasons:
@@ -302,41 +317,125 @@ def _check_client(ev: _Evidence, t: Thresholds) -> Finding:
         parts.append(f"N_eff/N = {evidence['n_eff_ratio']:.2f} at N = {evidence['connections']}")
     if "idle_share" in evidence:
         parts.append(f"workers idle {_pct(evidence['idle_share'])} between requests")
-    if "client_cpu_p90" not in evidence:
+    if "client_cpu_p90" in evidence:
+        parts.append(f"client CPU p90 {_pct(evidence['client_cpu_p90'])} of its limit")
+    else:
         parts.append("client CPU not measured")
+    if evidence.get("throttled_share") is not None:
+        parts.append(f"throttled in {_pct(evidence['throttled_share'])} of CFS periods")
     return Finding("client", "ok", "; ".join(parts), evidence)
+
+
+def _max_of(clients: list[ClientEvidence], name: str) -> float | None:
+    values = [getattr(c, name) for c in clients if getattr(c, name) is not None]
+    return max(values) if values else None
+
+
+def _client_resources(
+    clients: list[ClientEvidence], t: Thresholds, reasons: list[str], evidence: dict[str, Any]
+) -> bool:
+    """The client's CPU against its limit and its CFS throttling; True when either was read."""
+    cpu = _max_of(clients, "cpu_p90")
+    throttled = _max_of(clients, "throttled_share")
+    quota = _max_of(clients, "cpu_quota_cores")
+    limit = _max_of(clients, "cpu_limit_cores")
+    evidence["server_shares_cores"] = any(c.server_shares_cores for c in clients)
+    evidence.update(cpu_quota_cores=quota, cpu_limit_cores=limit)
+    if throttled is not None:
+        evidence["throttled_share"] = throttled
+        evidence["throttled_s"] = _max_of(clients, "throttled_s")
+        if throttled >= t.max_throttled_share:
+            seconds = evidence["throttled_s"]
+            reasons.append(
+                f"CPU quota{f' of {quota:g} cores' if quota else ''}: the client was throttled "
+                f"in {_pct(throttled)} of CFS periods"
+                + (f" ({seconds:.2f} s held back)" if seconds is not None else "")
+            )
+    if cpu is not None:
+        evidence["client_cpu_p90"] = cpu
+        evidence["client_cpu_saturated"] = cpu > t.max_client_cpu
+        if cpu > t.max_client_cpu:
+            of = f"its {limit:g} cores" if limit else "its cores"
+            if quota and limit == quota:
+                of = f"its CPU quota of {quota:g} cores"
+            reasons.append(f"client CPU at {_pct(cpu)} of {of} (p90 of 1 s samples)")
+    return cpu is not None or throttled is not None
+
+
+def _peak_traffic(ev: _Evidence) -> tuple[float | None, float | None, str]:
+    """The busiest second's (tx, rx) bytes/s and where they were read: the target interface's
+    counters when client-metrics has them, else the request rows' bytes."""
+    tx = _max_of(ev.clients, "interface_tx_bytes_per_s")
+    rx = _max_of(ev.clients, "interface_rx_bytes_per_s")
+    if tx is not None or rx is not None:
+        names = sorted({c.target_interface for c in ev.clients if c.target_interface})
+        return tx, rx, f"interface {', '.join(names)}"
+    if ev.traffic is None or ev.traffic.empty:
+        return None, None, ""
+    return (
+        float(ev.traffic["sent_bytes_per_s"].max()),
+        float(ev.traffic["received_bytes_per_s"].max()),
+        "request rows",
+    )
+
+
+def _mean_share(comp: pd.DataFrame, column: str) -> tuple[float, float]:
+    """Response-weighted mean of a component (ms) and its share of mean latency."""
+    weights = comp["responses"]
+    value = float(np.average(comp[column].fillna(0.0), weights=weights))
+    latency = float(np.average(comp["mean_latency_ms"], weights=weights))
+    return value, (value / latency if latency > 0 else 0.0)
+
+
+def _link_reasons(
+    ev: _Evidence, t: Thresholds, capacity_bps: float | None, evidence: dict[str, Any]
+) -> list[str]:
+    """Each direction's busiest second against the link (full duplex: never their sum)."""
+    tx, rx, source = _peak_traffic(ev)
+    reasons = []
+    for direction, peak in (("tx", tx), ("rx", rx)):
+        if peak is None:
+            continue
+        evidence[f"peak_{direction}_bytes_per_s"] = peak
+        if capacity_bps:
+            utilisation = peak * 8 / capacity_bps
+            evidence[f"{direction}_link_utilisation"] = utilisation
+            if utilisation >= t.max_link_utilisation:
+                reasons.append(
+                    f"{direction} {peak * 8 / 1e6:.1f} Mbit/s in the busiest second is "
+                    f"{_pct(utilisation)} of the {capacity_bps / 1e6:g} Mbit/s link ({source})"
+                )
+    if source:
+        evidence["traffic_source"] = source
+    if capacity_bps and (tx is not None or rx is not None):
+        evidence["link_capacity_bps"] = capacity_bps
+        evidence["link_utilisation"] = max(
+            evidence.get("tx_link_utilisation", 0.0), evidence.get("rx_link_utilisation", 0.0)
+        )
+    return reasons
 
 
 def _check_network(ev: _Evidence, t: Thresholds, link_capacity_bps: float | None) -> Finding:
     evidence: dict[str, Any] = {}
-    reasons: list[str] = []
-    measured = False
-    if ev.peak_bytes_per_s is not None and len(ev.peak_bytes_per_s):
-        peak = float(ev.peak_bytes_per_s.max())
-        evidence["peak_bytes_per_s"] = peak
-        if link_capacity_bps:
-            measured = True
-            utilisation = peak * 8 / link_capacity_bps
-            evidence["link_capacity_bps"] = link_capacity_bps
-            evidence["link_utilisation"] = utilisation
-            if utilisation >= t.max_link_utilisation:
-                reasons.append(
-                    f"peak {peak * 8 / 1e6:.1f} Mbit/s is {_pct(utilisation)} of the "
-                    f"{link_capacity_bps / 1e6:.0f} Mbit/s link"
-                )
+    capacity = link_capacity_bps or _max_of(ev.clients, "link_capacity_bps")
+    reasons = _link_reasons(ev, t, capacity, evidence)
+    measured = "link_utilisation" in evidence
     if ev.components is not None and not ev.components.empty:
         measured = True
-        comp = ev.components
-        weights = comp["responses"]
-        transfer = float(np.average(comp["transfer_ms"], weights=weights))
-        latency = float(np.average(comp["mean_latency_ms"], weights=weights))
-        share = transfer / latency if latency > 0 else 0.0
-        evidence["transfer_share"] = share
-        evidence["transfer_ms"] = transfer
+        transfer, share = _mean_share(ev.components, "transfer_ms")
+        evidence.update(transfer_share=share, transfer_ms=transfer)
         if share >= t.max_transfer_share:
             reasons.append(
                 f"receiving response bodies took {_pct(share)} of latency ({transfer:.2f} ms)"
             )
+        if ev.components["send_ms"].notna().any():
+            send, send_share = _mean_share(ev.components, "send_ms")
+            evidence.update(send_share=send_share, send_ms=send)
+            link_idle = evidence.get("tx_link_utilisation", 1.0) < t.max_link_utilisation
+            if send_share >= t.max_transfer_share and not (capacity and link_idle):
+                reasons.append(
+                    f"sending requests took {_pct(send_share)} of latency ({send:.2f} ms)"
+                )
     if not measured:
         return Finding(
             "network",
@@ -346,17 +445,28 @@ def _check_network(ev: _Evidence, t: Thresholds, link_capacity_bps: float | None
         )
     if reasons:
         return Finding("network", "limit", "; ".join(reasons), evidence)
+    return Finding("network", "ok", _network_ok_text(evidence), evidence)
+
+
+def _network_ok_text(evidence: dict[str, Any]) -> str:
     parts = []
+    source = evidence.get("traffic_source", "")
     if "link_utilisation" in evidence:
-        parts.append(f"link {_pct(evidence['link_utilisation'])} used at peak")
-    elif "peak_bytes_per_s" in evidence:
         parts.append(
-            f"peak {evidence['peak_bytes_per_s'] * 8 / 1e6:.2f} Mbit/s "
-            "(give --link-capacity to compare)"
+            f"link {_pct(evidence['link_utilisation'])} used in the busiest second, the busier "
+            f"direction of {source}"
         )
+    elif "peak_tx_bytes_per_s" in evidence:
+        tx = evidence["peak_tx_bytes_per_s"] * 8 / 1e6
+        rx = evidence.get("peak_rx_bytes_per_s", 0.0) * 8 / 1e6
+        parts.append(
+            f"peak tx {tx:.2f} / rx {rx:.2f} Mbit/s ({source}; give --link-capacity to compare)"
+        )
+    if "send_share" in evidence:
+        parts.append(f"sending {_pct(evidence['send_share'])} of latency")
     if "transfer_share" in evidence:
         parts.append(f"transfer {_pct(evidence['transfer_share'])} of latency")
-    return Finding("network", "ok", "; ".join(parts), evidence)
+    return "; ".join(parts)
 
 
 def _plateau(sweep: pd.DataFrame, t: Thresholds) -> dict[str, Any] | None:
@@ -392,77 +502,110 @@ def _plateau(sweep: pd.DataFrame, t: Thresholds) -> dict[str, Any] | None:
     return info
 
 
-def _check_server(ev: _Evidence, t: Thresholds) -> tuple[Finding, float | None, USLFit | None]:
-    sweep = ev.sweep
-    evidence: dict[str, Any] = {}
-    fit: USLFit | None = None
-    reasons: list[str] = []
-    capacity: float | None = None
-    levels = sweep["connections"].nunique() if "connections" in sweep else 0
-    if levels >= 3:
+@dataclass(frozen=True)
+class _Models:
+    usl: USLFit | None = None
+    bounds: BoundsFit | None = None
+
+    @property
+    def chosen(self) -> CapacityModel | None:
+        return better_fit(self.usl, self.bounds)
+
+
+def _fit_models(sweep: pd.DataFrame) -> _Models:
+    fits: dict[str, Any] = {}
+    for name, fit in (("usl", fit_usl), ("bounds", fit_bounds)):
         try:
-            fit = fit_usl(sweep["connections"], sweep["throughput_rps"])
-            evidence["usl"] = fit.as_dict()
+            fits[name] = fit(sweep["connections"], sweep["throughput_rps"])
         except ValueError:
-            fit = None
-        plateau = _plateau(sweep, t)
-        if plateau is not None:
-            evidence["plateau"] = plateau
-            slope = plateau.get("latency_slope")
-            latency_ok = slope is None or slope >= t.min_latency_slope
-            if plateau["holds"] and latency_ok:
-                capacity = plateau["plateau_rps"]
-                text = (
-                    f"throughput stopped at {capacity:.0f} req/s from N = "
-                    f"{plateau['plateau_from_n']} to {plateau['plateau_to_n']}"
-                )
-                if slope is not None:
-                    text += (
-                        f" while mean latency grew {plateau['latency_growth']:.1f}× "
-                        f"(∝ N^{slope:.2f})"
-                    )
-                if fit is not None and math.isfinite(fit.n_max):
-                    text += f"; USL: X_max {fit.x_max:.0f} req/s at N_max {fit.n_max:.0f}"
-                reasons.append(text)
-    if ev.components is not None and not ev.components.empty:
-        comp = ev.components
-        weights = comp["responses"]
-        ttfb_share = float(
-            np.average(comp["mean_ttfb_ms"], weights=weights)
-            / np.average(comp["mean_latency_ms"], weights=weights)
+            fits[name] = None
+    return _Models(**fits)
+
+
+def model_text(models: _Models) -> str:
+    """Which capacity model fits better, with both fits' quality."""
+    chosen = models.chosen
+    if chosen is None:
+        return ""
+    other = models.bounds if chosen is models.usl else models.usl
+    if isinstance(chosen, BoundsFit):
+        text = (
+            f"bounds model fits best: X_max {chosen.x_max:.0f} req/s, knee N* = R(1)·X_max = "
+            f"{chosen.n_max:.1f} (R² {chosen.r_squared:.3f})"
         )
-        evidence["ttfb_share"] = ttfb_share
-    if reasons:
-        if "ttfb_share" in evidence:
-            reasons.append(f"time to first byte is {_pct(evidence['ttfb_share'])} of latency")
-        return Finding("server", "limit", "; ".join(reasons), evidence), capacity, fit
+    elif math.isfinite(chosen.n_max):
+        text = (
+            f"USL fits best: X_max {chosen.x_max:.0f} req/s at N_max {chosen.n_max:.0f} "
+            f"(R² {chosen.r_squared:.3f})"
+        )
+    else:
+        text = f"USL fits best: no peak (κ = 0; R² {chosen.r_squared:.3f})"
+    if other is not None:
+        text += f"; {other.name} R² {other.r_squared:.3f}"
+    return text
+
+
+def _plateau_text(plateau: dict[str, Any]) -> str:
+    text = (
+        f"throughput stopped at {plateau['plateau_rps']:.0f} req/s from N = "
+        f"{plateau['plateau_from_n']} to {plateau['plateau_to_n']}"
+    )
+    slope = plateau.get("latency_slope")
+    if slope is not None:
+        text += f" while mean latency grew {plateau['latency_growth']:.1f}× (∝ N^{slope:.2f})"
+    return text
+
+
+def _server_wait(ev: _Evidence, evidence: dict[str, Any]) -> None:
+    """Time to first byte, and the server's share of it: first byte minus sending (send_ns)."""
+    if ev.components is None or ev.components.empty:
+        return
+    comp = ev.components
+    _, evidence["ttfb_share"] = _mean_share(comp, "mean_ttfb_ms")
+    if comp["send_ms"].notna().any():
+        _, evidence["server_wait_share"] = _mean_share(comp, "first_byte_ms")
+
+
+def _check_sweep(
+    ev: _Evidence, t: Thresholds, evidence: dict[str, Any]
+) -> tuple[Finding, float | None, _Models]:
+    sweep = ev.sweep
+    models = _fit_models(sweep)
+    for name in ("usl", "bounds"):
+        if getattr(models, name) is not None:
+            evidence[name] = getattr(models, name).as_dict()
+    if models.chosen is not None:
+        evidence["capacity_model"] = models.chosen.name
+    plateau = _plateau(sweep, t)
+    if plateau is not None:
+        evidence["plateau"] = plateau
+        slope = plateau.get("latency_slope")
+        if plateau["holds"] and (slope is None or slope >= t.min_latency_slope):
+            reasons = [_plateau_text(plateau), model_text(models)]
+            if "ttfb_share" in evidence:
+                reasons.append(f"time to first byte is {_pct(evidence['ttfb_share'])} of latency")
+            text = "; ".join(r for r in reasons if r)
+            return Finding("server", "limit", text, evidence), plateau["plateau_rps"], models
+    top = int(_top_level(sweep)["connections"].iloc[0])
+    text = f"throughput still grows with N (no plateau up to N = {top})"
+    return Finding("server", "ok", text, evidence), None, models
+
+
+def _check_server(ev: _Evidence, t: Thresholds) -> tuple[Finding, float | None, _Models]:
+    evidence: dict[str, Any] = {}
+    _server_wait(ev, evidence)
+    levels = ev.sweep["connections"].nunique() if "connections" in ev.sweep else 0
     if levels >= 3:
-        top = _top_level(sweep)
-        return (
-            Finding(
-                "server",
-                "ok",
-                f"throughput still grows with N (no plateau up to N = "
-                f"{int(top['connections'].iloc[0])})",
-                evidence,
-            ),
-            None,
-            fit,
+        return _check_sweep(ev, t, evidence)
+    wait = evidence.get("server_wait_share", evidence.get("ttfb_share", 0.0))
+    if wait >= t.min_ttfb_share:
+        what = "after the request was sent " if "server_wait_share" in evidence else ""
+        text = (
+            f"waiting for the first byte {what}is {_pct(wait)} of latency: requests spend "
+            "their time waiting on the server (one level only: run a sweep to see its capacity)"
         )
-    if evidence.get("ttfb_share", 0.0) >= t.min_ttfb_share:
-        return (
-            Finding(
-                "server",
-                "limit",
-                f"time to first byte is {_pct(evidence['ttfb_share'])} of latency: requests "
-                "spend their time waiting on the server (one level only: run a sweep to see "
-                "its capacity)",
-                evidence,
-            ),
-            None,
-            None,
-        )
-    return Finding("server", "ok", "no sign of a server-side limit", evidence), None, None
+        return Finding("server", "limit", text, evidence), None, _Models()
+    return Finding("server", "ok", "no sign of a server-side limit", evidence), None, _Models()
 
 
 # --------------------------------------------------------------------------- entry point
@@ -494,41 +637,56 @@ def attribute(
     errors = _check_errors(ev, t)
     client = _check_client(ev, t)
     network = _check_network(ev, t, link_capacity_bps)
-    server, capacity, fit = _check_server(ev, t)
+    server, capacity, models = _check_server(ev, t)
     findings = (errors, client, network, server)
-
-    caveats: list[str] = []
-    if client.status != "limit" and "client_cpu_p90" not in client.evidence:
-        caveats.append(
-            "client CPU was not measured: a saturated client also shows a plateau with "
-            "latency ∝ N; check the client machine's CPU"
-        )
-    if network.status == "not measured" or "link_utilisation" not in network.evidence:
-        caveats.append(
-            "link utilisation not measured (no link capacity given): a server-side verdict "
-            "may also be a network limit"
-        )
-
-    verdict: Verdict = "none"
-    confidence: Literal["strong", "weak"] = "weak"
-    headline = "no limit found"
-    for finding in findings:
-        if finding.status == "limit":
-            verdict = finding.check
-            headline = finding.summary
-            break
-    if verdict == "server":
-        confidence = "strong" if capacity is not None else "weak"
-    elif verdict in ("errors", "client", "network"):
-        confidence = "strong"
-    if verdict == "none":
-        headline = server.summary if server.status == "ok" else "no check found a limit"
+    verdict, confidence, headline = _verdict(findings, capacity)
     return Attribution(
         verdict=verdict,
         headline=headline,
         confidence=confidence,
         findings=findings,
         capacity_rps=capacity,
-        usl=fit,
-        caveats=tuple(caveats),
+        usl=models.usl,
+        bounds=models.bounds,
+        capacity_model=models.chosen,
+        caveats=_caveats(client, network),
     )
+
+
+def _verdict(
+    findings: tuple[Finding, ...], capacity: float | None
+) -> tuple[Verdict, Literal["strong", "weak"], str]:
+    """The first check that found a limit decides; a client whose CPU it shared with the
+    server is named as such (the cores, not the client alone, are the limit)."""
+    limit = next((f for f in findings if f.status == "limit"), None)
+    if limit is None:
+        server = findings[-1]
+        return (
+            "inconclusive",
+            "weak",
+            (server.summary if server.status == "ok" else "no check found a limit"),
+        )
+    headline = limit.summary
+    shared = limit.evidence.get("server_shares_cores")
+    if limit.check == "client" and shared and limit.evidence.get("client_cpu_saturated"):
+        headline = (
+            "client and server share the cores (embedded server or loopback target), and "
+            f"they were saturated: {headline}"
+        )
+    strong = limit.check != "server" or capacity is not None
+    return limit.check, "strong" if strong else "weak", headline
+
+
+def _caveats(client: Finding, network: Finding) -> tuple[str, ...]:
+    caveats: list[str] = []
+    if client.status != "limit" and "client_cpu_p90" not in client.evidence:
+        caveats.append(
+            "client CPU was not measured: a saturated client also shows a plateau with "
+            "latency ∝ N; check the client machine's CPU"
+        )
+    if "link_utilisation" not in network.evidence:
+        caveats.append(
+            "link utilisation not measured (no link capacity given): a server-side verdict "
+            "may also be a network limit"
+        )
+    return tuple(caveats)

@@ -232,7 +232,8 @@ def plot_n_eff(sweep: pd.DataFrame) -> Figure:
 
 
 def plot_latency_components(runs: RunsArg | pd.DataFrame) -> Figure:
-    """Mean latency per op split into connect, wait for first byte, and transfer."""
+    """Mean latency per op split into connect, send (record schema 2), wait for first byte, and
+    transfer."""
     frame = runs if isinstance(runs, pd.DataFrame) else latency_components(runs)
     labels = [
         f"{r.run} · {r.op}" if frame["run"].nunique() > 1 else str(r.op)
@@ -241,13 +242,15 @@ def plot_latency_components(runs: RunsArg | pd.DataFrame) -> Figure:
     fig, (ax,) = _figure(9, 1.2 + 0.45 * max(len(frame), 2))
     y = np.arange(len(frame))
     left = np.zeros(len(frame))
+    has_send = "send_ms" in frame and frame["send_ms"].notna().any()
     parts = (
         ("connect_ms", "connect", "#8172b3"),
-        ("first_byte_ms", "send → first byte", "#4c72b0"),
+        *((("send_ms", "send (last request byte to the socket)", "#dd8452"),) if has_send else ()),
+        ("first_byte_ms", "sent → first byte" if has_send else "send → first byte", "#4c72b0"),
         ("transfer_ms", "transfer (first → last byte)", "#55a868"),
     )
     for column, label, colour in parts:
-        values = frame[column].to_numpy(float)
+        values = np.nan_to_num(frame[column].to_numpy(float))
         ax.barh(y, values, left=left, color=colour, label=label)
         left += values
     ax.set_yticks(y, labels)

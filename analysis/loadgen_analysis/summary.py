@@ -192,8 +192,9 @@ def timeline(runs: RunsArg, bucket_s: float = 1.0, by_phase: bool = True) -> pd.
 
     Columns: run, phase (``all`` when ``by_phase`` is false), t_s (bucket start, seconds from
     the anchor), requests, ok, errors, throughput_rps, ok_throughput_rps, p50_ms, p99_ms,
-    bytes_per_s, covered_s. A request counts in the bucket in which it ended, so a bucket's
-    count is the throughput delivered in it. Rates divide by ``covered_s``, the part of the
+    bytes_per_s (both directions), sent_bytes_per_s, received_bytes_per_s, covered_s. A request
+    counts in the bucket in which it ended, so a bucket's count is the throughput delivered in
+    it. Rates divide by ``covered_s``, the part of the
     bucket inside the run (the last bucket is usually partial, and a full-bucket divisor would
     show a drop that did not happen); at least a tenth of a bucket, so a sliver of a bucket
     does not turn a handful of requests into a spike.
@@ -223,7 +224,8 @@ def timeline(runs: RunsArg, bucket_s: float = 1.0, by_phase: bool = True) -> pd.
             count(*) FILTER (WHERE error IS NOT NULL) AS errors,
             quantile_disc(latency_ns, 0.5) FILTER (WHERE status > 0) / 1e6 AS p50_ms,
             quantile_disc(latency_ns, 0.99) FILTER (WHERE status > 0) / 1e6 AS p99_ms,
-            (sum(bytes_sent) + sum(bytes_received))::DOUBLE AS bytes
+            (sum(bytes_sent) + sum(bytes_received))::DOUBLE AS bytes,
+            sum(bytes_sent)::DOUBLE AS sent, sum(bytes_received)::DOUBLE AS received
         FROM records JOIN spans ON run_index = span_run
         GROUP BY run_index, {phase}, bucket
         ORDER BY run_index, bucket, phase
@@ -233,6 +235,8 @@ def timeline(runs: RunsArg, bucket_s: float = 1.0, by_phase: bool = True) -> pd.
     frame["throughput_rps"] = frame["requests"] / frame["covered_s"]
     frame["ok_throughput_rps"] = frame["ok"] / frame["covered_s"]
     frame["bytes_per_s"] = frame["bytes"] / frame["covered_s"]
+    frame["sent_bytes_per_s"] = frame["sent"] / frame["covered_s"]
+    frame["received_bytes_per_s"] = frame["received"] / frame["covered_s"]
     return frame[
         [
             "run",
@@ -246,6 +250,8 @@ def timeline(runs: RunsArg, bucket_s: float = 1.0, by_phase: bool = True) -> pd.
             "p50_ms",
             "p99_ms",
             "bytes_per_s",
+            "sent_bytes_per_s",
+            "received_bytes_per_s",
             "covered_s",
         ]
     ].reset_index(drop=True)
@@ -362,22 +368,29 @@ def gap_summary(runs: RunsArg) -> pd.DataFrame:
 
 
 def latency_components(runs: RunsArg) -> pd.DataFrame:
-    """Per run and op: mean latency split into connect, wait for first byte, and transfer (ms).
+    """Per run and op: mean latency split into connect, send, wait for first byte, and transfer
+    (ms).
 
     ``connect_ms`` averages the connect time over all responses (0 when the connection was
-    reused), so connect + first byte wait + transfer = mean latency. ``first_byte_ms`` is the
-    time from sending (after any connect) to the first response byte: server time plus network
-    round trip; ``transfer_ms`` is the rest of the body. Also: connects (how many rows opened a
+    reused), so connect + send + first byte wait + transfer = mean latency. ``send_ms`` is the
+    time to hand the whole request to the socket after any connect (``send_ns``, record schema
+    2; NaN for version-1 runs, whose ``first_byte_ms`` then includes it). ``first_byte_ms`` is
+    the time from sending to the first response byte: server time plus network round trip;
+    ``transfer_ms`` is the rest of the body. Also: connects (how many rows opened a
     connection), mean_ttfb_ms, ttfb_share (first byte / latency).
     """
     runs = as_runs(runs)
     con = connect(runs)
+    columns = {r[0] for r in con.execute("DESCRIBE records").fetchall()}
+    # Rows without send_ns (version 1, or a request that sent nothing) count no send time.
+    sent = "coalesce(send_ns, connect_ns, 0)" if "send_ns" in columns else "NULL"
     frame = con.execute(
-        """
+        f"""
         SELECT any_value(run) AS run, op, count(*) AS responses,
             count(connect_ns) AS connects,
             avg(coalesce(connect_ns, 0)) / 1e6 AS connect_ms,
-            avg(ttfb_ns - coalesce(connect_ns, 0)) / 1e6 AS first_byte_ms,
+            avg({sent} - coalesce(connect_ns, 0)) / 1e6 AS send_ms,
+            avg(ttfb_ns - coalesce({sent}, connect_ns, 0)) / 1e6 AS first_byte_ms,
             avg(latency_ns - ttfb_ns) / 1e6 AS transfer_ms,
             avg(latency_ns) / 1e6 AS mean_latency_ms,
             avg(ttfb_ns) / 1e6 AS mean_ttfb_ms
@@ -385,6 +398,7 @@ def latency_components(runs: RunsArg) -> pd.DataFrame:
         GROUP BY run_index, op ORDER BY run_index, op
         """
     ).df()
+    frame["send_ms"] = frame["send_ms"].astype(float)
     frame["ttfb_share"] = frame["mean_ttfb_ms"] / frame["mean_latency_ms"]
     return frame
 

@@ -43,6 +43,16 @@ class USLFit:
     #: Standard errors of (λ, σ, κ) from the Jacobian at the optimum (NaN when singular).
     stderr: tuple[float, float, float]
     points: int
+    #: Observed minus fitted X at each point, in the order given (req/s).
+    residuals: tuple[float, ...] = ()
+
+    name = "usl"
+
+    def label(self) -> str:
+        return (
+            f"USL (σ={self.sigma:.3g}, κ={self.kappa:.3g}, λ={self.lam:.4g}, "
+            f"R²={self.r_squared:.3f})"
+        )
 
     @property
     def n_max(self) -> float:
@@ -76,8 +86,9 @@ class USLFit:
     def is_coherency_constrained(self) -> bool:
         return self.kappa > self.sigma
 
-    def as_dict(self) -> dict[str, float]:
+    def as_dict(self) -> dict[str, float | str | list[float]]:
         return {
+            "name": self.name,
             "lambda": self.lam,
             "sigma": self.sigma,
             "kappa": self.kappa,
@@ -86,6 +97,7 @@ class USLFit:
             "r_squared": self.r_squared,
             "rmse": self.rmse,
             "points": self.points,
+            "residuals": list(self.residuals),
         }
 
 
@@ -151,6 +163,7 @@ def fit_usl(
         rmse=rmse,
         stderr=stderr,
         points=len(n),
+        residuals=tuple(float(v) for v in x - fitted),
     )
 
 
