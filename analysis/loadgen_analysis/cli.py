@@ -2,9 +2,11 @@
 
 Responsible for parsing arguments, calling the package and choosing the exit code — nothing
 else. Subcommands: ``summary`` (per-op table of runs, and the shards of sharded runs),
-``report`` (self-contained HTML) and ``compare`` (the regression gate: exit 0 pass, 1 a limit
-exceeded, 2 bad input). Every RUN is a run directory, a folder of them, or an ``s3://`` URL of
-either; warnings (an incomplete sharded run, a run without run.json) go to stderr.
+``explain`` (where throughput stopped: the verdict and every check's evidence, ``--json`` for
+scripts), ``report`` (self-contained HTML) and ``compare`` (the regression gate: exit 0 pass, 1
+a limit exceeded, 2 bad input). Bad input is one line on stderr and exit 2. Every RUN is a run
+directory, a folder of them, or an ``s3://`` URL of either; warnings (an incomplete sharded
+run, a run without run.json) go to stderr.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ import sys
 import warnings
 from collections.abc import Sequence
 from pathlib import Path
+from typing import NoReturn
 
 from .io import Run, RunLoadError, load_runs
 
@@ -41,18 +44,24 @@ def parse_fraction(text: str) -> float | None:
     return number / 100
 
 
-_RATE = re.compile(r"^\s*([0-9]*\.?[0-9]+)\s*([kmgt]?)(bit/s|bit|bps|b/s)?\s*$", re.IGNORECASE)
+_RATE = re.compile(
+    r"^\s*([0-9]*\.?[0-9]+(?:[eE][+-]?[0-9]+)?)\s*([kKmMgGtT]?)"
+    r"([bB][iI][tT](?:/s)?|bps|b/s|B/s|Bps|B)?\s*$"
+)
 
 
 def parse_bits_per_second(text: str) -> float:
-    """``1Gbit``, ``100Mbit/s``, ``10g``, ``2500000`` → bits per second."""
+    """``1Gbit``, ``100Mbit/s``, ``200mbit``, ``10g``, ``200e6`` → bits per second; a capital
+    ``B`` means bytes (``25MB/s`` = 200e6 bits/s). k/m/g/t are powers of 1000."""
     match = _RATE.match(text)
     if not match:
         raise argparse.ArgumentTypeError(
-            f"'{text}' is not a link capacity; use e.g. 1Gbit, 100Mbit or 10G (bits per second)"
+            f"'{text}' is not a link capacity; use e.g. 1Gbit, 200mbit, 200e6 (bits per second) "
+            "or 25MB/s (bytes per second)"
         )
-    number, prefix = float(match.group(1)), match.group(2).lower()
+    number, prefix, unit = float(match.group(1)), match.group(2).lower(), match.group(3) or ""
     scale = {"": 1, "k": 1e3, "m": 1e6, "g": 1e9, "t": 1e12}[prefix]
+    scale *= 8 if unit.startswith("B") and unit[:3].lower() != "bit" else 1
     if number <= 0:
         raise argparse.ArgumentTypeError(f"'{text}': the link capacity must be positive")
     return number * scale
@@ -64,8 +73,15 @@ _RUN_HELP = (
 )
 
 
+class _Parser(argparse.ArgumentParser):
+    """Bad flags are one line on stderr (not the usage block) and exit 2."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(EXIT_BAD_INPUT, f"{self.prog}: error: {message} (see --help)\n")
+
+
 def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = _Parser(
         prog="loadgen-analyze",
         description="Analyse loadgen run directories: summaries, HTML reports with Little's "
         "Law, USL and bottleneck attribution, and a regression gate for CI.",
@@ -75,6 +91,24 @@ def _parser() -> argparse.ArgumentParser:
     summary = sub.add_parser("summary", help="print the per-op summary of runs")
     summary.add_argument("runs", nargs="+", metavar="RUN", help=_RUN_HELP)
     summary.add_argument("--json", action="store_true", help="print JSON instead of a table")
+
+    explain = sub.add_parser(
+        "explain",
+        help="print where throughput stopped: the verdict and each check's evidence",
+        description="Say where throughput stopped — errors, client, network or server — with "
+        "each check's status and evidence. Several RUNs (or a sweep folder) are one sweep and "
+        "get one verdict, with the capacity model (USL or operational-law bounds) that fits "
+        "better. Exit 0 when a verdict was printed, 2 for bad input.",
+    )
+    explain.add_argument("runs", nargs="+", metavar="RUN", help=_RUN_HELP)
+    explain.add_argument("--json", action="store_true", help="print one JSON object")
+    explain.add_argument(
+        "--link-capacity",
+        type=parse_bits_per_second,
+        metavar="RATE",
+        help="the client's link capacity, e.g. 200mbit or 1Gbit (default: run.json "
+        "client.link_capacity_bps, when recorded)",
+    )
 
     report = sub.add_parser(
         "report",
@@ -177,6 +211,19 @@ def _summary(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def _explain(args: argparse.Namespace) -> int:
+    from .attribution import attribute
+
+    runs = load_runs(args.runs)
+    result = attribute(runs, link_capacity_bps=args.link_capacity)
+    if args.json:
+        label = " ".join(args.runs)
+        print(json.dumps(result.explain_dict(label), indent=2, ensure_ascii=False))
+    else:
+        print(result.to_text())
+    return EXIT_OK
+
+
 def _report(args: argparse.Namespace) -> int:
     from .report import write_report
 
@@ -220,7 +267,7 @@ def _compare(args: argparse.Namespace) -> int:
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point; returns the exit code (also used by the console script)."""
     args = _parser().parse_args(argv)
-    handlers = {"summary": _summary, "report": _report, "compare": _compare}
+    handlers = {"summary": _summary, "explain": _explain, "report": _report, "compare": _compare}
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("always")

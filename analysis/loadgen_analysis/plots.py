@@ -16,6 +16,7 @@ import pandas as pd
 from matplotlib.figure import Figure
 from matplotlib.ticker import FixedLocator, FuncFormatter, NullLocator
 
+from .bounds import BoundsFit
 from .io import Run, as_runs
 from .littles_law import Calibration, calibration_from_sweep, predicted_throughput
 from .regression import Comparison
@@ -43,10 +44,14 @@ def plot_timeline(runs: RunsArg, bucket_s: float = 1.0) -> Figure:
     """Throughput (ok and failed) and p50/p99 latency per time bucket, phases shaded.
 
     One line per run. Phases are shaded when a run has more than one (the closed model's
-    single ``main`` phase is not).
+    single ``main`` phase is not). A bucket less than half inside its run (the sliver after the
+    last whole second: 10.003 s of run leave 3 ms in the eleventh bucket) is not drawn: its few
+    requests are no rate, and drawn they look like a drop that did not happen.
     """
     runs = as_runs(runs)
     tl = timeline_frame(runs, bucket_s=bucket_s, by_phase=False)
+    whole = tl[tl["covered_s"] >= bucket_s / 2]
+    tl = whole if not whole.empty else tl
     spans = phase_spans(runs)
     fig, (ax_x, ax_r) = _figure(10, 6, rows=2, sharex=True)
     for i, (run, frame) in enumerate(tl.groupby("run", sort=False)):
@@ -146,9 +151,10 @@ def plot_percentile_spectrum(
 def plot_throughput_vs_n(
     sweep: pd.DataFrame,
     calibration: Calibration | None = None,
-    fit: USLFit | None = None,
+    fit: USLFit | BoundsFit | None = None,
 ) -> Figure:
-    """Observed X(N) against Little's-Law prediction N / R(1) and the USL fit, knee marked."""
+    """Observed X(N) against Little's-Law prediction N / R(1) and a capacity model (the USL or
+    the operational-law bounds, whichever :func:`attribute` found to fit better), knee marked."""
     if sweep.empty:
         raise ValueError("the sweep has no rows")
     calibration = calibration or calibration_from_sweep(sweep)
@@ -162,13 +168,7 @@ def plot_throughput_vs_n(
     predicted = predicted_throughput(calibration, grid)
     ax.plot(grid, predicted, color="grey", linestyle="--", label="Little's Law: N / R(1)")
     if fit is not None:
-        ax.plot(
-            grid,
-            fit.throughput(grid),
-            color="#c44e52",
-            label=f"USL fit (σ={fit.sigma:.3g}, κ={fit.kappa:.3g}, λ={fit.lam:.4g}, "
-            f"R²={fit.r_squared:.3f})",
-        )
+        ax.plot(grid, fit.throughput(grid), color="#c44e52", label=f"fit: {fit.label()}")
         if math.isfinite(fit.n_max):
             ax.axvline(fit.n_max, color="#c44e52", linestyle=":", alpha=0.7)
             ax.plot(
@@ -178,7 +178,7 @@ def plot_throughput_vs_n(
                 markersize=14,
                 color="#c44e52",
                 linestyle="none",
-                label=f"knee: N_max={fit.n_max:.0f}, X_max={fit.x_max:,.0f}/s",
+                label=f"knee: N={fit.n_max:.3g}, X_max={fit.x_max:,.0f}/s",
             )
     ax.plot(n, x, marker="o", linestyle="none", color="#4c72b0", label="observed X(N)")
     ax.set_ylim(0, max(float(x.max()), fit.x_max if fit and math.isfinite(fit.x_max) else 0) * 1.3)
@@ -191,8 +191,8 @@ def plot_throughput_vs_n(
     return fig
 
 
-def plot_latency_vs_n(sweep: pd.DataFrame, fit: USLFit | None = None) -> Figure:
-    """Mean latency R(N) against N, with the USL's R(N) = N / X(N) when a fit is given."""
+def plot_latency_vs_n(sweep: pd.DataFrame, fit: USLFit | BoundsFit | None = None) -> Figure:
+    """Mean latency R(N) against N, with the model's R(N) = N / X(N) when a fit is given."""
     column = "mean_busy_ms" if "mean_busy_ms" in sweep else "mean_latency_ms"
     n = sweep["connections"].astype(float)
     fig, (ax,) = _figure(9, 4.5)
@@ -201,7 +201,12 @@ def plot_latency_vs_n(sweep: pd.DataFrame, fit: USLFit | None = None) -> Figure:
         ax.plot(n, sweep["p99_ms"], marker="^", linestyle="none", label="observed p99")
     if fit is not None:
         grid = np.linspace(1, float(n.max()), 300)
-        ax.plot(grid, np.asarray(fit.latency_s(grid)) * 1e3, color="#c44e52", label="USL N / X(N)")
+        ax.plot(
+            grid,
+            np.asarray(fit.latency_s(grid)) * 1e3,
+            color="#c44e52",
+            label=f"{fit.name} N / X(N)",
+        )
     ax.set_xlabel("concurrency N (workers)")
     ax.set_ylabel("latency (ms)")
     ax.set_title("Latency vs concurrency")

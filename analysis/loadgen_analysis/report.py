@@ -24,11 +24,12 @@ from matplotlib.figure import Figure
 
 from . import plots
 from .attribution import Attribution, attribute
+from .bounds import BoundsFit
 from .io import Run, as_runs
 from .littles_law import calibration_from_sweep, littles_law_table, sweep_table
 from .regression import Comparison, format_comparison
 from .summary import error_breakdown, op_summary, run_table, shard_table
-from .usl import USLFit, fit_usl
+from .usl import USLFit
 
 _CSS = """
 body { font-family: -apple-system, 'Segoe UI', Helvetica, Arial, sans-serif; margin: 2em auto;
@@ -237,22 +238,38 @@ _LITTLE_COLUMNS = {
 }
 
 
-def _usl_html(fit: USLFit) -> str:
-    frame = pd.DataFrame(
-        [
+def _models_html(result: Attribution) -> str:
+    """Both capacity models with their fit quality, and which one the verdict and plots use."""
+    rows = []
+    for fit in (result.usl, result.bounds):
+        if fit is None:
+            continue
+        params = (
+            f"σ={fit.sigma:.3g}, κ={fit.kappa:.3g}, λ={fit.lam:.4g}/s"
+            if isinstance(fit, USLFit)
+            else f"R(1)={fit.r1_ms:.3g} ms, λ=1/R(1)={fit.lam:.4g}/s"
+        )
+        worst = max((abs(r) for r in fit.residuals), default=float("nan"))
+        rows.append(
             {
-                "λ (req/s per worker)": fit.lam,
-                "σ (contention)": fit.sigma,
-                "κ (coherency)": fit.kappa,
-                "N_max": fit.n_max,
+                "model": "USL" if isinstance(fit, USLFit) else "bounds min(N/R(1), X_max)",
+                "used": "✔" if fit is result.capacity_model else "",
+                "parameters": params,
+                "knee N": fit.n_max,
                 "X_max (req/s)": fit.x_max,
                 "R²": fit.r_squared,
                 "RMSE (req/s)": fit.rmse,
+                "largest residual (req/s)": worst,
                 "points": fit.points,
             }
-        ]
+        )
+    if not rows:
+        return "<p class='note'>No capacity model could be fitted to these levels.</p>"
+    return (
+        "<p>The USL describes contention and coherency; the operational-law bounds X(N) ≤ "
+        "min(N / R(1), X_max), knee N* = R(1)·X_max, describe a fixed capacity. The verdict "
+        "and the plots use the one that fits better (higher R²).</p>" + _table(pd.DataFrame(rows))
     )
-    return _table(frame)
 
 
 def build_report(
@@ -319,20 +336,18 @@ def build_report(
             "average.</p>",
             _table(table, _LITTLE_COLUMNS),
         ]
-        fit: USLFit | None = None
+        fit: USLFit | BoundsFit | None = result.capacity_model
         if len(levels) >= 3:
-            try:
-                fit = fit_usl(sweep["connections"], sweep["throughput_rps"])
-            except ValueError as exc:
-                body.append(f"<p class='note'>No USL fit: {html.escape(str(exc))}</p>")
-        if fit is not None:
-            body += ["<h2>Universal Scalability Law</h2>", _usl_html(fit)]
+            body += [
+                "<h2>Capacity model: USL and operational-law bounds</h2>",
+                _models_html(result),
+            ]
         body += [
             "<h2>Scalability plots</h2>",
             _figure_html(
                 plots.plot_throughput_vs_n(sweep, calibration, fit),
-                "Observed throughput against Little's-Law prediction and the USL fit; "
-                "the star marks the knee (N_max, X_max).",
+                "Observed throughput against Little's-Law prediction and the capacity model "
+                f"that fits better ({fit.name if fit else 'none'}); the star marks the knee.",
             ),
             _figure_html(
                 plots.plot_latency_vs_n(sweep, fit),
