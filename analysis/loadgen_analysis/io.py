@@ -33,9 +33,9 @@ import duckdb
 import pyarrow.parquet as pq
 
 #: Record schema versions this package knows how to read (see the README's record schema).
-SUPPORTED_SCHEMA_VERSIONS = frozenset({1})
+SUPPORTED_SCHEMA_VERSIONS = frozenset({1, 2})
 
-#: The columns of schema version 1, which every segment must have.
+#: The columns of schema version 1, which every segment must have (version 2 adds ``send_ns``).
 REQUIRED_COLUMNS = (
     "start_ns",
     "intended_ns",

@@ -24,6 +24,7 @@ fn rows() -> Vec<RequestRecord> {
                 intended_ns: None,
                 latency_ns,
                 connect_ns: (i < 50).then_some(80_000),
+                send_ns: Some(15_000 + rng.i64(0..5_000)),
                 ttfb_ns: Some(latency_ns - 20_000),
                 queue_wait_ns: None,
                 op: 0,
@@ -51,7 +52,7 @@ fn record_path(c: &mut Criterion) {
             let dir = tempfile::tempdir().unwrap();
             let (tx, thread) = writer::spawn(WriterConfig {
                 dir: dir.path().to_path_buf(),
-                metadata: vec![("loadgen.schema_version".into(), "1".into())],
+                metadata: vec![("loadgen.schema_version".into(), "2".into())],
                 ops: vec!["GET /".into()],
                 phases: vec!["main".into()],
                 segment_interval: Duration::from_secs(3600),

@@ -14,25 +14,14 @@
 //! mid-run leaves only the `.partial` file (no Parquet footer); the request records are what
 //! must survive a kill, and they do so on their own.
 //!
-//! ## Columns (`loadgen.kind = client-metrics`, `loadgen.schema_version = 1`)
+//! ## Columns
 //!
-//! Deltas cover the interval that ends at `t_ns` and lasted `interval_ns`; gauges are read at
-//! `t_ns`. A column is null in a row when /proc could not be read for that sample.
-//!
-//! | column | type | meaning |
-//! |---|---|---|
-//! | `t_ns` | int64 | end of the interval, ns from the run's anchor instant |
-//! | `interval_ns` | int64 | wall time the deltas cover (the last row may cover less) |
-//! | `cpu_user_ns`, `cpu_sys_ns` | int64, null | process CPU time in the interval (10 ms ticks) |
-//! | `cpu_utilisation` | float64, null | (user + sys) / `interval_ns` / `loadgen.cores`; 1.0 = all its cores busy |
-//! | `core_utilisation` | list\<float64\>, null | system-wide busy fraction of each CPU, in /proc/stat order |
-//! | `rss_bytes` | uint64, null | resident set size at `t_ns` |
-//! | `open_fds` | uint64, null | open descriptors at `t_ns` (includes the sampler's one handle on /proc/self) |
-//! | `network` | list\<struct\<interface: utf8, rx_bytes, tx_bytes, rx_packets, tx_packets: uint64\>\>, null | per interface (sorted by name, loopback included), counted in the interval; an interface's first row counts 0 |
-//! | `requests_in_flight`, `workers_alive`, `buffer_depth` | int64 | engine gauges at `t_ns` |
-//!
-//! Key-value metadata also carries `loadgen.anchor_unix_ns`, `loadgen.interval_ns` and
-//! `loadgen.cores` (the cores available to the process, the denominator of `cpu_utilisation`).
+//! The columns (`loadgen.kind = client-metrics`), their units and meanings and the metadata
+//! keys are written down in `contract/files.json` (`files.client_metrics`) at the repository
+//! root; `loadgen/tests/contract.rs` and the Python tests hold [`schema`] and real files to it,
+//! so change both together. Deltas cover the interval that ends at `t_ns` and lasted
+//! `interval_ns`; gauges are read at `t_ns`; a column is null in a row when /proc could not be
+//! read for that sample.
 
 use std::collections::BTreeMap;
 use std::fs::File;

@@ -120,6 +120,7 @@ pub async fn run_worker<T: Transport, S: WorkSource>(
             intended_ns: work.intended.map(|t| ctx.anchor.offset_ns(t)),
             latency_ns: nanos(ended - started),
             connect_ns: exchange.connect_ns,
+            send_ns: exchange.send_ns,
             ttfb_ns: exchange.ttfb_ns,
             queue_wait_ns: work.queue_wait_ns,
             op: work.op,

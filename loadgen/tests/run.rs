@@ -38,6 +38,11 @@ async fn exactly_n_requests_each_one_row_matching_the_server() {
         assert!(row.latency_ns > 0);
         let ttfb = row.ttfb_ns.expect("a response has a first byte");
         assert!(ttfb > 0 && ttfb <= row.latency_ns, "{row:?}");
+        // The request was written whole before the response's first byte arrived.
+        let send = row
+            .send_ns
+            .expect("a request written whole has a send time");
+        assert!(send > 0 && send <= ttfb, "{row:?}");
         assert_eq!((row.intended_ns, row.queue_wait_ns), (None, None));
         // "GET / HTTP/1.1" plus headers; "hello, world\n" plus status line and headers.
         assert!(row.bytes_sent > 30, "{row:?}");
@@ -56,7 +61,7 @@ async fn exactly_n_requests_each_one_row_matching_the_server() {
     assert!(connects.values().all(|&n| n == 1), "{connects:?}");
 
     let meta = metadata(&segments(&out)[0]);
-    assert_eq!(meta["loadgen.schema_version"], "1");
+    assert_eq!(meta["loadgen.schema_version"], "2");
     assert_eq!(meta["loadgen.run_id"], outcome.run_id);
     assert!(meta["loadgen.anchor_unix_ns"].parse::<i64>().unwrap() > 1_600_000_000_000_000_000);
     assert!(

@@ -375,3 +375,39 @@ async fn secret_headers_stay_out_of_run_json_and_parquet_metadata() {
     }
     server.shutdown().await;
 }
+
+/// `send_ns` (request schema version 2): the whole request, a 200 KB swipe included, was
+/// handed over before the response's first byte, on HTTP/1.1 and on HTTP/2.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn send_ns_is_the_last_request_byte_on_http1_and_http2() {
+    let server = servers::start(ServerConfig::default()).await.unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let body = dir.path().join("body.bin");
+    let comment = "x".repeat(200_000);
+    std::fs::write(
+        &body,
+        format!(r#"{{"swiper": "1", "swipee": "2", "comment": "{comment}"}}"#),
+    )
+    .unwrap();
+    let body_flag = format!("@{}", body.display());
+    let url = format!("{}/swipe/left/", server.url());
+    for protocol in [&[][..], &["--http2"][..]] {
+        let mut flags = vec![
+            "--method", "POST", "--body", &body_flag, "-c", "2", "-n", "20",
+        ];
+        flags.extend(protocol);
+        let (_d, run_dir, _) = run_at(&url, &flags, StopSignal::new()).await;
+        let rows = read_rows(&run_dir);
+        assert_eq!(rows.len(), 20);
+        for row in &rows {
+            assert_eq!((row.status, row.error.as_deref()), (201, None), "{row:?}");
+            let send = row
+                .send_ns
+                .unwrap_or_else(|| panic!("{protocol:?}: {row:?}"));
+            let ttfb = row.ttfb_ns.expect("a response arrived");
+            assert!(0 < send && send <= ttfb, "{protocol:?}: {row:?}");
+            assert!(row.bytes_sent > 200_000, "{protocol:?}: {row:?}");
+        }
+    }
+    server.shutdown().await;
+}

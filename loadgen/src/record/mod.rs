@@ -4,6 +4,10 @@
 //! "One row per request"). It owns the column names, their types and the error classes; it
 //! does not decide when rows are written (that is [`writer`]) or what they mean in aggregate
 //! (that is `stats`). Times are integer nanoseconds from the run's anchor instant.
+//!
+//! The columns, their units and meanings and the segments' metadata keys are written down in
+//! `contract/files.json` (`files.requests`) at the repository root; `loadgen/tests/contract.rs`
+//! and the Python tests hold [`schema`] and real segments to it, so change both together.
 
 pub mod s3;
 pub mod writer;
@@ -14,7 +18,8 @@ use arrow_schema::{DataType, Field, Schema, SchemaRef};
 use serde::Serialize;
 
 /// Version of the row layout below; stored as `loadgen.schema_version` in every segment.
-pub const SCHEMA_VERSION: u32 = 1;
+/// Version 2 added `send_ns`.
+pub const SCHEMA_VERSION: u32 = 2;
 
 /// Why a request did not produce the response the run expected.
 ///
@@ -108,6 +113,9 @@ pub struct RequestRecord {
     pub intended_ns: Option<i64>,
     pub latency_ns: i64,
     pub connect_ns: Option<i64>,
+    /// The last request byte handed to the socket (HTTP/1.1) or to the HTTP/2 stream, from
+    /// `start_ns`; `None` when not every byte could be sent.
+    pub send_ns: Option<i64>,
     pub ttfb_ns: Option<i64>,
     pub queue_wait_ns: Option<i64>,
     pub op: u16,
@@ -135,6 +143,7 @@ pub fn schema() -> SchemaRef {
         Field::new("intended_ns", DataType::Int64, true),
         Field::new("latency_ns", DataType::Int64, false),
         Field::new("connect_ns", DataType::Int64, true),
+        Field::new("send_ns", DataType::Int64, true),
         Field::new("ttfb_ns", DataType::Int64, true),
         Field::new("queue_wait_ns", DataType::Int64, true),
         dictionary("op", false),

@@ -123,6 +123,7 @@ struct Columns {
     intended_ns: Int64Builder,
     latency_ns: Int64Builder,
     connect_ns: Int64Builder,
+    send_ns: Int64Builder,
     ttfb_ns: Int64Builder,
     queue_wait_ns: Int64Builder,
     op: Vec<i32>,
@@ -145,6 +146,7 @@ impl Columns {
         self.intended_ns.append_option(r.intended_ns);
         self.latency_ns.append_value(r.latency_ns);
         self.connect_ns.append_option(r.connect_ns);
+        self.send_ns.append_option(r.send_ns);
         self.ttfb_ns.append_option(r.ttfb_ns);
         self.queue_wait_ns.append_option(r.queue_wait_ns);
         self.op.push(i32::from(r.op));
@@ -170,6 +172,7 @@ impl Columns {
             Arc::new(self.intended_ns.finish()),
             Arc::new(self.latency_ns.finish()),
             Arc::new(self.connect_ns.finish()),
+            Arc::new(self.send_ns.finish()),
             Arc::new(self.ttfb_ns.finish()),
             Arc::new(self.queue_wait_ns.finish()),
             dict(Int32Array::from(std::mem::take(&mut self.op)), &dicts.ops),
@@ -426,6 +429,7 @@ mod tests {
             intended_ns: some_if(i % 3 == 0, i as i64 * 999),
             latency_ns: 50_000 + i as i64,
             connect_ns: some_if(i % 7 == 0, 12_345),
+            send_ns: some_if(i % 5 != 0, 30_000 + i as i64),
             ttfb_ns: some_if(i % 5 != 0, 40_000),
             queue_wait_ns: some_if(i % 2 == 0, i as i64),
             op: (i % 2) as u16,
@@ -497,6 +501,7 @@ mod tests {
                 assert_eq!(opt(&i64s("intended_ns"), j), want.intended_ns);
                 assert_eq!(i64s("latency_ns").value(j), want.latency_ns);
                 assert_eq!(opt(&i64s("connect_ns"), j), want.connect_ns);
+                assert_eq!(opt(&i64s("send_ns"), j), want.send_ns);
                 assert_eq!(opt(&i64s("ttfb_ns"), j), want.ttfb_ns);
                 assert_eq!(opt(&i64s("queue_wait_ns"), j), want.queue_wait_ns);
                 assert_eq!(

@@ -129,6 +129,7 @@ impl Http1Connection {
             .await
             .map_err(|e| classify_io(&e, false))?;
         io.flush().await.map_err(|e| classify_io(&e, false))?;
+        out.send_ns = Some(nanos(started.elapsed()));
 
         let buf = &mut self.read_buf;
         buf.clear();

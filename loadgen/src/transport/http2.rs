@@ -9,12 +9,23 @@
 //! Byte counts: streams share the connection's socket, so per-request wire bytes cannot be
 //! measured. `bytes_sent` and `bytes_received` count each request's and response's headers
 //! (as `name: value` text) and body — HPACK compression and frame overhead are not included.
+//!
+//! `send_ns`: hyper writes the stream's frames from the connection's own task, so the time the
+//! last byte reached the socket is not visible to the worker. What is recorded is the moment
+//! the stream took the body's last frame ([`TimedBody`]) — it is then queued for sending, and
+//! HTTP/2 flow control may still hold part of it until the server opens its window — or, for
+//! a request without a body, the moment the request (its HEADERS frame with END_STREAM) was
+//! handed to the connection.
 
-use std::sync::Arc;
+use std::convert::Infallible;
+use std::pin::Pin;
+use std::sync::{Arc, OnceLock};
+use std::task::{Context, Poll};
 use std::time::Instant;
 
 use bytes::Bytes;
 use http_body_util::{BodyExt, Full};
+use hyper::body::{Body, Frame, SizeHint};
 use hyper::client::conn::http2::{self, SendRequest};
 use hyper::header::{HeaderMap, HeaderValue};
 use hyper::Request;
@@ -29,7 +40,7 @@ use crate::record::ErrorClass;
 /// One HTTP/2 connection shared by a group of workers.
 #[derive(Default)]
 pub struct SharedConnection {
-    sender: Mutex<Option<SendRequest<Full<Bytes>>>>,
+    sender: Mutex<Option<SendRequest<TimedBody>>>,
 }
 
 impl std::fmt::Debug for SharedConnection {
@@ -43,7 +54,7 @@ pub struct Http2Stream {
     config: Arc<TransportConfig>,
     shared: Arc<SharedConnection>,
     /// This worker's handle on the shared connection, while it is open.
-    sender: Option<SendRequest<Full<Bytes>>>,
+    sender: Option<SendRequest<TimedBody>>,
 }
 
 impl Http2Stream {
@@ -61,7 +72,7 @@ impl Http2Stream {
         &mut self,
         origin: &Origin,
         out: &mut Exchange,
-    ) -> Result<SendRequest<Full<Bytes>>, ErrorClass> {
+    ) -> Result<SendRequest<TimedBody>, ErrorClass> {
         if let Some(sender) = self.sender.as_ref().filter(|s| !s.is_closed()) {
             return Ok(sender.clone());
         }
@@ -86,10 +97,50 @@ impl Http2Stream {
     }
 }
 
+/// A request body that notes when the stream took its last frame (the `send_ns` of a request
+/// with a body; see the module note).
+pub struct TimedBody {
+    inner: Full<Bytes>,
+    sent: Arc<OnceLock<Instant>>,
+}
+
+impl Body for TimedBody {
+    type Data = Bytes;
+    type Error = Infallible;
+
+    fn poll_frame(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, Infallible>>> {
+        let this = self.get_mut();
+        let polled = Pin::new(&mut this.inner).poll_frame(cx);
+        if this.inner.is_end_stream() {
+            this.sent.get_or_init(Instant::now);
+        }
+        polled
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.inner.is_end_stream()
+    }
+
+    fn size_hint(&self) -> SizeHint {
+        self.inner.size_hint()
+    }
+}
+
 /// The hyper request for one stream: HTTP/2 carries the absolute URI (`:scheme`,
 /// `:authority`) instead of a `Host` header.
-fn build_request(outgoing: &Outgoing<'_>, origin: &Origin) -> Request<Full<Bytes>> {
-    let mut request = Request::new(Full::new(outgoing.body.clone()));
+fn build_request(
+    outgoing: &Outgoing<'_>,
+    origin: &Origin,
+    sent: Arc<OnceLock<Instant>>,
+) -> Request<TimedBody> {
+    let body = TimedBody {
+        inner: Full::new(outgoing.body.clone()),
+        sent,
+    };
+    let mut request = Request::new(body);
     *request.method_mut() = outgoing.method.clone();
     *request.headers_mut() = outgoing.headers.as_ref().clone();
     let absolute = format!(
@@ -118,21 +169,26 @@ impl Hop for Http2Stream {
         started: Instant,
         out: &mut Exchange,
     ) -> Result<Option<HeaderValue>, ErrorClass> {
-        let request = build_request(request, origin);
+        let sent = Arc::new(OnceLock::new());
+        let request = build_request(request, origin, sent.clone());
+        let has_body = !request.body().is_end_stream();
         let mut sender = self.sender(origin, out).await?;
         out.bytes_sent += header_bytes(request.headers())
             + request
                 .uri()
                 .path_and_query()
                 .map_or(1, |p| p.as_str().len()) as u64
-            + hyper::body::Body::size_hint(request.body())
-                .exact()
-                .unwrap_or(0);
+            + request.body().size_hint().exact().unwrap_or(0);
         sender.ready().await.map_err(|e| classify_hyper(&e))?;
-        let response = sender
-            .send_request(request)
-            .await
-            .map_err(|e| classify_hyper(&e))?;
+        let response = sender.send_request(request);
+        let handed_over = Instant::now();
+        let response = response.await.map_err(|e| classify_hyper(&e))?;
+        let last_byte = if has_body {
+            sent.get().copied()
+        } else {
+            Some(handed_over)
+        };
+        out.send_ns = last_byte.map(|at| nanos(at.saturating_duration_since(started)));
         out.status = response.status().as_u16();
         out.ttfb_ns = Some(nanos(started.elapsed()));
         out.bytes_received += header_bytes(response.headers());

@@ -41,6 +41,11 @@ pub struct Exchange {
     pub status: u16,
     /// Time spent opening new connections for this request; `None` when one was reused.
     pub connect_ns: Option<i64>,
+    /// Last byte of the last request handed over for sending, measured from the request's
+    /// start: written to the socket (HTTP/1.1), or its last body frame taken by the HTTP/2
+    /// stream (the headers, for a request without a body; flow control may still hold the
+    /// data in the connection's buffer). `None` when the request could not be sent whole.
+    pub send_ns: Option<i64>,
     /// First byte of the last response, measured from the request's start.
     pub ttfb_ns: Option<i64>,
     pub bytes_sent: u64,

@@ -2,6 +2,8 @@
 //! with the `parquet` crate's Arrow reader, the way any other reader would.
 #![allow(dead_code)]
 
+pub mod contract;
+
 use std::collections::HashMap;
 use std::fs::File;
 use std::path::{Path, PathBuf};
@@ -9,7 +11,6 @@ use std::path::{Path, PathBuf};
 use arrow_array::cast::AsArray;
 use arrow_array::types::{Int32Type, Int64Type, UInt16Type, UInt32Type, UInt64Type, UInt8Type};
 use arrow_array::{Array, RecordBatch};
-use arrow_schema::DataType;
 use clap::Parser;
 use loadgen::cli::{Cli, Command};
 use loadgen::config::RunConfig;
@@ -47,6 +48,7 @@ pub struct Row {
     pub intended_ns: Option<i64>,
     pub latency_ns: i64,
     pub connect_ns: Option<i64>,
+    pub send_ns: Option<i64>,
     pub ttfb_ns: Option<i64>,
     pub queue_wait_ns: Option<i64>,
     pub op: String,
@@ -100,31 +102,10 @@ pub fn read_rows(run_dir: &Path) -> Vec<Row> {
     rows
 }
 
+/// Every batch read back has the contract's columns, types and nullability.
 fn check_types(batch: &RecordBatch) {
-    let dict = DataType::Dictionary(Box::new(DataType::Int32), Box::new(DataType::Utf8));
-    let expected = [
-        ("start_ns", DataType::Int64, false),
-        ("intended_ns", DataType::Int64, true),
-        ("latency_ns", DataType::Int64, false),
-        ("connect_ns", DataType::Int64, true),
-        ("ttfb_ns", DataType::Int64, true),
-        ("queue_wait_ns", DataType::Int64, true),
-        ("op", dict.clone(), false),
-        ("status", DataType::UInt16, false),
-        ("error", dict.clone(), true),
-        ("bytes_sent", DataType::UInt64, false),
-        ("bytes_received", DataType::UInt64, false),
-        ("worker", DataType::UInt32, false),
-        ("phase", dict, false),
-        ("attempt", DataType::UInt8, false),
-    ];
-    let schema = batch.schema();
-    assert_eq!(schema.fields().len(), expected.len());
-    for (field, (name, ty, nullable)) in schema.fields().iter().zip(expected) {
-        assert_eq!(field.name(), name);
-        assert_eq!(field.data_type(), &ty, "type of {name}");
-        assert_eq!(field.is_nullable(), nullable, "nullability of {name}");
-    }
+    let problems = contract::schema_problems("requests", &batch.schema());
+    assert!(problems.is_empty(), "{}", problems.join("\n"));
 }
 
 fn decode(batch: &RecordBatch) -> Vec<Row> {
@@ -147,11 +128,12 @@ fn decode(batch: &RecordBatch) -> Vec<Row> {
             .collect()
     };
     let opt = |a: &arrow_array::Int64Array, i: usize| (!a.is_null(i)).then(|| a.value(i));
-    let (start, intended, latency, connect, ttfb, queue) = (
+    let (start, intended, latency, connect, send, ttfb, queue) = (
         i64s("start_ns"),
         i64s("intended_ns"),
         i64s("latency_ns"),
         i64s("connect_ns"),
+        i64s("send_ns"),
         i64s("ttfb_ns"),
         i64s("queue_wait_ns"),
     );
@@ -182,6 +164,7 @@ fn decode(batch: &RecordBatch) -> Vec<Row> {
             intended_ns: opt(&intended, i),
             latency_ns: latency.value(i),
             connect_ns: opt(&connect, i),
+            send_ns: opt(&send, i),
             ttfb_ns: opt(&ttfb, i),
             queue_wait_ns: opt(&queue, i),
             op: op[i].clone().expect("op is never null"),

@@ -1,0 +1,188 @@
+"""The file contract: ``contract/files.json`` at the repository root, loaded once.
+
+Every file loadgen writes (request segments, ``client-metrics.parquet``, ``run.json``,
+``sweep.json``) is described there — column names, Arrow types, nullability, units,
+meanings, metadata keys, JSON field paths. The Rust tests (``loadgen/tests/contract.rs``) and
+``analysis/tests/test_contract.py`` hold real files to it, so a name changed on one side fails
+the other side's tests. Analysis code can take names from here (``columns("requests")``)
+instead of typing them again.
+
+Responsible for reading the contract and checking schemas and documents against it; it does
+not read run directories (that is :mod:`loadgen_analysis.io`).
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from functools import cache
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+
+CONTRACT_PATH = Path(__file__).resolve().parents[2] / "contract" / "files.json"
+
+#: The files the contract describes.
+FILES = ("requests", "client_metrics", "run_json", "sweep_json")
+
+
+@dataclass(frozen=True)
+class Column:
+    name: str
+    type: str
+    nullable: bool
+    unit: str | None
+    meaning: str
+
+
+@cache
+def load(path: Path = CONTRACT_PATH) -> dict[str, Any]:
+    """The whole contract document."""
+    return json.loads(path.read_text())
+
+
+def file(name: str) -> dict[str, Any]:
+    """One file's entry (``requests``, ``client_metrics``, ``run_json``, ``sweep_json``)."""
+    files = load()["files"]
+    if name not in files:
+        raise KeyError(f"{name!r} is not in the contract; it has {', '.join(files)}")
+    return files[name]
+
+
+def columns(name: str) -> list[Column]:
+    """The columns of a Parquet file of the contract, in order."""
+    return [Column(**c) for c in file(name)["columns"]]
+
+
+def column_names(name: str) -> list[str]:
+    return [c.name for c in columns(name)]
+
+
+def schema_version(name: str) -> str | int:
+    return file(name)["schema_version"]
+
+
+def type_name(data_type: pa.DataType) -> str:
+    """The contract's spelling of an Arrow type (as in Rust's ``contract::type_name``)."""
+    simple = {
+        pa.int32(): "int32",
+        pa.int64(): "int64",
+        pa.uint8(): "uint8",
+        pa.uint16(): "uint16",
+        pa.uint32(): "uint32",
+        pa.uint64(): "uint64",
+        pa.float64(): "float64",
+        pa.string(): "utf8",
+        pa.bool_(): "bool",
+    }
+    if data_type in simple:
+        return simple[data_type]
+    if pa.types.is_dictionary(data_type):
+        return f"dictionary<{type_name(data_type.index_type)}, {type_name(data_type.value_type)}>"
+    if pa.types.is_list(data_type):
+        return f"list<{type_name(data_type.value_type)}>"
+    if pa.types.is_struct(data_type):
+        fields = ", ".join(f"{f.name}: {type_name(f.type)}" for f in data_type)
+        return f"struct<{fields}>"
+    return str(data_type)
+
+
+def schema_problems(name: str, schema: pa.Schema) -> list[str]:
+    """Differences between an Arrow schema and the contract's columns (empty: none)."""
+    problems = []
+    expected = column_names(name)
+    if schema.names != expected:
+        problems.append(f"{name}: columns {schema.names}, the contract says {expected}")
+    for column in columns(name):
+        if column.name not in schema.names:
+            continue
+        field = schema.field(column.name)
+        if (got := type_name(field.type)) != column.type:
+            problems.append(f"{name}.{column.name}: type {got}, contract {column.type}")
+        if field.nullable != column.nullable:
+            problems.append(
+                f"{name}.{column.name}: nullable {field.nullable}, contract {column.nullable}"
+            )
+    return problems
+
+
+def metadata_problems(name: str, metadata: dict[str, str]) -> list[str]:
+    """Differences between a Parquet file's key-value metadata and the contract's keys."""
+    keys = file(name)["metadata"]
+    listed = {k["key"] for k in keys}
+    problems = [
+        f"{name}: metadata {k['key']} missing"
+        for k in keys
+        if k["required"] and k["key"] not in metadata
+    ]
+    problems += [
+        f"{name}: metadata {k} is not in the contract"
+        for k in metadata
+        if k.startswith("loadgen.") and k not in listed
+    ]
+    version = file(name)["schema_version"]
+    if metadata.get("loadgen.schema_version") != version:
+        problems.append(
+            f"{name}: loadgen.schema_version {metadata.get('loadgen.schema_version')!r}, "
+            f"contract {version!r}"
+        )
+    return problems
+
+
+_JSON_TYPES = {
+    "integer": lambda v: isinstance(v, int) and not isinstance(v, bool),
+    "number": lambda v: isinstance(v, int | float) and not isinstance(v, bool),
+    "string": lambda v: isinstance(v, str),
+    "boolean": lambda v: isinstance(v, bool),
+    "object": lambda v: isinstance(v, dict),
+    "array": lambda v: isinstance(v, list),
+}
+
+
+def json_problems(name: str, document: Any) -> list[str]:
+    """Differences between a JSON document and the contract's fields of ``name``.
+
+    An object is closed (every key must be listed) when any of its keys is listed; an object
+    listed without keys is an open map. ``a[]`` is an element of array ``a``.
+    """
+    fields = {f["path"]: f for f in file(name)["fields"]}
+    problems: list[str] = []
+    _walk(fields, "", document, problems)
+    return problems
+
+
+def _child(parent: str, key: str) -> str:
+    return f"{parent}.{key}" if parent else key
+
+
+def _walk(fields: dict[str, Any], path: str, value: Any, problems: list[str]) -> None:
+    if path and not path.endswith("[]"):
+        spec = fields[path]
+        if value is None:
+            if not spec["nullable"]:
+                problems.append(f"{path} is null, the contract says it is not nullable")
+            return
+        if not _JSON_TYPES[spec["type"]](value):
+            problems.append(f"{path} is {value!r}, the contract says {spec['type']}")
+            return
+    if isinstance(value, dict):
+        prefix = _child(path, "")
+        children = [
+            p
+            for p in fields
+            if p.startswith(prefix) and p != prefix and not any(c in p[len(prefix) :] for c in ".[")
+        ]
+        if not children:
+            return  # an open map
+        unknown = [_child(path, k) for k in value if _child(path, k) not in fields]
+        problems += [f"{p} is not in the contract" for p in unknown]
+        for p in children:
+            key = p[len(prefix) :]
+            if key in value:
+                _walk(fields, p, value[key], problems)
+            elif not fields[p]["optional"]:
+                problems.append(f"{p} is missing")
+    elif isinstance(value, list):
+        for item in value:
+            _walk(fields, f"{path}[]", item, problems)

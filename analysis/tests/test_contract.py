@@ -1,0 +1,116 @@
+"""The contract file against real files: a ``loadgen run`` and a ``loadgen sweep`` by the
+debug binaries against ``loadgen-server`` on 127.0.0.1, read back with pyarrow and json.
+A column or field renamed on the Rust side fails here; one renamed in the contract fails
+in Rust too (loadgen/tests/contract.rs)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+from loadgen_analysis import contract, harness
+
+from .conftest import Binaries
+
+
+def _metadata(path: Path) -> dict[str, str]:
+    raw = pq.read_metadata(path).metadata or {}
+    return {k.decode(): v.decode() for k, v in raw.items()}
+
+
+def _check_run_dir(run_dir: Path) -> list[str]:
+    problems = []
+    segments = sorted((run_dir / "requests").glob("*.parquet"))
+    assert segments, f"no segments in {run_dir}"
+    for segment in segments:
+        problems += contract.schema_problems("requests", pq.read_schema(segment))
+        problems += contract.metadata_problems("requests", _metadata(segment))
+    metrics = run_dir / "client-metrics.parquet"
+    problems += contract.schema_problems("client_metrics", pq.read_schema(metrics))
+    problems += contract.metadata_problems("client_metrics", _metadata(metrics))
+    problems += contract.json_problems("run_json", json.loads((run_dir / "run.json").read_text()))
+    return problems
+
+
+def _loadgen(binaries: Binaries, *args: str) -> None:
+    subprocess.run(
+        [str(binaries.loadgen), *args, "--no-progress", "--json"],
+        capture_output=True,
+        timeout=120,
+        check=True,
+    )
+
+
+@pytest.fixture(scope="module")
+def contract_runs(binaries: Binaries, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    """A closed run, an open run and a two-level sweep, against one server."""
+    root = tmp_path_factory.mktemp("contract")
+    with harness.Server(("--service-time", "1ms"), binary=binaries.server) as server:
+        url = server.url + "/"
+        closed_run = ("-c", "2", "-n", "300", "--out", str(root / "closed"))
+        _loadgen(binaries, "run", "--url", url, *closed_run)
+        open_run = ("--rate", "100", "-d", "1500ms", "--out", str(root / "open"))
+        _loadgen(binaries, "run", "--url", url, *open_run)
+        sweep = ("--levels", "1,2", "-n", "100", "--out", str(root / "sweep"))
+        _loadgen(binaries, "sweep", "--url", url, *sweep)
+    return {"closed": root / "closed", "open": root / "open", "sweep": root / "sweep"}
+
+
+@pytest.mark.parametrize("kind", ["closed", "open"])
+def test_a_real_run_matches_the_contract(contract_runs: dict[str, Path], kind: str) -> None:
+    assert _check_run_dir(contract_runs[kind]) == []
+
+
+def test_a_real_sweep_matches_the_contract(contract_runs: dict[str, Path]) -> None:
+    sweep = json.loads((contract_runs["sweep"] / "sweep.json").read_text())
+    assert contract.json_problems("sweep_json", sweep) == []
+    assert len(sweep["levels"]) == 2
+    for level in sweep["levels"]:
+        assert _check_run_dir(Path(level["run_dir"])) == []
+
+
+def test_the_columns_the_analysis_reads_are_in_the_contract() -> None:
+    """The names the analysis types by hand (io.py) exist in the contract."""
+    from loadgen_analysis import io
+
+    requests = set(contract.column_names("requests"))
+    missing = [c for c in io.REQUIRED_COLUMNS if c not in requests]
+    assert missing == []
+    assert "cpu_utilisation" in contract.column_names("client_metrics")
+
+
+def test_a_renamed_column_or_field_is_reported() -> None:
+    names = contract.column_names("requests")
+    fields = [pa.field(n if n != "ttfb_ns" else "ttfb", pa.int64()) for n in names]
+    problems = contract.schema_problems("requests", pa.schema(fields))
+    assert any("ttfb" in p for p in problems)
+    document = {
+        "kind": "sweep",
+        "model": "closed",
+        "calibration_r1_ns": None,
+        "levels": [
+            {
+                "level": 1.0,
+                "run_dir": "x",
+                "requests": 1,
+                "failed": 0,
+                "throughput_rps": 1.0,
+                "mean_latency_ns": 1.0,
+                "p99_latency_ns": 1,
+                "n_eff": 1.0,
+                "predicted_rps": None,
+            }
+        ],
+    }
+    assert contract.json_problems("sweep_json", document) == []
+    document["levels"][0]["n_effective"] = document["levels"][0].pop("n_eff")
+    problems = contract.json_problems("sweep_json", document)
+    assert "levels[].n_effective is not in the contract" in problems
+    assert "levels[].n_eff is missing" in problems
+    document["levels"][0]["requests"] = "1"
+    assert any("levels[].requests" in p for p in contract.json_problems("sweep_json", document))

@@ -1,0 +1,126 @@
+//! The file contract (`contract/files.json`) against what the code builds and what a real
+//! run writes: the Arrow schemas of both Parquet files, and the segments, client-metrics,
+//! run.json and sweep.json of real `loadgen run` / `loadgen sweep` runs against the
+//! reference server on 127.0.0.1. Every field present with its type, none missing from the
+//! contract; a renamed column or field fails here (and in analysis/tests/test_contract.py).
+
+mod common;
+
+use std::sync::Arc;
+
+use arrow_schema::{Field, Schema};
+use common::contract::{self, json_problems, schema_problems};
+use common::{run_at, ServerOnRuntime};
+use loadgen::stop::StopSignal;
+use servers::ServerConfig;
+
+#[test]
+fn the_arrow_schemas_the_code_builds_are_the_contracts() {
+    assert_eq!(
+        schema_problems("requests", &loadgen::record::schema()),
+        Vec::<String>::new()
+    );
+    assert_eq!(
+        schema_problems("client_metrics", &loadgen::sysmon::schema()),
+        Vec::<String>::new()
+    );
+    let version = contract::file("requests")["schema_version"].clone();
+    assert_eq!(version, loadgen::record::SCHEMA_VERSION.to_string());
+    let version = contract::file("client_metrics")["schema_version"].clone();
+    assert_eq!(version, loadgen::sysmon::SCHEMA_VERSION);
+}
+
+/// The checker is not blind: a renamed column, a retyped one and a renamed run.json field
+/// are each reported.
+#[test]
+fn a_renamed_column_or_field_breaks_the_contract() {
+    let schema = loadgen::record::schema();
+    let renamed: Vec<Arc<Field>> = schema
+        .fields()
+        .iter()
+        .map(|f| match f.name().as_str() {
+            "ttfb_ns" => Arc::new(f.as_ref().clone().with_name("ttfb")),
+            _ => f.clone(),
+        })
+        .collect();
+    let problems = schema_problems("requests", &Schema::new(renamed));
+    assert!(problems.iter().any(|p| p.contains("ttfb")), "{problems:?}");
+
+    let schema = loadgen::sysmon::schema();
+    let retyped: Vec<Arc<Field>> = schema
+        .fields()
+        .iter()
+        .map(|f| match f.name().as_str() {
+            "cpu_utilisation" => Arc::new(Field::new(
+                "cpu_utilisation",
+                arrow_schema::DataType::Float32,
+                true,
+            )),
+            _ => f.clone(),
+        })
+        .collect();
+    assert!(!schema_problems("client_metrics", &Schema::new(retyped)).is_empty());
+
+    let document = serde_json::json!({"kind": "sweep", "model": "closed",
+        "calibration_r1_ns": null, "levels": [{"level": 1.0, "run_dir": "x", "requests": 1,
+        "failed": 0, "throughput_rps": 1.0, "mean_latency_ns": 1.0, "p99_latency_ns": 1,
+        "n_eff": 1.0, "predicted_rps": null}]});
+    assert_eq!(json_problems("sweep_json", &document), Vec::<String>::new());
+    let mut renamed = document.clone();
+    let level = renamed["levels"][0].as_object_mut().unwrap();
+    let value = level.remove("n_eff").unwrap();
+    level.insert("n_effective".into(), value);
+    let problems = json_problems("sweep_json", &renamed);
+    assert!(
+        problems.iter().any(|p| p.contains("levels[].n_effective"))
+            && problems
+                .iter()
+                .any(|p| p.contains("levels[].n_eff is missing")),
+        "{problems:?}"
+    );
+    let mut retyped = document;
+    retyped["levels"][0]["requests"] = "1".into();
+    assert!(!json_problems("sweep_json", &retyped).is_empty());
+}
+
+/// A closed and an open run (the open one adds `summary.open` and `uncorrected_latency`).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_real_run_writes_what_the_contract_says() {
+    let server = servers::start(ServerConfig::default()).await.unwrap();
+    let url = format!("{}/", server.url());
+    for flags in [
+        &["-c", "2", "-n", "300"][..],
+        &["--rate", "100", "-d", "1500ms"][..],
+    ] {
+        let (_dir, out, outcome) = run_at(&url, flags, StopSignal::new()).await;
+        assert!(outcome.summary.requests > 0);
+        contract::assert_run_dir(&out);
+        let run_json = contract::read_json(&out.join("run.json"));
+        assert!(
+            run_json["client"].is_object(),
+            "{flags:?}: no client summary"
+        );
+    }
+    server.shutdown().await;
+}
+
+#[test]
+fn a_real_sweep_writes_what_the_contract_says() {
+    let server = ServerOnRuntime::start(ServerConfig::default());
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("sweep");
+    let status = std::process::Command::new(env!("CARGO_BIN_EXE_loadgen"))
+        .args(["sweep", "--url", &server.url("/"), "--levels", "1,2"])
+        .args(["-n", "100", "--json", "--out", out.to_str().unwrap()])
+        .stdout(std::process::Stdio::null())
+        .status()
+        .unwrap();
+    assert!(status.success());
+    let sweep = contract::read_json(&out.join("sweep.json"));
+    assert_eq!(json_problems("sweep_json", &sweep), Vec::<String>::new());
+    let levels = sweep["levels"].as_array().unwrap();
+    assert_eq!(levels.len(), 2);
+    for level in levels {
+        contract::assert_run_dir(std::path::Path::new(level["run_dir"].as_str().unwrap()));
+    }
+}
