@@ -150,7 +150,7 @@ def run_loadgen(
     prefix: Sequence[str] = (),
 ) -> dict[str, Any]:
     """Run ``loadgen run`` once into ``out`` and return its ``--json`` summary. ``prefix``
-    goes before the command (e.g. :meth:`CpuQuota.prefix`, to run it inside a cgroup).
+    goes before the command (e.g. :meth:`CpuCgroup.prefix`, to run it inside a cgroup).
 
     Bounded: the process is killed after ``timeout_s`` (default: the duration plus 60 s).
     Raises RuntimeError with loadgen's stderr when it exits non-zero.
@@ -293,10 +293,10 @@ def _cpu_controller() -> tuple[str, Path] | None:
     return None
 
 
-def why_no_cpu_quota() -> str | None:
-    """Why :class:`CpuQuota` cannot work here, or None when it can."""
+def why_no_cpu_cgroup() -> str | None:
+    """Why :class:`CpuCgroup` cannot work here, or None when it can."""
     if os.geteuid() != 0:
-        return "a CPU-quota cgroup needs root"
+        return "a cgroup with a CPU quota needs root"
     if _cpu_controller() is None:
         return (
             "no cgroup cpu controller (neither cgroup v2 listing cpu in "
@@ -305,32 +305,42 @@ def why_no_cpu_quota() -> str | None:
     return None
 
 
-class CpuQuota:
-    """A fresh cgroup whose CPU quota is ``cores`` (fractional: 0.25 = a quarter of one core),
-    for the length of a ``with`` block. Put a command in it with :meth:`prefix`; read its
-    throttling with :meth:`stat`. Removed on exit (after the commands in it have ended)."""
+class CpuCgroup:
+    """A fresh cgroup for the length of a ``with`` block, with an optional CPU quota
+    (``quota_cores``, fractional: 0.25 = a quarter of one core) and ``weight`` times the
+    default CPU weight (v1 ``cpu.shares``, v2 ``cpu.weight``). The weight is there because
+    the machine may be shared: a testbed's limit must be its own (the quota, the link), not
+    the neighbours' compilers taking the cores. Put a command in it with :meth:`prefix`; read
+    its throttling with :meth:`stat`. Removed on exit (after the commands in it have ended)."""
 
-    def __init__(self, cores: float, period_us: int = 100_000) -> None:
+    def __init__(
+        self, quota_cores: float | None = None, weight: int = 10, period_us: int = 100_000
+    ) -> None:
         found = _cpu_controller()
         if found is None:
-            raise RuntimeError(why_no_cpu_quota() or "no cgroup cpu controller")
+            raise RuntimeError(why_no_cpu_cgroup() or "no cgroup cpu controller")
         self.version, root = found
-        self.cores = cores
+        self.quota_cores = quota_cores
+        self.weight = weight
         self.period_us = period_us
         self.path = root / f"loadgen-test-{os.getpid()}-{next(_serial)}"
 
-    def __enter__(self) -> CpuQuota:
-        quota_us = max(int(self.cores * self.period_us), 1000)
+    def __enter__(self) -> CpuCgroup:
+        quota_us = max(int(self.quota_cores * self.period_us), 1000) if self.quota_cores else None
         if self.version == "cgroup-v2":
             subtree = self.path.parent / "cgroup.subtree_control"
             if "cpu" not in subtree.read_text().split():
                 subtree.write_text("+cpu")
             self.path.mkdir()
-            (self.path / "cpu.max").write_text(f"{quota_us} {self.period_us}")
+            (self.path / "cpu.weight").write_text(str(100 * self.weight))
+            if quota_us is not None:
+                (self.path / "cpu.max").write_text(f"{quota_us} {self.period_us}")
         else:
             self.path.mkdir()
-            (self.path / "cpu.cfs_period_us").write_text(str(self.period_us))
-            (self.path / "cpu.cfs_quota_us").write_text(str(quota_us))
+            (self.path / "cpu.shares").write_text(str(1024 * self.weight))
+            if quota_us is not None:
+                (self.path / "cpu.cfs_period_us").write_text(str(self.period_us))
+                (self.path / "cpu.cfs_quota_us").write_text(str(quota_us))
         return self
 
     def prefix(self) -> list[str]:
@@ -408,12 +418,13 @@ class ShapedLink:
         _run("tc", "qdisc", "add", "dev", self.host_if, *shape)
         _run(*ns, "tc", "qdisc", "add", "dev", self.peer_if, *shape)
 
-    def server(self, args: Sequence[str] = (), binary: Path | None = None) -> Server:
-        """``loadgen-server ARGS…`` inside the namespace (use it in a ``with`` block); stopped at
-        the latest when the link is torn down."""
-        server = Server(
-            args, binary=binary, bind=self.server_ip, prefix=("ip", "netns", "exec", self.netns)
-        )
+    def server(
+        self, args: Sequence[str] = (), binary: Path | None = None, prefix: Sequence[str] = ()
+    ) -> Server:
+        """``PREFIX… loadgen-server ARGS…`` inside the namespace (use it in a ``with`` block);
+        stopped at the latest when the link is torn down."""
+        in_netns = (*prefix, "ip", "netns", "exec", self.netns)
+        server = Server(args, binary=binary, bind=self.server_ip, prefix=in_netns)
         self._servers.append(server)
         return server
 

@@ -13,13 +13,14 @@ CPU-quota cgroup, a shaped link into a network namespace, the servers) come from
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import subprocess
 import sys
 import tempfile
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TextIO
@@ -84,13 +85,28 @@ def x_max_rps(verdict: dict[str, Any]) -> float | None:
     return float(value) if value is not None else None
 
 
-def _loadgen(binaries: Binaries, args: Sequence[str], timeout_s: float = 180) -> dict[str, Any]:
-    """``loadgen ARGS… --no-progress --json``, bounded; its summary. RuntimeError on failure."""
-    command = [str(binaries.loadgen), *args, "--no-progress", "--json"]
+def _loadgen(
+    binaries: Binaries, args: Sequence[str], prefix: Sequence[str] = (), timeout_s: float = 180
+) -> dict[str, Any]:
+    """``PREFIX… loadgen ARGS… --no-progress --json``, bounded; its summary. RuntimeError on
+    failure."""
+    command = [*prefix, str(binaries.loadgen), *args, "--no-progress", "--json"]
     proc = subprocess.run(command, capture_output=True, text=True, timeout=timeout_s, check=False)
     if proc.returncode != 0:
         raise RuntimeError(f"{' '.join(command)} exited with {proc.returncode}:\n{proc.stderr}")
     return json.loads(proc.stdout)
+
+
+@contextlib.contextmanager
+def favoured() -> Iterator[list[str]]:
+    """A prefix that runs a command in a cgroup with 10× the default CPU weight
+    (:class:`harness.CpuCgroup`), so that on a shared machine the testbed's own limit, not the
+    neighbours, decides; ``[]`` where no cgroup can be made (then neighbours may skew it)."""
+    if harness.why_no_cpu_cgroup():
+        yield []
+        return
+    with harness.CpuCgroup() as group:
+        yield group.prefix()
 
 
 # --------------------------------------------------------------------------- the recordings
@@ -98,20 +114,23 @@ def _loadgen(binaries: Binaries, args: Sequence[str], timeout_s: float = 180) ->
 
 def record_server_capacity(binaries: Binaries, out: Path) -> Recording:
     """``loadgen sweep`` 1…64 against 8 workers × 10 ms (true capacity 800 req/s)."""
-    with harness.Server(CAPACITY_SERVER, binary=binaries.server) as server:
+    with (
+        favoured() as prefix,
+        harness.Server(CAPACITY_SERVER, binary=binaries.server, prefix=prefix) as server,
+    ):
         levels = ",".join(map(str, SWEEP_LEVELS))
         args = ["sweep", "--url", server.url + "/", "--levels", levels, "-d", "1s"]
-        summary = _loadgen(binaries, [*args, "--out", str(out)])
+        summary = _loadgen(binaries, [*args, "--out", str(out)], prefix)
     best = max(summary["levels"], key=lambda level: level["throughput_rps"])
     measured = f"peak {best['throughput_rps']:.0f} req/s at N = {best['level']:.0f}"
     return Recording(out, summary, {"measured": measured})
 
 
-def record_client_quota(binaries: Binaries, out: Path, quota: harness.CpuQuota) -> Recording:
+def record_client_quota(binaries: Binaries, out: Path, quota: harness.CpuCgroup) -> Recording:
     """A closed run, -c 50, inside ``quota`` (a quarter of one core) against a fast server
     outside it; facts: the cgroup's own ``cpu.stat`` deltas (``nr_periods``,
     ``nr_throttled``)."""
-    with harness.Server(binary=binaries.server) as server:
+    with favoured() as prefix, harness.Server(binary=binaries.server, prefix=prefix) as server:
         before = quota.stat()
         summary = harness.run_loadgen(
             server.url + "/", out, 50, "3s", binary=binaries.loadgen, prefix=quota.prefix()
@@ -127,7 +146,7 @@ def record_client_quota(binaries: Binaries, out: Path, quota: harness.CpuQuota) 
 
 
 def _in_quota(binaries: Binaries, out: Path) -> Recording:
-    with harness.CpuQuota(QUOTA_CORES) as quota:
+    with harness.CpuCgroup(QUOTA_CORES) as quota:
         return record_client_quota(binaries, out, quota)
 
 
@@ -179,12 +198,12 @@ def record_albums(binaries: Binaries, out: Path, image: str, link: harness.Shape
         "requests.new_album.multipart.image.bytes": f"'{image}'",
     }
     overrides = [arg for key, value in sets.items() for arg in ("--set", f"{key}={value}")]
-    with link.server(binary=binaries.server) as server:
+    with favoured() as prefix, link.server(binary=binaries.server, prefix=prefix) as server:
         tx_before = link.tx_bytes()
         with _TxSampler(link) as sampler:
             args = ["run", "--scenario", "albums", "--url", server.url, *overrides]
             args += ["--out", str(out)]
-            summary = _loadgen(binaries, args)
+            summary = _loadgen(binaries, args, prefix)
         facts = {
             "interface": link.host_if,
             "tx_bytes": link.tx_bytes() - tx_before,
@@ -208,11 +227,20 @@ def _behind_link(image: str) -> Callable[[Binaries, Path], Recording]:
 
 def record_think_time(binaries: Binaries, out: Path) -> Recording:
     """-c 8 with 30 ms of think time after every request, against 8 workers × 10 ms."""
-    with harness.Server(CAPACITY_SERVER, binary=binaries.server) as server:
-        think = f"{THINK_TIME_S * 1000:.0f}ms"
-        extra = ("--think-time", think)
+    server_args = CAPACITY_SERVER
+    with (
+        favoured() as prefix,
+        harness.Server(server_args, binary=binaries.server, prefix=prefix) as server,
+    ):
+        extra = ("--think-time", f"{THINK_TIME_S * 1000:.0f}ms")
         summary = harness.run_loadgen(
-            server.url + "/", out, THINK_WORKERS, "2s", extra=extra, binary=binaries.loadgen
+            server.url + "/",
+            out,
+            THINK_WORKERS,
+            "2s",
+            extra=extra,
+            binary=binaries.loadgen,
+            prefix=prefix,
         )
     ceiling = THINK_WORKERS / THINK_TIME_S
     measured = f"{summary['summary']['throughput_rps']:.0f} req/s (≤ 8 / 30 ms = {ceiling:.0f})"
@@ -222,8 +250,13 @@ def record_think_time(binaries: Binaries, out: Path) -> Recording:
 def record_errors(binaries: Binaries, out: Path) -> Recording:
     """-c 8 against a 1 ms server that answers 10 % of requests with a 500."""
     args = ("--service-time", "1ms", "--error-rate", str(ERROR_RATE))
-    with harness.Server(args, binary=binaries.server) as server:
-        summary = harness.run_loadgen(server.url + "/", out, 8, "2s", binary=binaries.loadgen)
+    with (
+        favoured() as prefix,
+        harness.Server(args, binary=binaries.server, prefix=prefix) as server,
+    ):
+        summary = harness.run_loadgen(
+            server.url + "/", out, 8, "2s", binary=binaries.loadgen, prefix=prefix
+        )
     counts = summary["summary"]
     total = counts["ok"] + counts["failed"]
     measured = f"{counts['failed']} of {total} requests failed ({counts['failed'] / total:.1%})"
@@ -232,7 +265,8 @@ def record_errors(binaries: Binaries, out: Path) -> Recording:
 
 def record_demo(binaries: Binaries, out: Path) -> Recording:
     """The README's first command, shortened: ``loadgen run`` with no URL (embedded server)."""
-    summary = _loadgen(binaries, ["run", "-d", "2s", "--out", str(out)])
+    with favoured() as prefix:
+        summary = _loadgen(binaries, ["run", "-d", "2s", "--out", str(out)], prefix)
     client = json.loads((out / "run.json").read_text()).get("client", {})
     measured = (
         f"run.json: server_shares_cores = {client.get('server_shares_cores')}, peak CPU "
@@ -295,7 +329,7 @@ TESTBEDS = (
         "client CPU quota: 25 % of one core, -c 50",
         "client",
         _in_quota,
-        why_not=harness.why_no_cpu_quota,
+        why_not=harness.why_no_cpu_cgroup,
     ),
     Testbed(
         "network: tbf 200 Mbit/s, albums, 25 KB image",

@@ -32,12 +32,12 @@ def bins(binaries: Binaries) -> tb.Binaries:
 
 
 @pytest.fixture
-def cpu_quota_cgroup() -> Iterator[harness.CpuQuota]:
+def cpu_quota_cgroup() -> Iterator[harness.CpuCgroup]:
     """A cgroup with a quarter of one core (``prefix()`` runs a command in it); removed after."""
-    reason = harness.why_no_cpu_quota()
+    reason = harness.why_no_cpu_cgroup()
     if reason:
         pytest.skip(reason)
-    with harness.CpuQuota(tb.QUOTA_CORES) as quota:
+    with harness.CpuCgroup(tb.QUOTA_CORES) as quota:
         yield quota
 
 
@@ -84,7 +84,7 @@ def test_capacity_limited_server_is_server_with_x_max_near_800(
 
 
 def test_client_in_a_quarter_core_quota_is_client_and_says_quota(
-    bins: tb.Binaries, tmp_path: Path, cpu_quota_cgroup: harness.CpuQuota
+    bins: tb.Binaries, tmp_path: Path, cpu_quota_cgroup: harness.CpuCgroup
 ) -> None:
     recording = tb.record_client_quota(bins, tmp_path / "quota", cpu_quota_cgroup)
     # The environment: the kernel throttled the client in most CFS periods …
@@ -165,10 +165,10 @@ def test_testbed_table_judges_by_the_truth() -> None:
 
 
 def test_environments_are_removed_even_when_the_block_fails() -> None:
-    reasons = [r for r in (harness.why_no_cpu_quota(), harness.why_no_shaped_link()) if r]
+    reasons = [r for r in (harness.why_no_cpu_cgroup(), harness.why_no_shaped_link()) if r]
     if reasons:
         pytest.skip("; ".join(reasons))
-    quota, link = harness.CpuQuota(0.5), harness.ShapedLink()
+    quota, link = harness.CpuCgroup(0.5), harness.ShapedLink()
     with pytest.raises(ValueError, match="inside"), quota, link:
         assert quota.path.is_dir()
         names = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True)
