@@ -22,6 +22,7 @@ use crate::record::SCHEMA_VERSION;
 use crate::report::{console, progress::Progress, write_json_atomically, OpenSummary, RunSummary};
 use crate::stats::LiveCounters;
 use crate::stop::{ExitReason, StopSignal};
+use crate::sysmon::cgroup::Cgroup;
 use crate::sysmon::{self, ClientSummary, SysmonConfig};
 use crate::transport::tls::{self, TlsSetupError, Verify};
 use crate::transport::{probe, ConnectFailure, Origin, Redirects, TransportConfig};
@@ -362,6 +363,8 @@ pub async fn run(config: RunConfig, stop: StopSignal) -> Result<RunOutcome, RunE
         interval: std::time::Duration::from_secs(1),
         anchor,
         live: live.clone(),
+        cgroup: Cgroup::discover(),
+        target_interface: None,
     });
     let ctx = Arc::new(WorkerContext {
         anchor,
@@ -430,14 +433,15 @@ pub async fn run(config: RunConfig, stop: StopSignal) -> Result<RunOutcome, RunE
     progress.finish();
     drop(ctx);
     let client = match sysmon.and_then(|s| s.finish()) {
-        Ok(client) => {
-            if client.saturated {
-                warnings.push(format!(
-                    "the client was saturated (peak CPU {:.0} % of its {} core(s)): throughput and latency describe the client, not the server",
-                    client.peak_cpu_utilisation * 100.0,
-                    client.cores
-                ));
-            }
+        Ok(mut client) => {
+            // The server runs on the client's cores: a saturated client starves it too.
+            client.shared_with = match embedded {
+                Some(_) => Some("the embedded server"),
+                None if addr.ip().is_loopback() => Some("the server on this machine (loopback)"),
+                None => None,
+            };
+            client.server_shares_cores = client.shared_with.is_some();
+            warnings.extend(client.warning());
             Some(client)
         }
         Err(e) => {

@@ -10,7 +10,11 @@
 //! renamed when [`Sysmon::finish`] closes it, so a reader never sees a half-written file.
 //!
 //! What it is not: a judge of the server, nor a source of request statistics. It measures the
-//! client, and flags one thing — a saturated client — in [`ClientSummary`]. A process killed
+//! client, and flags one thing — a saturated client — in [`ClientSummary`] (the rule is in
+//! [`verdict`]). Utilisation is measured against the CPU the process may use: its cores, or
+//! its cgroup CPU quota when that is smaller, whose throttling counters are sampled too
+//! ([`cgroup`]). The file itself — schema, row builders, `.partial` handling — is [`file`]'s.
+//! A process killed
 //! mid-run leaves only the `.partial` file (no Parquet footer); the request records are what
 //! must survive a kill, and they do so on their own.
 //!
@@ -23,41 +27,36 @@
 //! `interval_ns`; gauges are read at `t_ns`; a column is null in a row when /proc could not be
 //! read for that sample.
 
+pub mod cgroup;
+mod file;
+pub mod verdict;
+
 use std::collections::BTreeMap;
-use std::fs::File;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::sync::atomic::Ordering;
 use std::sync::mpsc::{self, RecvTimeoutError};
 use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-use arrow_array::builder::{
-    Float64Builder, Int64Builder, ListBuilder, StringBuilder, StructBuilder, UInt64Builder,
-};
-use arrow_array::{ArrayRef, RecordBatch};
-use arrow_schema::{DataType, Field, FieldRef, Fields, Schema, SchemaRef};
-use parquet::arrow::ArrowWriter;
-use parquet::basic::{Compression, ZstdLevel};
-use parquet::file::metadata::KeyValue;
-use parquet::file::properties::WriterProperties;
-use procfs::process::Process;
-use procfs::{CurrentSI, ProcError};
-use serde::Serialize;
-
 use crate::clock::Anchor;
 use crate::stats::LiveCounters;
-
-/// Peak process CPU utilisation (fraction of its cores) at or above which the client counts
-/// as saturated: from there on, latency and throughput describe the client.
-pub const SATURATED_UTILISATION: f64 = 0.9;
+use arrow_array::builder::{StringBuilder, UInt64Builder};
+use cgroup::{Cgroup, CpuLimit, CpuStat};
+pub use file::schema;
+use file::{Columns, MetricsFile};
+use procfs::process::Process;
+use procfs::{CurrentSI, ProcError};
+pub use verdict::ClientSummary;
 
 /// A row group is written at least this often, so a long run never holds its samples in
 /// memory and the `.partial` file shows progress.
 pub const ROW_GROUP_EVERY: Duration = Duration::from_secs(10);
 
 /// The version in `loadgen.schema_version`; bump it when a column changes meaning.
-pub const SCHEMA_VERSION: &str = "1";
+/// Version 2 added `throttled_ns`, `nr_periods`, `nr_throttled`, and measures
+/// `cpu_utilisation` against `loadgen.cpu_limit_cores`.
+pub const SCHEMA_VERSION: &str = "2";
 
 #[derive(Debug, thiserror::Error)]
 pub enum SysmonError {
@@ -94,46 +93,10 @@ pub struct SysmonConfig {
     /// The run's time base, so `t_ns` lines up with the request records' `start_ns`.
     pub anchor: Anchor,
     pub live: Arc<LiveCounters>,
-}
-
-/// The client's side of the story, in one console line's worth of numbers.
-#[derive(Debug, Clone, Serialize)]
-pub struct ClientSummary {
-    /// Rows in client-metrics.parquet.
-    pub samples: u64,
-    /// Cores available to the process (`available_parallelism`: respects taskset and cgroup
-    /// quotas), the denominator of every utilisation below.
-    pub cores: usize,
-    /// Highest `cpu_utilisation` of any row.
-    pub peak_cpu_utilisation: f64,
-    /// Process CPU time over the whole sampled time / wall time / cores (time-weighted, so
-    /// a short last row does not count as much as a full one).
-    pub mean_cpu_utilisation: f64,
-    pub peak_rss_bytes: u64,
-    /// `peak_cpu_utilisation >= SATURATED_UTILISATION`.
-    pub saturated: bool,
-}
-
-impl ClientSummary {
-    /// The value of the console's `Client` line (the label is the caller's).
-    pub fn console_line(&self) -> String {
-        if self.samples == 0 {
-            return "not sampled: the run ended before the first sample".to_string();
-        }
-        let verdict = if self.saturated {
-            "saturated: these numbers describe the client, not the server; give it more cores or fewer workers"
-        } else {
-            "not saturated"
-        };
-        format!(
-            "peak CPU {:.0} % of {} {} (mean {:.0} %), RSS {} — {verdict}",
-            self.peak_cpu_utilisation * 100.0,
-            self.cores,
-            if self.cores == 1 { "core" } else { "cores" },
-            self.mean_cpu_utilisation * 100.0,
-            crate::report::console::bytes(self.peak_rss_bytes),
-        )
-    }
+    /// The process's cgroups (`Cgroup::discover()` in a run; fixture directories in tests).
+    pub cgroup: Cgroup,
+    /// The interface carrying the target's traffic, recorded in the file's metadata.
+    pub target_interface: Option<String>,
 }
 
 /// A running sampler. Dropping it without [`Sysmon::finish`] still closes the file, from the
@@ -162,24 +125,47 @@ pub fn start(config: SysmonConfig) -> Result<Sysmon, SysmonError> {
 }
 
 fn start_with(config: SysmonConfig, row_group_every: Duration) -> Result<Sysmon, SysmonError> {
-    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
-    let probe = Probe::new()?;
+    let limit = config.cgroup.limit(cgroup::affinity_cores());
+    let probe = Probe::new(limit.stat_dir.clone())?;
     let baseline = probe.baseline()?;
-    let file = MetricsFile::create(&config.path, &config.anchor, config.interval, cores)?;
+    let file = MetricsFile::create(
+        &config.path,
+        &config.anchor,
+        config.interval,
+        &limit,
+        config.target_interface.as_deref(),
+    )?;
     let sampler = Sampler {
         probe,
-        cores,
         row_group_every,
         columns: Columns::new(),
         file,
         summary: ClientSummary {
             samples: 0,
-            cores,
+            cores: limit.cpuset_cores,
+            cpu_quota_cores: limit.quota_cores,
+            cpu_quota_source: limit.quota_source,
+            cpuset_cores: limit.cpuset_cores,
+            cpu_limit_cores: limit.limit_cores,
             peak_cpu_utilisation: 0.0,
             mean_cpu_utilisation: 0.0,
             peak_rss_bytes: 0,
+            sampled_ns: 0,
+            throttled_ns: None,
+            nr_periods: None,
+            nr_throttled: None,
+            throttled_share: None,
             saturated: false,
+            saturation: None,
+            server_shares_cores: false,
+            target_interface: config.target_interface.clone(),
+            link_capacity_bps: None,
+            link_capacity_source: None,
+            shared_with: None,
         },
+        first_stat: baseline.cpu_stat,
+        last_stat: baseline.cpu_stat,
+        limit,
         cpu_ns_total: 0,
         wall_ns_total: 0,
         config,
@@ -197,6 +183,7 @@ struct Reading {
     open_fds: Option<u64>,
     cores: Option<Vec<CoreTicks>>,
     net: Option<BTreeMap<String, NetCounters>>,
+    cpu_stat: Option<CpuStat>,
 }
 
 #[derive(Clone, Copy)]
@@ -220,21 +207,27 @@ struct NetCounters {
     tx_packets: u64,
 }
 
-/// The sampler's handles on /proc.
+/// The sampler's handles on /proc and the cgroup.
 struct Probe {
     me: Process,
     ns_per_tick: u64,
+    /// The cgroup whose `cpu.stat` counts this process's throttling.
+    stat_dir: Option<(cgroup::CgroupVersion, PathBuf)>,
 }
 
 impl Probe {
-    fn new() -> Result<Self, SysmonError> {
+    fn new(stat_dir: Option<(cgroup::CgroupVersion, PathBuf)>) -> Result<Self, SysmonError> {
         let me = Process::myself().map_err(|source| SysmonError::Proc {
             what: "/proc/self",
             source,
         })?;
         // USER_HZ is 100 on every Linux we know of; guard against 0 all the same.
         let ns_per_tick = 1_000_000_000 / procfs::ticks_per_second().max(1);
-        Ok(Probe { me, ns_per_tick })
+        Ok(Probe {
+            me,
+            ns_per_tick,
+            stat_dir,
+        })
     }
 
     /// The first reading, where any failure is reported: a sampler that cannot read /proc
@@ -247,6 +240,7 @@ impl Probe {
             open_fds: Some(self.open_fds().map_err(proc("/proc/self/fd"))?),
             cores: Some(cores().map_err(proc("/proc/stat"))?),
             net: Some(net().map_err(proc("/proc/net/dev"))?),
+            cpu_stat: self.cpu_stat(),
         })
     }
 
@@ -257,7 +251,13 @@ impl Probe {
             open_fds: self.open_fds().ok(),
             cores: cores().ok(),
             net: net().ok(),
+            cpu_stat: self.cpu_stat(),
         }
+    }
+
+    fn cpu_stat(&self) -> Option<CpuStat> {
+        let (version, dir) = self.stat_dir.as_ref()?;
+        cgroup::cpu_stat(*version, dir)
     }
 
     fn process(&self) -> Result<ProcessReading, ProcError> {
@@ -312,197 +312,11 @@ fn net() -> Result<BTreeMap<String, NetCounters>, ProcError> {
         .collect())
 }
 
-fn interface_fields() -> Fields {
-    Fields::from(vec![
-        Field::new("interface", DataType::Utf8, false),
-        Field::new("rx_bytes", DataType::UInt64, false),
-        Field::new("tx_bytes", DataType::UInt64, false),
-        Field::new("rx_packets", DataType::UInt64, false),
-        Field::new("tx_packets", DataType::UInt64, false),
-    ])
-}
-
-fn core_item() -> FieldRef {
-    Arc::new(Field::new("item", DataType::Float64, false))
-}
-
-fn interface_item() -> FieldRef {
-    Arc::new(Field::new(
-        "item",
-        DataType::Struct(interface_fields()),
-        false,
-    ))
-}
-
-/// The Arrow schema of client-metrics.parquet (see the module docs for meanings).
-pub fn schema() -> SchemaRef {
-    Arc::new(Schema::new(vec![
-        Field::new("t_ns", DataType::Int64, false),
-        Field::new("interval_ns", DataType::Int64, false),
-        Field::new("cpu_user_ns", DataType::Int64, true),
-        Field::new("cpu_sys_ns", DataType::Int64, true),
-        Field::new("cpu_utilisation", DataType::Float64, true),
-        Field::new("core_utilisation", DataType::List(core_item()), true),
-        Field::new("rss_bytes", DataType::UInt64, true),
-        Field::new("open_fds", DataType::UInt64, true),
-        Field::new("network", DataType::List(interface_item()), true),
-        Field::new("requests_in_flight", DataType::Int64, false),
-        Field::new("workers_alive", DataType::Int64, false),
-        Field::new("buffer_depth", DataType::Int64, false),
-    ]))
-}
-
-/// Rows accumulated since the last row group.
-struct Columns {
-    t_ns: Int64Builder,
-    interval_ns: Int64Builder,
-    cpu_user_ns: Int64Builder,
-    cpu_sys_ns: Int64Builder,
-    cpu_utilisation: Float64Builder,
-    core_utilisation: ListBuilder<Float64Builder>,
-    rss_bytes: UInt64Builder,
-    open_fds: UInt64Builder,
-    network: ListBuilder<StructBuilder>,
-    requests_in_flight: Int64Builder,
-    workers_alive: Int64Builder,
-    buffer_depth: Int64Builder,
-    rows: usize,
-}
-
-impl Columns {
-    fn new() -> Self {
-        Columns {
-            t_ns: Int64Builder::new(),
-            interval_ns: Int64Builder::new(),
-            cpu_user_ns: Int64Builder::new(),
-            cpu_sys_ns: Int64Builder::new(),
-            cpu_utilisation: Float64Builder::new(),
-            core_utilisation: ListBuilder::new(Float64Builder::new()).with_field(core_item()),
-            rss_bytes: UInt64Builder::new(),
-            open_fds: UInt64Builder::new(),
-            network: ListBuilder::new(StructBuilder::from_fields(interface_fields(), 0))
-                .with_field(interface_item()),
-            requests_in_flight: Int64Builder::new(),
-            workers_alive: Int64Builder::new(),
-            buffer_depth: Int64Builder::new(),
-            rows: 0,
-        }
-    }
-
-    /// Builds a RecordBatch and leaves the builders empty for the next row group.
-    fn take(&mut self) -> RecordBatch {
-        let columns: Vec<ArrayRef> = vec![
-            Arc::new(self.t_ns.finish()),
-            Arc::new(self.interval_ns.finish()),
-            Arc::new(self.cpu_user_ns.finish()),
-            Arc::new(self.cpu_sys_ns.finish()),
-            Arc::new(self.cpu_utilisation.finish()),
-            Arc::new(self.core_utilisation.finish()),
-            Arc::new(self.rss_bytes.finish()),
-            Arc::new(self.open_fds.finish()),
-            Arc::new(self.network.finish()),
-            Arc::new(self.requests_in_flight.finish()),
-            Arc::new(self.workers_alive.finish()),
-            Arc::new(self.buffer_depth.finish()),
-        ];
-        self.rows = 0;
-        RecordBatch::try_new(schema(), columns).expect("columns match the client-metrics schema")
-    }
-}
-
-/// The output file, open under its `.partial` name until [`MetricsFile::close`].
-struct MetricsFile {
-    writer: ArrowWriter<File>,
-    partial_path: PathBuf,
-    final_path: PathBuf,
-}
-
-impl MetricsFile {
-    fn create(
-        path: &Path,
-        anchor: &Anchor,
-        interval: Duration,
-        cores: usize,
-    ) -> Result<Self, SysmonError> {
-        let name = path.file_name().map_or_else(
-            || "client-metrics.parquet".into(),
-            |n| n.to_string_lossy().into_owned(),
-        );
-        let partial_path = path.with_file_name(format!(".{name}.partial"));
-        let file = File::create(&partial_path).map_err(|source| SysmonError::Io {
-            path: partial_path.clone(),
-            source,
-        })?;
-        let metadata = [
-            ("loadgen.schema_version", SCHEMA_VERSION.to_string()),
-            ("loadgen.kind", "client-metrics".to_string()),
-            ("loadgen.anchor_unix_ns", anchor.unix_ns.to_string()),
-            (
-                "loadgen.interval_ns",
-                crate::clock::nanos(interval).to_string(),
-            ),
-            ("loadgen.cores", cores.to_string()),
-        ]
-        .into_iter()
-        .map(|(k, v)| KeyValue::new(k.to_string(), v))
-        .collect();
-        let props = WriterProperties::builder()
-            .set_compression(Compression::ZSTD(
-                ZstdLevel::try_new(3).expect("valid level"),
-            ))
-            .set_key_value_metadata(Some(metadata))
-            .build();
-        let writer = ArrowWriter::try_new(file, schema(), Some(props));
-        let writer = match writer {
-            Ok(writer) => writer,
-            Err(source) => {
-                let _ = std::fs::remove_file(&partial_path);
-                return Err(SysmonError::Parquet {
-                    path: partial_path,
-                    source,
-                });
-            }
-        };
-        Ok(MetricsFile {
-            writer,
-            partial_path,
-            final_path: path.to_path_buf(),
-        })
-    }
-
-    /// Writes the rows as one row group, to disk now rather than at close.
-    fn write_row_group(&mut self, batch: &RecordBatch) -> Result<(), SysmonError> {
-        let parquet = |source| SysmonError::Parquet {
-            path: self.partial_path.clone(),
-            source,
-        };
-        self.writer.write(batch).map_err(parquet)?;
-        self.writer.flush().map_err(parquet)?;
-        // `flush` only closes the row group: a few hundred bytes of samples would otherwise
-        // sit in the writer's 8 KiB buffer until close, and the file would show no progress.
-        self.writer.sync().map_err(|source| SysmonError::Io {
-            path: self.partial_path.clone(),
-            source,
-        })
-    }
-
-    fn close(self) -> Result<(), SysmonError> {
-        self.writer.close().map_err(|source| SysmonError::Parquet {
-            path: self.partial_path.clone(),
-            source,
-        })?;
-        std::fs::rename(&self.partial_path, &self.final_path).map_err(|source| SysmonError::Io {
-            path: self.final_path.clone(),
-            source,
-        })
-    }
-}
-
 /// The sampler thread's state.
 struct Sampler {
     config: SysmonConfig,
     probe: Probe,
-    cores: usize,
+    limit: CpuLimit,
     row_group_every: Duration,
     columns: Columns,
     file: MetricsFile,
@@ -510,6 +324,9 @@ struct Sampler {
     /// Process CPU and wall time over every row, for the time-weighted mean.
     cpu_ns_total: u64,
     wall_ns_total: u64,
+    /// The cgroup's throttling counters at the baseline and at the last row.
+    first_stat: Option<CpuStat>,
+    last_stat: Option<CpuStat>,
 }
 
 impl Sampler {
@@ -525,9 +342,16 @@ impl Sampler {
                 summary.mean_cpu_utilisation = if self.wall_ns_total == 0 {
                     0.0
                 } else {
-                    self.cpu_ns_total as f64 / self.wall_ns_total as f64 / self.cores as f64
+                    self.cpu_ns_total as f64 / self.wall_ns_total as f64 / self.limit.limit_cores
                 };
-                summary.saturated = summary.peak_cpu_utilisation >= SATURATED_UTILISATION;
+                summary.sampled_ns = self.wall_ns_total;
+                if let (Some(first), Some(last)) = (self.first_stat, self.last_stat) {
+                    let run = last.since(&first);
+                    summary.throttled_ns = Some(run.throttled_ns);
+                    summary.nr_periods = Some(run.nr_periods);
+                    summary.nr_throttled = Some(run.nr_throttled);
+                }
+                summary.judge();
                 Ok(summary)
             }
             Err(e) => {
@@ -588,12 +412,22 @@ impl Sampler {
             let sys_ns = n.sys_ticks.saturating_sub(b.sys_ticks) * self.probe.ns_per_tick;
             (user_ns, sys_ns)
         });
-        let utilisation =
-            cpu.map(|(user, sys)| (user + sys) as f64 / wall_ns as f64 / self.cores as f64);
+        let limit_cores = self.limit.limit_cores;
+        let utilisation = cpu.map(|(user, sys)| (user + sys) as f64 / wall_ns as f64 / limit_cores);
         c.cpu_user_ns
             .append_option(cpu.map(|(user, _)| user as i64));
         c.cpu_sys_ns.append_option(cpu.map(|(_, sys)| sys as i64));
         c.cpu_utilisation.append_option(utilisation);
+        let throttling = now.cpu_stat.zip(before.cpu_stat).map(|(n, b)| n.since(&b));
+        c.throttled_ns
+            .append_option(throttling.map(|t| t.throttled_ns as i64));
+        c.nr_periods
+            .append_option(throttling.map(|t| t.nr_periods as i64));
+        c.nr_throttled
+            .append_option(throttling.map(|t| t.nr_throttled as i64));
+        if now.cpu_stat.is_some() {
+            self.last_stat = now.cpu_stat;
+        }
 
         match (&before.cores, &now.cores) {
             (Some(b), Some(n)) => {
@@ -674,7 +508,10 @@ mod tests {
 
     use arrow_array::cast::AsArray;
     use arrow_array::types::{Float64Type, Int64Type, UInt64Type};
-    use arrow_array::Array;
+    use std::fs::File;
+    use std::path::Path;
+
+    use arrow_array::{Array, RecordBatch};
     use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
 
     use super::*;
@@ -685,6 +522,8 @@ mod tests {
             interval,
             anchor: Anchor::now(),
             live,
+            cgroup: Cgroup::discover(),
+            target_interface: None,
         }
     }
 
@@ -757,7 +596,7 @@ mod tests {
             .iter()
             .map(|kv| (kv.key.as_str(), kv.value.clone().unwrap_or_default()))
             .collect();
-        assert_eq!(kv["loadgen.schema_version"], "1");
+        assert_eq!(kv["loadgen.schema_version"], "2");
         assert_eq!(kv["loadgen.kind"], "client-metrics");
         assert_eq!(kv["loadgen.interval_ns"], "500000000");
 
@@ -796,11 +635,10 @@ mod tests {
         assert_eq!(summary.peak_cpu_utilisation, peak);
         assert!(summary.mean_cpu_utilisation > 0.0);
         assert!(summary.mean_cpu_utilisation <= peak + 1e-9);
-        assert_eq!(summary.saturated, peak >= SATURATED_UTILISATION);
-        assert_eq!(
-            summary.cores,
-            std::thread::available_parallelism().unwrap().get()
-        );
+        let limit = Cgroup::discover().limit(cgroup::affinity_cores());
+        assert_eq!(summary.cores, limit.cpuset_cores);
+        assert_eq!(summary.cpu_limit_cores, limit.limit_cores);
+        assert_eq!(kv["loadgen.cpu_limit_cores"], limit.limit_cores.to_string());
 
         let rss = column("rss_bytes");
         let rss = rss.as_primitive::<UInt64Type>();
@@ -889,35 +727,5 @@ mod tests {
         .expect("no directory, no sampler");
         assert!(matches!(error, SysmonError::Io { .. }), "{error}");
         assert!(error.to_string().contains("no-such-dir"), "{error}");
-    }
-
-    #[test]
-    fn sysmon_console_line_says_whether_the_client_was_saturated() {
-        let mut summary = ClientSummary {
-            samples: 10,
-            cores: 2,
-            peak_cpu_utilisation: 0.97,
-            mean_cpu_utilisation: 0.8,
-            peak_rss_bytes: 43_200_000,
-            saturated: true,
-        };
-        assert_eq!(
-            summary.console_line(),
-            "peak CPU 97 % of 2 cores (mean 80 %), RSS 41.2 MiB — saturated: these numbers \
-             describe the client, not the server; give it more cores or fewer workers"
-        );
-        summary.cores = 1;
-        summary.peak_cpu_utilisation = 0.42;
-        summary.mean_cpu_utilisation = 0.3;
-        summary.saturated = false;
-        assert_eq!(
-            summary.console_line(),
-            "peak CPU 42 % of 1 core (mean 30 %), RSS 41.2 MiB — not saturated"
-        );
-        summary.samples = 0;
-        assert_eq!(
-            summary.console_line(),
-            "not sampled: the run ended before the first sample"
-        );
     }
 }

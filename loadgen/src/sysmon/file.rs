@@ -1,0 +1,231 @@
+//! The client-metrics file: its Arrow schema, the columns of the rows not yet written, and
+//! the Parquet file open under its hidden `.partial` name until the sampler closes it.
+//!
+//! Column names, units and meanings are in `contract/files.json` (`files.client_metrics`);
+//! [`schema`] must match it (loadgen/tests/contract.rs). What a row holds is decided by the
+//! sampler (`mod.rs`); this module only builds and writes.
+
+use std::fs::File;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+use arrow_array::builder::{
+    Float64Builder, Int64Builder, ListBuilder, StructBuilder, UInt64Builder,
+};
+use arrow_array::{ArrayRef, RecordBatch};
+use arrow_schema::{DataType, Field, FieldRef, Fields, Schema, SchemaRef};
+use parquet::arrow::ArrowWriter;
+use parquet::basic::{Compression, ZstdLevel};
+use parquet::file::metadata::KeyValue;
+use parquet::file::properties::WriterProperties;
+
+use super::cgroup::CpuLimit;
+use super::{SysmonError, SCHEMA_VERSION};
+use crate::clock::Anchor;
+
+fn interface_fields() -> Fields {
+    Fields::from(vec![
+        Field::new("interface", DataType::Utf8, false),
+        Field::new("rx_bytes", DataType::UInt64, false),
+        Field::new("tx_bytes", DataType::UInt64, false),
+        Field::new("rx_packets", DataType::UInt64, false),
+        Field::new("tx_packets", DataType::UInt64, false),
+    ])
+}
+
+fn core_item() -> FieldRef {
+    Arc::new(Field::new("item", DataType::Float64, false))
+}
+
+fn interface_item() -> FieldRef {
+    Arc::new(Field::new(
+        "item",
+        DataType::Struct(interface_fields()),
+        false,
+    ))
+}
+
+/// The Arrow schema of client-metrics.parquet (see the module docs for meanings).
+pub fn schema() -> SchemaRef {
+    Arc::new(Schema::new(vec![
+        Field::new("t_ns", DataType::Int64, false),
+        Field::new("interval_ns", DataType::Int64, false),
+        Field::new("cpu_user_ns", DataType::Int64, true),
+        Field::new("cpu_sys_ns", DataType::Int64, true),
+        Field::new("cpu_utilisation", DataType::Float64, true),
+        Field::new("throttled_ns", DataType::Int64, true),
+        Field::new("nr_periods", DataType::Int64, true),
+        Field::new("nr_throttled", DataType::Int64, true),
+        Field::new("core_utilisation", DataType::List(core_item()), true),
+        Field::new("rss_bytes", DataType::UInt64, true),
+        Field::new("open_fds", DataType::UInt64, true),
+        Field::new("network", DataType::List(interface_item()), true),
+        Field::new("requests_in_flight", DataType::Int64, false),
+        Field::new("workers_alive", DataType::Int64, false),
+        Field::new("buffer_depth", DataType::Int64, false),
+    ]))
+}
+
+/// Rows accumulated since the last row group (the sampler appends to each builder).
+pub(super) struct Columns {
+    pub(super) t_ns: Int64Builder,
+    pub(super) interval_ns: Int64Builder,
+    pub(super) cpu_user_ns: Int64Builder,
+    pub(super) cpu_sys_ns: Int64Builder,
+    pub(super) cpu_utilisation: Float64Builder,
+    pub(super) throttled_ns: Int64Builder,
+    pub(super) nr_periods: Int64Builder,
+    pub(super) nr_throttled: Int64Builder,
+    pub(super) core_utilisation: ListBuilder<Float64Builder>,
+    pub(super) rss_bytes: UInt64Builder,
+    pub(super) open_fds: UInt64Builder,
+    pub(super) network: ListBuilder<StructBuilder>,
+    pub(super) requests_in_flight: Int64Builder,
+    pub(super) workers_alive: Int64Builder,
+    pub(super) buffer_depth: Int64Builder,
+    pub(super) rows: usize,
+}
+
+impl Columns {
+    pub(super) fn new() -> Self {
+        Columns {
+            t_ns: Int64Builder::new(),
+            interval_ns: Int64Builder::new(),
+            cpu_user_ns: Int64Builder::new(),
+            cpu_sys_ns: Int64Builder::new(),
+            cpu_utilisation: Float64Builder::new(),
+            throttled_ns: Int64Builder::new(),
+            nr_periods: Int64Builder::new(),
+            nr_throttled: Int64Builder::new(),
+            core_utilisation: ListBuilder::new(Float64Builder::new()).with_field(core_item()),
+            rss_bytes: UInt64Builder::new(),
+            open_fds: UInt64Builder::new(),
+            network: ListBuilder::new(StructBuilder::from_fields(interface_fields(), 0))
+                .with_field(interface_item()),
+            requests_in_flight: Int64Builder::new(),
+            workers_alive: Int64Builder::new(),
+            buffer_depth: Int64Builder::new(),
+            rows: 0,
+        }
+    }
+
+    /// Builds a RecordBatch and leaves the builders empty for the next row group.
+    pub(super) fn take(&mut self) -> RecordBatch {
+        let columns: Vec<ArrayRef> = vec![
+            Arc::new(self.t_ns.finish()),
+            Arc::new(self.interval_ns.finish()),
+            Arc::new(self.cpu_user_ns.finish()),
+            Arc::new(self.cpu_sys_ns.finish()),
+            Arc::new(self.cpu_utilisation.finish()),
+            Arc::new(self.throttled_ns.finish()),
+            Arc::new(self.nr_periods.finish()),
+            Arc::new(self.nr_throttled.finish()),
+            Arc::new(self.core_utilisation.finish()),
+            Arc::new(self.rss_bytes.finish()),
+            Arc::new(self.open_fds.finish()),
+            Arc::new(self.network.finish()),
+            Arc::new(self.requests_in_flight.finish()),
+            Arc::new(self.workers_alive.finish()),
+            Arc::new(self.buffer_depth.finish()),
+        ];
+        self.rows = 0;
+        RecordBatch::try_new(schema(), columns).expect("columns match the client-metrics schema")
+    }
+}
+
+/// The output file, open under its `.partial` name until [`MetricsFile::close`].
+pub(super) struct MetricsFile {
+    writer: ArrowWriter<File>,
+    pub(super) partial_path: PathBuf,
+    final_path: PathBuf,
+}
+
+impl MetricsFile {
+    pub(super) fn create(
+        path: &Path,
+        anchor: &Anchor,
+        interval: Duration,
+        limit: &CpuLimit,
+        target_interface: Option<&str>,
+    ) -> Result<Self, SysmonError> {
+        let name = path.file_name().map_or_else(
+            || "client-metrics.parquet".into(),
+            |n| n.to_string_lossy().into_owned(),
+        );
+        let partial_path = path.with_file_name(format!(".{name}.partial"));
+        let file = File::create(&partial_path).map_err(|source| SysmonError::Io {
+            path: partial_path.clone(),
+            source,
+        })?;
+        let metadata = [
+            ("loadgen.schema_version", SCHEMA_VERSION.to_string()),
+            ("loadgen.kind", "client-metrics".to_string()),
+            ("loadgen.anchor_unix_ns", anchor.unix_ns.to_string()),
+            (
+                "loadgen.interval_ns",
+                crate::clock::nanos(interval).to_string(),
+            ),
+            ("loadgen.cores", limit.cpuset_cores.to_string()),
+            ("loadgen.cpu_limit_cores", limit.limit_cores.to_string()),
+        ]
+        .into_iter()
+        .chain(
+            limit
+                .quota_cores
+                .map(|q| ("loadgen.cpu_quota_cores", q.to_string())),
+        )
+        .chain(target_interface.map(|i| ("loadgen.target_interface", i.to_string())))
+        .map(|(k, v)| KeyValue::new(k.to_string(), v))
+        .collect();
+        let props = WriterProperties::builder()
+            .set_compression(Compression::ZSTD(
+                ZstdLevel::try_new(3).expect("valid level"),
+            ))
+            .set_key_value_metadata(Some(metadata))
+            .build();
+        let writer = ArrowWriter::try_new(file, schema(), Some(props));
+        let writer = match writer {
+            Ok(writer) => writer,
+            Err(source) => {
+                let _ = std::fs::remove_file(&partial_path);
+                return Err(SysmonError::Parquet {
+                    path: partial_path,
+                    source,
+                });
+            }
+        };
+        Ok(MetricsFile {
+            writer,
+            partial_path,
+            final_path: path.to_path_buf(),
+        })
+    }
+
+    /// Writes the rows as one row group, to disk now rather than at close.
+    pub(super) fn write_row_group(&mut self, batch: &RecordBatch) -> Result<(), SysmonError> {
+        let parquet = |source| SysmonError::Parquet {
+            path: self.partial_path.clone(),
+            source,
+        };
+        self.writer.write(batch).map_err(parquet)?;
+        self.writer.flush().map_err(parquet)?;
+        // `flush` only closes the row group: a few hundred bytes of samples would otherwise
+        // sit in the writer's 8 KiB buffer until close, and the file would show no progress.
+        self.writer.sync().map_err(|source| SysmonError::Io {
+            path: self.partial_path.clone(),
+            source,
+        })
+    }
+
+    pub(super) fn close(self) -> Result<(), SysmonError> {
+        self.writer.close().map_err(|source| SysmonError::Parquet {
+            path: self.partial_path.clone(),
+            source,
+        })?;
+        std::fs::rename(&self.partial_path, &self.final_path).map_err(|source| SysmonError::Io {
+            path: self.final_path.clone(),
+            source,
+        })
+    }
+}
