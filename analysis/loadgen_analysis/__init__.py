@@ -1,15 +1,18 @@
 """loadgen_analysis — read ``loadgen`` run directories and explain them.
 
 The package answers four questions about a load test: what throughput Little's Law predicted
-and what was observed (:mod:`.littles_law`, :mod:`.usl`), where the limit is — client,
-network or server (:mod:`.attribution`) — and whether a candidate regressed against a
-baseline (:mod:`.regression`). Raw records are reduced in DuckDB (:mod:`.summary`); plots
-(:mod:`.plots`) and reports (:mod:`.report`) only see the small frames that come out. Runs are
-read from local directories or ``s3://`` prefixes (:mod:`.io`, :mod:`.s3`); the shard
-directories of one sharded run are analysed as one run.
+and what was observed (:mod:`.littles_law`, :mod:`.usl`, :mod:`.bounds`), where the limit
+is — client, network or server (:mod:`.attribution`; the client's side in :mod:`.client`) —
+and whether a candidate regressed against a baseline (:mod:`.regression`). Raw records are
+reduced in DuckDB (:mod:`.summary`); plots (:mod:`.plots`) and reports (:mod:`.report`) only
+see the small frames that come out. Runs are read from local directories or ``s3://``
+prefixes (:mod:`.io`, :mod:`.s3`); the shard directories of one sharded run are analysed as
+one run.
 """
 
 from .attribution import Attribution, Finding, Thresholds, attribute
+from .bounds import BoundsFit, better_fit, fit_bounds
+from .client import ClientEvidence, client_evidence
 from .io import (
     IncompleteShardSetWarning,
     Run,
@@ -43,7 +46,9 @@ from .usl import USLFit, fit_usl, usl_throughput
 
 __all__ = [
     "Attribution",
+    "BoundsFit",
     "Calibration",
+    "ClientEvidence",
     "Comparison",
     "Finding",
     "IncompleteShardSetWarning",
@@ -54,10 +59,13 @@ __all__ = [
     "USLFit",
     "as_runs",
     "attribute",
+    "better_fit",
     "calibration_from_sweep",
+    "client_evidence",
     "compare",
     "connect",
     "error_breakdown",
+    "fit_bounds",
     "fit_usl",
     "gap_summary",
     "latency_components",

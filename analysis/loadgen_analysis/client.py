@@ -23,13 +23,30 @@ import pandas as pd
 
 from .io import Run, as_runs
 
-# Column names of client-metrics.parquet (the contract: contract/files.json).
+# Column names of client-metrics.parquet, as contract/files.json spells them; READS lists them
+# and a test holds it to the contract, so a renamed column fails there, not silently here.
 CPU_UTILISATION = "cpu_utilisation"
 THROTTLED_NS = "throttled_ns"
 NR_PERIODS = "nr_periods"
 NR_THROTTLED = "nr_throttled"
 NETWORK = "network"
 INTERVAL_NS = "interval_ns"
+#: The client-metrics columns this module reads; the throttling ones from schema version 2.
+READS = {
+    1: (CPU_UTILISATION, NETWORK, INTERVAL_NS),
+    2: (THROTTLED_NS, NR_PERIODS, NR_THROTTLED),
+}
+#: The run.json fields this module reads (under ``client``, AGREED-11).
+RUN_JSON_READS = (
+    "client.cpu_quota_cores",
+    "client.cpu_limit_cores",
+    "client.throttled_ns",
+    "client.throttled_share",
+    "client.server_shares_cores",
+    "client.target_interface",
+    "client.link_capacity_bps",
+    "client.link_capacity_source",
+)
 #: Rows covering less than this share of a second are not a rate (the last row may be short).
 MIN_INTERVAL_NS = 500_000_000
 

@@ -28,6 +28,10 @@ def test_sweep_against_a_capacity_limited_server_is_server_bound(
     assert plateau["plateau_from_n"] in (8, 16)
     assert plateau["latency_slope"] == pytest.approx(1.0, abs=0.25)
     assert result.usl is not None
+    # A fixed pool of 8 workers is a hard limit: the bounds model fits it better than the USL.
+    assert result.capacity_model is result.bounds, result.to_text()
+    assert result.bounds.x_max == pytest.approx(CAPACITY_RPS, rel=0.10)
+    assert "bounds model fits best" in result.headline
 
 
 def test_client_with_think_time_is_client_bound(think_time_run: Recorded) -> None:
@@ -48,19 +52,37 @@ def test_failing_server_is_judged_by_its_errors_first(error_run: Recorded) -> No
     assert "http_status" in errors.summary
 
 
-def test_link_capacity_is_compared_when_given(error_run: Recorded) -> None:
-    # A link this slow is saturated by the run's own traffic.
+def test_link_capacity_is_compared_per_direction(error_run: Recorded) -> None:
+    # A link this slow is saturated by the run's own traffic, in its busier direction; the two
+    # directions are never added (a link is full duplex).
     run = la.load_run(error_run.path)
-    peak = la.timeline(run)["bytes_per_s"].max()
-    result = la.attribute(run, link_capacity_bps=peak * 8 / 0.9)
+    tl = la.timeline(run, by_phase=False)
+    whole = tl[tl["covered_s"] >= 0.5]
+    rx = whole["received_bytes_per_s"].max()
+    assert rx > whole["sent_bytes_per_s"].max()  # GET: responses outweigh requests
+    result = la.attribute(run, link_capacity_bps=rx * 8 / 0.9)
     network = result.finding("network")
-    assert network.status == "limit"
+    assert network.status == "limit", network.summary
+    assert network.evidence["rx_link_utilisation"] == pytest.approx(0.9, rel=1e-6)
     assert network.evidence["link_utilisation"] == pytest.approx(0.9, rel=1e-6)
-    roomy = la.attribute(run, link_capacity_bps=peak * 8 * 100).finding("network")
+    assert "rx " in network.summary and network.evidence["traffic_source"] == "request rows"
+    roomy = la.attribute(run, link_capacity_bps=rx * 8 * 100).finding("network")
     assert roomy.status == "ok"
+
+
+def test_regression_client_check_reads_the_real_client_metrics(error_run: Recorded) -> None:
+    # Issue 11: the check read `cpu_utilization`, the file has `cpu_utilisation`, and every
+    # run's client CPU was "not measured". This run was recorded by the real binary.
+    assert la.load_run(error_run.path).has_client_metrics
+    client = la.attribute(error_run.path).finding("client")
+    assert "client CPU not measured" not in client.summary
+    assert 0.0 <= client.evidence["client_cpu_p90"] <= 1.5
+    # The target is on 127.0.0.1: the server ran on the client's cores.
+    assert client.evidence["server_shares_cores"] is True
 
 
 def test_attribution_serialises(capacity_sweep: list[Path]) -> None:
     data = la.attribute(capacity_sweep).as_dict()
     assert data["verdict"] == "server"
+    assert data["capacity_model"]["name"] == "bounds"
     assert [f["check"] for f in data["findings"]] == ["errors", "client", "network", "server"]

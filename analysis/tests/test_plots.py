@@ -41,3 +41,15 @@ def test_every_plot_returns_a_figure(
         assert _has_data(fig)
         assert fig.axes[0].get_title()
     assert plt.get_fignums() == before  # no pyplot state: nothing to show or leak
+
+
+def test_timeline_leaves_out_the_sliver_after_the_last_whole_second(error_run: Recorded) -> None:
+    # A 1 s run ends a few ms into its second bucket; those few requests divided by a tenth of
+    # a second plotted as a drop (issue 11: the README's first command, 10.003 s of run).
+    tl = la.timeline(error_run.path, by_phase=False)
+    assert tl["covered_s"].iloc[-1] < 0.5, tl  # the recording does have a sliver
+    fig = plots.plot_timeline(error_run.path)
+    ok_line = fig.axes[0].lines[0]
+    drawn_t = list(ok_line.get_xdata())
+    assert drawn_t == list(tl[tl["covered_s"] >= 0.5]["t_s"] + 0.5)
+    assert min(ok_line.get_ydata()) > 0.5 * max(ok_line.get_ydata())

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import html
+import json
 import re
 import subprocess
 import sys
 from pathlib import Path
 
-from .conftest import Recorded
+from .conftest import Recorded, run_cli
 
 
 def _report(out: Path, *runs: Path) -> subprocess.CompletedProcess[str]:
@@ -44,10 +46,24 @@ def test_report_on_a_sweep_has_every_section_and_plot(
         "Where throughput stops",
         "Summary per op",
         "Little's Law",
-        "Universal Scalability Law",
+        "Capacity model: USL and operational-law bounds",
     ):
         assert heading in text, heading
     assert "Verdict: server" in text
+
+
+def test_report_shows_the_verdict_and_checks_explain_prints(
+    capacity_sweep: list[Path], tmp_path: Path
+) -> None:
+    # One function computes the verdict: the report's lines are explain's.
+    out = tmp_path / "sweep.html"
+    assert _report(out, capacity_sweep[0].parent).returncode == 0
+    text = html.unescape(out.read_text())
+    explained = json.loads(run_cli("explain", capacity_sweep[0].parent, "--json").stdout)
+    assert f"Verdict: {explained['verdict']}" in text
+    assert explained["summary"] in text
+    for check in explained["checks"]:
+        assert check["evidence"] in text, check["name"]
 
 
 def test_report_on_one_run_has_no_sweep_sections(error_run: Recorded, tmp_path: Path) -> None:
@@ -57,6 +73,6 @@ def test_report_on_one_run_has_no_sweep_sections(error_run: Recorded, tmp_path: 
     text = out.read_text()
     _assert_self_contained(text)
     assert text.count("data:image/png;base64,") == 3
-    assert "Universal Scalability Law" not in text
+    assert "Capacity model" not in text
     assert "Failures" in text and "http_status" in text
     assert "Verdict: errors" in text
