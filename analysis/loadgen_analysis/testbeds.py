@@ -59,14 +59,17 @@ class Recording:
     path: Path
     summary: dict[str, Any]  # loadgen's --json output
     facts: dict[str, Any] = field(default_factory=dict)
+    #: What a user would tell ``explain`` about this environment (e.g. the link's capacity).
+    explain_args: tuple[str, ...] = ()
 
 
-def explain(path: Path) -> dict[str, Any]:
-    """``loadgen-analyze explain --json PATH`` (this interpreter's package), parsed.
+def explain(recording: Recording) -> dict[str, Any]:
+    """``loadgen-analyze explain --json PATH ARGS…`` (this interpreter's package), parsed.
 
     Raises RuntimeError with its stderr when it exits non-zero.
     """
-    command = [sys.executable, "-m", "loadgen_analysis.cli", "explain", "--json", str(path)]
+    path, args = str(recording.path), recording.explain_args
+    command = [sys.executable, "-m", "loadgen_analysis.cli", "explain", "--json", path, *args]
     proc = subprocess.run(command, capture_output=True, text=True, timeout=300, check=False)
     if proc.returncode != 0:
         raise RuntimeError(f"{' '.join(command)} exited with {proc.returncode}:\n{proc.stderr}")
@@ -214,7 +217,9 @@ def record_albums(binaries: Binaries, out: Path, image: str, link: harness.Shape
         f"link tx peak {facts['peak_tx_bps'] / 1e6:.0f} Mbit/s over 1 s (tc rate "
         f"{LINK_RATE_BPS / 1e6:.0f}); {post['throughput_rps']:.0f} POST/s"
     )
-    return Recording(out, summary, facts)
+    # The veth reports 10 Gbit/s to the kernel; the shaping is known only to us, as a user
+    # knows their link.
+    return Recording(out, summary, facts, explain_args=("--link-capacity", LINK_RATE))
 
 
 def _behind_link(image: str) -> Callable[[Binaries, Path], Recording]:
@@ -383,7 +388,7 @@ def table(binaries: Binaries, root: Path, out: TextIO = sys.stdout) -> bool:
             continue
         try:
             recording = testbed.record(binaries, root / f"testbed-{i}")
-            verdict = explain(recording.path)
+            verdict = explain(recording)
         except (RuntimeError, subprocess.TimeoutExpired) as exc:
             all_right = False
             first = str(exc).strip().splitlines()[-1][:200]
