@@ -268,6 +268,12 @@ pub struct RunArgs {
     #[arg(long, value_name = "TIME")]
     pub start_at: Option<String>,
 
+    /// Capacity of the network link to the target, recorded in run.json for the analysis:
+    /// bits per second with an SI suffix (200mbit, 1gbit, 200e6) or bytes (25MB/s). Without
+    /// it, the speed the kernel reports for the target's interface, when it reports one.
+    #[arg(long, value_name = "RATE", value_parser = parse_link_capacity)]
+    pub link_capacity: Option<u64>,
+
     /// How often the open Parquet segment is closed and a new one started; a killed run keeps
     /// every closed segment.
     #[arg(long, value_name = "DURATION", value_parser = parse_duration, default_value = "5s", hide_short_help = true)]
@@ -276,6 +282,41 @@ pub struct RunArgs {
 
 fn parse_shard(text: &str) -> Result<crate::model::shard::Shard, String> {
     text.parse()
+}
+
+/// Parses a link capacity into bits per second: a number (`200e6`), optionally followed by
+/// `k`/`m`/`g`/`t` (10^3…10^12, any case) and `bit`, `bits`, `bit/s` or `bps` (bits), or
+/// `B/s` / `Bps` (bytes, ×8; a capital B, as `MB/s` is written).
+pub fn parse_link_capacity(text: &str) -> Result<u64, String> {
+    let bad = || {
+        format!(
+            "'{text}' is not a link capacity; give bits per second such as 200mbit, 1gbit or              200e6, or bytes per second such as 25MB/s"
+        )
+    };
+    let text = text.trim();
+    // The longest prefix that is a number, so `200e6` is one and `1gbit` is 1 + `gbit`.
+    let (number, unit) = (1..=text.len())
+        .rev()
+        .filter(|&i| text.is_char_boundary(i))
+        .find_map(|i| Some((text[..i].parse::<f64>().ok()?, &text[i..])))
+        .ok_or_else(bad)?;
+    let (scale, rest) = match unit.chars().next().map(|c| c.to_ascii_lowercase()) {
+        Some('k') => (1e3, &unit[1..]),
+        Some('m') => (1e6, &unit[1..]),
+        Some('g') => (1e9, &unit[1..]),
+        Some('t') => (1e12, &unit[1..]),
+        _ => (1.0, unit),
+    };
+    let per_unit = match rest {
+        "" | "bit" | "bits" | "bit/s" | "bits/s" | "bps" => 1.0,
+        "B/s" | "Bps" => 8.0,
+        _ => return Err(bad()),
+    };
+    let bps = number * scale * per_unit;
+    if !bps.is_finite() || bps < 1.0 || bps > u64::MAX as f64 {
+        return Err(bad());
+    }
+    Ok(bps.round() as u64)
 }
 
 /// Parses `10s`, `250ms`, `1m30s`; a bare number means seconds.
@@ -291,4 +332,32 @@ pub fn parse_duration(text: &str) -> Result<Duration, String> {
     }
     humantime::parse_duration(text)
         .map_err(|e| format!("'{text}' is not a duration ({e}); use e.g. 10s, 500ms or 2m"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::parse_link_capacity;
+
+    #[test]
+    fn link_capacities_are_bits_per_second() {
+        for (text, bps) in [
+            ("200mbit", 200_000_000),
+            ("1gbit", 1_000_000_000),
+            ("10Gbit", 10_000_000_000),
+            ("200e6", 200_000_000),
+            ("100Mbps", 100_000_000),
+            ("500kbit/s", 500_000),
+            ("25MB/s", 200_000_000),
+            ("1.5GBps", 12_000_000_000),
+            (" 64000 ", 64_000),
+        ] {
+            assert_eq!(parse_link_capacity(text), Ok(bps), "{text}");
+        }
+        for text in [
+            "", "fast", "200mb", "-5mbit", "0", "1e400", "200 mbit", "mbit",
+        ] {
+            let error = parse_link_capacity(text).unwrap_err();
+            assert!(error.contains("200mbit"), "{text}: {error}");
+        }
+    }
 }

@@ -215,6 +215,8 @@ pub struct RunConfig {
     pub shard: crate::model::shard::Shard,
     /// `--start-at`, as Unix nanoseconds.
     pub start_at_unix_ns: Option<i64>,
+    /// `--link-capacity`, in bits per second.
+    pub link_capacity_bps: Option<u64>,
 }
 
 /// How workers connect: TLS verification, protocol, keep-alive, redirects.
@@ -379,6 +381,7 @@ impl RunConfig {
             connection,
             shard,
             start_at_unix_ns,
+            link_capacity_bps: args.link_capacity,
         })
     }
 

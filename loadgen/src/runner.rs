@@ -23,6 +23,7 @@ use crate::report::{console, progress::Progress, write_json_atomically, OpenSumm
 use crate::stats::LiveCounters;
 use crate::stop::{ExitReason, StopSignal};
 use crate::sysmon::cgroup::Cgroup;
+use crate::sysmon::link;
 use crate::sysmon::{self, ClientSummary, SysmonConfig};
 use crate::transport::tls::{self, TlsSetupError, Verify};
 use crate::transport::{probe, ConnectFailure, Origin, Redirects, TransportConfig};
@@ -264,6 +265,9 @@ pub async fn run(config: RunConfig, stop: StopSignal) -> Result<RunOutcome, RunE
                 source,
             },
         })?;
+    // Looked up before --start-at, so the shards' first requests are not delayed by it.
+    let cgroup = Cgroup::discover();
+    let target_interface = link::target_interface(addr);
     if origin.tls.is_some() && config.connection.verify == Verify::Insecure {
         warnings.push("--insecure: the server's TLS certificate was not verified".to_string());
     }
@@ -363,8 +367,8 @@ pub async fn run(config: RunConfig, stop: StopSignal) -> Result<RunOutcome, RunE
         interval: std::time::Duration::from_secs(1),
         anchor,
         live: live.clone(),
-        cgroup: Cgroup::discover(),
-        target_interface: None,
+        cgroup,
+        target_interface: target_interface.clone(),
     });
     let ctx = Arc::new(WorkerContext {
         anchor,
@@ -435,12 +439,13 @@ pub async fn run(config: RunConfig, stop: StopSignal) -> Result<RunOutcome, RunE
     let client = match sysmon.and_then(|s| s.finish()) {
         Ok(mut client) => {
             // The server runs on the client's cores: a saturated client starves it too.
-            client.shared_with = match embedded {
+            client.set_shared_with(match embedded {
                 Some(_) => Some("the embedded server"),
                 None if addr.ip().is_loopback() => Some("the server on this machine (loopback)"),
                 None => None,
-            };
-            client.server_shares_cores = client.shared_with.is_some();
+            });
+            (client.link_capacity_bps, client.link_capacity_source) =
+                link::link_capacity(config.link_capacity_bps, target_interface.as_deref());
             warnings.extend(client.warning());
             Some(client)
         }

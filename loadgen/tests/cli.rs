@@ -45,6 +45,12 @@ fn embedded_demo_runs_and_prints_the_summary() {
     assert!(rows.len() > 100);
     assert_eq!(run_json(&out)["config"]["embedded_server"], true);
     assert_eq!(run_json(&out)["summary"]["requests"], rows.len() as u64);
+    // The embedded server runs on the client's cores, and the Client line says so.
+    assert!(
+        stdout.contains("the embedded server shares these"),
+        "{stdout}"
+    );
+    assert_eq!(run_json(&out)["client"]["server_shares_cores"], true);
 }
 
 #[test]
@@ -114,11 +120,13 @@ fn unreachable_target_is_one_clear_error_with_exit_2_and_no_run_dir() {
 
 #[test]
 fn bad_input_is_exit_2_with_a_message_naming_the_fix() {
-    let cases: [(&[&str], &str); 10] = [
+    let cases: [(&[&str], &str); 12] = [
         (&["run", "-c", "abc"], "--connections"),
         (&["run", "-c", "0"], "at least 1"),
         (&["run", "--url", "ftp://example.test/"], "only http://"),
         (&["run", "-d", "soon"], "not a duration"),
+        (&["run", "--link-capacity", "fast"], "not a link capacity"),
+        (&["run", "--link-capacity", "200mb"], "such as 200mbit"),
         (&["run", "-H", "no-colon-here"], "'Name: value'"),
         (
             &["run", "--body", "@/nonexistent/body.json"],

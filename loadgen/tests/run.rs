@@ -274,3 +274,32 @@ async fn rows_of_a_waiting_worker_reach_a_segment_before_its_next_request() {
     run.await.unwrap().unwrap();
     server.shutdown().await;
 }
+
+/// `--link-capacity` is recorded in run.json's `client` as given (bits/s, source `flag`), with
+/// the interface that carries the target's traffic (loopback here), also in client-metrics.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn link_capacity_and_the_target_interface_are_recorded() {
+    let server = servers::start(ServerConfig::default()).await.unwrap();
+    let url = format!("{}/", server.url());
+    let (_dir, out, _) = run_at(
+        &url,
+        &["-c", "2", "-n", "50", "--link-capacity", "25MB/s"],
+        StopSignal::new(),
+    )
+    .await;
+    let client = &run_json(&out)["client"];
+    assert_eq!(client["link_capacity_bps"], 200_000_000, "{client}");
+    assert_eq!(client["link_capacity_source"], "flag", "{client}");
+    assert_eq!(client["target_interface"], "lo", "{client}");
+    // A loopback target: the server shares the client's cores.
+    assert_eq!(client["server_shares_cores"], true, "{client}");
+    let meta = metadata(&out.join("client-metrics.parquet"));
+    assert_eq!(meta["loadgen.target_interface"], "lo");
+
+    // Without the flag, loopback reports no speed: the capacity is unknown.
+    let (_dir, out, _) = run_at(&url, &["-c", "2", "-n", "50"], StopSignal::new()).await;
+    let client = &run_json(&out)["client"];
+    assert_eq!(client["link_capacity_bps"], serde_json::Value::Null);
+    assert_eq!(client["link_capacity_source"], serde_json::Value::Null);
+    server.shutdown().await;
+}
