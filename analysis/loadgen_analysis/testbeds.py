@@ -192,14 +192,19 @@ class _TxSampler:
 
 
 def record_albums(
-    binaries: Binaries, out: Path, image: str, link: harness.ShapedLink, iterations: int = 40
+    binaries: Binaries,
+    out: Path,
+    image: str,
+    link: harness.ShapedLink,
+    iterations: int = 40,
+    group_size: int = 20,
 ) -> Recording:
     """The albums scenario (3 groups × 20 workers, ``iterations`` × POST multipart + GET)
     against a server behind ``link`` (tbf 200 Mbit/s), with an image of ``image`` bytes; facts:
     the link's own tx counter (bytes and peak bits/s toward the server)."""
     sets = {
         "model.groups": "3",
-        "model.group_size": "20",
+        "model.group_size": str(group_size),
         "model.delay": "'0s'",
         "model.iterations": str(iterations),
         "model.startup.workers": "1",
@@ -228,10 +233,12 @@ def record_albums(
     return Recording(out, summary, facts, explain_args=("--link-capacity", LINK_RATE))
 
 
-def _behind_link(image: str, iterations: int) -> Callable[[Binaries, Path], Recording]:
+def _behind_link(
+    image: str, iterations: int, group_size: int = 20
+) -> Callable[[Binaries, Path], Recording]:
     def record(binaries: Binaries, out: Path) -> Recording:
         with harness.ShapedLink(LINK_RATE) as link:
-            return record_albums(binaries, out, image, link, iterations)
+            return record_albums(binaries, out, image, link, iterations, group_size)
 
     return record
 
@@ -355,9 +362,9 @@ TESTBEDS = (
         why_not=harness.why_no_shaped_link,
     ),
     Testbed(
-        "network: tbf 200 Mbit/s, albums, 256 B image",
+        "network: tbf 200 Mbit/s, albums, 256 B image, 3 × 2 workers",
         "not network",
-        _behind_link("256B", 400),
+        _behind_link("256B", 2000, 2),
         why_not=harness.why_no_shaped_link,
     ),
     Testbed("think time: 30 ms, -c 8", "client", record_think_time),
