@@ -721,25 +721,29 @@ def attribute(
 def _verdict(
     findings: tuple[Finding, ...], capacity: float | None
 ) -> tuple[Verdict, Literal["strong", "weak"], str]:
-    """The first check that found a limit decides; a client whose CPU it shared with the
-    server is named as such (the cores, not the client alone, are the limit)."""
+    """The first check that found a limit decides. When the server ran on the client's cores
+    (embedded, or a loopback target) a client or server verdict says so whatever decided it:
+    the two took CPU from each other, so neither was measured alone (and when the CPU was
+    saturated, the cores, not the client alone, are the limit)."""
     limit = next((f for f in findings if f.status == "limit"), None)
     if limit is None:
         server = findings[-1]
-        return (
-            "inconclusive",
-            "weak",
-            (server.summary if server.status == "ok" else "no check found a limit"),
-        )
-    headline = limit.summary
-    shared = limit.evidence.get("server_shares_cores")
-    if limit.check == "client" and shared and limit.evidence.get("client_cpu_saturated"):
+        verdict: Verdict = "inconclusive"
+        strength: Literal["strong", "weak"] = "weak"
+        headline = server.summary if server.status == "ok" else "no check found a limit"
+    else:
+        verdict, headline = limit.check, limit.summary
+        strength = "strong" if limit.check != "server" or capacity is not None else "weak"
+    client = next(f for f in findings if f.check == "client")
+    if verdict in ("client", "server", "inconclusive") and client.evidence.get(
+        "server_shares_cores"
+    ):
+        saturated = client.evidence.get("client_cpu_saturated")
         headline = (
-            "client and server share the cores (embedded server or loopback target), and "
-            f"they were saturated: {headline}"
+            "client and server share the cores (embedded server or loopback target)"
+            f"{', and they were saturated' if saturated else ''}: {headline}"
         )
-    strong = limit.check != "server" or capacity is not None
-    return limit.check, "strong" if strong else "weak", headline
+    return verdict, strength, headline
 
 
 def _caveats(client: Finding, network: Finding) -> tuple[str, ...]:
