@@ -198,10 +198,12 @@ def record_albums(
     link: harness.ShapedLink,
     iterations: int = 40,
     group_size: int = 20,
+    server_args: Sequence[str] = (),
 ) -> Recording:
     """The albums scenario (3 groups × 20 workers, ``iterations`` × POST multipart + GET)
-    against a server behind ``link`` (tbf 200 Mbit/s), with an image of ``image`` bytes; facts:
-    the link's own tx counter (bytes and peak bits/s toward the server)."""
+    against a server (``loadgen-server SERVER_ARGS…``) behind ``link`` (tbf 200 Mbit/s), with an
+    image of ``image`` bytes; facts: the link's own tx counter (bytes and peak bits/s toward the
+    server)."""
     sets = {
         "model.groups": "3",
         "model.group_size": str(group_size),
@@ -212,7 +214,7 @@ def record_albums(
         "requests.new_album.multipart.image.bytes": f"'{image}'",
     }
     overrides = [arg for key, value in sets.items() for arg in ("--set", f"{key}={value}")]
-    with favoured() as prefix, link.server(binary=binaries.server, prefix=prefix) as server:
+    with favoured() as prefix, link.server(server_args, binary=binaries.server, prefix=prefix) as server:
         tx_before = link.tx_bytes()
         with _TxSampler(link) as sampler:
             args = ["run", "--scenario", "albums", "--url", server.url, *overrides]
@@ -234,11 +236,11 @@ def record_albums(
 
 
 def _behind_link(
-    image: str, iterations: int, group_size: int = 20
+    image: str, iterations: int, server_args: Sequence[str] = ()
 ) -> Callable[[Binaries, Path], Recording]:
     def record(binaries: Binaries, out: Path) -> Recording:
         with harness.ShapedLink(LINK_RATE) as link:
-            return record_albums(binaries, out, image, link, iterations, group_size)
+            return record_albums(binaries, out, image, link, iterations, server_args=server_args)
 
     return record
 
@@ -362,9 +364,9 @@ TESTBEDS = (
         why_not=harness.why_no_shaped_link,
     ),
     Testbed(
-        "network: tbf 200 Mbit/s, albums, 256 B image, 3 × 2 workers",
-        "not network",
-        _behind_link("256B", 2000, 2),
+        "same link, 2 KB image, server of 8 workers × 10 ms",
+        "server",
+        _behind_link("2KB", 40, CAPACITY_SERVER),
         why_not=harness.why_no_shaped_link,
     ),
     Testbed("think time: 30 ms, -c 8", "client", record_think_time),
