@@ -841,3 +841,100 @@ async fn duration_caps_every_model() {
     }
     server.shutdown().await;
 }
+
+/// An HTTP/1.1 server that answers every request (201 to a POST, 200 otherwise) and keeps
+/// each request line's path, so a test sees what went on the wire rather than the rows' op
+/// labels (which name the template, not the values filled in).
+fn recording_server() -> (String, std::sync::Arc<std::sync::Mutex<Vec<String>>>) {
+    use std::io::{BufRead, BufReader, Read, Write};
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let url = format!("http://{}", listener.local_addr().unwrap());
+    let paths = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+    let seen = paths.clone();
+    std::thread::spawn(move || {
+        for stream in listener.incoming().take(64) {
+            let Ok(stream) = stream else { continue };
+            let seen = seen.clone();
+            std::thread::spawn(move || {
+                let mut writer = stream.try_clone().unwrap();
+                let mut reader = BufReader::new(stream);
+                let mut line = String::new();
+                while matches!(reader.read_line(&mut line), Ok(n) if n > 0) {
+                    let mut words = line.split_whitespace();
+                    let (method, path) = (words.next().unwrap_or("").to_owned(), words.next());
+                    seen.lock()
+                        .unwrap()
+                        .push(format!("{method} {}", path.unwrap_or("")));
+                    let mut body_len = 0usize;
+                    loop {
+                        line.clear();
+                        if !matches!(reader.read_line(&mut line), Ok(n) if n > 0) || line == "\r\n"
+                        {
+                            break;
+                        }
+                        if let Some((name, value)) = line.split_once(':') {
+                            if name.eq_ignore_ascii_case("content-length") {
+                                body_len = value.trim().parse().unwrap_or(0);
+                            }
+                        }
+                    }
+                    let mut body = vec![0; body_len];
+                    let _ = reader.read_exact(&mut body);
+                    let status = if method == "POST" {
+                        "201 Created"
+                    } else {
+                        "200 OK"
+                    };
+                    let answer = format!("HTTP/1.1 {status}\r\ncontent-length: 0\r\n\r\n");
+                    if writer.write_all(answer.as_bytes()).is_err() {
+                        return;
+                    }
+                    line.clear();
+                }
+            });
+        }
+    });
+    (url, paths)
+}
+
+/// Issue 12: each stepcounter worker walks its phase's window of time intervals, at each
+/// `iterations_per_step` iterations of 3 POSTs — checked on the paths the server received.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn stepcounter_posts_walk_each_phases_interval_window_on_the_wire() {
+    let (url, paths) = recording_server();
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("run");
+    let args = [
+        "--scenario",
+        "stepcounter",
+        "--url",
+        url.as_str(),
+        "--out",
+        out.to_str().unwrap(),
+        "--set",
+        "model.max_workers=8",
+        "--set",
+        "model.iterations_per_step=2",
+    ];
+    let outcome = loadgen::run(config(&args), StopSignal::new())
+        .await
+        .unwrap();
+    assert_eq!(outcome.summary.failed, 0, "{:?}", outcome.summary.errors);
+
+    let mut posts_per_interval: BTreeMap<u32, u64> = BTreeMap::new();
+    for request in paths.lock().unwrap().iter() {
+        // POST /stepcounter/{user}/{day}/{interval}/{steps}
+        if let Some(path) = request.strip_prefix("POST /stepcounter/") {
+            let interval: u32 = path.split('/').nth(2).unwrap().parse().unwrap();
+            *posts_per_interval.entry(interval).or_default() += 1;
+        }
+    }
+    // (window, workers at max 8: 10 % → 1 at least, 50 %, 100 %, 25 %); 2 iterations × 3 POSTs.
+    let mut expected = BTreeMap::new();
+    for (window, workers) in [(0..=2, 1), (3..=7, 4), (8..=18, 8), (19..=23, 2)] {
+        for interval in window {
+            expected.insert(interval, workers * 2 * 3);
+        }
+    }
+    assert_eq!(posts_per_interval, expected);
+}
