@@ -191,7 +191,9 @@ def run_table(runs: RunsArg) -> pd.DataFrame:
     return frame[columns].reset_index(drop=True)
 
 
-def timeline(runs: RunsArg, bucket_s: float = 1.0, by_phase: bool = True) -> pd.DataFrame:
+def timeline(
+    runs: RunsArg, bucket_s: float = 1.0, by_phase: bool = True, latency: bool = True
+) -> pd.DataFrame:
     """Per run, phase and time bucket (by completion time): requests, errors, throughput and
     p50/p99 latency.
 
@@ -202,7 +204,8 @@ def timeline(runs: RunsArg, bucket_s: float = 1.0, by_phase: bool = True) -> pd.
     it. Rates divide by ``covered_s``, the part of the
     bucket inside the run (the last bucket is usually partial, and a full-bucket divisor would
     show a drop that did not happen); at least a tenth of a bucket, so a sliver of a bucket
-    does not turn a handful of requests into a spike.
+    does not turn a handful of requests into a spike. ``latency=False`` leaves p50_ms and
+    p99_ms NaN and saves the two passes over the rows that compute them.
     """
     if bucket_s <= 0:
         raise ValueError(f"bucket_s must be positive, not {bucket_s}")
@@ -239,8 +242,11 @@ def timeline(runs: RunsArg, bucket_s: float = 1.0, by_phase: bool = True) -> pd.
         "latency_ns FROM records WHERE status > 0)"
     )
     keys = ["run_index", "phase", "bucket"]
-    quantiles = exact_quantiles(con, relation, keys, "latency_ns", [0.5, 0.99])
-    frame = frame.merge(quantiles, on=keys, how="left")
+    if latency:
+        quantiles = exact_quantiles(con, relation, keys, "latency_ns", [0.5, 0.99])
+        frame = frame.merge(quantiles, on=keys, how="left")
+    else:
+        frame["q"] = None
     for i, name in enumerate(("p50_ms", "p99_ms")):
         frame[name] = [
             v[i] / 1e6 if isinstance(v, list | np.ndarray) else math.nan for v in frame["q"]
