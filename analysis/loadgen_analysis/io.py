@@ -667,6 +667,7 @@ def connect(runs: Run | Sequence[Run]) -> duckdb.DuckDBPyConnection:
     """
     runs = as_runs(runs)
     con = duckdb.connect(":memory:", config=engine_settings())
+    con.execute("SET enable_progress_bar = false")  # a session option, not a global one
     parts = []
     for index, run in enumerate(runs):
         connections = "NULL" if run.connections is None else str(int(run.connections))
