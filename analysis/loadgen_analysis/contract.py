@@ -59,6 +59,11 @@ def column_names(name: str) -> list[str]:
     return [c.name for c in columns(name)]
 
 
+def fields(name: str) -> dict[str, dict[str, Any]]:
+    """The JSON fields of ``run_json`` or ``sweep_json``, by path (``summary.requests``)."""
+    return {f["path"]: f for f in file(name)["fields"]}
+
+
 def schema_version(name: str) -> str | int:
     return file(name)["schema_version"]
 
@@ -146,9 +151,8 @@ def json_problems(name: str, document: Any) -> list[str]:
     An object is closed (every key must be listed) when any of its keys is listed; an object
     listed without keys is an open map. ``a[]`` is an element of array ``a``.
     """
-    fields = {f["path"]: f for f in file(name)["fields"]}
     problems: list[str] = []
-    _walk(fields, "", document, problems)
+    _walk(fields(name), "", document, problems)
     return problems
 
 

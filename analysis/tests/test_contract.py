@@ -82,6 +82,7 @@ def test_the_columns_the_analysis_reads_are_in_the_contract() -> None:
     missing = [c for c in io.REQUIRED_COLUMNS if c not in requests]
     assert missing == []
     assert "cpu_utilisation" in contract.column_names("client_metrics")
+    assert "client.saturated" in contract.fields("run_json")
 
 
 def test_a_renamed_column_or_field_is_reported() -> None:

@@ -265,6 +265,9 @@ pub async fn run(config: RunConfig, stop: StopSignal) -> Result<RunOutcome, RunE
                 source,
             },
         })?;
+    // Looked up before --start-at, so the shards' first requests are not delayed by it.
+    let cgroup = Cgroup::discover();
+    let target_interface = link::target_interface(addr);
     if origin.tls.is_some() && config.connection.verify == Verify::Insecure {
         warnings.push("--insecure: the server's TLS certificate was not verified".to_string());
     }
@@ -359,13 +362,12 @@ pub async fn run(config: RunConfig, stop: StopSignal) -> Result<RunOutcome, RunE
     })?;
 
     let live = Arc::new(LiveCounters::default());
-    let target_interface = link::target_interface(addr);
     let sysmon = sysmon::start(SysmonConfig {
         path: run_dir.join("client-metrics.parquet"),
         interval: std::time::Duration::from_secs(1),
         anchor,
         live: live.clone(),
-        cgroup: Cgroup::discover(),
+        cgroup,
         target_interface: target_interface.clone(),
     });
     let ctx = Arc::new(WorkerContext {
@@ -437,21 +439,13 @@ pub async fn run(config: RunConfig, stop: StopSignal) -> Result<RunOutcome, RunE
     let client = match sysmon.and_then(|s| s.finish()) {
         Ok(mut client) => {
             // The server runs on the client's cores: a saturated client starves it too.
-            client.shared_with = match embedded {
+            client.set_shared_with(match embedded {
                 Some(_) => Some("the embedded server"),
                 None if addr.ip().is_loopback() => Some("the server on this machine (loopback)"),
                 None => None,
-            };
-            client.server_shares_cores = client.shared_with.is_some();
-            let interface_speed = target_interface
-                .as_deref()
-                .and_then(|i| link::interface_speed_bps(Path::new("/sys/class/net"), i));
+            });
             (client.link_capacity_bps, client.link_capacity_source) =
-                match (config.link_capacity_bps, interface_speed) {
-                    (Some(bps), _) => (Some(bps), Some("flag")),
-                    (None, Some(bps)) => (Some(bps), Some("interface")),
-                    (None, None) => (None, None),
-                };
+                link::link_capacity(config.link_capacity_bps, target_interface.as_deref());
             warnings.extend(client.warning());
             Some(client)
         }

@@ -225,6 +225,12 @@ async fn http2_prior_knowledge_is_really_http2() {
         30,
         "{rows:?}"
     );
+    // A request without a body is sent when its HEADERS frame is handed to the connection.
+    assert!(
+        rows.iter()
+            .all(|r| r.send_ns.is_some_and(|s| s > 0 && Some(s) <= r.ttfb_ns)),
+        "{rows:?}"
+    );
     server.shutdown().await;
     // A server that only speaks HTTP/1.1 cannot answer an HTTP/2 preface: every row fails.
     let addr = http1_only_server().await;

@@ -41,6 +41,22 @@ pub fn interface_speed_bps(sys_class_net: &Path, interface: &str) -> Option<u64>
     Some(mbit_per_s as u64 * 1_000_000)
 }
 
+/// The capacity to record and where it came from: `--link-capacity` (`flag`), else the
+/// speed the kernel reports for the target's interface (`interface`), else unknown.
+pub fn link_capacity(
+    flag_bps: Option<u64>,
+    interface: Option<&str>,
+) -> (Option<u64>, Option<&'static str>) {
+    let reported = || interface_speed_bps(Path::new("/sys/class/net"), interface?);
+    match flag_bps {
+        Some(bps) => (Some(bps), Some("flag")),
+        None => match reported() {
+            Some(bps) => (Some(bps), Some("interface")),
+            None => (None, None),
+        },
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

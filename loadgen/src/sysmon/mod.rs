@@ -13,10 +13,10 @@
 //! client, and flags one thing — a saturated client — in [`ClientSummary`] (the rule is in
 //! [`verdict`]). Utilisation is measured against the CPU the process may use: its cores, or
 //! its cgroup CPU quota when that is smaller, whose throttling counters are sampled too
-//! ([`cgroup`]). The file itself — schema, row builders, `.partial` handling — is [`file`]'s.
-//! A process killed
-//! mid-run leaves only the `.partial` file (no Parquet footer); the request records are what
-//! must survive a kill, and they do so on their own.
+//! ([`cgroup`]); the interface carrying the target's traffic is [`link`]'s to find. The file
+//! itself — schema, row builders, `.partial` handling — is `file`'s. A process killed mid-run
+//! leaves only the `.partial` file (no Parquet footer); the request records are what must
+//! survive a kill, and they do so on their own.
 //!
 //! ## Columns
 //!

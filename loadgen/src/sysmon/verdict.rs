@@ -123,6 +123,12 @@ impl ClientSummary {
         self.saturated = self.saturation.is_some();
     }
 
+    /// Names who runs on the client's cores besides it (`None`: nobody known).
+    pub fn set_shared_with(&mut self, who: Option<&'static str>) {
+        self.shared_with = who;
+        self.server_shares_cores = who.is_some();
+    }
+
     /// The value of the console's `Client` line (the label is the caller's).
     pub fn console_line(&self) -> String {
         if self.samples == 0 {
@@ -320,8 +326,7 @@ mod tests {
     #[test]
     fn the_line_names_the_server_that_shares_the_cores() {
         let mut s = summary();
-        s.server_shares_cores = true;
-        s.shared_with = Some("the embedded server");
+        s.set_shared_with(Some("the embedded server"));
         s.judge();
         assert!(
             s.console_line()
