@@ -182,7 +182,7 @@ def _row_traffic(runs: list[Run]) -> pd.DataFrame:
     """Per run, the busiest second's bytes sent and received, every phase of the second summed
     (concurrent groups share the link). Buckets less than half inside the run are left out:
     a sliver of a second is not a rate."""
-    tl = timeline(runs, by_phase=False)
+    tl = timeline(runs, by_phase=False, latency=False)
     full = tl[tl["covered_s"] >= 0.5]
     columns = ["sent_bytes_per_s", "received_bytes_per_s"]
     return (full if not full.empty else tl).groupby("run", sort=False)[columns].max()

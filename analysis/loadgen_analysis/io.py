@@ -22,6 +22,7 @@ import json
 import os
 import posixpath
 import re
+import tempfile
 import tomllib
 import warnings
 from collections.abc import Iterable, Sequence
@@ -642,6 +643,30 @@ def _sql_string(text: str) -> str:
     return "'" + text.replace("'", "''") + "'"
 
 
+#: DuckDB's memory limit for one analysis connection; past it DuckDB spills to disk. Override
+#: with the environment variable ``LOADGEN_ANALYSIS_MEMORY`` (e.g. ``2GB``).
+DEFAULT_MEMORY_LIMIT = "500MB"
+
+
+def engine_settings() -> dict[str, str]:
+    """DuckDB settings that keep an analysis within bounded memory whatever the row count: a
+    memory limit (``LOADGEN_ANALYSIS_MEMORY``), spilling to a temporary directory
+    (``LOADGEN_ANALYSIS_TMP``, else the system's temporary folder), threads
+    (``LOADGEN_ANALYSIS_THREADS``, else one per core), and no insertion order to keep."""
+    tmp = os.environ.get("LOADGEN_ANALYSIS_TMP") or str(
+        Path(tempfile.gettempdir()) / f"loadgen-analysis-{os.getpid()}"
+    )
+    settings = {
+        "memory_limit": os.environ.get("LOADGEN_ANALYSIS_MEMORY", DEFAULT_MEMORY_LIMIT),
+        "temp_directory": tmp,
+        "preserve_insertion_order": "false",
+    }
+    threads = os.environ.get("LOADGEN_ANALYSIS_THREADS")
+    if threads:
+        settings["threads"] = threads
+    return settings
+
+
 def connect(runs: Run | Sequence[Run]) -> duckdb.DuckDBPyConnection:
     """An in-memory DuckDB connection whose view ``records`` stacks every run's rows.
 
@@ -649,11 +674,14 @@ def connect(runs: Run | Sequence[Run]) -> duckdb.DuckDBPyConnection:
     (configured workers, may be NULL) and ``shard_index`` (I of the row's shard directory, NULL
     when not sharded). A sharded run's ``start_ns`` and ``intended_ns`` are rebased on its
     earliest shard's wall-clock anchor (row time + shard anchor − earliest anchor), so its
-    per-second buckets line up across machines. DuckDB streams the Parquet files, so a query
-    over a 100-million-row run needs little memory.
+    per-second buckets line up across machines. DuckDB streams the Parquet files and runs
+    under :func:`engine_settings` (a memory limit, spilling to disk), so a query over a
+    100-million-row run needs bounded memory — as long as it uses no holistic aggregate such as
+    ``quantile_disc`` over all rows (see :mod:`loadgen_analysis.quantiles`).
     """
     runs = as_runs(runs)
-    con = duckdb.connect(":memory:")
+    con = duckdb.connect(":memory:", config=engine_settings())
+    con.execute("SET enable_progress_bar = false")  # a session option, not a global one
     parts = []
     for index, run in enumerate(runs):
         connections = "NULL" if run.connections is None else str(int(run.connections))

@@ -18,9 +18,12 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 
+import duckdb
+import numpy as np
 import pandas as pd
 
 from .io import Run, as_runs, connect
+from .quantiles import exact_quantiles
 
 #: Percentiles of the per-op summary, as (column suffix, quantile).
 SUMMARY_PERCENTILES: tuple[tuple[str, float], ...] = (
@@ -56,17 +59,21 @@ _WALL = """
 """
 
 
-def _quantile_columns(column: str, alias_prefix: str = "") -> str:
-    qs = ", ".join(str(q) for _, q in SUMMARY_PERCENTILES)
-    return f"quantile_disc({column}, [{qs}]) FILTER (WHERE status > 0) AS {alias_prefix}q"
-
-
-def _expand_quantiles(frame: pd.DataFrame, column: str = "q", unit: float = 1e6) -> pd.DataFrame:
+def _with_latency_quantiles(
+    con: duckdb.DuckDBPyConnection, frame: pd.DataFrame, keys: Sequence[str]
+) -> pd.DataFrame:
+    """``frame`` (one row per group of ``keys``) with p50_ms … p999_ms of the latency of the
+    group's rows with a response (NaN for a group without one), exact, in bounded memory."""
+    relation = f"(SELECT {', '.join(keys)}, latency_ns FROM records WHERE status > 0)"
+    quantiles = exact_quantiles(
+        con, relation, keys, "latency_ns", [q for _, q in SUMMARY_PERCENTILES]
+    )
+    frame = frame.merge(quantiles, on=list(keys), how="left")
     for i, (name, _) in enumerate(SUMMARY_PERCENTILES):
         frame[f"{name}_ms"] = [
-            (v[i] / unit) if v is not None and len(v) > i else float("nan") for v in frame[column]
+            v[i] / 1e6 if isinstance(v, list | np.ndarray) else math.nan for v in frame["q"]
         ]
-    return frame.drop(columns=[column])
+    return frame.drop(columns=["q"])
 
 
 def op_summary(runs: RunsArg) -> pd.DataFrame:
@@ -88,7 +95,6 @@ def op_summary(runs: RunsArg) -> pd.DataFrame:
             count(*) FILTER (WHERE r.status > 0) AS responses,
             avg(r.latency_ns) FILTER (WHERE r.status > 0) / 1e6 AS mean_ms,
             min(r.latency_ns) FILTER (WHERE r.status > 0) / 1e6 AS min_ms,
-            {_quantile_columns("r.latency_ns")},
             max(r.latency_ns) FILTER (WHERE r.status > 0) / 1e6 AS max_ms,
             sum(r.bytes_sent)::BIGINT AS bytes_sent,
             sum(r.bytes_received)::BIGINT AS bytes_received,
@@ -98,7 +104,7 @@ def op_summary(runs: RunsArg) -> pd.DataFrame:
         ORDER BY r.run_index, r.op
         """
     ).df()
-    frame = _expand_quantiles(frame)
+    frame = _with_latency_quantiles(con, frame, ["run_index", "op"])
     wall_s = frame["wall_ns"] / 1e9
     frame["error_rate"] = frame["failed"] / frame["requests"]
     frame["throughput_rps"] = frame["requests"] / wall_s
@@ -136,14 +142,13 @@ def run_table(runs: RunsArg) -> pd.DataFrame:
     runs = as_runs(runs)
     con = connect(runs)
     frame = con.execute(
-        f"""
+        """
         SELECT run_index, any_value(run) AS run, any_value(connections) AS connections,
             count(*) AS requests,
             count(*) FILTER (WHERE error IS NULL) AS ok,
             count(*) FILTER (WHERE error IS NOT NULL) AS failed,
             max(start_ns + latency_ns) AS wall_ns,
             avg(latency_ns) FILTER (WHERE status > 0) / 1e6 AS mean_latency_ms,
-            {_quantile_columns("latency_ns")},
             avg(ttfb_ns) FILTER (WHERE status > 0) / 1e6 AS mean_ttfb_ms,
             sum(latency_ns) AS busy_ns,
             (sum(bytes_sent) + sum(bytes_received))::DOUBLE AS bytes_total,
@@ -152,7 +157,7 @@ def run_table(runs: RunsArg) -> pd.DataFrame:
         FROM records GROUP BY run_index ORDER BY run_index
         """
     ).df()
-    frame = _expand_quantiles(frame)
+    frame = _with_latency_quantiles(con, frame, ["run_index"])
     wall_s = frame["wall_ns"] / 1e9
     frame["wall_s"] = wall_s
     frame["error_rate"] = frame["failed"] / frame["requests"]
@@ -186,7 +191,9 @@ def run_table(runs: RunsArg) -> pd.DataFrame:
     return frame[columns].reset_index(drop=True)
 
 
-def timeline(runs: RunsArg, bucket_s: float = 1.0, by_phase: bool = True) -> pd.DataFrame:
+def timeline(
+    runs: RunsArg, bucket_s: float = 1.0, by_phase: bool = True, latency: bool = True
+) -> pd.DataFrame:
     """Per run, phase and time bucket (by completion time): requests, errors, throughput and
     p50/p99 latency.
 
@@ -197,7 +204,8 @@ def timeline(runs: RunsArg, bucket_s: float = 1.0, by_phase: bool = True) -> pd.
     it. Rates divide by ``covered_s``, the part of the
     bucket inside the run (the last bucket is usually partial, and a full-bucket divisor would
     show a drop that did not happen); at least a tenth of a bucket, so a sliver of a bucket
-    does not turn a handful of requests into a spike.
+    does not turn a handful of requests into a spike. ``latency=False`` leaves p50_ms and
+    p99_ms NaN and saves the two passes over the rows that compute them.
     """
     if bucket_s <= 0:
         raise ValueError(f"bucket_s must be positive, not {bucket_s}")
@@ -222,8 +230,6 @@ def timeline(runs: RunsArg, bucket_s: float = 1.0, by_phase: bool = True) -> pd.
             count(*) AS requests,
             count(*) FILTER (WHERE error IS NULL) AS ok,
             count(*) FILTER (WHERE error IS NOT NULL) AS errors,
-            quantile_disc(latency_ns, 0.5) FILTER (WHERE status > 0) / 1e6 AS p50_ms,
-            quantile_disc(latency_ns, 0.99) FILTER (WHERE status > 0) / 1e6 AS p99_ms,
             (sum(bytes_sent) + sum(bytes_received))::DOUBLE AS bytes,
             sum(bytes_sent)::DOUBLE AS sent, sum(bytes_received)::DOUBLE AS received
         FROM records JOIN spans ON run_index = span_run
@@ -231,6 +237,20 @@ def timeline(runs: RunsArg, bucket_s: float = 1.0, by_phase: bool = True) -> pd.
         ORDER BY run_index, bucket, phase
         """
     ).df()
+    relation = (
+        f"(SELECT run_index, {phase} AS phase, (start_ns + latency_ns) // {bucket_ns} AS bucket, "
+        "latency_ns FROM records WHERE status > 0)"
+    )
+    keys = ["run_index", "phase", "bucket"]
+    if latency:
+        quantiles = exact_quantiles(con, relation, keys, "latency_ns", [0.5, 0.99])
+        frame = frame.merge(quantiles, on=keys, how="left")
+    else:
+        frame["q"] = None
+    for i, name in enumerate(("p50_ms", "p99_ms")):
+        frame[name] = [
+            v[i] / 1e6 if isinstance(v, list | np.ndarray) else math.nan for v in frame["q"]
+        ]
     frame["t_s"] = frame["bucket"] * bucket_s
     frame["throughput_rps"] = frame["requests"] / frame["covered_s"]
     frame["ok_throughput_rps"] = frame["ok"] / frame["covered_s"]
@@ -363,26 +383,50 @@ def worker_gaps(runs: RunsArg) -> pd.DataFrame:
     gap_mean_ms, gap_p50_ms, gap_p99_ms, gap_max_ms.
     """
     runs = as_runs(runs)
-    con = connect(runs)
-    return con.execute(
+    con = _with_gaps(connect(runs))
+    frame = con.execute(
         """
-        WITH g AS (
-            SELECT run_index, run, worker, latency_ns,
-                lead(start_ns) OVER w - (start_ns + latency_ns) AS gap_ns
-            FROM records
-            WINDOW w AS (PARTITION BY run_index, worker ORDER BY start_ns)
-        )
-        SELECT any_value(run) AS run, worker, count(*) AS requests,
+        SELECT run_index, worker, count(*) AS requests,
             sum(latency_ns) / 1e9 AS busy_s,
             coalesce(sum(gap_ns), 0) / 1e9 AS idle_s,
             sum(latency_ns) / (sum(latency_ns) + coalesce(sum(gap_ns), 0)) AS busy_share,
             avg(gap_ns) / 1e6 AS gap_mean_ms,
-            quantile_disc(gap_ns, 0.5) / 1e6 AS gap_p50_ms,
-            quantile_disc(gap_ns, 0.99) / 1e6 AS gap_p99_ms,
             max(gap_ns) / 1e6 AS gap_max_ms
-        FROM g GROUP BY run_index, worker ORDER BY run_index, worker
+        FROM gaps GROUP BY run_index, worker ORDER BY run_index, worker
         """
     ).df()
+    frame = _with_gap_quantiles(con, frame, ["run_index", "worker"])
+    frame.insert(0, "run", [runs[int(i)].label for i in frame["run_index"]])
+    columns = ["run", "worker", "requests", "busy_s", "idle_s", "busy_share", "gap_mean_ms"]
+    return frame[[*columns, "gap_p50_ms", "gap_p99_ms", "gap_max_ms"]]
+
+
+def _with_gaps(con: duckdb.DuckDBPyConnection) -> duckdb.DuckDBPyConnection:
+    """``con`` with a temporary table ``gaps``: each row's run_index, worker, start_ns,
+    latency_ns and gap_ns (the worker's next start minus this row's end; NULL for its last
+    row). A table, not a view, so the window is sorted once; DuckDB spills it to disk."""
+    con.execute(
+        """
+        CREATE TEMP TABLE gaps AS
+        SELECT run_index, worker, start_ns, latency_ns,
+            lead(start_ns) OVER w - (start_ns + latency_ns) AS gap_ns
+        FROM records
+        WINDOW w AS (PARTITION BY run_index, worker ORDER BY start_ns)
+        """
+    )
+    return con
+
+
+def _with_gap_quantiles(
+    con: duckdb.DuckDBPyConnection, frame: pd.DataFrame, keys: list[str]
+) -> pd.DataFrame:
+    quantiles = exact_quantiles(con, "gaps", keys, "gap_ns", [0.5, 0.99])
+    frame = frame.merge(quantiles, on=keys, how="left")
+    for i, name in enumerate(("gap_p50_ms", "gap_p99_ms")):
+        frame[name] = [
+            v[i] / 1e6 if isinstance(v, list | np.ndarray) else math.nan for v in frame["q"]
+        ]
+    return frame.drop(columns=["q"])
 
 
 def gap_summary(runs: RunsArg) -> pd.DataFrame:
@@ -392,20 +436,13 @@ def gap_summary(runs: RunsArg) -> pd.DataFrame:
     gap_first_half_ms, gap_second_half_ms (mean gap in the run's first and second half).
     """
     runs = as_runs(runs)
-    con = connect(runs)
-    return con.execute(
+    con = _with_gaps(connect(runs))
+    frame = con.execute(
         """
-        WITH g AS (
-            SELECT run_index, run, start_ns, latency_ns,
-                lead(start_ns) OVER w - (start_ns + latency_ns) AS gap_ns
-            FROM records
-            WINDOW w AS (PARTITION BY run_index, worker ORDER BY start_ns)
-        ),
+        WITH g AS (SELECT * FROM gaps),
         mid AS (SELECT run_index, (min(start_ns) + max(start_ns)) / 2 AS mid_ns FROM g GROUP BY 1)
-        SELECT any_value(g.run) AS run, count(g.gap_ns) AS requests_with_next,
+        SELECT g.run_index, count(g.gap_ns) AS requests_with_next,
             avg(g.gap_ns) / 1e6 AS gap_mean_ms,
-            quantile_disc(g.gap_ns, 0.5) / 1e6 AS gap_p50_ms,
-            quantile_disc(g.gap_ns, 0.99) / 1e6 AS gap_p99_ms,
             sum(g.gap_ns) / (sum(g.gap_ns) + sum(g.latency_ns) FILTER (WHERE g.gap_ns IS NOT NULL))
                 AS idle_share,
             avg(g.gap_ns) FILTER (WHERE g.start_ns < m.mid_ns) / 1e6 AS gap_first_half_ms,
@@ -414,6 +451,10 @@ def gap_summary(runs: RunsArg) -> pd.DataFrame:
         GROUP BY g.run_index ORDER BY g.run_index
         """
     ).df()
+    frame = _with_gap_quantiles(con, frame, ["run_index"])
+    frame.insert(0, "run", [runs[int(i)].label for i in frame["run_index"]])
+    columns = ["run", "requests_with_next", "gap_mean_ms", "gap_p50_ms", "gap_p99_ms"]
+    return frame[[*columns, "idle_share", "gap_first_half_ms", "gap_second_half_ms"]]
 
 
 def latency_components(runs: RunsArg) -> pd.DataFrame:
@@ -467,20 +508,14 @@ def percentile_spectrum(
         if not 0.0 <= p < 1.0:
             raise ValueError(f"percentile {p} outside [0, 1)")
     con = connect(runs)
-    qs = ", ".join(repr(float(p)) for p in percentiles)
     op_expr = "op" if by_op else "'all'"
-    frame = con.execute(
-        f"""
-        SELECT any_value(run) AS run, {op_expr} AS op,
-            quantile_disc(latency_ns, [{qs}]) AS q
-        FROM records WHERE status > 0
-        GROUP BY run_index, {op_expr} ORDER BY run_index, {op_expr}
-        """
-    ).df()
+    relation = f"(SELECT run_index, {op_expr} AS op, latency_ns FROM records WHERE status > 0)"
+    frame = exact_quantiles(con, relation, ["run_index", "op"], "latency_ns", percentiles)
+    frame = frame.sort_values(["run_index", "op"])
     rows = []
     for record in frame.itertuples(index=False):
         for p, value in zip(percentiles, record.q, strict=True):
-            rows.append((record.run, record.op, float(p), value / 1e6))
+            rows.append((runs[int(record.run_index)].label, record.op, float(p), value / 1e6))
     return pd.DataFrame(rows, columns=["run", "op", "percentile", "latency_ms"])
 
 

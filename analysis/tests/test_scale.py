@@ -1,0 +1,104 @@
+"""Issue 14: the analysis holds aggregates, never rows, so its memory does not grow with the
+run. A real recorded run is tiled into millions of rows (loadgen_analysis.synthetic) and
+``loadgen-analyze report`` — every reduction, the verdict and all plots — must stay within a
+memory bound that a per-row pandas frame of the run would exceed. Memory, not time: the
+machine is shared, so no assertion here depends on speed (bench/analysis-scale.sh measures
+time)."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import duckdb
+import numpy as np
+import pandas as pd
+import pyarrow.parquet as pq
+
+from loadgen_analysis.quantiles import exact_quantiles
+from loadgen_analysis.synthetic import synthesise
+
+from .conftest import Recorded
+
+ROWS = 4_000_000
+
+#: DuckDB's memory limit for the child (the default is higher); what spills goes to tmp_path.
+MEMORY_LIMIT_MB = 150
+
+
+def _peak_rss_mb(tmp_path: Path, *args: str | Path) -> float:
+    """Peak RSS (MB) of ``loadgen-analyze ARGS…`` run in a fresh child, measured by a wrapper
+    process that has no other children (ru_maxrss of its waited-for children)."""
+    wrapper = (
+        "import resource, subprocess, sys; "
+        "r = subprocess.run([sys.executable, '-m', 'loadgen_analysis.cli', *sys.argv[1:]]); "
+        "print(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss); "
+        "sys.exit(r.returncode)"
+    )
+    env = os.environ | {
+        "LOADGEN_ANALYSIS_MEMORY": f"{MEMORY_LIMIT_MB}MB",
+        "LOADGEN_ANALYSIS_TMP": str(tmp_path / "spill"),
+    }
+    done = subprocess.run(
+        [sys.executable, "-c", wrapper, *map(str, args)],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        env=env,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    return int(done.stdout.strip().splitlines()[-1]) / 1024  # Linux reports KiB
+
+
+def test_report_on_millions_of_rows_needs_less_memory_than_holding_its_rows(
+    error_run: Recorded, tmp_path: Path
+) -> None:
+    big = synthesise(error_run.path, tmp_path / "big", ROWS, rows_per_segment=1_000_000)
+    segments = sorted((big / "requests").glob("*.parquet"))
+    assert sum(pq.read_metadata(s).num_rows for s in segments) == ROWS
+    columns = len(pq.read_schema(segments[0]).names)
+
+    small_mb = _peak_rss_mb(tmp_path, "report", error_run.path, "-o", tmp_path / "small.html")
+    big_mb = _peak_rss_mb(tmp_path, "report", big, "-o", tmp_path / "big.html")
+    assert "Verdict" in (tmp_path / "big.html").read_text()
+
+    # A per-row frame of the run needs at least 8 bytes per column and row on top of what the
+    # small run's report needs; allow the big run half of that.
+    per_row_frame_mb = ROWS * columns * 8 / 2**20
+    assert big_mb - small_mb < per_row_frame_mb / 2, (
+        f"report on {ROWS} rows peaked at {big_mb:.0f} MB, {big_mb - small_mb:.0f} MB more than "
+        f"on {error_run.path.name} ({small_mb:.0f} MB); a per-row frame would need "
+        f"{per_row_frame_mb:.0f} MB"
+    )
+
+
+def test_exact_quantiles_equal_duckdbs_quantile_disc() -> None:
+    """The two-pass percentiles are quantile_disc's, value for value: heavy tails, ties, zeros,
+    negative values (a gap can be), NULLs, a one-row group and extreme ranks."""
+    rng = np.random.default_rng(14)
+    n = 200_000
+    frame = pd.DataFrame(
+        {
+            "g": rng.integers(0, 4, n),
+            "h": rng.integers(0, 3, n),
+            "x": rng.lognormal(12, 2, n).astype("int64") * rng.choice([1, 1, 1, -1], n),
+        }
+    )
+    frame.loc[::7, "x"] = 0
+    frame["x"] = frame["x"].astype("Int64")
+    frame.loc[::11, "x"] = pd.NA
+    frame.loc[n] = {"g": 9, "h": 9, "x": 42}
+    con = duckdb.connect()
+    con.register("d", frame)
+    qs = [0.0, 0.1, 0.5, 0.9, 0.99, 0.999, 0.99999, 0.9999999]
+    ours = exact_quantiles(con, "d", ["g", "h"], "x", qs).sort_values(["g", "h"])
+    theirs = con.execute(
+        f"SELECT g, h, quantile_disc(x, {qs}) AS q FROM d WHERE x IS NOT NULL "
+        "GROUP BY g, h ORDER BY g, h"
+    ).df()
+    assert len(ours) == len(theirs) == 13
+    for mine, reference in zip(ours["q"], theirs["q"], strict=True):
+        assert list(mine) == list(reference)
