@@ -214,7 +214,10 @@ def record_albums(
         "requests.new_album.multipart.image.bytes": f"'{image}'",
     }
     overrides = [arg for key, value in sets.items() for arg in ("--set", f"{key}={value}")]
-    with favoured() as prefix, link.server(server_args, binary=binaries.server, prefix=prefix) as server:
+    with (
+        favoured() as prefix,
+        link.server(server_args, binary=binaries.server, prefix=prefix) as server,
+    ):
         tx_before = link.tx_bytes()
         with _TxSampler(link) as sampler:
             args = ["run", "--scenario", "albums", "--url", server.url, *overrides]
