@@ -310,7 +310,7 @@ class Testbed:
     """One environment with a known limit: how to record it and what ``explain`` must say."""
 
     name: str
-    truth: str  # a verdict, or "not network"
+    truth: str  # the verdict explain must give (a label where summary_says decides)
     record: Callable[[Binaries, Path], Recording]
     why_not: Callable[[], str | None] = _no_limit  # why it cannot run here (None: it can)
     summary_says: str | None = None  # text the verdict's summary must contain
@@ -324,8 +324,6 @@ class Testbed:
                 return False
         if self.summary_says is not None:
             return self.summary_says in verdict.get("summary", "")
-        if self.truth.startswith("not "):
-            return verdict.get("verdict") not in (self.truth.removeprefix("not "), None)
         return verdict.get("verdict") == self.truth
 
     def evidence(self, verdict: dict[str, Any]) -> str:

@@ -24,7 +24,9 @@ def test_5ms_vs_8ms_fails_the_p99_gate(service_time_runs: dict[str, list[Path]])
     assert proc.returncode == 1, proc.stdout + proc.stderr
     rows = _rows(proc.stdout)
     assert rows["p99"]["verdict"] == "fail"
-    assert rows["p99"]["delta"] > 0.3  # 8 ms against 5 ms of service time
+    # 8 ms against 5 ms of service time is +60 % on a quiet machine; a busy one inflates the
+    # 5 ms runs' tail too, so what must hold is the gate's own limit being crossed.
+    assert rows["p99"]["delta"] > 0.10
     # The interval excludes "no change" (that is what makes it a fail, not noise); how far
     # its low end sits above zero depends on how busy the machine was.
     assert rows["p99"]["ci_low"] > 0.0

@@ -154,14 +154,14 @@ def test_embedded_demo_says_client_and_server_share_the_cores(
 
 
 def test_testbed_table_judges_by_the_truth() -> None:
-    network, not_network = tb.by_name("network"), tb.TESTBEDS[4]
+    network, contrast = tb.by_name("network"), tb.by_name("same link")
     demo, server = tb.by_name("embedded demo"), tb.by_name("server")
     sweep = {"verdict": "server", "capacity_model": {"name": "bounds", "x_max_rps": 790.0}}
     assert server.right(sweep)
     assert not server.right({**sweep, "capacity_model": {"name": "usl", "x_max_rps": 1000.0}})
     assert network.right({"verdict": "network"}) and not network.right({"verdict": "server"})
-    assert not_network.right({"verdict": "client"})
-    assert not not_network.right({"verdict": "network"})
+    assert contrast.right({"verdict": "server"})
+    assert not contrast.right({"verdict": "network"})
     assert demo.right({"verdict": "server", "summary": "… client and server share the cores."})
     assert not demo.right({"verdict": "client", "summary": "client CPU saturated"})
 
