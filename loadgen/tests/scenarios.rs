@@ -719,6 +719,28 @@ fn phase_worker_fractions_round_as_the_scenario_says() {
     assert_eq!(got, [3, 15, 30, 8], "7.5 rounds to 8");
 }
 
+/// The stepcounter built-in at max 8 workers and `iterations` per time interval against
+/// `url`, into `out`; asserts nothing failed.
+async fn run_stepcounter_at_max_8(url: &str, out: &Path, iterations: u32) {
+    let iterations = format!("model.iterations_per_step={iterations}");
+    let args = [
+        "--scenario",
+        "stepcounter",
+        "--url",
+        url,
+        "--out",
+        out.to_str().unwrap(),
+        "--set",
+        "model.max_workers=8",
+        "--set",
+        iterations.as_str(),
+    ];
+    let outcome = loadgen::run(config(&args), StopSignal::new())
+        .await
+        .unwrap();
+    assert_eq!(outcome.summary.failed, 0, "{:?}", outcome.summary.errors);
+}
+
 /// A reduced StepCounter run end to end: every phase's workers send their walk's requests,
 /// each phase starts after the previous one's last response, nothing fails.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -727,22 +749,7 @@ async fn stepcounter_runs_its_phases_one_after_the_other() {
     let url = server.url();
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("run");
-    let args = [
-        "--scenario",
-        "stepcounter",
-        "--url",
-        url.as_str(),
-        "--out",
-        out.to_str().unwrap(),
-        "--set",
-        "model.max_workers=8",
-        "--set",
-        "model.iterations_per_step=3",
-    ];
-    let outcome = loadgen::run(config(&args), StopSignal::new())
-        .await
-        .unwrap();
-    assert_eq!(outcome.summary.failed, 0, "{:?}", outcome.summary.errors);
+    run_stepcounter_at_max_8(&url, &out, 3).await;
     let rows = read_rows(&out);
     let phases = by_phase(&rows);
     let order = ["warmup", "loading", "peak", "cooldown"];
@@ -904,22 +911,7 @@ async fn stepcounter_posts_walk_each_phases_interval_window_on_the_wire() {
     let (url, paths) = recording_server();
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("run");
-    let args = [
-        "--scenario",
-        "stepcounter",
-        "--url",
-        url.as_str(),
-        "--out",
-        out.to_str().unwrap(),
-        "--set",
-        "model.max_workers=8",
-        "--set",
-        "model.iterations_per_step=2",
-    ];
-    let outcome = loadgen::run(config(&args), StopSignal::new())
-        .await
-        .unwrap();
-    assert_eq!(outcome.summary.failed, 0, "{:?}", outcome.summary.errors);
+    run_stepcounter_at_max_8(&url, &out, 2).await;
 
     let mut posts_per_interval: BTreeMap<u32, u64> = BTreeMap::new();
     for request in paths.lock().unwrap().iter() {
