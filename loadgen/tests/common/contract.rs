@@ -91,14 +91,7 @@ pub fn schema_problems(name: &str, schema: &Schema) -> Vec<String> {
 pub fn parquet_problems(name: &str, path: &Path) -> Vec<String> {
     let builder = ParquetRecordBatchReaderBuilder::try_new(File::open(path).unwrap()).unwrap();
     let mut problems = schema_problems(name, builder.schema());
-    let kv: BTreeMap<String, String> = builder
-        .metadata()
-        .file_metadata()
-        .key_value_metadata()
-        .into_iter()
-        .flatten()
-        .map(|kv| (kv.key.clone(), kv.value.clone().unwrap_or_default()))
-        .collect();
+    let kv: BTreeMap<String, String> = super::metadata(path).into_iter().collect();
     let spec = file(name);
     let keys = spec["metadata"].as_array().expect("metadata");
     let listed: BTreeSet<&str> = keys.iter().map(|k| k["key"].as_str().unwrap()).collect();
