@@ -5,8 +5,8 @@
 use std::time::Duration;
 
 use criterion::{criterion_group, criterion_main, Criterion, Throughput};
-use loadgen::record::writer::{self, WriterConfig};
 use loadgen::record::{ErrorClass, RequestRecord};
+use loadgen::store::writer::{self, WriterConfig};
 
 const ROWS: usize = 200_000;
 /// Rows per batch, as workers hand them over.

@@ -4,7 +4,10 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
-use clap::{Args, Parser, Subcommand};
+use clap::{Args, Parser, Subcommand, ValueEnum};
+
+use crate::shard::Shard;
+use crate::units::{parse_duration, parse_link_capacity};
 
 /// loadgen — an HTTP load generator that records every request and explains where
 /// throughput stops.
@@ -167,7 +170,7 @@ pub struct RunArgs {
 
     /// Open model: how arrivals are spaced.
     #[arg(long, value_enum, default_value = "uniform")]
-    pub arrivals: crate::model::open::Arrivals,
+    pub arrivals: ArrivalsArg,
 
     /// Open model: most requests in flight at once (one connection each); a send due when all
     /// are busy is dropped and counted [default: 1000].
@@ -228,7 +231,7 @@ pub struct RunArgs {
         default_missing_value = "same-origin",
         value_enum
     )]
-    pub follow_redirects: Option<crate::transport::Redirects>,
+    pub follow_redirects: Option<RedirectsArg>,
 
     /// Limit for one whole request (connect, send, headers, body); slower ones are `timeout`
     /// rows [default: 30s].
@@ -263,7 +266,7 @@ pub struct RunArgs {
     /// Run only the I-th of N equal slices of the load (I from 0), so N loadgen processes on
     /// several machines together make exactly the load of one run, e.g. --shard 0/3.
     #[arg(long, value_name = "I/N", value_parser = parse_shard)]
-    pub shard: Option<crate::model::shard::Shard>,
+    pub shard: Option<Shard>,
 
     /// Wait and start at this wall-clock instant (RFC 3339, e.g. 2026-11-22T10:15:00Z, or Unix
     /// milliseconds), so shards on several machines start together.
@@ -282,58 +285,8 @@ pub struct RunArgs {
     pub segment_interval: Duration,
 }
 
-fn parse_shard(text: &str) -> Result<crate::model::shard::Shard, String> {
+fn parse_shard(text: &str) -> Result<Shard, String> {
     text.parse()
-}
-
-/// Parses a link capacity into bits per second: a number (`200e6`), optionally followed by
-/// `k`/`m`/`g`/`t` (10^3…10^12, any case) and `bit`, `bits`, `bit/s` or `bps` (bits), or
-/// `B/s` / `Bps` (bytes, ×8; a capital B, as `MB/s` is written).
-pub fn parse_link_capacity(text: &str) -> Result<u64, String> {
-    let bad = || {
-        format!(
-            "'{text}' is not a link capacity; give bits per second such as 200mbit, 1gbit or              200e6, or bytes per second such as 25MB/s"
-        )
-    };
-    let text = text.trim();
-    // The longest prefix that is a number, so `200e6` is one and `1gbit` is 1 + `gbit`.
-    let (number, unit) = (1..=text.len())
-        .rev()
-        .filter(|&i| text.is_char_boundary(i))
-        .find_map(|i| Some((text[..i].parse::<f64>().ok()?, &text[i..])))
-        .ok_or_else(bad)?;
-    let (scale, rest) = match unit.chars().next().map(|c| c.to_ascii_lowercase()) {
-        Some('k') => (1e3, &unit[1..]),
-        Some('m') => (1e6, &unit[1..]),
-        Some('g') => (1e9, &unit[1..]),
-        Some('t') => (1e12, &unit[1..]),
-        _ => (1.0, unit),
-    };
-    let per_unit = match rest {
-        "" | "bit" | "bits" | "bit/s" | "bits/s" | "bps" => 1.0,
-        "B/s" | "Bps" => 8.0,
-        _ => return Err(bad()),
-    };
-    let bps = number * scale * per_unit;
-    if !bps.is_finite() || bps < 1.0 || bps > u64::MAX as f64 {
-        return Err(bad());
-    }
-    Ok(bps.round() as u64)
-}
-
-/// Parses `10s`, `250ms`, `1m30s`; a bare number means seconds.
-pub fn parse_duration(text: &str) -> Result<Duration, String> {
-    let text = text.trim();
-    if let Ok(seconds) = text.parse::<f64>() {
-        if seconds.is_finite() && seconds >= 0.0 {
-            return Ok(Duration::from_secs_f64(seconds));
-        }
-        return Err(format!(
-            "'{text}' is not a duration; use e.g. 10s, 500ms or 2m"
-        ));
-    }
-    humantime::parse_duration(text)
-        .map_err(|e| format!("'{text}' is not a duration ({e}); use e.g. 10s, 500ms or 2m"))
 }
 
 /// `-c N`. By hand, with negative numbers let through, so `-c -1` is told about the value
@@ -356,30 +309,20 @@ fn parse_rate(text: &str) -> Result<f64, String> {
     }
 }
 
-#[cfg(test)]
-mod tests {
-    use super::parse_link_capacity;
+/// `--arrivals`: how the open model spaces its sends.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum ArrivalsArg {
+    /// Evenly spaced at the current rate.
+    Uniform,
+    /// A Poisson process at the current rate (exponential gaps).
+    Poisson,
+}
 
-    #[test]
-    fn link_capacities_are_bits_per_second() {
-        for (text, bps) in [
-            ("200mbit", 200_000_000),
-            ("1gbit", 1_000_000_000),
-            ("10Gbit", 10_000_000_000),
-            ("200e6", 200_000_000),
-            ("100Mbps", 100_000_000),
-            ("500kbit/s", 500_000),
-            ("25MB/s", 200_000_000),
-            ("1.5GBps", 12_000_000_000),
-            (" 64000 ", 64_000),
-        ] {
-            assert_eq!(parse_link_capacity(text), Ok(bps), "{text}");
-        }
-        for text in [
-            "", "fast", "200mb", "-5mbit", "0", "1e400", "200 mbit", "mbit",
-        ] {
-            let error = parse_link_capacity(text).unwrap_err();
-            assert!(error.contains("200mbit"), "{text}: {error}");
-        }
-    }
+/// `--follow-redirects[=WHERE]`: which redirects workers follow.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum RedirectsArg {
+    /// Those to the same scheme, host and port, over the worker's own connection.
+    SameOrigin,
+    /// Any, opening a one-off connection for another origin.
+    Any,
 }

@@ -13,18 +13,17 @@ use hyper::header::{HeaderName, HeaderValue};
 use hyper::{Method, Uri};
 use serde::Serialize;
 
-use crate::cli::RunArgs;
-use crate::model::ModelPlan;
-use crate::record::s3::S3Location;
+use crate::cli::{ArrivalsArg, RedirectsArg, RunArgs};
+use crate::model::open::Arrivals;
+use crate::model::{Limit, ModelPlan, DEFAULT_DURATION};
 use crate::scenario::schema::{
     ClosedSpec, Defaults, Dur, ModelSpec, OpenSpec, RequestSpec, StageSpec, DEFAULT_MAX_IN_FLIGHT,
 };
 use crate::scenario::{self, builtin, Compiled, Scenario, ScenarioError};
+use crate::store::s3::S3Location;
+use crate::transport::Redirects;
 use crate::workload::template::{Body, Text};
 use crate::workload::{RequestTemplate, StatusSet, Workload};
-
-/// Used when neither `-d` nor `-n` is given.
-pub const DEFAULT_DURATION: Duration = Duration::from_secs(10);
 
 /// A problem with the user's input. Each message is one sentence with the fix.
 #[derive(Debug, thiserror::Error)]
@@ -80,13 +79,6 @@ pub enum ConfigError {
         #[source]
         source: std::io::Error,
     },
-}
-
-/// When a closed-model run stops sending.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Limit {
-    Duration(Duration),
-    Requests(u64),
 }
 
 /// A parsed `http://` or `https://` target.
@@ -215,7 +207,7 @@ pub struct RunConfig {
     pub segment_interval: Duration,
     pub connection: ConnectionOptions,
     /// The slice of the load this process runs (`--shard`); the model is already sliced.
-    pub shard: crate::model::shard::Shard,
+    pub shard: crate::shard::Shard,
     /// `--start-at`, as Unix nanoseconds.
     pub start_at_unix_ns: Option<i64>,
     /// `-d` with a model other than closed (whose duration it sets): the run stops sending
@@ -248,7 +240,11 @@ impl ConnectionOptions {
             http2: args.http2,
             streams_per_connection: args.streams_per_connection.unwrap_or(1),
             keepalive: !args.no_keepalive,
-            redirects: args.follow_redirects.unwrap_or_default(),
+            redirects: match args.follow_redirects {
+                None => Redirects::None,
+                Some(RedirectsArg::SameOrigin) => Redirects::SameOrigin,
+                Some(RedirectsArg::Any) => Redirects::Any,
+            },
         }
     }
 
@@ -598,7 +594,10 @@ fn quick_model(args: &RunArgs, workers: u32, limit: Limit) -> Result<ModelSpec, 
             (None, d) => Some(Dur(d.unwrap_or(DEFAULT_DURATION))),
         },
         stages,
-        arrivals: args.arrivals,
+        arrivals: match args.arrivals {
+            ArrivalsArg::Uniform => Arrivals::Uniform,
+            ArrivalsArg::Poisson => Arrivals::Poisson,
+        },
         max_in_flight: args.max_in_flight.unwrap_or(DEFAULT_MAX_IN_FLIGHT),
         max_lateness: Dur(args.max_lateness),
     }))
@@ -640,7 +639,7 @@ fn parse_stages(text: &str) -> Result<Vec<StageSpec>, ConfigError> {
             let bad = || ConfigError::Stages(text.to_string());
             let (duration, rate) = part.trim().split_once(':').ok_or_else(bad)?;
             Ok(StageSpec {
-                duration: Dur(crate::cli::parse_duration(duration).map_err(|_| bad())?),
+                duration: Dur(crate::units::parse_duration(duration).map_err(|_| bad())?),
                 rate: rate.trim().parse().map_err(|_| bad())?,
             })
         })

@@ -5,7 +5,7 @@
 //! validated [`config::RunConfig`] → a model hands out work ([`model`]) → workers send it on
 //! their own connections ([`worker`], [`transport`]) and emit one [`record::RequestRecord`]
 //! per request → a writer thread turns records into Parquet segments and exact aggregates
-//! ([`record::writer`], [`stats`]) → the summary, console table and run.json ([`report`]).
+//! ([`store::writer`], [`stats`]) → the summary, console table and run.json ([`report`]).
 //!
 //! Every request is a row, failures included; summaries are derived from the rows. The binary
 //! (`main.rs`) only parses arguments, builds the runtime, calls [`run`] and maps errors to exit
@@ -20,10 +20,13 @@ pub mod record;
 pub mod report;
 pub mod runner;
 pub mod scenario;
+pub mod shard;
 pub mod stats;
 pub mod stop;
+pub mod store;
 pub mod sysmon;
 pub mod transport;
+pub mod units;
 pub mod worker;
 pub mod workflow;
 pub mod workload;

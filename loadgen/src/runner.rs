@@ -13,15 +13,15 @@ use serde::Serialize;
 
 use crate::clock::Anchor;
 use crate::config::{ConfigError, Output, ResolvedConfig, RunConfig, Target, TargetUrl};
-use crate::model::shard::Shard;
 use crate::model::ModelPlan;
-use crate::record::s3::{S3Error, S3Store, UploadReport};
-use crate::record::writer::{self, RecordError, WriterConfig};
 use crate::record::ErrorClass;
 use crate::record::SCHEMA_VERSION;
 use crate::report::{console, progress::Progress, write_json_atomically, OpenSummary, RunSummary};
+use crate::shard::Shard;
 use crate::stats::LiveCounters;
 use crate::stop::{ExitReason, StopSignal};
+use crate::store::s3::{S3Error, S3Store, UploadReport};
+use crate::store::writer::{self, RecordError, WriterConfig};
 use crate::sysmon::cgroup::Cgroup;
 use crate::sysmon::link;
 use crate::sysmon::{self, ClientSummary, SysmonConfig};
@@ -535,7 +535,7 @@ pub async fn run(config: RunConfig, stop: StopSignal) -> Result<RunOutcome, RunE
                 "{} rows in {} segment(s), {}",
                 report.rows,
                 report.segments.len(),
-                console::bytes(report.bytes_on_disk)
+                crate::units::bytes(report.bytes_on_disk)
             ),
         ),
         ("Ended", exit_reason_text(exit_reason).to_string()),

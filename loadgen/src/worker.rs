@@ -12,16 +12,62 @@ use std::task::Poll;
 use std::time::{Duration, Instant};
 
 use crate::clock::{nanos, Anchor};
-use crate::model::WorkSource;
-use crate::record::writer::RecordSender;
 use crate::record::{ErrorClass, RequestRecord};
 use crate::stats::LiveCounters;
 use crate::stop::{ExitReason, StopSignal};
+use crate::store::writer::RecordSender;
+use crate::workload::fields::Value;
 use tokio::task::JoinSet;
 
 use crate::transport::http2::SharedConnection;
 use crate::transport::{Client, Exchange, Transport, TransportConfig};
 use crate::workload::Workload;
+
+/// One request a worker should send next.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Work {
+    /// Index into the run's request templates (and the `op` dictionary).
+    pub op: u16,
+    /// Index into the run's phase labels.
+    pub phase: u16,
+    /// When the schedule wanted this request sent (open model); `None` for closed models.
+    pub intended: Option<Instant>,
+    /// How long the worker waited for this item (producer-buffer model).
+    pub queue_wait_ns: Option<i64>,
+    /// 1 for the first try, 2.. for retries.
+    pub attempt: u8,
+    /// Field values decided by the model (producer-buffer payloads, retries); `None` lets
+    /// the worker draw fresh ones from its phase's fields.
+    pub values: Option<Arc<[Value]>>,
+}
+
+impl Work {
+    /// The first attempt of `op` in `phase`, with values drawn by the worker.
+    pub fn new(op: u16, phase: u16) -> Self {
+        Work {
+            op,
+            phase,
+            intended: None,
+            queue_wait_ns: None,
+            attempt: 1,
+            values: None,
+        }
+    }
+}
+
+/// Where a worker's next request comes from; `None` means the worker is done.
+pub trait WorkSource: Send {
+    fn next(&mut self) -> impl Future<Output = Option<Work>> + Send;
+
+    /// Told after each request whether it failed, so a model can retry it.
+    fn finished(&mut self, _work: &Work, _failed: bool) {}
+
+    /// True when the worker should open its connection before asking for work, so that
+    /// connecting is not part of its first request (the open model's standby workers).
+    fn connect_first(&self) -> bool {
+        false
+    }
+}
 
 /// Rows a worker keeps before handing them to the writer.
 const BATCH_ROWS: usize = 256;
@@ -191,7 +237,7 @@ pub struct WorkerPool {
     running: JoinSet<WorkerDone>,
     /// Workers started by this process; the `worker` column is `shard.worker_id(local)`.
     next_id: u32,
-    shard: crate::model::shard::Shard,
+    shard: crate::shard::Shard,
     /// HTTP/2: the connection the group of the next worker shares, and how many of the
     /// group have started.
     h2_group: Option<(Arc<SharedConnection>, u32)>,
@@ -202,7 +248,7 @@ impl WorkerPool {
         ctx: Arc<WorkerContext>,
         transport: Arc<TransportConfig>,
         records: RecordSender,
-        shard: crate::model::shard::Shard,
+        shard: crate::shard::Shard,
     ) -> Self {
         WorkerPool {
             ctx,

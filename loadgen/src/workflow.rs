@@ -16,11 +16,11 @@ use crate::cli::{CalibrateArgs, SweepArgs};
 use crate::config::{ConfigError, Output, RunConfig};
 use crate::model::phased::{PhasePlan, PhasedPlan, StartRule};
 use crate::model::ModelPlan;
-use crate::report::console::duration;
 use crate::report::{write_json_atomically, RunSummary};
 use crate::runner::{run, RunError};
 use crate::scenario::schema::{ModelSpec, PhaseSpec, PhasedSpec, WorkerCount};
 use crate::stop::StopSignal;
+use crate::units::duration;
 
 /// Phase labels of a calibration run.
 pub const WARMUP: &str = "warmup";

@@ -12,9 +12,10 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use super::{Model, Work, WorkSource};
+use super::Model;
 use crate::stop::StopSignal;
 use crate::worker::WorkerPool;
+use crate::worker::{Work, WorkSource};
 use crate::workload::fields::{Fields, Value};
 
 /// The closed model: `workers` workers from the start, sharing an optional `requests` budget.

@@ -15,58 +15,21 @@ pub mod thread_groups;
 
 use std::future::Future;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-use crate::config::Limit;
 use crate::stop::StopSignal;
 use crate::worker::WorkerPool;
-use crate::workload::fields::{Fields, Value};
+use crate::workload::fields::Fields;
 
-/// One request a worker should send next.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Work {
-    /// Index into the run's request templates (and the `op` dictionary).
-    pub op: u16,
-    /// Index into the run's phase labels.
-    pub phase: u16,
-    /// When the schedule wanted this request sent (open model); `None` for closed models.
-    pub intended: Option<Instant>,
-    /// How long the worker waited for this item (producer-buffer model).
-    pub queue_wait_ns: Option<i64>,
-    /// 1 for the first try, 2.. for retries.
-    pub attempt: u8,
-    /// Field values decided by the model (producer-buffer payloads, retries); `None` lets
-    /// the worker draw fresh ones from its phase's fields.
-    pub values: Option<Arc<[Value]>>,
+/// When a closed-model run stops sending.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Limit {
+    Duration(Duration),
+    Requests(u64),
 }
 
-impl Work {
-    /// The first attempt of `op` in `phase`, with values drawn by the worker.
-    pub fn new(op: u16, phase: u16) -> Self {
-        Work {
-            op,
-            phase,
-            intended: None,
-            queue_wait_ns: None,
-            attempt: 1,
-            values: None,
-        }
-    }
-}
-
-/// Where a worker's next request comes from; `None` means the worker is done.
-pub trait WorkSource: Send {
-    fn next(&mut self) -> impl Future<Output = Option<Work>> + Send;
-
-    /// Told after each request whether it failed, so a model can retry it.
-    fn finished(&mut self, _work: &Work, _failed: bool) {}
-
-    /// True when the worker should open its connection before asking for work, so that
-    /// connecting is not part of its first request (the open model's standby workers).
-    fn connect_first(&self) -> bool {
-        false
-    }
-}
+/// Used when neither `-d` nor `-n` is given.
+pub const DEFAULT_DURATION: Duration = Duration::from_secs(10);
 
 /// A client model: starts workers through the pool, over time, and returns once its workers
 /// are done (or it will start no more). The runner stops polling it when the run drains.

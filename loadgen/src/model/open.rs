@@ -12,9 +12,10 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Duration;
 
-use super::{Model, Work, WorkSource};
+use super::Model;
 use crate::stop::StopSignal;
 use crate::worker::WorkerPool;
+use crate::worker::{Work, WorkSource};
 
 /// The highest arrival rate one process is asked to schedule (requests/s): a single
 /// dispatcher hands out every send, and above this it would fall behind its own schedule
@@ -22,9 +23,7 @@ use crate::worker::WorkerPool;
 pub const MAX_RATE_RPS: f64 = 1_000_000.0;
 
 /// How arrivals are spaced.
-#[derive(
-    Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize, clap::ValueEnum,
-)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Arrivals {
     /// Evenly spaced at the current rate.

@@ -13,11 +13,12 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use super::{Announcer, Model, Work, WorkSource};
+use super::{Announcer, Model};
 use crate::clock::nanos;
 use crate::stats::LiveCounters;
 use crate::stop::StopSignal;
 use crate::worker::WorkerPool;
+use crate::worker::{Work, WorkSource};
 use crate::workload::fields::Fields;
 
 /// Parameters of a producer-buffer run.

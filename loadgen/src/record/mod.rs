@@ -2,15 +2,12 @@
 //!
 //! This module is the contract between the Rust engine and the Python analysis (DESIGN.md,
 //! "One row per request"). It owns the column names, their types and the error classes; it
-//! does not decide when rows are written (that is [`writer`]) or what they mean in aggregate
+//! does not decide when rows are written (that is [`store::writer`](crate::store::writer)) or what they mean in aggregate
 //! (that is `stats`). Times are integer nanoseconds from the run's anchor instant.
 //!
 //! The columns, their units and meanings and the segments' metadata keys are written down in
 //! `contract/files.json` (`files.requests`) at the repository root; `loadgen/tests/contract.rs`
 //! and the Python tests hold [`schema`] and real segments to it, so change both together.
-
-pub mod s3;
-pub mod writer;
 
 use std::sync::Arc;
 

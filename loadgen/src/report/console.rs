@@ -3,6 +3,7 @@
 use std::fmt::Write;
 
 use super::RunSummary;
+use crate::units::{bytes, duration};
 
 /// Renders the summary table. `run_dir` and `exit_reason` are shown at the end.
 pub fn render(summary: &RunSummary, header: &str, footer: &[(&str, String)]) -> String {
@@ -173,49 +174,5 @@ fn table(out: &mut String, headings: &[&str], rows: &[Vec<String>]) {
             }
         }
         let _ = writeln!(out, "{}", line.trim_end());
-    }
-}
-
-/// A nanosecond quantity in the unit a person reads best.
-pub fn duration(ns: f64) -> String {
-    if ns < 1e3 {
-        format!("{ns:.0}ns")
-    } else if ns < 1e6 {
-        format!("{:.1}µs", ns / 1e3)
-    } else if ns < 1e9 {
-        format!("{:.2}ms", ns / 1e6)
-    } else {
-        format!("{:.3}s", ns / 1e9)
-    }
-}
-
-/// Bytes with a binary unit.
-pub fn bytes(n: u64) -> String {
-    const UNITS: [&str; 5] = ["B", "KiB", "MiB", "GiB", "TiB"];
-    let mut value = n as f64;
-    let mut unit = 0;
-    while value >= 1024.0 && unit + 1 < UNITS.len() {
-        value /= 1024.0;
-        unit += 1;
-    }
-    if unit == 0 {
-        format!("{n} B")
-    } else {
-        format!("{value:.1} {}", UNITS[unit])
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn units_are_readable() {
-        assert_eq!(duration(850.0), "850ns");
-        assert_eq!(duration(123_400.0), "123.4µs");
-        assert_eq!(duration(12_345_678.0), "12.35ms");
-        assert_eq!(duration(2_500_000_000.0), "2.500s");
-        assert_eq!(bytes(512), "512 B");
-        assert_eq!(bytes(3 * 1024 * 1024 / 2), "1.5 MiB");
     }
 }

@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 
-use crate::config::Limit;
+use crate::model::Limit;
 use crate::stats::LiveCounters;
 
 const TICK: Duration = Duration::from_millis(250);

@@ -14,12 +14,12 @@ use super::schema::{
     ClosedSpec, FieldSpec, Literal, ModelSpec, PartSpec, PhasedSpec, ProducerBufferSpec,
     RequestSpec, Rounding, Scenario, StatusSpec, ThreadGroupsSpec, WalkSpec, WorkerCount,
 };
-use crate::config::Limit;
 use crate::model::closed::Walk;
 use crate::model::open::{OpenPlan, Stage};
 use crate::model::phased::{PhasePlan, PhasedPlan, StartRule};
 use crate::model::producer_buffer::ProducerBufferPlan;
 use crate::model::thread_groups::ThreadGroupsPlan;
+use crate::model::Limit;
 use crate::model::ModelPlan;
 use crate::workload::fields::{Fields, Generator, Value};
 use crate::workload::template::{blob, Body, Json, Part, PartContent, Text};
@@ -420,7 +420,7 @@ pub fn compile_model(
                     return Err(violation("model.duration", "must be longer than 0"))
                 }
                 (None, Some(d)) => Limit::Duration(d.0),
-                (None, None) => Limit::Duration(crate::config::DEFAULT_DURATION),
+                (None, None) => Limit::Duration(crate::model::DEFAULT_DURATION),
             };
             Ok((
                 ModelPlan::Closed {

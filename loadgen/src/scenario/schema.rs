@@ -373,7 +373,7 @@ impl<'de> Deserialize<'de> for Dur {
         match Raw::deserialize(deserializer)? {
             Raw::Seconds(s) if s.is_finite() && s >= 0.0 => Ok(Dur(Duration::from_secs_f64(s))),
             Raw::Seconds(s) => Err(invalid(s.to_string())),
-            Raw::Text(t) => crate::cli::parse_duration(&t)
+            Raw::Text(t) => crate::units::parse_duration(&t)
                 .map(Dur)
                 .map_err(|_| invalid(format!("\"{t}\""))),
         }

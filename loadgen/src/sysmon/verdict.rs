@@ -146,7 +146,7 @@ impl ClientSummary {
             "peak CPU {} % of {of} (mean {} %), RSS {}",
             percent(self.peak_cpu_utilisation),
             percent(self.mean_cpu_utilisation),
-            crate::report::console::bytes(self.peak_rss_bytes),
+            crate::units::bytes(self.peak_rss_bytes),
         );
         if let (Some(periods), Some(throttled), Some(ns)) =
             (self.nr_periods, self.nr_throttled, self.throttled_ns)

@@ -59,12 +59,11 @@ impl Exchange {
 }
 
 /// Which redirects a worker follows.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum, serde::Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum Redirects {
     /// None: a 3xx is the response (the default, like wrk and oha).
     #[default]
-    #[value(skip)]
     None,
     /// Those to the same scheme, host and port, over the worker's own connection.
     SameOrigin,

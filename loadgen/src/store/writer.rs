@@ -23,7 +23,7 @@ use parquet::file::metadata::KeyValue;
 use parquet::file::properties::WriterProperties;
 use parquet::schema::types::ColumnPath;
 
-use super::{schema, ErrorClass, RequestRecord};
+use crate::record::{schema, ErrorClass, RequestRecord};
 use crate::stats::Aggregator;
 
 /// Rows encoded per Arrow batch handed to the Parquet writer. Small enough that one encode
