@@ -37,16 +37,44 @@ fn uses(file: &Path) -> Vec<(usize, String)> {
         let mut rest = code;
         while let Some(at) = rest.find("crate::") {
             rest = &rest[at + "crate::".len()..];
-            let name: String = rest
-                .chars()
-                .take_while(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || *c == '_')
-                .collect();
-            if !name.is_empty() {
+            for name in first_segments(rest) {
                 found.push((number + 1, name));
             }
         }
     }
     found
+}
+
+/// The module names a path after `crate::` starts with: `model::Limit` → `model`;
+/// `{model::Limit, stop}` → `model`, `stop` (nested groups belong to their parent).
+fn first_segments(path: &str) -> Vec<String> {
+    let ident = |text: &str| -> String {
+        text.trim_start()
+            .chars()
+            .take_while(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || *c == '_')
+            .collect()
+    };
+    let Some(group) = path.strip_prefix('{') else {
+        return vec![ident(path)]
+            .into_iter()
+            .filter(|n| !n.is_empty())
+            .collect();
+    };
+    let (mut names, mut depth, mut start) = (Vec::new(), 0, true);
+    for (i, c) in group.char_indices() {
+        if start && depth == 0 {
+            names.push(ident(&group[i..]));
+            start = false;
+        }
+        match c {
+            '{' => depth += 1,
+            '}' if depth == 0 => break,
+            '}' => depth -= 1,
+            ',' if depth == 0 => start = true,
+            _ => {}
+        }
+    }
+    names.into_iter().filter(|n| !n.is_empty()).collect()
 }
 
 /// Every source file of the library, by top-level module.
@@ -132,12 +160,13 @@ fn an_upward_use_is_seen() {
     let file = dir.path().join("x.rs");
     std::fs::write(
         &file,
-        "// crate::runner in a comment is not a use\nuse crate::runner::run; // crate::cli\nlet a = crate::model::Limit::Requests(1);\n",
+        "// crate::runner in a comment is not a use\nuse crate::runner::run; // crate::cli\nlet a = crate::model::Limit::Requests(1);\nuse crate::{stop::{A, b}, clock};\n",
     )
     .unwrap();
     assert_eq!(
         uses(&file),
-        vec![(2, "runner".to_string()), (3, "model".to_string())]
+        [(2, "runner"), (3, "model"), (4, "stop"), (4, "clock")]
+            .map(|(line, name)| (line, name.to_string()))
     );
     assert!(layer_of("runner") < layer_of("model"));
 }
