@@ -9,6 +9,8 @@
 //! `contract/files.json` (`files.requests`) at the repository root; `loadgen/tests/contract.rs`
 //! and the Python tests hold [`schema`] and real segments to it, so change both together.
 
+pub mod parquet_file;
+
 use std::sync::Arc;
 
 use arrow_schema::{DataType, Field, Schema, SchemaRef};

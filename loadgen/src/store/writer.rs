@@ -6,8 +6,7 @@
 //! half-written segment and a killed run loses at most the segment that was open. Segments
 //! close every `segment_interval` (a few seconds) and at the end of the run.
 
-use std::fs::File;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
@@ -17,12 +16,12 @@ use arrow_array::builder::{
 };
 use arrow_array::types::Int32Type;
 use arrow_array::{ArrayRef, DictionaryArray, Int32Array, RecordBatch, StringArray};
-use parquet::arrow::ArrowWriter;
 use parquet::basic::{Compression, Encoding, ZstdLevel};
 use parquet::file::metadata::KeyValue;
 use parquet::file::properties::WriterProperties;
 use parquet::schema::types::ColumnPath;
 
+use crate::record::parquet_file::{FileError, ParquetFile};
 use crate::record::{schema, ErrorClass, RequestRecord};
 use crate::stats::Aggregator;
 
@@ -200,17 +199,11 @@ struct Dictionaries {
     phases: Arc<StringArray>,
 }
 
-struct OpenSegment {
-    writer: ArrowWriter<File>,
-    partial_path: PathBuf,
-    final_path: PathBuf,
-}
-
 struct SegmentWriter {
     config: WriterConfig,
     dicts: Dictionaries,
     columns: Columns,
-    open: Option<OpenSegment>,
+    open: Option<ParquetFile>,
     /// When the first row of the current (open or pending) segment arrived.
     segment_started: Option<Instant>,
     report: WriterReport,
@@ -255,8 +248,7 @@ impl SegmentWriter {
             // The open segment can never be completed: remove the half-written file so only
             // complete segments are left. Closed segments are untouched.
             if let Some(segment) = self.open.take() {
-                drop(segment.writer);
-                let _ = std::fs::remove_file(&segment.partial_path);
+                segment.discard();
             }
         }
         result.map(|()| self.report)
@@ -303,23 +295,13 @@ impl SegmentWriter {
             Some(segment) => segment,
             None => self.open_segment()?,
         };
-        let segment = self.open.insert(segment);
-        segment
-            .writer
-            .write(&batch)
-            .map_err(|source| write_error(&segment.partial_path, source))?;
+        self.open.insert(segment).write(&batch)?;
         self.report.rows += rows;
         Ok(())
     }
 
-    fn open_segment(&self) -> Result<OpenSegment, RecordError> {
+    fn open_segment(&self) -> Result<ParquetFile, RecordError> {
         let name = format!("part-{:05}.parquet", self.report.segments.len());
-        let final_path = self.config.dir.join(&name);
-        let partial_path = self.config.dir.join(format!(".{name}.partial"));
-        let file = File::create(&partial_path).map_err(|source| RecordError::Io {
-            path: partial_path.clone(),
-            source,
-        })?;
         let metadata = self
             .config
             .metadata
@@ -346,19 +328,8 @@ impl SegmentWriter {
         for column in ["latency_ns", "ttfb_ns", "queue_wait_ns"] {
             props = props.set_column_dictionary_enabled(ColumnPath::from(column), false);
         }
-        let props = props.build();
-        let writer = match ArrowWriter::try_new(file, schema(), Some(props)) {
-            Ok(writer) => writer,
-            Err(source) => {
-                let _ = std::fs::remove_file(&partial_path);
-                return Err(write_error(&partial_path, source));
-            }
-        };
-        Ok(OpenSegment {
-            writer,
-            partial_path,
-            final_path,
-        })
+        let path = self.config.dir.join(name);
+        Ok(ParquetFile::create(&path, schema(), props.build())?)
     }
 
     fn close_segment(&mut self) -> Result<(), RecordError> {
@@ -367,51 +338,24 @@ impl SegmentWriter {
         let Some(segment) = self.open.take() else {
             return Ok(());
         };
-        let path = segment.partial_path.clone();
-        if let Err(source) = segment.writer.close() {
-            // Half a file is no result: keep only complete segments on disk.
-            let _ = std::fs::remove_file(&path);
-            return Err(write_error(&path, source));
-        }
-        rename(&segment.partial_path, &segment.final_path)?;
+        let final_path = segment.close()?;
         if let Some(closed) = &self.config.closed {
             // The receiver is gone only when the run is over anyway.
-            let _ = closed.send(segment.final_path.clone());
+            let _ = closed.send(final_path.clone());
         }
-        self.report.bytes_on_disk += std::fs::metadata(&segment.final_path)
-            .map(|m| m.len())
-            .unwrap_or(0);
-        self.report.segments.push(segment.final_path);
+        self.report.bytes_on_disk += std::fs::metadata(&final_path).map(|m| m.len()).unwrap_or(0);
+        self.report.segments.push(final_path);
         Ok(())
     }
 }
 
-/// A failure of the Parquet writer on `path`: the I/O error itself when that is what it was
-/// (a full disk, a file-size limit), so the message reads "File too large", not "External: …".
-fn write_error(path: &Path, source: parquet::errors::ParquetError) -> RecordError {
-    match source {
-        parquet::errors::ParquetError::External(e) => match e.downcast::<std::io::Error>() {
-            Ok(io) => RecordError::Io {
-                path: path.to_path_buf(),
-                source: *io,
-            },
-            Err(e) => RecordError::Parquet {
-                path: path.to_path_buf(),
-                source: parquet::errors::ParquetError::External(e),
-            },
-        },
-        source => RecordError::Parquet {
-            path: path.to_path_buf(),
-            source,
-        },
+impl From<FileError> for RecordError {
+    fn from(error: FileError) -> Self {
+        match error {
+            FileError::Io { path, source } => RecordError::Io { path, source },
+            FileError::Parquet { path, source } => RecordError::Parquet { path, source },
+        }
     }
-}
-
-fn rename(from: &Path, to: &Path) -> Result<(), RecordError> {
-    std::fs::rename(from, to).map_err(|source| RecordError::Io {
-        path: to.to_path_buf(),
-        source,
-    })
 }
 
 #[cfg(test)]
@@ -421,6 +365,7 @@ mod tests {
     use arrow_array::types::{Int64Type, UInt16Type, UInt64Type};
     use arrow_array::Array;
     use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
+    use std::fs::File;
 
     fn sample(i: usize) -> RequestRecord {
         let some_if = |cond: bool, v: i64| cond.then_some(v);

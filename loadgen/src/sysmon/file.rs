@@ -1,12 +1,11 @@
 //! The client-metrics file: its Arrow schema, the columns of the rows not yet written, and
-//! the Parquet file open under its hidden `.partial` name until the sampler closes it.
+//! the Parquet file (a [`ParquetFile`]: hidden as `.partial` until the sampler closes it).
 //!
 //! Column names, units and meanings are in `contract/files.json` (`files.client_metrics`);
 //! [`schema`] must match it (loadgen/tests/contract.rs). What a row holds is decided by the
 //! sampler (`mod.rs`); this module only builds and writes.
 
-use std::fs::File;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -15,14 +14,14 @@ use arrow_array::builder::{
 };
 use arrow_array::{ArrayRef, RecordBatch};
 use arrow_schema::{DataType, Field, FieldRef, Fields, Schema, SchemaRef};
-use parquet::arrow::ArrowWriter;
 use parquet::basic::{Compression, ZstdLevel};
 use parquet::file::metadata::KeyValue;
 use parquet::file::properties::WriterProperties;
 
 use super::cgroup::CpuLimit;
-use super::{SysmonError, SCHEMA_VERSION};
+use super::SCHEMA_VERSION;
 use crate::clock::Anchor;
+use crate::record::parquet_file::{FileError, ParquetFile};
 
 fn interface_fields() -> Fields {
     Fields::from(vec![
@@ -134,98 +133,40 @@ impl Columns {
     }
 }
 
-/// The output file, open under its `.partial` name until [`MetricsFile::close`].
-pub(super) struct MetricsFile {
-    writer: ArrowWriter<File>,
-    pub(super) partial_path: PathBuf,
-    final_path: PathBuf,
-}
-
-impl MetricsFile {
-    pub(super) fn create(
-        path: &Path,
-        anchor: &Anchor,
-        interval: Duration,
-        limit: &CpuLimit,
-        target_interface: Option<&str>,
-    ) -> Result<Self, SysmonError> {
-        let name = path.file_name().map_or_else(
-            || "client-metrics.parquet".into(),
-            |n| n.to_string_lossy().into_owned(),
-        );
-        let partial_path = path.with_file_name(format!(".{name}.partial"));
-        let file = File::create(&partial_path).map_err(|source| SysmonError::Io {
-            path: partial_path.clone(),
-            source,
-        })?;
-        let metadata = [
-            ("loadgen.schema_version", SCHEMA_VERSION.to_string()),
-            ("loadgen.kind", "client-metrics".to_string()),
-            ("loadgen.anchor_unix_ns", anchor.unix_ns.to_string()),
-            (
-                "loadgen.interval_ns",
-                crate::clock::nanos(interval).to_string(),
-            ),
-            ("loadgen.cores", limit.cpuset_cores.to_string()),
-            ("loadgen.cpu_limit_cores", limit.limit_cores.to_string()),
-        ]
-        .into_iter()
-        .chain(
-            limit
-                .quota_cores
-                .map(|q| ("loadgen.cpu_quota_cores", q.to_string())),
-        )
-        .chain(target_interface.map(|i| ("loadgen.target_interface", i.to_string())))
-        .map(|(k, v)| KeyValue::new(k.to_string(), v))
-        .collect();
-        let props = WriterProperties::builder()
-            .set_compression(Compression::ZSTD(
-                ZstdLevel::try_new(3).expect("valid level"),
-            ))
-            .set_key_value_metadata(Some(metadata))
-            .build();
-        let writer = ArrowWriter::try_new(file, schema(), Some(props));
-        let writer = match writer {
-            Ok(writer) => writer,
-            Err(source) => {
-                let _ = std::fs::remove_file(&partial_path);
-                return Err(SysmonError::Parquet {
-                    path: partial_path,
-                    source,
-                });
-            }
-        };
-        Ok(MetricsFile {
-            writer,
-            partial_path,
-            final_path: path.to_path_buf(),
-        })
-    }
-
-    /// Writes the rows as one row group, to disk now rather than at close.
-    pub(super) fn write_row_group(&mut self, batch: &RecordBatch) -> Result<(), SysmonError> {
-        let parquet = |source| SysmonError::Parquet {
-            path: self.partial_path.clone(),
-            source,
-        };
-        self.writer.write(batch).map_err(parquet)?;
-        self.writer.flush().map_err(parquet)?;
-        // `flush` only closes the row group: a few hundred bytes of samples would otherwise
-        // sit in the writer's 8 KiB buffer until close, and the file would show no progress.
-        self.writer.sync().map_err(|source| SysmonError::Io {
-            path: self.partial_path.clone(),
-            source,
-        })
-    }
-
-    pub(super) fn close(self) -> Result<(), SysmonError> {
-        self.writer.close().map_err(|source| SysmonError::Parquet {
-            path: self.partial_path.clone(),
-            source,
-        })?;
-        std::fs::rename(&self.partial_path, &self.final_path).map_err(|source| SysmonError::Io {
-            path: self.final_path.clone(),
-            source,
-        })
-    }
+/// Starts the client-metrics file at `path` (hidden as `.partial` until the sampler closes
+/// it), with the metadata the analysis reads: the anchor, the interval and the CPU limit.
+pub(super) fn create(
+    path: &Path,
+    anchor: &Anchor,
+    interval: Duration,
+    limit: &CpuLimit,
+    target_interface: Option<&str>,
+) -> Result<ParquetFile, FileError> {
+    let metadata = [
+        ("loadgen.schema_version", SCHEMA_VERSION.to_string()),
+        ("loadgen.kind", "client-metrics".to_string()),
+        ("loadgen.anchor_unix_ns", anchor.unix_ns.to_string()),
+        (
+            "loadgen.interval_ns",
+            crate::clock::nanos(interval).to_string(),
+        ),
+        ("loadgen.cores", limit.cpuset_cores.to_string()),
+        ("loadgen.cpu_limit_cores", limit.limit_cores.to_string()),
+    ]
+    .into_iter()
+    .chain(
+        limit
+            .quota_cores
+            .map(|q| ("loadgen.cpu_quota_cores", q.to_string())),
+    )
+    .chain(target_interface.map(|i| ("loadgen.target_interface", i.to_string())))
+    .map(|(k, v)| KeyValue::new(k.to_string(), v))
+    .collect();
+    let props = WriterProperties::builder()
+        .set_compression(Compression::ZSTD(
+            ZstdLevel::try_new(3).expect("valid level"),
+        ))
+        .set_key_value_metadata(Some(metadata))
+        .build();
+    ParquetFile::create(path, schema(), props)
 }

@@ -41,11 +41,12 @@ use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use crate::clock::Anchor;
+use crate::record::parquet_file::{FileError, ParquetFile};
 use crate::stats::LiveCounters;
 use arrow_array::builder::{StringBuilder, UInt64Builder};
 use cgroup::{Cgroup, CpuLimit, CpuStat};
 pub use file::schema;
-use file::{Columns, MetricsFile};
+use file::Columns;
 use procfs::process::Process;
 use procfs::{CurrentSI, ProcError};
 pub use verdict::ClientSummary;
@@ -69,18 +70,8 @@ pub enum SysmonError {
     },
     #[error("cannot start the client-metrics sampler thread: {0}")]
     Thread(#[source] std::io::Error),
-    #[error("cannot write {path}: {source}")]
-    Io {
-        path: PathBuf,
-        #[source]
-        source: std::io::Error,
-    },
-    #[error("cannot encode {path}: {source}")]
-    Parquet {
-        path: PathBuf,
-        #[source]
-        source: parquet::errors::ParquetError,
-    },
+    #[error(transparent)]
+    File(#[from] FileError),
     #[error("the client-metrics sampler thread panicked")]
     Panicked,
 }
@@ -129,7 +120,7 @@ fn start_with(config: SysmonConfig, row_group_every: Duration) -> Result<Sysmon,
     let limit = config.cgroup.limit(cgroup::affinity_cores());
     let probe = Probe::new(limit.stat_dir.clone())?;
     let baseline = probe.baseline()?;
-    let file = MetricsFile::create(
+    let file = file::create(
         &config.path,
         &config.anchor,
         config.interval,
@@ -320,7 +311,7 @@ struct Sampler {
     limit: CpuLimit,
     row_group_every: Duration,
     columns: Columns,
-    file: MetricsFile,
+    file: ParquetFile,
     summary: ClientSummary,
     /// Process CPU and wall time over every row, for the time-weighted mean.
     cpu_ns_total: u64,
@@ -357,7 +348,7 @@ impl Sampler {
             }
             Err(e) => {
                 // Nothing half-written is left behind.
-                let _ = std::fs::remove_file(&self.file.partial_path);
+                self.file.discard();
                 Err(e)
             }
         }
@@ -385,7 +376,9 @@ impl Sampler {
             if self.columns.rows > 0
                 && (stopping || row_group_started.elapsed() >= self.row_group_every)
             {
-                self.file.write_row_group(&self.columns.take())?;
+                // One row group a few seconds, on disk now rather than at close.
+                self.file.write(&self.columns.take())?;
+                self.file.sync()?;
                 row_group_started = Instant::now();
             }
             if stopping {
@@ -726,7 +719,10 @@ mod tests {
         ))
         .err()
         .expect("no directory, no sampler");
-        assert!(matches!(error, SysmonError::Io { .. }), "{error}");
+        assert!(
+            matches!(error, SysmonError::File(FileError::Io { .. })),
+            "{error}"
+        );
         assert!(error.to_string().contains("no-such-dir"), "{error}");
     }
 }
