@@ -33,6 +33,8 @@ from typing import Any
 import duckdb
 import pyarrow.parquet as pq
 
+from .errors import RunLoadError
+
 #: Record schema versions this package knows how to read (see the README's record schema).
 SUPPORTED_SCHEMA_VERSIONS = frozenset({1, 2})
 
@@ -53,10 +55,6 @@ REQUIRED_COLUMNS = (
     "phase",
     "attempt",
 )
-
-
-class RunLoadError(ValueError):
-    """A run directory cannot be read: missing, empty, or written in an unknown schema."""
 
 
 class IncompleteShardSetWarning(UserWarning):

@@ -1,0 +1,295 @@
+//! Step four of a run: finish. Read the client monitor's verdict, wait for the writer to close
+//! the last segment, derive the summary from the exact aggregates, write run.json, upload to
+//! S3 when asked, and render the console table.
+
+use std::path::{Path, PathBuf};
+use std::sync::atomic::Ordering;
+
+use serde::Serialize;
+
+use super::drive::Driven;
+use super::output::{RunIdentity, RunOutput};
+use super::target::PreparedTarget;
+use super::RunError;
+use crate::config::RunConfig;
+use crate::report::{console, write_json_atomically, OpenSummary, RunSummary};
+use crate::stop::{ExitReason, StopSignal};
+use crate::store::s3::{Mirror, S3Store, UploadReport};
+use crate::store::writer::{RecordError, WriterReport};
+use crate::sysmon::{ClientSummary, Sysmon, SysmonError};
+
+/// What a finished run produced.
+#[derive(Debug, Clone)]
+pub struct RunOutcome {
+    /// The local run directory (with `--out s3://`, the staging directory, removed once
+    /// everything is uploaded).
+    pub run_dir: PathBuf,
+    /// Where the results are: the run directory, or its `s3://` URL.
+    pub location: String,
+    /// Files that could not be uploaded to S3, with why (they stay in `run_dir`).
+    pub upload_failures: Vec<String>,
+    pub run_id: String,
+    pub summary: RunSummary,
+    pub exit_reason: ExitReason,
+    /// The console table, as printed when `--json` is not given.
+    pub console: String,
+    /// The run.json document.
+    pub run_json: serde_json::Value,
+}
+
+impl RunOutcome {
+    /// The process exit code: the exit reason's, or 1 when results did not reach S3.
+    pub fn exit_code(&self) -> i32 {
+        match (
+            self.exit_reason.exit_code(),
+            self.upload_failures.is_empty(),
+        ) {
+            (0, false) => 1,
+            (code, _) => code,
+        }
+    }
+}
+
+/// Writes what the run produced and returns it.
+pub(super) async fn finish(
+    config: RunConfig,
+    target: PreparedTarget,
+    output: RunOutput,
+    driven: Driven,
+    stop: &StopSignal,
+    mut warnings: Vec<String>,
+) -> Result<RunOutcome, RunError> {
+    let client = client_summary(&config, &target, driven.sysmon, &mut warnings);
+    let RunOutput {
+        run_id,
+        run_dir,
+        location,
+        identity,
+        s3,
+        mirror,
+        writer,
+        labels,
+        phase_labels,
+    } = output;
+    let report = tokio::task::spawn_blocking(move || writer.finish())
+        .await
+        .map_err(|_| RecordError::Panicked)?
+        .map_err(|source| {
+            let dir = run_dir.join("requests");
+            RunError::RecordsLost {
+                kept: complete_segments(&dir),
+                dir,
+                source,
+            }
+        })?;
+    let exit_reason = stop.reason().unwrap_or(ExitReason::Completed);
+    let open = config.model.max_lateness().map(|max_lateness| OpenSummary {
+        scheduled: driven.live.scheduled.load(Ordering::Relaxed),
+        dropped: driven.live.dropped.load(Ordering::Relaxed),
+        late: report.stats.late,
+        max_lateness_ns: crate::clock::nanos(max_lateness),
+    });
+    let summary = RunSummary::from_stats(
+        &report.stats,
+        &labels,
+        &phase_labels,
+        driven.live.handoff_blocked_ns.load(Ordering::Relaxed),
+        open,
+    );
+    let header = format!(
+        "loadgen {} — {}, against {}",
+        env!("CARGO_PKG_VERSION"),
+        config.model.describe(),
+        target.describe(),
+    );
+    target.shut_down().await;
+
+    let run_json = serde_json::to_value(RunJson {
+        identity: &identity,
+        exit_reason,
+        exit_code: exit_reason.exit_code(),
+        summary: &summary,
+        records: RecordsInfo::new(&report, &run_dir),
+        warnings: &warnings,
+        client: client.as_ref(),
+    })
+    .expect("run.json is plain data");
+    let run_json_path = run_dir.join("run.json");
+    write_json_atomically(&run_json_path, &run_json).map_err(|source| RunError::Write {
+        path: run_json_path,
+        source,
+    })?;
+
+    let upload = match (&s3, mirror) {
+        (Some(s3), Some(mirror)) => {
+            upload(s3, mirror, &run_id, &run_dir, &location, &mut warnings).await
+        }
+        _ => UploadReport::default(),
+    };
+    let console = render_console(
+        &summary,
+        &header,
+        &location,
+        &report,
+        exit_reason,
+        client.as_ref(),
+        &warnings,
+    );
+    Ok(RunOutcome {
+        run_dir,
+        location,
+        upload_failures: upload.failed,
+        run_id,
+        summary,
+        exit_reason,
+        console,
+        run_json,
+    })
+}
+
+/// Waits for the mirror's segments, uploads client-metrics.parquet and the final run.json, and
+/// removes the staging directory when everything arrived (else says what is kept where).
+async fn upload(
+    s3: &S3Store,
+    mirror: Mirror,
+    run_id: &str,
+    run_dir: &Path,
+    location: &str,
+    warnings: &mut Vec<String>,
+) -> UploadReport {
+    let mut upload = mirror.finish().await;
+    for relative in ["client-metrics.parquet", "run.json"] {
+        if run_dir.join(relative).exists() {
+            upload.record(relative, s3.put_file(run_id, run_dir, relative).await);
+        }
+    }
+    if upload.failed.is_empty() {
+        let _ = std::fs::remove_dir_all(run_dir);
+    } else {
+        warnings.push(format!(
+            "{} file(s) did not reach {location}; the whole run is kept in {}: {}",
+            upload.failed.len(),
+            run_dir.display(),
+            upload.failed.join("; ")
+        ));
+    }
+    upload
+}
+
+/// The client monitor's verdict, with who shares the client's cores and the link capacity;
+/// its warning (a saturated client) joins the run's.
+fn client_summary(
+    config: &RunConfig,
+    target: &PreparedTarget,
+    sysmon: Result<Sysmon, SysmonError>,
+    warnings: &mut Vec<String>,
+) -> Option<ClientSummary> {
+    match sysmon.and_then(|s| s.finish()) {
+        Ok(mut client) => {
+            client.set_shared_with(target.server_on_this_machine());
+            (client.link_capacity_bps, client.link_capacity_source) =
+                crate::sysmon::link::link_capacity(
+                    config.link_capacity_bps,
+                    target.interface.as_deref(),
+                );
+            warnings.extend(client.warning());
+            Some(client)
+        }
+        Err(e) => {
+            warnings.push(format!("no client metrics: {e}"));
+            None
+        }
+    }
+}
+
+/// The console table: the summary, then where the results are and how the run ended.
+fn render_console(
+    summary: &RunSummary,
+    header: &str,
+    location: &str,
+    report: &WriterReport,
+    exit_reason: ExitReason,
+    client: Option<&ClientSummary>,
+    warnings: &[String],
+) -> String {
+    let mut footer = vec![
+        ("Run directory", location.to_string()),
+        (
+            "Records",
+            format!(
+                "{} rows in {} segment(s), {}",
+                report.rows,
+                report.segments.len(),
+                crate::units::bytes(report.bytes_on_disk)
+            ),
+        ),
+        ("Ended", exit_reason_text(exit_reason).to_string()),
+    ];
+    if let Some(client) = client {
+        footer.push(("Client", client.console_line()));
+    }
+    for warning in warnings {
+        footer.push(("Warning", warning.clone()));
+    }
+    console::render(summary, header, &footer)
+}
+
+/// The final run.json: the identity, how the run ended and what it measured.
+#[derive(Debug, Serialize)]
+struct RunJson<'a> {
+    #[serde(flatten)]
+    identity: &'a RunIdentity,
+    exit_reason: ExitReason,
+    exit_code: i32,
+    summary: &'a RunSummary,
+    records: RecordsInfo,
+    warnings: &'a [String],
+    /// Client CPU, memory and saturation (from client-metrics.parquet).
+    client: Option<&'a ClientSummary>,
+}
+
+#[derive(Debug, Serialize)]
+struct RecordsInfo {
+    rows: u64,
+    bytes_on_disk: u64,
+    segments: Vec<String>,
+}
+
+impl RecordsInfo {
+    fn new(report: &WriterReport, run_dir: &Path) -> Self {
+        RecordsInfo {
+            rows: report.rows,
+            bytes_on_disk: report.bytes_on_disk,
+            segments: report
+                .segments
+                .iter()
+                .filter_map(|p| p.strip_prefix(run_dir).ok())
+                .map(|p| p.display().to_string())
+                .collect(),
+        }
+    }
+}
+
+/// Complete segments (`part-NNNNN.parquet`, not the hidden `.partial` ones) in `dir`.
+fn complete_segments(dir: &Path) -> usize {
+    std::fs::read_dir(dir).map_or(0, |entries| {
+        entries
+            .filter_map(|e| e.ok())
+            .filter(|e| {
+                let name = e.file_name();
+                let name = name.to_string_lossy();
+                !name.starts_with('.') && name.ends_with(".parquet")
+            })
+            .count()
+    })
+}
+
+fn exit_reason_text(reason: ExitReason) -> &'static str {
+    match reason {
+        ExitReason::Completed => "all requests sent",
+        ExitReason::DurationElapsed => "duration elapsed",
+        ExitReason::Interrupted => "interrupted (Ctrl-C); every completed request is recorded",
+        ExitReason::Terminated => "terminated (SIGTERM); every completed request is recorded",
+        ExitReason::WriterFailed => "the record writer failed",
+    }
+}

@@ -1,0 +1,77 @@
+//! One run, end to end, told in four steps (read [`run`]): prepare the target, prepare the
+//! output, drive the model, finish. Each step is a module of its own: [`target`] (the embedded
+//! server, or a check that the user's server answers), [`output`] (`--start-at`, the run
+//! directory, the writer, S3), [`drive`] (workers, progress, `-d`, signals) and [`finish`]
+//! (client verdict, summary, run.json, upload, console).
+//!
+//! This is the only place that knows about all the parts; each part knows only its neighbours.
+//! Nothing is written to disk until the target has answered a TCP connect, so bad input never
+//! leaves an empty run behind pretending to be a result.
+
+mod drive;
+mod error;
+mod finish;
+mod output;
+mod target;
+
+pub use error::RunError;
+pub use finish::RunOutcome;
+pub use output::HostInfo;
+
+use crate::config::{RunConfig, Target};
+use crate::model::ModelPlan;
+use crate::stop::StopSignal;
+
+/// Runs one load test of any model, from the target check to run.json. `stop` lets the caller
+/// (a signal handler, a test) stop it early; what completed by then is kept.
+pub async fn run(config: RunConfig, stop: StopSignal) -> Result<RunOutcome, RunError> {
+    let mut warnings = Vec::new();
+    if let Some(warning) = check_open_files(&config)? {
+        eprintln!("warning: {warning}");
+        warnings.push(warning);
+    }
+    let target = target::PreparedTarget::prepare(&config).await?;
+    warnings.extend(target.tls_warning(&config));
+    let (output, records) = output::RunOutput::create(&config, &target, &stop).await?;
+    let driven = drive::drive(&config, &target, &output, records, &stop).await?;
+    finish::finish(config, target, output, driven, &stop, warnings).await
+}
+
+/// Raises the soft open-files limit to the hard one, then checks that the run's connections
+/// fit under it. A model that will open its workers' connections is refused when they do
+/// not fit (the run would be mostly `too_many_open_files` rows); the open model's
+/// `--max-in-flight` is only a cap, reached when the server falls behind, so it gets a
+/// warning instead.
+fn check_open_files(config: &RunConfig) -> Result<Option<String>, RunError> {
+    // Headroom for the runtime, the writer, the sampler and stdio.
+    const SPARE_FDS: u64 = 64;
+    let Ok(limit) = rlimit::increase_nofile_limit(u64::MAX) else {
+        return Ok(None);
+    };
+    let workers = config.model.max_workers();
+    let mut connections = u64::from(workers);
+    if config.connection.http2 {
+        let streams = u64::from(config.connection.streams_per_connection.max(1));
+        connections = connections.div_ceil(streams);
+    }
+    if matches!(config.target, Target::Embedded) {
+        // The embedded server holds the other end of every connection in this process.
+        connections *= 2;
+    }
+    let needed = connections + SPARE_FDS;
+    if needed <= limit {
+        return Ok(None);
+    }
+    match config.model {
+        ModelPlan::Open(_) => Ok(Some(format!(
+            "--max-in-flight {workers} needs up to {needed} open files but the limit is \
+             {limit}; if the server falls behind, expect too_many_open_files errors (raise it \
+             with `ulimit -n` or lower --max-in-flight)"
+        ))),
+        _ => Err(RunError::OpenFiles {
+            workers,
+            needed,
+            limit,
+        }),
+    }
+}

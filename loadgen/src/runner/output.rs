@@ -1,0 +1,333 @@
+//! Step two of a run: where its results go. Wait for `--start-at`, name the run, claim its
+//! directory (or the S3 staging directory and a first run.json in the bucket), and start the
+//! writer thread that turns records into segments. Also the run's identity: what run.json and
+//! every segment's metadata say of the run from its first request on.
+
+use std::path::{Path, PathBuf};
+
+use serde::Serialize;
+
+use super::target::PreparedTarget;
+use super::RunError;
+use crate::clock::Anchor;
+use crate::config::{Output, ResolvedConfig, RunConfig};
+use crate::record::SCHEMA_VERSION;
+use crate::shard::Shard;
+use crate::stop::{ExitReason, StopSignal};
+use crate::store::s3::{Mirror, S3Store};
+use crate::store::writer::{self, RecordSender, WriterConfig, WriterThread};
+
+/// A claimed run directory with its writer running.
+pub(super) struct RunOutput {
+    pub run_id: String,
+    /// The local run directory (with `--out s3://`, the staging directory).
+    pub run_dir: PathBuf,
+    /// Where the results are: the run directory, or its `s3://` URL.
+    pub location: String,
+    pub identity: RunIdentity,
+    pub s3: Option<S3Store>,
+    pub mirror: Option<Mirror>,
+    pub writer: WriterThread,
+    /// The `op` and `phase` labels, by index.
+    pub labels: Vec<String>,
+    pub phase_labels: Vec<String>,
+}
+
+impl RunOutput {
+    /// Claims the run's directory and starts its writer; returns the sender workers hand
+    /// their records to. Results that cannot be stored are no results: the bucket is checked
+    /// before the load.
+    pub async fn create(
+        config: &RunConfig,
+        target: &PreparedTarget,
+        stop: &StopSignal,
+    ) -> Result<(Self, RecordSender), RunError> {
+        let s3 = match &config.out {
+            Output::S3(location) => Some(S3Store::connect(location).await?),
+            _ => None,
+        };
+        if let Some(start_at) = config.start_at_unix_ns {
+            wait_until(start_at, stop).await?;
+        }
+        let run_id = run_id(config.shard);
+        let (run_dir, location) = claim_run_dir(&config.out, &run_id)?;
+        let identity = RunIdentity::new(config, &run_id, &target.url.url);
+        let (closed, mirror) = match &s3 {
+            Some(s3) => {
+                let (closed, mirror) = start_mirror(s3, &identity, &run_dir).await?;
+                (Some(closed), Some(mirror))
+            }
+            None => (None, None),
+        };
+        let labels = config.workload.labels();
+        let phase_labels = config.model.phase_labels();
+        let (records, writer) = writer::spawn(WriterConfig {
+            dir: run_dir.join("requests"),
+            metadata: identity.parquet_metadata(),
+            ops: labels.clone(),
+            phases: phase_labels.clone(),
+            segment_interval: config.segment_interval,
+            max_attempts: config.model.max_attempts(),
+            max_lateness_ns: config
+                .model
+                .max_lateness()
+                .map_or(i64::MAX, crate::clock::nanos),
+            closed,
+        })?;
+        let output = RunOutput {
+            run_id,
+            run_dir,
+            location,
+            identity,
+            s3,
+            mirror,
+            writer,
+            labels,
+            phase_labels,
+        };
+        Ok((output, records))
+    }
+}
+
+/// The run id: a UTC timestamp, with the shard when sharded.
+fn run_id(shard: Shard) -> String {
+    match shard.is_whole() {
+        true => new_run_id(),
+        false => format!("{}-shard-{}-of-{}", new_run_id(), shard.index, shard.count),
+    }
+}
+
+/// The local directory of the run and where its results will be (`s3://…` or the directory).
+fn claim_run_dir(out: &Output, run_id: &str) -> Result<(PathBuf, String), RunError> {
+    let (run_dir, location) = match out {
+        Output::Default => (create_run_dir(None, run_id)?, None),
+        Output::Dir(dir) => (create_run_dir(Some(dir), run_id)?, None),
+        Output::S3(location) => {
+            let staging = std::env::temp_dir().join(format!("loadgen-{run_id}"));
+            (
+                create_run_dir(Some(&staging), run_id)?,
+                Some(location.run_url(run_id)),
+            )
+        }
+    };
+    let location = location.unwrap_or_else(|| run_dir.display().to_string());
+    Ok((run_dir, location))
+}
+
+/// A first run.json in the bucket, so the segments of a machine lost mid-run can still be
+/// read; then the mirror that uploads each segment as the writer closes it.
+async fn start_mirror(
+    s3: &S3Store,
+    identity: &RunIdentity,
+    run_dir: &Path,
+) -> Result<(crate::store::s3::SegmentSender, Mirror), RunError> {
+    let started = StartedRunJson {
+        identity,
+        exit_reason: "running",
+    };
+    let text = serde_json::to_vec_pretty(&started).expect("plain data");
+    if let Err(e) = s3.put(&identity.run_id, "run.json", text).await {
+        let _ = std::fs::remove_dir_all(run_dir);
+        return Err(e.into());
+    }
+    Ok(s3.mirror(&identity.run_id, run_dir))
+}
+
+/// The machine the client ran on.
+#[derive(Debug, Clone, Serialize)]
+pub struct HostInfo {
+    pub hostname: String,
+    pub os: String,
+    pub arch: String,
+    pub cpus: usize,
+}
+
+impl HostInfo {
+    pub fn current() -> Self {
+        HostInfo {
+            hostname: gethostname::gethostname().to_string_lossy().into_owned(),
+            os: std::env::consts::OS.to_string(),
+            arch: std::env::consts::ARCH.to_string(),
+            cpus: std::thread::available_parallelism().map_or(1, |n| n.get()),
+        }
+    }
+}
+
+/// What run.json says of a run from its first request on: the part the first run.json
+/// uploaded to S3 shares with the final one.
+#[derive(Debug, Serialize)]
+pub(super) struct RunIdentity {
+    schema_version: u32,
+    kind: &'static str,
+    loadgen_version: &'static str,
+    pub run_id: String,
+    created_at: String,
+    anchor_unix_ns: i64,
+    host: HostInfo,
+    config: ResolvedConfig,
+    /// `i/N` (`0/1` when not sharded).
+    shard: String,
+    /// `--start-at` as Unix nanoseconds, and how late the run actually started after it
+    /// (the clock skew between shards shows in the analysis through this and the anchor).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    start_at_unix_ns: Option<i64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    start_offset_ns: Option<i64>,
+    /// The instant every `*_ns` time of the run counts from.
+    #[serde(skip)]
+    pub anchor: Anchor,
+}
+
+impl RunIdentity {
+    /// The run starts now: its anchor instant is taken here.
+    fn new(config: &RunConfig, run_id: &str, target_url: &str) -> Self {
+        let anchor = Anchor::now();
+        RunIdentity {
+            schema_version: SCHEMA_VERSION,
+            kind: "run",
+            loadgen_version: env!("CARGO_PKG_VERSION"),
+            run_id: run_id.to_string(),
+            created_at: chrono::DateTime::<chrono::Utc>::from(
+                std::time::UNIX_EPOCH + std::time::Duration::from_nanos(anchor.unix_ns as u64),
+            )
+            .to_rfc3339(),
+            anchor_unix_ns: anchor.unix_ns,
+            host: HostInfo::current(),
+            config: config.resolved(target_url),
+            shard: config.shard.to_string(),
+            start_at_unix_ns: config.start_at_unix_ns,
+            start_offset_ns: config.start_at_unix_ns.map(|t| anchor.unix_ns - t),
+            anchor,
+        }
+    }
+
+    /// The `loadgen.*` key-value metadata of every segment.
+    fn parquet_metadata(&self) -> Vec<(String, String)> {
+        let mut metadata = vec![
+            ("loadgen.schema_version".into(), SCHEMA_VERSION.to_string()),
+            ("loadgen.version".into(), env!("CARGO_PKG_VERSION").into()),
+            ("loadgen.run_id".into(), self.run_id.clone()),
+            (
+                "loadgen.anchor_unix_ns".into(),
+                self.anchor_unix_ns.to_string(),
+            ),
+            (
+                "loadgen.scenario".into(),
+                toml::to_string(&self.config).unwrap_or_default(),
+            ),
+            (
+                "loadgen.host".into(),
+                serde_json::to_string(&self.host).unwrap_or_default(),
+            ),
+            ("loadgen.shard".into(), self.shard.clone()),
+        ];
+        // So the shards of one run find each other even when a lost process left no run.json.
+        if let Some(start_at) = self.start_at_unix_ns {
+            metadata.push(("loadgen.start_at_unix_ns".into(), start_at.to_string()));
+        }
+        metadata
+    }
+}
+
+/// The first run.json of a run written to S3, before any request.
+#[derive(Debug, Serialize)]
+struct StartedRunJson<'a> {
+    #[serde(flatten)]
+    identity: &'a RunIdentity,
+    exit_reason: &'static str,
+}
+
+/// Sleeps until the wall-clock instant `unix_ns` (`--start-at`). A stop while waiting ends
+/// the run before anything was sent or written.
+async fn wait_until(unix_ns: i64, stop: &StopSignal) -> Result<(), RunError> {
+    let now_ns = crate::clock::Anchor::now().unix_ns;
+    let wait = std::time::Duration::from_nanos(unix_ns.saturating_sub(now_ns).max(0) as u64);
+    if !wait.is_zero() {
+        eprintln!(
+            "waiting {} for --start-at",
+            humantime::format_duration(std::time::Duration::from_millis(wait.as_millis() as u64))
+        );
+    }
+    tokio::select! {
+        () = tokio::time::sleep(wait) => Ok(()),
+        () = stop.draining() => Err(RunError::NotStarted(stop.reason().unwrap_or(ExitReason::Interrupted))),
+    }
+}
+
+fn new_run_id() -> String {
+    let now = chrono::Utc::now();
+    // Sub-second digits keep two runs started in the same second apart.
+    format!(
+        "{}-{:04}",
+        now.format("%Y%m%dT%H%M%SZ"),
+        now.timestamp_subsec_micros() % 10_000
+    )
+}
+
+/// Creates the run directory and claims it for this run. The claim is `requests/`, made with
+/// `create_dir`, which fails when it exists: of two runs given one `--out` at once exactly one
+/// gets it (checking for an empty directory, then creating, let both through).
+fn create_run_dir(out: Option<&Path>, run_id: &str) -> Result<PathBuf, RunError> {
+    let dir = match out {
+        Some(dir) => dir.to_path_buf(),
+        None => Path::new("runs").join(run_id),
+    };
+    // A directory holding earlier results is refused before anything is made in it.
+    if std::fs::read_dir(&dir).is_ok_and(|mut d| d.next().is_some()) {
+        return Err(RunError::OutExists(dir));
+    }
+    let existed = dir.exists();
+    let claimed =
+        std::fs::create_dir_all(&dir).and_then(|()| std::fs::create_dir(dir.join("requests")));
+    match claimed {
+        Ok(()) => Ok(dir),
+        // Another run claimed it between the check above and now.
+        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => Err(RunError::OutExists(dir)),
+        Err(source) => {
+            // Leave nothing behind: remove the directory if we made it (and it is still empty).
+            if !existed {
+                let _ = std::fs::remove_dir(&dir);
+            }
+            Err(RunError::RunDir { path: dir, source })
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Issue 13: two runs given one `--out` at once both ran and overwrote each other's
+    /// segments. Many claims race here at once on each directory: exactly one may win.
+    #[test]
+    fn two_runs_claiming_one_out_dir_second_is_refused() {
+        let root = tempfile::tempdir().unwrap();
+        for round in 0..50 {
+            let dir = root.path().join(format!("out-{round}"));
+            let claimants = 8;
+            let barrier = std::sync::Barrier::new(claimants);
+            let results: Vec<_> = std::thread::scope(|scope| {
+                let handles: Vec<_> = (0..claimants)
+                    .map(|_| {
+                        scope.spawn(|| {
+                            barrier.wait();
+                            create_run_dir(Some(&dir), "unused")
+                        })
+                    })
+                    .collect();
+                handles.into_iter().map(|h| h.join().unwrap()).collect()
+            });
+            let won = results.iter().filter(|r| r.is_ok()).count();
+            assert_eq!(
+                won,
+                1,
+                "round {round}: {won} runs claimed {}",
+                dir.display()
+            );
+            for lost in results.iter().filter_map(|r| r.as_ref().err()) {
+                assert!(matches!(lost, RunError::OutExists(_)), "{lost}");
+                assert_eq!(lost.exit_code(), 2);
+            }
+        }
+    }
+}

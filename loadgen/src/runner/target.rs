@@ -1,0 +1,134 @@
+//! Step one of a run: the target. Start the embedded reference server, or resolve the user's
+//! URL and check that it answers (a TCP connect, and the TLS handshake for `https://`) before
+//! anything is written; look up what the client monitor needs to know about this machine's
+//! side of the connection (CPU limit, the interface the traffic leaves by).
+
+use std::net::SocketAddr;
+
+use super::RunError;
+use crate::config::{ConfigError, RunConfig, Target, TargetUrl};
+use crate::record::ErrorClass;
+use crate::sysmon::cgroup::Cgroup;
+use crate::sysmon::link;
+use crate::transport::tls::{self, Verify};
+use crate::transport::{probe, Origin};
+
+/// A target that answered, and what the run needs to know about reaching it.
+pub(super) struct PreparedTarget {
+    /// The in-process reference server, when the run tests that.
+    pub embedded: Option<servers::RunningServer>,
+    pub url: TargetUrl,
+    pub addr: SocketAddr,
+    pub origin: Origin,
+    /// Looked up before `--start-at`, so the shards' first requests are not delayed by it.
+    pub cgroup: Cgroup,
+    pub interface: Option<String>,
+}
+
+impl PreparedTarget {
+    pub async fn prepare(config: &RunConfig) -> Result<Self, RunError> {
+        let embedded = match config.target {
+            Target::Embedded => Some(
+                servers::start(servers::ServerConfig::default())
+                    .await
+                    .map_err(RunError::EmbeddedServer)?,
+            ),
+            Target::Url(_) => None,
+        };
+        let url = match (&config.target, &embedded) {
+            (Target::Url(url), _) => url.clone(),
+            (Target::Embedded, Some(server)) => TargetUrl::parse(&format!("{}/", server.url()))?,
+            (Target::Embedded, None) => unreachable!("embedded server started above"),
+        };
+        let addr = resolve(&url).await?;
+        let origin = origin(&url, addr, config)?;
+        probe(&origin, config.connect_timeout)
+            .await
+            .map_err(|source| match source.class {
+                ErrorClass::Tls => RunError::Certificate {
+                    url: url.url.clone(),
+                    detail: source.detail,
+                },
+                _ => RunError::Unreachable {
+                    url: url.url.clone(),
+                    addr,
+                    source,
+                },
+            })?;
+        Ok(PreparedTarget {
+            embedded,
+            url,
+            addr,
+            origin,
+            cgroup: Cgroup::discover(),
+            interface: link::target_interface(addr),
+        })
+    }
+
+    /// A warning for run.json when the server's certificate was not checked.
+    pub fn tls_warning(&self, config: &RunConfig) -> Option<String> {
+        (self.origin.tls.is_some() && config.connection.verify == Verify::Insecure)
+            .then(|| "--insecure: the server's TLS certificate was not verified".to_string())
+    }
+
+    /// Who shares the client's cores with it: a saturated client starves that server too.
+    pub fn server_on_this_machine(&self) -> Option<&'static str> {
+        match &self.embedded {
+            Some(_) => Some("the embedded server"),
+            None if self.addr.ip().is_loopback() => Some("the server on this machine (loopback)"),
+            None => None,
+        }
+    }
+
+    /// The console header's name for the target.
+    pub fn describe(&self) -> String {
+        match &self.embedded {
+            Some(_) => format!("{} (embedded loadgen-server)", self.url.url),
+            None => self.url.url.clone(),
+        }
+    }
+
+    /// Stops the embedded server, if the run started one.
+    pub async fn shut_down(self) {
+        if let Some(server) = self.embedded {
+            server.shutdown().await;
+        }
+    }
+}
+
+async fn resolve(target: &TargetUrl) -> Result<SocketAddr, RunError> {
+    let dns = |reason: String| RunError::Dns {
+        url: target.url.clone(),
+        host: target.host.clone(),
+        reason,
+    };
+    let mut addrs = tokio::net::lookup_host((target.host.as_str(), target.port))
+        .await
+        .map_err(|e| dns(e.to_string()))?;
+    addrs.next().ok_or_else(|| dns("no addresses".to_string()))
+}
+
+/// The target as the transport connects to it, with TLS settings for `https://`.
+fn origin(target: &TargetUrl, addr: SocketAddr, config: &RunConfig) -> Result<Origin, RunError> {
+    let tls = match target.scheme {
+        "https" => Some(tls::client_config(
+            &config.connection.verify,
+            config.connection.http2,
+        )?),
+        _ => None,
+    };
+    let bad_url = |reason: String| ConfigError::BadUrl {
+        url: target.url.clone(),
+        reason,
+    };
+    let server_name = rustls::pki_types::ServerName::try_from(target.host.clone())
+        .map_err(|e| bad_url(e.to_string()))?;
+    Ok(Origin {
+        scheme: target.scheme,
+        addr,
+        authority: hyper::header::HeaderValue::from_str(&target.authority)
+            .map_err(|e| bad_url(e.to_string()))?,
+        server_name,
+        tls,
+    })
+}
