@@ -20,8 +20,14 @@ cargo fmt --all --check
 step "cargo clippy (warnings are errors)"
 cargo clippy --workspace --all-targets --locked -- -D warnings
 
+step "cargo doc (warnings are errors)"
+RUSTDOCFLAGS="-D warnings" cargo doc --workspace --no-deps --locked
+
 step "cargo test"
 cargo test --workspace --locked
+
+step "MSRV: the workspace builds with the Rust it declares"
+./scripts/msrv.sh
 
 step "cargo build (debug binaries for the Python tests)"
 cargo build --workspace --locked

@@ -1,5 +1,9 @@
 //! Command-line types (clap derive) and nothing else: turning them into a validated
 //! [`RunConfig`](crate::config::RunConfig) is `config.rs`'s job.
+//!
+//! Doc comments on the flags are their `--help` text, written for the terminal (`[:port]`,
+//! `<run-id>`), not for rustdoc; hence the two rustdoc lints allowed below.
+#![allow(rustdoc::broken_intra_doc_links, rustdoc::invalid_html_tags)]
 
 use std::path::PathBuf;
 use std::time::Duration;

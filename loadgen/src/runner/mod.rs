@@ -1,7 +1,7 @@
 //! One run, end to end, told in four steps (read [`run`]): prepare the target, prepare the
-//! output, drive the model, finish. Each step is a module of its own: [`target`] (the embedded
-//! server, or a check that the user's server answers), [`output`] (`--start-at`, the run
-//! directory, the writer, S3), [`drive`] (workers, progress, `-d`, signals) and [`finish`]
+//! output, drive the model, finish. Each step is a module of its own: `target` (the embedded
+//! server, or a check that the user's server answers), `output` (`--start-at`, the run
+//! directory, the writer, S3), `drive` (workers, progress, `-d`, signals) and `finish`
 //! (client verdict, summary, run.json, upload, console).
 //!
 //! This is the only place that knows about all the parts; each part knows only its neighbours.

@@ -321,7 +321,7 @@ async fn read_more(io: &mut Box<dyn Io>, buf: &mut Vec<u8>) -> Result<usize, Err
 
 /// Serialises `request` into `out` (cleared first): request line, `Host` unless the request
 /// sets one, its headers, `Content-Length` when it has a body, and the body when it is at most
-/// [`INLINE_BODY_BYTES`] (a larger one is written from its own chunks).
+/// `INLINE_BODY_BYTES` (a larger one is written from its own chunks).
 pub fn encode(out: &mut Vec<u8>, request: &Outgoing<'_>, origin: &Origin, close: bool) {
     out.clear();
     out.extend_from_slice(request.method.as_str().as_bytes());
