@@ -390,16 +390,7 @@ impl RunConfig {
 
     /// How long the run may send: a closed model's duration, or the `-d` cap of any other.
     pub fn duration_limit(&self) -> Option<Duration> {
-        match (&self.model, self.duration_cap) {
-            (
-                ModelPlan::Closed {
-                    limit: Limit::Duration(d),
-                    ..
-                },
-                _,
-            ) => Some(*d),
-            (_, cap) => cap,
-        }
+        self.model.time_limit().or(self.duration_cap)
     }
 
     /// The configuration as stored in run.json, secrets redacted.
