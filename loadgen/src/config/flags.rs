@@ -13,7 +13,7 @@ use super::validate::parse_stages;
 use super::{ConfigError, ConnectionOptions, Target, TargetUrl};
 use crate::cli::{ArrivalsArg, RedirectsArg, RunArgs};
 use crate::model::open::Arrivals;
-use crate::model::{Limit, DEFAULT_DURATION};
+use crate::model::DEFAULT_DURATION;
 use crate::scenario::schema::{
     ClosedSpec, Defaults, Dur, ModelSpec, OpenSpec, RequestSpec, DEFAULT_MAX_IN_FLIGHT,
 };
@@ -241,28 +241,11 @@ fn quick_scenario(
     let method_text = args.method.clone().unwrap_or_else(|| "GET".to_string());
     let method = Method::from_bytes(method_text.to_ascii_uppercase().as_bytes())
         .map_err(|_| ConfigError::Method(method_text.clone()))?;
-    let body = match args.body.as_deref() {
-        None => Bytes::new(),
-        Some(text) => match text.strip_prefix('@') {
-            Some(path) => {
-                Bytes::from(std::fs::read(path).map_err(|source| ConfigError::BodyFile {
-                    path: path.to_string(),
-                    source,
-                })?)
-            }
-            None => Bytes::from(text.to_string()),
-        },
-    };
+    let body = quick_body(args)?;
     let path = match target {
         Target::Url(url) => url.path.to_string(),
         Target::Embedded => "/".to_string(),
     };
-    let limit = match (args.duration, args.requests) {
-        (_, Some(n)) => Limit::Requests(n),
-        (Some(d), None) => Limit::Duration(d),
-        (None, None) => Limit::Duration(DEFAULT_DURATION),
-    };
-    let workers = connection.workers_for(args.connections.unwrap_or(DEFAULT_CONNECTIONS));
     let template = RequestTemplate::new(
         None,
         method.clone(),
@@ -276,6 +259,10 @@ fn quick_scenario(
         StatusSet::default(),
     )
     .map_err(|e| ConfigError::Template(e.to_string()))?;
+    let model = match model {
+        Some(model) => model,
+        None => quick_model(args, connection)?,
+    };
     let scenario = Scenario {
         name: None,
         description: Some("from the command line".into()),
@@ -293,42 +280,63 @@ fn quick_scenario(
         fields: Default::default(),
         requests: [(
             "main".to_string(),
-            RequestSpec {
-                method: method.to_string(),
-                path: path.clone(),
-                label: None,
-                headers: Default::default(),
-                body: (!body.is_empty()).then(|| match &args.body {
-                    Some(b) if b.starts_with('@') => {
-                        format!("<{} bytes from {}>", body.len(), &b[1..])
-                    }
-                    _ => format!("<{} bytes>", body.len()),
-                }),
-                json: None,
-                multipart: None,
-                expect: None,
-            },
+            recorded_request(args, &method, path, &body),
         )]
         .into(),
         sequence: vec!["main".to_string()],
-        model: match model {
-            Some(model) => model,
-            None => quick_model(args, workers, limit)?,
-        },
+        model,
     };
     Ok((scenario, template))
 }
 
-/// The model a quick run asks for: open with `--rate`/`--stages`, closed otherwise.
-fn quick_model(args: &RunArgs, workers: u32, limit: Limit) -> Result<ModelSpec, ConfigError> {
+/// `--body`: the text, or `@FILE`'s bytes.
+fn quick_body(args: &RunArgs) -> Result<Bytes, ConfigError> {
+    Ok(match args.body.as_deref() {
+        None => Bytes::new(),
+        Some(text) => match text.strip_prefix('@') {
+            Some(path) => {
+                Bytes::from(std::fs::read(path).map_err(|source| ConfigError::BodyFile {
+                    path: path.to_string(),
+                    source,
+                })?)
+            }
+            None => Bytes::from(text.to_string()),
+        },
+    })
+}
+
+/// The quick run's request as recorded in the scenario: the body only by its size (and
+/// file), as it may be large or secret.
+fn recorded_request(args: &RunArgs, method: &Method, path: String, body: &Bytes) -> RequestSpec {
+    RequestSpec {
+        method: method.to_string(),
+        path,
+        label: None,
+        headers: Default::default(),
+        body: (!body.is_empty()).then(|| match &args.body {
+            Some(b) if b.starts_with('@') => {
+                format!("<{} bytes from {}>", body.len(), &b[1..])
+            }
+            _ => format!("<{} bytes>", body.len()),
+        }),
+        json: None,
+        multipart: None,
+        expect: None,
+    }
+}
+
+/// The model a quick run asks for: open with `--rate`/`--stages`, closed otherwise (`-c`
+/// connections, for `-n` requests or `-d`, 10 s by default).
+fn quick_model(args: &RunArgs, connection: &ConnectionOptions) -> Result<ModelSpec, ConfigError> {
     if args.rate.is_none() && args.stages.is_none() {
+        let connections = args.connections.unwrap_or(DEFAULT_CONNECTIONS);
         return Ok(ModelSpec::Closed(ClosedSpec {
-            workers,
+            workers: connection.workers_for(connections),
             requests: args.requests,
-            duration: match limit {
-                Limit::Duration(d) => Some(Dur(d)),
-                Limit::Requests(_) => None,
-            },
+            duration: args
+                .requests
+                .is_none()
+                .then(|| Dur(args.duration.unwrap_or(DEFAULT_DURATION))),
         }));
     }
     if args.connections.is_some() || args.requests.is_some() {
