@@ -6,10 +6,10 @@
 //! redacted) is what run.json and the Parquet metadata store.
 //!
 //! This file tells the story (flags → scenario → one compile → slice → `RunConfig`);
-//! [`flags`] turns the flags into a scenario (a file's, a built-in, or one a quick run
+//! `flags` turns the flags into a scenario (a file's, a built-in, or one a quick run
 //! synthesizes) that `scenario::compile` then validates — the one path every run, sweep
-//! level and calibration takes; [`validate`] checks single values (URL, `--out`,
-//! `--start-at`, `--stages`, headers); [`redact`] is what gets recorded, without secrets.
+//! level and calibration takes; `validate` checks single values (URL, `--out`,
+//! `--start-at`, `--stages`, headers); `redact` is what gets recorded, without secrets.
 
 mod flags;
 mod redact;

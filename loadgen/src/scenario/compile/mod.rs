@@ -2,10 +2,10 @@
 //! model plan. Every rule a scenario must follow is checked here, before any request is sent,
 //! and each violation names the field path, the value and what is allowed.
 //!
-//! The workload half (fields, headers, statuses, request templates) is [`workload`]; each
+//! The workload half (fields, headers, statuses, request templates) is `workload`; each
 //! model's `[model]` section is checked and turned into that model's plan by its own file
-//! ([`closed`], [`thread_groups`], [`producer_buffer`], [`phased`], [`open`]), behind
-//! [`CompileModel`]. Compilation lives here rather than beside the plans in `model/` because
+//! (`closed`, `thread_groups`, `producer_buffer`, `phased`, `open`), behind
+//! `CompileModel`. Compilation lives here rather than beside the plans in `model/` because
 //! it reads the scenario's spec types and speaks in scenario field paths (`model.workers`):
 //! scenario depends on model, never the reverse, so a model file stays about scheduling.
 //! Quick runs (`loadgen run --url …`) and calibrations synthesize a [`ModelSpec`] and come
