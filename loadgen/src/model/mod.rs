@@ -15,6 +15,10 @@
 //! scenario's `[model]` becomes a plan is `scenario::compile`'s job (scenario → model, never
 //! back), one file per model there too.
 //!
+//! Adding a model: its file here (plan type, `impl Plan`, the driving), its spec in
+//! `scenario/schema.rs` with its `kind`, its compile file in `scenario/compile/`, and one line
+//! each in [`ModelPlan`], [`ModelPlan::plan`] and `scenario::compile::compile_model`.
+//!
 //! [`Work`]: crate::worker::Work
 //! [`WorkSource`]: crate::worker::WorkSource
 

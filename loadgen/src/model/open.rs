@@ -20,7 +20,7 @@ use crate::worker::{Work, WorkSource};
 
 /// The highest arrival rate one process is asked to schedule (requests/s): a single
 /// dispatcher hands out every send, and above this it would fall behind its own schedule
-/// (the pacer then ends the schedule at its duration anyway, see [`pace`]).
+/// (the pacer then ends the schedule at its duration anyway, see `pace`).
 pub const MAX_RATE_RPS: f64 = 1_000_000.0;
 
 /// How arrivals are spaced.

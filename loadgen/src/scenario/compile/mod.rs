@@ -194,3 +194,83 @@ fn at_least_one(path: &str, value: u64) -> Result<(), Violation> {
     }
     Ok(())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::Limit;
+
+    /// A two-request scenario (`a`, `b`, `a`) around `model`.
+    fn compile_model_toml(model: &str) -> ModelPlan {
+        let text = format!(
+            "sequence = [\"a\", \"b\", \"a\"]\n[requests.a]\nmethod = \"GET\"\npath = \"/a\"\n\
+             [requests.b]\nmethod = \"GET\"\npath = \"/b\"\n[model]\n{model}\n"
+        );
+        let scenario = crate::scenario::parse("test", &text, &[]).unwrap();
+        compile(&scenario, "").unwrap().model
+    }
+
+    /// Each model's file answers for it: the scenario's `kind`, the console line, the phase
+    /// labels, the extent, the peak workers and the attempts, as the runner asks for them.
+    #[test]
+    fn each_model_compiles_to_its_own_plan() {
+        let cases: [(&str, &str, &str, &[&str], Limit, u32, u8); 5] = [
+            (
+                "kind = \"closed\"\nworkers = 4\nrequests = 30",
+                "closed",
+                "closed model, 4 workers, 30 requests",
+                &["main"],
+                Limit::Requests(30),
+                4,
+                1,
+            ),
+            (
+                "kind = \"thread-groups\"\nstartup = { workers = 6, iterations = 2 }\ngroups = 2\ngroup_size = 3\ndelay = \"1s\"\niterations = 5",
+                "thread-groups",
+                "thread-groups: startup 6 × 2, then 2 groups × 3 workers, 1s apart, 5 iterations",
+                &["startup", "group-1", "group-2"],
+                Limit::Requests((6 * 2 + 2 * 3 * 5) * 3),
+                6,
+                1,
+            ),
+            (
+                "kind = \"producer-buffer\"\ntotal = 100\ninitial_workers = 2\nrequests_per_worker = 10\nmax_workers = 5\nretries = 3",
+                "producer-buffer",
+                "producer-buffer: 100 payloads, 2 consumers × 10 growing to 5, 3 retries",
+                &["initial", "grown"],
+                Limit::Requests(100),
+                5,
+                4,
+            ),
+            (
+                "kind = \"phased\"\nmax_workers = 10\nphases = [{ name = \"w\", workers = 0.5, requests_per_worker = 3 }, { name = \"p\", workers = 1.0, requests_per_worker = 2 }]",
+                "phased",
+                "phased: w 5×3, p 10×2",
+                &["w", "p"],
+                Limit::Requests(5 * 3 + 10 * 2),
+                15,
+                1,
+            ),
+            (
+                "kind = \"open\"\nrate = 20\nduration = \"2s\"\nmax_in_flight = 7",
+                "open",
+                "open model: 20 req/s for 2s, Uniform arrivals, 40 scheduled, at most 7 in flight",
+                &["main"],
+                Limit::Duration(Duration::from_secs(2)),
+                7,
+                1,
+            ),
+        ];
+        for (model, kind, describe, labels, extent, workers, attempts) in cases {
+            let plan = compile_model_toml(model);
+            assert_eq!(plan.kind(), kind);
+            assert_eq!(plan.describe(), describe);
+            assert_eq!(plan.phase_labels(), labels, "{kind}");
+            assert_eq!(plan.extent(), extent, "{kind}");
+            assert_eq!(plan.max_workers(), workers, "{kind}");
+            assert_eq!(plan.max_attempts(), attempts, "{kind}");
+            assert_eq!(&*plan.sequence(), [0, 1, 0], "{kind}");
+            assert_eq!(plan.max_lateness().is_some(), kind == "open", "{kind}");
+        }
+    }
+}
