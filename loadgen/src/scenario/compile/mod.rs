@@ -210,58 +210,78 @@ mod tests {
         compile(&scenario, "").unwrap().model
     }
 
+    /// What a model section compiles to, as the runner and the console ask for it.
+    struct Expected {
+        model: &'static str,
+        kind: &'static str,
+        describe: &'static str,
+        labels: &'static [&'static str],
+        extent: Limit,
+        workers: u32,
+        attempts: u8,
+    }
+
     /// Each model's file answers for it: the scenario's `kind`, the console line, the phase
     /// labels, the extent, the peak workers and the attempts, as the runner asks for them.
     #[test]
     fn each_model_compiles_to_its_own_plan() {
-        let cases: [(&str, &str, &str, &[&str], Limit, u32, u8); 5] = [
-            (
-                "kind = \"closed\"\nworkers = 4\nrequests = 30",
-                "closed",
-                "closed model, 4 workers, 30 requests",
-                &["main"],
-                Limit::Requests(30),
-                4,
-                1,
-            ),
-            (
-                "kind = \"thread-groups\"\nstartup = { workers = 6, iterations = 2 }\ngroups = 2\ngroup_size = 3\ndelay = \"1s\"\niterations = 5",
-                "thread-groups",
-                "thread-groups: startup 6 × 2, then 2 groups × 3 workers, 1s apart, 5 iterations",
-                &["startup", "group-1", "group-2"],
-                Limit::Requests((6 * 2 + 2 * 3 * 5) * 3),
-                6,
-                1,
-            ),
-            (
-                "kind = \"producer-buffer\"\ntotal = 100\ninitial_workers = 2\nrequests_per_worker = 10\nmax_workers = 5\nretries = 3",
-                "producer-buffer",
-                "producer-buffer: 100 payloads, 2 consumers × 10 growing to 5, 3 retries",
-                &["initial", "grown"],
-                Limit::Requests(100),
-                5,
-                4,
-            ),
-            (
-                "kind = \"phased\"\nmax_workers = 10\nphases = [{ name = \"w\", workers = 0.5, requests_per_worker = 3 }, { name = \"p\", workers = 1.0, requests_per_worker = 2 }]",
-                "phased",
-                "phased: w 5×3, p 10×2",
-                &["w", "p"],
-                Limit::Requests(5 * 3 + 10 * 2),
-                15,
-                1,
-            ),
-            (
-                "kind = \"open\"\nrate = 20\nduration = \"2s\"\nmax_in_flight = 7",
-                "open",
-                "open model: 20 req/s for 2s, Uniform arrivals, 40 scheduled, at most 7 in flight",
-                &["main"],
-                Limit::Duration(Duration::from_secs(2)),
-                7,
-                1,
-            ),
+        let cases = [
+            Expected {
+                model: "kind = \"closed\"\nworkers = 4\nrequests = 30",
+                kind: "closed",
+                describe: "closed model, 4 workers, 30 requests",
+                labels: &["main"],
+                extent: Limit::Requests(30),
+                workers: 4,
+                attempts: 1,
+            },
+            Expected {
+                model: "kind = \"thread-groups\"\nstartup = { workers = 6, iterations = 2 }\ngroups = 2\ngroup_size = 3\ndelay = \"1s\"\niterations = 5",
+                kind: "thread-groups",
+                describe: "thread-groups: startup 6 × 2, then 2 groups × 3 workers, 1s apart, 5 iterations",
+                labels: &["startup", "group-1", "group-2"],
+                extent: Limit::Requests((6 * 2 + 2 * 3 * 5) * 3),
+                workers: 6,
+                attempts: 1,
+            },
+            Expected {
+                model: "kind = \"producer-buffer\"\ntotal = 100\ninitial_workers = 2\nrequests_per_worker = 10\nmax_workers = 5\nretries = 3",
+                kind: "producer-buffer",
+                describe: "producer-buffer: 100 payloads, 2 consumers × 10 growing to 5, 3 retries",
+                labels: &["initial", "grown"],
+                extent: Limit::Requests(100),
+                workers: 5,
+                attempts: 4,
+            },
+            Expected {
+                model: "kind = \"phased\"\nmax_workers = 10\nphases = [{ name = \"w\", workers = 0.5, requests_per_worker = 3 }, { name = \"p\", workers = 1.0, requests_per_worker = 2 }]",
+                kind: "phased",
+                describe: "phased: w 5×3, p 10×2",
+                labels: &["w", "p"],
+                extent: Limit::Requests(5 * 3 + 10 * 2),
+                workers: 15,
+                attempts: 1,
+            },
+            Expected {
+                model: "kind = \"open\"\nrate = 20\nduration = \"2s\"\nmax_in_flight = 7",
+                kind: "open",
+                describe: "open model: 20 req/s for 2s, Uniform arrivals, 40 scheduled, at most 7 in flight",
+                labels: &["main"],
+                extent: Limit::Duration(Duration::from_secs(2)),
+                workers: 7,
+                attempts: 1,
+            },
         ];
-        for (model, kind, describe, labels, extent, workers, attempts) in cases {
+        for Expected {
+            model,
+            kind,
+            describe,
+            labels,
+            extent,
+            workers,
+            attempts,
+        } in cases
+        {
             let plan = compile_model_toml(model);
             assert_eq!(plan.kind(), kind);
             assert_eq!(plan.describe(), describe);
