@@ -8,14 +8,11 @@
 //! itself.
 
 use std::path::{Path, PathBuf};
-use std::time::Duration;
 
 use serde::Serialize;
 
 use crate::cli::{CalibrateArgs, SweepArgs};
 use crate::config::{ConfigError, Output, RunConfig};
-use crate::model::phased::{PhasePlan, PhasedPlan, StartRule};
-use crate::model::ModelPlan;
 use crate::report::{write_json_atomically, RunSummary};
 use crate::runner::{run, RunError};
 use crate::scenario::schema::{ModelSpec, PhaseSpec, PhasedSpec, WorkerCount};
@@ -95,55 +92,10 @@ pub async fn calibrate(
     run_args.connections = None;
     run_args.rate = None;
     run_args.stages = None;
-    let mut config = RunConfig::from_args(&run_args)?;
+    // What runs, and what run.json records, is this spec: one worker, warm-up then the
+    // measured requests, compiled like any scenario's model.
+    let config = RunConfig::with_model(&run_args, calibration_model(args.warmup, requests))?;
     local_only("calibrate", &config.out)?;
-    let sequence = config.model.sequence();
-    let mut phases = Vec::new();
-    if args.warmup > 0 {
-        phases.push(PhasePlan {
-            name: WARMUP.to_string(),
-            workers: 1,
-            requests_per_worker: args.warmup,
-            start: StartRule::At(Duration::ZERO),
-            walk: None,
-        });
-    }
-    phases.push(PhasePlan {
-        name: CALIBRATION.to_string(),
-        workers: 1,
-        requests_per_worker: requests,
-        start: if args.warmup > 0 {
-            StartRule::After {
-                phase: 0,
-                finished: 1,
-            }
-        } else {
-            StartRule::At(Duration::ZERO)
-        },
-        walk: None,
-    });
-    let fields = config.workload.phase_fields[0].clone();
-    config.workload.phase_fields = vec![fields; phases.len()];
-    // What run.json records is what ran: one worker, warm-up then the measured requests.
-    config.scenario.model = ModelSpec::Phased(PhasedSpec {
-        max_workers: 1,
-        phases: phases
-            .iter()
-            .enumerate()
-            .map(|(i, p)| PhaseSpec {
-                name: p.name.clone(),
-                workers: WorkerCount::Count(1),
-                requests_per_worker: Some(p.requests_per_worker),
-                walk: None,
-                after: (i > 0).then(|| WARMUP.to_string()),
-                when_done: None,
-                at: None,
-                fields: Default::default(),
-            })
-            .collect(),
-        ..Default::default()
-    });
-    config.model = ModelPlan::Phased(PhasedPlan { phases, sequence });
     let outcome = run(config, stop).await?;
 
     let phase = outcome
@@ -169,6 +121,31 @@ pub async fn calibrate(
     let path = outcome.run_dir.join("run.json");
     write_json_atomically(&path, &run_json).map_err(|source| RunError::Write { path, source })?;
     Ok((calibration, outcome.run_dir))
+}
+
+/// The calibration's model: one worker sending `warmup` requests (if any), then, once they
+/// are done, the `requests` that are measured.
+fn calibration_model(warmup: u64, requests: u64) -> ModelSpec {
+    let phase = |name: &str, requests: u64, after: Option<&str>| PhaseSpec {
+        name: name.to_string(),
+        workers: WorkerCount::Count(1),
+        requests_per_worker: Some(requests),
+        walk: None,
+        after: after.map(String::from),
+        when_done: None,
+        at: None,
+        fields: Default::default(),
+    };
+    let mut phases = Vec::new();
+    if warmup > 0 {
+        phases.push(phase(WARMUP, warmup, None));
+    }
+    phases.push(phase(CALIBRATION, requests, (warmup > 0).then_some(WARMUP)));
+    ModelSpec::Phased(PhasedSpec {
+        max_workers: 1,
+        phases,
+        ..Default::default()
+    })
 }
 
 /// One level of a sweep.

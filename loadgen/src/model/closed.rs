@@ -7,16 +7,86 @@
 //! budget shared by all workers is spent — so `-n` sends exactly that many requests. An
 //! optional think time makes each worker pause between its requests, as a real user would;
 //! the pause is not part of any request's latency.
+//!
+//! [`ClosedPlan`] is the closed model's validated parameters and its [`Plan`]: workers, and
+//! a duration or a request budget.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use super::Model;
+use super::{DriveContext, Driving, Limit, Model, ModelPlan, Plan};
+use crate::shard::Shard;
 use crate::stop::StopSignal;
 use crate::worker::WorkerPool;
 use crate::worker::{Work, WorkSource};
 use crate::workload::fields::{Fields, Value};
+
+/// Parameters of a closed-model run.
+#[derive(Debug, Clone)]
+pub struct ClosedPlan {
+    pub workers: u32,
+    pub limit: Limit,
+    pub sequence: Arc<[u16]>,
+}
+
+impl Plan for ClosedPlan {
+    fn kind(&self) -> &'static str {
+        "closed"
+    }
+
+    fn extent(&self) -> Limit {
+        self.limit
+    }
+
+    fn time_limit(&self) -> Option<Duration> {
+        match self.limit {
+            Limit::Duration(d) => Some(d),
+            Limit::Requests(_) => None,
+        }
+    }
+
+    fn max_workers(&self) -> u32 {
+        self.workers
+    }
+
+    fn describe(&self) -> String {
+        let limit = match self.limit {
+            Limit::Duration(d) => format!("for {}", humantime::format_duration(d)),
+            Limit::Requests(n) => format!("{n} requests"),
+        };
+        format!("closed model, {} workers, {limit}", self.workers)
+    }
+
+    fn sequence(&self) -> &Arc<[u16]> {
+        &self.sequence
+    }
+
+    fn slice(&self, shard: &Shard) -> Result<ModelPlan, String> {
+        let mut plan = self.clone();
+        plan.workers = shard.share_u32(plan.workers);
+        shard.need("workers", u64::from(plan.workers))?;
+        if let Limit::Requests(n) = &mut plan.limit {
+            *n = shard.share(*n);
+            shard.need("requests", *n)?;
+        }
+        Ok(ModelPlan::Closed(plan))
+    }
+
+    fn drive<'a>(&self, pool: &'a mut WorkerPool, context: DriveContext) -> Driving<'a> {
+        let model = Closed {
+            workers: self.workers,
+            requests: match self.limit {
+                Limit::Requests(n) => Some(n),
+                Limit::Duration(_) => None,
+            },
+            sequence: self.sequence.clone(),
+            think_time: context.think_time,
+            stop: context.stop,
+        };
+        Box::pin(model.drive(pool))
+    }
+}
 
 /// The closed model: `workers` workers from the start, sharing an optional `requests` budget.
 #[derive(Debug, Clone)]

@@ -3,8 +3,24 @@
 //! A model starts workers through the [`WorkerPool`] and hands each a [`WorkSource`](crate::worker::WorkSource); the one
 //! worker loop (`worker.rs`) asks it for the next [`Work`](crate::worker::Work) item and sends it. Models never
 //! touch connections or records, so every model gets the same timing, error handling and
-//! recording. [`ModelPlan`] is the validated description of a model; one file per model
-//! implements it: [`closed`], [`thread_groups`], [`producer_buffer`], [`phased`].
+//! recording.
+//!
+//! Each model owns its knowledge in one file: its validated parameters (a plan type), what
+//! the runner and the console ask about them ([`Plan`]: kind, phase labels, extent, peak
+//! workers, description), how a shard's slice of it looks, and how it is driven. Those files
+//! are [`closed`], [`thread_groups`], [`producer_buffer`], [`phased`] and [`open`].
+//! [`ModelPlan`] is the one name callers hold: an enum with one variant per model, so callers
+//! and tests can still look at a particular model's plan, whose only `match` is
+//! [`ModelPlan::plan`]; every other method delegates to the trait in one line. How a
+//! scenario's `[model]` becomes a plan is `scenario::compile`'s job (scenario → model, never
+//! back), one file per model there too.
+//!
+//! Adding a model: its file here (plan type, `impl Plan`, the driving), its spec in
+//! `scenario/schema.rs` with its `kind`, its compile file in `scenario/compile/`, and one line
+//! each in [`ModelPlan`], [`ModelPlan::plan`] and `scenario::compile::compile_model`.
+//!
+//! [`Work`]: crate::worker::Work
+//! [`WorkSource`]: crate::worker::WorkSource
 
 pub mod closed;
 pub mod open;
@@ -14,9 +30,11 @@ pub mod shard;
 pub mod thread_groups;
 
 use std::future::Future;
+use std::pin::Pin;
 use std::sync::Arc;
 use std::time::Duration;
 
+use crate::shard::Shard;
 use crate::stop::StopSignal;
 use crate::worker::WorkerPool;
 use crate::workload::fields::Fields;
@@ -40,14 +58,70 @@ pub trait Model: Send {
 /// Prints a model's progress messages (phase starts and ends) without breaking the progress bar.
 pub type Announcer = Arc<dyn Fn(String) + Send + Sync>;
 
+/// What a run gives every model to drive with, beside the pool.
+#[derive(Clone)]
+pub struct DriveContext {
+    /// Pause between a worker's requests.
+    pub think_time: Duration,
+    pub stop: StopSignal,
+    pub announce: Announcer,
+    /// The run's fields (the producer draws its payloads from them).
+    pub fields: Fields,
+}
+
+/// A model being driven, boxed so that [`Plan`] can be used as `dyn Plan`.
+pub type Driving<'a> = Pin<Box<dyn Future<Output = ()> + Send + 'a>>;
+
+/// A validated model: what the rest of loadgen asks of it. One implementation per model file.
+pub trait Plan: std::fmt::Debug + Send + Sync {
+    /// The model's name as in a scenario's `kind` and run.json.
+    fn kind(&self) -> &'static str;
+
+    /// The `phase` labels rows of this model carry, by index.
+    fn phase_labels(&self) -> Vec<String> {
+        vec!["main".to_string()]
+    }
+
+    /// Most attempts one request can get (retries + 1).
+    fn max_attempts(&self) -> u8 {
+        1
+    }
+
+    /// For the progress bar: how long the run lasts, or how many first attempts it sends.
+    fn extent(&self) -> Limit;
+
+    /// A time after which the run stops sending because this plan says so (the closed
+    /// model's duration); `None` when the plan ends by itself.
+    fn time_limit(&self) -> Option<Duration> {
+        None
+    }
+
+    /// Peak concurrent workers, for the open-files check.
+    fn max_workers(&self) -> u32;
+
+    /// One line for the console header.
+    fn describe(&self) -> String;
+
+    /// The op sequence one iteration sends.
+    fn sequence(&self) -> &Arc<[u16]>;
+
+    /// Open model: a send later than this after its intended time counts as late.
+    fn max_lateness(&self) -> Option<Duration> {
+        None
+    }
+
+    /// The plan of `shard`'s slice (never the whole: [`Shard::slice`] handles that); `Err`
+    /// names what has nothing to do in it (see [`shard`]).
+    fn slice(&self, shard: &Shard) -> Result<ModelPlan, String>;
+
+    /// Drives the model until its workers are done.
+    fn drive<'a>(&self, pool: &'a mut WorkerPool, context: DriveContext) -> Driving<'a>;
+}
+
 /// A validated model with its parameters.
 #[derive(Debug, Clone)]
 pub enum ModelPlan {
-    Closed {
-        workers: u32,
-        limit: Limit,
-        sequence: Arc<[u16]>,
-    },
+    Closed(closed::ClosedPlan),
     ThreadGroups(thread_groups::ThreadGroupsPlan),
     ProducerBuffer(producer_buffer::ProducerBufferPlan),
     Phased(phased::PhasedPlan),
@@ -55,136 +129,59 @@ pub enum ModelPlan {
 }
 
 impl ModelPlan {
-    pub fn kind(&self) -> &'static str {
+    /// The model's own plan, as the trait every model implements.
+    pub fn plan(&self) -> &dyn Plan {
         match self {
-            ModelPlan::Closed { .. } => "closed",
-            ModelPlan::ThreadGroups(_) => "thread-groups",
-            ModelPlan::ProducerBuffer(_) => "producer-buffer",
-            ModelPlan::Phased(_) => "phased",
-            ModelPlan::Open(_) => "open",
+            ModelPlan::Closed(plan) => plan,
+            ModelPlan::ThreadGroups(plan) => plan,
+            ModelPlan::ProducerBuffer(plan) => plan,
+            ModelPlan::Phased(plan) => plan,
+            ModelPlan::Open(plan) => plan,
         }
+    }
+
+    pub fn kind(&self) -> &'static str {
+        self.plan().kind()
     }
 
     /// The `phase` labels rows of this model carry, by index.
     pub fn phase_labels(&self) -> Vec<String> {
-        match self {
-            ModelPlan::Closed { .. } => vec!["main".to_string()],
-            ModelPlan::ThreadGroups(plan) => plan.phase_labels(),
-            ModelPlan::ProducerBuffer(_) => producer_buffer::PHASES.map(String::from).to_vec(),
-            ModelPlan::Phased(plan) => plan.phases.iter().map(|p| p.name.clone()).collect(),
-            ModelPlan::Open(_) => vec!["main".to_string()],
-        }
+        self.plan().phase_labels()
     }
 
     /// Most attempts one request can get (retries + 1).
     pub fn max_attempts(&self) -> u8 {
-        match self {
-            ModelPlan::ProducerBuffer(plan) => plan.retries.saturating_add(1),
-            _ => 1,
-        }
+        self.plan().max_attempts()
     }
 
     /// For the progress bar: how long the run lasts, or how many first attempts it sends.
     pub fn extent(&self) -> Limit {
-        match self {
-            ModelPlan::Closed { limit, .. } => *limit,
-            ModelPlan::ThreadGroups(plan) => Limit::Requests(plan.total_requests()),
-            ModelPlan::ProducerBuffer(plan) => Limit::Requests(plan.total),
-            ModelPlan::Phased(plan) => Limit::Requests(plan.total_requests()),
-            ModelPlan::Open(plan) => Limit::Duration(plan.duration()),
-        }
+        self.plan().extent()
+    }
+
+    /// A time after which the plan itself says the run stops sending (closed, `-d`).
+    pub fn time_limit(&self) -> Option<Duration> {
+        self.plan().time_limit()
     }
 
     /// Peak concurrent workers, for the open-files check.
     pub fn max_workers(&self) -> u32 {
-        match self {
-            ModelPlan::Closed { workers, .. } => *workers,
-            ModelPlan::ThreadGroups(plan) => plan
-                .startup
-                .map_or(0, |(w, _)| w)
-                .max(plan.groups * plan.group_size),
-            ModelPlan::ProducerBuffer(plan) => plan.max_workers,
-            ModelPlan::Phased(plan) => plan.phases.iter().map(|p| p.workers).sum(),
-            ModelPlan::Open(plan) => plan.max_in_flight,
-        }
+        self.plan().max_workers()
     }
 
     /// One line for the console header.
     pub fn describe(&self) -> String {
-        match self {
-            ModelPlan::Closed { workers, limit, .. } => {
-                let limit = match limit {
-                    Limit::Duration(d) => format!("for {}", humantime::format_duration(*d)),
-                    Limit::Requests(n) => format!("{n} requests"),
-                };
-                format!("closed model, {workers} workers, {limit}")
-            }
-            ModelPlan::ThreadGroups(p) => format!(
-                "thread-groups: {}{} groups × {} workers, {} apart, {} iterations",
-                p.startup
-                    .map(|(w, i)| format!("startup {w} × {i}, then "))
-                    .unwrap_or_default(),
-                p.groups,
-                p.group_size,
-                humantime::format_duration(p.delay),
-                p.iterations
-            ),
-            ModelPlan::ProducerBuffer(p) => format!(
-                "producer-buffer: {} payloads, {} consumers × {} growing to {}, {} retries",
-                p.total, p.initial_workers, p.requests_per_worker, p.max_workers, p.retries
-            ),
-            ModelPlan::Phased(p) => format!(
-                "phased: {}",
-                p.phases
-                    .iter()
-                    .map(|ph| format!("{} {}×{}", ph.name, ph.workers, ph.requests_per_worker))
-                    .collect::<Vec<_>>()
-                    .join(", ")
-            ),
-            ModelPlan::Open(p) => format!(
-                "open model: {}, {:?} arrivals, {} scheduled, at most {} in flight",
-                p.stages
-                    .iter()
-                    .map(|s| if s.from_rps == s.to_rps {
-                        format!(
-                            "{} req/s for {}",
-                            s.to_rps,
-                            humantime::format_duration(s.duration)
-                        )
-                    } else {
-                        format!(
-                            "{}→{} req/s over {}",
-                            s.from_rps,
-                            s.to_rps,
-                            humantime::format_duration(s.duration)
-                        )
-                    })
-                    .collect::<Vec<_>>()
-                    .join(", then "),
-                p.arrivals,
-                p.scheduled(),
-                p.max_in_flight
-            ),
-        }
+        self.plan().describe()
     }
 
     /// The op sequence one iteration sends.
     pub fn sequence(&self) -> Arc<[u16]> {
-        match self {
-            ModelPlan::Closed { sequence, .. } => sequence.clone(),
-            ModelPlan::ThreadGroups(p) => p.sequence.clone(),
-            ModelPlan::ProducerBuffer(p) => p.sequence.clone(),
-            ModelPlan::Phased(p) => p.sequence.clone(),
-            ModelPlan::Open(p) => p.sequence.clone(),
-        }
+        self.plan().sequence().clone()
     }
 
     /// Open model: a send later than this after its intended time counts as late.
     pub fn max_lateness(&self) -> Option<Duration> {
-        match self {
-            ModelPlan::Open(plan) => Some(plan.max_lateness),
-            _ => None,
-        }
+        self.plan().max_lateness()
     }
 
     /// Drives the model until its workers are done.
@@ -196,66 +193,12 @@ impl ModelPlan {
         announce: Announcer,
         fields: &Fields,
     ) {
-        let stop = stop.clone();
-        match self {
-            ModelPlan::Closed {
-                workers,
-                limit,
-                sequence,
-            } => {
-                let requests = match limit {
-                    Limit::Requests(n) => Some(n),
-                    Limit::Duration(_) => None,
-                };
-                let model = closed::Closed {
-                    workers,
-                    requests,
-                    sequence,
-                    think_time,
-                    stop,
-                };
-                model.drive(pool).await
-            }
-            ModelPlan::ThreadGroups(plan) => {
-                thread_groups::ThreadGroups {
-                    plan,
-                    think_time,
-                    stop,
-                    announce,
-                }
-                .drive(pool)
-                .await
-            }
-            ModelPlan::ProducerBuffer(plan) => {
-                producer_buffer::ProducerBuffer {
-                    plan,
-                    fields: fields.clone(),
-                    think_time,
-                    stop,
-                    announce,
-                }
-                .drive(pool)
-                .await
-            }
-            ModelPlan::Open(plan) => {
-                open::Open {
-                    plan,
-                    stop,
-                    seed: fastrand::u64(..),
-                }
-                .drive(pool)
-                .await
-            }
-            ModelPlan::Phased(plan) => {
-                phased::Phased {
-                    plan,
-                    think_time,
-                    stop,
-                    announce,
-                }
-                .drive(pool)
-                .await
-            }
-        }
+        let context = DriveContext {
+            think_time,
+            stop: stop.clone(),
+            announce,
+            fields: fields.clone(),
+        };
+        self.plan().drive(pool, context).await
     }
 }

@@ -12,7 +12,8 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Duration;
 
-use super::Model;
+use super::{DriveContext, Driving, Limit, Model, ModelPlan, Plan};
+use crate::shard::Shard;
 use crate::stop::StopSignal;
 use crate::worker::WorkerPool;
 use crate::worker::{Work, WorkSource};
@@ -67,6 +68,72 @@ impl OpenPlan {
 
     pub fn duration(&self) -> Duration {
         self.stages.iter().map(|s| s.duration).sum()
+    }
+}
+
+impl Plan for OpenPlan {
+    fn kind(&self) -> &'static str {
+        "open"
+    }
+
+    fn extent(&self) -> Limit {
+        Limit::Duration(self.duration())
+    }
+
+    fn max_workers(&self) -> u32 {
+        self.max_in_flight
+    }
+
+    fn describe(&self) -> String {
+        let stages: Vec<String> = self
+            .stages
+            .iter()
+            .map(|s| {
+                let duration = humantime::format_duration(s.duration);
+                if s.from_rps == s.to_rps {
+                    format!("{} req/s for {duration}", s.to_rps)
+                } else {
+                    format!("{}→{} req/s over {duration}", s.from_rps, s.to_rps)
+                }
+            })
+            .collect();
+        format!(
+            "open model: {}, {:?} arrivals, {} scheduled, at most {} in flight",
+            stages.join(", then "),
+            self.arrivals,
+            self.scheduled(),
+            self.max_in_flight
+        )
+    }
+
+    fn sequence(&self) -> &Arc<[u16]> {
+        &self.sequence
+    }
+
+    fn max_lateness(&self) -> Option<Duration> {
+        Some(self.max_lateness)
+    }
+
+    fn slice(&self, shard: &Shard) -> Result<ModelPlan, String> {
+        let mut plan = self.clone();
+        let n = f64::from(shard.count);
+        for stage in &mut plan.stages {
+            stage.from_rps /= n;
+            stage.to_rps /= n;
+        }
+        plan.max_in_flight = shard.share_u32(plan.max_in_flight).max(1);
+        plan.offset = f64::from(shard.index) / n;
+        shard.need("scheduled requests", plan.scheduled())?;
+        Ok(ModelPlan::Open(plan))
+    }
+
+    fn drive<'a>(&self, pool: &'a mut WorkerPool, context: DriveContext) -> Driving<'a> {
+        let model = Open {
+            plan: self.clone(),
+            stop: context.stop,
+            seed: fastrand::u64(..),
+        };
+        Box::pin(model.drive(pool))
     }
 }
 

@@ -12,7 +12,8 @@ use std::time::Duration;
 use tokio::time::Instant;
 
 use super::closed::{SequenceSource, Walk};
-use super::{Announcer, Model};
+use super::{Announcer, DriveContext, Driving, Limit, Model, ModelPlan, Plan};
+use crate::shard::Shard;
 use crate::stop::StopSignal;
 use crate::worker::WorkerPool;
 
@@ -47,6 +48,65 @@ impl PhasedPlan {
             .iter()
             .map(|p| u64::from(p.workers) * p.requests_per_worker)
             .sum()
+    }
+}
+
+impl Plan for PhasedPlan {
+    fn kind(&self) -> &'static str {
+        "phased"
+    }
+
+    fn phase_labels(&self) -> Vec<String> {
+        self.phases.iter().map(|p| p.name.clone()).collect()
+    }
+
+    fn extent(&self) -> Limit {
+        Limit::Requests(self.total_requests())
+    }
+
+    fn max_workers(&self) -> u32 {
+        self.phases.iter().map(|p| p.workers).sum()
+    }
+
+    fn describe(&self) -> String {
+        let phases: Vec<String> = self
+            .phases
+            .iter()
+            .map(|ph| format!("{} {}×{}", ph.name, ph.workers, ph.requests_per_worker))
+            .collect();
+        format!("phased: {}", phases.join(", "))
+    }
+
+    fn sequence(&self) -> &Arc<[u16]> {
+        &self.sequence
+    }
+
+    fn slice(&self, shard: &Shard) -> Result<ModelPlan, String> {
+        let mut plan = self.clone();
+        for phase in &mut plan.phases {
+            phase.workers = shard.share_u32(phase.workers);
+            let what = format!("workers of phase '{}'", phase.name);
+            shard.need(&what, u64::from(phase.workers))?;
+        }
+        // "When a fraction of phase k's workers finished" keeps its fraction.
+        let after: Vec<u32> = plan.phases.iter().map(|ph| ph.workers).collect();
+        for phase in &mut plan.phases {
+            if let StartRule::After { phase: k, finished } = &mut phase.start {
+                let fraction = f64::from(*finished) / f64::from(self.phases[*k].workers.max(1));
+                *finished = ((fraction * f64::from(after[*k])).ceil() as u32).max(1);
+            }
+        }
+        Ok(ModelPlan::Phased(plan))
+    }
+
+    fn drive<'a>(&self, pool: &'a mut WorkerPool, context: DriveContext) -> Driving<'a> {
+        let model = Phased {
+            plan: self.clone(),
+            think_time: context.think_time,
+            stop: context.stop,
+            announce: context.announce,
+        };
+        Box::pin(model.drive(pool))
     }
 }
 

@@ -13,8 +13,9 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use super::{Announcer, Model};
+use super::{Announcer, DriveContext, Driving, Limit, Model, ModelPlan, Plan};
 use crate::clock::nanos;
+use crate::shard::Shard;
 use crate::stats::LiveCounters;
 use crate::stop::StopSignal;
 use crate::worker::WorkerPool;
@@ -35,6 +36,65 @@ pub struct ProducerBufferPlan {
 }
 
 pub const PHASES: [&str; 2] = ["initial", "grown"];
+
+impl Plan for ProducerBufferPlan {
+    fn kind(&self) -> &'static str {
+        "producer-buffer"
+    }
+
+    fn phase_labels(&self) -> Vec<String> {
+        PHASES.map(String::from).to_vec()
+    }
+
+    fn max_attempts(&self) -> u8 {
+        self.retries.saturating_add(1)
+    }
+
+    fn extent(&self) -> Limit {
+        Limit::Requests(self.total)
+    }
+
+    fn max_workers(&self) -> u32 {
+        self.max_workers
+    }
+
+    fn describe(&self) -> String {
+        format!(
+            "producer-buffer: {} payloads, {} consumers × {} growing to {}, {} retries",
+            self.total,
+            self.initial_workers,
+            self.requests_per_worker,
+            self.max_workers,
+            self.retries
+        )
+    }
+
+    fn sequence(&self) -> &Arc<[u16]> {
+        &self.sequence
+    }
+
+    fn slice(&self, shard: &Shard) -> Result<ModelPlan, String> {
+        let mut plan = self.clone();
+        plan.total = shard.share(plan.total);
+        shard.need("payloads (total)", plan.total)?;
+        plan.initial_workers = shard.share_u32(plan.initial_workers);
+        shard.need("initial workers", u64::from(plan.initial_workers))?;
+        plan.max_workers = shard.share_u32(plan.max_workers).max(plan.initial_workers);
+        plan.buffer = (shard.share(plan.buffer as u64) as usize).max(1);
+        Ok(ModelPlan::ProducerBuffer(plan))
+    }
+
+    fn drive<'a>(&self, pool: &'a mut WorkerPool, context: DriveContext) -> Driving<'a> {
+        let model = ProducerBuffer {
+            plan: self.clone(),
+            fields: context.fields,
+            think_time: context.think_time,
+            stop: context.stop,
+            announce: context.announce,
+        };
+        Box::pin(model.drive(pool))
+    }
+}
 
 /// The model, ready to drive.
 pub struct ProducerBuffer {

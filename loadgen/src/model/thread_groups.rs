@@ -9,7 +9,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use super::closed::SequenceSource;
-use super::{Announcer, Model};
+use super::{Announcer, DriveContext, Driving, Limit, Model, ModelPlan, Plan};
+use crate::shard::Shard;
 use crate::stop::StopSignal;
 use crate::worker::WorkerPool;
 
@@ -26,7 +27,21 @@ pub struct ThreadGroupsPlan {
 }
 
 impl ThreadGroupsPlan {
-    pub fn phase_labels(&self) -> Vec<String> {
+    pub fn total_requests(&self) -> u64 {
+        let per_round = self.sequence.len() as u64;
+        let startup = self
+            .startup
+            .map_or(0, |(w, i)| u64::from(w) * i * per_round);
+        startup + u64::from(self.groups) * u64::from(self.group_size) * self.iterations * per_round
+    }
+}
+
+impl Plan for ThreadGroupsPlan {
+    fn kind(&self) -> &'static str {
+        "thread-groups"
+    }
+
+    fn phase_labels(&self) -> Vec<String> {
         let startup = self.startup.map(|_| "startup".to_string());
         startup
             .into_iter()
@@ -34,12 +49,52 @@ impl ThreadGroupsPlan {
             .collect()
     }
 
-    pub fn total_requests(&self) -> u64 {
-        let per_round = self.sequence.len() as u64;
-        let startup = self
-            .startup
-            .map_or(0, |(w, i)| u64::from(w) * i * per_round);
-        startup + u64::from(self.groups) * u64::from(self.group_size) * self.iterations * per_round
+    fn extent(&self) -> Limit {
+        Limit::Requests(self.total_requests())
+    }
+
+    fn max_workers(&self) -> u32 {
+        self.startup
+            .map_or(0, |(w, _)| w)
+            .max(self.groups * self.group_size)
+    }
+
+    fn describe(&self) -> String {
+        format!(
+            "thread-groups: {}{} groups × {} workers, {} apart, {} iterations",
+            self.startup
+                .map(|(w, i)| format!("startup {w} × {i}, then "))
+                .unwrap_or_default(),
+            self.groups,
+            self.group_size,
+            humantime::format_duration(self.delay),
+            self.iterations
+        )
+    }
+
+    fn sequence(&self) -> &Arc<[u16]> {
+        &self.sequence
+    }
+
+    fn slice(&self, shard: &Shard) -> Result<ModelPlan, String> {
+        let mut plan = self.clone();
+        if let Some((workers, _)) = &mut plan.startup {
+            *workers = shard.share_u32(*workers);
+        }
+        plan.startup = plan.startup.filter(|(workers, _)| *workers > 0);
+        plan.group_size = shard.share_u32(plan.group_size);
+        shard.need("workers per group (group_size)", u64::from(plan.group_size))?;
+        Ok(ModelPlan::ThreadGroups(plan))
+    }
+
+    fn drive<'a>(&self, pool: &'a mut WorkerPool, context: DriveContext) -> Driving<'a> {
+        let model = ThreadGroups {
+            plan: self.clone(),
+            think_time: context.think_time,
+            stop: context.stop,
+            announce: context.announce,
+        };
+        Box::pin(model.drive(pool))
     }
 }
 

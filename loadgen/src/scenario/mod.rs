@@ -2,8 +2,8 @@
 //! payload generators, request templates, the per-iteration sequence and the client model.
 //!
 //! This module loads a scenario's text, applies `--set key.path=value` overrides, parses it
-//! ([`schema`]) and validates it (`compile`). Every error names the scenario, the field path
-//! and, where the parser knows it, the line. It knows nothing of running.
+//! ([`schema`]) and validates it ([`compile`](mod@compile)). Every error names the scenario,
+//! the field path and, where the parser knows it, the line. It knows nothing of running.
 
 pub mod builtin;
 pub mod compile;

@@ -1,5 +1,5 @@
 //! The scenario file format (TOML), as serde types. Shape only: what values mean and which
-//! combinations are allowed is checked in `compile.rs`.
+//! combinations are allowed is checked in `compile/` (one file per model).
 //!
 //! Every table denies unknown fields, so a misspelt key is an error naming the key and the
 //! keys allowed there, never a silently ignored setting.

@@ -1,0 +1,360 @@
+//! From `loadgen run`'s flags to a scenario and its compiled plan: the flags are checked,
+//! a scenario is read (a file or a built-in) and patched by `-c`/`-d`/`-n` and `-H`, or — for
+//! a quick run (`--url … -c … -d …`) — synthesized, model section and all. Either way the
+//! scenario then goes through `scenario::compile` once; this file never builds a plan itself.
+
+use std::time::Duration;
+
+use bytes::Bytes;
+use hyper::header::{HeaderName, HeaderValue};
+use hyper::Method;
+
+use super::validate::parse_stages;
+use super::{ConfigError, ConnectionOptions, Target, TargetUrl};
+use crate::cli::{ArrivalsArg, RedirectsArg, RunArgs};
+use crate::model::open::Arrivals;
+use crate::model::DEFAULT_DURATION;
+use crate::scenario::schema::{
+    ClosedSpec, Defaults, Dur, ModelSpec, OpenSpec, RequestSpec, DEFAULT_MAX_IN_FLIGHT,
+};
+use crate::scenario::{self, builtin, Compiled, Scenario, ScenarioError};
+use crate::transport::Redirects;
+use crate::workload::template::{Body, Text};
+use crate::workload::{RequestTemplate, StatusSet};
+
+/// Connections of a quick run without `-c`.
+const DEFAULT_CONNECTIONS: u32 = 50;
+
+/// `-c`, `-n`, `--streams-per-connection` and the durations: zero is a mistake.
+pub(super) fn check_counts(args: &RunArgs) -> Result<(), ConfigError> {
+    if args.connections == Some(0) {
+        return Err(ConfigError::Zero {
+            flag: "-c/--connections",
+        });
+    }
+    if args.streams_per_connection == Some(0) {
+        return Err(ConfigError::Zero {
+            flag: "--streams-per-connection",
+        });
+    }
+    if args.requests == Some(0) {
+        return Err(ConfigError::Zero {
+            flag: "-n/--requests",
+        });
+    }
+    for (flag, value) in [
+        ("-d/--duration", args.duration),
+        ("--timeout", args.timeout),
+        ("--connect-timeout", args.connect_timeout),
+        ("--segment-interval", Some(args.segment_interval)),
+    ] {
+        if let Some(value) = value.filter(|v| v.is_zero()) {
+            return Err(ConfigError::ZeroDuration {
+                flag,
+                value: format!("{value:?}"),
+            });
+        }
+    }
+    Ok(())
+}
+
+impl ConnectionOptions {
+    pub(super) fn from_args(args: &RunArgs) -> Self {
+        use crate::transport::tls::Verify;
+        ConnectionOptions {
+            verify: match (&args.cacert, args.insecure) {
+                (_, true) => Verify::Insecure,
+                (Some(path), false) => Verify::CaFile(path.clone()),
+                (None, false) => Verify::System,
+            },
+            http2: args.http2,
+            streams_per_connection: args.streams_per_connection.unwrap_or(1),
+            keepalive: !args.no_keepalive,
+            redirects: match args.follow_redirects {
+                None => Redirects::None,
+                Some(RedirectsArg::SameOrigin) => Redirects::SameOrigin,
+                Some(RedirectsArg::Any) => Redirects::Any,
+            },
+        }
+    }
+
+    /// Workers a closed model runs for `-c` connections: one per connection over HTTP/1.1,
+    /// `--streams-per-connection` per connection over HTTP/2.
+    fn workers_for(&self, connections: u32) -> u32 {
+        connections.saturating_mul(self.streams_per_connection)
+    }
+}
+
+/// The scenario text the flags name, with its origin: `--file`'s or a built-in's.
+pub(super) fn scenario_text(args: &RunArgs) -> Result<Option<(String, String)>, ConfigError> {
+    Ok(match (&args.file, &args.scenario) {
+        (Some(path), _) => Some((
+            path.display().to_string(),
+            std::fs::read_to_string(path).map_err(|source| ConfigError::ScenarioFile {
+                path: path.display().to_string(),
+                source,
+            })?,
+        )),
+        (None, Some(name)) => Some((
+            format!("built-in scenario {name}"),
+            builtin::get(name)
+                .ok_or_else(|| ConfigError::UnknownScenario {
+                    name: name.clone(),
+                    known: builtin::names().join(", "),
+                })?
+                .to_string(),
+        )),
+        (None, None) => None,
+    })
+}
+
+/// What the flags amount to: a target, the scenario as it will run, and its compilation.
+pub(super) struct Shaped {
+    pub target: Target,
+    pub origin: String,
+    pub scenario: Scenario,
+    pub compiled: Compiled,
+    /// `-d` given with a model other than closed.
+    pub duration_cap: Option<Duration>,
+}
+
+/// A scenario file or built-in, with `--set`, `-H`, `-c`/`-d`/`-n` (and `model`, if given,
+/// in place of its own model) applied.
+pub(super) fn from_scenario(
+    args: &RunArgs,
+    url: Option<TargetUrl>,
+    origin: String,
+    text: &str,
+    headers: &[(HeaderName, HeaderValue)],
+    connection: &ConnectionOptions,
+    model: Option<ModelSpec>,
+) -> Result<Shaped, ConfigError> {
+    if args.method.is_some() || args.body.is_some() {
+        return Err(ConfigError::QuickOnly);
+    }
+    let mut scenario = scenario::parse(&origin, text, &args.sets)?;
+    if let Some(model) = model {
+        scenario.model = model;
+    }
+    for (name, value) in headers {
+        scenario.defaults.headers.insert(
+            name.to_string(),
+            value.to_str().unwrap_or_default().to_string(),
+        );
+    }
+    let target = match (url, &scenario.target) {
+        (Some(url), _) => Target::Url(url),
+        (None, Some(t)) => Target::Url(TargetUrl::parse(t).map_err(|e| {
+            ConfigError::Scenario(ScenarioError {
+                origin: origin.clone(),
+                line: None,
+                path: "target".into(),
+                message: e.to_string(),
+            })
+        })?),
+        (None, None) => Target::Embedded,
+    };
+    let closed_overrides = (
+        args.connections.map(|c| connection.workers_for(c)),
+        args.duration,
+        args.requests,
+    );
+    let duration_cap = apply_closed_overrides(&mut scenario, closed_overrides)?;
+    let compiled = scenario::compile_scenario(&origin, &scenario, target.base_path())?;
+    Ok(Shaped {
+        target,
+        origin,
+        scenario,
+        compiled,
+        duration_cap,
+    })
+}
+
+/// A quick run: one request to `--url` (or the embedded server), its model from `-c`/`-d`/`-n`
+/// or `--rate`/`--stages` (or `model`, if given), compiled as a scenario.
+pub(super) fn from_command_line(
+    args: &RunArgs,
+    url: Option<TargetUrl>,
+    headers: &[(HeaderName, HeaderValue)],
+    connection: &ConnectionOptions,
+    model: Option<ModelSpec>,
+) -> Result<Shaped, ConfigError> {
+    if !args.sets.is_empty() {
+        return Err(ConfigError::SetWithoutScenario);
+    }
+    let target = url.map_or(Target::Embedded, Target::Url);
+    let (scenario, request) = quick_scenario(args, &target, headers, connection, model)?;
+    let compiled = scenario::compile::compile_literal(&scenario, request)
+        .map_err(|v| ConfigError::Template(format!("{}: {}", v.path, v.message)))?;
+    Ok(Shaped {
+        target,
+        origin: "command line".to_string(),
+        scenario,
+        compiled,
+        duration_cap: None,
+    })
+}
+
+/// `-c`, `-d` and `-n` set the closed model's parameters; other models are shaped with --set,
+/// and `-d` caps their run time: the cap is returned.
+fn apply_closed_overrides(
+    scenario: &mut Scenario,
+    (connections, duration, requests): (Option<u32>, Option<Duration>, Option<u64>),
+) -> Result<Option<Duration>, ConfigError> {
+    if connections.is_none() && duration.is_none() && requests.is_none() {
+        return Ok(None);
+    }
+    let ModelSpec::Closed(ClosedSpec {
+        workers,
+        requests: spec_requests,
+        duration: spec_duration,
+    }) = &mut scenario.model
+    else {
+        if connections.is_some() || requests.is_some() {
+            return Err(ConfigError::ClosedOnly);
+        }
+        return Ok(duration);
+    };
+    if let Some(c) = connections {
+        *workers = c;
+    }
+    if let Some(d) = duration {
+        *spec_duration = Some(Dur(d));
+        *spec_requests = None;
+    }
+    if let Some(n) = requests {
+        *spec_requests = Some(n);
+        *spec_duration = None;
+    }
+    Ok(None)
+}
+
+/// The scenario a quick `loadgen run --url … -c … -d …` amounts to, and its one request
+/// compiled directly (a command-line path or body is literal, never a template).
+fn quick_scenario(
+    args: &RunArgs,
+    target: &Target,
+    headers: &[(HeaderName, HeaderValue)],
+    connection: &ConnectionOptions,
+    model: Option<ModelSpec>,
+) -> Result<(Scenario, RequestTemplate), ConfigError> {
+    let method_text = args.method.clone().unwrap_or_else(|| "GET".to_string());
+    let method = Method::from_bytes(method_text.to_ascii_uppercase().as_bytes())
+        .map_err(|_| ConfigError::Method(method_text.clone()))?;
+    let body = quick_body(args)?;
+    let path = match target {
+        Target::Url(url) => url.path.to_string(),
+        Target::Embedded => "/".to_string(),
+    };
+    let template = RequestTemplate::new(
+        None,
+        method.clone(),
+        Text::literal(&path),
+        headers,
+        if body.is_empty() {
+            Body::Empty
+        } else {
+            Body::Static(body.clone())
+        },
+        StatusSet::default(),
+    )
+    .map_err(|e| ConfigError::Template(e.to_string()))?;
+    let model = match model {
+        Some(model) => model,
+        None => quick_model(args, connection)?,
+    };
+    let scenario = Scenario {
+        name: None,
+        description: Some("from the command line".into()),
+        target: match target {
+            Target::Url(url) => Some(url.url.clone()),
+            Target::Embedded => None,
+        },
+        defaults: Defaults {
+            headers: headers
+                .iter()
+                .map(|(n, v)| (n.to_string(), v.to_str().unwrap_or("<binary>").to_string()))
+                .collect(),
+            ..Defaults::default()
+        },
+        fields: Default::default(),
+        requests: [(
+            "main".to_string(),
+            recorded_request(args, &method, path, &body),
+        )]
+        .into(),
+        sequence: vec!["main".to_string()],
+        model,
+    };
+    Ok((scenario, template))
+}
+
+/// `--body`: the text, or `@FILE`'s bytes.
+fn quick_body(args: &RunArgs) -> Result<Bytes, ConfigError> {
+    Ok(match args.body.as_deref() {
+        None => Bytes::new(),
+        Some(text) => match text.strip_prefix('@') {
+            Some(path) => {
+                Bytes::from(std::fs::read(path).map_err(|source| ConfigError::BodyFile {
+                    path: path.to_string(),
+                    source,
+                })?)
+            }
+            None => Bytes::from(text.to_string()),
+        },
+    })
+}
+
+/// The quick run's request as recorded in the scenario: the body only by its size (and
+/// file), as it may be large or secret.
+fn recorded_request(args: &RunArgs, method: &Method, path: String, body: &Bytes) -> RequestSpec {
+    RequestSpec {
+        method: method.to_string(),
+        path,
+        label: None,
+        headers: Default::default(),
+        body: (!body.is_empty()).then(|| match &args.body {
+            Some(b) if b.starts_with('@') => {
+                format!("<{} bytes from {}>", body.len(), &b[1..])
+            }
+            _ => format!("<{} bytes>", body.len()),
+        }),
+        json: None,
+        multipart: None,
+        expect: None,
+    }
+}
+
+/// The model a quick run asks for: open with `--rate`/`--stages`, closed otherwise (`-c`
+/// connections, for `-n` requests or `-d`, 10 s by default).
+fn quick_model(args: &RunArgs, connection: &ConnectionOptions) -> Result<ModelSpec, ConfigError> {
+    if args.rate.is_none() && args.stages.is_none() {
+        let connections = args.connections.unwrap_or(DEFAULT_CONNECTIONS);
+        return Ok(ModelSpec::Closed(ClosedSpec {
+            workers: connection.workers_for(connections),
+            requests: args.requests,
+            duration: args
+                .requests
+                .is_none()
+                .then(|| Dur(args.duration.unwrap_or(DEFAULT_DURATION))),
+        }));
+    }
+    if args.connections.is_some() || args.requests.is_some() {
+        return Err(ConfigError::OpenFlags);
+    }
+    let stages = args.stages.as_deref().map(parse_stages).transpose()?;
+    Ok(ModelSpec::Open(OpenSpec {
+        rate: args.rate,
+        duration: match (&stages, args.duration) {
+            (Some(_), _) => None,
+            (None, d) => Some(Dur(d.unwrap_or(DEFAULT_DURATION))),
+        },
+        stages,
+        arrivals: match args.arrivals {
+            ArrivalsArg::Uniform => Arrivals::Uniform,
+            ArrivalsArg::Poisson => Arrivals::Poisson,
+        },
+        max_in_flight: args.max_in_flight.unwrap_or(DEFAULT_MAX_IN_FLIGHT),
+        max_lateness: Dur(args.max_lateness),
+    }))
+}

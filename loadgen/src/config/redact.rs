@@ -1,0 +1,132 @@
+//! What a run records about its configuration: [`ResolvedConfig`] (run.json's `config`, and
+//! its `definition` as TOML in every segment's metadata), in the units a person reads, with
+//! secret-looking header values replaced by `<redacted>`.
+
+use std::time::Duration;
+
+use hyper::header::HeaderName;
+use serde::Serialize;
+
+use super::{RunConfig, Target};
+use crate::scenario::Scenario;
+
+impl RunConfig {
+    /// The configuration as stored in run.json, secrets redacted.
+    pub fn resolved(&self, target_url: &str) -> ResolvedConfig {
+        let text = |d: Duration| humantime::format_duration(d).to_string();
+        ResolvedConfig {
+            scenario: self.scenario_origin.clone(),
+            model: self.model.kind(),
+            description: self.model.describe(),
+            url: target_url.to_string(),
+            embedded_server: self.target == Target::Embedded,
+            think_time: text(self.think_time),
+            timeout: text(self.timeout),
+            connect_timeout: text(self.connect_timeout),
+            grace: text(self.grace),
+            segment_interval: text(self.segment_interval),
+            protocol: if self.connection.http2 {
+                "HTTP/2"
+            } else {
+                "HTTP/1.1"
+            },
+            streams_per_connection: self
+                .connection
+                .http2
+                .then_some(self.connection.streams_per_connection),
+            keepalive: self.connection.keepalive,
+            follow_redirects: self.connection.redirects,
+            duration: self.duration_limit().map(text),
+            tls_verify: match &self.connection.verify {
+                crate::transport::tls::Verify::System => "system roots".to_string(),
+                crate::transport::tls::Verify::CaFile(p) => format!("--cacert {}", p.display()),
+                crate::transport::tls::Verify::Insecure => "off (--insecure)".to_string(),
+            },
+            definition: self.scenario.clone(),
+        }
+    }
+}
+
+/// The run as configured, in the units a person reads; stored in run.json, and its
+/// `definition` as `loadgen.scenario` (TOML) in every segment.
+#[derive(Debug, Clone, Serialize)]
+pub struct ResolvedConfig {
+    pub scenario: String,
+    pub model: &'static str,
+    pub description: String,
+    pub url: String,
+    pub embedded_server: bool,
+    pub think_time: String,
+    pub timeout: String,
+    pub connect_timeout: String,
+    pub grace: String,
+    pub segment_interval: String,
+    pub protocol: &'static str,
+    pub streams_per_connection: Option<u32>,
+    pub keepalive: bool,
+    pub follow_redirects: crate::transport::Redirects,
+    /// How long the run may send (`-d`, or a closed scenario's `duration`), whatever the
+    /// model; `None` when only the model's own plan ends it.
+    pub duration: Option<String>,
+    /// How server certificates were checked (https:// targets).
+    pub tls_verify: String,
+    /// The scenario as run: overrides applied, secret header values redacted.
+    pub definition: Scenario,
+}
+
+/// The scenario with secret-looking header values replaced.
+pub(super) fn redact(mut scenario: Scenario) -> Scenario {
+    let hide = |headers: &mut std::collections::BTreeMap<String, String>| {
+        for (name, value) in headers.iter_mut() {
+            if HeaderName::from_bytes(name.as_bytes()).is_ok_and(|n| is_secret(&n)) {
+                *value = "<redacted>".to_string();
+            }
+        }
+    };
+    hide(&mut scenario.defaults.headers);
+    for request in scenario.requests.values_mut() {
+        hide(&mut request.headers);
+    }
+    scenario
+}
+
+/// Header names whose values must not end up in run.json or Parquet metadata.
+fn is_secret(name: &HeaderName) -> bool {
+    let name = name.as_str();
+    matches!(
+        name,
+        "authorization" | "proxy-authorization" | "cookie" | "set-cookie"
+    ) || [
+        "token", "secret", "api-key", "apikey", "password", "session",
+    ]
+    .iter()
+    .any(|word| name.contains(word))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn secrets_are_redacted() {
+        use clap::Parser;
+        let cli = crate::cli::Cli::try_parse_from([
+            "loadgen",
+            "run",
+            "-H",
+            "Authorization: Bearer abc",
+            "-H",
+            "X-Api-Key: k",
+            "-H",
+            "Accept: text/plain",
+        ])
+        .unwrap();
+        let crate::cli::Command::Run(args) = cli.command else {
+            panic!()
+        };
+        let resolved = RunConfig::from_args(&args).unwrap().resolved("http://x/");
+        let text = serde_json::to_string(&resolved).unwrap();
+        assert!(!text.contains("abc") && !text.contains("\"k\""), "{text}");
+        assert!(text.contains("text/plain"), "{text}");
+    }
+}

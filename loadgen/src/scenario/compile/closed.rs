@@ -1,0 +1,40 @@
+//! The closed model's `[model]` section: `workers`, and `requests` or `duration` (10 s when
+//! neither is given) → [`ClosedPlan`].
+
+use std::sync::Arc;
+
+use super::{at_least_one, violation, without_overrides, CompileModel, PhaseOverrides, Violation};
+use crate::model::closed::ClosedPlan;
+use crate::model::{Limit, ModelPlan, DEFAULT_DURATION};
+use crate::scenario::schema::ClosedSpec;
+use crate::workload::fields::Fields;
+
+impl CompileModel for ClosedSpec {
+    fn compile(
+        &self,
+        sequence: Arc<[u16]>,
+        _fields: &Fields,
+    ) -> Result<(ModelPlan, PhaseOverrides), Violation> {
+        at_least_one("model.workers", u64::from(self.workers))?;
+        let limit = match (self.requests, &self.duration) {
+            (Some(_), Some(_)) => {
+                return Err(violation("model", "give requests or duration, not both"))
+            }
+            (Some(n), None) => {
+                at_least_one("model.requests", n)?;
+                Limit::Requests(n)
+            }
+            (None, Some(d)) if d.0.is_zero() => {
+                return Err(violation("model.duration", "must be longer than 0"))
+            }
+            (None, Some(d)) => Limit::Duration(d.0),
+            (None, None) => Limit::Duration(DEFAULT_DURATION),
+        };
+        let plan = ClosedPlan {
+            workers: self.workers,
+            limit,
+            sequence,
+        };
+        Ok(without_overrides(ModelPlan::Closed(plan)))
+    }
+}

@@ -1,0 +1,296 @@
+//! From a parsed scenario to what the engine runs: validated values, compiled templates and a
+//! model plan. Every rule a scenario must follow is checked here, before any request is sent,
+//! and each violation names the field path, the value and what is allowed.
+//!
+//! The workload half (fields, headers, statuses, request templates) is `workload`; each
+//! model's `[model]` section is checked and turned into that model's plan by its own file
+//! (`closed`, `thread_groups`, `producer_buffer`, `phased`, `open`), behind
+//! `CompileModel`. Compilation lives here rather than beside the plans in `model/` because
+//! it reads the scenario's spec types and speaks in scenario field paths (`model.workers`):
+//! scenario depends on model, never the reverse, so a model file stays about scheduling.
+//! Quick runs (`loadgen run --url …`) and calibrations synthesize a [`ModelSpec`] and come
+//! through [`compile_model`] too, so every plan is validated by the same rules.
+
+mod closed;
+mod open;
+mod phased;
+mod producer_buffer;
+mod thread_groups;
+mod workload;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use super::schema::{ModelSpec, Scenario};
+use crate::model::ModelPlan;
+use crate::workload::fields::{Fields, Generator};
+use crate::workload::{RequestTemplate, StatusSet, Workload};
+
+/// A rule a scenario broke: where (field path) and what is allowed.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Violation {
+    pub path: String,
+    pub message: String,
+}
+
+fn violation(path: impl Into<String>, message: impl Into<String>) -> Violation {
+    Violation {
+        path: path.into(),
+        message: message.into(),
+    }
+}
+
+/// A scenario ready to run.
+#[derive(Debug, Clone)]
+pub struct Compiled {
+    pub workload: Workload,
+    pub model: ModelPlan,
+    pub timeout: Option<Duration>,
+    pub connect_timeout: Option<Duration>,
+    pub think_time: Option<Duration>,
+}
+
+/// Validates `scenario` and builds its workload and model plan; request paths are relative
+/// to `base_path` (the target URL's path, without a trailing `/`).
+pub fn compile(scenario: &Scenario, base_path: &str) -> Result<Compiled, Violation> {
+    let fields = workload::compile_fields(&scenario.fields, "fields", &Fields::default())?;
+    let (op_names, sequence) = ops(scenario)?;
+    let default_headers =
+        workload::compile_headers(&scenario.defaults.headers, "defaults.headers")?;
+    let default_expect = match &scenario.defaults.expect {
+        Some(specs) => workload::compile_statuses(specs, "defaults.expect")?,
+        None => StatusSet::default(),
+    };
+    let mut rng = fastrand::Rng::new();
+    let mut templates = Vec::new();
+    for name in &op_names {
+        templates.push(workload::compile_request(
+            &scenario.requests[*name],
+            &format!("requests.{name}"),
+            &fields,
+            &default_headers,
+            &default_expect,
+            base_path,
+            &mut rng,
+        )?);
+    }
+    finish(scenario, templates, sequence, &fields)
+}
+
+/// A scenario whose one request (the whole sequence) is given already compiled — a quick
+/// run's command-line path and body are literal, never templates — and whose model, fields
+/// and defaults are compiled as [`compile`] does.
+pub fn compile_literal(
+    scenario: &Scenario,
+    request: RequestTemplate,
+) -> Result<Compiled, Violation> {
+    let fields = workload::compile_fields(&scenario.fields, "fields", &Fields::default())?;
+    finish(scenario, vec![request], vec![0], &fields)
+}
+
+/// The model plan and the scenario-wide defaults, around compiled templates.
+fn finish(
+    scenario: &Scenario,
+    templates: Vec<RequestTemplate>,
+    sequence: Vec<u16>,
+    fields: &Fields,
+) -> Result<Compiled, Violation> {
+    let (model, phase_overrides) = compile_model(&scenario.model, sequence, fields)?;
+    let phase_fields = phase_overrides
+        .into_iter()
+        .map(|overrides| fields.with_overrides(&overrides))
+        .collect();
+    Ok(Compiled {
+        workload: Workload {
+            templates,
+            phase_fields,
+        },
+        model,
+        timeout: scenario.defaults.timeout.map(|d| d.0),
+        connect_timeout: scenario.defaults.connect_timeout.map(|d| d.0),
+        think_time: scenario.defaults.think_time.map(|d| d.0),
+    })
+}
+
+/// The requests the sequence uses, in order of first use (the ops), and the sequence as op
+/// numbers.
+fn ops(scenario: &Scenario) -> Result<(Vec<&str>, Vec<u16>), Violation> {
+    if scenario.requests.is_empty() {
+        return Err(violation(
+            "requests",
+            "at least one request template is required",
+        ));
+    }
+    if scenario.sequence.is_empty() {
+        return Err(violation(
+            "sequence",
+            "must name at least one request, e.g. sequence = [\"get_album\"]",
+        ));
+    }
+    let mut op_names: Vec<&str> = Vec::new();
+    let mut sequence = Vec::new();
+    for (i, name) in scenario.sequence.iter().enumerate() {
+        if !scenario.requests.contains_key(name) {
+            let defined: Vec<&str> = scenario.requests.keys().map(String::as_str).collect();
+            return Err(violation(
+                format!("sequence[{i}]"),
+                format!(
+                    "'{name}' is not defined under [requests] (defined: {})",
+                    defined.join(", ")
+                ),
+            ));
+        }
+        let op = match op_names.iter().position(|n| n == name) {
+            Some(op) => op,
+            None => {
+                op_names.push(name);
+                op_names.len() - 1
+            }
+        };
+        sequence.push(op as u16);
+    }
+    Ok((op_names, sequence))
+}
+
+/// Field overrides of each phase of a plan (`[name, generator]` per phase).
+pub type PhaseOverrides = Vec<Vec<(String, Generator)>>;
+
+/// A model section that checks itself and becomes its model's plan; one implementation per
+/// model, in that model's file here.
+trait CompileModel {
+    /// The plan, with each phase's field overrides; `fields` are the scenario's.
+    fn compile(
+        &self,
+        sequence: Arc<[u16]>,
+        fields: &Fields,
+    ) -> Result<(ModelPlan, PhaseOverrides), Violation>;
+}
+
+/// Validates a model section and builds its plan, with each phase's field overrides.
+pub fn compile_model(
+    spec: &ModelSpec,
+    sequence: Vec<u16>,
+    fields: &Fields,
+) -> Result<(ModelPlan, PhaseOverrides), Violation> {
+    let sequence: Arc<[u16]> = sequence.into();
+    match spec {
+        ModelSpec::Closed(spec) => spec.compile(sequence, fields),
+        ModelSpec::ThreadGroups(spec) => spec.compile(sequence, fields),
+        ModelSpec::ProducerBuffer(spec) => spec.compile(sequence, fields),
+        ModelSpec::Phased(spec) => spec.compile(sequence, fields),
+        ModelSpec::Open(spec) => spec.compile(sequence, fields),
+    }
+}
+
+/// A plan whose phases override no fields.
+fn without_overrides(plan: ModelPlan) -> (ModelPlan, PhaseOverrides) {
+    let phases = plan.phase_labels().len();
+    (plan, vec![Vec::new(); phases])
+}
+
+fn at_least_one(path: &str, value: u64) -> Result<(), Violation> {
+    if value == 0 {
+        return Err(violation(path, "must be at least 1 (got 0)"));
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::Limit;
+
+    /// A two-request scenario (`a`, `b`, `a`) around `model`.
+    fn compile_model_toml(model: &str) -> ModelPlan {
+        let text = format!(
+            "sequence = [\"a\", \"b\", \"a\"]\n[requests.a]\nmethod = \"GET\"\npath = \"/a\"\n\
+             [requests.b]\nmethod = \"GET\"\npath = \"/b\"\n[model]\n{model}\n"
+        );
+        let scenario = crate::scenario::parse("test", &text, &[]).unwrap();
+        compile(&scenario, "").unwrap().model
+    }
+
+    /// What a model section compiles to, as the runner and the console ask for it.
+    struct Expected {
+        model: &'static str,
+        kind: &'static str,
+        describe: &'static str,
+        labels: &'static [&'static str],
+        extent: Limit,
+        workers: u32,
+        attempts: u8,
+    }
+
+    /// Each model's file answers for it: the scenario's `kind`, the console line, the phase
+    /// labels, the extent, the peak workers and the attempts, as the runner asks for them.
+    #[test]
+    fn each_model_compiles_to_its_own_plan() {
+        let cases = [
+            Expected {
+                model: "kind = \"closed\"\nworkers = 4\nrequests = 30",
+                kind: "closed",
+                describe: "closed model, 4 workers, 30 requests",
+                labels: &["main"],
+                extent: Limit::Requests(30),
+                workers: 4,
+                attempts: 1,
+            },
+            Expected {
+                model: "kind = \"thread-groups\"\nstartup = { workers = 6, iterations = 2 }\ngroups = 2\ngroup_size = 3\ndelay = \"1s\"\niterations = 5",
+                kind: "thread-groups",
+                describe: "thread-groups: startup 6 × 2, then 2 groups × 3 workers, 1s apart, 5 iterations",
+                labels: &["startup", "group-1", "group-2"],
+                extent: Limit::Requests((6 * 2 + 2 * 3 * 5) * 3),
+                workers: 6,
+                attempts: 1,
+            },
+            Expected {
+                model: "kind = \"producer-buffer\"\ntotal = 100\ninitial_workers = 2\nrequests_per_worker = 10\nmax_workers = 5\nretries = 3",
+                kind: "producer-buffer",
+                describe: "producer-buffer: 100 payloads, 2 consumers × 10 growing to 5, 3 retries",
+                labels: &["initial", "grown"],
+                extent: Limit::Requests(100),
+                workers: 5,
+                attempts: 4,
+            },
+            Expected {
+                model: "kind = \"phased\"\nmax_workers = 10\nphases = [{ name = \"w\", workers = 0.5, requests_per_worker = 3 }, { name = \"p\", workers = 1.0, requests_per_worker = 2 }]",
+                kind: "phased",
+                describe: "phased: w 5×3, p 10×2",
+                labels: &["w", "p"],
+                extent: Limit::Requests(5 * 3 + 10 * 2),
+                workers: 15,
+                attempts: 1,
+            },
+            Expected {
+                model: "kind = \"open\"\nrate = 20\nduration = \"2s\"\nmax_in_flight = 7",
+                kind: "open",
+                describe: "open model: 20 req/s for 2s, Uniform arrivals, 40 scheduled, at most 7 in flight",
+                labels: &["main"],
+                extent: Limit::Duration(Duration::from_secs(2)),
+                workers: 7,
+                attempts: 1,
+            },
+        ];
+        for Expected {
+            model,
+            kind,
+            describe,
+            labels,
+            extent,
+            workers,
+            attempts,
+        } in cases
+        {
+            let plan = compile_model_toml(model);
+            assert_eq!(plan.kind(), kind);
+            assert_eq!(plan.describe(), describe);
+            assert_eq!(plan.phase_labels(), labels, "{kind}");
+            assert_eq!(plan.extent(), extent, "{kind}");
+            assert_eq!(plan.max_workers(), workers, "{kind}");
+            assert_eq!(plan.max_attempts(), attempts, "{kind}");
+            assert_eq!(&*plan.sequence(), [0, 1, 0], "{kind}");
+            assert_eq!(plan.max_lateness().is_some(), kind == "open", "{kind}");
+        }
+    }
+}
