@@ -7,7 +7,7 @@ use bytes::Bytes;
 use criterion::{criterion_group, criterion_main, Criterion};
 use hyper::header::{HeaderMap, HeaderValue};
 use hyper::Method;
-use loadgen::transport::http1::{encode, parse_head};
+use loadgen::transport::http1::wire::{encode, parse_head};
 use loadgen::transport::{Origin, Outgoing};
 
 fn origin() -> Origin {

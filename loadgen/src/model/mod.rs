@@ -1,7 +1,7 @@
 //! Client models: who sends what, and when. Nothing else.
 //!
-//! A model starts workers through the [`WorkerPool`] and hands each a [`WorkSource`](crate::worker::WorkSource); the one
-//! worker loop (`worker.rs`) asks it for the next [`Work`](crate::worker::Work) item and sends it. Models never
+//! A model starts workers through the [`WorkerPool`] and hands each a [`WorkSource`]; the one
+//! worker loop (`worker.rs`) asks it for the next [`Work`] item and sends it. Models never
 //! touch connections or records, so every model gets the same timing, error handling and
 //! recording.
 //!

@@ -1,0 +1,299 @@
+//! HTTP/1.1 over one keep-alive connection per worker: the request written with one syscall
+//! from a reused buffer, the response parsed with `httparse` in the worker's own task.
+//!
+//! No pool and no connection task: the worker owns its connection, opens a new one only when
+//! the previous one closed or failed (or after every request with `--no-keepalive`), and
+//! reports the time that took as `connect_ns`. Doing the exchange inline, instead of through
+//! hyper's connection task and its channel, brought the client's CPU per request from 1.43×
+//! wrk's to about 1.03× (see the README's performance section). The module handles what
+//! HTTP/1.1 servers send: `Content-Length`, chunked bodies with trailers, bodies delimited by
+//! the connection closing, interim `1xx` responses, `HEAD`/`204`/`304` without bodies, and
+//! `Connection: close`. After any failure the connection is dropped: its state is unknown.
+//!
+//! This file is the connection and the exchange; [`wire`] encodes requests and parses response
+//! heads (pure functions over bytes), [`body`] reads a body to its end.
+
+mod body;
+pub mod wire;
+
+use std::pin::Pin;
+use std::sync::Arc;
+use std::task::Poll;
+use std::time::Instant;
+
+use hyper::header::HeaderValue;
+use hyper::Method;
+use tokio::io::{AsyncReadExt, AsyncWriteExt, ReadBuf};
+
+use super::connect::{connect, Connected, Io, Origin};
+use super::io::Meter;
+use super::{classify_io, Exchange, Hop, Outgoing, TransportConfig};
+use crate::clock::nanos;
+use crate::record::ErrorClass;
+use crate::workload::template::BodyBytes;
+use body::read_body;
+use wire::{encode, parse_head, Framing, INLINE_BODY_BYTES};
+
+/// A connection idle at least this long is checked for a close by the server before it is
+/// used again (keep-alive timeouts are seconds; back-to-back requests skip the check).
+const IDLE_PROBE_AFTER: std::time::Duration = std::time::Duration::from_millis(50);
+/// Free space kept in the read buffer before each read.
+const READ_CHUNK: usize = 16 * 1024;
+
+struct Open {
+    io: Box<dyn Io>,
+    meter: Arc<Meter>,
+    /// When the last request on it started.
+    last_used: Instant,
+}
+
+/// A worker's HTTP/1.1 connection (opened on first use) and its reused buffers.
+pub struct Http1Connection {
+    config: Arc<TransportConfig>,
+    open: Option<Open>,
+    write_buf: Vec<u8>,
+    read_buf: Vec<u8>,
+    /// The meter of the hop in progress and its totals when it began, so the bytes of a hop
+    /// cut off by the request timeout are still counted ([`Hop::settle`]).
+    pending: Option<(Arc<Meter>, (u64, u64))>,
+}
+
+impl Http1Connection {
+    pub fn new(config: Arc<TransportConfig>) -> Self {
+        Http1Connection {
+            config,
+            open: None,
+            write_buf: Vec::with_capacity(1024),
+            read_buf: Vec::with_capacity(READ_CHUNK),
+            pending: None,
+        }
+    }
+
+    /// The open connection, or a new one; adds the time a new one took to `out`.
+    pub(crate) async fn ready(
+        &mut self,
+        origin: &Origin,
+        started: Instant,
+        out: &mut Exchange,
+    ) -> Result<(), ErrorClass> {
+        // A connection the server closed while idle (keep-alive timeout, `Connection: close`)
+        // is not a failed request: open a new one, and the row shows it in `connect_ns`.
+        if let Some(open) = &mut self.open {
+            let idle = started.saturating_duration_since(open.last_used);
+            if idle >= IDLE_PROBE_AFTER && peer_closed(&mut open.io).await {
+                self.open = None;
+            }
+        }
+        if self.open.is_none() {
+            let before = Instant::now();
+            let Connected { io, meter } = connect(origin, self.config.connect_timeout)
+                .await
+                .map_err(|f| f.class)?;
+            out.add_connect(nanos(before.elapsed()));
+            self.open = Some(Open {
+                io,
+                meter,
+                last_used: started,
+            });
+        }
+        Ok(())
+    }
+
+    /// Writes the request in `write_buf` and reads the whole response.
+    async fn exchange(
+        &mut self,
+        head_request: bool,
+        large_body: Option<&BodyBytes>,
+        started: Instant,
+        out: &mut Exchange,
+    ) -> Result<(Option<HeaderValue>, bool), ErrorClass> {
+        let open = self.open.as_mut().expect("ready() opened it");
+        let io = &mut open.io;
+        open.meter.arm();
+        let buf = &mut self.read_buf;
+        buf.clear();
+        // A server may answer before it has read the whole request (413 to a large upload):
+        // then the answer is the result, and the connection is not reused.
+        let (whole_request_sent, write_error) =
+            match write_request(io, &self.write_buf, large_body, buf).await {
+                Ok(Sent::All) => match io.flush().await {
+                    Ok(()) => {
+                        // send_ns: the last request byte handed to the socket.
+                        out.send_ns = Some(nanos(started.elapsed()));
+                        (true, None)
+                    }
+                    Err(e) => (false, Some(classify_io(&e, false))),
+                },
+                Ok(Sent::AnsweredEarly) => (false, None),
+                Err(e) => (false, Some(classify_io(&e, false))),
+            };
+        let head = loop {
+            if let Some(head) = parse_head(buf, head_request)? {
+                if (100..200).contains(&head.status) && head.status != 101 {
+                    // An interim response (100 Continue, 103 Early Hints): the real one follows.
+                    buf.drain(..head.len);
+                    continue;
+                }
+                break head;
+            }
+            // After a failed write, what the server sent before it stopped reading may still
+            // be readable (the early answer); without one, the write's error is the row's.
+            match (read_more(io, buf).await, write_error) {
+                (Ok(0) | Err(_), Some(write_error)) => return Err(write_error),
+                // The server closed before a complete head: with nothing at all it dropped
+                // the request (a reset, as far as the client can tell), otherwise it broke off.
+                (Ok(0), None) => return Err(ErrorClass::Reset),
+                (Err(class), None) => return Err(class),
+                (Ok(_), _) => {}
+            }
+        };
+        out.status = head.status;
+        let first_byte = open.meter.first_read().unwrap_or_else(Instant::now);
+        out.ttfb_ns = Some(nanos(first_byte.saturating_duration_since(started)));
+        buf.drain(..head.len);
+        let clean = read_body(io, buf, head.framing).await?;
+        let reusable =
+            clean && whole_request_sent && !head.close && head.framing != Framing::UntilClose;
+        Ok((head.location, reusable))
+    }
+}
+
+impl Hop for Http1Connection {
+    async fn hop(
+        &mut self,
+        origin: &Origin,
+        request: &Outgoing<'_>,
+        started: Instant,
+        out: &mut Exchange,
+    ) -> Result<Option<HeaderValue>, ErrorClass> {
+        let keepalive = self.config.keepalive;
+        encode(&mut self.write_buf, request, origin, !keepalive);
+        self.ready(origin, started, out).await?;
+        let meter = self.open.as_ref().expect("opened above").meter.clone();
+        self.pending = Some((meter.clone(), meter.totals()));
+        let large_body = (request.body.len() > INLINE_BODY_BYTES).then_some(&request.body);
+        let result = self
+            .exchange(request.method == Method::HEAD, large_body, started, out)
+            .await;
+        self.settle(out);
+        match result {
+            Ok((location, reusable)) => {
+                match &mut self.open {
+                    Some(open) if keepalive && reusable => open.last_used = started,
+                    _ => self.open = None,
+                }
+                Ok(location)
+            }
+            Err(class) => {
+                self.open = None;
+                Err(class)
+            }
+        }
+    }
+
+    fn settle(&mut self, out: &mut Exchange) {
+        // Bytes count even when the exchange failed half-way: they crossed the wire.
+        if let Some((meter, (sent0, received0))) = self.pending.take() {
+            let (sent, received) = meter.totals();
+            out.bytes_sent += sent - sent0;
+            out.bytes_received += received - received0;
+        }
+    }
+
+    fn discard(&mut self) {
+        self.open = None;
+    }
+}
+
+/// True when an idle keep-alive connection can no longer carry a request: the peer closed
+/// it, reset it, or sent something unasked. One poll, no waiting; on a socket with nothing
+/// to read, tokio answers from its readiness flags without a system call.
+async fn peer_closed(io: &mut Box<dyn Io>) -> bool {
+    std::future::poll_fn(|cx| {
+        let mut byte = [0u8; 1];
+        let mut probe = ReadBuf::new(&mut byte);
+        Poll::Ready(!matches!(
+            Pin::new(&mut **io).poll_read(cx, &mut probe),
+            Poll::Pending
+        ))
+    })
+    .await
+}
+
+/// Writes the request: `head` (with the body when it is small), then a large body's chunks.
+async fn write_request(
+    io: &mut Box<dyn Io>,
+    head: &[u8],
+    large_body: Option<&BodyBytes>,
+    buf: &mut Vec<u8>,
+) -> std::io::Result<Sent> {
+    let chunks = large_body.map_or(&[][..], |body| body.chunks());
+    for part in std::iter::once(head).chain(chunks.iter().map(|c| &c[..])) {
+        if let Sent::AnsweredEarly = write_watching(io, part, buf).await? {
+            return Ok(Sent::AnsweredEarly);
+        }
+    }
+    Ok(Sent::All)
+}
+
+/// How far [`write_watching`] got.
+enum Sent {
+    All,
+    /// The server's answer began to arrive (in the read buffer) before the request was out.
+    AnsweredEarly,
+}
+
+/// Writes `data`, and whenever the socket cannot take more, looks for an early answer: a
+/// server refusing a large upload (413) answers while the body is still going out, and may
+/// stop reading. Without this, the client kept writing into a full socket until the server
+/// closed it, and recorded a `reset` with no status.
+async fn write_watching(
+    io: &mut Box<dyn Io>,
+    data: &[u8],
+    buf: &mut Vec<u8>,
+) -> std::io::Result<Sent> {
+    let mut written = 0;
+    let mut scratch = [0u8; 4096];
+    std::future::poll_fn(|cx| loop {
+        if written == data.len() {
+            return Poll::Ready(Ok(Sent::All));
+        }
+        match Pin::new(&mut **io).poll_write(cx, &data[written..]) {
+            Poll::Ready(Ok(0)) => return Poll::Ready(Err(std::io::ErrorKind::WriteZero.into())),
+            Poll::Ready(Ok(n)) => {
+                written += n;
+                continue;
+            }
+            Poll::Ready(Err(e)) => return Poll::Ready(Err(e)),
+            Poll::Pending => {}
+        }
+        // The socket is full: has the server answered already?
+        let mut probe = ReadBuf::new(&mut scratch);
+        match Pin::new(&mut **io).poll_read(cx, &mut probe) {
+            // The server's end of stream: the reading after this finds out what happened.
+            Poll::Ready(Ok(())) if probe.filled().is_empty() => {
+                return Poll::Ready(Ok(Sent::AnsweredEarly))
+            }
+            Poll::Ready(Ok(())) => buf.extend_from_slice(probe.filled()),
+            Poll::Ready(Err(e)) => return Poll::Ready(Err(e)),
+            Poll::Pending => return Poll::Pending,
+        }
+        match parse_head(buf, false) {
+            // An interim response (100 Continue): the server wants the rest.
+            Ok(Some(head)) if (100..200).contains(&head.status) && head.status != 101 => {
+                buf.drain(..head.len);
+            }
+            Ok(None) => {} // more of the head to come; keep writing meanwhile
+            Ok(Some(_)) | Err(_) => return Poll::Ready(Ok(Sent::AnsweredEarly)),
+        }
+    })
+    .await
+}
+
+/// Reads what is available into the spare capacity of `buf`; 0 means the peer closed.
+async fn read_more(io: &mut Box<dyn Io>, buf: &mut Vec<u8>) -> Result<usize, ErrorClass> {
+    if buf.capacity() - buf.len() < READ_CHUNK / 4 {
+        buf.reserve(READ_CHUNK);
+    }
+    io.read_buf(buf).await.map_err(|e| classify_io(&e, false))
+}
