@@ -11,7 +11,7 @@
 //! `Connection: close`. After any failure the connection is dropped: its state is unknown.
 //!
 //! This file is the connection and the exchange; [`wire`] encodes requests and parses response
-//! heads (pure functions over bytes), [`body`] reads a body to its end.
+//! heads (pure functions over bytes), `body` reads a body to its end.
 
 mod body;
 pub mod wire;
