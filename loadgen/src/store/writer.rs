@@ -379,7 +379,9 @@ mod tests {
             queue_wait_ns: some_if(i.is_multiple_of(2), i as i64),
             op: (i % 2) as u16,
             status: if i.is_multiple_of(5) { 0 } else { 200 },
-            error: i.is_multiple_of(4).then(|| ErrorClass::ALL[i % ErrorClass::ALL.len()]),
+            error: i
+                .is_multiple_of(4)
+                .then(|| ErrorClass::ALL[i % ErrorClass::ALL.len()]),
             bytes_sent: 100 + i as u64,
             bytes_received: 200 + i as u64,
             worker: (i % 9) as u32,
