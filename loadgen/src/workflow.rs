@@ -14,7 +14,7 @@ use serde::Serialize;
 use crate::cli::{CalibrateArgs, SweepArgs};
 use crate::config::{ConfigError, Output, RunConfig};
 use crate::report::{write_json_atomically, RunSummary};
-use crate::runner::{run, RunError};
+use crate::runner::{run, run_with, RunError, RunJsonExtra};
 use crate::scenario::schema::{ModelSpec, PhaseSpec, PhasedSpec, WorkerCount};
 use crate::stop::StopSignal;
 use crate::units::duration;
@@ -44,6 +44,24 @@ pub struct Prediction {
 }
 
 impl Calibration {
+    /// The calibration a run's summary holds: R(1) over its measured phase, and predictions
+    /// for `levels`.
+    fn of(summary: &RunSummary, levels: &[u32]) -> Self {
+        let phase = summary.phases.iter().find(|p| p.phase == CALIBRATION);
+        let r1_ns = phase
+            .and_then(|p| p.latency.map(|l| l.mean_ns))
+            .unwrap_or(f64::NAN);
+        Calibration {
+            r1_ns,
+            r1_by_op_ns: phase
+                .map(|p| p.op_mean_latency_ns.clone())
+                .unwrap_or_default(),
+            x1_rps: phase.map_or(0.0, |p| p.throughput_rps),
+            requests: phase.map_or(0, |p| p.requests),
+            predictions: Calibration::predict(r1_ns, levels),
+        }
+    }
+
     fn predict(r1_ns: f64, levels: &[u32]) -> Vec<Prediction> {
         levels
             .iter()
@@ -75,7 +93,7 @@ impl Calibration {
     }
 }
 
-/// Runs a calibration and tags its run.json with the result.
+/// Runs a calibration; its run.json says `kind: calibration` and carries the result.
 pub async fn calibrate(
     args: &CalibrateArgs,
     stop: StopSignal,
@@ -96,30 +114,19 @@ pub async fn calibrate(
     // measured requests, compiled like any scenario's model.
     let config = RunConfig::with_model(&run_args, calibration_model(args.warmup, requests))?;
     local_only("calibrate", &config.out)?;
-    let outcome = run(config, stop).await?;
-
-    let phase = outcome
-        .summary
-        .phases
-        .iter()
-        .find(|p| p.phase == CALIBRATION);
-    let r1_ns = phase
-        .and_then(|p| p.latency.map(|l| l.mean_ns))
-        .unwrap_or(f64::NAN);
-    let calibration = Calibration {
-        r1_ns,
-        r1_by_op_ns: phase
-            .map(|p| p.op_mean_latency_ns.clone())
-            .unwrap_or_default(),
-        x1_rps: phase.map_or(0.0, |p| p.throughput_rps),
-        requests: phase.map_or(0, |p| p.requests),
-        predictions: Calibration::predict(r1_ns, &args.levels),
-    };
-    let mut run_json = outcome.run_json.clone();
-    run_json["kind"] = "calibration".into();
-    run_json["calibration"] = serde_json::to_value(&calibration).expect("plain data");
-    let path = outcome.run_dir.join("run.json");
-    write_json_atomically(&path, &run_json).map_err(|source| RunError::Write { path, source })?;
+    let levels = args.levels.clone();
+    let extra: RunJsonExtra = Box::new(move |summary| {
+        let calibration = Calibration::of(summary, &levels);
+        serde_json::Map::from_iter([
+            ("kind".to_string(), "calibration".into()),
+            (
+                "calibration".to_string(),
+                serde_json::to_value(&calibration).expect("plain data"),
+            ),
+        ])
+    });
+    let outcome = run_with(config, stop, Some(extra)).await?;
+    let calibration = Calibration::of(&outcome.summary, &args.levels);
     Ok((calibration, outcome.run_dir))
 }
 

@@ -10,7 +10,7 @@ use serde::Serialize;
 use super::drive::Driven;
 use super::output::{RunIdentity, RunOutput};
 use super::target::PreparedTarget;
-use super::RunError;
+use super::{RunError, RunJsonExtra};
 use crate::config::RunConfig;
 use crate::report::{console, write_json_atomically, OpenSummary, RunSummary};
 use crate::stop::{ExitReason, StopSignal};
@@ -58,6 +58,7 @@ pub(super) async fn finish(
     driven: Driven,
     stop: &StopSignal,
     mut warnings: Vec<String>,
+    extra: Option<RunJsonExtra>,
 ) -> Result<RunOutcome, RunError> {
     let client = client_summary(&config, &target, driven.sysmon, &mut warnings);
     let RunOutput {
@@ -104,7 +105,7 @@ pub(super) async fn finish(
     );
     target.shut_down().await;
 
-    let run_json = serde_json::to_value(RunJson {
+    let mut run_json = serde_json::to_value(RunJson {
         identity: &identity,
         exit_reason,
         exit_code: exit_reason.exit_code(),
@@ -114,6 +115,9 @@ pub(super) async fn finish(
         client: client.as_ref(),
     })
     .expect("run.json is plain data");
+    if let (Some(extra), Some(fields)) = (extra, run_json.as_object_mut()) {
+        fields.extend(extra(&summary));
+    }
     let run_json_path = run_dir.join("run.json");
     write_json_atomically(&run_json_path, &run_json).map_err(|source| RunError::Write {
         path: run_json_path,

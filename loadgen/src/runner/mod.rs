@@ -20,11 +20,26 @@ pub use output::HostInfo;
 
 use crate::config::{RunConfig, Target};
 use crate::model::ModelPlan;
+use crate::report::RunSummary;
 use crate::stop::StopSignal;
+
+/// Fields a workflow adds to run.json once the run's summary is known (calibrate: its `kind`
+/// and R(1)); they go out in the one run.json write, before any upload.
+pub type RunJsonExtra =
+    Box<dyn FnOnce(&RunSummary) -> serde_json::Map<String, serde_json::Value> + Send>;
 
 /// Runs one load test of any model, from the target check to run.json. `stop` lets the caller
 /// (a signal handler, a test) stop it early; what completed by then is kept.
 pub async fn run(config: RunConfig, stop: StopSignal) -> Result<RunOutcome, RunError> {
+    run_with(config, stop, None).await
+}
+
+/// [`run`], with `extra` fields for run.json.
+pub async fn run_with(
+    config: RunConfig,
+    stop: StopSignal,
+    extra: Option<RunJsonExtra>,
+) -> Result<RunOutcome, RunError> {
     let mut warnings = Vec::new();
     if let Some(warning) = check_open_files(&config)? {
         eprintln!("warning: {warning}");
@@ -34,7 +49,7 @@ pub async fn run(config: RunConfig, stop: StopSignal) -> Result<RunOutcome, RunE
     warnings.extend(target.tls_warning(&config));
     let (output, records) = output::RunOutput::create(&config, &target, &stop).await?;
     let driven = drive::drive(&config, &target, &output, records, &stop).await?;
-    finish::finish(config, target, output, driven, &stop, warnings).await
+    finish::finish(config, target, output, driven, &stop, warnings, extra).await
 }
 
 /// Raises the soft open-files limit to the hard one, then checks that the run's connections

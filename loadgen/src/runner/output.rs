@@ -297,6 +297,64 @@ fn create_run_dir(out: Option<&Path>, run_id: &str) -> Result<PathBuf, RunError>
 mod tests {
     use super::*;
 
+    fn config(flags: &[&str]) -> RunConfig {
+        use clap::Parser;
+        let cli = crate::cli::Cli::try_parse_from([&["loadgen", "run"], flags].concat()).unwrap();
+        let crate::cli::Command::Run(args) = cli.command else {
+            unreachable!("a run command")
+        };
+        RunConfig::from_args(&args).unwrap()
+    }
+
+    #[test]
+    fn a_shards_run_id_names_the_shard() {
+        let whole = run_id(Shard::default());
+        assert!(!whole.contains("shard"), "{whole}");
+        let third = run_id(Shard { index: 2, count: 3 });
+        assert!(third.ends_with("-shard-2-of-3"), "{third}");
+    }
+
+    #[test]
+    fn segments_carry_the_identity_and_start_at_only_when_given() {
+        let keys = |identity: &RunIdentity| -> Vec<String> {
+            identity
+                .parquet_metadata()
+                .into_iter()
+                .map(|(k, _)| k)
+                .collect()
+        };
+        let plain = RunIdentity::new(&config(&["-c", "2"]), "r1", "http://x/");
+        assert!(!keys(&plain).contains(&"loadgen.start_at_unix_ns".to_string()));
+        let metadata: std::collections::BTreeMap<_, _> =
+            plain.parquet_metadata().into_iter().collect();
+        assert_eq!(metadata["loadgen.run_id"], "r1");
+        assert_eq!(metadata["loadgen.shard"], "0/1");
+        assert_eq!(
+            metadata["loadgen.anchor_unix_ns"],
+            plain.anchor.unix_ns.to_string()
+        );
+        let in_a_minute = chrono::Utc::now().timestamp_millis() + 60_000;
+        let sharded = RunIdentity::new(
+            &config(&["--shard", "1/2", "--start-at", &in_a_minute.to_string()]),
+            "r2",
+            "http://x/",
+        );
+        assert!(keys(&sharded).contains(&"loadgen.start_at_unix_ns".to_string()));
+        assert_eq!(sharded.shard, "1/2");
+    }
+
+    #[test]
+    fn an_out_dir_is_the_run_directory_and_its_location() {
+        let root = tempfile::tempdir().unwrap();
+        let dir = root.path().join("mine");
+        let (run_dir, location) = claim_run_dir(&Output::Dir(dir.clone()), "r1").unwrap();
+        assert_eq!(run_dir, dir);
+        assert_eq!(location, dir.display().to_string());
+        assert!(dir.join("requests").is_dir());
+        let again = claim_run_dir(&Output::Dir(dir.clone()), "r2").unwrap_err();
+        assert!(matches!(again, RunError::OutExists(_)), "{again}");
+    }
+
     /// Issue 13: two runs given one `--out` at once both ran and overwrote each other's
     /// segments. Many claims race here at once on each directory: exactly one may win.
     #[test]
