@@ -127,7 +127,8 @@ Examples:
       -H 'Content-Type: application/json' --body @swipe.json -c 20 -d 1m
 
 Exit codes: 0 run finished (failed requests are counted, not fatal); 1 results could not be
-written; 2 bad input or unreachable target (nothing was run); 130 Ctrl-C; 143 SIGTERM.";
+written; 2 bad input or unreachable target (nothing was run); 99 a --threshold was crossed;
+130 Ctrl-C; 143 SIGTERM.";
 
 /// Flags of `loadgen run`.
 #[derive(Debug, Args, Clone)]
@@ -250,6 +251,14 @@ pub struct RunArgs {
     /// before they are cut off and recorded as `cancelled`.
     #[arg(long, value_name = "DURATION", value_parser = parse_duration, default_value = "5s")]
     pub grace: Duration,
+
+    /// Fail the run (exit code 99) unless it meets this, judged at the end on every recorded
+    /// row: METRIC[OP] CMP VALUE, with METRIC a latency percentile (p50, p95, p99.9, …),
+    /// mean, max, error_rate or throughput; [OP] one request type's (else the whole run);
+    /// e.g. 'p99<50ms', 'p95[get_album]<=20ms', 'error_rate<1%', 'throughput>2000/s'
+    /// (repeatable; adds to a scenario's `thresholds`).
+    #[arg(long = "threshold", value_name = "EXPR")]
+    pub thresholds: Vec<String>,
 
     /// Run directory to create [default: runs/<run-id>]. Must not exist or be empty.
     /// `s3://BUCKET/PREFIX` instead uploads the run to `s3://BUCKET/PREFIX/<run-id>/` (every

@@ -266,6 +266,7 @@ fn quick_scenario(
     let scenario = Scenario {
         name: None,
         description: Some("from the command line".into()),
+        thresholds: Vec::new(),
         target: match target {
             Target::Url(url) => Some(url.url.clone()),
             Target::Embedded => None,

@@ -19,6 +19,7 @@ use std::time::Duration;
 
 use crate::cli::RunArgs;
 use crate::model::ModelPlan;
+use crate::report::thresholds::Threshold;
 use crate::scenario::schema::ModelSpec;
 use crate::scenario::{Scenario, ScenarioError};
 use crate::workload::Workload;
@@ -67,6 +68,8 @@ pub enum ConfigError {
     OpenFlags,
     #[error("{0}")]
     Shard(String),
+    #[error("{0}")]
+    Threshold(String),
     /// `loadgen sweep` levels that cannot all run (e.g. one given twice).
     #[error("{0}")]
     SweepLevels(String),
@@ -110,6 +113,8 @@ pub struct RunConfig {
     pub duration_cap: Option<Duration>,
     /// `--link-capacity`, in bits per second.
     pub link_capacity_bps: Option<u64>,
+    /// The scenario's `thresholds` and `--threshold`s, judged at the end.
+    pub thresholds: Vec<Threshold>,
 }
 
 /// How workers connect: TLS verification, protocol, keep-alive, redirects.
@@ -167,6 +172,10 @@ impl RunConfig {
             true => compiled.model,
             false => shard.slice(&compiled.model).map_err(ConfigError::Shard)?,
         };
+        let thresholds = validate::thresholds(
+            scenario.thresholds.iter().chain(&args.thresholds),
+            &compiled.workload.labels(),
+        )?;
         let start_at_unix_ns = args
             .start_at
             .as_deref()
@@ -194,6 +203,7 @@ impl RunConfig {
             start_at_unix_ns,
             duration_cap,
             link_capacity_bps: args.link_capacity,
+            thresholds,
         })
     }
 

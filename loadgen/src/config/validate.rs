@@ -10,6 +10,7 @@ use hyper::header::{HeaderName, HeaderValue};
 use hyper::Uri;
 
 use super::ConfigError;
+use crate::report::thresholds::Threshold;
 use crate::scenario::schema::{Dur, StageSpec};
 use crate::store::s3::S3Location;
 
@@ -168,6 +169,27 @@ pub(super) fn parse_header(text: &str) -> Result<(HeaderName, HeaderValue), Conf
     let name = HeaderName::from_bytes(name.trim().as_bytes()).map_err(|_| bad())?;
     let value = HeaderValue::from_str(value.trim()).map_err(|_| bad())?;
     Ok((name, value))
+}
+
+/// The scenario's `thresholds` and `--threshold`s, parsed; an op a threshold names must be one
+/// the run sends (`labels`), so a typo is an error, not a threshold that can never be judged.
+pub(super) fn thresholds<'a>(
+    texts: impl Iterator<Item = &'a String>,
+    labels: &[String],
+) -> Result<Vec<Threshold>, ConfigError> {
+    texts
+        .map(|text| {
+            let threshold: Threshold = text.parse().map_err(ConfigError::Threshold)?;
+            match &threshold.op {
+                Some(op) if !labels.contains(op) => Err(ConfigError::Threshold(format!(
+                    "threshold '{text}' names op '{op}', which this run does not send; its ops (as the \
+                     summary names them) are: {}",
+                    labels.join(", ")
+                ))),
+                _ => Ok(threshold),
+            }
+        })
+        .collect()
 }
 
 #[cfg(test)]

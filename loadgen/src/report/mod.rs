@@ -6,6 +6,7 @@
 
 pub mod console;
 pub mod progress;
+pub mod thresholds;
 
 use std::collections::BTreeMap;
 use std::path::Path;

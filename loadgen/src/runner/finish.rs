@@ -12,6 +12,7 @@ use super::output::{RunIdentity, RunOutput};
 use super::target::PreparedTarget;
 use super::{RunError, RunJsonExtra};
 use crate::config::RunConfig;
+use crate::report::thresholds::{self, ThresholdResult};
 use crate::report::{console, write_json_atomically, OpenSummary, RunSummary};
 use crate::stop::{ExitReason, StopSignal};
 use crate::store::s3::{Mirror, S3Store, UploadReport};
@@ -35,18 +36,27 @@ pub struct RunOutcome {
     pub console: String,
     /// The run.json document.
     pub run_json: serde_json::Value,
+    /// Each threshold judged against the run.
+    pub thresholds: Vec<ThresholdResult>,
 }
 
 impl RunOutcome {
-    /// The process exit code: the exit reason's, or 1 when results did not reach S3.
+    /// The process exit code: the exit reason's; 1 when results did not reach S3; 99 when a
+    /// run that finished crossed a threshold.
     pub fn exit_code(&self) -> i32 {
-        match (
-            self.exit_reason.exit_code(),
-            self.upload_failures.is_empty(),
-        ) {
-            (0, false) => 1,
-            (code, _) => code,
-        }
+        exit_code(self.exit_reason, &self.upload_failures, &self.thresholds)
+    }
+}
+
+fn exit_code(
+    reason: ExitReason,
+    upload_failures: &[String],
+    thresholds: &[ThresholdResult],
+) -> i32 {
+    match reason.exit_code() {
+        0 if !upload_failures.is_empty() => 1,
+        0 if thresholds.iter().any(|t| !t.passed) => thresholds::EXIT_CODE,
+        code => code,
     }
 }
 
@@ -97,6 +107,7 @@ pub(super) async fn finish(
         driven.live.handoff_blocked_ns.load(Ordering::Relaxed),
         open,
     );
+    let thresholds = thresholds::evaluate(&config.thresholds, &report.stats, &summary);
     let header = format!(
         "loadgen {} — {}, against {}",
         env!("CARGO_PKG_VERSION"),
@@ -108,11 +119,12 @@ pub(super) async fn finish(
     let mut run_json = serde_json::to_value(RunJson {
         identity: &identity,
         exit_reason,
-        exit_code: exit_reason.exit_code(),
+        exit_code: exit_code(exit_reason, &[], &thresholds),
         summary: &summary,
         records: RecordsInfo::new(&report, &run_dir),
         warnings: &warnings,
         client: client.as_ref(),
+        thresholds: &thresholds,
     })
     .expect("run.json is plain data");
     if let (Some(extra), Some(fields)) = (extra, run_json.as_object_mut()) {
@@ -130,15 +142,15 @@ pub(super) async fn finish(
         }
         _ => UploadReport::default(),
     };
-    let console = render_console(
-        &summary,
-        &header,
+    let footer = footer(
         &location,
         &report,
         exit_reason,
+        &thresholds,
         client.as_ref(),
         &warnings,
     );
+    let console = console::render(&summary, &header, &footer);
     Ok(RunOutcome {
         run_dir,
         location,
@@ -148,6 +160,7 @@ pub(super) async fn finish(
         exit_reason,
         console,
         run_json,
+        thresholds,
     })
 }
 
@@ -206,16 +219,16 @@ fn client_summary(
     }
 }
 
-/// The console table: the summary, then where the results are and how the run ended.
-fn render_console(
-    summary: &RunSummary,
-    header: &str,
+/// The lines under the console table: where the results are, how the run ended, thresholds,
+/// the client's verdict and warnings.
+fn footer<'a>(
     location: &str,
     report: &WriterReport,
     exit_reason: ExitReason,
+    thresholds: &[ThresholdResult],
     client: Option<&ClientSummary>,
     warnings: &[String],
-) -> String {
+) -> Vec<(&'a str, String)> {
     let mut footer = vec![
         ("Run directory", location.to_string()),
         (
@@ -229,13 +242,16 @@ fn render_console(
         ),
         ("Ended", exit_reason_text(exit_reason).to_string()),
     ];
+    if !thresholds.is_empty() {
+        footer.push(("Thresholds", thresholds::console_line(thresholds)));
+    }
     if let Some(client) = client {
         footer.push(("Client", client.console_line()));
     }
     for warning in warnings {
         footer.push(("Warning", warning.clone()));
     }
-    console::render(summary, header, &footer)
+    footer
 }
 
 /// The final run.json: the identity, how the run ended and what it measured.
@@ -250,6 +266,8 @@ struct RunJson<'a> {
     warnings: &'a [String],
     /// Client CPU, memory and saturation (from client-metrics.parquet).
     client: Option<&'a ClientSummary>,
+    /// Each threshold (scenario `thresholds`, `--threshold`) with what the run did.
+    thresholds: &'a [ThresholdResult],
 }
 
 #[derive(Debug, Serialize)]

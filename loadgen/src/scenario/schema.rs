@@ -20,6 +20,10 @@ pub struct Scenario {
     /// Base URL, e.g. `http://127.0.0.1:8080`; `--url` overrides it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub target: Option<String>,
+    /// Pass/fail criteria judged at the end, e.g. `["p99<50ms", "error_rate<1%"]`
+    /// (`--threshold` adds to them); a crossed one makes the run exit 99.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub thresholds: Vec<String>,
     #[serde(default)]
     pub defaults: Defaults,
     /// Payload generators, referred to as `{name}` in paths and bodies.

@@ -1,0 +1,341 @@
+//! Thresholds: what a run must achieve to pass, as k6 and Gatling let a test say it
+//! (`--threshold 'p99<50ms'`, a scenario's `thresholds = ["error_rate<1%"]`).
+//!
+//! A threshold is `METRIC[OP] CMP VALUE`: a latency percentile (`p50`, `p95`, `p99.9`, any
+//! `pN`), `mean`, `max`, `error_rate` or `throughput`; optionally one op's (`p99[get_album]`),
+//! else the whole run's; compared with `<`, `<=`, `>` or `>=` to a value in the metric's unit
+//! (`50ms`, `1%`, `2000/s`). They are judged once, at the end, on the exact aggregates of
+//! every recorded row (latency at HDR precision, from the intended send time under the open
+//! model); a crossed threshold makes the run exit with [`EXIT_CODE`], and the summary,
+//! run.json (`thresholds`) and the HTML report list each with what was observed.
+
+use std::fmt;
+use std::str::FromStr;
+
+use serde::Serialize;
+
+use super::RunSummary;
+use crate::stats::Aggregator;
+
+/// The exit code of a run that crossed a threshold (k6's), distinct from 1 (results not
+/// written) and 2 (bad input).
+pub const EXIT_CODE: i32 = 99;
+
+/// What a threshold measures.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Metric {
+    /// A latency percentile, 0 < p < 100.
+    Percentile(f64),
+    Mean,
+    Max,
+    /// Failed rows / rows.
+    ErrorRate,
+    /// Rows per second of wall time.
+    Throughput,
+}
+
+/// `<`, `<=`, `>`, `>=`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Comparison {
+    Below,
+    AtMost,
+    Above,
+    AtLeast,
+}
+
+/// One parsed threshold. Latency limits are in nanoseconds, error rates a fraction,
+/// throughput requests per second.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Threshold {
+    /// As the user wrote it.
+    pub text: String,
+    pub metric: Metric,
+    /// The op it applies to; `None` for the whole run.
+    pub op: Option<String>,
+    pub comparison: Comparison,
+    pub limit: f64,
+}
+
+/// A threshold judged against a run.
+#[derive(Debug, Clone, Serialize)]
+pub struct ThresholdResult {
+    pub threshold: String,
+    /// The op, or `null` for the whole run.
+    pub op: Option<String>,
+    /// What the run did, in `unit`; `null` when there was nothing to measure (no response).
+    pub observed: Option<f64>,
+    pub limit: f64,
+    /// `ns`, `fraction` or `1/s`.
+    pub unit: &'static str,
+    pub passed: bool,
+}
+
+impl Metric {
+    fn unit(self) -> &'static str {
+        match self {
+            Metric::ErrorRate => "fraction",
+            Metric::Throughput => "1/s",
+            _ => "ns",
+        }
+    }
+}
+
+impl FromStr for Threshold {
+    type Err = String;
+
+    fn from_str(text: &str) -> Result<Self, String> {
+        let bad = |why: &str| {
+            format!(
+                "threshold '{text}' {why}; write METRIC[OP] CMP VALUE, e.g. 'p99<50ms', \
+                 'p95[get_album]<=20ms', 'error_rate<1%' or 'throughput>2000/s'"
+            )
+        };
+        let at = text
+            .find(['<', '>'])
+            .ok_or_else(|| bad("has no comparison (<, <=, > or >=)"))?;
+        let (left, rest) = text.split_at(at);
+        let (comparison, value) = match rest.as_bytes() {
+            [b'<', b'=', ..] => (Comparison::AtMost, &rest[2..]),
+            [b'>', b'=', ..] => (Comparison::AtLeast, &rest[2..]),
+            [b'<', ..] => (Comparison::Below, &rest[1..]),
+            _ => (Comparison::Above, &rest[1..]),
+        };
+        let left = left.trim();
+        let (name, op) = match left.split_once('[') {
+            Some((name, op)) => {
+                let op = op
+                    .strip_suffix(']')
+                    .ok_or_else(|| bad("opens [ without ]"))?;
+                if op.is_empty() {
+                    return Err(bad("names no op inside []"));
+                }
+                (name.trim(), Some(op.to_string()))
+            }
+            None => (left, None),
+        };
+        let metric = match name {
+            "mean" | "avg" => Metric::Mean,
+            "max" => Metric::Max,
+            "error_rate" => Metric::ErrorRate,
+            "throughput" => Metric::Throughput,
+            p if p.starts_with('p') => match p[1..].parse::<f64>() {
+                Ok(q) if q > 0.0 && q < 100.0 => Metric::Percentile(q),
+                _ => return Err(bad("has a percentile outside p0 < pN < p100")),
+            },
+            _ => {
+                return Err(bad(&format!(
+                    "measures '{name}', which is none of pN, mean, max, error_rate, throughput"
+                )))
+            }
+        };
+        let limit = parse_limit(metric, value.trim()).map_err(|why| bad(&why))?;
+        Ok(Threshold {
+            text: text.trim().to_string(),
+            metric,
+            op,
+            comparison,
+            limit,
+        })
+    }
+}
+
+/// A limit in the metric's unit: a duration with its unit for latency, a percentage or a
+/// fraction for error rates, requests per second (`/s` optional) for throughput.
+fn parse_limit(metric: Metric, value: &str) -> Result<f64, String> {
+    let number = |text: &str| {
+        text.trim()
+            .parse::<f64>()
+            .ok()
+            .filter(|n| n.is_finite() && *n >= 0.0)
+            .ok_or_else(|| format!("has '{value}', which is not a number >= 0 with a unit"))
+    };
+    match metric {
+        Metric::ErrorRate => match value.strip_suffix('%') {
+            Some(percent) => Ok(number(percent)? / 100.0),
+            None => number(value),
+        },
+        Metric::Throughput => number(value.strip_suffix("/s").unwrap_or(value)),
+        _ => {
+            let split = value
+                .find(|c: char| c.is_alphabetic() || c == 'µ')
+                .ok_or_else(|| format!("gives '{value}' without a unit; write e.g. 50ms"))?;
+            let scale = match &value[split..] {
+                "ns" => 1.0,
+                "us" | "µs" => 1e3,
+                "ms" => 1e6,
+                "s" => 1e9,
+                unit => return Err(format!("has unit '{unit}'; use ns, us, ms or s")),
+            };
+            Ok(number(&value[..split])? * scale)
+        }
+    }
+}
+
+impl fmt::Display for Threshold {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.text)
+    }
+}
+
+impl Threshold {
+    fn passes(&self, observed: f64) -> bool {
+        match self.comparison {
+            Comparison::Below => observed < self.limit,
+            Comparison::AtMost => observed <= self.limit,
+            Comparison::Above => observed > self.limit,
+            Comparison::AtLeast => observed >= self.limit,
+        }
+    }
+
+    /// What the run did on this threshold's metric; `None` when nothing was measured.
+    fn observe(&self, stats: &Aggregator, summary: &RunSummary) -> Option<f64> {
+        let index = match &self.op {
+            Some(op) => Some(summary.ops.iter().position(|o| &o.op == op)?),
+            None => None,
+        };
+        match self.metric {
+            Metric::ErrorRate => {
+                let (failed, requests) = match index {
+                    Some(i) => (summary.ops[i].failed, summary.ops[i].requests),
+                    None => (summary.failed, summary.requests),
+                };
+                (requests > 0).then(|| failed as f64 / requests as f64)
+            }
+            Metric::Throughput => Some(match index {
+                Some(i) => summary.ops[i].throughput_rps,
+                None => summary.throughput_rps,
+            }),
+            latency => {
+                let mut histogram = hdrhistogram::Histogram::<u64>::new(3).ok()?;
+                for (i, op) in stats.ops.iter().enumerate() {
+                    if index.is_none_or(|wanted| wanted == i) {
+                        histogram.add(&op.latency_ns).ok()?;
+                    }
+                }
+                if histogram.is_empty() {
+                    return None;
+                }
+                Some(match latency {
+                    Metric::Percentile(q) => histogram.value_at_quantile(q / 100.0) as f64,
+                    Metric::Mean => histogram.mean(),
+                    _ => histogram.max() as f64,
+                })
+            }
+        }
+    }
+}
+
+/// Judges every threshold against the run's exact aggregates and its summary.
+pub fn evaluate(
+    thresholds: &[Threshold],
+    stats: &Aggregator,
+    summary: &RunSummary,
+) -> Vec<ThresholdResult> {
+    thresholds
+        .iter()
+        .map(|threshold| {
+            let observed = threshold.observe(stats, summary);
+            ThresholdResult {
+                threshold: threshold.text.clone(),
+                op: threshold.op.clone(),
+                observed,
+                limit: threshold.limit,
+                unit: threshold.metric.unit(),
+                passed: observed.is_some_and(|value| threshold.passes(value)),
+            }
+        })
+        .collect()
+}
+
+/// The console line: all passed, or which were crossed and by how much.
+pub fn console_line(results: &[ThresholdResult]) -> String {
+    let crossed: Vec<String> = results
+        .iter()
+        .filter(|r| !r.passed)
+        .map(|r| {
+            let observed = match (r.observed, r.unit) {
+                (None, _) => "nothing measured".to_string(),
+                (Some(ns), "ns") => crate::units::duration(ns),
+                (Some(rate), "fraction") => format!("{:.2}%", rate * 100.0),
+                (Some(rps), _) => format!("{rps:.1}/s"),
+            };
+            format!("{} (observed {observed})", r.threshold)
+        })
+        .collect();
+    match crossed.len() {
+        0 => format!("all {} passed", results.len()),
+        n => format!(
+            "{n} of {} CROSSED (exit code {EXIT_CODE}): {}",
+            results.len(),
+            crossed.join("; ")
+        ),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse(text: &str) -> Threshold {
+        text.parse().unwrap()
+    }
+
+    #[test]
+    fn thresholds_read_as_written() {
+        let t = parse("p99<50ms");
+        assert_eq!(
+            (t.metric, t.op, t.comparison, t.limit),
+            (Metric::Percentile(99.0), None, Comparison::Below, 50e6)
+        );
+        let t = parse(" p99.9[get_album] <= 1.5s ");
+        assert_eq!(
+            (t.metric, t.op.as_deref(), t.comparison, t.limit),
+            (
+                Metric::Percentile(99.9),
+                Some("get_album"),
+                Comparison::AtMost,
+                1.5e9
+            )
+        );
+        assert_eq!(parse("error_rate<1%").limit, 0.01);
+        assert_eq!(parse("error_rate<=0.05").limit, 0.05);
+        let t = parse("throughput>=2000/s");
+        assert_eq!(
+            (t.metric, t.comparison, t.limit),
+            (Metric::Throughput, Comparison::AtLeast, 2000.0)
+        );
+        assert_eq!(parse("mean>250us").limit, 250e3);
+        assert_eq!(parse("max<800µs").comparison, Comparison::Below);
+    }
+
+    #[test]
+    fn bad_thresholds_say_how_to_write_one() {
+        for (text, needle) in [
+            ("p99 50ms", "no comparison"),
+            ("p99<50", "without a unit"),
+            ("p99<50mins", "unit 'mins'"),
+            ("p100<1s", "percentile"),
+            ("latency<1s", "none of pN"),
+            ("p99[get<1s", "without ]"),
+            ("p99[]<1s", "no op"),
+            ("error_rate<lots", "not a number"),
+        ] {
+            let error = text.parse::<Threshold>().unwrap_err();
+            assert!(error.contains(needle), "{text}: {error}");
+            assert!(error.contains("p99<50ms"), "{text}: {error}");
+        }
+    }
+
+    #[test]
+    fn comparisons_pass_on_their_side_of_the_limit() {
+        for (text, observed, passed) in [
+            ("p99<50ms", 49e6, true),
+            ("p99<50ms", 50e6, false),
+            ("p99<=50ms", 50e6, true),
+            ("throughput>100", 100.0, false),
+            ("throughput>=100", 100.0, true),
+        ] {
+            assert_eq!(parse(text).passes(observed), passed, "{text} at {observed}");
+        }
+    }
+}

@@ -1,0 +1,183 @@
+//! Thresholds end to end: `--threshold` and a scenario's `thresholds` judged on the recorded
+//! rows, a crossed one exits 99 and is listed on the console and in run.json, bad ones are
+//! refused before anything runs (exit 2).
+//!
+//! The server sleeps 20 ms per request, so "at least 20 ms" is a bound no machine load can
+//! break; nothing here depends on how fast this machine is.
+
+mod common;
+
+use common::{loadgen_bin, read_rows, run_json, ServerOnRuntime};
+use servers::ServerConfig;
+
+fn slow_server() -> ServerOnRuntime {
+    ServerOnRuntime::start(ServerConfig {
+        service_time: "20ms".parse().unwrap(),
+        ..ServerConfig::default()
+    })
+}
+
+fn run(args: &[&str]) -> (i32, String) {
+    let output = loadgen_bin().args(args).output().unwrap();
+    let text = String::from_utf8_lossy(&output.stdout).into_owned()
+        + &String::from_utf8_lossy(&output.stderr);
+    (output.status.code().unwrap_or(-1), text)
+}
+
+#[test]
+fn a_crossed_threshold_exits_99_and_says_what_was_observed() {
+    let server = slow_server();
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("run");
+    let (code, text) = run(&[
+        "run",
+        "--url",
+        &server.url("/"),
+        "-c",
+        "4",
+        "-n",
+        "120",
+        "--no-progress",
+        "--threshold",
+        "p99<5ms",
+        "--threshold",
+        "error_rate<1%",
+        "--out",
+        out.to_str().unwrap(),
+    ]);
+    assert_eq!(code, 99, "{text}");
+    assert!(text.contains("Thresholds"), "{text}");
+    assert!(
+        text.contains("1 of 2 CROSSED (exit code 99): p99<5ms (observed"),
+        "{text}"
+    );
+
+    let doc = run_json(&out);
+    assert_eq!(doc["exit_code"], 99);
+    let results = doc["thresholds"].as_array().unwrap();
+    assert_eq!(results.len(), 2);
+    assert_eq!(results[0]["threshold"], "p99<5ms");
+    assert_eq!(results[0]["passed"], false);
+    assert_eq!(results[0]["unit"], "ns");
+    assert_eq!(results[0]["limit"], 5e6);
+    assert!(results[0]["op"].is_null());
+    assert_eq!(results[1]["passed"], true);
+    assert_eq!(results[1]["observed"], 0.0);
+
+    // Judged on every recorded row: the exact p99 of the rows, at HDR precision.
+    let mut latencies: Vec<i64> = read_rows(&out)
+        .iter()
+        .filter(|r| r.status != 0)
+        .map(|r| r.latency_ns)
+        .collect();
+    assert_eq!(latencies.len(), 120);
+    latencies.sort_unstable();
+    let exact_p99 = latencies[(0.99f64 * 120.0).ceil() as usize - 1] as f64;
+    let observed = results[0]["observed"].as_f64().unwrap();
+    assert!(
+        (observed - exact_p99).abs() <= 0.002 * exact_p99,
+        "observed {observed} vs rows {exact_p99}"
+    );
+    assert!(observed >= 20e6, "{observed}");
+}
+
+#[test]
+fn thresholds_that_hold_exit_0_and_a_scenarios_thresholds_name_ops() {
+    let server = slow_server();
+    let dir = tempfile::tempdir().unwrap();
+    let scenario = dir.path().join("s.toml");
+    std::fs::write(
+        &scenario,
+        r#"
+thresholds = ["p50[home]>=20ms", "throughput[home]>0/s"]
+sequence = ["home", "again"]
+
+[requests.home]
+method = "GET"
+path = "/"
+label = "home"
+
+[requests.again]
+method = "GET"
+path = "/"
+label = "again"
+
+[model]
+kind = "closed"
+workers = 2
+requests = 40
+"#,
+    )
+    .unwrap();
+    let out = dir.path().join("pass");
+    let (code, text) = run(&[
+        "run",
+        scenario.to_str().unwrap(),
+        "--url",
+        &server.url(""),
+        "--no-progress",
+        "--threshold",
+        "mean>=20ms",
+        "--out",
+        out.to_str().unwrap(),
+    ]);
+    assert_eq!(code, 0, "{text}");
+    assert!(text.contains("all 3 passed"), "{text}");
+    let doc = run_json(&out);
+    assert_eq!(doc["exit_code"], 0);
+    let results = doc["thresholds"].as_array().unwrap();
+    assert_eq!(results[0]["op"], "home");
+    assert_eq!(results[2]["threshold"], "mean>=20ms");
+    assert!(results.iter().all(|r| r["passed"] == true), "{results:?}");
+    // The scenario's thresholds are part of the definition run.json records.
+    assert_eq!(
+        doc["config"]["definition"]["thresholds"][0],
+        "p50[home]>=20ms"
+    );
+
+    // The same run with one of `again`'s requests held to an impossible bound fails alone.
+    let out = dir.path().join("fail");
+    let (code, text) = run(&[
+        "run",
+        scenario.to_str().unwrap(),
+        "--url",
+        &server.url(""),
+        "--no-progress",
+        "--threshold",
+        "max[again]<1ms",
+        "--out",
+        out.to_str().unwrap(),
+    ]);
+    assert_eq!(code, 99, "{text}");
+    let results = run_json(&out)["thresholds"].as_array().unwrap().clone();
+    let passed: Vec<bool> = results.iter().map(|r| r["passed"] == true).collect();
+    assert_eq!(passed, [true, true, false], "{results:?}");
+}
+
+#[test]
+fn bad_thresholds_are_refused_before_anything_runs() {
+    let server = slow_server();
+    let dir = tempfile::tempdir().unwrap();
+    for (threshold, needle) in [
+        ("p99<50", "without a unit"),
+        ("p99[nope]<1s", "which this run does not send"),
+        ("latency<1s", "none of pN"),
+    ] {
+        let out = dir.path().join("never");
+        let (code, text) = run(&[
+            "run",
+            "--url",
+            &server.url("/"),
+            "-n",
+            "5",
+            "--threshold",
+            threshold,
+            "--out",
+            out.to_str().unwrap(),
+        ]);
+        assert_eq!(code, 2, "{threshold}: {text}");
+        assert!(text.contains(needle), "{threshold}: {text}");
+        assert_eq!(text.trim().lines().count(), 1, "one sentence: {text}");
+        assert!(!out.exists(), "{threshold}: nothing is written");
+    }
+}
