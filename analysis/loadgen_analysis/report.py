@@ -187,6 +187,41 @@ def _shards_html(runs: list[Run]) -> str:
     return "".join(parts)
 
 
+def _threshold_value(value: float | None, unit: str) -> str:
+    if value is None:
+        return "nothing measured"
+    if unit == "ns":
+        return f"{value / 1e6:.3f} ms"
+    if unit == "fraction":
+        return f"{value * 100:.2f} %"
+    return f"{value:,.1f} /s"
+
+
+def _thresholds_html(runs: list[Run]) -> str:
+    """Each run's thresholds (run.json ``thresholds``): what was asked, what was observed."""
+    rows = []
+    for run in runs:
+        for t in run.meta.get("thresholds") or []:
+            verdict = "passed" if t["passed"] else "<b>CROSSED</b>"
+            rows.append(
+                f"<tr><td>{html.escape(run.label)}</td><td><code>{html.escape(t['threshold'])}"
+                f"</code></td><td>{html.escape(t['op'] or 'whole run')}</td>"
+                f"<td>{_threshold_value(t['observed'], t['unit'])}</td>"
+                f"<td>{_threshold_value(t['limit'], t['unit'])}</td><td>{verdict}</td></tr>"
+            )
+    head = (
+        "<tr><th>run</th><th>threshold</th><th>op</th><th>observed</th><th>limit</th>"
+        "<th>verdict</th></tr>"
+    )
+    crossed = sum(not t["passed"] for run in runs for t in run.meta.get("thresholds") or [])
+    note = (
+        f"<p><b>{crossed} threshold(s) crossed</b>: the run exited with code 99.</p>"
+        if crossed
+        else "<p>Every threshold passed.</p>"
+    )
+    return note + f"<table>{head}{''.join(rows)}</table>"
+
+
 def _attribution_html(result: Attribution) -> str:
     parts = [
         f'<div class="verdict {html.escape(result.verdict)}"><b>Verdict: '
@@ -292,6 +327,8 @@ def build_report(
     ]
     if any(r.shards for r in runs):
         body += ["<h2>Shards</h2>", _shards_html(runs)]
+    if any(r.meta.get("thresholds") for r in runs):
+        body += ["<h2>Thresholds</h2>", _thresholds_html(runs)]
 
     result = attribute(runs, link_capacity_bps=link_capacity_bps)
     body += ["<h2>Where throughput stops</h2>", _attribution_html(result)]

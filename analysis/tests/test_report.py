@@ -9,7 +9,10 @@ import subprocess
 import sys
 from pathlib import Path
 
-from .conftest import Recorded, run_cli
+from loadgen_analysis import harness
+from loadgen_analysis.report import build_report
+
+from .conftest import Binaries, Recorded, run_cli
 
 
 def _report(out: Path, *runs: Path) -> subprocess.CompletedProcess[str]:
@@ -76,3 +79,40 @@ def test_report_on_one_run_has_no_sweep_sections(error_run: Recorded, tmp_path: 
     assert "Capacity model" not in text
     assert "Failures" in text and "http_status" in text
     assert "Verdict: errors" in text
+
+
+def test_report_lists_thresholds_and_which_were_crossed(binaries: Binaries, tmp_path: Path):
+    """A real run with one threshold that holds and one no server meets (1 ns): loadgen exits
+    99, and the report shows both with what the run observed."""
+    out = tmp_path / "run"
+    with harness.Server(("--service-time", "2ms"), binary=binaries.server) as server:
+        done = subprocess.run(
+            [
+                str(binaries.loadgen),
+                "run",
+                "--url",
+                server.url + "/",
+                "-c",
+                "2",
+                "-n",
+                "40",
+                "--no-progress",
+                "--threshold",
+                "p99<1ns",
+                "--threshold",
+                "error_rate<=0%",
+                "--out",
+                str(out),
+            ],
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+    assert done.returncode == 99, done.stderr
+    page = build_report(str(out))
+    section = page[page.index("<h2>Thresholds</h2>") :]
+    section = section[: section.index("<h2>", 5)]
+    assert "1 threshold(s) crossed" in section
+    assert "<code>p99&lt;1ns</code>" in section and "CROSSED" in section
+    assert "<code>error_rate&lt;=0%</code>" in section and "passed" in section
+    assert "0.00 %" in section  # the observed error rate
