@@ -260,6 +260,12 @@ pub struct RunArgs {
     #[arg(long = "threshold", value_name = "EXPR")]
     pub thresholds: Vec<String>,
 
+    /// Serve the run's live metrics for Prometheus at http://ADDR/metrics while it runs
+    /// (requests by op and outcome, in flight, latency histograms per op), e.g.
+    /// 127.0.0.1:9464; port 0 picks a free one (printed at the start).
+    #[arg(long, value_name = "ADDR")]
+    pub metrics_addr: Option<std::net::SocketAddr>,
+
     /// Run directory to create [default: runs/<run-id>]. Must not exist or be empty.
     /// `s3://BUCKET/PREFIX` instead uploads the run to `s3://BUCKET/PREFIX/<run-id>/` (every
     /// shard can be given the same URL), each segment as soon as it closes; credentials come

@@ -13,6 +13,7 @@ use std::time::{Duration, Instant};
 
 use crate::clock::{nanos, Anchor};
 use crate::record::{ErrorClass, RequestRecord};
+use crate::stats::live::LiveMetrics;
 use crate::stats::LiveCounters;
 use crate::stop::{ExitReason, StopSignal};
 use crate::store::writer::RecordSender;
@@ -80,6 +81,8 @@ pub struct WorkerContext {
     pub anchor: Anchor,
     pub workload: Workload,
     pub live: Arc<LiveCounters>,
+    /// Per-op live metrics, when the run serves them (`--metrics-addr`).
+    pub metrics: Option<Arc<LiveMetrics>>,
     pub stop: StopSignal,
 }
 
@@ -157,6 +160,18 @@ pub async fn run_worker<T: Transport, S: WorkSource>(
             (!template.expect.contains(exchange.status)).then_some(ErrorClass::HttpStatus)
         });
         ctx.live.count(error.is_some());
+        if let Some(metrics) = &ctx.metrics {
+            // As the summary: latency from the intended send time under the open model.
+            let since = work.intended.unwrap_or(started);
+            metrics.observe(
+                work.op,
+                error,
+                exchange.status != 0,
+                nanos(ended.saturating_duration_since(since)),
+                work.intended
+                    .map(|t| nanos(started.saturating_duration_since(t))),
+            );
+        }
         source.finished(&work, error.is_some());
         if batch.is_empty() {
             batch_started = ended;

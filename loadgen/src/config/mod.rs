@@ -115,6 +115,8 @@ pub struct RunConfig {
     pub link_capacity_bps: Option<u64>,
     /// The scenario's `thresholds` and `--threshold`s, judged at the end.
     pub thresholds: Vec<Threshold>,
+    /// `--metrics-addr`: where live metrics are served for Prometheus.
+    pub metrics_addr: Option<std::net::SocketAddr>,
 }
 
 /// How workers connect: TLS verification, protocol, keep-alive, redirects.
@@ -204,6 +206,7 @@ impl RunConfig {
             duration_cap,
             link_capacity_bps: args.link_capacity,
             thresholds,
+            metrics_addr: args.metrics_addr,
         })
     }
 

@@ -8,7 +8,9 @@ use super::output::RunOutput;
 use super::target::PreparedTarget;
 use super::RunError;
 use crate::config::RunConfig;
+use crate::report::metrics::{MetricsListener, MetricsServer, MetricsSource};
 use crate::report::progress::Progress;
+use crate::stats::live::LiveMetrics;
 use crate::stats::LiveCounters;
 use crate::stop::{ExitReason, StopSignal};
 use crate::store::writer::RecordSender;
@@ -20,6 +22,8 @@ use crate::worker::{WorkerContext, WorkerPool};
 pub(super) struct Driven {
     pub live: Arc<LiveCounters>,
     pub sysmon: Result<Sysmon, SysmonError>,
+    /// Kept serving until the run is finished, so a last scrape sees the final counts.
+    pub metrics_server: Option<MetricsServer>,
 }
 
 /// Runs the model until its workers are done (or cut off) and the progress line is cleared.
@@ -29,6 +33,7 @@ pub(super) async fn drive(
     target: &PreparedTarget,
     output: &RunOutput,
     records: RecordSender,
+    metrics: Option<MetricsListener>,
     stop: &StopSignal,
 ) -> Result<Driven, RunError> {
     let transport = Arc::new(transport_config(config, target)?);
@@ -41,10 +46,18 @@ pub(super) async fn drive(
         cgroup: target.cgroup.clone(),
         target_interface: target.interface.clone(),
     });
+    let (live_metrics, metrics_server) = match metrics {
+        Some(listener) => {
+            let (metrics, server) = serve_metrics(listener, config, output, &live)?;
+            (Some(metrics), Some(server))
+        }
+        None => (None, None),
+    };
     let ctx = Arc::new(WorkerContext {
         anchor: output.identity.anchor,
         workload: config.workload.clone(),
         live: live.clone(),
+        metrics: live_metrics,
         stop: stop.clone(),
     });
     if !config.json {
@@ -71,7 +84,38 @@ pub(super) async fn drive(
         timer.abort();
     }
     progress.finish();
-    Ok(Driven { live, sysmon })
+    Ok(Driven {
+        live,
+        sysmon,
+        metrics_server,
+    })
+}
+
+/// Starts serving the live metrics the workers will bump, labelled with the run and shard.
+fn serve_metrics(
+    listener: MetricsListener,
+    config: &RunConfig,
+    output: &RunOutput,
+    live: &Arc<LiveCounters>,
+) -> Result<(Arc<LiveMetrics>, MetricsServer), RunError> {
+    let max_lateness_ns = config
+        .model
+        .max_lateness()
+        .map_or(i64::MAX, crate::clock::nanos);
+    let metrics = Arc::new(LiveMetrics::new(output.labels.len(), max_lateness_ns));
+    let addr = config
+        .metrics_addr
+        .expect("a listener was bound for --metrics-addr");
+    let server = listener
+        .serve(MetricsSource {
+            live: live.clone(),
+            metrics: metrics.clone(),
+            ops: output.labels.clone(),
+            run_id: output.run_id.clone(),
+            shard: config.shard.to_string(),
+        })
+        .map_err(|source| RunError::MetricsAddr { addr, source })?;
+    Ok((metrics, server))
 }
 
 /// How every worker connects: the target's origin and the connection flags.

@@ -82,6 +82,12 @@ pub enum RunError {
     },
     #[error(transparent)]
     S3(#[from] S3Error),
+    #[error("cannot serve metrics on --metrics-addr {addr}: {source}; choose a free port (or port 0 for any)")]
+    MetricsAddr {
+        addr: std::net::SocketAddr,
+        #[source]
+        source: std::io::Error,
+    },
 }
 
 impl RunError {
@@ -98,7 +104,8 @@ impl RunError {
             | RunError::OutExists(_)
             | RunError::OpenFiles { .. }
             | RunError::RunDir { .. }
-            | RunError::S3(_) => 2,
+            | RunError::S3(_)
+            | RunError::MetricsAddr { .. } => 2,
             RunError::EmbeddedServer(_)
             | RunError::Record(_)
             | RunError::RecordsLost { .. }

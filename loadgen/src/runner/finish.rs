@@ -70,7 +70,12 @@ pub(super) async fn finish(
     mut warnings: Vec<String>,
     extra: Option<RunJsonExtra>,
 ) -> Result<RunOutcome, RunError> {
-    let client = client_summary(&config, &target, driven.sysmon, &mut warnings);
+    let Driven {
+        live,
+        sysmon,
+        metrics_server,
+    } = driven;
+    let client = client_summary(&config, &target, sysmon, &mut warnings);
     let RunOutput {
         run_id,
         run_dir,
@@ -95,8 +100,8 @@ pub(super) async fn finish(
         })?;
     let exit_reason = stop.reason().unwrap_or(ExitReason::Completed);
     let open = config.model.max_lateness().map(|max_lateness| OpenSummary {
-        scheduled: driven.live.scheduled.load(Ordering::Relaxed),
-        dropped: driven.live.dropped.load(Ordering::Relaxed),
+        scheduled: live.scheduled.load(Ordering::Relaxed),
+        dropped: live.dropped.load(Ordering::Relaxed),
         late: report.stats.late,
         max_lateness_ns: crate::clock::nanos(max_lateness),
     });
@@ -104,7 +109,7 @@ pub(super) async fn finish(
         &report.stats,
         &labels,
         &phase_labels,
-        driven.live.handoff_blocked_ns.load(Ordering::Relaxed),
+        live.handoff_blocked_ns.load(Ordering::Relaxed),
         open,
     );
     let thresholds = thresholds::evaluate(&config.thresholds, &report.stats, &summary);
@@ -151,6 +156,8 @@ pub(super) async fn finish(
         &warnings,
     );
     let console = console::render(&summary, &header, &footer);
+    // The live metrics were served to the end: a last scrape saw the final counts.
+    drop(metrics_server);
     Ok(RunOutcome {
         run_dir,
         location,

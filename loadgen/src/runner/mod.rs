@@ -20,6 +20,7 @@ pub use output::HostInfo;
 
 use crate::config::{RunConfig, Target};
 use crate::model::ModelPlan;
+use crate::report::metrics::MetricsListener;
 use crate::report::RunSummary;
 use crate::stop::StopSignal;
 
@@ -47,8 +48,9 @@ pub async fn run_with(
     }
     let target = target::PreparedTarget::prepare(&config).await?;
     warnings.extend(target.tls_warning(&config));
+    let metrics = bind_metrics(&config)?;
     let (output, records) = output::RunOutput::create(&config, &target, &stop).await?;
-    let driven = drive::drive(&config, &target, &output, records, &stop).await?;
+    let driven = drive::drive(&config, &target, &output, records, metrics, &stop).await?;
     finish::finish(config, target, output, driven, &stop, warnings, extra).await
 }
 
@@ -89,4 +91,17 @@ fn check_open_files(config: &RunConfig) -> Result<Option<String>, RunError> {
             limit,
         }),
     }
+}
+
+/// `--metrics-addr`: bound before anything is written, so a taken port is bad input.
+fn bind_metrics(config: &RunConfig) -> Result<Option<MetricsListener>, RunError> {
+    let Some(addr) = config.metrics_addr else {
+        return Ok(None);
+    };
+    let listener =
+        MetricsListener::bind(addr).map_err(|source| RunError::MetricsAddr { addr, source })?;
+    if let Ok(bound) = listener.local_addr() {
+        eprintln!("metrics for Prometheus at http://{bound}/metrics");
+    }
+    Ok(Some(listener))
 }

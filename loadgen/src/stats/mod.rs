@@ -7,6 +7,8 @@
 //! digits). Latency statistics cover requests that got an HTTP response (`status > 0`);
 //! transport failures are counted by class but their time-to-failure is not a latency.
 
+pub mod live;
+
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
 

@@ -1,0 +1,95 @@
+"""``loadgen run --metrics-addr``: the live endpoint read with Prometheus' own text parser
+while a real run goes on, and its counts held against the rows the run recorded."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import time
+import urllib.request
+from pathlib import Path
+
+import pyarrow.parquet as pq
+from prometheus_client.parser import text_string_to_metric_families
+
+from loadgen_analysis import harness
+
+from .conftest import Binaries
+
+
+def scrape(url: str) -> dict[str, list]:
+    with urllib.request.urlopen(url, timeout=5) as response:
+        assert response.headers["Content-Type"].startswith("text/plain; version=0.0.4")
+        text = response.read().decode()
+    return {family.name: family.samples for family in text_string_to_metric_families(text)}
+
+
+def total(samples: list, **labels: str) -> float:
+    return sum(s.value for s in samples if all(s.labels.get(k) == v for k, v in labels.items()))
+
+
+def test_live_metrics_parse_as_prometheus_text_and_agree_with_the_rows(
+    binaries: Binaries, tmp_path: Path
+):
+    out = tmp_path / "run"
+    with harness.Server(("--service-time", "5ms"), binary=binaries.server) as server:
+        process = subprocess.Popen(
+            [
+                str(binaries.loadgen),
+                "run",
+                "--url",
+                server.url + "/",
+                "-c",
+                "4",
+                "-d",
+                "4s",
+                "--no-progress",
+                "--metrics-addr",
+                "127.0.0.1:0",
+                "--out",
+                str(out),
+            ],
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        try:
+            url = None
+            for line in process.stderr:
+                match = re.search(r"http://(\S+)/metrics", line)
+                if match:
+                    url = f"http://{match.group(1)}/metrics"
+                    break
+            assert url, "loadgen did not say where its metrics are"
+            time.sleep(1.0)
+            first = scrape(url)
+            time.sleep(1.0)
+            second = scrape(url)
+        finally:
+            rest = process.communicate(timeout=60)[1]
+    assert process.returncode == 0, rest
+
+    requests = first["loadgen_requests"]  # the parser drops the counter's _total suffix
+    ok_first = total(requests, outcome="ok", op="GET /")
+    ok_second = total(second["loadgen_requests"], outcome="ok", op="GET /")
+    assert 0 < ok_first < ok_second
+    assert all(s.labels["shard"] == "0/1" and s.labels["run_id"] for s in requests)
+    in_flight = second["loadgen_in_flight"][0].value
+    assert 0 <= in_flight <= 4
+    assert second["loadgen_workers"][0].value == 4
+
+    # The latency histogram: cumulative buckets ending in +Inf == _count; 5 ms of service
+    # time puts nothing at or below 1 ms.
+    histogram = second["loadgen_request_duration_seconds"]
+    buckets = [s for s in histogram if s.name.endswith("_bucket")]
+    counts = [s.value for s in buckets]
+    assert counts == sorted(counts)
+    assert buckets[-1].labels["le"] == "+Inf"
+    count = next(s.value for s in histogram if s.name.endswith("_count"))
+    assert buckets[-1].value == count
+    assert next(s.value for s in buckets if s.labels["le"] == "0.001") == 0
+    mean_s = next(s.value for s in histogram if s.name.endswith("_sum")) / count
+    assert mean_s >= 0.005
+
+    # Live counts are a prefix of what the run recorded.
+    rows = sum(pq.read_metadata(p).num_rows for p in (out / "requests").glob("*.parquet"))
+    assert ok_second <= rows
