@@ -33,7 +33,7 @@ use std::time::Instant;
 use bytes::Bytes;
 use h2::client::{self, SendRequest};
 use h2::Reason;
-use hyper::header::{self, HeaderMap, HeaderValue};
+use hyper::header::{self, HeaderMap, HeaderName, HeaderValue};
 use hyper::http::uri::{Authority, Scheme};
 use hyper::{Method, Request, Uri};
 use tokio::sync::Mutex;
@@ -207,8 +207,14 @@ fn uri_base(origin: &Origin) -> (Scheme, Option<Authority>) {
     (scheme, Authority::try_from(origin.authority.as_bytes()).ok())
 }
 
-/// Headers HTTP/2 forbids (RFC 9113, 8.2.2): they describe an HTTP/1.1 connection.
-const CONNECTION_HEADERS: [&str; 4] = ["connection", "keep-alive", "proxy-connection", "upgrade"];
+/// True for the headers HTTP/2 forbids (RFC 9113, 8.2.2): they describe an HTTP/1.1
+/// connection (`te` is allowed only as `trailers`).
+fn is_connection_header(name: &HeaderName, value: &HeaderValue) -> bool {
+    matches!(
+        name.as_str(),
+        "connection" | "keep-alive" | "proxy-connection" | "upgrade" | "transfer-encoding"
+    ) || (name == header::TE && value != "trailers")
+}
 
 /// The request head for one stream: HTTP/2 carries the absolute URI (`:scheme`,
 /// `:authority`) instead of a `Host` header, and the body's length as `content-length`.
@@ -223,20 +229,22 @@ fn build_request(
     let mut request = Request::new(());
     *request.method_mut() = outgoing.method.clone();
     *request.uri_mut() = Uri::from_parts(parts).unwrap_or_else(|_| outgoing.path.clone());
+    let template = outgoing.headers.as_ref();
     let headers = request.headers_mut();
-    *headers = outgoing.headers.as_ref().clone();
-    for name in CONNECTION_HEADERS {
-        headers.remove(name);
-    }
-    headers.remove(header::TRANSFER_ENCODING);
-    if headers.get(header::TE).is_some_and(|te| te != "trailers") {
-        headers.remove(header::TE);
+    // One pass over the (few) template headers; a copy without the forbidden ones only when
+    // there are some.
+    if template.iter().any(|(name, value)| is_connection_header(name, value)) {
+        headers.extend(
+            template
+                .iter()
+                .filter(|(name, value)| !is_connection_header(name, value))
+                .map(|(name, value)| (name.clone(), value.clone())),
+        );
+    } else {
+        *headers = template.clone();
     }
     let length = outgoing.body.len();
-    let has_payload = matches!(
-        outgoing.method,
-        Method::POST | Method::PUT | Method::PATCH
-    );
+    let has_payload = matches!(outgoing.method, Method::POST | Method::PUT | Method::PATCH);
     if (length > 0 || has_payload) && !headers.contains_key(header::CONTENT_LENGTH) {
         headers.insert(header::CONTENT_LENGTH, HeaderValue::from(length));
     }
