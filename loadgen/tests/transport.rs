@@ -481,7 +481,8 @@ async fn http2_resets_and_goaway_mid_run_are_reset_rows_not_lost() {
         "100",
         "--no-progress",
     ];
-    let (_d, run_dir, outcome) = run_at(&format!("http://{addr}/"), &flags, StopSignal::new()).await;
+    let (_d, run_dir, outcome) =
+        run_at(&format!("http://{addr}/"), &flags, StopSignal::new()).await;
     let (rows, _) = common::rows_matching_summary(&run_dir);
     assert_eq!(rows.len(), 100);
     let ok = rows.iter().filter(|r| r.status == 200).count();

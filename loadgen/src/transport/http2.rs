@@ -204,7 +204,10 @@ fn uri_base(origin: &Origin) -> (Scheme, Option<Authority>) {
     } else {
         Scheme::HTTP
     };
-    (scheme, Authority::try_from(origin.authority.as_bytes()).ok())
+    (
+        scheme,
+        Authority::try_from(origin.authority.as_bytes()).ok(),
+    )
 }
 
 /// True for the headers HTTP/2 forbids (RFC 9113, 8.2.2): they describe an HTTP/1.1
@@ -233,7 +236,10 @@ fn build_request(
     let headers = request.headers_mut();
     // One pass over the (few) template headers; a copy without the forbidden ones only when
     // there are some.
-    if template.iter().any(|(name, value)| is_connection_header(name, value)) {
+    if template
+        .iter()
+        .any(|(name, value)| is_connection_header(name, value))
+    {
         headers.extend(
             template
                 .iter()
