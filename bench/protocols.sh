@@ -25,7 +25,14 @@ while getopts "r:d:s:h" opt; do
     r) pairs=$OPTARG ;;
     d) seconds=$OPTARG ;;
     s) shapes=$OPTARG ;;
-    *) sed -n '2,16p' "$0"; exit 2 ;;
+    *) sed -n '2,15p' "$0"; exit 2 ;;
+  esac
+done
+
+for shape in ${shapes//,/ }; do
+  case $shape in
+    https1|h2-4x50|h2-1x100) ;;
+    *) echo "error: unknown shape '$shape' in -s (use https1, h2-4x50 or h2-1x100)" >&2; exit 2 ;;
   esac
 done
 
@@ -73,7 +80,6 @@ for shape in ${shapes//,/ }; do
       done
       bench_medians "$shape" h2load | tee -a "$report"
       ;;
-    *) echo "error: unknown shape '$shape' in -s (use https1, h2-4x50 or h2-1x100)" >&2; exit 2 ;;
   esac
 done
 
