@@ -361,3 +361,42 @@ impl Hop for Http2Stream {
         self.open = None;
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_reset_is_reset_unless_it_names_a_protocol_violation() {
+        for (reason, class) in [
+            (Reason::CANCEL, ErrorClass::Reset),
+            (Reason::REFUSED_STREAM, ErrorClass::Reset),
+            (Reason::INTERNAL_ERROR, ErrorClass::Reset),
+            (Reason::PROTOCOL_ERROR, ErrorClass::Protocol),
+            (Reason::FRAME_SIZE_ERROR, ErrorClass::Protocol),
+            (Reason::HTTP_1_1_REQUIRED, ErrorClass::Protocol),
+        ] {
+            assert_eq!(classify_h2(&h2::Error::from(reason)), class, "{reason:?}");
+        }
+    }
+
+    #[test]
+    fn connection_headers_are_not_sent_over_http2() {
+        let mut headers = HeaderMap::new();
+        headers.insert(header::CONNECTION, HeaderValue::from_static("close"));
+        headers.insert(header::TE, HeaderValue::from_static("gzip"));
+        headers.insert(header::USER_AGENT, HeaderValue::from_static("loadgen"));
+        let outgoing = Outgoing {
+            method: Method::POST,
+            path: "/a?b=1".parse().unwrap(),
+            headers: std::borrow::Cow::Owned(headers),
+            body: Default::default(),
+        };
+        let authority = Authority::from_static("example.test:8443");
+        let request = build_request(&outgoing, &Scheme::HTTPS, Some(&authority));
+        assert_eq!(request.uri(), "https://example.test:8443/a?b=1");
+        let names: Vec<_> = request.headers().keys().map(|k| k.as_str()).collect();
+        assert_eq!(names, ["user-agent", "content-length"]);
+        assert_eq!(request.headers()[header::CONTENT_LENGTH], "0");
+    }
+}
