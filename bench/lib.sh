@@ -12,14 +12,19 @@ bench_cleanup() {
 }
 trap bench_cleanup EXIT
 
-# Installs what is missing from Debian's packages: wrk, GNU time, nginx (for -t nginx), curl.
+# Installs what is missing from Debian's packages: wrk, GNU time, nginx (for the nginx
+# targets), curl; for nginx-tls also h2load (nghttp2-client) and openssl.
 bench_install() {
   local need=()
   command -v wrk >/dev/null 2>&1 || need+=(wrk)
   [ -x /usr/bin/time ] || need+=(time)
   command -v curl >/dev/null 2>&1 || need+=(curl)
-  if [ "${1:-}" = nginx ] && ! command -v nginx >/dev/null 2>&1 && [ ! -x /usr/sbin/nginx ]; then
+  if [ "${1:-}" != server ] && ! command -v nginx >/dev/null 2>&1 && [ ! -x /usr/sbin/nginx ]; then
     need+=(nginx-light)
+  fi
+  if [ "${1:-}" = nginx-tls ]; then
+    command -v h2load >/dev/null 2>&1 || need+=(nghttp2-client)
+    command -v openssl >/dev/null 2>&1 || need+=(openssl)
   fi
   if [ ${#need[@]} -gt 0 ]; then
     echo "installing ${need[*]} from Debian's packages" >&2
@@ -27,11 +32,15 @@ bench_install() {
   fi
 }
 
-# bench_setup server|nginx: installs, builds, starts the target on core 0 (clients get core 1).
+# bench_setup server|nginx|nginx-tls: installs, builds, starts the target on core 0 (clients
+# get core 1). nginx-tls serves HTTPS with HTTP/2 (ALPN h2 and http/1.1) under a self-signed
+# certificate made here (trusted by none of the clients: $loadgen_tls holds loadgen's
+# --insecure; verification costs only the handshake).
 bench_setup() {
   local target=$1
   bench_install "$target"
-  cargo build --release --locked -p loadgen -p loadgen-servers >&2
+  # LOADGEN=path/to/loadgen benchmarks that binary instead of building this checkout's.
+  [ -n "${LOADGEN:-}" ] || cargo build --release --locked -p loadgen -p loadgen-servers >&2
   if [ "$(nproc)" -ge 2 ]; then server_cpu=0; client_cpu=1; else server_cpu=0; client_cpu=0; fi
   out="bench/out/$(date -u +%Y%m%dT%H%M%SZ)-$target"
   mkdir -p "$out"
@@ -46,6 +55,18 @@ bench_setup() {
     local port
     port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
     mkdir -p "$out/nginx"
+    local listen="listen 127.0.0.1:$port backlog=16384;" scheme=http
+    loadgen_tls=()
+    if [ "$target" = nginx-tls ]; then
+      openssl req -x509 -newkey rsa:2048 -nodes -days 2 -subj /CN=localhost \
+        -addext subjectAltName=IP:127.0.0.1,DNS:localhost \
+        -keyout "$out/nginx/key.pem" -out "$out/nginx/cert.pem" 2>/dev/null
+      listen="listen 127.0.0.1:$port ssl http2 backlog=16384;
+    ssl_certificate $PWD/$out/nginx/cert.pem; ssl_certificate_key $PWD/$out/nginx/key.pem;
+    http2_max_concurrent_streams 1000;"
+      scheme=https
+      loadgen_tls=(--insecure)
+    fi
     cat >"$out/nginx/nginx.conf" <<CONF
 worker_processes 1;
 worker_rlimit_nofile 30000;
@@ -57,15 +78,18 @@ http {
   access_log off;
   keepalive_requests 100000000;
   keepalive_timeout 300s;
-  server { listen 127.0.0.1:$port backlog=16384; location / { return 200 "hello, world\n"; } }
+  server {
+    $listen
+    location / { return 200 "hello, world\n"; }
+  }
 }
 CONF
     local nginx_bin
     nginx_bin=$(command -v nginx || echo /usr/sbin/nginx)
     taskset -c "$server_cpu" "$nginx_bin" -c "$PWD/$out/nginx/nginx.conf" -p "$PWD/$out/nginx" &
     bench_pids+=($!)
-    url="http://127.0.0.1:$port/"
-    for _ in $(seq 100); do curl -fs "$url" >/dev/null 2>&1 && break; sleep 0.1; done
+    url="$scheme://127.0.0.1:$port/"
+    for _ in $(seq 100); do curl -kfs "$url" >/dev/null 2>&1 && break; sleep 0.1; done
   fi
   echo "target: $target at $url; server on core $server_cpu, clients on core $client_cpu" >&2
 }
@@ -77,7 +101,7 @@ bench_loadgen() {
   local name=$1
   shift
   /usr/bin/time -f "%U %S %M" -o "$out/$name.time" \
-    taskset -c "$client_cpu" target/release/loadgen run --url "$url" --no-progress --json \
+    taskset -c "$client_cpu" "${LOADGEN:-target/release/loadgen}" run --url "$url" --no-progress --json \
     --out "$out/$name" "$@" >"$out/$name.json"
   python3 - "$out/$name.json" "$out/$name.time" "$out/$name/run.json" <<'PY'
 import json, sys
@@ -122,17 +146,24 @@ bench_pairs() {
     printf '%s\twrk\t%s\n' "$label" "$(bench_wrk "$label-wrk-$i" "$connections" "$seconds")" \
       | tee -a "$out/pairs.tsv" >&2
   done
-  python3 - "$out/pairs.tsv" "$label" <<'PY'
+  bench_medians "$label" wrk
+}
+
+# bench_medians LABEL PEER: medians of $out/pairs.tsv's LABEL rows, loadgen against PEER, and
+# their ratios.
+bench_medians() {
+  python3 - "$out/pairs.tsv" "$1" "$2" <<'PY'
 import statistics, sys
 rows = [line.rstrip("\n").split("\t") for line in open(sys.argv[1])]
-rows = [r for r in rows if r[0] == sys.argv[2]]
+label, peer = sys.argv[2], sys.argv[3]
+rows = [r for r in rows if r[0] == label]
 def med(tool, col):
     return statistics.median(float(r[col]) for r in rows if r[1] == tool)
-print(f"\n{sys.argv[2]}: medians of {sum(r[1] == 'wrk' for r in rows)} interleaved pairs")
-print(f"{'':18}{'loadgen':>12}{'wrk':>12}{'loadgen/wrk':>14}")
+print(f"\n{label}: medians of {sum(r[1] == peer for r in rows)} interleaved pairs")
+print(f"{'':18}{'loadgen':>12}{peer:>12}{'loadgen/' + peer:>16}")
 for col, name in [(3, "requests/s"), (4, "CPU µs/request"), (5, "peak RSS MB"), (6, "errors")]:
-    a, b = med("loadgen", col), med("wrk", col)
-    ratio = f"{a / b:14.2f}" if b else f"{'—':>14}"
+    a, b = med("loadgen", col), med(peer, col)
+    ratio = f"{a / b:16.2f}" if b else f"{'—':>16}"
     print(f"{name:18}{a:12.2f}{b:12.2f}{ratio}")
 PY
 }

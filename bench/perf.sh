@@ -4,7 +4,8 @@
 # core 1 — against loadgen-server and nginx at 50 connections, nginx at 1,000 connections;
 # 10,000 connections held open against nginx; peak RSS of a 10 s and a 100 s run; bytes per
 # request on disk and the time workers waited handing records to the writer; the open model
-# at 20,000 req/s against nginx (sends within 1 ms of their intended time).
+# at 20,000 req/s against nginx (sends within 1 ms of their intended time). HTTPS/1.1 vs wrk
+# and HTTP/2 vs h2load: bench/protocols.sh.
 #
 # usage: bench/perf.sh [-r PAIRS] [-d SECONDS]    (defaults: 3 pairs of 10 s runs)
 # Installs wrk and nginx from Debian's packages if missing; leaves nothing running; raw
@@ -19,7 +20,7 @@ while getopts "r:d:h" opt; do
   case $opt in
     r) pairs=$OPTARG ;;
     d) seconds=$OPTARG ;;
-    *) sed -n '2,10p' "$0"; exit 2 ;;
+    *) sed -n '2,12p' "$0"; exit 2 ;;
   esac
 done
 

@@ -417,3 +417,119 @@ async fn send_ns_is_the_last_request_byte_on_http1_and_http2() {
     }
     server.shutdown().await;
 }
+
+/// How the HTTP/2 test server below answers the `k`-th request (1-based) of a connection.
+#[derive(Clone, Copy)]
+enum H2Fault {
+    /// Every 5th stream is reset (RST_STREAM, INTERNAL_ERROR); after 12 requests the server
+    /// ends the connection with GOAWAY INTERNAL_ERROR, cutting off the streams in flight.
+    ResetAndAbruptGoaway,
+    /// After 10 requests the server sends a graceful GOAWAY (NO_ERROR), finishes the streams
+    /// it has taken and closes.
+    GracefulGoaway,
+}
+
+/// An HTTP/2 (prior knowledge) server on the `h2` crate that misbehaves as `fault` says.
+async fn h2_fault_server(fault: H2Fault) -> SocketAddr {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    tokio::spawn(async move {
+        while let Ok((stream, _)) = listener.accept().await {
+            tokio::spawn(async move {
+                let Ok(mut conn) = h2::server::handshake(stream).await else {
+                    return;
+                };
+                let mut served = 0u32;
+                while let Some(Ok((_request, mut respond))) = conn.accept().await {
+                    served += 1;
+                    match fault {
+                        H2Fault::ResetAndAbruptGoaway if served == 12 => {
+                            conn.abrupt_shutdown(h2::Reason::INTERNAL_ERROR);
+                        }
+                        H2Fault::ResetAndAbruptGoaway if served % 5 == 0 => {
+                            respond.send_reset(h2::Reason::INTERNAL_ERROR);
+                            continue;
+                        }
+                        H2Fault::GracefulGoaway if served == 10 => conn.graceful_shutdown(),
+                        _ => {}
+                    }
+                    let response = Response::new(());
+                    if let Ok(mut body) = respond.send_response(response, false) {
+                        let _ = body.send_data(Bytes::from_static(b"ok"), true);
+                    }
+                }
+                // Drives the connection to its end (the GOAWAY and the last frames).
+                let _ = std::future::poll_fn(|cx| conn.poll_closed(cx)).await;
+            });
+        }
+    });
+    addr
+}
+
+/// Streams the server resets, and those a GOAWAY cuts off mid-run, are rows with the `reset`
+/// class — none is lost, none is `other` — and the workers go on over a new connection.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn http2_resets_and_goaway_mid_run_are_reset_rows_not_lost() {
+    let addr = h2_fault_server(H2Fault::ResetAndAbruptGoaway).await;
+    let flags = [
+        "--http2",
+        "-c",
+        "1",
+        "--streams-per-connection",
+        "4",
+        "-n",
+        "100",
+        "--no-progress",
+    ];
+    let (_d, run_dir, outcome) =
+        run_at(&format!("http://{addr}/"), &flags, StopSignal::new()).await;
+    let (rows, _) = common::rows_matching_summary(&run_dir);
+    assert_eq!(rows.len(), 100);
+    let ok = rows.iter().filter(|r| r.status == 200).count();
+    let reset = common::rows_with_error(&rows, "reset");
+    assert_eq!(ok + reset, 100, "only 200s and resets: {rows:?}");
+    // Every 5th stream of each connection is reset, so at least one in six requests.
+    assert!(reset >= 100 / 6, "{reset} resets: {rows:?}");
+    assert!(ok >= 100 / 2, "{ok} ok: {rows:?}");
+    assert!(
+        rows.iter()
+            .filter(|r| r.error.is_some())
+            .all(|r| r.status == 0 && r.ttfb_ns.is_none()),
+        "{rows:?}"
+    );
+    // A connection serves at most 12 requests, so the 100 took several, each opened once.
+    let opened = rows.iter().filter(|r| r.connect_ns.is_some()).count();
+    assert!(opened >= 100 / 12, "{opened} connections: {rows:?}");
+    assert_eq!(outcome.summary.failed as usize, reset);
+}
+
+/// A graceful GOAWAY ends the connection after the streams the server took: the workers open
+/// another one, and every request is a row.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn http2_graceful_goaway_moves_workers_to_a_new_connection() {
+    let addr = h2_fault_server(H2Fault::GracefulGoaway).await;
+    let flags = [
+        "--http2",
+        "-c",
+        "1",
+        "--streams-per-connection",
+        "3",
+        "-n",
+        "60",
+        "--no-progress",
+    ];
+    let (_d, run_dir, _) = run_at(&format!("http://{addr}/"), &flags, StopSignal::new()).await;
+    let (rows, _) = common::rows_matching_summary(&run_dir);
+    assert_eq!(rows.len(), 60);
+    let ok = rows.iter().filter(|r| r.status == 200).count();
+    assert_eq!(
+        ok + common::rows_with_error(&rows, "reset"),
+        60,
+        "only 200s and resets: {rows:?}"
+    );
+    assert!(ok >= 60 / 2, "{ok} ok: {rows:?}");
+    // A connection takes 10 requests, and the (at most 3) streams already sent when the
+    // GOAWAY arrived.
+    let opened = rows.iter().filter(|r| r.connect_ns.is_some()).count();
+    assert!(opened >= 60 / (10 + 3), "{opened} connections: {rows:?}");
+}

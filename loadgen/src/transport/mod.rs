@@ -409,30 +409,6 @@ pub fn classify_io(error: &std::io::Error, connecting: bool) -> ErrorClass {
     }
 }
 
-/// Maps hyper's error to a class, looking through to the I/O error where there is one.
-pub(crate) fn classify_hyper(error: &hyper::Error) -> ErrorClass {
-    if error.is_parse() || error.is_parse_status() || error.is_parse_too_large() {
-        return ErrorClass::Protocol;
-    }
-    if error.is_timeout() {
-        return ErrorClass::Timeout;
-    }
-    let mut source = std::error::Error::source(error);
-    while let Some(inner) = source {
-        if let Some(io) = inner.downcast_ref::<std::io::Error>() {
-            return classify_io(io, false);
-        }
-        if inner.downcast_ref::<rustls::Error>().is_some() {
-            return ErrorClass::Tls;
-        }
-        source = inner.source();
-    }
-    if error.is_incomplete_message() || error.is_canceled() || error.is_closed() {
-        return ErrorClass::Reset;
-    }
-    ErrorClass::Other
-}
-
 /// Opens one connection (TCP, and TLS for `https://`) before the run, so an unreachable
 /// target or a certificate problem is a clear error at start instead of a run full of
 /// failed rows.
