@@ -446,7 +446,7 @@ async fn h2_fault_server(fault: H2Fault) -> SocketAddr {
                         H2Fault::ResetAndAbruptGoaway if served == 12 => {
                             conn.abrupt_shutdown(h2::Reason::INTERNAL_ERROR);
                         }
-                        H2Fault::ResetAndAbruptGoaway if served % 5 == 0 => {
+                        H2Fault::ResetAndAbruptGoaway if served.is_multiple_of(5) => {
                             respond.send_reset(h2::Reason::INTERNAL_ERROR);
                             continue;
                         }
