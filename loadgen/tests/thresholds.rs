@@ -109,18 +109,23 @@ requests = 40
 "#,
     )
     .unwrap();
-    let out = dir.path().join("pass");
-    let (code, text) = run(&[
-        "run",
-        scenario.to_str().unwrap(),
-        "--url",
-        &server.url(""),
-        "--no-progress",
-        "--threshold",
-        "mean>=20ms",
-        "--out",
-        out.to_str().unwrap(),
-    ]);
+    // The scenario's thresholds, plus one from the command line, into `dir/name`.
+    let run_scenario = |name: &str, threshold: &str| {
+        let out = dir.path().join(name);
+        let (code, text) = run(&[
+            "run",
+            scenario.to_str().unwrap(),
+            "--url",
+            &server.url(""),
+            "--no-progress",
+            "--threshold",
+            threshold,
+            "--out",
+            out.to_str().unwrap(),
+        ]);
+        (code, text, out)
+    };
+    let (code, text, out) = run_scenario("pass", "mean>=20ms");
     assert_eq!(code, 0, "{text}");
     assert!(text.contains("all 3 passed"), "{text}");
     let doc = run_json(&out);
@@ -136,18 +141,7 @@ requests = 40
     );
 
     // The same run with one of `again`'s requests held to an impossible bound fails alone.
-    let out = dir.path().join("fail");
-    let (code, text) = run(&[
-        "run",
-        scenario.to_str().unwrap(),
-        "--url",
-        &server.url(""),
-        "--no-progress",
-        "--threshold",
-        "max[again]<1ms",
-        "--out",
-        out.to_str().unwrap(),
-    ]);
+    let (code, text, out) = run_scenario("fail", "max[again]<1ms");
     assert_eq!(code, 99, "{text}");
     let results = run_json(&out)["thresholds"].as_array().unwrap().clone();
     let passed: Vec<bool> = results.iter().map(|r| r["passed"] == true).collect();
