@@ -14,9 +14,10 @@ use super::{RunError, RunJsonExtra};
 use crate::config::RunConfig;
 use crate::report::thresholds::{self, ThresholdResult};
 use crate::report::{console, write_json_atomically, OpenSummary, RunSummary};
+use crate::stats::LiveCounters;
 use crate::stop::{ExitReason, StopSignal};
 use crate::store::s3::{Mirror, S3Store, UploadReport};
-use crate::store::writer::{RecordError, WriterReport};
+use crate::store::writer::{RecordError, WriterReport, WriterThread};
 use crate::sysmon::{ClientSummary, Sysmon, SysmonError};
 
 /// What a finished run produced.
@@ -87,31 +88,9 @@ pub(super) async fn finish(
         labels,
         phase_labels,
     } = output;
-    let report = tokio::task::spawn_blocking(move || writer.finish())
-        .await
-        .map_err(|_| RecordError::Panicked)?
-        .map_err(|source| {
-            let dir = run_dir.join("requests");
-            RunError::RecordsLost {
-                kept: complete_segments(&dir),
-                dir,
-                source,
-            }
-        })?;
+    let report = wait_for_writer(writer, &run_dir).await?;
     let exit_reason = stop.reason().unwrap_or(ExitReason::Completed);
-    let open = config.model.max_lateness().map(|max_lateness| OpenSummary {
-        scheduled: live.scheduled.load(Ordering::Relaxed),
-        dropped: live.dropped.load(Ordering::Relaxed),
-        late: report.stats.late,
-        max_lateness_ns: crate::clock::nanos(max_lateness),
-    });
-    let summary = RunSummary::from_stats(
-        &report.stats,
-        &labels,
-        &phase_labels,
-        live.handoff_blocked_ns.load(Ordering::Relaxed),
-        open,
-    );
+    let summary = summarize(&config, &live, &report, &labels, &phase_labels);
     let thresholds = thresholds::evaluate(&config.thresholds, &report.stats, &summary);
     let header = format!(
         "loadgen {} — {}, against {}",
@@ -169,6 +148,45 @@ pub(super) async fn finish(
         run_json,
         thresholds,
     })
+}
+
+/// Waits for the writer thread to close the last segment; a writer that failed leaves the
+/// segments closed before the failure, and the error says how many.
+async fn wait_for_writer(writer: WriterThread, run_dir: &Path) -> Result<WriterReport, RunError> {
+    tokio::task::spawn_blocking(move || writer.finish())
+        .await
+        .map_err(|_| RecordError::Panicked)?
+        .map_err(|source| {
+            let dir = run_dir.join("requests");
+            RunError::RecordsLost {
+                kept: complete_segments(&dir),
+                dir,
+                source,
+            }
+        })
+}
+
+/// The summary from the writer's exact aggregates, with the open model's schedule keeping.
+fn summarize(
+    config: &RunConfig,
+    live: &LiveCounters,
+    report: &WriterReport,
+    labels: &[String],
+    phase_labels: &[String],
+) -> RunSummary {
+    let open = config.model.max_lateness().map(|max_lateness| OpenSummary {
+        scheduled: live.scheduled.load(Ordering::Relaxed),
+        dropped: live.dropped.load(Ordering::Relaxed),
+        late: report.stats.late,
+        max_lateness_ns: crate::clock::nanos(max_lateness),
+    });
+    RunSummary::from_stats(
+        &report.stats,
+        labels,
+        phase_labels,
+        live.handoff_blocked_ns.load(Ordering::Relaxed),
+        open,
+    )
 }
 
 /// Waits for the mirror's segments, uploads client-metrics.parquet and the final run.json, and
