@@ -171,6 +171,17 @@ pub(super) fn parse_header(text: &str) -> Result<(HeaderName, HeaderValue), Conf
     Ok((name, value))
 }
 
+/// `labels` without repeats, in order (two requests may share a label).
+fn distinct(labels: &[String]) -> Vec<&str> {
+    let mut seen = Vec::new();
+    for label in labels {
+        if !seen.contains(&label.as_str()) {
+            seen.push(label.as_str());
+        }
+    }
+    seen
+}
+
 /// The scenario's `thresholds` and `--threshold`s, parsed; an op a threshold names must be one
 /// the run sends (`labels`), so a typo is an error, not a threshold that can never be judged.
 pub(super) fn thresholds<'a>(
@@ -184,7 +195,7 @@ pub(super) fn thresholds<'a>(
                 Some(op) if !labels.contains(op) => Err(ConfigError::Threshold(format!(
                     "threshold '{text}' names op '{op}', which this run does not send; its ops (as the \
                      summary names them) are: {}",
-                    labels.join(", ")
+                    distinct(labels).join(", ")
                 ))),
                 _ => Ok(threshold),
             }

@@ -187,30 +187,29 @@ impl Threshold {
         }
     }
 
-    /// What the run did on this threshold's metric; `None` when nothing was measured.
+    /// What the run did on this threshold's metric; `None` when nothing was measured. An op
+    /// label two requests share counts both.
     fn observe(&self, stats: &Aggregator, summary: &RunSummary) -> Option<f64> {
-        let index = match &self.op {
-            Some(op) => Some(summary.ops.iter().position(|o| &o.op == op)?),
-            None => None,
-        };
+        let chosen: Vec<usize> = (0..summary.ops.len())
+            .filter(|&i| self.op.as_ref().is_none_or(|op| &summary.ops[i].op == op))
+            .collect();
+        if chosen.is_empty() {
+            return None;
+        }
         match self.metric {
             Metric::ErrorRate => {
-                let (failed, requests) = match index {
-                    Some(i) => (summary.ops[i].failed, summary.ops[i].requests),
-                    None => (summary.failed, summary.requests),
-                };
+                let failed: u64 = chosen.iter().map(|&i| summary.ops[i].failed).sum();
+                let requests: u64 = chosen.iter().map(|&i| summary.ops[i].requests).sum();
                 (requests > 0).then(|| failed as f64 / requests as f64)
             }
-            Metric::Throughput => Some(match index {
-                Some(i) => summary.ops[i].throughput_rps,
+            Metric::Throughput => Some(match self.op {
+                Some(_) => chosen.iter().map(|&i| summary.ops[i].throughput_rps).sum(),
                 None => summary.throughput_rps,
             }),
             latency => {
                 let mut histogram = hdrhistogram::Histogram::<u64>::new(3).ok()?;
-                for (i, op) in stats.ops.iter().enumerate() {
-                    if index.is_none_or(|wanted| wanted == i) {
-                        histogram.add(&op.latency_ns).ok()?;
-                    }
+                for &i in &chosen {
+                    histogram.add(&stats.ops.get(i)?.latency_ns).ok()?;
                 }
                 if histogram.is_empty() {
                     return None;
