@@ -16,7 +16,7 @@ record schema: callers pass a relation, its group keys and the value column.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import duckdb
 import pandas as pd
@@ -41,12 +41,15 @@ def exact_quantiles(
     value: str,
     quantiles: Sequence[float],
     column: str = "q",
+    before_pass: Callable[[], None] | None = None,
 ) -> pd.DataFrame:
     """Per group of ``keys`` in ``relation`` (a table, view or parenthesised subquery): the
     exact ``quantiles`` of ``value`` (NULLs ignored), as a list column ``column`` in the order
     given — what ``quantile_disc(value, [quantiles])`` returns, without its memory.
 
     Groups with no non-NULL value are absent. ``keys`` are column names of ``relation``.
+    ``before_pass`` is called before each of the two passes (to register a one-shot stream
+    as ``relation`` afresh).
     """
     if not quantiles:
         raise ValueError("quantiles must not be empty")
@@ -63,6 +66,8 @@ def exact_quantiles(
             FROM {relation} WHERE {value} IS NOT NULL
         )"""
     # Pass 1: the bucket holding each percentile's rank, and the rank within that bucket.
+    if before_pass:
+        before_pass()
     con.execute(
         f"""
         CREATE OR REPLACE TEMP TABLE quantile_targets AS
@@ -83,6 +88,8 @@ def exact_quantiles(
         """
     )
     # Pass 2: the distinct values of the chosen buckets only, and the one at each rank.
+    if before_pass:
+        before_pass()
     frame = con.execute(
         f"""
         WITH {source},

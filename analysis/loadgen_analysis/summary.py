@@ -22,6 +22,7 @@ import duckdb
 import numpy as np
 import pandas as pd
 
+from .gaps import GapScan, OutOfOrderError, register_gap_values, scan_gaps
 from .io import Run, as_runs, connect
 from .quantiles import exact_quantiles
 
@@ -383,28 +384,78 @@ def worker_gaps(runs: RunsArg) -> pd.DataFrame:
     gap_mean_ms, gap_p50_ms, gap_p99_ms, gap_max_ms.
     """
     runs = as_runs(runs)
-    con = _with_gaps(connect(runs))
-    frame = con.execute(
-        """
-        SELECT run_index, worker, count(*) AS requests,
-            sum(latency_ns) / 1e9 AS busy_s,
-            coalesce(sum(gap_ns), 0) / 1e9 AS idle_s,
-            sum(latency_ns) / (sum(latency_ns) + coalesce(sum(gap_ns), 0)) AS busy_share,
-            avg(gap_ns) / 1e6 AS gap_mean_ms,
-            max(gap_ns) / 1e6 AS gap_max_ms
-        FROM gaps GROUP BY run_index, worker ORDER BY run_index, worker
-        """
-    ).df()
-    frame = _with_gap_quantiles(con, frame, ["run_index", "worker"])
-    frame.insert(0, "run", [runs[int(i)].label for i in frame["run_index"]])
     columns = ["run", "worker", "requests", "busy_s", "idle_s", "busy_share", "gap_mean_ms"]
-    return frame[[*columns, "gap_p50_ms", "gap_p99_ms", "gap_max_ms"]]
+    columns += ["gap_p50_ms", "gap_p99_ms", "gap_max_ms"]
+    con = connect(runs)
+    scan = _scan_gaps(con, runs)
+    if scan is None:  # files not in each worker's order: sort every row instead
+        con = _with_gaps(con)
+        frame = con.execute(
+            """
+            SELECT run_index, worker, count(*) AS requests,
+                sum(latency_ns) / 1e9 AS busy_s,
+                coalesce(sum(gap_ns), 0) / 1e9 AS idle_s,
+                sum(latency_ns) / (sum(latency_ns) + coalesce(sum(gap_ns), 0)) AS busy_share,
+                avg(gap_ns) / 1e6 AS gap_mean_ms,
+                max(gap_ns) / 1e6 AS gap_max_ms
+            FROM gaps GROUP BY run_index, worker ORDER BY run_index, worker
+            """
+        ).df()
+        frame = _with_gap_quantiles(con, frame, ["run_index", "worker"])
+        frame.insert(0, "run", [runs[int(i)].label for i in frame["run_index"]])
+        return frame[columns]
+    try:
+        parts = []
+        for index, acc in enumerate(scan.runs):
+            sums = acc.sums
+            workers = np.flatnonzero(sums["requests"]) if sums else np.zeros(0, np.int64)
+            s = {k: v[workers] for k, v in sums.items()}
+            has = s["gaps"] > 0
+            idle = s["gap_ns"].astype(float)
+            busy = s["latency_ns"].astype(float)
+            with np.errstate(invalid="ignore", divide="ignore"):
+                part = pd.DataFrame(
+                    {
+                        "run_index": index,
+                        "worker": workers.astype(np.uint32),
+                        "requests": s["requests"],
+                        "busy_s": busy / 1e9,
+                        "idle_s": idle / 1e9,
+                        "busy_share": busy / (busy + idle),
+                        "gap_mean_ms": np.where(has, idle / s["gaps"], np.nan) / 1e6,
+                        "gap_max_ms": np.where(has, acc.gap_max_ns[workers], 0) / 1e6,
+                    }
+                )
+            part.loc[~has, "gap_max_ms"] = math.nan
+            parts.append(part)
+        frame = pd.concat(parts, ignore_index=True)
+        frame["g"] = frame["run_index"].astype(np.int64) * 2**32 + frame["worker"].astype(np.int64)
+        frame = _with_gap_quantiles(con, frame, ["g"], scan)
+    finally:
+        scan.close()
+    frame.insert(0, "run", [runs[int(i)].label for i in frame["run_index"]])
+    return frame[columns]
+
+
+def _scan_gaps(con: duckdb.DuckDBPyConnection, runs: list[Run]) -> GapScan | None:
+    """Every gap of ``runs`` in one pass over the segments in file order (see
+    :mod:`loadgen_analysis.gaps`); None when some worker's rows are not in start order there."""
+    mids = dict(
+        con.execute(
+            "SELECT run_index, (min(start_ns) + max(start_ns)) / 2 FROM records GROUP BY 1"
+        ).fetchall()
+    )
+    try:
+        return scan_gaps(runs, [mids.get(i, 0.0) for i in range(len(runs))])
+    except OutOfOrderError:
+        return None
 
 
 def _with_gaps(con: duckdb.DuckDBPyConnection) -> duckdb.DuckDBPyConnection:
     """``con`` with a temporary table ``gaps``: each row's run_index, worker, start_ns,
     latency_ns and gap_ns (the worker's next start minus this row's end; NULL for its last
-    row). A table, not a view, so the window is sorted once; DuckDB spills it to disk."""
+    row), by a window that sorts every row: the fallback of :func:`_scan_gaps`. A table, not a
+    view, so the window is sorted once; DuckDB spills it to disk."""
     con.execute(
         """
         CREATE TEMP TABLE gaps AS
@@ -418,9 +469,26 @@ def _with_gaps(con: duckdb.DuckDBPyConnection) -> duckdb.DuckDBPyConnection:
 
 
 def _with_gap_quantiles(
-    con: duckdb.DuckDBPyConnection, frame: pd.DataFrame, keys: list[str]
+    con: duckdb.DuckDBPyConnection,
+    frame: pd.DataFrame,
+    keys: list[str],
+    scan: GapScan | None = None,
 ) -> pd.DataFrame:
-    quantiles = exact_quantiles(con, "gaps", keys, "gap_ns", [0.5, 0.99])
+    """``frame`` with gap_p50_ms and gap_p99_ms per group of ``keys``: of the table ``gaps``,
+    or of ``scan``'s gap file (keys: ``g`` = run_index·2³² + worker, or ``run_index``)."""
+    if scan is None:
+        quantiles = exact_quantiles(con, "gaps", keys, "gap_ns", [0.5, 0.99])
+    else:
+        group = "g" if keys == ["g"] else "g >> 32"
+        relation = f"(SELECT {group} AS {keys[0]}, gap_ns FROM gap_values)"
+        quantiles = exact_quantiles(
+            con,
+            relation,
+            keys,
+            "gap_ns",
+            [0.5, 0.99],
+            before_pass=lambda: register_gap_values(con, scan, "gap_values"),
+        )
     frame = frame.merge(quantiles, on=keys, how="left")
     for i, name in enumerate(("gap_p50_ms", "gap_p99_ms")):
         frame[name] = [
@@ -436,25 +504,53 @@ def gap_summary(runs: RunsArg) -> pd.DataFrame:
     gap_first_half_ms, gap_second_half_ms (mean gap in the run's first and second half).
     """
     runs = as_runs(runs)
-    con = _with_gaps(connect(runs))
-    frame = con.execute(
-        """
-        WITH g AS (SELECT * FROM gaps),
-        mid AS (SELECT run_index, (min(start_ns) + max(start_ns)) / 2 AS mid_ns FROM g GROUP BY 1)
-        SELECT g.run_index, count(g.gap_ns) AS requests_with_next,
-            avg(g.gap_ns) / 1e6 AS gap_mean_ms,
-            sum(g.gap_ns) / (sum(g.gap_ns) + sum(g.latency_ns) FILTER (WHERE g.gap_ns IS NOT NULL))
-                AS idle_share,
-            avg(g.gap_ns) FILTER (WHERE g.start_ns < m.mid_ns) / 1e6 AS gap_first_half_ms,
-            avg(g.gap_ns) FILTER (WHERE g.start_ns >= m.mid_ns) / 1e6 AS gap_second_half_ms
-        FROM g JOIN mid m USING (run_index)
-        GROUP BY g.run_index ORDER BY g.run_index
-        """
-    ).df()
-    frame = _with_gap_quantiles(con, frame, ["run_index"])
-    frame.insert(0, "run", [runs[int(i)].label for i in frame["run_index"]])
     columns = ["run", "requests_with_next", "gap_mean_ms", "gap_p50_ms", "gap_p99_ms"]
-    return frame[[*columns, "idle_share", "gap_first_half_ms", "gap_second_half_ms"]]
+    columns += ["idle_share", "gap_first_half_ms", "gap_second_half_ms"]
+    con = connect(runs)
+    scan = _scan_gaps(con, runs)
+    if scan is None:  # files not in each worker's order: sort every row instead
+        con = _with_gaps(con)
+        frame = con.execute(
+            """
+            WITH g AS (SELECT * FROM gaps),
+            mid AS (
+                SELECT run_index, (min(start_ns) + max(start_ns)) / 2 AS mid_ns FROM g GROUP BY 1
+            )
+            SELECT g.run_index, count(g.gap_ns) AS requests_with_next,
+                avg(g.gap_ns) / 1e6 AS gap_mean_ms,
+                sum(g.gap_ns) / (sum(g.gap_ns)
+                    + sum(g.latency_ns) FILTER (WHERE g.gap_ns IS NOT NULL)) AS idle_share,
+                avg(g.gap_ns) FILTER (WHERE g.start_ns < m.mid_ns) / 1e6 AS gap_first_half_ms,
+                avg(g.gap_ns) FILTER (WHERE g.start_ns >= m.mid_ns) / 1e6 AS gap_second_half_ms
+            FROM g JOIN mid m USING (run_index)
+            GROUP BY g.run_index ORDER BY g.run_index
+            """
+        ).df()
+        frame = _with_gap_quantiles(con, frame, ["run_index"])
+        frame.insert(0, "run", [runs[int(i)].label for i in frame["run_index"]])
+        return frame[columns]
+    try:
+        rows = []
+        for index, acc in enumerate(scan.runs):
+            gaps = int(acc.sums["gaps"].sum())
+            gap_ns = float(acc.sums["gap_ns"].sum())
+            busy_ns = float(acc.sums["gap_latency_ns"].sum())
+            (n1, s1), (n2, s2) = acc.halves
+            rows.append(
+                {
+                    "run_index": index,
+                    "requests_with_next": gaps,
+                    "gap_mean_ms": gap_ns / gaps / 1e6 if gaps else math.nan,
+                    "idle_share": gap_ns / (gap_ns + busy_ns) if gaps else math.nan,
+                    "gap_first_half_ms": s1 / n1 / 1e6 if n1 else math.nan,
+                    "gap_second_half_ms": s2 / n2 / 1e6 if n2 else math.nan,
+                }
+            )
+        frame = _with_gap_quantiles(con, pd.DataFrame(rows), ["run_index"], scan)
+    finally:
+        scan.close()
+    frame.insert(0, "run", [runs[int(i)].label for i in frame["run_index"]])
+    return frame[columns]
 
 
 def latency_components(runs: RunsArg) -> pd.DataFrame:
