@@ -15,8 +15,11 @@ Percentiles use the same rank as HDR histograms (the ⌈q·n⌉-th smallest valu
 
 from __future__ import annotations
 
+import contextlib
+import functools
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Iterator, Sequence
+from typing import Any, TypeVar
 
 import duckdb
 import numpy as np
@@ -52,12 +55,46 @@ SPECTRUM_PERCENTILES: tuple[float, ...] = (
 
 RunsArg = Run | str | Sequence[Run | str]
 
-_WALL = """
-    wall AS (
-        SELECT run_index, max(start_ns + latency_ns) AS wall_ns
-        FROM records GROUP BY run_index
-    )
-"""
+_Reduction = TypeVar("_Reduction", bound=Callable[..., pd.DataFrame])
+
+#: Frames computed inside :func:`reuse_reductions`, by (function, runs, arguments); None
+#: outside one.
+_REUSED: dict[tuple[Any, ...], pd.DataFrame] | None = None
+
+
+@contextlib.contextmanager
+def reuse_reductions() -> Iterator[None]:
+    """Within this block, a reduction asked for twice on the same runs with the same arguments
+    (a report asks for the run table, the errors and the latency components both for its
+    verdict and for its tables) reads the rows once; each call still gets its own copy.
+    Outside it every call reads the rows, so a notebook never sees a stale frame."""
+    global _REUSED
+    outer = _REUSED
+    _REUSED = {} if outer is None else outer
+    try:
+        yield
+    finally:
+        _REUSED = outer
+
+
+def _runs_key(runs: Sequence[Run]) -> tuple[Any, ...]:
+    return tuple((r.label, r.location, r.segments, r.rows) for r in runs)
+
+
+def _reused(function: _Reduction) -> _Reduction:
+    """Make ``function(runs, *args, **kwargs)`` answer from :func:`reuse_reductions`'s store."""
+
+    @functools.wraps(function)
+    def wrapper(runs: RunsArg, *args: Any, **kwargs: Any) -> pd.DataFrame:
+        if _REUSED is None:
+            return function(runs, *args, **kwargs)
+        runs = as_runs(runs)
+        key = (function.__name__, _runs_key(runs), args, tuple(sorted(kwargs.items())))
+        if key not in _REUSED:
+            _REUSED[key] = function(runs, *args, **kwargs)
+        return _REUSED[key].copy()
+
+    return wrapper  # type: ignore[return-value]
 
 
 def _with_latency_quantiles(
@@ -77,6 +114,32 @@ def _with_latency_quantiles(
     return frame.drop(columns=["q"])
 
 
+#: Latency percentiles computed per run and op whenever some are: the summary's and the
+#: spectrum's, so a report's summary table and spectrum share one computation.
+_OP_PERCENTILES: tuple[float, ...] = tuple(
+    sorted({q for _, q in SUMMARY_PERCENTILES} | set(SPECTRUM_PERCENTILES))
+)
+
+
+@_reused
+def _op_latency_quantiles(runs: RunsArg, by_op: bool) -> pd.DataFrame:
+    """Per run_index and op (``all`` when not ``by_op``): list ``q`` of the exact latencies
+    at :data:`_OP_PERCENTILES` of the rows with a response."""
+    con = connect(as_runs(runs))
+    op_expr = "op" if by_op else "'all'"
+    relation = f"(SELECT run_index, {op_expr} AS op, latency_ns FROM records WHERE status > 0)"
+    return exact_quantiles(con, relation, ["run_index", "op"], "latency_ns", _OP_PERCENTILES)
+
+
+def _pick(frame: pd.DataFrame, percentiles: Sequence[float]) -> pd.DataFrame:
+    """``frame`` of :func:`_op_latency_quantiles` with ``q`` cut to ``percentiles``."""
+    at = [_OP_PERCENTILES.index(p) for p in percentiles]
+    frame = frame.copy()
+    frame["q"] = [[v[i] for i in at] for v in frame["q"]]
+    return frame
+
+
+@_reused
 def op_summary(runs: RunsArg) -> pd.DataFrame:
     """Per run and op: counts, error rate, throughput and latency statistics (ms).
 
@@ -87,25 +150,32 @@ def op_summary(runs: RunsArg) -> pd.DataFrame:
     runs = as_runs(runs)
     con = connect(runs)
     frame = con.execute(
-        f"""
-        WITH {_WALL}
-        SELECT r.run_index, any_value(r.run) AS run, r.op,
-            count(*) AS requests,
-            count(*) FILTER (WHERE r.error IS NULL) AS ok,
-            count(*) FILTER (WHERE r.error IS NOT NULL) AS failed,
-            count(*) FILTER (WHERE r.status > 0) AS responses,
-            avg(r.latency_ns) FILTER (WHERE r.status > 0) / 1e6 AS mean_ms,
-            min(r.latency_ns) FILTER (WHERE r.status > 0) / 1e6 AS min_ms,
-            max(r.latency_ns) FILTER (WHERE r.status > 0) / 1e6 AS max_ms,
-            sum(r.bytes_sent)::BIGINT AS bytes_sent,
-            sum(r.bytes_received)::BIGINT AS bytes_received,
-            any_value(w.wall_ns) AS wall_ns
-        FROM records r JOIN wall w USING (run_index)
-        GROUP BY r.run_index, r.op
-        ORDER BY r.run_index, r.op
+        """
+        WITH per_op AS (
+            SELECT run_index, any_value(run) AS run, op,
+                count(*) AS requests,
+                count(*) FILTER (WHERE error IS NULL) AS ok,
+                count(*) FILTER (WHERE error IS NOT NULL) AS failed,
+                count(*) FILTER (WHERE status > 0) AS responses,
+                avg(latency_ns) FILTER (WHERE status > 0) / 1e6 AS mean_ms,
+                min(latency_ns) FILTER (WHERE status > 0) / 1e6 AS min_ms,
+                max(latency_ns) FILTER (WHERE status > 0) / 1e6 AS max_ms,
+                sum(bytes_sent)::BIGINT AS bytes_sent,
+                sum(bytes_received)::BIGINT AS bytes_received,
+                max(start_ns + latency_ns) AS end_ns
+            FROM records GROUP BY run_index, op
+        )
+        -- The run's wall time from its ops' ends: one pass over the rows, not two.
+        SELECT * EXCLUDE (end_ns), max(end_ns) OVER (PARTITION BY run_index) AS wall_ns
+        FROM per_op ORDER BY run_index, op
         """
     ).df()
-    frame = _with_latency_quantiles(con, frame, ["run_index", "op"])
+    quantiles = _pick(_op_latency_quantiles(runs, True), [q for _, q in SUMMARY_PERCENTILES])
+    frame = frame.merge(quantiles, on=["run_index", "op"], how="left")
+    for i, (name, _) in enumerate(SUMMARY_PERCENTILES):
+        frame[f"{name}_ms"] = [
+            v[i] / 1e6 if isinstance(v, list | np.ndarray) else math.nan for v in frame["q"]
+        ]
     wall_s = frame["wall_ns"] / 1e9
     frame["error_rate"] = frame["failed"] / frame["requests"]
     frame["throughput_rps"] = frame["requests"] / wall_s
@@ -130,6 +200,7 @@ def op_summary(runs: RunsArg) -> pd.DataFrame:
     return frame[columns].reset_index(drop=True)
 
 
+@_reused
 def run_table(runs: RunsArg) -> pd.DataFrame:
     """One row per run: the numbers a sweep is analysed from.
 
@@ -211,31 +282,47 @@ def timeline(
     if bucket_s <= 0:
         raise ValueError(f"bucket_s must be positive, not {bucket_s}")
     runs = as_runs(runs)
+    if _REUSED is not None and not latency:
+        key = ("_timeline", _runs_key(runs), (bucket_s, by_phase, True), ())
+        if key in _REUSED:  # the same buckets with their latency: drop it
+            frame = _REUSED[key].copy()
+            frame["p50_ms"] = frame["p99_ms"] = math.nan
+            return frame
+    return _timeline(runs, bucket_s, by_phase, latency)
+
+
+@_reused
+def _timeline(runs: list[Run], bucket_s: float, by_phase: bool, latency: bool) -> pd.DataFrame:
     con = connect(runs)
     bucket_ns = int(bucket_s * 1e9)
     phase = "phase" if by_phase else "'all'"
     frame = con.execute(
         f"""
-        WITH spans AS (
-            SELECT run_index AS span_run, min(start_ns) AS first_ns,
-                max(start_ns + latency_ns) AS last_ns
-            FROM records GROUP BY run_index
+        WITH buckets AS (
+            SELECT run_index, any_value(run) AS run, {phase} AS phase,
+                (start_ns + latency_ns) // {bucket_ns} AS bucket,
+                count(*) AS requests,
+                count(*) FILTER (WHERE error IS NULL) AS ok,
+                count(*) FILTER (WHERE error IS NOT NULL) AS errors,
+                (sum(bytes_sent) + sum(bytes_received))::DOUBLE AS bytes,
+                sum(bytes_sent)::DOUBLE AS sent, sum(bytes_received)::DOUBLE AS received,
+                min(start_ns) AS first_ns, max(start_ns + latency_ns) AS last_ns
+            FROM records GROUP BY run_index, {phase}, bucket
+        ),
+        -- The run's span from its buckets': one pass over the rows, not two.
+        spans AS (
+            SELECT * EXCLUDE (first_ns, last_ns),
+                min(first_ns) OVER (PARTITION BY run_index) AS first_ns,
+                max(last_ns) OVER (PARTITION BY run_index) AS last_ns
+            FROM buckets
         )
-        SELECT run_index, any_value(run) AS run, {phase} AS phase,
-            (start_ns + latency_ns) // {bucket_ns} AS bucket,
+        SELECT * EXCLUDE (first_ns, last_ns),
             greatest(
-                least((bucket + 1) * {bucket_ns}, any_value(last_ns))
-                    - greatest(bucket * {bucket_ns}, any_value(first_ns)),
+                least((bucket + 1) * {bucket_ns}, last_ns)
+                    - greatest(bucket * {bucket_ns}, first_ns),
                 {bucket_ns} // 10
-            ) / 1e9 AS covered_s,
-            count(*) AS requests,
-            count(*) FILTER (WHERE error IS NULL) AS ok,
-            count(*) FILTER (WHERE error IS NOT NULL) AS errors,
-            (sum(bytes_sent) + sum(bytes_received))::DOUBLE AS bytes,
-            sum(bytes_sent)::DOUBLE AS sent, sum(bytes_received)::DOUBLE AS received
-        FROM records JOIN spans ON run_index = span_run
-        GROUP BY run_index, {phase}, bucket
-        ORDER BY run_index, bucket, phase
+            ) / 1e9 AS covered_s
+        FROM spans ORDER BY run_index, bucket, phase
         """
     ).df()
     relation = (
@@ -278,6 +365,7 @@ def timeline(
     ].reset_index(drop=True)
 
 
+@_reused
 def phase_spans(runs: RunsArg) -> pd.DataFrame:
     """Per run and phase: when its first request started and its last one ended (seconds)."""
     runs = as_runs(runs)
@@ -296,6 +384,7 @@ def phase_spans(runs: RunsArg) -> pd.DataFrame:
 PHASE_PERCENTILES: tuple[tuple[str, float], ...] = (("p50", 0.5), ("p95", 0.95), ("p99", 0.99))
 
 
+@_reused
 def phase_table(runs: RunsArg) -> pd.DataFrame:
     """Per run and phase: what the course's phased clients report for each phase.
 
@@ -306,23 +395,27 @@ def phase_table(runs: RunsArg) -> pd.DataFrame:
     """
     runs = as_runs(runs)
     con = connect(runs)
-    qs = ", ".join(
-        f"quantile_disc(latency_ns, {q}) FILTER (WHERE status > 0) / 1e6 AS {name}_ms"
-        for name, q in PHASE_PERCENTILES
-    )
     frame = con.execute(
-        f"""
-        SELECT any_value(run) AS run, phase,
+        """
+        SELECT run_index, any_value(run) AS run, phase,
             count(DISTINCT worker) AS workers,
             count(*) AS requests,
             count(*) FILTER (WHERE error IS NOT NULL) AS failed,
             min(start_ns) / 1e9 AS start_s,
             max(start_ns + latency_ns) / 1e9 AS end_s,
-            avg(latency_ns) FILTER (WHERE status > 0) / 1e6 AS mean_ms,
-            {qs}
+            avg(latency_ns) FILTER (WHERE status > 0) / 1e6 AS mean_ms
         FROM records GROUP BY run_index, phase ORDER BY run_index, start_s
         """
     ).df()
+    relation = "(SELECT run_index, phase, latency_ns FROM records WHERE status > 0)"
+    quantiles = exact_quantiles(
+        con, relation, ["run_index", "phase"], "latency_ns", [q for _, q in PHASE_PERCENTILES]
+    )
+    frame = frame.merge(quantiles, on=["run_index", "phase"], how="left")
+    for i, (name, _) in enumerate(PHASE_PERCENTILES):
+        frame[f"{name}_ms"] = [
+            v[i] / 1e6 if isinstance(v, list | np.ndarray) else math.nan for v in frame["q"]
+        ]
     frame["wall_s"] = frame["end_s"] - frame["start_s"]
     frame["throughput_rps"] = frame["requests"] / frame["wall_s"]
     columns = [
@@ -341,6 +434,7 @@ def phase_table(runs: RunsArg) -> pd.DataFrame:
     return frame[columns].reset_index(drop=True)
 
 
+@_reused
 def error_breakdown(runs: RunsArg, bucket_s: float = 1.0) -> pd.DataFrame:
     """Per run and error class: how many, the share of all requests, and where in time.
 
@@ -375,6 +469,7 @@ def error_breakdown(runs: RunsArg, bucket_s: float = 1.0) -> pd.DataFrame:
     ).df()
 
 
+@_reused
 def worker_gaps(runs: RunsArg) -> pd.DataFrame:
     """Per run and worker: how long the worker sat idle between its consecutive requests.
 
@@ -497,6 +592,7 @@ def _with_gap_quantiles(
     return frame.drop(columns=["q"])
 
 
+@_reused
 def gap_summary(runs: RunsArg) -> pd.DataFrame:
     """Per run: the share of worker time spent idle between requests, and whether gaps grow.
 
@@ -553,6 +649,7 @@ def gap_summary(runs: RunsArg) -> pd.DataFrame:
     return frame[columns]
 
 
+@_reused
 def latency_components(runs: RunsArg) -> pd.DataFrame:
     """Per run and op: mean latency split into connect, send, wait for first byte, and transfer
     (ms).
@@ -589,6 +686,7 @@ def latency_components(runs: RunsArg) -> pd.DataFrame:
     return frame
 
 
+@_reused
 def percentile_spectrum(
     runs: RunsArg, percentiles: Sequence[float] = SPECTRUM_PERCENTILES, by_op: bool = True
 ) -> pd.DataFrame:
@@ -603,10 +701,13 @@ def percentile_spectrum(
     for p in percentiles:
         if not 0.0 <= p < 1.0:
             raise ValueError(f"percentile {p} outside [0, 1)")
-    con = connect(runs)
-    op_expr = "op" if by_op else "'all'"
-    relation = f"(SELECT run_index, {op_expr} AS op, latency_ns FROM records WHERE status > 0)"
-    frame = exact_quantiles(con, relation, ["run_index", "op"], "latency_ns", percentiles)
+    if set(percentiles) <= set(_OP_PERCENTILES):
+        frame = _pick(_op_latency_quantiles(runs, by_op), percentiles)
+    else:
+        con = connect(runs)
+        op_expr = "op" if by_op else "'all'"
+        relation = f"(SELECT run_index, {op_expr} AS op, latency_ns FROM records WHERE status > 0)"
+        frame = exact_quantiles(con, relation, ["run_index", "op"], "latency_ns", percentiles)
     frame = frame.sort_values(["run_index", "op"])
     rows = []
     for record in frame.itertuples(index=False):
