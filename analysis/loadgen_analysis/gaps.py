@@ -19,6 +19,7 @@ responsible for the tables built from them (see :mod:`loadgen_analysis.summary`)
 
 from __future__ import annotations
 
+import contextlib
 import uuid
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
@@ -71,9 +72,14 @@ class GapScan:
 
     runs: list[RunGaps]
     values: Path
+    #: The temporary folder, when this scan created it (removed again if left empty).
+    created: Path | None = None
 
     def close(self) -> None:
         self.values.unlink(missing_ok=True)
+        if self.created is not None:
+            with contextlib.suppress(OSError):
+                self.created.rmdir()
 
 
 def _ordered_columns(part: Run, offset_ns: int) -> Iterator[tuple[np.ndarray, ...]]:
@@ -150,6 +156,7 @@ def scan_gaps(runs: Sequence[Run], mids_ns: Sequence[float]) -> GapScan:
     """One pass over ``runs`` (see the module doc). ``mids_ns[i]``: where run i's first half
     ends (a request is in the first half when its start is before it)."""
     folder = Path(engine_settings()["temp_directory"])
+    created = None if folder.exists() else folder
     folder.mkdir(parents=True, exist_ok=True)
     values = folder / f"gaps-{uuid.uuid4().hex}.bin"
     out: list[RunGaps] = []
@@ -178,9 +185,9 @@ def scan_gaps(runs: Sequence[Run], mids_ns: Sequence[float]) -> GapScan:
                     rows.tofile(sink)
                 out.append(acc)
     except BaseException:
-        values.unlink(missing_ok=True)
+        GapScan(out, values, created).close()
         raise
-    return GapScan(out, values)
+    return GapScan(out, values, created)
 
 
 def register_gap_values(con: duckdb.DuckDBPyConnection, scan: GapScan, name: str) -> None:
