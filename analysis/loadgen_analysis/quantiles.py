@@ -26,11 +26,13 @@ BUCKETS_PER_DOUBLING = 256
 
 
 def _bucket(value: str) -> str:
-    """A monotone bucket number of ``value`` (negative values get negative buckets)."""
+    """A monotone bucket number of ``value``: ``round(log2(v) · 256) + 1`` for v > 0, 0 for 0,
+    ``-round(log2(1 − v) · 256)`` below (rounding keeps it monotone, which is all the two
+    passes need, and costs less than ``floor``)."""
     scale = BUCKETS_PER_DOUBLING
     return (
-        f"CASE WHEN {value} >= 0 THEN CAST(floor(log2(greatest({value}, 1)) * {scale}) AS BIGINT) "
-        f"ELSE -1 - CAST(floor(log2(-{value}) * {scale}) AS BIGINT) END"
+        f"CASE WHEN {value} > 0 THEN CAST(log2({value}) * {scale} AS BIGINT) + 1 "
+        f"ELSE -CAST(log2(1 - {value}) * {scale} AS BIGINT) END"
     )
 
 

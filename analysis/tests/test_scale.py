@@ -28,12 +28,22 @@ ROWS = 4_000_000
 MEMORY_LIMIT_MB = 150
 
 
-def _peak_rss_mb(tmp_path: Path, *args: str | Path) -> float:
-    """Peak RSS (MB) of ``loadgen-analyze ARGS…`` run in a fresh child, measured by a wrapper
-    process that has no other children (ru_maxrss of its waited-for children)."""
+#: The notebooks' functions that are not part of ``loadgen-analyze report``, on the run given
+#: as the argument (``phase_table`` used to hold every latency: out of memory at 10 M rows).
+NOTEBOOK_FUNCTIONS = (
+    "import sys, loadgen_analysis as la; run = la.load_runs(sys.argv[1:]); "
+    "la.phase_table(run); la.worker_gaps(run); la.timeline(run); la.percentile_spectrum(run)"
+)
+
+
+def _peak_rss_mb(tmp_path: Path, *args: str | Path, code: str | None = None) -> float:
+    """Peak RSS (MB) of ``loadgen-analyze ARGS…`` (or of Python running ``code`` with ARGS)
+    run in a fresh child, measured by a wrapper process that has no other children
+    (ru_maxrss of its waited-for children)."""
+    command = "['-c', sys.argv[1]]" if code is not None else "['-m', 'loadgen_analysis.cli']"
     wrapper = (
         "import resource, subprocess, sys; "
-        "r = subprocess.run([sys.executable, '-m', 'loadgen_analysis.cli', *sys.argv[1:]]); "
+        f"r = subprocess.run([sys.executable, *{command}, *sys.argv[1 + {code is not None}:]]); "
         "print(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss); "
         "sys.exit(r.returncode)"
     )
@@ -42,7 +52,7 @@ def _peak_rss_mb(tmp_path: Path, *args: str | Path) -> float:
         "LOADGEN_ANALYSIS_TMP": str(tmp_path / "spill"),
     }
     done = subprocess.run(
-        [sys.executable, "-c", wrapper, *map(str, args)],
+        [sys.executable, "-c", wrapper, *([code] if code is not None else []), *map(str, args)],
         capture_output=True,
         text=True,
         timeout=600,
@@ -72,6 +82,10 @@ def test_report_on_millions_of_rows_needs_less_memory_than_holding_its_rows(
         f"report on {ROWS} rows peaked at {big_mb:.0f} MB, {big_mb - small_mb:.0f} MB more than "
         f"on {error_run.path.name} ({small_mb:.0f} MB); a per-row frame would need "
         f"{per_row_frame_mb:.0f} MB"
+    )
+    notebook_mb = _peak_rss_mb(tmp_path, big, code=NOTEBOOK_FUNCTIONS)
+    assert notebook_mb - small_mb < per_row_frame_mb / 2, (
+        f"the notebooks' functions on {ROWS} rows peaked at {notebook_mb:.0f} MB"
     )
 
 
