@@ -18,6 +18,9 @@ from __future__ import annotations
 import contextlib
 import functools
 import math
+import os
+import sys
+import time
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any, TypeVar
 
@@ -27,7 +30,7 @@ import pandas as pd
 
 from .gaps import GapScan, OutOfOrderError, register_gap_values, scan_gaps
 from .io import Run, as_runs, connect
-from .quantiles import exact_quantiles
+from .quantiles import exact_quantile_sets, exact_quantiles
 
 #: Percentiles of the per-op summary, as (column suffix, quantile).
 SUMMARY_PERCENTILES: tuple[tuple[str, float], ...] = (
@@ -59,7 +62,7 @@ _Reduction = TypeVar("_Reduction", bound=Callable[..., pd.DataFrame])
 
 #: Frames computed inside :func:`reuse_reductions`, by (function, runs, arguments); None
 #: outside one.
-_REUSED: dict[tuple[Any, ...], pd.DataFrame] | None = None
+_REUSED: dict[tuple[Any, ...], Any] | None = None
 
 
 @contextlib.contextmanager
@@ -81,31 +84,48 @@ def _runs_key(runs: Sequence[Run]) -> tuple[Any, ...]:
     return tuple((r.label, r.location, r.segments, r.rows) for r in runs)
 
 
+def _timed(function: Callable[..., pd.DataFrame], *args: Any, **kwargs: Any) -> pd.DataFrame:
+    """``function(*args, **kwargs)``; with ``LOADGEN_ANALYSIS_PROFILE=1`` in the environment,
+    its wall time goes to stderr (which reduction a slow command spends its time in)."""
+    if os.environ.get("LOADGEN_ANALYSIS_PROFILE") != "1":
+        return function(*args, **kwargs)
+    started = time.perf_counter()
+    try:
+        return function(*args, **kwargs)
+    finally:
+        took = time.perf_counter() - started
+        print(f"loadgen-analysis: {function.__name__} {took:.2f} s", file=sys.stderr)
+
+
 def _reused(function: _Reduction) -> _Reduction:
     """Make ``function(runs, *args, **kwargs)`` answer from :func:`reuse_reductions`'s store."""
 
     @functools.wraps(function)
     def wrapper(runs: RunsArg, *args: Any, **kwargs: Any) -> pd.DataFrame:
         if _REUSED is None:
-            return function(runs, *args, **kwargs)
+            return _timed(function, runs, *args, **kwargs)
         runs = as_runs(runs)
         key = (function.__name__, _runs_key(runs), args, tuple(sorted(kwargs.items())))
         if key not in _REUSED:
-            _REUSED[key] = function(runs, *args, **kwargs)
+            _REUSED[key] = _timed(function, runs, *args, **kwargs)
         return _REUSED[key].copy()
 
     return wrapper  # type: ignore[return-value]
 
 
 def _with_latency_quantiles(
-    con: duckdb.DuckDBPyConnection, frame: pd.DataFrame, keys: Sequence[str]
+    con: duckdb.DuckDBPyConnection, runs: list[Run], frame: pd.DataFrame, keys: Sequence[str]
 ) -> pd.DataFrame:
     """``frame`` (one row per group of ``keys``) with p50_ms … p999_ms of the latency of the
     group's rows with a response (NaN for a group without one), exact, in bounded memory."""
-    relation = f"(SELECT {', '.join(keys)}, latency_ns FROM records WHERE status > 0)"
-    quantiles = exact_quantiles(
-        con, relation, keys, "latency_ns", [q for _, q in SUMMARY_PERCENTILES]
-    )
+    cube = _latency_cube(runs, 1.0) if keys == ["run_index"] else None
+    if cube is not None:
+        quantiles = _pick(cube["run"], [q for _, q in SUMMARY_PERCENTILES])
+    else:
+        relation = f"(SELECT {', '.join(keys)}, latency_ns FROM records WHERE status > 0)"
+        quantiles = exact_quantiles(
+            con, relation, keys, "latency_ns", [q for _, q in SUMMARY_PERCENTILES]
+        )
     frame = frame.merge(quantiles, on=list(keys), how="left")
     for i, (name, _) in enumerate(SUMMARY_PERCENTILES):
         frame[f"{name}_ms"] = [
@@ -125,7 +145,11 @@ _OP_PERCENTILES: tuple[float, ...] = tuple(
 def _op_latency_quantiles(runs: RunsArg, by_op: bool) -> pd.DataFrame:
     """Per run_index and op (``all`` when not ``by_op``): list ``q`` of the exact latencies
     at :data:`_OP_PERCENTILES` of the rows with a response."""
-    con = connect(as_runs(runs))
+    runs = as_runs(runs)
+    cube = _latency_cube(runs, 1.0)
+    if cube is not None:
+        return cube["op"] if by_op else cube["run"].assign(op="all")
+    con = connect(runs)
     op_expr = "op" if by_op else "'all'"
     relation = f"(SELECT run_index, {op_expr} AS op, latency_ns FROM records WHERE status > 0)"
     return exact_quantiles(con, relation, ["run_index", "op"], "latency_ns", _OP_PERCENTILES)
@@ -137,6 +161,37 @@ def _pick(frame: pd.DataFrame, percentiles: Sequence[float]) -> pd.DataFrame:
     frame = frame.copy()
     frame["q"] = [[v[i] for i in at] for v in frame["q"]]
     return frame
+
+
+#: Latency percentiles of a timeline bucket.
+_TIMELINE_PERCENTILES = (0.5, 0.99)
+
+
+def _latency_cube(runs: list[Run], bucket_s: float) -> dict[str, pd.DataFrame] | None:
+    """Inside :func:`reuse_reductions`: every latency percentile a report shows — per run and
+    per run and op (:data:`_OP_PERCENTILES`), per run, phase and time bucket and per run and
+    time bucket (p50, p99) — from one :func:`exact_quantile_sets`: two passes over the rows
+    instead of two per table. Frames ``run``, ``op``, ``phase_bucket``, ``bucket`` as
+    :func:`exact_quantiles` returns them. None outside (one reduction computes its own)."""
+    if _REUSED is None:
+        return None
+    key = ("_latency_cube", _runs_key(runs), bucket_s)
+    if key not in _REUSED:
+        bucket_ns = int(bucket_s * 1e9)
+        relation = (
+            f"(SELECT run_index, op, phase, (start_ns + latency_ns) // {bucket_ns} AS bucket, "
+            "latency_ns FROM records WHERE status > 0)"
+        )
+        sets = [
+            (["run_index"], _OP_PERCENTILES),
+            (["run_index", "op"], _OP_PERCENTILES),
+            (["run_index", "phase", "bucket"], _TIMELINE_PERCENTILES),
+            (["run_index", "bucket"], _TIMELINE_PERCENTILES),
+        ]
+        fine = ["run_index", "op", "phase", "bucket"]
+        frames = _timed(exact_quantile_sets, connect(runs), relation, fine, "latency_ns", sets)
+        _REUSED[key] = dict(zip(("run", "op", "phase_bucket", "bucket"), frames, strict=True))
+    return _REUSED[key]
 
 
 @_reused
@@ -229,7 +284,7 @@ def run_table(runs: RunsArg) -> pd.DataFrame:
         FROM records GROUP BY run_index ORDER BY run_index
         """
     ).df()
-    frame = _with_latency_quantiles(con, frame, ["run_index"])
+    frame = _with_latency_quantiles(con, runs, frame, ["run_index"])
     wall_s = frame["wall_ns"] / 1e9
     frame["wall_s"] = wall_s
     frame["error_rate"] = frame["failed"] / frame["requests"]
@@ -330,7 +385,11 @@ def _timeline(runs: list[Run], bucket_s: float, by_phase: bool, latency: bool) -
         "latency_ns FROM records WHERE status > 0)"
     )
     keys = ["run_index", "phase", "bucket"]
-    if latency:
+    cube = _latency_cube(runs, bucket_s) if latency else None
+    if cube is not None:
+        quantiles = cube["phase_bucket"] if by_phase else cube["bucket"].assign(phase="all")
+        frame = frame.merge(quantiles, on=keys, how="left")
+    elif latency:
         quantiles = exact_quantiles(con, relation, keys, "latency_ns", [0.5, 0.99])
         frame = frame.merge(quantiles, on=keys, how="left")
     else:

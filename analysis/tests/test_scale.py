@@ -17,7 +17,7 @@ import numpy as np
 import pandas as pd
 import pyarrow.parquet as pq
 
-from loadgen_analysis.quantiles import exact_quantiles
+from loadgen_analysis.quantiles import exact_quantile_sets, exact_quantiles
 from loadgen_analysis.synthetic import synthesise
 
 from .conftest import Recorded
@@ -116,3 +116,32 @@ def test_exact_quantiles_equal_duckdbs_quantile_disc() -> None:
     assert len(ours) == len(theirs) == 13
     for mine, reference in zip(ours["q"], theirs["q"], strict=True):
         assert list(mine) == list(reference)
+
+
+def test_quantile_sets_equal_quantile_disc_per_grouping() -> None:
+    """Several groupings of one relation in two passes in all (a report's run, op and
+    per-second percentiles) give each grouping quantile_disc's values."""
+    rng = np.random.default_rng(15)
+    n = 100_000
+    frame = pd.DataFrame(
+        {
+            "g": rng.integers(0, 3, n),
+            "h": rng.choice(["a", "b", None], n),
+            "s": rng.integers(0, 20, n),
+            "x": rng.lognormal(10, 1.5, n).astype("int64"),
+        }
+    )
+    frame.loc[::5, "x"] = 0
+    con = duckdb.connect()
+    con.register("d", frame)
+    sets = [(["g"], [0.0, 0.5, 0.999]), (["g", "h"], [0.9, 0.99]), (["g", "s"], [0.5, 0.99])]
+    ours = exact_quantile_sets(con, "d", ["g", "h", "s"], "x", sets)
+    for (keys, qs), mine in zip(sets, ours, strict=True):
+        by = ", ".join(keys)
+        theirs = con.execute(
+            f"SELECT {by}, quantile_disc(x, {qs}) AS q FROM d GROUP BY {by} ORDER BY {by}"
+        ).df()
+        mine = mine.sort_values(keys, na_position="last").reset_index(drop=True)
+        assert len(mine) == len(theirs)
+        for a, b in zip(mine["q"], theirs["q"], strict=True):
+            assert list(a) == list(b)
