@@ -285,7 +285,7 @@ def build_report(
     link_capacity_bps: float | None = None,
 ) -> str:
     """The HTML text of a report on one run or several (a sweep, repeats)."""
-    with reuse_reductions():
+    with reuse_reductions(all_percentiles=True):
         return _build_report(as_runs(runs), title, link_capacity_bps)
 
 

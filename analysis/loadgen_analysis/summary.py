@@ -65,19 +65,29 @@ _Reduction = TypeVar("_Reduction", bound=Callable[..., pd.DataFrame])
 _REUSED: dict[tuple[Any, ...], Any] | None = None
 
 
+#: Inside :func:`reuse_reductions` with ``all_percentiles``: compute every latency percentile
+#: a report shows in one go (see :func:`_latency_cube`).
+_ALL_PERCENTILES = False
+
+
 @contextlib.contextmanager
-def reuse_reductions() -> Iterator[None]:
+def reuse_reductions(all_percentiles: bool = False) -> Iterator[None]:
     """Within this block, a reduction asked for twice on the same runs with the same arguments
     (a report asks for the run table, the errors and the latency components both for its
     verdict and for its tables) reads the rows once; each call still gets its own copy.
-    Outside it every call reads the rows, so a notebook never sees a stale frame."""
-    global _REUSED
-    outer = _REUSED
+    Outside it every call reads the rows, so a notebook never sees a stale frame.
+
+    ``all_percentiles``: the first latency percentile asked for computes all a report shows
+    (per run, per op, per second) in the same two passes; worth it only when they will all be
+    asked for."""
+    global _REUSED, _ALL_PERCENTILES
+    outer, outer_all = _REUSED, _ALL_PERCENTILES
     _REUSED = {} if outer is None else outer
+    _ALL_PERCENTILES = all_percentiles or outer_all
     try:
         yield
     finally:
-        _REUSED = outer
+        _REUSED, _ALL_PERCENTILES = outer, outer_all
 
 
 def _runs_key(runs: Sequence[Run]) -> tuple[Any, ...]:
@@ -168,12 +178,12 @@ _TIMELINE_PERCENTILES = (0.5, 0.99)
 
 
 def _latency_cube(runs: list[Run], bucket_s: float) -> dict[str, pd.DataFrame] | None:
-    """Inside :func:`reuse_reductions`: every latency percentile a report shows — per run and
-    per run and op (:data:`_OP_PERCENTILES`), per run, phase and time bucket and per run and
-    time bucket (p50, p99) — from one :func:`exact_quantile_sets`: two passes over the rows
-    instead of two per table. Frames ``run``, ``op``, ``phase_bucket``, ``bucket`` as
+    """Inside :func:`reuse_reductions` (``all_percentiles``): every latency percentile a report
+    shows — per run and per run and op (:data:`_OP_PERCENTILES`), per run, phase and time
+    bucket and per run and time bucket (p50, p99) — from one :func:`exact_quantile_sets`: two
+    passes over the rows instead of two per table. Frames ``run``, ``op``, ``phase_bucket``, ``bucket`` as
     :func:`exact_quantiles` returns them. None outside (one reduction computes its own)."""
-    if _REUSED is None:
+    if _REUSED is None or not _ALL_PERCENTILES:
         return None
     key = ("_latency_cube", _runs_key(runs), bucket_s)
     if key not in _REUSED:
