@@ -181,8 +181,9 @@ def _latency_cube(runs: list[Run], bucket_s: float) -> dict[str, pd.DataFrame] |
     """Inside :func:`reuse_reductions` (``all_percentiles``): every latency percentile a report
     shows — per run and per run and op (:data:`_OP_PERCENTILES`), per run, phase and time
     bucket and per run and time bucket (p50, p99) — from one :func:`exact_quantile_sets`: two
-    passes over the rows instead of two per table. Frames ``run``, ``op``, ``phase_bucket``, ``bucket`` as
-    :func:`exact_quantiles` returns them. None outside (one reduction computes its own)."""
+    passes over the rows instead of two per table. Frames ``run``, ``op``, ``phase_bucket``,
+    ``bucket`` as :func:`exact_quantiles` returns them; None outside (each reduction computes
+    its own)."""
     if _REUSED is None or not _ALL_PERCENTILES:
         return None
     key = ("_latency_cube", _runs_key(runs), bucket_s)
