@@ -8,7 +8,8 @@
 # Targets: < 60 s and < 1 GB peak RSS per command on 2 cores, flat in the rows.
 #
 # Needs ~1 GB of disk per 100 M rows plus DuckDB's spill files, and the venv of
-# scripts/test-python.sh; the synthetic runs are deleted at the end unless KEEP_RUNS=1. Env:
+# scripts/test-python.sh; the synthetic runs are deleted at the end unless KEEP_RUNS=1 (a later run into the same OUT
+# reuses them). Env:
 # ROWS (default "10000000 100000000"), OUT (default bench/out/…), LOADGEN_ANALYSIS_MEMORY /
 # _THREADS / _TMP (see loadgen_analysis.io.engine_settings).
 set -euo pipefail
@@ -28,8 +29,10 @@ fi
 cargo build --locked -p loadgen >&2
 mkdir -p "$OUT"
 
-echo "==> recording the seed run (8 workers, 3 s, embedded server)" >&2
-target/debug/loadgen run -c 8 -d 3s --no-progress --out "$OUT/seed" >"$OUT/seed.log" 2>&1
+if [ ! -d "$OUT/seed" ]; then
+  echo "==> recording the seed run (8 workers, 3 s, embedded server)" >&2
+  target/debug/loadgen run -c 8 -d 3s --no-progress --out "$OUT/seed" >"$OUT/seed.log" 2>&1
+fi
 
 # measure LABEL ARGS...: one `python ARGS...` under GNU time; prints a table row.
 measure() {
@@ -49,10 +52,15 @@ NOTEBOOK='import sys, loadgen_analysis as la; r = la.load_runs(sys.argv[1:]); la
 printf '%-12s %-9s %10s %11s %6s\n' rows command time "peak RSS" load
 for rows in $ROWS; do
   run="$OUT/run-$rows"
-  /usr/bin/time -o "$OUT/time.txt" -f "%e %M" "$PY" -m loadgen_analysis.synthetic \
-    "$OUT/seed" "$run" "$rows" >"$OUT/synth-$rows.log" 2>&1
-  read -r seconds _ < <(tail -n1 "$OUT/time.txt")
-  echo "  ($rows rows synthesised in ${seconds} s, $(du -sh "$run" | cut -f1) on disk)" >&2
+  if [ -d "$run" ]; then # kept by an earlier KEEP_RUNS=1 run into the same OUT
+    echo "  (reusing $run)" >&2
+  else
+    /usr/bin/time -o "$OUT/time.txt" -f "%e %M" "$PY" -m loadgen_analysis.synthetic \
+      "$OUT/seed" "$run" "$rows" >"$OUT/synth-$rows.log" 2>&1
+    read -r seconds _ < <(tail -n1 "$OUT/time.txt")
+    echo "  ($rows rows synthesised in ${seconds} s, $(du -sh "$run" | cut -f1) on disk)" >&2
+  fi
+  rm -rf "$run-copy"
   cp -al "$run" "$run-copy" # same files, another run: compare reads both sides
   measure summary -m loadgen_analysis.cli summary "$run"
   measure explain -m loadgen_analysis.cli explain "$run"

@@ -85,9 +85,10 @@ class GapScan:
 def _ordered_columns(part: Run, offset_ns: int) -> Iterator[tuple[np.ndarray, ...]]:
     """(worker, start_ns, latency_ns) of one directory's rows in file order, start rebased.
     DuckDB reads the files (faster than pyarrow here); keeping insertion order keeps file order."""
-    con = duckdb.connect(
-        ":memory:", config=engine_settings() | {"preserve_insertion_order": "true"}
-    )
+    # Its own small engine: a streaming scan needs little memory, and the analysis's own
+    # connection keeps its whole limit.
+    settings = engine_settings() | {"preserve_insertion_order": "true", "memory_limit": "64MB"}
+    con = duckdb.connect(":memory:", config=settings)
     for segment in part.segments:
         reader = con.sql(
             "SELECT worker, start_ns, latency_ns FROM read_parquet(?)", params=[str(segment)]
