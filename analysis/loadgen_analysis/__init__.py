@@ -10,40 +10,64 @@ prefixes (:mod:`.io`, :mod:`.s3`); the shard directories of one sharded run are 
 one run.
 """
 
-from .attribution import Attribution, Finding, Thresholds, attribute
-from .bounds import BoundsFit, better_fit, fit_bounds
-from .client import ClientEvidence, client_evidence
-from .io import (
-    IncompleteShardSetWarning,
-    Run,
-    RunLoadError,
-    as_runs,
-    connect,
-    load_run,
-    load_runs,
-)
-from .littles_law import (
-    Calibration,
-    calibration_from_sweep,
-    littles_law_table,
-    predicted_throughput,
-    sweep_table,
-)
-from .regression import Comparison, Limits, compare
-from .summary import (
-    error_breakdown,
-    gap_summary,
-    latency_components,
-    op_summary,
-    percentile_spectrum,
-    phase_spans,
-    phase_table,
-    run_table,
-    shard_table,
-    timeline,
-    worker_gaps,
-)
-from .usl import USLFit, fit_usl, usl_throughput
+import importlib
+
+#: Where each public name lives; modules are imported on first use (PEP 562), so
+#: ``loadgen-analyze summary`` does not pay for SciPy and Matplotlib.
+_MODULES = {
+    "Attribution": "attribution",
+    "BoundsFit": "bounds",
+    "Calibration": "littles_law",
+    "ClientEvidence": "client",
+    "Comparison": "regression",
+    "Finding": "attribution",
+    "IncompleteShardSetWarning": "io",
+    "Limits": "regression",
+    "Run": "io",
+    "RunLoadError": "io",
+    "Thresholds": "attribution",
+    "USLFit": "usl",
+    "as_runs": "io",
+    "attribute": "attribution",
+    "better_fit": "bounds",
+    "calibration_from_sweep": "littles_law",
+    "client_evidence": "client",
+    "compare": "regression",
+    "connect": "io",
+    "error_breakdown": "summary",
+    "fit_bounds": "bounds",
+    "fit_usl": "usl",
+    "gap_summary": "summary",
+    "latency_components": "summary",
+    "littles_law_table": "littles_law",
+    "load_run": "io",
+    "load_runs": "io",
+    "op_summary": "summary",
+    "percentile_spectrum": "summary",
+    "phase_spans": "summary",
+    "phase_table": "summary",
+    "predicted_throughput": "littles_law",
+    "run_table": "summary",
+    "shard_table": "summary",
+    "sweep_table": "littles_law",
+    "timeline": "summary",
+    "usl_throughput": "usl",
+    "worker_gaps": "summary",
+}
+
+
+def __getattr__(name: str) -> object:
+    module = _MODULES.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(f".{module}", __name__), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(__all__)
+
 
 __all__ = [
     "Attribution",

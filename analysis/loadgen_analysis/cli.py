@@ -269,8 +269,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Entry point; returns the exit code (also used by the console script)."""
     args = _parser().parse_args(argv)
     handlers = {"summary": _summary, "explain": _explain, "report": _report, "compare": _compare}
+    from .summary import reuse_reductions
+
     try:
-        with warnings.catch_warnings():
+        with warnings.catch_warnings(), reuse_reductions():
             warnings.simplefilter("always")
             warnings.showwarning = _show_warning
             return handlers[args.command](args)

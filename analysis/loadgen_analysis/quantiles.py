@@ -16,7 +16,7 @@ record schema: callers pass a relation, its group keys and the value column.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import duckdb
 import pandas as pd
@@ -26,11 +26,13 @@ BUCKETS_PER_DOUBLING = 256
 
 
 def _bucket(value: str) -> str:
-    """A monotone bucket number of ``value`` (negative values get negative buckets)."""
+    """A monotone bucket number of ``value``: ``round(log2(v) · 256) + 1`` for v > 0, 0 for 0,
+    ``-round(log2(1 − v) · 256)`` below (rounding keeps it monotone, which is all the two
+    passes need, and costs less than ``floor``)."""
     scale = BUCKETS_PER_DOUBLING
     return (
-        f"CASE WHEN {value} >= 0 THEN CAST(floor(log2(greatest({value}, 1)) * {scale}) AS BIGINT) "
-        f"ELSE -1 - CAST(floor(log2(-{value}) * {scale}) AS BIGINT) END"
+        f"CASE WHEN {value} > 0 THEN CAST(log2({value}) * {scale} AS BIGINT) + 1 "
+        f"ELSE -CAST(log2(1 - {value}) * {scale} AS BIGINT) END"
     )
 
 
@@ -41,12 +43,15 @@ def exact_quantiles(
     value: str,
     quantiles: Sequence[float],
     column: str = "q",
+    before_pass: Callable[[], None] | None = None,
 ) -> pd.DataFrame:
     """Per group of ``keys`` in ``relation`` (a table, view or parenthesised subquery): the
     exact ``quantiles`` of ``value`` (NULLs ignored), as a list column ``column`` in the order
     given — what ``quantile_disc(value, [quantiles])`` returns, without its memory.
 
     Groups with no non-NULL value are absent. ``keys`` are column names of ``relation``.
+    ``before_pass`` is called before each of the two passes (to register a one-shot stream
+    as ``relation`` afresh).
     """
     if not quantiles:
         raise ValueError("quantiles must not be empty")
@@ -63,6 +68,8 @@ def exact_quantiles(
             FROM {relation} WHERE {value} IS NOT NULL
         )"""
     # Pass 1: the bucket holding each percentile's rank, and the rank within that bucket.
+    if before_pass:
+        before_pass()
     con.execute(
         f"""
         CREATE OR REPLACE TEMP TABLE quantile_targets AS
@@ -83,6 +90,8 @@ def exact_quantiles(
         """
     )
     # Pass 2: the distinct values of the chosen buckets only, and the one at each rank.
+    if before_pass:
+        before_pass()
     frame = con.execute(
         f"""
         WITH {source},
@@ -105,3 +114,104 @@ def exact_quantiles(
     ).df()
     con.execute("DROP TABLE quantile_targets")
     return frame
+
+
+def exact_quantile_sets(
+    con: duckdb.DuckDBPyConnection,
+    relation: str,
+    fine_keys: Sequence[str],
+    value: str,
+    sets: Sequence[tuple[Sequence[str], Sequence[float]]],
+) -> list[pd.DataFrame]:
+    """:func:`exact_quantiles` for several groupings of one relation, reading it twice in all
+    instead of twice per grouping: per ``(keys, quantiles)`` of ``sets`` (``keys`` a subset of
+    ``fine_keys``) a frame as :func:`exact_quantiles` returns it.
+
+    Pass 1 counts the values per group of ``fine_keys`` and bucket once; each grouping's
+    buckets of interest come from those counts. Pass 2 counts the distinct values of every
+    bucket of interest to any grouping, per fine group, once; each grouping picks its values
+    from those counts."""
+    for _, quantiles in sets:
+        if not quantiles:
+            raise ValueError("quantiles must not be empty")
+    fine = ", ".join(fine_keys)
+
+    def on(keys: Sequence[str], a: str, t: str) -> str:
+        return " AND ".join(f"{a}.{k} IS NOT DISTINCT FROM {t}.{k}" for k in [*keys, "b"])
+
+    source = f"""
+        src AS (
+            SELECT {fine}, {value} AS v, {_bucket(value)} AS b
+            FROM {relation} WHERE {value} IS NOT NULL
+        )"""
+    con.execute(
+        f"CREATE OR REPLACE TEMP TABLE qset_hist AS WITH {source} "
+        f"SELECT {fine}, b, count(*) AS c FROM src GROUP BY ALL"
+    )
+    for i, (keys, quantiles) in enumerate(sets):
+        key_list = ", ".join(keys)
+        qs = ", ".join(repr(float(q)) for q in quantiles)
+        con.execute(
+            f"""
+            CREATE OR REPLACE TEMP TABLE qset_targets_{i} AS
+            WITH hist AS (SELECT {key_list}, b, sum(c) AS c FROM qset_hist GROUP BY ALL),
+            cum AS (
+                SELECT *, sum(c) OVER (PARTITION BY {key_list} ORDER BY b) AS upto,
+                    sum(c) OVER (PARTITION BY {key_list}) AS n
+                FROM hist
+            ),
+            qs AS (SELECT unnest([{qs}]) AS q, unnest(range(1, {len(quantiles)} + 1)) AS qi),
+            ranked AS (
+                SELECT cum.*, qi, greatest(1, CAST(ceil(q * n) AS BIGINT)) AS rank
+                FROM cum CROSS JOIN qs
+            )
+            SELECT {key_list}, qi, min(b) AS b, arg_min(rank - (upto - c), b) AS rank_in_bucket
+            FROM ranked WHERE upto >= rank GROUP BY ALL
+            """
+        )
+    wanted = " UNION ".join(
+        f"SELECT {', '.join(f'h.{k}' for k in fine_keys)}, h.b FROM qset_hist h "
+        f"SEMI JOIN qset_targets_{i} t ON {on(keys, 'h', 't')}"
+        for i, (keys, _) in enumerate(sets)
+    )
+    con.execute(f"CREATE OR REPLACE TEMP TABLE qset_wanted AS {wanted}")
+    con.execute(
+        f"""
+        CREATE OR REPLACE TEMP TABLE qset_values AS
+        WITH {source}
+        SELECT {", ".join(f"s.{k}" for k in fine_keys)}, s.b, s.v, count(*) AS c
+        FROM src s JOIN qset_wanted w ON {on(fine_keys, "s", "w")} GROUP BY ALL
+        """
+    )
+    frames = []
+    for i, (keys, _) in enumerate(sets):
+        key_list = ", ".join(keys)
+        sel = ", ".join(f"t.{k}" for k in keys)
+        frames.append(
+            con.execute(
+                f"""
+                WITH vals AS (
+                    SELECT {", ".join(f"v.{k}" for k in keys)}, v.b, v.v, sum(v.c) AS c
+                    FROM qset_values v SEMI JOIN qset_targets_{i} t ON {on(keys, "v", "t")}
+                    GROUP BY ALL
+                ),
+                cum AS (
+                    SELECT *, sum(c) OVER (PARTITION BY {key_list}, b ORDER BY v) AS upto
+                    FROM vals
+                ),
+                picked AS (
+                    SELECT {sel}, t.qi, min(c.v) AS v
+                    FROM qset_targets_{i} t JOIN cum c ON {on(keys, "c", "t")}
+                    WHERE c.upto >= t.rank_in_bucket
+                    GROUP BY ALL
+                )
+                SELECT {key_list}, list(v ORDER BY qi) AS q FROM picked GROUP BY ALL
+                """
+            ).df()
+        )
+    tables = ["qset_hist", "qset_wanted", "qset_values"] + [
+        f"qset_targets_{i}" for i in range(len(sets))
+    ]
+    for table in tables:
+        con.execute(f"DROP TABLE {table}")
+    return frames

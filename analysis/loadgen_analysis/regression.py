@@ -165,23 +165,24 @@ def _blocks(runs: list[Run], windows: int) -> dict[str, _Blocks]:
         f"least(CAST(floor((start_ns + latency_ns) * {windows}.0 / wall_ns) AS BIGINT), "
         f"{windows - 1})"
     )
-    counts = con.execute(
+    # One pass: per op, run, window and latency bucket (NULL for rows without a response)
+    # the requests and failures; the window counts and the histograms are sums of it.
+    cells = con.execute(
         f"""
         WITH {wall}
-        SELECT op, run_index, {window} AS w, count(*) AS n,
+        SELECT op, run_index, {window} AS w,
+            CASE WHEN status > 0
+                THEN CAST(floor(ln(greatest(latency_ns, 1)) / {_LOG_BUCKET}) AS BIGINT) END AS b,
+            count(*) AS n,
             count(*) FILTER (WHERE error IS NOT NULL) AS failed, any_value(wall_ns) AS wall_ns
         FROM records JOIN wall USING (run_index) GROUP BY ALL
         """
     ).df()
-    hist = con.execute(
-        f"""
-        WITH {wall}
-        SELECT op, run_index, {window} AS w,
-            CAST(floor(ln(greatest(latency_ns, 1)) / {_LOG_BUCKET}) AS BIGINT) AS b,
-            count(*) AS c
-        FROM records JOIN wall USING (run_index) WHERE status > 0 GROUP BY ALL
-        """
-    ).df()
+    counts = cells.groupby(["op", "run_index", "w"], as_index=False).agg(
+        n=("n", "sum"), failed=("failed", "sum"), wall_ns=("wall_ns", "first")
+    )
+    hist = cells[cells["b"].notna()].rename(columns={"n": "c"})
+    hist = hist.astype({"b": "int64"})[["op", "run_index", "w", "b", "c"]]
     walls = counts.groupby("run_index")["wall_ns"].first()
     out: dict[str, _Blocks] = {}
     for op, op_counts in counts.groupby("op"):

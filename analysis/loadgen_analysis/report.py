@@ -28,7 +28,14 @@ from .bounds import BoundsFit
 from .io import Run, as_runs
 from .littles_law import calibration_from_sweep, littles_law_table, sweep_table
 from .regression import Comparison, format_comparison
-from .summary import error_breakdown, op_summary, run_table, shard_table
+from .summary import (
+    error_breakdown,
+    op_summary,
+    reuse_reductions,
+    run_table,
+    shard_table,
+    timeline,
+)
 from .usl import USLFit
 
 _CSS = """
@@ -313,7 +320,13 @@ def build_report(
     link_capacity_bps: float | None = None,
 ) -> str:
     """The HTML text of a report on one run or several (a sweep, repeats)."""
-    runs = as_runs(runs)
+    with reuse_reductions(all_percentiles=True):
+        return _build_report(as_runs(runs), title, link_capacity_bps)
+
+
+def _build_report(runs: list[Run], title: str | None, link_capacity_bps: float | None) -> str:
+    # The timeline with its latency first: the verdict's traffic check then reuses its buckets.
+    timeline(runs, by_phase=False)
     if title is None:
         title = f"loadgen report: {runs[0].label if len(runs) == 1 else f'{len(runs)} runs'}"
     now = dt.datetime.now(dt.UTC).strftime("%Y-%m-%d %H:%M:%S UTC")

@@ -15,15 +15,22 @@ Percentiles use the same rank as HDR histograms (the ⌈q·n⌉-th smallest valu
 
 from __future__ import annotations
 
+import contextlib
+import functools
 import math
-from collections.abc import Sequence
+import os
+import sys
+import time
+from collections.abc import Callable, Iterator, Sequence
+from typing import Any, TypeVar
 
 import duckdb
 import numpy as np
 import pandas as pd
 
+from .gaps import GapScan, OutOfOrderError, register_gap_values, scan_gaps
 from .io import Run, as_runs, connect
-from .quantiles import exact_quantiles
+from .quantiles import exact_quantile_sets, exact_quantiles
 
 #: Percentiles of the per-op summary, as (column suffix, quantile).
 SUMMARY_PERCENTILES: tuple[tuple[str, float], ...] = (
@@ -51,23 +58,84 @@ SPECTRUM_PERCENTILES: tuple[float, ...] = (
 
 RunsArg = Run | str | Sequence[Run | str]
 
-_WALL = """
-    wall AS (
-        SELECT run_index, max(start_ns + latency_ns) AS wall_ns
-        FROM records GROUP BY run_index
-    )
-"""
+_Reduction = TypeVar("_Reduction", bound=Callable[..., pd.DataFrame])
+
+#: Frames computed inside :func:`reuse_reductions`, by (function, runs, arguments); None
+#: outside one.
+_REUSED: dict[tuple[Any, ...], Any] | None = None
+
+
+#: Inside :func:`reuse_reductions` with ``all_percentiles``: compute every latency percentile
+#: a report shows in one go (see :func:`_latency_cube`).
+_ALL_PERCENTILES = False
+
+
+@contextlib.contextmanager
+def reuse_reductions(all_percentiles: bool = False) -> Iterator[None]:
+    """Within this block, a reduction asked for twice on the same runs with the same arguments
+    (a report asks for the run table, the errors and the latency components both for its
+    verdict and for its tables) reads the rows once; each call still gets its own copy.
+    Outside it every call reads the rows, so a notebook never sees a stale frame.
+
+    ``all_percentiles``: the first latency percentile asked for computes all a report shows
+    (per run, per op, per second) in the same two passes; worth it only when they will all be
+    asked for."""
+    global _REUSED, _ALL_PERCENTILES
+    outer, outer_all = _REUSED, _ALL_PERCENTILES
+    _REUSED = {} if outer is None else outer
+    _ALL_PERCENTILES = all_percentiles or outer_all
+    try:
+        yield
+    finally:
+        _REUSED, _ALL_PERCENTILES = outer, outer_all
+
+
+def _runs_key(runs: Sequence[Run]) -> tuple[Any, ...]:
+    return tuple((r.label, r.location, r.segments, r.rows) for r in runs)
+
+
+def _timed(function: Callable[..., pd.DataFrame], *args: Any, **kwargs: Any) -> pd.DataFrame:
+    """``function(*args, **kwargs)``; with ``LOADGEN_ANALYSIS_PROFILE=1`` in the environment,
+    its wall time goes to stderr (which reduction a slow command spends its time in)."""
+    if os.environ.get("LOADGEN_ANALYSIS_PROFILE") != "1":
+        return function(*args, **kwargs)
+    started = time.perf_counter()
+    try:
+        return function(*args, **kwargs)
+    finally:
+        took = time.perf_counter() - started
+        print(f"loadgen-analysis: {function.__name__} {took:.2f} s", file=sys.stderr)
+
+
+def _reused(function: _Reduction) -> _Reduction:
+    """Make ``function(runs, *args, **kwargs)`` answer from :func:`reuse_reductions`'s store."""
+
+    @functools.wraps(function)
+    def wrapper(runs: RunsArg, *args: Any, **kwargs: Any) -> pd.DataFrame:
+        if _REUSED is None:
+            return _timed(function, runs, *args, **kwargs)
+        runs = as_runs(runs)
+        key = (function.__name__, _runs_key(runs), args, tuple(sorted(kwargs.items())))
+        if key not in _REUSED:
+            _REUSED[key] = _timed(function, runs, *args, **kwargs)
+        return _REUSED[key].copy()
+
+    return wrapper  # type: ignore[return-value]
 
 
 def _with_latency_quantiles(
-    con: duckdb.DuckDBPyConnection, frame: pd.DataFrame, keys: Sequence[str]
+    con: duckdb.DuckDBPyConnection, runs: list[Run], frame: pd.DataFrame, keys: Sequence[str]
 ) -> pd.DataFrame:
     """``frame`` (one row per group of ``keys``) with p50_ms … p999_ms of the latency of the
     group's rows with a response (NaN for a group without one), exact, in bounded memory."""
-    relation = f"(SELECT {', '.join(keys)}, latency_ns FROM records WHERE status > 0)"
-    quantiles = exact_quantiles(
-        con, relation, keys, "latency_ns", [q for _, q in SUMMARY_PERCENTILES]
-    )
+    cube = _latency_cube(runs, 1.0) if keys == ["run_index"] else None
+    if cube is not None:
+        quantiles = _pick(cube["run"], [q for _, q in SUMMARY_PERCENTILES])
+    else:
+        relation = f"(SELECT {', '.join(keys)}, latency_ns FROM records WHERE status > 0)"
+        quantiles = exact_quantiles(
+            con, relation, keys, "latency_ns", [q for _, q in SUMMARY_PERCENTILES]
+        )
     frame = frame.merge(quantiles, on=list(keys), how="left")
     for i, (name, _) in enumerate(SUMMARY_PERCENTILES):
         frame[f"{name}_ms"] = [
@@ -76,6 +144,68 @@ def _with_latency_quantiles(
     return frame.drop(columns=["q"])
 
 
+#: Latency percentiles computed per run and op whenever some are: the summary's and the
+#: spectrum's, so a report's summary table and spectrum share one computation.
+_OP_PERCENTILES: tuple[float, ...] = tuple(
+    sorted({q for _, q in SUMMARY_PERCENTILES} | set(SPECTRUM_PERCENTILES))
+)
+
+
+@_reused
+def _op_latency_quantiles(runs: RunsArg, by_op: bool) -> pd.DataFrame:
+    """Per run_index and op (``all`` when not ``by_op``): list ``q`` of the exact latencies
+    at :data:`_OP_PERCENTILES` of the rows with a response."""
+    runs = as_runs(runs)
+    cube = _latency_cube(runs, 1.0)
+    if cube is not None:
+        return cube["op"] if by_op else cube["run"].assign(op="all")
+    con = connect(runs)
+    op_expr = "op" if by_op else "'all'"
+    relation = f"(SELECT run_index, {op_expr} AS op, latency_ns FROM records WHERE status > 0)"
+    return exact_quantiles(con, relation, ["run_index", "op"], "latency_ns", _OP_PERCENTILES)
+
+
+def _pick(frame: pd.DataFrame, percentiles: Sequence[float]) -> pd.DataFrame:
+    """``frame`` of :func:`_op_latency_quantiles` with ``q`` cut to ``percentiles``."""
+    at = [_OP_PERCENTILES.index(p) for p in percentiles]
+    frame = frame.copy()
+    frame["q"] = [[v[i] for i in at] for v in frame["q"]]
+    return frame
+
+
+#: Latency percentiles of a timeline bucket.
+_TIMELINE_PERCENTILES = (0.5, 0.99)
+
+
+def _latency_cube(runs: list[Run], bucket_s: float) -> dict[str, pd.DataFrame] | None:
+    """Inside :func:`reuse_reductions` (``all_percentiles``): every latency percentile a report
+    shows — per run and per run and op (:data:`_OP_PERCENTILES`), per run, phase and time
+    bucket and per run and time bucket (p50, p99) — from one :func:`exact_quantile_sets`: two
+    passes over the rows instead of two per table. Frames ``run``, ``op``, ``phase_bucket``,
+    ``bucket`` as :func:`exact_quantiles` returns them; None outside (each reduction computes
+    its own)."""
+    if _REUSED is None or not _ALL_PERCENTILES:
+        return None
+    key = ("_latency_cube", _runs_key(runs), bucket_s)
+    if key not in _REUSED:
+        bucket_ns = int(bucket_s * 1e9)
+        relation = (
+            f"(SELECT run_index, op, phase, (start_ns + latency_ns) // {bucket_ns} AS bucket, "
+            "latency_ns FROM records WHERE status > 0)"
+        )
+        sets = [
+            (["run_index"], _OP_PERCENTILES),
+            (["run_index", "op"], _OP_PERCENTILES),
+            (["run_index", "phase", "bucket"], _TIMELINE_PERCENTILES),
+            (["run_index", "bucket"], _TIMELINE_PERCENTILES),
+        ]
+        fine = ["run_index", "op", "phase", "bucket"]
+        frames = _timed(exact_quantile_sets, connect(runs), relation, fine, "latency_ns", sets)
+        _REUSED[key] = dict(zip(("run", "op", "phase_bucket", "bucket"), frames, strict=True))
+    return _REUSED[key]
+
+
+@_reused
 def op_summary(runs: RunsArg) -> pd.DataFrame:
     """Per run and op: counts, error rate, throughput and latency statistics (ms).
 
@@ -86,25 +216,32 @@ def op_summary(runs: RunsArg) -> pd.DataFrame:
     runs = as_runs(runs)
     con = connect(runs)
     frame = con.execute(
-        f"""
-        WITH {_WALL}
-        SELECT r.run_index, any_value(r.run) AS run, r.op,
-            count(*) AS requests,
-            count(*) FILTER (WHERE r.error IS NULL) AS ok,
-            count(*) FILTER (WHERE r.error IS NOT NULL) AS failed,
-            count(*) FILTER (WHERE r.status > 0) AS responses,
-            avg(r.latency_ns) FILTER (WHERE r.status > 0) / 1e6 AS mean_ms,
-            min(r.latency_ns) FILTER (WHERE r.status > 0) / 1e6 AS min_ms,
-            max(r.latency_ns) FILTER (WHERE r.status > 0) / 1e6 AS max_ms,
-            sum(r.bytes_sent)::BIGINT AS bytes_sent,
-            sum(r.bytes_received)::BIGINT AS bytes_received,
-            any_value(w.wall_ns) AS wall_ns
-        FROM records r JOIN wall w USING (run_index)
-        GROUP BY r.run_index, r.op
-        ORDER BY r.run_index, r.op
+        """
+        WITH per_op AS (
+            SELECT run_index, any_value(run) AS run, op,
+                count(*) AS requests,
+                count(*) FILTER (WHERE error IS NULL) AS ok,
+                count(*) FILTER (WHERE error IS NOT NULL) AS failed,
+                count(*) FILTER (WHERE status > 0) AS responses,
+                avg(latency_ns) FILTER (WHERE status > 0) / 1e6 AS mean_ms,
+                min(latency_ns) FILTER (WHERE status > 0) / 1e6 AS min_ms,
+                max(latency_ns) FILTER (WHERE status > 0) / 1e6 AS max_ms,
+                sum(bytes_sent)::BIGINT AS bytes_sent,
+                sum(bytes_received)::BIGINT AS bytes_received,
+                max(start_ns + latency_ns) AS end_ns
+            FROM records GROUP BY run_index, op
+        )
+        -- The run's wall time from its ops' ends: one pass over the rows, not two.
+        SELECT * EXCLUDE (end_ns), max(end_ns) OVER (PARTITION BY run_index) AS wall_ns
+        FROM per_op ORDER BY run_index, op
         """
     ).df()
-    frame = _with_latency_quantiles(con, frame, ["run_index", "op"])
+    quantiles = _pick(_op_latency_quantiles(runs, True), [q for _, q in SUMMARY_PERCENTILES])
+    frame = frame.merge(quantiles, on=["run_index", "op"], how="left")
+    for i, (name, _) in enumerate(SUMMARY_PERCENTILES):
+        frame[f"{name}_ms"] = [
+            v[i] / 1e6 if isinstance(v, list | np.ndarray) else math.nan for v in frame["q"]
+        ]
     wall_s = frame["wall_ns"] / 1e9
     frame["error_rate"] = frame["failed"] / frame["requests"]
     frame["throughput_rps"] = frame["requests"] / wall_s
@@ -129,6 +266,7 @@ def op_summary(runs: RunsArg) -> pd.DataFrame:
     return frame[columns].reset_index(drop=True)
 
 
+@_reused
 def run_table(runs: RunsArg) -> pd.DataFrame:
     """One row per run: the numbers a sweep is analysed from.
 
@@ -157,7 +295,7 @@ def run_table(runs: RunsArg) -> pd.DataFrame:
         FROM records GROUP BY run_index ORDER BY run_index
         """
     ).df()
-    frame = _with_latency_quantiles(con, frame, ["run_index"])
+    frame = _with_latency_quantiles(con, runs, frame, ["run_index"])
     wall_s = frame["wall_ns"] / 1e9
     frame["wall_s"] = wall_s
     frame["error_rate"] = frame["failed"] / frame["requests"]
@@ -210,31 +348,47 @@ def timeline(
     if bucket_s <= 0:
         raise ValueError(f"bucket_s must be positive, not {bucket_s}")
     runs = as_runs(runs)
+    if _REUSED is not None and not latency:
+        key = ("_timeline", _runs_key(runs), (bucket_s, by_phase, True), ())
+        if key in _REUSED:  # the same buckets with their latency: drop it
+            frame = _REUSED[key].copy()
+            frame["p50_ms"] = frame["p99_ms"] = math.nan
+            return frame
+    return _timeline(runs, bucket_s, by_phase, latency)
+
+
+@_reused
+def _timeline(runs: list[Run], bucket_s: float, by_phase: bool, latency: bool) -> pd.DataFrame:
     con = connect(runs)
     bucket_ns = int(bucket_s * 1e9)
     phase = "phase" if by_phase else "'all'"
     frame = con.execute(
         f"""
-        WITH spans AS (
-            SELECT run_index AS span_run, min(start_ns) AS first_ns,
-                max(start_ns + latency_ns) AS last_ns
-            FROM records GROUP BY run_index
+        WITH buckets AS (
+            SELECT run_index, any_value(run) AS run, {phase} AS phase,
+                (start_ns + latency_ns) // {bucket_ns} AS bucket,
+                count(*) AS requests,
+                count(*) FILTER (WHERE error IS NULL) AS ok,
+                count(*) FILTER (WHERE error IS NOT NULL) AS errors,
+                (sum(bytes_sent) + sum(bytes_received))::DOUBLE AS bytes,
+                sum(bytes_sent)::DOUBLE AS sent, sum(bytes_received)::DOUBLE AS received,
+                min(start_ns) AS first_ns, max(start_ns + latency_ns) AS last_ns
+            FROM records GROUP BY run_index, {phase}, bucket
+        ),
+        -- The run's span from its buckets': one pass over the rows, not two.
+        spans AS (
+            SELECT * EXCLUDE (first_ns, last_ns),
+                min(first_ns) OVER (PARTITION BY run_index) AS first_ns,
+                max(last_ns) OVER (PARTITION BY run_index) AS last_ns
+            FROM buckets
         )
-        SELECT run_index, any_value(run) AS run, {phase} AS phase,
-            (start_ns + latency_ns) // {bucket_ns} AS bucket,
+        SELECT * EXCLUDE (first_ns, last_ns),
             greatest(
-                least((bucket + 1) * {bucket_ns}, any_value(last_ns))
-                    - greatest(bucket * {bucket_ns}, any_value(first_ns)),
+                least((bucket + 1) * {bucket_ns}, last_ns)
+                    - greatest(bucket * {bucket_ns}, first_ns),
                 {bucket_ns} // 10
-            ) / 1e9 AS covered_s,
-            count(*) AS requests,
-            count(*) FILTER (WHERE error IS NULL) AS ok,
-            count(*) FILTER (WHERE error IS NOT NULL) AS errors,
-            (sum(bytes_sent) + sum(bytes_received))::DOUBLE AS bytes,
-            sum(bytes_sent)::DOUBLE AS sent, sum(bytes_received)::DOUBLE AS received
-        FROM records JOIN spans ON run_index = span_run
-        GROUP BY run_index, {phase}, bucket
-        ORDER BY run_index, bucket, phase
+            ) / 1e9 AS covered_s
+        FROM spans ORDER BY run_index, bucket, phase
         """
     ).df()
     relation = (
@@ -242,7 +396,11 @@ def timeline(
         "latency_ns FROM records WHERE status > 0)"
     )
     keys = ["run_index", "phase", "bucket"]
-    if latency:
+    cube = _latency_cube(runs, bucket_s) if latency else None
+    if cube is not None:
+        quantiles = cube["phase_bucket"] if by_phase else cube["bucket"].assign(phase="all")
+        frame = frame.merge(quantiles, on=keys, how="left")
+    elif latency:
         quantiles = exact_quantiles(con, relation, keys, "latency_ns", [0.5, 0.99])
         frame = frame.merge(quantiles, on=keys, how="left")
     else:
@@ -277,6 +435,7 @@ def timeline(
     ].reset_index(drop=True)
 
 
+@_reused
 def phase_spans(runs: RunsArg) -> pd.DataFrame:
     """Per run and phase: when its first request started and its last one ended (seconds)."""
     runs = as_runs(runs)
@@ -295,6 +454,7 @@ def phase_spans(runs: RunsArg) -> pd.DataFrame:
 PHASE_PERCENTILES: tuple[tuple[str, float], ...] = (("p50", 0.5), ("p95", 0.95), ("p99", 0.99))
 
 
+@_reused
 def phase_table(runs: RunsArg) -> pd.DataFrame:
     """Per run and phase: what the course's phased clients report for each phase.
 
@@ -305,23 +465,27 @@ def phase_table(runs: RunsArg) -> pd.DataFrame:
     """
     runs = as_runs(runs)
     con = connect(runs)
-    qs = ", ".join(
-        f"quantile_disc(latency_ns, {q}) FILTER (WHERE status > 0) / 1e6 AS {name}_ms"
-        for name, q in PHASE_PERCENTILES
-    )
     frame = con.execute(
-        f"""
-        SELECT any_value(run) AS run, phase,
+        """
+        SELECT run_index, any_value(run) AS run, phase,
             count(DISTINCT worker) AS workers,
             count(*) AS requests,
             count(*) FILTER (WHERE error IS NOT NULL) AS failed,
             min(start_ns) / 1e9 AS start_s,
             max(start_ns + latency_ns) / 1e9 AS end_s,
-            avg(latency_ns) FILTER (WHERE status > 0) / 1e6 AS mean_ms,
-            {qs}
+            avg(latency_ns) FILTER (WHERE status > 0) / 1e6 AS mean_ms
         FROM records GROUP BY run_index, phase ORDER BY run_index, start_s
         """
     ).df()
+    relation = "(SELECT run_index, phase, latency_ns FROM records WHERE status > 0)"
+    quantiles = exact_quantiles(
+        con, relation, ["run_index", "phase"], "latency_ns", [q for _, q in PHASE_PERCENTILES]
+    )
+    frame = frame.merge(quantiles, on=["run_index", "phase"], how="left")
+    for i, (name, _) in enumerate(PHASE_PERCENTILES):
+        frame[f"{name}_ms"] = [
+            v[i] / 1e6 if isinstance(v, list | np.ndarray) else math.nan for v in frame["q"]
+        ]
     frame["wall_s"] = frame["end_s"] - frame["start_s"]
     frame["throughput_rps"] = frame["requests"] / frame["wall_s"]
     columns = [
@@ -340,6 +504,7 @@ def phase_table(runs: RunsArg) -> pd.DataFrame:
     return frame[columns].reset_index(drop=True)
 
 
+@_reused
 def error_breakdown(runs: RunsArg, bucket_s: float = 1.0) -> pd.DataFrame:
     """Per run and error class: how many, the share of all requests, and where in time.
 
@@ -374,6 +539,7 @@ def error_breakdown(runs: RunsArg, bucket_s: float = 1.0) -> pd.DataFrame:
     ).df()
 
 
+@_reused
 def worker_gaps(runs: RunsArg) -> pd.DataFrame:
     """Per run and worker: how long the worker sat idle between its consecutive requests.
 
@@ -383,28 +549,78 @@ def worker_gaps(runs: RunsArg) -> pd.DataFrame:
     gap_mean_ms, gap_p50_ms, gap_p99_ms, gap_max_ms.
     """
     runs = as_runs(runs)
-    con = _with_gaps(connect(runs))
-    frame = con.execute(
-        """
-        SELECT run_index, worker, count(*) AS requests,
-            sum(latency_ns) / 1e9 AS busy_s,
-            coalesce(sum(gap_ns), 0) / 1e9 AS idle_s,
-            sum(latency_ns) / (sum(latency_ns) + coalesce(sum(gap_ns), 0)) AS busy_share,
-            avg(gap_ns) / 1e6 AS gap_mean_ms,
-            max(gap_ns) / 1e6 AS gap_max_ms
-        FROM gaps GROUP BY run_index, worker ORDER BY run_index, worker
-        """
-    ).df()
-    frame = _with_gap_quantiles(con, frame, ["run_index", "worker"])
-    frame.insert(0, "run", [runs[int(i)].label for i in frame["run_index"]])
     columns = ["run", "worker", "requests", "busy_s", "idle_s", "busy_share", "gap_mean_ms"]
-    return frame[[*columns, "gap_p50_ms", "gap_p99_ms", "gap_max_ms"]]
+    columns += ["gap_p50_ms", "gap_p99_ms", "gap_max_ms"]
+    con = connect(runs)
+    scan = _scan_gaps(con, runs)
+    if scan is None:  # files not in each worker's order: sort every row instead
+        con = _with_gaps(con)
+        frame = con.execute(
+            """
+            SELECT run_index, worker, count(*) AS requests,
+                sum(latency_ns) / 1e9 AS busy_s,
+                coalesce(sum(gap_ns), 0) / 1e9 AS idle_s,
+                sum(latency_ns) / (sum(latency_ns) + coalesce(sum(gap_ns), 0)) AS busy_share,
+                avg(gap_ns) / 1e6 AS gap_mean_ms,
+                max(gap_ns) / 1e6 AS gap_max_ms
+            FROM gaps GROUP BY run_index, worker ORDER BY run_index, worker
+            """
+        ).df()
+        frame = _with_gap_quantiles(con, frame, ["run_index", "worker"])
+        frame.insert(0, "run", [runs[int(i)].label for i in frame["run_index"]])
+        return frame[columns]
+    try:
+        parts = []
+        for index, acc in enumerate(scan.runs):
+            sums = acc.sums
+            workers = np.flatnonzero(sums["requests"]) if sums else np.zeros(0, np.int64)
+            s = {k: v[workers] for k, v in sums.items()}
+            has = s["gaps"] > 0
+            idle = s["gap_ns"].astype(float)
+            busy = s["latency_ns"].astype(float)
+            with np.errstate(invalid="ignore", divide="ignore"):
+                part = pd.DataFrame(
+                    {
+                        "run_index": index,
+                        "worker": workers.astype(np.uint32),
+                        "requests": s["requests"],
+                        "busy_s": busy / 1e9,
+                        "idle_s": idle / 1e9,
+                        "busy_share": busy / (busy + idle),
+                        "gap_mean_ms": np.where(has, idle / s["gaps"], np.nan) / 1e6,
+                        "gap_max_ms": np.where(has, acc.gap_max_ns[workers], 0) / 1e6,
+                    }
+                )
+            part.loc[~has, "gap_max_ms"] = math.nan
+            parts.append(part)
+        frame = pd.concat(parts, ignore_index=True)
+        frame["g"] = frame["run_index"].astype(np.int64) * 2**32 + frame["worker"].astype(np.int64)
+        frame = _with_gap_quantiles(con, frame, ["g"], scan)
+    finally:
+        scan.close()
+    frame.insert(0, "run", [runs[int(i)].label for i in frame["run_index"]])
+    return frame[columns]
+
+
+def _scan_gaps(con: duckdb.DuckDBPyConnection, runs: list[Run]) -> GapScan | None:
+    """Every gap of ``runs`` in one pass over the segments in file order (see
+    :mod:`loadgen_analysis.gaps`); None when some worker's rows are not in start order there."""
+    mids = dict(
+        con.execute(
+            "SELECT run_index, (min(start_ns) + max(start_ns)) / 2 FROM records GROUP BY 1"
+        ).fetchall()
+    )
+    try:
+        return scan_gaps(runs, [mids.get(i, 0.0) for i in range(len(runs))])
+    except OutOfOrderError:
+        return None
 
 
 def _with_gaps(con: duckdb.DuckDBPyConnection) -> duckdb.DuckDBPyConnection:
     """``con`` with a temporary table ``gaps``: each row's run_index, worker, start_ns,
     latency_ns and gap_ns (the worker's next start minus this row's end; NULL for its last
-    row). A table, not a view, so the window is sorted once; DuckDB spills it to disk."""
+    row), by a window that sorts every row: the fallback of :func:`_scan_gaps`. A table, not a
+    view, so the window is sorted once; DuckDB spills it to disk."""
     con.execute(
         """
         CREATE TEMP TABLE gaps AS
@@ -418,9 +634,26 @@ def _with_gaps(con: duckdb.DuckDBPyConnection) -> duckdb.DuckDBPyConnection:
 
 
 def _with_gap_quantiles(
-    con: duckdb.DuckDBPyConnection, frame: pd.DataFrame, keys: list[str]
+    con: duckdb.DuckDBPyConnection,
+    frame: pd.DataFrame,
+    keys: list[str],
+    scan: GapScan | None = None,
 ) -> pd.DataFrame:
-    quantiles = exact_quantiles(con, "gaps", keys, "gap_ns", [0.5, 0.99])
+    """``frame`` with gap_p50_ms and gap_p99_ms per group of ``keys``: of the table ``gaps``,
+    or of ``scan``'s gap file (keys: ``g`` = run_index·2³² + worker, or ``run_index``)."""
+    if scan is None:
+        quantiles = exact_quantiles(con, "gaps", keys, "gap_ns", [0.5, 0.99])
+    else:
+        group = "g" if keys == ["g"] else "g >> 32"
+        relation = f"(SELECT {group} AS {keys[0]}, gap_ns FROM gap_values)"
+        quantiles = exact_quantiles(
+            con,
+            relation,
+            keys,
+            "gap_ns",
+            [0.5, 0.99],
+            before_pass=lambda: register_gap_values(con, scan, "gap_values"),
+        )
     frame = frame.merge(quantiles, on=keys, how="left")
     for i, name in enumerate(("gap_p50_ms", "gap_p99_ms")):
         frame[name] = [
@@ -429,6 +662,7 @@ def _with_gap_quantiles(
     return frame.drop(columns=["q"])
 
 
+@_reused
 def gap_summary(runs: RunsArg) -> pd.DataFrame:
     """Per run: the share of worker time spent idle between requests, and whether gaps grow.
 
@@ -436,27 +670,56 @@ def gap_summary(runs: RunsArg) -> pd.DataFrame:
     gap_first_half_ms, gap_second_half_ms (mean gap in the run's first and second half).
     """
     runs = as_runs(runs)
-    con = _with_gaps(connect(runs))
-    frame = con.execute(
-        """
-        WITH g AS (SELECT * FROM gaps),
-        mid AS (SELECT run_index, (min(start_ns) + max(start_ns)) / 2 AS mid_ns FROM g GROUP BY 1)
-        SELECT g.run_index, count(g.gap_ns) AS requests_with_next,
-            avg(g.gap_ns) / 1e6 AS gap_mean_ms,
-            sum(g.gap_ns) / (sum(g.gap_ns) + sum(g.latency_ns) FILTER (WHERE g.gap_ns IS NOT NULL))
-                AS idle_share,
-            avg(g.gap_ns) FILTER (WHERE g.start_ns < m.mid_ns) / 1e6 AS gap_first_half_ms,
-            avg(g.gap_ns) FILTER (WHERE g.start_ns >= m.mid_ns) / 1e6 AS gap_second_half_ms
-        FROM g JOIN mid m USING (run_index)
-        GROUP BY g.run_index ORDER BY g.run_index
-        """
-    ).df()
-    frame = _with_gap_quantiles(con, frame, ["run_index"])
-    frame.insert(0, "run", [runs[int(i)].label for i in frame["run_index"]])
     columns = ["run", "requests_with_next", "gap_mean_ms", "gap_p50_ms", "gap_p99_ms"]
-    return frame[[*columns, "idle_share", "gap_first_half_ms", "gap_second_half_ms"]]
+    columns += ["idle_share", "gap_first_half_ms", "gap_second_half_ms"]
+    con = connect(runs)
+    scan = _scan_gaps(con, runs)
+    if scan is None:  # files not in each worker's order: sort every row instead
+        con = _with_gaps(con)
+        frame = con.execute(
+            """
+            WITH g AS (SELECT * FROM gaps),
+            mid AS (
+                SELECT run_index, (min(start_ns) + max(start_ns)) / 2 AS mid_ns FROM g GROUP BY 1
+            )
+            SELECT g.run_index, count(g.gap_ns) AS requests_with_next,
+                avg(g.gap_ns) / 1e6 AS gap_mean_ms,
+                sum(g.gap_ns) / (sum(g.gap_ns)
+                    + sum(g.latency_ns) FILTER (WHERE g.gap_ns IS NOT NULL)) AS idle_share,
+                avg(g.gap_ns) FILTER (WHERE g.start_ns < m.mid_ns) / 1e6 AS gap_first_half_ms,
+                avg(g.gap_ns) FILTER (WHERE g.start_ns >= m.mid_ns) / 1e6 AS gap_second_half_ms
+            FROM g JOIN mid m USING (run_index)
+            GROUP BY g.run_index ORDER BY g.run_index
+            """
+        ).df()
+        frame = _with_gap_quantiles(con, frame, ["run_index"])
+        frame.insert(0, "run", [runs[int(i)].label for i in frame["run_index"]])
+        return frame[columns]
+    try:
+        rows = []
+        for index, acc in enumerate(scan.runs):
+            gaps = int(acc.sums["gaps"].sum())
+            gap_ns = float(acc.sums["gap_ns"].sum())
+            busy_ns = float(acc.sums["gap_latency_ns"].sum())
+            (n1, s1), (n2, s2) = acc.halves
+            rows.append(
+                {
+                    "run_index": index,
+                    "requests_with_next": gaps,
+                    "gap_mean_ms": gap_ns / gaps / 1e6 if gaps else math.nan,
+                    "idle_share": gap_ns / (gap_ns + busy_ns) if gaps else math.nan,
+                    "gap_first_half_ms": s1 / n1 / 1e6 if n1 else math.nan,
+                    "gap_second_half_ms": s2 / n2 / 1e6 if n2 else math.nan,
+                }
+            )
+        frame = _with_gap_quantiles(con, pd.DataFrame(rows), ["run_index"], scan)
+    finally:
+        scan.close()
+    frame.insert(0, "run", [runs[int(i)].label for i in frame["run_index"]])
+    return frame[columns]
 
 
+@_reused
 def latency_components(runs: RunsArg) -> pd.DataFrame:
     """Per run and op: mean latency split into connect, send, wait for first byte, and transfer
     (ms).
@@ -493,6 +756,7 @@ def latency_components(runs: RunsArg) -> pd.DataFrame:
     return frame
 
 
+@_reused
 def percentile_spectrum(
     runs: RunsArg, percentiles: Sequence[float] = SPECTRUM_PERCENTILES, by_op: bool = True
 ) -> pd.DataFrame:
@@ -507,10 +771,13 @@ def percentile_spectrum(
     for p in percentiles:
         if not 0.0 <= p < 1.0:
             raise ValueError(f"percentile {p} outside [0, 1)")
-    con = connect(runs)
-    op_expr = "op" if by_op else "'all'"
-    relation = f"(SELECT run_index, {op_expr} AS op, latency_ns FROM records WHERE status > 0)"
-    frame = exact_quantiles(con, relation, ["run_index", "op"], "latency_ns", percentiles)
+    if set(percentiles) <= set(_OP_PERCENTILES):
+        frame = _pick(_op_latency_quantiles(runs, by_op), percentiles)
+    else:
+        con = connect(runs)
+        op_expr = "op" if by_op else "'all'"
+        relation = f"(SELECT run_index, {op_expr} AS op, latency_ns FROM records WHERE status > 0)"
+        frame = exact_quantiles(con, relation, ["run_index", "op"], "latency_ns", percentiles)
     frame = frame.sort_values(["run_index", "op"])
     rows = []
     for record in frame.itertuples(index=False):

@@ -8,7 +8,8 @@ requests — real latencies, gaps, ops, phases, errors and bytes — and the run
 denser, with its size. The segments keep the seed's schema and ``loadgen.*`` Parquet metadata
 (so :mod:`loadgen_analysis.io` reads them as loadgen's own), one segment per
 ``rows_per_segment``; run.json is the seed's with the worker count raised and the printed
-summary dropped (it described the seed).
+summary dropped (it described the seed). Rows are written as loadgen writes them: each
+worker's requests in the order it sent them.
 
 Usage: ``python -m loadgen_analysis.synthetic SEED_RUN OUT_DIR ROWS [PARALLEL]``.
 """
@@ -42,6 +43,7 @@ def synthesise(
     out = Path(out)
     (out / "requests").mkdir(parents=True, exist_ok=False)
     con = duckdb.connect(":memory:", config=engine_settings())
+    con.execute("SET enable_progress_bar = false")
     files = ", ".join(_sql_string(str(s)) for s in run.segments)
     con.execute(f"CREATE TABLE seed AS SELECT * FROM read_parquet([{files}]) ORDER BY start_ns")
     seed_rows, workers, span_ns = con.execute(
@@ -79,6 +81,7 @@ def synthesise(
                     s.ttfb_ns - {jitter} AS ttfb_ns,
                     CAST(s.worker + {workers} * (c % {parallel}) AS UINTEGER) AS worker)
                 FROM range({first}, {last}) t(c), seed s
+                ORDER BY c, s.start_ns
                 LIMIT {take}
             ) TO {_sql_string(str(out / "requests" / f"part-{part:05d}.parquet"))}
             (FORMAT parquet, COMPRESSION zstd, KV_METADATA {{{kv}}})

@@ -17,7 +17,7 @@ import numpy as np
 import pandas as pd
 import pyarrow.parquet as pq
 
-from loadgen_analysis.quantiles import exact_quantiles
+from loadgen_analysis.quantiles import exact_quantile_sets, exact_quantiles
 from loadgen_analysis.synthetic import synthesise
 
 from .conftest import Recorded
@@ -28,12 +28,22 @@ ROWS = 4_000_000
 MEMORY_LIMIT_MB = 150
 
 
-def _peak_rss_mb(tmp_path: Path, *args: str | Path) -> float:
-    """Peak RSS (MB) of ``loadgen-analyze ARGS…`` run in a fresh child, measured by a wrapper
-    process that has no other children (ru_maxrss of its waited-for children)."""
+#: The notebooks' functions that are not part of ``loadgen-analyze report``, on the run given
+#: as the argument (``phase_table`` used to hold every latency: out of memory at 10 M rows).
+NOTEBOOK_FUNCTIONS = (
+    "import sys, loadgen_analysis as la; run = la.load_runs(sys.argv[1:]); "
+    "la.phase_table(run); la.worker_gaps(run); la.timeline(run); la.percentile_spectrum(run)"
+)
+
+
+def _peak_rss_mb(tmp_path: Path, *args: str | Path, code: str | None = None) -> float:
+    """Peak RSS (MB) of ``loadgen-analyze ARGS…`` (or of Python running ``code`` with ARGS)
+    run in a fresh child, measured by a wrapper process that has no other children
+    (ru_maxrss of its waited-for children)."""
+    command = "['-c', sys.argv[1]]" if code is not None else "['-m', 'loadgen_analysis.cli']"
     wrapper = (
         "import resource, subprocess, sys; "
-        "r = subprocess.run([sys.executable, '-m', 'loadgen_analysis.cli', *sys.argv[1:]]); "
+        f"r = subprocess.run([sys.executable, *{command}, *sys.argv[1 + {code is not None}:]]); "
         "print(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss); "
         "sys.exit(r.returncode)"
     )
@@ -42,7 +52,7 @@ def _peak_rss_mb(tmp_path: Path, *args: str | Path) -> float:
         "LOADGEN_ANALYSIS_TMP": str(tmp_path / "spill"),
     }
     done = subprocess.run(
-        [sys.executable, "-c", wrapper, *map(str, args)],
+        [sys.executable, "-c", wrapper, *([code] if code is not None else []), *map(str, args)],
         capture_output=True,
         text=True,
         timeout=600,
@@ -73,6 +83,10 @@ def test_report_on_millions_of_rows_needs_less_memory_than_holding_its_rows(
         f"on {error_run.path.name} ({small_mb:.0f} MB); a per-row frame would need "
         f"{per_row_frame_mb:.0f} MB"
     )
+    notebook_mb = _peak_rss_mb(tmp_path, big, code=NOTEBOOK_FUNCTIONS)
+    assert notebook_mb - small_mb < per_row_frame_mb / 2, (
+        f"the notebooks' functions on {ROWS} rows peaked at {notebook_mb:.0f} MB"
+    )
 
 
 def test_exact_quantiles_equal_duckdbs_quantile_disc() -> None:
@@ -102,3 +116,32 @@ def test_exact_quantiles_equal_duckdbs_quantile_disc() -> None:
     assert len(ours) == len(theirs) == 13
     for mine, reference in zip(ours["q"], theirs["q"], strict=True):
         assert list(mine) == list(reference)
+
+
+def test_quantile_sets_equal_quantile_disc_per_grouping() -> None:
+    """Several groupings of one relation in two passes in all (a report's run, op and
+    per-second percentiles) give each grouping quantile_disc's values."""
+    rng = np.random.default_rng(15)
+    n = 100_000
+    frame = pd.DataFrame(
+        {
+            "g": rng.integers(0, 3, n),
+            "h": rng.choice(["a", "b", None], n),
+            "s": rng.integers(0, 20, n),
+            "x": rng.lognormal(10, 1.5, n).astype("int64"),
+        }
+    )
+    frame.loc[::5, "x"] = 0
+    con = duckdb.connect()
+    con.register("d", frame)
+    sets = [(["g"], [0.0, 0.5, 0.999]), (["g", "h"], [0.9, 0.99]), (["g", "s"], [0.5, 0.99])]
+    ours = exact_quantile_sets(con, "d", ["g", "h", "s"], "x", sets)
+    for (keys, qs), mine in zip(sets, ours, strict=True):
+        by = ", ".join(keys)
+        theirs = con.execute(
+            f"SELECT {by}, quantile_disc(x, {qs}) AS q FROM d GROUP BY {by} ORDER BY {by}"
+        ).df()
+        mine = mine.sort_values(keys, na_position="last").reset_index(drop=True)
+        assert len(mine) == len(theirs)
+        for a, b in zip(mine["q"], theirs["q"], strict=True):
+            assert list(a) == list(b)

@@ -1,0 +1,209 @@
+"""Gaps between a worker's consecutive requests, in one streaming pass over the segments
+instead of a sort of every row.
+
+The gap of a request is its worker's next request's start minus this request's end (none for
+a worker's last request). Ordering all rows by worker and start time (a SQL window) sorts the
+whole run — at 100 million rows minutes of work and gigabytes spilled. It is not needed:
+``loadgen`` writes each worker's requests in the order it sent them (a worker hands its batches
+to the segment writer in order, and segments are numbered), so reading a run's segments in
+order and remembering each worker's previous request gives every gap exactly. The pass checks
+that order as it goes (each worker's starts strictly increasing); a run whose files are not in
+that order (not written by ``loadgen``, or shards that reuse worker ids) raises
+:class:`OutOfOrderError`, and the caller falls back to the window.
+
+:func:`scan_gaps` returns the sums a gap table needs, per run and worker, and leaves every gap
+in a temporary file (8 + 8 bytes per request: group and gap) that :func:`register_gap_values`
+streams to DuckDB for exact percentiles; memory holds one batch and per-worker counters. Not
+responsible for the tables built from them (see :mod:`loadgen_analysis.summary`).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import uuid
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import duckdb
+import numpy as np
+import pyarrow as pa
+
+from .io import Run, engine_settings
+
+#: Rows read per batch.
+BATCH_ROWS = 1 << 20
+
+#: Counters kept per worker, in this order.
+SUMS = ("requests", "latency_ns", "gaps", "gap_ns", "gap_latency_ns")
+
+
+class OutOfOrderError(RuntimeError):
+    """A worker's requests are not in start order in the run's files."""
+
+
+@dataclass
+class RunGaps:
+    """One run's counters. ``sums[k][worker]``: requests, summed latency (ns), requests with a
+    next one, summed gap (ns) and summed latency of those requests; ``gap_max_ns`` per worker
+    (int64 min where none); per half of the run (split at ``mid_ns``) the gaps' count and sum."""
+
+    sums: dict[str, np.ndarray] = field(default_factory=dict)
+    gap_max_ns: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
+    halves: list[list[int]] = field(default_factory=lambda: [[0, 0], [0, 0]])
+
+    def grow(self, workers: int) -> None:
+        have = len(self.gap_max_ns)
+        if workers <= have:
+            return
+        pad = workers - have
+        for key in SUMS:
+            self.sums[key] = np.concatenate(
+                [self.sums.get(key, np.zeros(0, np.int64)), np.zeros(pad, np.int64)]
+            )
+        low = np.full(pad, np.iinfo(np.int64).min, np.int64)
+        self.gap_max_ns = np.concatenate([self.gap_max_ns, low])
+
+
+@dataclass
+class GapScan:
+    """What :func:`scan_gaps` found: per run its counters, and the file of (group, gap) rows
+    (group = run_index·2³² + worker)."""
+
+    runs: list[RunGaps]
+    values: Path
+    #: The temporary folder, when this scan created it (removed again if left empty).
+    created: Path | None = None
+
+    def close(self) -> None:
+        self.values.unlink(missing_ok=True)
+        if self.created is not None:
+            with contextlib.suppress(OSError):
+                self.created.rmdir()
+
+
+def _ordered_columns(part: Run, offset_ns: int) -> Iterator[tuple[np.ndarray, ...]]:
+    """(worker, start_ns, latency_ns) of one directory's rows in file order, start rebased.
+    DuckDB reads the files (faster than pyarrow here); keeping insertion order keeps file order."""
+    # Its own small engine: a streaming scan needs little memory, and the analysis's own
+    # connection keeps its whole limit.
+    settings = engine_settings() | {"preserve_insertion_order": "true", "memory_limit": "64MB"}
+    con = duckdb.connect(":memory:", config=settings)
+    for segment in part.segments:
+        reader = con.sql(
+            "SELECT worker, start_ns, latency_ns FROM read_parquet(?)", params=[str(segment)]
+        ).to_arrow_reader(BATCH_ROWS)
+        for batch in reader:
+            worker = batch.column(0).to_numpy().astype(np.int64)
+            start = batch.column(1).to_numpy().astype(np.int64)
+            latency = batch.column(2).to_numpy().astype(np.int64)
+            yield worker, start + offset_ns if offset_ns else start, latency
+    con.close()
+
+
+def _requests(run: Run) -> Iterator[tuple[np.ndarray, ...]]:
+    """Every request of ``run`` as (worker, start_ns, latency_ns, gap_ns, has_gap) chunks; in
+    each chunk the workers are sorted or distinct."""
+    pending_start = np.zeros(0, np.int64)
+    pending_latency = np.zeros(0, np.int64)
+    pending = np.zeros(0, bool)
+    for part in run.parts:
+        offset = 0
+        if run.shards and part.anchor_unix_ns is not None and run.anchor_unix_ns is not None:
+            offset = part.anchor_unix_ns - run.anchor_unix_ns
+        for worker, start, latency in _ordered_columns(part, offset):
+            if len(worker) == 0:
+                continue
+            top = int(worker.max()) + 1
+            if top > len(pending):
+                pad = top - len(pending)
+                pending_start = np.concatenate([pending_start, np.zeros(pad, np.int64)])
+                pending_latency = np.concatenate([pending_latency, np.zeros(pad, np.int64)])
+                pending = np.concatenate([pending, np.zeros(pad, bool)])
+            # Radix sort (stable) when the ids fit 16 bits: keeps each worker's file order.
+            keys = worker.astype(np.uint16) if top <= 1 << 16 else worker
+            order = np.argsort(keys, kind="stable")
+            w, s, lat = worker[order], start[order], latency[order]
+            same = w[1:] == w[:-1]
+            if np.any(s[1:][same] <= s[:-1][same]):
+                raise OutOfOrderError("a worker's starts do not increase in file order")
+            last = np.append(~same, True)
+            gap = np.append(s[1:] - (s[:-1] + lat[:-1]), 0)
+            inner = ~last
+            yield w[inner], s[inner], lat[inner], gap[inner], np.ones(int(inner.sum()), bool)
+            # A worker's request held over from an earlier batch gets its gap now.
+            first = np.insert(~same, 0, True)
+            fw, fs = w[first], s[first]
+            held = pending[fw]
+            hw, hs = fw[held], pending_start[fw[held]]
+            if np.any(fs[held] <= hs):
+                raise OutOfOrderError("a worker's starts do not increase across segments")
+            hl = pending_latency[hw]
+            yield hw, hs, hl, fs[held] - (hs + hl), np.ones(len(hw), bool)
+            lw = w[last]
+            pending_start[lw], pending_latency[lw], pending[lw] = s[last], lat[last], True
+    # Each worker's last request has no next one.
+    lw = np.flatnonzero(pending)
+    zeros = np.zeros(len(lw), np.int64)
+    yield lw, pending_start[lw], pending_latency[lw], zeros, np.zeros(len(lw), bool)
+
+
+def _add(acc: np.ndarray, workers: np.ndarray, values: np.ndarray) -> None:
+    """acc[w] += sum of values per w, exactly in int64 (``np.add.at`` is unbuffered)."""
+    np.add.at(acc, workers, values)
+
+
+def scan_gaps(runs: Sequence[Run], mids_ns: Sequence[float]) -> GapScan:
+    """One pass over ``runs`` (see the module doc). ``mids_ns[i]``: where run i's first half
+    ends (a request is in the first half when its start is before it)."""
+    folder = Path(engine_settings()["temp_directory"])
+    created = None if folder.exists() else folder
+    folder.mkdir(parents=True, exist_ok=True)
+    values = folder / f"gaps-{uuid.uuid4().hex}.bin"
+    out: list[RunGaps] = []
+    try:
+        with values.open("wb") as sink:
+            for index, run in enumerate(runs):
+                acc = RunGaps()
+                for w, s, lat, gap, has in _requests(run):
+                    if len(w) == 0:
+                        continue
+                    acc.grow(int(w.max()) + 1)
+                    _add(acc.sums["requests"], w, np.ones(len(w), np.int64))
+                    _add(acc.sums["latency_ns"], w, lat)
+                    w, s, lat, gap = w[has], s[has], lat[has], gap[has]
+                    _add(acc.sums["gaps"], w, np.ones(len(w), np.int64))
+                    _add(acc.sums["gap_ns"], w, gap)
+                    _add(acc.sums["gap_latency_ns"], w, lat)
+                    np.maximum.at(acc.gap_max_ns, w, gap)
+                    early = s < mids_ns[index]
+                    for half, mask in enumerate((early, ~early)):
+                        acc.halves[half][0] += int(mask.sum())
+                        acc.halves[half][1] += int(gap[mask].sum())
+                    rows = np.empty((len(w), 2), np.int64)
+                    rows[:, 0] = (index << 32) + w
+                    rows[:, 1] = gap
+                    rows.tofile(sink)
+                out.append(acc)
+    except BaseException:
+        GapScan(out, values, created).close()
+        raise
+    return GapScan(out, values, created)
+
+
+def register_gap_values(con: duckdb.DuckDBPyConnection, scan: GapScan, name: str) -> None:
+    """(Re)register ``name`` on ``con`` as a fresh one-shot stream of the scan's (g, gap_ns)
+    rows, read back from its file a batch at a time."""
+    schema = pa.schema([("g", pa.int64()), ("gap_ns", pa.int64())])
+
+    def batches() -> Iterator[pa.RecordBatch]:
+        with scan.values.open("rb") as source:
+            while True:
+                rows = np.fromfile(source, np.int64, count=2 * BATCH_ROWS).reshape(-1, 2)
+                if len(rows) == 0:
+                    return
+                yield pa.record_batch(
+                    [pa.array(rows[:, 0].copy()), pa.array(rows[:, 1].copy())], schema=schema
+                )
+
+    con.register(name, pa.RecordBatchReader.from_batches(schema, batches()))
