@@ -1,5 +1,5 @@
 //! Command-line types (clap derive) and nothing else: turning them into a validated
-//! [`RunConfig`](crate::config::RunConfig) is `config.rs`'s job.
+//! [`RunConfig`](crate::config::RunConfig) is `config/flags.rs`'s job.
 //!
 //! Doc comments on the flags are their `--help` text, written for the terminal (`[:port]`,
 //! `<run-id>`), not for rustdoc; hence the two rustdoc lints allowed below.
