@@ -25,6 +25,24 @@ import pandas as pd
 BUCKETS_PER_DOUBLING = 256
 
 
+def _rank_buckets(key_list: str, quantiles: Sequence[float]) -> str:
+    """The SQL after a ``hist(keys…, b, c)`` CTE that picks, per group and percentile ``qi``,
+    the bucket ``b`` holding the percentile's rank and the rank within that bucket."""
+    qs = ", ".join(repr(float(q)) for q in quantiles)
+    return f"""cum AS (
+            SELECT *, sum(c) OVER (PARTITION BY {key_list} ORDER BY b) AS upto,
+                sum(c) OVER (PARTITION BY {key_list}) AS n
+            FROM hist
+        ),
+        qs AS (SELECT unnest([{qs}]) AS q, unnest(range(1, {len(quantiles)} + 1)) AS qi),
+        ranked AS (
+            SELECT cum.*, qi, greatest(1, CAST(ceil(q * n) AS BIGINT)) AS rank
+            FROM cum CROSS JOIN qs
+        )
+        SELECT {key_list}, qi, min(b) AS b, arg_min(rank - (upto - c), b) AS rank_in_bucket
+        FROM ranked WHERE upto >= rank GROUP BY ALL"""
+
+
 def _bucket(value: str) -> str:
     """A monotone bucket number of ``value``: ``round(log2(v) · 256) + 1`` for v > 0, 0 for 0,
     ``-round(log2(1 − v) · 256)`` below (rounding keeps it monotone, which is all the two
@@ -61,7 +79,6 @@ def exact_quantiles(
         return " AND ".join(f"{a}.{k} IS NOT DISTINCT FROM t.{k}" for k in keys)
 
     sel = ", ".join(f"t.{k}" for k in keys)
-    qs = ", ".join(repr(float(q)) for q in quantiles)
     source = f"""
         src AS (
             SELECT {key_list}, {value} AS v, {_bucket(value)} AS b
@@ -75,18 +92,7 @@ def exact_quantiles(
         CREATE OR REPLACE TEMP TABLE quantile_targets AS
         WITH {source},
         hist AS (SELECT {key_list}, b, count(*) AS c FROM src GROUP BY ALL),
-        cum AS (
-            SELECT *, sum(c) OVER (PARTITION BY {key_list} ORDER BY b) AS upto,
-                sum(c) OVER (PARTITION BY {key_list}) AS n
-            FROM hist
-        ),
-        qs AS (SELECT unnest([{qs}]) AS q, unnest(range(1, {len(quantiles)} + 1)) AS qi),
-        ranked AS (
-            SELECT cum.*, qi, greatest(1, CAST(ceil(q * n) AS BIGINT)) AS rank
-            FROM cum CROSS JOIN qs
-        )
-        SELECT {key_list}, qi, min(b) AS b, arg_min(rank - (upto - c), b) AS rank_in_bucket
-        FROM ranked WHERE upto >= rank GROUP BY ALL
+        {_rank_buckets(key_list, quantiles)}
         """
     )
     # Pass 2: the distinct values of the chosen buckets only, and the one at each rank.
@@ -150,23 +156,11 @@ def exact_quantile_sets(
     )
     for i, (keys, quantiles) in enumerate(sets):
         key_list = ", ".join(keys)
-        qs = ", ".join(repr(float(q)) for q in quantiles)
         con.execute(
             f"""
             CREATE OR REPLACE TEMP TABLE qset_targets_{i} AS
             WITH hist AS (SELECT {key_list}, b, sum(c) AS c FROM qset_hist GROUP BY ALL),
-            cum AS (
-                SELECT *, sum(c) OVER (PARTITION BY {key_list} ORDER BY b) AS upto,
-                    sum(c) OVER (PARTITION BY {key_list}) AS n
-                FROM hist
-            ),
-            qs AS (SELECT unnest([{qs}]) AS q, unnest(range(1, {len(quantiles)} + 1)) AS qi),
-            ranked AS (
-                SELECT cum.*, qi, greatest(1, CAST(ceil(q * n) AS BIGINT)) AS rank
-                FROM cum CROSS JOIN qs
-            )
-            SELECT {key_list}, qi, min(b) AS b, arg_min(rank - (upto - c), b) AS rank_in_bucket
-            FROM ranked WHERE upto >= rank GROUP BY ALL
+            {_rank_buckets(key_list, quantiles)}
             """
         )
     wanted = " UNION ".join(
