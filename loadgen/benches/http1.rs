@@ -30,6 +30,7 @@ fn request_path(c: &mut Criterion) {
         path: "/albums/42".parse().unwrap(),
         headers: Cow::Borrowed(&headers),
         body: Default::default(),
+        capture: Default::default(),
     };
     let post = Outgoing {
         method: Method::POST,
@@ -40,6 +41,7 @@ fn request_path(c: &mut Criterion) {
             "x".repeat(256)
         ))
         .into(),
+        capture: Default::default(),
     };
     let mut buf = Vec::with_capacity(1024);
     c.bench_function("encode GET", |b| {

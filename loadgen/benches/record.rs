@@ -35,6 +35,7 @@ fn rows() -> Vec<RequestRecord> {
                 worker: (i % 50) as u32,
                 phase: 0,
                 attempt: 1,
+                check: None,
             }
         })
         .collect()
@@ -52,9 +53,10 @@ fn record_path(c: &mut Criterion) {
             let dir = tempfile::tempdir().unwrap();
             let (tx, thread) = writer::spawn(WriterConfig {
                 dir: dir.path().to_path_buf(),
-                metadata: vec![("loadgen.schema_version".into(), "2".into())],
+                metadata: vec![("loadgen.schema_version".into(), "3".into())],
                 ops: vec!["GET /".into()],
                 phases: vec!["main".into()],
+                checks: Vec::new(),
                 segment_interval: Duration::from_secs(3600),
                 max_attempts: 1,
                 max_lateness_ns: i64::MAX,

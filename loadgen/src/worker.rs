@@ -17,12 +17,13 @@ use crate::stats::live::LiveMetrics;
 use crate::stats::LiveCounters;
 use crate::stop::{ExitReason, StopSignal};
 use crate::store::writer::RecordSender;
+use crate::workload::check::{Captured, Session};
 use crate::workload::fields::Value;
 use tokio::task::JoinSet;
 
 use crate::transport::http2::SharedConnection;
 use crate::transport::{Client, Exchange, Transport, TransportConfig};
-use crate::workload::Workload;
+use crate::workload::{Prepared, RequestTemplate, Workload};
 
 /// One request a worker should send next.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -97,6 +98,9 @@ pub async fn run_worker<T: Transport, S: WorkSource>(
     let mut batch: Vec<RequestRecord> = Vec::new();
     let mut batch_started = Instant::now();
     let mut rng = fastrand::Rng::new();
+    // Values extracted from responses, and the last response as far as checks read it.
+    let mut session = Session::default();
+    let mut captured = Captured::default();
     // While waiting for work with rows in hand: hands them over once they are a second old.
     let mut idle_timer: Option<std::pin::Pin<Box<tokio::time::Sleep>>> = None;
     // One registration for the whole worker, not one per request.
@@ -137,18 +141,18 @@ pub async fn run_worker<T: Transport, S: WorkSource>(
         let Some(work) = work else { break };
         let template = &ctx.workload.templates[usize::from(work.op)];
         // Rendering happens before the clock starts: it is the client's work, not latency.
-        let prepared = match (&work.values, template.needs_values()) {
-            (_, false) => template.render(&[]),
-            (Some(values), true) => template.render(values),
-            (None, true) => {
-                template.render(&ctx.workload.phase_fields[usize::from(work.phase)].draw(&mut rng))
-            }
+        let Some(prepared) = prepare(template, &work, &ctx, &mut rng, &session) else {
+            // A value this request uses was not extracted: it is not sent, and it is counted.
+            ctx.live.skip(work.op);
+            source.finished(&work, false);
+            continue;
         };
+        template.rules.forget_extracted(&mut session);
         let started = Instant::now();
         ctx.live.in_flight.fetch_add(1, Ordering::Relaxed);
         let exchange = tokio::select! {
             biased;
-            exchange = transport.send(template, prepared, started) => exchange,
+            exchange = transport.send(template, prepared, started, &mut captured) => exchange,
             () = &mut aborting => Exchange {
                 error: Some(ErrorClass::Cancelled),
                 ..Exchange::default()
@@ -156,9 +160,7 @@ pub async fn run_worker<T: Transport, S: WorkSource>(
         };
         let ended = Instant::now();
         ctx.live.in_flight.fetch_sub(1, Ordering::Relaxed);
-        let error = exchange.error.or_else(|| {
-            (!template.expect.contains(exchange.status)).then_some(ErrorClass::HttpStatus)
-        });
+        let (error, check) = judge(template, &exchange, &captured, &mut session);
         ctx.live.count(error.is_some());
         if let Some(metrics) = &ctx.metrics {
             // As the summary: latency from the intended send time under the open model.
@@ -192,6 +194,7 @@ pub async fn run_worker<T: Transport, S: WorkSource>(
             worker,
             phase: work.phase,
             attempt: work.attempt,
+            check,
         });
         if error == Some(ErrorClass::Cancelled) {
             break;
@@ -203,6 +206,49 @@ pub async fn run_worker<T: Transport, S: WorkSource>(
         }
     }
     hand_over(&mut batch, &records, &ctx).await;
+}
+
+/// The request `work` asks for, rendered; `None` when it uses an extracted value the session
+/// does not hold (the extraction failed).
+fn prepare(
+    template: &RequestTemplate,
+    work: &Work,
+    ctx: &WorkerContext,
+    rng: &mut fastrand::Rng,
+    session: &Session,
+) -> Option<Prepared> {
+    if !template.needs_values() {
+        return Some(template.render(&[]));
+    }
+    if let Some(values) = &work.values {
+        return Some(template.render(values));
+    }
+    let drawn = ctx.workload.phase_fields[usize::from(work.phase)].draw(rng);
+    if template.session_fields.is_empty() {
+        return Some(template.render(&drawn));
+    }
+    Some(template.render(&template.fill_session(drawn, session)?))
+}
+
+/// The row's error class and failed check: the transport's failure, an unexpected status, or
+/// — for a response with an expected status — the first of the op's checks and extractions
+/// that fails (extracted values go into `session`).
+fn judge(
+    template: &RequestTemplate,
+    exchange: &Exchange,
+    captured: &Captured,
+    session: &mut Session,
+) -> (Option<ErrorClass>, Option<u16>) {
+    if let Some(error) = exchange.error {
+        return (Some(error), None);
+    }
+    if !template.expect.contains(exchange.status) {
+        return (Some(ErrorClass::HttpStatus), None);
+    }
+    match template.rules.apply(captured, session) {
+        Ok(()) => (None, None),
+        Err(check) => (Some(ErrorClass::Check), Some(check)),
+    }
 }
 
 /// Sends the batch to the writer, timing any wait; false if the writer is gone.

@@ -323,6 +323,8 @@ fn recorded_request(args: &RunArgs, method: &Method, path: String, body: &Bytes)
         json: None,
         multipart: None,
         expect: None,
+        check: Vec::new(),
+        extract: Default::default(),
     }
 }
 

@@ -52,6 +52,10 @@ pub struct OpenPlan {
     /// Fraction of the first gap by which this schedule runs early (0 ≤ offset < 1): a shard
     /// `i/N` uses `i/N`, so the union of N shards' sends is evenly spaced.
     pub offset: f64,
+    /// Each arrival is one iteration — the whole sequence on one worker, each later step sent
+    /// when the one before it ends, which is that step's intended time — instead of one
+    /// request. Set when the scenario extracts values, which only one worker's session holds.
+    pub chained: bool,
 }
 
 impl OpenPlan {
@@ -97,8 +101,13 @@ impl Plan for OpenPlan {
                 }
             })
             .collect();
+        let unit = if self.chained {
+            format!("iterations of {} requests", self.sequence.len())
+        } else {
+            "requests".to_string()
+        };
         format!(
-            "open model: {}, {:?} arrivals, {} scheduled, at most {} in flight",
+            "open model: {}, {:?} arrivals, {} {unit} scheduled, at most {} in flight",
             stages.join(", then "),
             self.arrivals,
             self.scheduled(),
@@ -268,6 +277,7 @@ impl Model for Open {
 /// sends/s that alone saturated a core.)
 struct Dispatcher {
     sequence: Arc<[u16]>,
+    chained: bool,
     max_in_flight: u32,
     position: usize,
     inboxes: Vec<tokio::sync::mpsc::Sender<Work>>,
@@ -281,6 +291,7 @@ impl Dispatcher {
         let (idle_tx, idle_rx) = tokio::sync::mpsc::unbounded_channel();
         Dispatcher {
             sequence: plan.sequence.clone(),
+            chained: plan.chained,
             max_in_flight: plan.max_in_flight,
             position: 0,
             inboxes: Vec::new(),
@@ -301,6 +312,9 @@ impl Dispatcher {
                 id,
                 inbox,
                 idle: self.idle_tx.clone(),
+                chain: self.chained.then(|| self.sequence.clone()),
+                step: 0,
+                next_step: None,
             },
         );
     }
@@ -320,7 +334,8 @@ impl Dispatcher {
     fn dispatch(&mut self, pool: &mut WorkerPool, due: std::time::Instant) {
         let live = pool.live().clone();
         live.scheduled.fetch_add(1, Ordering::Relaxed);
-        let op = self.sequence[self.position % self.sequence.len()];
+        // Chained: every arrival starts the sequence; its worker sends the rest.
+        let op = self.sequence[if self.chained { 0 } else { self.position % self.sequence.len() }];
         self.position += 1;
         let mut work = Work::new(op, 0);
         work.intended = Some(due);
@@ -409,12 +424,19 @@ fn pace(
     rx
 }
 
-/// A worker of the open model: sends what the dispatcher hands it, when it is handed.
+/// A worker of the open model: sends what the dispatcher hands it, when it is handed — and,
+/// when chained, the rest of that arrival's iteration.
 struct OpenWorker {
     first: Option<Work>,
     id: usize,
     inbox: tokio::sync::mpsc::Receiver<Work>,
     idle: tokio::sync::mpsc::UnboundedSender<usize>,
+    /// The sequence, when each arrival is a whole iteration.
+    chain: Option<Arc<[u16]>>,
+    /// Position in the iteration of the request in flight.
+    step: usize,
+    /// The iteration's next request, due now that the previous one ended.
+    next_step: Option<Work>,
 }
 
 impl WorkSource for OpenWorker {
@@ -425,12 +447,27 @@ impl WorkSource for OpenWorker {
     }
 
     async fn next(&mut self) -> Option<Work> {
+        if let Some(work) = self.next_step.take() {
+            self.step += 1;
+            return Some(work);
+        }
+        self.step = 0;
         if let Some(work) = self.first.take() {
             return Some(work);
         }
         // Free again: say so, then wait for the next send (or for the dispatcher to close).
         self.idle.send(self.id).ok()?;
         self.inbox.recv().await
+    }
+
+    fn finished(&mut self, _work: &Work, _failed: bool) {
+        // The next step of a chain is intended for the moment the previous one ended, so
+        // its latency, like the first step's, counts from when it was due.
+        if let Some(op) = self.chain.as_ref().and_then(|c| c.get(self.step + 1)) {
+            let mut work = Work::new(*op, 0);
+            work.intended = Some(std::time::Instant::now());
+            self.next_step = Some(work);
+        }
     }
 }
 

@@ -17,8 +17,8 @@ use arrow_schema::{DataType, Field, Schema, SchemaRef};
 use serde::Serialize;
 
 /// Version of the row layout below; stored as `loadgen.schema_version` in every segment.
-/// Version 2 added `send_ns`.
-pub const SCHEMA_VERSION: u32 = 2;
+/// Version 2 added `send_ns`; version 3 added `check` (and the `check` error class).
+pub const SCHEMA_VERSION: u32 = 3;
 
 /// Why a request did not produce the response the run expected.
 ///
@@ -52,13 +52,16 @@ pub enum ErrorClass {
     Cancelled,
     /// More than ten redirects in a row (`--follow-redirects`).
     TooManyRedirects,
+    /// The response had an expected status but failed one of the op's checks, or a value
+    /// to extract was not in it; the row's `check` column names which.
+    Check,
     /// Anything not classified above; the console shows it so we can classify it next time.
     Other,
 }
 
 impl ErrorClass {
     /// Every class, in dictionary-key order.
-    pub const ALL: [ErrorClass; 13] = [
+    pub const ALL: [ErrorClass; 14] = [
         ErrorClass::HttpStatus,
         ErrorClass::ConnectRefused,
         ErrorClass::ConnectTimeout,
@@ -71,6 +74,7 @@ impl ErrorClass {
         ErrorClass::Tls,
         ErrorClass::Cancelled,
         ErrorClass::TooManyRedirects,
+        ErrorClass::Check,
         ErrorClass::Other,
     ];
 
@@ -89,6 +93,7 @@ impl ErrorClass {
             ErrorClass::Tls => "tls",
             ErrorClass::Cancelled => "cancelled",
             ErrorClass::TooManyRedirects => "too_many_redirects",
+            ErrorClass::Check => "check",
             ErrorClass::Other => "other",
         }
     }
@@ -125,6 +130,9 @@ pub struct RequestRecord {
     pub worker: u32,
     pub phase: u16,
     pub attempt: u8,
+    /// The check or extraction that failed (error class `check`), indexing the run's check
+    /// names.
+    pub check: Option<u16>,
 }
 
 fn dictionary(name: &str, nullable: bool) -> Field {
@@ -153,5 +161,6 @@ pub fn schema() -> SchemaRef {
         Field::new("worker", DataType::UInt32, false),
         dictionary("phase", false),
         Field::new("attempt", DataType::UInt8, false),
+        dictionary("check", true),
     ]))
 }

@@ -69,6 +69,7 @@ pub fn render(summary: &RunSummary, header: &str, footer: &[(&str, String)]) -> 
         bytes(summary.bytes_sent),
         bytes(summary.bytes_received)
     );
+    checks(&mut out, summary);
     let _ = writeln!(out);
 
     let headings = [
@@ -140,6 +141,39 @@ pub fn render(summary: &RunSummary, header: &str, footer: &[(&str, String)]) -> 
         }
     }
     out
+}
+
+/// The checks line (failed rows per check, all passed) and the requests skipped because a
+/// value was not extracted; nothing for a run without checks.
+fn checks(out: &mut String, summary: &RunSummary) {
+    if !summary.checks.is_empty() {
+        let failed: Vec<String> = summary
+            .checks
+            .iter()
+            .filter(|(_, n)| **n > 0)
+            .map(|(name, n)| format!("{name}: {n} failed"))
+            .collect();
+        let line = if failed.is_empty() {
+            format!("all {} passed", summary.checks.len())
+        } else {
+            failed.join("; ")
+        };
+        let _ = writeln!(out, "  Checks      {line}");
+    }
+    if summary.skipped > 0 {
+        let by_op: Vec<String> = summary
+            .ops
+            .iter()
+            .filter(|o| o.skipped > 0)
+            .map(|o| format!("{} {}", o.op, o.skipped))
+            .collect();
+        let _ = writeln!(
+            out,
+            "  Skipped     {} requests not sent: a value they use was not extracted ({})",
+            summary.skipped,
+            by_op.join(", ")
+        );
+    }
 }
 
 /// mean, min, p50, p90, p99, p99.9, max.

@@ -34,6 +34,10 @@ pub struct RunSummary {
     pub retries: u64,
     /// Requests that failed on their last allowed attempt.
     pub failed_final: u64,
+    /// Requests not sent because a value they use was not extracted (not rows).
+    pub skipped: u64,
+    /// Failed rows per check or extraction name (every name the run checks, failed or not).
+    pub checks: BTreeMap<String, u64>,
     pub ops: Vec<OpSummary>,
     pub phases: Vec<PhaseSummary>,
     /// Open model: schedule keeping.
@@ -76,6 +80,8 @@ pub struct OpSummary {
     pub requests: u64,
     pub failed: u64,
     pub errors: BTreeMap<String, u64>,
+    /// Requests of this op not sent because a value they use was not extracted.
+    pub skipped: u64,
     pub throughput_rps: f64,
     /// Over requests that got an HTTP response; `None` if none did. In the open model it is
     /// measured from each request's intended send time (free of coordinated omission).
@@ -111,10 +117,13 @@ pub struct LatencySummary {
 }
 
 impl RunSummary {
+    /// `check_names` index `stats.check_failures`; `skipped` is per op, as `labels`.
     pub fn from_stats(
         stats: &Aggregator,
         labels: &[String],
         phase_labels: &[String],
+        check_names: &[String],
+        skipped: &[u64],
         handoff_blocked_ns: u64,
         open: Option<OpenSummary>,
     ) -> Self {
@@ -126,11 +135,13 @@ impl RunSummary {
             .ops
             .iter()
             .zip(labels)
-            .map(|(op, label)| OpSummary {
+            .enumerate()
+            .map(|(i, (op, label))| OpSummary {
                 op: label.clone(),
                 requests: op.requests,
                 failed: op.failures,
                 errors: errors_by_name(op),
+                skipped: skipped.get(i).copied().unwrap_or(0),
                 throughput_rps: rate(op.requests),
                 latency: latency(&op.latency_ns),
                 uncorrected_latency: op.uncorrected_latency_ns.as_ref().and_then(latency),
@@ -193,6 +204,12 @@ impl RunSummary {
             bytes_received: stats.ops.iter().map(|o| o.bytes_received).sum(),
             retries: stats.retries,
             failed_final: stats.failed_final,
+            skipped: skipped.iter().sum(),
+            checks: check_names
+                .iter()
+                .zip(&stats.check_failures)
+                .map(|(name, &n)| (name.clone(), n))
+                .collect(),
             ops,
             phases,
             open,

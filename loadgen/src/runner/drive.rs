@@ -37,7 +37,7 @@ pub(super) async fn drive(
     stop: &StopSignal,
 ) -> Result<Driven, RunError> {
     let transport = Arc::new(transport_config(config, target)?);
-    let live = Arc::new(LiveCounters::default());
+    let live = Arc::new(LiveCounters::for_ops(config.workload.templates.len()));
     let sysmon = sysmon::start(SysmonConfig {
         path: output.run_dir.join("client-metrics.parquet"),
         interval: std::time::Duration::from_secs(1),

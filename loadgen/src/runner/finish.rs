@@ -184,6 +184,8 @@ fn summarize(
         &report.stats,
         labels,
         phase_labels,
+        &config.workload.check_names,
+        &live.skipped(),
         live.handoff_blocked_ns.load(Ordering::Relaxed),
         open,
     )

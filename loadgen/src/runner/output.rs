@@ -66,6 +66,7 @@ impl RunOutput {
             metadata: identity.parquet_metadata(),
             ops: labels.clone(),
             phases: phase_labels.clone(),
+            checks: config.workload.check_names.clone(),
             segment_interval: config.segment_interval,
             max_attempts: config.model.max_attempts(),
             max_lateness_ns: config

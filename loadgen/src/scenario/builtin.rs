@@ -2,8 +2,9 @@
 //! `loadgen scenarios show NAME` prints exactly what runs, ready to copy and edit.
 
 /// (name, TOML text)
-pub const BUILTINS: [(&str, &str); 4] = [
+pub const BUILTINS: [(&str, &str); 5] = [
     ("albums", include_str!("builtin/albums.toml")),
+    ("albums-chained", include_str!("builtin/albums-chained.toml")),
     ("skiers", include_str!("builtin/skiers.toml")),
     ("twinder", include_str!("builtin/twinder.toml")),
     ("stepcounter", include_str!("builtin/stepcounter.toml")),

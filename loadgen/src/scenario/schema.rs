@@ -78,6 +78,39 @@ pub struct RequestSpec {
     pub multipart: Option<BTreeMap<String, PartSpec>>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub expect: Option<Vec<StatusSpec>>,
+    /// Checks of the response, e.g. `[{ json = "/imageSize", equals = "2000" }]`; a failed
+    /// one makes the row a `check` error.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub check: Vec<CheckSpec>,
+    /// Values taken from the response for later requests of the iteration, used as `{name}`:
+    /// a JSON Pointer (`"/albumID"`), `{ header = "location" }` or `{ regex = "id=(\\d+)" }`.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub extract: BTreeMap<String, toml::Value>,
+}
+
+/// One response check: what it looks at — `header`, `json` (a JSON Pointer), `body_matches`
+/// (a regex on the body) or `min_body_bytes` / `max_body_bytes` — and, for a header or a JSON
+/// value, `equals` or `matches` (with neither, it must be present).
+#[derive(Debug, Clone, Default, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct CheckSpec {
+    /// Shown in the summary and stored in the `check` column; default: the check as written.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub name: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub header: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub json: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub body_matches: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub min_body_bytes: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_body_bytes: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub equals: Option<toml::Value>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub matches: Option<String>,
 }
 
 fn get() -> String {

@@ -33,9 +33,31 @@ pub struct LiveCounters {
     /// `--max-in-flight` cap (scheduled = rows + dropped).
     pub scheduled: AtomicU64,
     pub dropped: AtomicU64,
+    /// Requests not sent, per op, because a value they use was not extracted (no rows).
+    pub skipped: Box<[AtomicU64]>,
 }
 
 impl LiveCounters {
+    /// Counters for a run of `op_count` ops.
+    pub fn for_ops(op_count: usize) -> Self {
+        LiveCounters {
+            skipped: (0..op_count).map(|_| AtomicU64::new(0)).collect(),
+            ..LiveCounters::default()
+        }
+    }
+
+    /// A request of `op` was skipped.
+    pub fn skip(&self, op: u16) {
+        if let Some(n) = self.skipped.get(usize::from(op)) {
+            n.fetch_add(1, Ordering::Relaxed);
+        }
+    }
+
+    /// Skipped requests per op.
+    pub fn skipped(&self) -> Vec<u64> {
+        self.skipped.iter().map(|n| n.load(Ordering::Relaxed)).collect()
+    }
+
     pub fn count(&self, failed: bool) {
         self.requests.fetch_add(1, Ordering::Relaxed);
         if failed {
@@ -140,6 +162,8 @@ pub struct Aggregator {
     pub failed_final: u64,
     /// Rows whose send started more than `max_lateness_ns` after its intended time.
     pub late: u64,
+    /// Failed rows per check or extraction (indexed by check id, the `check` column).
+    pub check_failures: Vec<u64>,
     max_attempts: u8,
     max_lateness_ns: i64,
 }
@@ -148,6 +172,7 @@ impl Aggregator {
     pub fn new(
         op_count: usize,
         phase_count: usize,
+        check_count: usize,
         max_attempts: u8,
         max_lateness_ns: i64,
     ) -> Self {
@@ -161,6 +186,7 @@ impl Aggregator {
             retries: 0,
             failed_final: 0,
             late: 0,
+            check_failures: vec![0; check_count],
             max_attempts: max_attempts.max(1),
             max_lateness_ns,
         }
@@ -214,6 +240,9 @@ impl Aggregator {
         if let Some(class) = r.error {
             op.failures += 1;
             op.errors[class.index()] += 1;
+        }
+        if let Some(failed) = r.check.and_then(|c| self.check_failures.get_mut(usize::from(c))) {
+            *failed += 1;
         }
         if r.status > 0 {
             op.latency_ns

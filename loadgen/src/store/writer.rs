@@ -67,6 +67,8 @@ pub struct WriterConfig {
     pub ops: Vec<String>,
     /// Labels for the `phase` dictionary, indexed by `RequestRecord::phase`.
     pub phases: Vec<String>,
+    /// Labels for the `check` dictionary, indexed by `RequestRecord::check`.
+    pub checks: Vec<String>,
     /// Close the open segment after this long, so a killed run keeps everything older.
     pub segment_interval: Duration,
     /// Retries + 1: a failed row with this attempt number failed for good.
@@ -133,6 +135,7 @@ struct Columns {
     worker: UInt32Builder,
     phase: Vec<i32>,
     attempt: UInt8Builder,
+    check: Vec<Option<i32>>,
 }
 
 impl Columns {
@@ -156,6 +159,7 @@ impl Columns {
         self.worker.append_value(r.worker);
         self.phase.push(i32::from(r.phase));
         self.attempt.append_value(r.attempt);
+        self.check.push(r.check.map(i32::from));
     }
 
     /// Builds a RecordBatch and leaves the builders empty for the next one.
@@ -188,6 +192,10 @@ impl Columns {
                 &dicts.phases,
             ),
             Arc::new(self.attempt.finish()),
+            dict(
+                Int32Array::from(std::mem::take(&mut self.check)),
+                &dicts.checks,
+            ),
         ];
         RecordBatch::try_new(schema(), columns).expect("columns match the record schema")
     }
@@ -197,6 +205,7 @@ struct Dictionaries {
     ops: Arc<StringArray>,
     errors: Arc<StringArray>,
     phases: Arc<StringArray>,
+    checks: Arc<StringArray>,
 }
 
 struct SegmentWriter {
@@ -220,10 +229,12 @@ impl SegmentWriter {
                     .collect::<Vec<_>>(),
             )),
             phases: Arc::new(StringArray::from(config.phases.clone())),
+            checks: Arc::new(StringArray::from(config.checks.clone())),
         };
         let stats = Aggregator::new(
             config.ops.len(),
             config.phases.len(),
+            config.checks.len(),
             config.max_attempts,
             config.max_lateness_ns,
         );
@@ -387,6 +398,7 @@ mod tests {
             worker: (i % 9) as u32,
             phase: 1,
             attempt: 1 + (i % 3) as u8,
+            check: i.is_multiple_of(11).then_some(0),
         }
     }
 
@@ -399,6 +411,7 @@ mod tests {
             metadata: vec![("loadgen.run_id".into(), "test-run".into())],
             ops: vec!["GET /a".into(), "POST /b".into()],
             phases: vec!["startup".into(), "main".into()],
+            checks: vec!["json /id present".into()],
             segment_interval: Duration::from_secs(60),
             max_attempts: 1,
             max_lateness_ns: i64::MAX,
@@ -461,6 +474,10 @@ mod tests {
                 );
                 assert_eq!(label("error", j).as_deref(), want.error.map(|e| e.as_str()));
                 assert_eq!(
+                    label("check", j).as_deref(),
+                    want.check.map(|_| "json /id present")
+                );
+                assert_eq!(
                     col("bytes_sent").as_primitive::<UInt64Type>().value(j),
                     want.bytes_sent
                 );
@@ -480,6 +497,7 @@ mod tests {
             metadata: vec![],
             ops: vec!["GET /".into(), "POST /".into()],
             phases: vec!["startup".into(), "main".into()],
+            checks: vec!["json /id present".into()],
             segment_interval: Duration::from_millis(100),
             max_attempts: 1,
             max_lateness_ns: i64::MAX,

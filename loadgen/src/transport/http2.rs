@@ -42,6 +42,7 @@ use super::connect::{connect, Origin};
 use super::{classify_io, location, Exchange, Hop, Outgoing, TransportConfig};
 use crate::clock::nanos;
 use crate::record::ErrorClass;
+use crate::workload::check::{Capture, Captured};
 
 /// Flow-control windows and send buffer, as hyper's HTTP/2 client sets them: a response of a
 /// few megabytes is not held back by window updates.
@@ -306,6 +307,7 @@ impl Hop for Http2Stream {
         request: &Outgoing<'_>,
         started: Instant,
         out: &mut Exchange,
+        captured: &mut Captured,
     ) -> Result<Option<HeaderValue>, ErrorClass> {
         // Redirects to another origin go over HTTP/1.1 (see `Client::hop`), so the origin's
         // scheme and authority are the configured ones.
@@ -338,6 +340,10 @@ impl Hop for Http2Stream {
         out.ttfb_ns = Some(nanos(started.elapsed()));
         out.bytes_received += header_bytes(response.headers());
         let redirect = location(response.status(), response.headers());
+        let Capture { headers, body: keep_body } = request.capture;
+        if headers {
+            captured.headers.clone_from(response.headers());
+        }
         let mut body = response.into_body();
         while let Some(data) = body.data().await {
             let data = data.map_err(|e| match open.classify(&e) {
@@ -345,6 +351,9 @@ impl Hop for Http2Stream {
                 _ => ErrorClass::Body,
             })?;
             out.bytes_received += data.len() as u64;
+            if keep_body {
+                captured.push_body(&data);
+            }
             // Gives the window back, so the server can send the rest.
             let _ = body.flow_control().release_capacity(data.len());
         }
@@ -391,6 +400,7 @@ mod tests {
             path: "/a?b=1".parse().unwrap(),
             headers: std::borrow::Cow::Owned(headers),
             body: Default::default(),
+            capture: Default::default(),
         };
         let authority = Authority::from_static("example.test:8443");
         let request = build_request(&outgoing, &Scheme::HTTPS, Some(&authority));

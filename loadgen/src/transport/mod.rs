@@ -28,6 +28,7 @@ use hyper::{Method, StatusCode, Uri};
 pub use connect::{ConnectFailure, Origin};
 
 use crate::record::ErrorClass;
+use crate::workload::check::{Capture, Captured};
 use crate::workload::{Prepared, RequestTemplate};
 
 /// Most redirects followed for one request; one more is a `too_many_redirects` row.
@@ -92,12 +93,14 @@ pub struct TransportConfig {
 /// One worker's way of sending requests.
 pub trait Transport: Send {
     /// Sends `request` (the op's `template` rendered as `prepared`), which the worker started
-    /// at `started`, and reports how it went.
+    /// at `started`, and reports how it went. What the template's checks read of the last
+    /// response (`template.capture`) is left in `captured`; without checks it is untouched.
     fn send<'a>(
         &'a mut self,
         template: &'a RequestTemplate,
         prepared: Prepared,
         started: Instant,
+        captured: &'a mut Captured,
     ) -> impl Future<Output = Exchange> + Send + 'a;
 
     /// Opens the connection ahead of the first request, if it can; whether it could is left
@@ -114,18 +117,22 @@ pub struct Outgoing<'a> {
     pub path: Uri,
     pub headers: Cow<'a, HeaderMap>,
     pub body: crate::workload::template::BodyBytes,
+    /// What of the response to keep for the op's checks (nothing for most ops).
+    pub capture: Capture,
 }
 
 /// One request/response on one connection: the HTTP/1.1 and HTTP/2 connections implement it.
 pub trait Hop: Send {
     /// Sends `request` to `origin`, reads the whole response, and adds what happened to `out`
-    /// (status, connect time, first byte, bytes). Returns the `Location` of a redirect.
+    /// (status, connect time, first byte, bytes); keeps what `request.capture` asks for in
+    /// `captured`. Returns the `Location` of a redirect.
     fn hop<'a>(
         &'a mut self,
         origin: &'a Origin,
         request: &'a Outgoing<'a>,
         started: Instant,
         out: &'a mut Exchange,
+        captured: &'a mut Captured,
     ) -> impl Future<Output = Result<Option<HeaderValue>, ErrorClass>> + Send + 'a;
 
     /// Adds the bytes of the hop in progress to `out`; called after each hop and after a
@@ -159,10 +166,11 @@ impl Hop for Connection {
         request: &Outgoing<'_>,
         started: Instant,
         out: &mut Exchange,
+        captured: &mut Captured,
     ) -> Result<Option<HeaderValue>, ErrorClass> {
         match self {
-            Connection::Http1(c) => c.hop(origin, request, started, out).await,
-            Connection::Http2(c) => c.hop(origin, request, started, out).await,
+            Connection::Http1(c) => c.hop(origin, request, started, out, captured).await,
+            Connection::Http2(c) => c.hop(origin, request, started, out, captured).await,
         }
     }
 
@@ -208,14 +216,22 @@ impl Client {
         request: &Outgoing<'_>,
         started: Instant,
         out: &mut Exchange,
+        captured: &mut Captured,
     ) -> Result<Option<HeaderValue>, ErrorClass> {
+        // Each hop's response replaces the last: checks read the final one.
+        if request.capture.any() {
+            captured.clear();
+        }
         let Some(origin) = origin else {
             let origin = &self.config.origin;
-            return self.connection.hop(origin, request, started, out).await;
+            return self
+                .connection
+                .hop(origin, request, started, out, captured)
+                .await;
         };
         // Another origin (`--follow-redirects=any`): a one-off HTTP/1.1 connection.
         let mut one_off = http1::Http1Connection::new(self.config.clone());
-        one_off.hop(origin, request, started, out).await
+        one_off.hop(origin, request, started, out, captured).await
     }
 
     /// Sends `outgoing` and follows redirects as configured.
@@ -224,10 +240,13 @@ impl Client {
         mut outgoing: Outgoing<'_>,
         started: Instant,
         out: &mut Exchange,
+        captured: &mut Captured,
     ) -> Result<(), ErrorClass> {
         let mut origin: Option<Origin> = None;
         for hop in 0..=MAX_REDIRECTS {
-            let location = self.hop(origin.as_ref(), &outgoing, started, out).await?;
+            let location = self
+                .hop(origin.as_ref(), &outgoing, started, out, captured)
+                .await?;
             let (Some(location), true) = (location, self.config.redirects != Redirects::None)
             else {
                 return Ok(());
@@ -328,6 +347,7 @@ impl Transport for Client {
         template: &RequestTemplate,
         prepared: Prepared,
         started: Instant,
+        captured: &mut Captured,
     ) -> Exchange {
         let mut out = Exchange::default();
         let outgoing = Outgoing {
@@ -335,6 +355,7 @@ impl Transport for Client {
             path: prepared.uri,
             headers: Cow::Borrowed(&template.headers),
             body: prepared.body,
+            capture: template.capture,
         };
         let due = tokio::time::Instant::from_std(started + self.config.request_timeout);
         let mut deadline = match self.deadline.take() {
@@ -346,7 +367,7 @@ impl Transport for Client {
         };
         let result = tokio::select! {
             biased;
-            result = self.follow(outgoing, started, &mut out) => Some(result),
+            result = self.follow(outgoing, started, &mut out, captured) => Some(result),
             () = deadline.as_mut() => None,
         };
         self.deadline = Some(deadline);

@@ -40,6 +40,9 @@ pub enum Generator {
     Literal(Value),
     /// A random alphanumeric string of this many characters.
     Chars(usize),
+    /// Not generated: extracted from a response into the worker's session (`extract = …`);
+    /// the worker puts the session's value in its place.
+    Extracted,
 }
 
 impl Generator {
@@ -50,6 +53,7 @@ impl Generator {
             Generator::Sequence(next) => Value::Int(next.fetch_add(1, Ordering::Relaxed)),
             Generator::Literal(value) => value.clone(),
             Generator::Chars(n) => Value::Str((0..*n).map(|_| rng.alphanumeric()).collect()),
+            Generator::Extracted => Value::Str(String::new()),
         }
     }
 }
@@ -74,6 +78,11 @@ impl Fields {
 
     pub fn index(&self, name: &str) -> Option<usize> {
         self.names.iter().position(|n| n == name)
+    }
+
+    /// True when field `index` is extracted from responses rather than generated.
+    pub fn is_extracted(&self, index: usize) -> bool {
+        matches!(self.generators.get(index), Some(Generator::Extracted))
     }
 
     pub fn names(&self) -> &[String] {

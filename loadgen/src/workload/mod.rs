@@ -6,6 +6,7 @@
 //! them plus the fields each phase draws from. This module decides *what* a request looks
 //! like; models decide *when* it is sent, transports *how*.
 
+pub mod check;
 pub mod fields;
 pub mod template;
 
@@ -14,6 +15,7 @@ use std::ops::RangeInclusive;
 use hyper::header::{HeaderMap, HeaderName, HeaderValue};
 use hyper::{Method, Uri};
 
+use check::{Capture, Rules, Session};
 use fields::{Fields, Value};
 use template::{Body, BodyBytes, Text};
 
@@ -46,6 +48,12 @@ pub struct RequestTemplate {
     pub headers: HeaderMap,
     pub body: Body,
     pub expect: StatusSet,
+    /// Checks of the response and values extracted from it (scenario `check`, `extract`).
+    pub rules: Rules,
+    /// What of the response the transport keeps for `rules` (nothing, without rules).
+    pub capture: Capture,
+    /// The extracted fields this request uses: without all of them it is skipped.
+    pub session_fields: Vec<usize>,
     /// Pre-rendered request when nothing in it varies (the common `--url` case).
     fixed: Option<Prepared>,
 }
@@ -109,8 +117,35 @@ impl RequestTemplate {
             headers,
             body,
             expect,
+            rules: Rules::default(),
+            capture: Capture::default(),
+            session_fields: Vec::new(),
             fixed,
         })
+    }
+
+    /// The same template with response rules; `fields` tells which of the fields it uses are
+    /// extracted ones (they come from the worker's session).
+    pub fn with_rules(mut self, rules: Rules, fields: &Fields) -> Self {
+        let mut used = Vec::new();
+        self.path.fields_used(&mut used);
+        self.body.fields_used(&mut used);
+        used.retain(|&i| fields.is_extracted(i));
+        used.sort_unstable();
+        used.dedup();
+        self.session_fields = used;
+        self.capture = rules.capture();
+        self.rules = rules;
+        self
+    }
+
+    /// The field values to render with: `drawn` with the session's extracted values in
+    /// place, or `None` when one of them is missing (its extraction failed).
+    pub fn fill_session(&self, mut drawn: Vec<Value>, session: &Session) -> Option<Vec<Value>> {
+        for &field in &self.session_fields {
+            drawn[field] = session.get(field)?.clone();
+        }
+        Some(drawn)
     }
 
     /// True when rendering needs field values.
@@ -150,6 +185,9 @@ impl RequestTemplate {
 #[derive(Debug, Clone)]
 pub struct Workload {
     pub templates: Vec<RequestTemplate>,
+    /// Names of every check and extraction, indexed by their ids: the `check` column's
+    /// dictionary.
+    pub check_names: Vec<String>,
     /// Fields drawn for requests of each phase (phases may narrow payload ranges).
     pub phase_fields: Vec<Fields>,
 }
@@ -159,6 +197,7 @@ impl Workload {
     pub fn single(template: RequestTemplate) -> Self {
         Workload {
             templates: vec![template],
+            check_names: Vec::new(),
             phase_fields: vec![Fields::default()],
         }
     }

@@ -116,6 +116,15 @@ impl Text {
         }
     }
 
+    /// Adds the indexes of the fields it refers to to `out`.
+    pub fn fields_used(&self, out: &mut Vec<usize>) {
+        for piece in &self.pieces {
+            if let Piece::Field(i) = piece {
+                out.push(*i);
+            }
+        }
+    }
+
     pub fn render_into(&self, values: &[Value], out: &mut String) {
         for piece in &self.pieces {
             match piece {
@@ -174,6 +183,16 @@ impl Json {
                     .collect::<Result<_, String>>()?,
             ),
         })
+    }
+
+    fn fields_used(&self, out: &mut Vec<usize>) {
+        match self {
+            Json::Field(i) => out.push(*i),
+            Json::Text(text) => text.fields_used(out),
+            Json::Literal(_) => {}
+            Json::Array(items) => items.iter().for_each(|j| j.fields_used(out)),
+            Json::Object(entries) => entries.iter().for_each(|(_, j)| j.fields_used(out)),
+        }
     }
 
     fn value(&self, values: &[Value]) -> serde_json::Value {
@@ -320,6 +339,24 @@ impl Body {
                 out.put_slice(b"--\r\n");
                 body.push(out.freeze());
                 body
+            }
+        }
+    }
+
+    /// Adds the indexes of the fields it refers to to `out`.
+    pub fn fields_used(&self, out: &mut Vec<usize>) {
+        match self {
+            Body::Empty | Body::Static(_) => {}
+            Body::Text(text) => text.fields_used(out),
+            Body::Json(json) => json.fields_used(out),
+            Body::Multipart { parts, .. } => {
+                for part in parts {
+                    match &part.content {
+                        PartContent::Json(json) => json.fields_used(out),
+                        PartContent::Text(text) => text.fields_used(out),
+                        PartContent::Blob(_) => {}
+                    }
+                }
             }
         }
     }

@@ -15,6 +15,7 @@ mod closed;
 mod open;
 mod phased;
 mod producer_buffer;
+mod rules;
 mod thread_groups;
 mod workload;
 
@@ -53,7 +54,8 @@ pub struct Compiled {
 /// Validates `scenario` and builds its workload and model plan; request paths are relative
 /// to `base_path` (the target URL's path, without a trailing `/`).
 pub fn compile(scenario: &Scenario, base_path: &str) -> Result<Compiled, Violation> {
-    let fields = workload::compile_fields(&scenario.fields, "fields", &Fields::default())?;
+    let mut fields = workload::compile_fields(&scenario.fields, "fields", &Fields::default())?;
+    rules::declare_extracted(&scenario.requests, &mut fields)?;
     let (op_names, sequence) = ops(scenario)?;
     let default_headers =
         workload::compile_headers(&scenario.defaults.headers, "defaults.headers")?;
@@ -63,18 +65,49 @@ pub fn compile(scenario: &Scenario, base_path: &str) -> Result<Compiled, Violati
     };
     let mut rng = fastrand::Rng::new();
     let mut templates = Vec::new();
+    let mut check_names = rules::CheckNames::default();
     for name in &op_names {
-        templates.push(workload::compile_request(
-            &scenario.requests[*name],
-            &format!("requests.{name}"),
+        let (spec, path) = (&scenario.requests[*name], format!("requests.{name}"));
+        let template = workload::compile_request(
+            spec,
+            &path,
             &fields,
             &default_headers,
             &default_expect,
             base_path,
             &mut rng,
-        )?);
+        )?;
+        let rules = rules::compile_rules(spec, &path, &fields, &mut check_names)?;
+        templates.push(template.with_rules(rules, &fields));
     }
-    finish(scenario, templates, sequence, &fields)
+    rules::check_chain(&op_names, &sequence, &templates, &fields)?;
+    let mut compiled = finish(scenario, templates, sequence, &fields)?;
+    compiled.workload.check_names = check_names.into_names();
+    chain_iterations(&mut compiled, &op_names)?;
+    Ok(compiled)
+}
+
+/// With extraction, one worker must send a whole iteration (its session carries the values):
+/// the open model then schedules iterations instead of single requests, and the
+/// producer-buffer model, which hands each request to any consumer, is refused.
+fn chain_iterations(compiled: &mut Compiled, op_names: &[&str]) -> Result<(), Violation> {
+    let templates = &compiled.workload.templates;
+    let Some(op) = templates.iter().position(|t| !t.rules.extracts.is_empty()) else {
+        return Ok(());
+    };
+    match &mut compiled.model {
+        ModelPlan::Open(plan) => plan.chained = true,
+        ModelPlan::ProducerBuffer(_) => {
+            return Err(violation(
+                format!("requests.{}.extract", op_names[op]),
+                "extraction needs one worker to send a whole iteration, and the \
+                 producer-buffer model hands each request to any consumer; use the closed, \
+                 thread-groups, phased or open model",
+            ))
+        }
+        _ => {}
+    }
+    Ok(())
 }
 
 /// A scenario whose one request (the whole sequence) is given already compiled — a quick
@@ -103,6 +136,7 @@ fn finish(
     Ok(Compiled {
         workload: Workload {
             templates,
+            check_names: Vec::new(),
             phase_fields,
         },
         model,

@@ -26,6 +26,7 @@ impl CompileModel for OpenSpec {
             max_lateness: self.max_lateness.0,
             sequence,
             offset: 0.0,
+            chained: false,
         };
         Ok(without_overrides(ModelPlan::Open(plan)))
     }

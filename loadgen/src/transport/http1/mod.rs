@@ -30,9 +30,10 @@ use super::io::Meter;
 use super::{classify_io, Exchange, Hop, Outgoing, TransportConfig};
 use crate::clock::nanos;
 use crate::record::ErrorClass;
+use crate::workload::check::{Capture, Captured};
 use crate::workload::template::BodyBytes;
 use body::read_body;
-use wire::{encode, parse_head, Framing, INLINE_BODY_BYTES};
+use wire::{encode, parse_head, response_headers, Framing, INLINE_BODY_BYTES};
 
 /// A connection idle at least this long is checked for a close by the server before it is
 /// used again (keep-alive timeouts are seconds; back-to-back requests skip the check).
@@ -99,14 +100,17 @@ impl Http1Connection {
         Ok(())
     }
 
-    /// Writes the request in `write_buf` and reads the whole response.
+    /// Writes the request in `write_buf` and reads the whole response, keeping what
+    /// `capture` asks for in `captured`.
     async fn exchange(
         &mut self,
-        head_request: bool,
-        large_body: Option<&BodyBytes>,
+        request: &Outgoing<'_>,
         started: Instant,
         out: &mut Exchange,
+        captured: &mut Captured,
     ) -> Result<(Option<HeaderValue>, bool), ErrorClass> {
+        let head_request = request.method == Method::HEAD;
+        let large_body = (request.body.len() > INLINE_BODY_BYTES).then_some(&request.body);
         let open = self.open.as_mut().expect("ready() opened it");
         let io = &mut open.io;
         open.meter.arm();
@@ -150,8 +154,12 @@ impl Http1Connection {
         out.status = head.status;
         let first_byte = open.meter.first_read().unwrap_or_else(Instant::now);
         out.ttfb_ns = Some(nanos(first_byte.saturating_duration_since(started)));
+        let Capture { headers, body } = request.capture;
+        if headers {
+            response_headers(&buf[..head.len], &mut captured.headers);
+        }
         buf.drain(..head.len);
-        let clean = read_body(io, buf, head.framing).await?;
+        let clean = read_body(io, buf, head.framing, body.then_some(captured)).await?;
         let reusable =
             clean && whole_request_sent && !head.close && head.framing != Framing::UntilClose;
         Ok((head.location, reusable))
@@ -165,16 +173,14 @@ impl Hop for Http1Connection {
         request: &Outgoing<'_>,
         started: Instant,
         out: &mut Exchange,
+        captured: &mut Captured,
     ) -> Result<Option<HeaderValue>, ErrorClass> {
         let keepalive = self.config.keepalive;
         encode(&mut self.write_buf, request, origin, !keepalive);
         self.ready(origin, started, out).await?;
         let meter = self.open.as_ref().expect("opened above").meter.clone();
         self.pending = Some((meter.clone(), meter.totals()));
-        let large_body = (request.body.len() > INLINE_BODY_BYTES).then_some(&request.body);
-        let result = self
-            .exchange(request.method == Method::HEAD, large_body, started, out)
-            .await;
+        let result = self.exchange(request, started, out, captured).await;
         self.settle(out);
         match result {
             Ok((location, reusable)) => {

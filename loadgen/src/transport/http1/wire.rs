@@ -161,10 +161,37 @@ pub fn parse_head(buf: &[u8], head_request: bool) -> Result<Option<Head>, ErrorC
     }))
 }
 
+/// The headers of a complete response head (one [`parse_head`] accepted), into `out`; only
+/// for ops whose checks or extractions read headers.
+pub fn response_headers(head: &[u8], out: &mut HeaderMap) {
+    let mut headers = [httparse::EMPTY_HEADER; MAX_HEADERS];
+    let mut response = httparse::Response::new(&mut headers);
+    if response.parse(head).is_err() {
+        return;
+    }
+    for header in response.headers.iter() {
+        if let (Ok(name), Ok(value)) = (
+            hyper::header::HeaderName::from_bytes(header.name.as_bytes()),
+            HeaderValue::from_bytes(header.value),
+        ) {
+            out.append(name, value);
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use std::borrow::Cow;
+
+    #[test]
+    fn kept_headers_are_the_heads_headers() {
+        let text = b"HTTP/1.1 201 Created\r\nContent-Type: application/json\r\nX-A: 1\r\nX-A: 2\r\n\r\n";
+        let mut out = HeaderMap::new();
+        response_headers(text, &mut out);
+        assert_eq!(out["content-type"], "application/json");
+        assert_eq!(out.get_all("x-a").iter().count(), 2);
+    }
 
     #[test]
     fn heads_give_status_framing_and_reuse() {
@@ -243,6 +270,7 @@ mod tests {
             path: "/swipe/left/?q=1".parse().unwrap(),
             headers: Cow::Owned(headers),
             body: bytes::Bytes::from_static(b"{}").into(),
+            capture: Default::default(),
         };
         let mut out = Vec::new();
         encode(&mut out, &request, &origin, true);
