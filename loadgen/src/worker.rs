@@ -220,14 +220,21 @@ fn prepare(
     if !template.needs_values() {
         return Some(template.render(&[]));
     }
-    if let Some(values) = &work.values {
-        return Some(template.render(values));
-    }
-    let drawn = ctx.workload.phase_fields[usize::from(work.phase)].draw(rng);
+    let draw =
+        |rng: &mut fastrand::Rng| ctx.workload.phase_fields[usize::from(work.phase)].draw(rng);
     if template.session_fields.is_empty() {
-        return Some(template.render(&drawn));
+        return Some(match &work.values {
+            Some(values) => template.render(values),
+            None => template.render(&draw(rng)),
+        });
     }
-    Some(template.render(&template.fill_session(drawn, session)?))
+    // Values from the model (a walk, a producer's payload) or drawn, with the session's
+    // extracted values in their places.
+    let values = match &work.values {
+        Some(values) => values.to_vec(),
+        None => draw(rng),
+    };
+    Some(template.render(&template.fill_session(values, session)?))
 }
 
 /// The row's error class and failed check: the transport's failure, an unexpected status, or

@@ -335,7 +335,11 @@ impl Dispatcher {
         let live = pool.live().clone();
         live.scheduled.fetch_add(1, Ordering::Relaxed);
         // Chained: every arrival starts the sequence; its worker sends the rest.
-        let op = self.sequence[if self.chained { 0 } else { self.position % self.sequence.len() }];
+        let op = self.sequence[if self.chained {
+            0
+        } else {
+            self.position % self.sequence.len()
+        }];
         self.position += 1;
         let mut work = Work::new(op, 0);
         work.intended = Some(due);

@@ -4,7 +4,10 @@
 /// (name, TOML text)
 pub const BUILTINS: [(&str, &str); 5] = [
     ("albums", include_str!("builtin/albums.toml")),
-    ("albums-chained", include_str!("builtin/albums-chained.toml")),
+    (
+        "albums-chained",
+        include_str!("builtin/albums-chained.toml"),
+    ),
     ("skiers", include_str!("builtin/skiers.toml")),
     ("twinder", include_str!("builtin/twinder.toml")),
     ("stepcounter", include_str!("builtin/stepcounter.toml")),

@@ -55,7 +55,10 @@ impl LiveCounters {
 
     /// Skipped requests per op.
     pub fn skipped(&self) -> Vec<u64> {
-        self.skipped.iter().map(|n| n.load(Ordering::Relaxed)).collect()
+        self.skipped
+            .iter()
+            .map(|n| n.load(Ordering::Relaxed))
+            .collect()
     }
 
     pub fn count(&self, failed: bool) {
@@ -241,7 +244,10 @@ impl Aggregator {
             op.failures += 1;
             op.errors[class.index()] += 1;
         }
-        if let Some(failed) = r.check.and_then(|c| self.check_failures.get_mut(usize::from(c))) {
+        if let Some(failed) = r
+            .check
+            .and_then(|c| self.check_failures.get_mut(usize::from(c)))
+        {
             *failed += 1;
         }
         if r.status > 0 {

@@ -340,7 +340,10 @@ impl Hop for Http2Stream {
         out.ttfb_ns = Some(nanos(started.elapsed()));
         out.bytes_received += header_bytes(response.headers());
         let redirect = location(response.status(), response.headers());
-        let Capture { headers, body: keep_body } = request.capture;
+        let Capture {
+            headers,
+            body: keep_body,
+        } = request.capture;
         if headers {
             captured.headers.clone_from(response.headers());
         }

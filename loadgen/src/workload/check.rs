@@ -183,17 +183,20 @@ impl Check {
         } = &self.predicate
         {
             let size = response.body_bytes;
-            return min_bytes.is_none_or(|min| size >= min) && max_bytes.is_none_or(|max| size <= max);
+            return min_bytes.is_none_or(|min| size >= min)
+                && max_bytes.is_none_or(|max| size <= max);
         }
         let text: Cow<[u8]> = match &self.subject {
             Subject::Header(name) => match response.headers.get(name) {
                 Some(value) => Cow::Borrowed(value.as_bytes()),
                 None => return false,
             },
-            Subject::Json(pointer) => match json.get(&response.body).and_then(|j| j.pointer(pointer)) {
-                Some(value) => Cow::Owned(json_text(value).into_owned().into_bytes()),
-                None => return false,
-            },
+            Subject::Json(pointer) => {
+                match json.get(&response.body).and_then(|j| j.pointer(pointer)) {
+                    Some(value) => Cow::Owned(json_text(value).into_owned().into_bytes()),
+                    None => return false,
+                }
+            }
             Subject::Body | Subject::BodyBytes => Cow::Borrowed(&response.body[..]),
         };
         match &self.predicate {
@@ -220,7 +223,9 @@ impl Extract {
             Source::Regex(regex) => {
                 let found = regex.captures(&response.body)?;
                 let hit = found.get(1).or_else(|| found.get(0))?;
-                Some(Value::Str(std::str::from_utf8(hit.as_bytes()).ok()?.to_string()))
+                Some(Value::Str(
+                    std::str::from_utf8(hit.as_bytes()).ok()?.to_string(),
+                ))
             }
         }
     }
@@ -321,7 +326,11 @@ mod tests {
                         max_bytes: Some(100),
                     },
                 ),
-                check(5, Subject::Body, Predicate::Matches(Regex::new(r#""n":\d"#).unwrap())),
+                check(
+                    5,
+                    Subject::Body,
+                    Predicate::Matches(Regex::new(r#""n":\d"#).unwrap()),
+                ),
             ],
             extracts: Vec::new(),
         };
@@ -329,7 +338,11 @@ mod tests {
         let failing = [
             check(7, json("/imageSize"), Predicate::Equals("2048".into())),
             check(8, json("/missing"), Predicate::Present),
-            check(9, Subject::Header(HeaderName::from_static("x-id")), Predicate::Present),
+            check(
+                9,
+                Subject::Header(HeaderName::from_static("x-id")),
+                Predicate::Present,
+            ),
             check(
                 10,
                 Subject::BodyBytes,

@@ -59,6 +59,8 @@ pub struct Row {
     pub worker: u32,
     pub phase: String,
     pub attempt: u8,
+    /// The failed check's name (error class `check`).
+    pub check: Option<String>,
 }
 
 /// Completed segment files of a run, in order.
@@ -137,7 +139,12 @@ fn decode(batch: &RecordBatch) -> Vec<Row> {
         i64s("ttfb_ns"),
         i64s("queue_wait_ns"),
     );
-    let (op, error, phase) = (strings("op"), strings("error"), strings("phase"));
+    let (op, error, phase, check) = (
+        strings("op"),
+        strings("error"),
+        strings("phase"),
+        strings("check"),
+    );
     let status = batch
         .column_by_name("status")
         .unwrap()
@@ -175,6 +182,7 @@ fn decode(batch: &RecordBatch) -> Vec<Row> {
             worker: worker.value(i),
             phase: phase[i].clone().expect("phase is never null"),
             attempt: attempt.value(i),
+            check: check[i].clone(),
         })
         .collect()
 }

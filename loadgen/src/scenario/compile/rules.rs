@@ -114,14 +114,21 @@ fn compile_check(spec: &CheckSpec, path: &str) -> Result<(String, Subject, Predi
     if let Some(pattern) = &spec.body_matches {
         no_operator(spec, path, "body_matches")?;
         let regex = regex(pattern, &format!("{path}.body_matches"))?;
-        return Ok((format!("body ~ {pattern:?}"), Subject::Body, Predicate::Matches(regex)));
+        return Ok((
+            format!("body ~ {pattern:?}"),
+            Subject::Body,
+            Predicate::Matches(regex),
+        ));
     }
     if sized {
         no_operator(spec, path, "min_body_bytes/max_body_bytes")?;
         let (min_bytes, max_bytes) = (spec.min_body_bytes, spec.max_body_bytes);
         if let (Some(min), Some(max)) = (min_bytes, max_bytes) {
             if min > max {
-                return Err(violation(path, format!("min_body_bytes {min} is above max_body_bytes {max}")));
+                return Err(violation(
+                    path,
+                    format!("min_body_bytes {min} is above max_body_bytes {max}"),
+                ));
             }
         }
         let name = match (min_bytes, max_bytes) {
@@ -129,24 +136,43 @@ fn compile_check(spec: &CheckSpec, path: &str) -> Result<(String, Subject, Predi
             (Some(min), None) => format!("body >= {min} bytes"),
             (None, max) => format!("body <= {} bytes", max.unwrap_or(0)),
         };
-        return Ok((name, Subject::BodyBytes, Predicate::Within { min_bytes, max_bytes }));
+        return Ok((
+            name,
+            Subject::BodyBytes,
+            Predicate::Within {
+                min_bytes,
+                max_bytes,
+            },
+        ));
     }
     let (subject, written) = match (&spec.header, &spec.json) {
-        (Some(header), _) => (Subject::Header(header_name(header, &format!("{path}.header"))?), format!("header {header}")),
-        (_, Some(pointer)) => (Subject::Json(json_pointer(pointer, &format!("{path}.json"))?), format!("json {pointer}")),
+        (Some(header), _) => (
+            Subject::Header(header_name(header, &format!("{path}.header"))?),
+            format!("header {header}"),
+        ),
+        (_, Some(pointer)) => (
+            Subject::Json(json_pointer(pointer, &format!("{path}.json"))?),
+            format!("json {pointer}"),
+        ),
         _ => unreachable!("one subject, checked above"),
     };
     let (name, predicate) = match (&spec.equals, &spec.matches) {
         (Some(_), Some(_)) => return Err(violation(path, "give equals or matches, not both")),
         (Some(value), None) => {
             let text = scalar_text(value).ok_or_else(|| {
-                violation(format!("{path}.equals"), "compare with a string, a number or a boolean")
+                violation(
+                    format!("{path}.equals"),
+                    "compare with a string, a number or a boolean",
+                )
             })?;
             (format!("{written} == {text:?}"), Predicate::Equals(text))
         }
         (None, Some(pattern)) => {
             let regex = regex(pattern, &format!("{path}.matches"))?;
-            (format!("{written} ~ {pattern:?}"), Predicate::Matches(regex))
+            (
+                format!("{written} ~ {pattern:?}"),
+                Predicate::Matches(regex),
+            )
         }
         (None, None) => (format!("{written} present"), Predicate::Present),
     };

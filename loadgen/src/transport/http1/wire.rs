@@ -186,7 +186,8 @@ mod tests {
 
     #[test]
     fn kept_headers_are_the_heads_headers() {
-        let text = b"HTTP/1.1 201 Created\r\nContent-Type: application/json\r\nX-A: 1\r\nX-A: 2\r\n\r\n";
+        let text =
+            b"HTTP/1.1 201 Created\r\nContent-Type: application/json\r\nX-A: 1\r\nX-A: 2\r\n\r\n";
         let mut out = HeaderMap::new();
         response_headers(text, &mut out);
         assert_eq!(out["content-type"], "application/json");
