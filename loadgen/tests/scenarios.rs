@@ -562,7 +562,7 @@ fn set_overrides_and_scenario_listing() {
     let (code, stderr) = loadgen_bin(&["run", "--scenario", "nope"]);
     assert_eq!(code, Some(2));
     assert!(
-        stderr.contains("albums, skiers, twinder, stepcounter"),
+        stderr.contains("albums, albums-chained, skiers, twinder, stepcounter"),
         "{stderr}"
     );
     let (code, stderr) = loadgen_bin(&["run", "--scenario", "skiers", "-c", "5"]);

@@ -102,12 +102,12 @@ impl Plan for OpenPlan {
             })
             .collect();
         let unit = if self.chained {
-            format!("iterations of {} requests", self.sequence.len())
+            format!(" iterations of {} requests", self.sequence.len())
         } else {
-            "requests".to_string()
+            String::new()
         };
         format!(
-            "open model: {}, {:?} arrivals, {} {unit} scheduled, at most {} in flight",
+            "open model: {}, {:?} arrivals, {}{unit} scheduled, at most {} in flight",
             stages.join(", then "),
             self.arrivals,
             self.scheduled(),

@@ -327,4 +327,40 @@ mod tests {
             assert_eq!(plan.max_lateness().is_some(), kind == "open", "{kind}");
         }
     }
+
+    /// With extraction the open model schedules whole iterations, and the producer-buffer
+    /// model (any consumer takes any request) is refused with the reason.
+    #[test]
+    fn extraction_chains_iterations_or_is_refused() {
+        let chained = |model: &str| {
+            let text = format!(
+                "sequence = [\"a\", \"b\"]\n[requests.a]\npath = \"/a\"\n\
+                 extract = {{ id = \"/id\" }}\n[requests.b]\npath = \"/b/{{id}}\"\n\
+                 [model]\n{model}\n"
+            );
+            let scenario = crate::scenario::parse("test", &text, &[]).unwrap();
+            compile(&scenario, "")
+        };
+        let open = chained("kind = \"open\"\nrate = 10\nduration = \"2s\"").unwrap();
+        let ModelPlan::Open(plan) = &open.model else {
+            panic!("open")
+        };
+        assert!(plan.chained);
+        assert!(open
+            .model
+            .plan()
+            .describe()
+            .contains("20 iterations of 2 requests scheduled"));
+        assert_eq!(open.workload.check_names, ["extract id"]);
+        assert_eq!(open.workload.templates[1].session_fields.len(), 1);
+        let refused = chained(
+            "kind = \"producer-buffer\"\ntotal = 10\ninitial_workers = 1\n\
+             requests_per_worker = 10\nmax_workers = 1",
+        )
+        .unwrap_err();
+        assert_eq!(refused.path, "requests.a.extract");
+        assert!(refused.message.contains("producer-buffer"), "{refused:?}");
+        let closed = chained("kind = \"closed\"\nworkers = 1\nrequests = 2").unwrap();
+        assert!(closed.workload.templates[0].capture.body);
+    }
 }
