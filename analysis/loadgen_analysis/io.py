@@ -36,9 +36,10 @@ import pyarrow.parquet as pq
 from .errors import RunLoadError
 
 #: Record schema versions this package knows how to read (see the README's record schema).
-SUPPORTED_SCHEMA_VERSIONS = frozenset({1, 2})
+SUPPORTED_SCHEMA_VERSIONS = frozenset({1, 2, 3})
 
-#: The columns of schema version 1, which every segment must have (version 2 adds ``send_ns``).
+#: The columns of schema version 1, which every segment must have (version 2 adds ``send_ns``,
+#: version 3 ``check``).
 REQUIRED_COLUMNS = (
     "start_ns",
     "intended_ns",

@@ -25,6 +25,7 @@ from matplotlib.figure import Figure
 from . import plots
 from .attribution import Attribution, attribute
 from .bounds import BoundsFit
+from .checks import check_failures, skipped_requests
 from .io import Run, as_runs
 from .littles_law import calibration_from_sweep, littles_law_table, sweep_table
 from .regression import Comparison, format_comparison
@@ -229,6 +230,37 @@ def _thresholds_html(runs: list[Run]) -> str:
     return note + f"<table>{head}{''.join(rows)}</table>"
 
 
+def _checks_html(runs: list[Run]) -> list[str]:
+    """The Checks section: failed rows per check (and the checks that never failed), and the
+    requests skipped because a value they use was not extracted; nothing without checks."""
+    failures = check_failures(runs)
+    skipped = skipped_requests(runs)
+    if failures.empty and skipped.empty:
+        return []
+    failed = int(failures["failed"].sum())
+    note = (
+        f"<p><b>{failed} response(s) failed a check</b> (error class <code>check</code>).</p>"
+        if failed
+        else "<p>Every check passed.</p>"
+    )
+    parts = ["<h3>Checks</h3>", note]
+    if not failures.empty:
+        columns = {
+            "run": "run",
+            "op": "op",
+            "check": "check",
+            "failed": "failed",
+            "share": "share of op",
+        }
+        parts.append(_table(failures.fillna({"op": "(any)"}), columns))
+    if not skipped.empty:
+        parts += [
+            "<p>Requests not sent because a value they use was not extracted:</p>",
+            _table(skipped, {"run": "run", "op": "op", "skipped": "skipped"}),
+        ]
+    return parts
+
+
 def _attribution_html(result: Attribution) -> str:
     parts = [
         f'<div class="verdict {html.escape(result.verdict)}"><b>Verdict: '
@@ -367,6 +399,7 @@ def _build_report(runs: list[Run], title: str | None, link_capacity_bps: float |
                 },
             ),
         ]
+    body += _checks_html(runs)
 
     levels = {r.connections for r in runs if r.connections is not None}
     if len(levels) >= 2 and all(r.connections is not None for r in runs):

@@ -58,10 +58,20 @@ def contract_runs(binaries: Binaries, tmp_path_factory: pytest.TempPathFactory) 
         _loadgen(binaries, "run", "--url", url, *open_run)
         sweep = ("--levels", "1,2", "-n", "100", "--out", str(root / "sweep"))
         _loadgen(binaries, "sweep", "--url", url, *sweep)
-    return {"closed": root / "closed", "open": root / "open", "sweep": root / "sweep"}
+        # Checks and chaining: a `check` column with values, skipped requests in run.json.
+        checks = ("-s", "albums-chained", "--set", "model.startup.iterations=1")
+        checks += ("--set", "model.groups=1", "--set", "model.iterations=2")
+        checks += ("--set", 'requests.new_album.check=[{json="/imageSize", equals="1"}]')
+        _loadgen(binaries, "run", "--url", url, *checks, "--out", str(root / "checks"))
+    return {
+        "closed": root / "closed",
+        "open": root / "open",
+        "sweep": root / "sweep",
+        "checks": root / "checks",
+    }
 
 
-@pytest.mark.parametrize("kind", ["closed", "open"])
+@pytest.mark.parametrize("kind", ["closed", "open", "checks"])
 def test_a_real_run_matches_the_contract(contract_runs: dict[str, Path], kind: str) -> None:
     assert _check_run_dir(contract_runs[kind]) == []
 

@@ -33,7 +33,7 @@ def _rewrite_segments(run: Path, **metadata: str) -> None:
 def test_load_run_reads_segments_and_run_json(error_run: Recorded) -> None:
     run = load_run(error_run.path)
     assert run.rows == error_run.summary["summary"]["requests"]
-    assert run.schema_version == 2
+    assert run.schema_version == 3
     assert run.run_id == error_run.summary["run_id"]
     assert run.connections == 8
     assert run.model == "closed"
