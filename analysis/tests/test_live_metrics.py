@@ -76,6 +76,8 @@ def test_live_metrics_parse_as_prometheus_text_and_agree_with_the_rows(
     in_flight = second["loadgen_in_flight"][0].value
     assert 0 <= in_flight <= 4
     assert second["loadgen_workers"][0].value == 4
+    # A run without extraction skips nothing; the family is there, one series per op.
+    assert [(s.labels["op"], s.value) for s in second["loadgen_skipped"]] == [("GET /", 0)]
 
     # The latency histogram: cumulative buckets ending in +Inf == _count; 5 ms of service
     # time puts nothing at or below 1 ms.

@@ -187,6 +187,20 @@ pub fn render(source: &MetricsSource) -> String {
     }
     family(
         &mut out,
+        "loadgen_skipped_total",
+        "counter",
+        "Requests not sent, by op, because a value they use was not extracted.",
+    );
+    for (op, skipped) in source.ops.iter().zip(source.live.skipped.iter()) {
+        let _ = writeln!(
+            out,
+            "loadgen_skipped_total{{{run},op=\"{}\"}} {}",
+            escape(op),
+            load(skipped)
+        );
+    }
+    family(
+        &mut out,
         "loadgen_request_duration_seconds",
         "histogram",
         "Latency of requests that got a response, by op (open model: from the intended send).",
