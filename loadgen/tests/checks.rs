@@ -43,7 +43,7 @@ impl Items {
         };
         if method == hyper::Method::POST && path_and_query == "/items" {
             let n = self.next.fetch_add(1, Ordering::Relaxed);
-            if n % 5 == 0 {
+            if n.is_multiple_of(5) {
                 self.without_id.fetch_add(1, Ordering::Relaxed);
                 return json(StatusCode::CREATED, r#"{"note":"busy, no id"}"#.into());
             }
