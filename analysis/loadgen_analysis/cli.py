@@ -195,20 +195,42 @@ def _shards_text(runs: list[Run]) -> str:
     return "\n\n".join(blocks)
 
 
+def _checks_text(runs: list[Run]) -> str:
+    """Failed checks per run, op and check, and skipped requests; empty without checks."""
+    from .checks import check_failures, skipped_requests
+
+    blocks = []
+    failures = check_failures(runs)
+    if not failures.empty:
+        blocks.append(
+            "checks\n" + failures.to_string(index=False, float_format=lambda v: f"{v:.3f}")
+        )
+    skipped = skipped_requests(runs)
+    if not skipped.empty:
+        blocks.append(
+            "skipped (a value they use was not extracted)\n" + skipped.to_string(index=False)
+        )
+    return "\n\n".join(blocks)
+
+
 def _summary(args: argparse.Namespace) -> int:
     from .summary import op_summary
 
     runs = load_runs(args.runs)
     frame = op_summary(runs)
-    shards = _shards_text(runs)
+    shards, checks = _shards_text(runs), _checks_text(runs)
     if args.json:
         print(frame.to_json(orient="records", indent=2))
-        if shards:  # stdout stays the JSON list; the shard table is for the reader
-            print(shards, file=sys.stderr)
+        # stdout stays the JSON list; shards and checks are for the reader
+        for text in (shards, checks):
+            if text:
+                print(text, file=sys.stderr)
     else:
         print(frame.to_string(index=False, float_format=lambda v: f"{v:.3f}"))
         if shards:
             print("\nshards\n" + shards)
+        if checks:
+            print("\n" + checks)
     return EXIT_OK
 
 

@@ -84,3 +84,14 @@ def test_runs_without_checks_give_empty_frames(error_run: Recorded) -> None:
     assert check_failures(run).empty
     assert skipped_requests(run).empty
     assert "<h3>Checks</h3>" not in build_report([run])
+
+
+def test_the_summary_command_lists_failed_checks_and_skipped(failing_run: Path) -> None:
+    from .conftest import run_cli
+
+    result = run_cli("summary", failing_run)
+    assert result.returncode == 0, result.stderr
+    lines = result.stdout.splitlines()
+    failed_line = next(line for line in lines if '"2048"' in line)
+    assert "POST /albums" in failed_line and f" {ITERATIONS} " in f"{failed_line} "
+    assert "skipped (a value they use was not extracted)" in result.stdout
