@@ -3,6 +3,7 @@ while a real run goes on, and its counts held against the rows the run recorded.
 
 from __future__ import annotations
 
+import json
 import re
 import subprocess
 import time
@@ -15,6 +16,8 @@ from prometheus_client.parser import text_string_to_metric_families
 from loadgen_analysis import harness
 
 from .conftest import Binaries
+
+DASHBOARD = Path(__file__).resolve().parents[2] / "deploy" / "grafana" / "loadgen-dashboard.json"
 
 
 def scrape(url: str) -> dict[str, list]:
@@ -92,6 +95,29 @@ def test_live_metrics_parse_as_prometheus_text_and_agree_with_the_rows(
     mean_s = next(s.value for s in histogram if s.name.endswith("_sum")) / count
     assert mean_s >= 0.005
 
+    assert_dashboard_reads(second)
+
     # Live counts are a prefix of what the run recorded.
     rows = sum(pq.read_metadata(p).num_rows for p in (out / "requests").glob("*.parquet"))
     assert ok_second <= rows
+
+
+def assert_dashboard_reads(families: dict[str, list]) -> None:
+    """Every series the Grafana dashboard queries is one the endpoint serves, with the labels
+    the query groups by: a renamed metric or label breaks the dashboard and this test."""
+    labels_by_sample: dict[str, set[str]] = {}
+    for samples in families.values():
+        for s in samples:
+            labels_by_sample.setdefault(s.name, set()).update(s.labels)
+    panels = json.loads(DASHBOARD.read_text())["panels"]
+    exprs = [target["expr"] for panel in panels for target in panel["targets"]]
+    assert len(exprs) >= 6
+    for expr in exprs:
+        selectors = re.findall(r"\b(loadgen_[a-z_]+)\{([^}]*)\}", expr)
+        assert selectors, expr
+        grouped = {x.strip() for g in re.findall(r"by \(([^)]*)\)", expr) for x in g.split(",")}
+        for name, matchers in selectors:
+            assert name in labels_by_sample, f"{name} (in {expr!r}) is not served"
+            matched = set(re.findall(r"([a-z_]+)\s*(?:=~|!=|=)", matchers))
+            for label in grouped | matched:
+                assert label in labels_by_sample[name], f"{name} has no label {label}: {expr!r}"
