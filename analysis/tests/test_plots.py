@@ -23,7 +23,7 @@ def test_every_plot_returns_a_figure(
     before = plt.get_fignums()
     sweep = la.sweep_table(capacity_sweep)
     fit = la.fit_usl(sweep["connections"], sweep["throughput_rps"])
-    base, cand = service_time_runs["5ms"][0], service_time_runs["15ms"][0]
+    base, cand = service_time_runs["5ms"][0], service_time_runs["50ms"][0]
     figures = [
         plots.plot_timeline(error_run.path),
         plots.plot_timeline(capacity_sweep),

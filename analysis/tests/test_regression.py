@@ -18,13 +18,13 @@ def _rows(stdout: str) -> dict[str, dict]:
     return {m["metric"]: m for m in data["metrics"]}
 
 
-def test_5ms_vs_15ms_fails_the_p99_gate(service_time_runs: dict[str, list[Path]]) -> None:
-    base, cand = service_time_runs["5ms"][0], service_time_runs["15ms"][0]
+def test_5ms_vs_50ms_fails_the_p99_gate(service_time_runs: dict[str, list[Path]]) -> None:
+    base, cand = service_time_runs["5ms"][0], service_time_runs["50ms"][0]
     proc = run_cli("compare", base, cand, "--max-p99-increase", "10%", "--json")
     assert proc.returncode == 1, proc.stdout + proc.stderr
     rows = _rows(proc.stdout)
-    assert rows["p99"]["verdict"] == "fail"
-    # 15 ms against 5 ms of service time is +200 % on a quiet machine; a busy one inflates the
+    assert rows["p99"]["verdict"] == "fail", rows
+    # 50 ms against 5 ms of service time is +900 % on a quiet machine; a busy one inflates the
     # 5 ms runs' tail too, so what must hold is the gate's own limit being crossed.
     assert rows["p99"]["delta"] > 0.10
     # The interval excludes "no change" (that is what makes it a fail, not noise); how far
@@ -38,7 +38,10 @@ def test_5ms_vs_15ms_fails_the_p99_gate(service_time_runs: dict[str, list[Path]]
 
 
 def test_same_configuration_twice_passes(service_time_runs: dict[str, list[Path]]) -> None:
-    first, second = service_time_runs["5ms"][:2]
+    # The 50 ms runs: a busy machine's scheduling delays (a millisecond or two per request)
+    # are a few per cent of 50 ms but a fifth of 5 ms, where two runs of one configuration
+    # minutes apart on a loaded CI machine really differed beyond the gate's 5 % and 10 %.
+    first, second = service_time_runs["50ms"][:2]
     proc = run_cli("compare", first, second, "--json")
     assert proc.returncode == 0, proc.stdout + proc.stderr
     rows = _rows(proc.stdout)
@@ -50,7 +53,7 @@ def test_same_configuration_twice_passes(service_time_runs: dict[str, list[Path]
 
 def test_repeated_runs_use_run_to_run_intervals(service_time_runs: dict[str, list[Path]]) -> None:
     base_dir = service_time_runs["5ms"][0].parent
-    cand_dir = service_time_runs["15ms"][0].parent
+    cand_dir = service_time_runs["50ms"][0].parent
     result = la.compare(la.load_runs([base_dir]), la.load_runs([cand_dir]))
     assert result.method.startswith("repeated runs (3 baseline, 3 candidate)")
     table = result.table.set_index("metric")
@@ -98,7 +101,7 @@ def test_bad_input_exits_2(
 def test_html_comparison_report(service_time_runs: dict[str, list[Path]], tmp_path: Path) -> None:
     out = tmp_path / "gate.html"
     proc = run_cli(
-        "compare", service_time_runs["5ms"][0], service_time_runs["15ms"][0], "--html", out
+        "compare", service_time_runs["5ms"][0], service_time_runs["50ms"][0], "--html", out
     )
     assert proc.returncode == 1
     text = out.read_text()
