@@ -10,8 +10,9 @@
 # Needs ~1 GB of disk per 100 M rows plus DuckDB's spill files, and the venv of
 # scripts/test-python.sh; the synthetic runs are deleted at the end unless KEEP_RUNS=1 (a later run into the same OUT
 # reuses them). Env:
-# ROWS (default "10000000 100000000"), OUT (default bench/out/…), LOADGEN_ANALYSIS_MEMORY /
-# _THREADS / _TMP (see loadgen_analysis.io.engine_settings).
+# ROWS (default "10000000 100000000"), OUT (default bench/out/…), LOADGEN_BIN (a loadgen
+# binary to record the seed with, instead of building target/debug/loadgen),
+# LOADGEN_ANALYSIS_MEMORY / _THREADS / _TMP (see loadgen_analysis.io.engine_settings).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -26,12 +27,15 @@ if [ ! -x /usr/bin/time ]; then
   echo "installing GNU time from Debian's packages" >&2
   apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq time >/dev/null
 fi
-cargo build --locked -p loadgen >&2
+LOADGEN=${LOADGEN_BIN:-target/debug/loadgen}
+if [ -z "${LOADGEN_BIN:-}" ]; then
+  cargo build --locked -p loadgen >&2
+fi
 mkdir -p "$OUT"
 
 if [ ! -d "$OUT/seed" ]; then
   echo "==> recording the seed run (8 workers, 3 s, embedded server)" >&2
-  target/debug/loadgen run -c 8 -d 3s --no-progress --out "$OUT/seed" >"$OUT/seed.log" 2>&1
+  "$LOADGEN" run -c 8 -d 3s --no-progress --out "$OUT/seed" >"$OUT/seed.log" 2>&1
 fi
 
 # measure LABEL ARGS...: one `python ARGS...` under GNU time; prints a table row.

@@ -333,7 +333,7 @@ def run_table(runs: RunsArg) -> pd.DataFrame:
             {_count("error IS NOT NULL")} AS failed,
             max(last_end_ns) AS wall_ns,
             {_mean("latency_ns", "requests", "responded")} / 1e6 AS mean_latency_ms,
-            {_mean("ttfb_ns", "ttfb_count", "responded")} / 1e6 AS mean_ttfb_ms,
+            {_mean("ttfb_ns", "requests", "responded AND timed")} / 1e6 AS mean_ttfb_ms,
             sum(latency_ns) AS busy_ns,
             (sum(bytes_sent) + sum(bytes_received))::DOUBLE AS bytes_total,
             {_mean("queue_wait_ns", "queue_waits")} / 1e6 AS mean_queue_wait_ms,
@@ -786,16 +786,25 @@ def latency_components(runs: RunsArg) -> pd.DataFrame:
     con, rollup = _rollup(runs)
     frame = con.execute(
         f"""
-        SELECT any_value(run) AS run, op, sum(ttfb_count)::BIGINT AS responses,
-            sum(connects)::BIGINT AS connects,
-            {_mean("connect_ns", "ttfb_count")} / 1e6 AS connect_ms,
-            {_mean("send_ns", "ttfb_count")} / 1e6 AS send_ms,
-            {_mean("first_byte_ns", "ttfb_count")} / 1e6 AS first_byte_ms,
-            {_mean("transfer_ns", "ttfb_count")} / 1e6 AS transfer_ms,
-            {_mean("timed_latency_ns", "ttfb_count")} / 1e6 AS mean_latency_ms,
-            {_mean("ttfb_ns", "ttfb_count")} / 1e6 AS mean_ttfb_ms
-        FROM {rollup} WHERE responded AND ttfb_count > 0
-        GROUP BY run_index, op ORDER BY run_index, op
+        WITH sums AS (
+            SELECT run_index, any_value(run) AS run, op, sum(requests) AS n,
+                sum(connects)::BIGINT AS connects,
+                -- Sums of the rows' parts: connect (0 when reused), send, wait, transfer.
+                coalesce(sum(connect_ns), 0) AS connect_ns,
+                sum(sent_ns) - coalesce(sum(connect_ns), 0) AS send_ns,
+                sum(ttfb_ns) - coalesce(sum(sent_ns), sum(connect_ns), 0) AS first_byte_ns,
+                sum(latency_ns) - sum(ttfb_ns) AS transfer_ns,
+                sum(latency_ns) AS latency_ns, sum(ttfb_ns) AS ttfb_ns
+            FROM {rollup} WHERE responded AND timed GROUP BY run_index, op
+        )
+        SELECT run, op, n::BIGINT AS responses, connects,
+            connect_ns / n / 1e6 AS connect_ms,
+            send_ns / n / 1e6 AS send_ms,
+            first_byte_ns / n / 1e6 AS first_byte_ms,
+            transfer_ns / n / 1e6 AS transfer_ms,
+            latency_ns / n / 1e6 AS mean_latency_ms,
+            ttfb_ns / n / 1e6 AS mean_ttfb_ms
+        FROM sums ORDER BY run_index, op
         """
     ).df()
     frame["send_ms"] = frame["send_ms"].astype(float)
