@@ -143,12 +143,24 @@ def _rollup(runs: list[Run], bucket_s: float = 1.0) -> tuple[duckdb.DuckDBPyConn
     con = _connection(runs)
     bucket_ns = int(bucket_s * 1e9)
     name = f"rollup_{bucket_ns}"
-    key = ("_rollup", _runs_key(runs), bucket_ns)
+    key = _rollup_key(runs, bucket_ns)
     if _REUSED is None or key not in _REUSED:
         _timed(build_rollup, con, bucket_ns, name)
         if _REUSED is not None:
             _REUSED[key] = name
     return con, name
+
+
+def _rollup_key(runs: list[Run], bucket_ns: int) -> tuple[Any, ...]:
+    return ("_rollup", _runs_key(runs), bucket_ns)
+
+
+def run_walls_ns(runs: RunsArg) -> dict[int, int]:
+    """Per run_index: the run's wall time (ns), the end of its last request. From the rollup,
+    which inside :func:`reuse_reductions` the other tables share."""
+    con, rollup = _rollup(as_runs(runs))
+    query = f"SELECT run_index, max(last_end_ns) FROM {rollup} GROUP BY run_index"
+    return {int(i): int(wall) for i, wall in con.execute(query).fetchall()}
 
 
 def _mean(total: str, count: str, condition: str = "") -> str:
@@ -653,12 +665,17 @@ def worker_gaps(runs: RunsArg) -> pd.DataFrame:
 def _scan_gaps(runs: list[Run]) -> GapScan | None:
     """Every gap of ``runs`` in one pass over the segments in file order (see
     :mod:`loadgen_analysis.gaps`); None when some worker's rows are not in start order there."""
-    con, rollup = _rollup(runs)
+    # From the rollup when one is at hand, else from one narrow column (not a whole rollup).
+    rollup = _REUSED.get(_rollup_key(runs, 10**9)) if _REUSED is not None else None
+    first, last, source = (
+        ("first_start_ns", "last_start_ns", rollup)
+        if rollup
+        else ("start_ns", "start_ns", "records")
+    )
     mids = dict(
-        con.execute(
-            f"SELECT run_index, (min(first_start_ns) + max(last_start_ns)) / 2 FROM {rollup} "
-            "GROUP BY 1"
-        ).fetchall()
+        _connection(runs)
+        .execute(f"SELECT run_index, (min({first}) + max({last})) / 2 FROM {source} GROUP BY 1")
+        .fetchall()
     )
     try:
         return scan_gaps(runs, [mids.get(i, 0.0) for i in range(len(runs))])
