@@ -10,8 +10,10 @@
 # Needs ~1 GB of disk per 100 M rows plus DuckDB's spill files, and the venv of
 # scripts/test-python.sh; the synthetic runs are deleted at the end unless KEEP_RUNS=1 (a later run into the same OUT
 # reuses them). Env:
-# ROWS (default "10000000 100000000"), OUT (default bench/out/…), LOADGEN_ANALYSIS_MEMORY /
-# _THREADS / _TMP (see loadgen_analysis.io.engine_settings).
+# ROWS (default "10000000 100000000"), OUT (default bench/out/…), SYNTH_MEMORY (DuckDB's limit
+# while tiling, default 4GB), LOADGEN_BIN (a loadgen
+# binary to record the seed with, instead of building target/debug/loadgen),
+# LOADGEN_ANALYSIS_MEMORY / _THREADS / _TMP (see loadgen_analysis.io.engine_settings).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -26,12 +28,18 @@ if [ ! -x /usr/bin/time ]; then
   echo "installing GNU time from Debian's packages" >&2
   apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq time >/dev/null
 fi
-cargo build --locked -p loadgen >&2
+LOADGEN=${LOADGEN_BIN:-target/debug/loadgen}
+if [ -z "${LOADGEN_BIN:-}" ]; then
+  cargo build --locked -p loadgen >&2
+fi
 mkdir -p "$OUT"
+# Bytecode compiled once, so no measured command pays for compiling Python sources (a venv made
+# by uv has none, and PYTHONDONTWRITEBYTECODE keeps imports from writing it).
+"$PY" -m compileall -q -j 0 .venv/lib analysis/loadgen_analysis >/dev/null
 
 if [ ! -d "$OUT/seed" ]; then
   echo "==> recording the seed run (8 workers, 3 s, embedded server)" >&2
-  target/debug/loadgen run -c 8 -d 3s --no-progress --out "$OUT/seed" >"$OUT/seed.log" 2>&1
+  "$LOADGEN" run -c 8 -d 3s --no-progress --out "$OUT/seed" >"$OUT/seed.log" 2>&1
 fi
 
 # measure LABEL ARGS...: one `python ARGS...` under GNU time; prints a table row.
@@ -55,7 +63,9 @@ for rows in $ROWS; do
   if [ -d "$run" ]; then # kept by an earlier KEEP_RUNS=1 run into the same OUT
     echo "  (reusing $run)" >&2
   else
-    /usr/bin/time -o "$OUT/time.txt" -f "%e %M" "$PY" -m loadgen_analysis.synthetic \
+    # Tiling sorts the copies: more memory than an analysis may take (not measured).
+    LOADGEN_ANALYSIS_MEMORY=${SYNTH_MEMORY:-4GB} /usr/bin/time -o "$OUT/time.txt" -f "%e %M" \
+      "$PY" -m loadgen_analysis.synthetic \
       "$OUT/seed" "$run" "$rows" >"$OUT/synth-$rows.log" 2>&1
     read -r seconds _ < <(tail -n1 "$OUT/time.txt")
     echo "  ($rows rows synthesised in ${seconds} s, $(du -sh "$run" | cut -f1) on disk)" >&2

@@ -33,7 +33,7 @@ import pandas as pd
 from scipy import stats
 
 from .io import Run, as_runs, connect
-from .summary import op_summary
+from .summary import op_summary, reuse_reductions, run_walls_ns
 
 #: Metrics compared, in display order: (column of op_summary, label, higher is worse).
 METRICS: tuple[tuple[str, str, bool], ...] = (
@@ -157,10 +157,9 @@ class _Blocks:
 
 def _blocks(runs: list[Run], windows: int) -> dict[str, _Blocks]:
     con = connect(runs)
-    wall = """
-        wall AS (SELECT run_index, max(start_ns + latency_ns) AS wall_ns
-                 FROM records GROUP BY run_index)
-    """
+    # Each run's wall time from the rollup the op summary already made: not a pass of its own.
+    walls = ", ".join(f"({i}, CAST({w} AS BIGINT))" for i, w in run_walls_ns(runs).items())
+    wall = f"wall AS (SELECT * FROM (VALUES {walls}) t(run_index, wall_ns))"
     window = (
         f"least(CAST(floor((start_ns + latency_ns) * {windows}.0 / wall_ns) AS BIGINT), "
         f"{windows - 1})"
@@ -291,25 +290,27 @@ def compare(
     if windows < 2:
         raise ValueError(f"windows must be at least 2, not {windows}")
     base_runs, cand_runs = as_runs(baseline), as_runs(candidate)
-    base_sum, cand_sum = op_summary(base_runs), op_summary(cand_runs)
-    base_ops, cand_ops = set(base_sum["op"]), set(cand_sum["op"])
-    common = sorted(base_ops & cand_ops)
-    if not common:
-        raise ValueError(
-            f"baseline ops ({', '.join(sorted(base_ops))}) and candidate ops "
-            f"({', '.join(sorted(cand_ops))}) have nothing in common"
-        )
+    repeats = len(base_runs) >= 2 and len(cand_runs) >= 2
+    with reuse_reductions():  # the blocks take their wall times from the summaries' rollups
+        base_sum, cand_sum = op_summary(base_runs), op_summary(cand_runs)
+        base_ops, cand_ops = set(base_sum["op"]), set(cand_sum["op"])
+        common = sorted(base_ops & cand_ops)
+        if not common:
+            raise ValueError(
+                f"baseline ops ({', '.join(sorted(base_ops))}) and candidate ops "
+                f"({', '.join(sorted(cand_ops))}) have nothing in common"
+            )
+        blocks = None if repeats else (_blocks(base_runs, windows), _blocks(cand_runs, windows))
     warnings = [f"op {op!r} only in the baseline" for op in sorted(base_ops - cand_ops)]
     warnings += [f"op {op!r} only in the candidate" for op in sorted(cand_ops - base_ops)]
 
-    repeats = len(base_runs) >= 2 and len(cand_runs) >= 2
-    if repeats:
+    if blocks is None:
         method = f"repeated runs ({len(base_runs)} baseline, {len(cand_runs)} candidate), Welch t"
         boot_base = boot_cand = None
     else:
         method = f"block bootstrap over {windows} time windows per run, {resamples} resamples"
         rng = np.random.default_rng(seed)
-        blocks_base, blocks_cand = _blocks(base_runs, windows), _blocks(cand_runs, windows)
+        blocks_base, blocks_cand = blocks
         boot_base = {op: _bootstrap(blocks_base[op], resamples, rng) for op in common}
         boot_cand = {op: _bootstrap(blocks_cand[op], resamples, rng) for op in common}
 

@@ -31,6 +31,7 @@ import pandas as pd
 from .gaps import GapScan, OutOfOrderError, register_gap_values, scan_gaps
 from .io import Run, as_runs, connect
 from .quantiles import exact_quantile_sets, exact_quantiles
+from .rollup import build_rollup
 
 #: Percentiles of the per-op summary, as (column suffix, quantile).
 SUMMARY_PERCENTILES: tuple[tuple[str, float], ...] = (
@@ -59,6 +60,7 @@ SPECTRUM_PERCENTILES: tuple[float, ...] = (
 RunsArg = Run | str | Sequence[Run | str]
 
 _Reduction = TypeVar("_Reduction", bound=Callable[..., pd.DataFrame])
+_Result = TypeVar("_Result")
 
 #: Frames computed inside :func:`reuse_reductions`, by (function, runs, arguments); None
 #: outside one.
@@ -94,7 +96,7 @@ def _runs_key(runs: Sequence[Run]) -> tuple[Any, ...]:
     return tuple((r.label, r.location, r.segments, r.rows) for r in runs)
 
 
-def _timed(function: Callable[..., pd.DataFrame], *args: Any, **kwargs: Any) -> pd.DataFrame:
+def _timed(function: Callable[..., _Result], *args: Any, **kwargs: Any) -> _Result:
     """``function(*args, **kwargs)``; with ``LOADGEN_ANALYSIS_PROFILE=1`` in the environment,
     its wall time goes to stderr (which reduction a slow command spends its time in)."""
     if os.environ.get("LOADGEN_ANALYSIS_PROFILE") != "1":
@@ -121,6 +123,58 @@ def _reused(function: _Reduction) -> _Reduction:
         return _REUSED[key].copy()
 
     return wrapper  # type: ignore[return-value]
+
+
+def _connection(runs: list[Run]) -> duckdb.DuckDBPyConnection:
+    """:func:`~loadgen_analysis.io.connect` on ``runs``; inside :func:`reuse_reductions` one
+    per set of runs, so the rollups built on it serve every reduction."""
+    if _REUSED is None:
+        return connect(runs)
+    key = ("_connection", _runs_key(runs))
+    if key not in _REUSED:
+        _REUSED[key] = connect(runs)
+    return _REUSED[key]
+
+
+def _rollup(runs: list[Run], bucket_s: float = 1.0) -> tuple[duckdb.DuckDBPyConnection, str]:
+    """A connection and the name of its table holding the rollup of ``runs``' rows with time
+    buckets of ``bucket_s`` (see :mod:`loadgen_analysis.rollup`; ``<name>_workers`` beside it):
+    built once inside :func:`reuse_reductions`, else for each call."""
+    con = _connection(runs)
+    bucket_ns = int(bucket_s * 1e9)
+    name = f"rollup_{bucket_ns}"
+    key = _rollup_key(runs, bucket_ns)
+    if _REUSED is None or key not in _REUSED:
+        _timed(build_rollup, con, bucket_ns, name)
+        if _REUSED is not None:
+            _REUSED[key] = name
+    return con, name
+
+
+def _rollup_key(runs: list[Run], bucket_ns: int) -> tuple[Any, ...]:
+    return ("_rollup", _runs_key(runs), bucket_ns)
+
+
+def run_walls_ns(runs: RunsArg) -> dict[int, int]:
+    """Per run_index: the run's wall time (ns), the end of its last request. From the rollup,
+    which inside :func:`reuse_reductions` the other tables share."""
+    con, rollup = _rollup(as_runs(runs))
+    query = f"SELECT run_index, max(last_end_ns) FROM {rollup} GROUP BY run_index"
+    return {int(i): int(wall) for i, wall in con.execute(query).fetchall()}
+
+
+def _mean(total: str, count: str, condition: str = "") -> str:
+    """SQL: the mean that ``total`` and ``count`` of a rollup's groups (those meeting
+    ``condition``) make: what ``avg`` of the records gives (the HUGEINT sum over the count)."""
+    where = f" FILTER (WHERE {condition})" if condition else ""
+    return f"(sum({total}){where} / sum({count}){where})"
+
+
+def _count(condition: str = "") -> str:
+    """SQL: the rows of a rollup's groups (those meeting ``condition``), as ``count(*)``
+    (``FILTER (WHERE condition)``) would count the records."""
+    where = f" FILTER (WHERE {condition})" if condition else ""
+    return f"coalesce(sum(requests){where}, 0)::BIGINT"
 
 
 def _with_latency_quantiles(
@@ -159,7 +213,7 @@ def _op_latency_quantiles(runs: RunsArg, by_op: bool) -> pd.DataFrame:
     cube = _latency_cube(runs, 1.0)
     if cube is not None:
         return cube["op"] if by_op else cube["run"].assign(op="all")
-    con = connect(runs)
+    con = _connection(runs)
     op_expr = "op" if by_op else "'all'"
     relation = f"(SELECT run_index, {op_expr} AS op, latency_ns FROM records WHERE status > 0)"
     return exact_quantiles(con, relation, ["run_index", "op"], "latency_ns", _OP_PERCENTILES)
@@ -200,7 +254,7 @@ def _latency_cube(runs: list[Run], bucket_s: float) -> dict[str, pd.DataFrame] |
             (["run_index", "bucket"], _TIMELINE_PERCENTILES),
         ]
         fine = ["run_index", "op", "phase", "bucket"]
-        frames = _timed(exact_quantile_sets, connect(runs), relation, fine, "latency_ns", sets)
+        frames = _timed(exact_quantile_sets, _connection(runs), relation, fine, "latency_ns", sets)
         _REUSED[key] = dict(zip(("run", "op", "phase_bucket", "bucket"), frames, strict=True))
     return _REUSED[key]
 
@@ -214,24 +268,24 @@ def op_summary(runs: RunsArg) -> pd.DataFrame:
     bytes_received. Throughput divides by the whole run's wall time (as loadgen does).
     """
     runs = as_runs(runs)
-    con = connect(runs)
+    con, rollup = _rollup(runs)
     frame = con.execute(
-        """
+        f"""
         WITH per_op AS (
             SELECT run_index, any_value(run) AS run, op,
-                count(*) AS requests,
-                count(*) FILTER (WHERE error IS NULL) AS ok,
-                count(*) FILTER (WHERE error IS NOT NULL) AS failed,
-                count(*) FILTER (WHERE status > 0) AS responses,
-                avg(latency_ns) FILTER (WHERE status > 0) / 1e6 AS mean_ms,
-                min(latency_ns) FILTER (WHERE status > 0) / 1e6 AS min_ms,
-                max(latency_ns) FILTER (WHERE status > 0) / 1e6 AS max_ms,
+                {_count()} AS requests,
+                {_count("error IS NULL")} AS ok,
+                {_count("error IS NOT NULL")} AS failed,
+                {_count("responded")} AS responses,
+                {_mean("latency_ns", "requests", "responded")} / 1e6 AS mean_ms,
+                min(latency_min_ns) FILTER (WHERE responded) / 1e6 AS min_ms,
+                max(latency_max_ns) FILTER (WHERE responded) / 1e6 AS max_ms,
                 sum(bytes_sent)::BIGINT AS bytes_sent,
                 sum(bytes_received)::BIGINT AS bytes_received,
-                max(start_ns + latency_ns) AS end_ns
-            FROM records GROUP BY run_index, op
+                max(last_end_ns) AS end_ns
+            FROM {rollup} GROUP BY run_index, op
         )
-        -- The run's wall time from its ops' ends: one pass over the rows, not two.
+        -- The run's wall time from its ops' ends.
         SELECT * EXCLUDE (end_ns), max(end_ns) OVER (PARTITION BY run_index) AS wall_ns
         FROM per_op ORDER BY run_index, op
         """
@@ -278,21 +332,25 @@ def run_table(runs: RunsArg) -> pd.DataFrame:
     mean_queue_wait_ms.
     """
     runs = as_runs(runs)
-    con = connect(runs)
+    con, rollup = _rollup(runs)
     frame = con.execute(
-        """
+        f"""
+        WITH workers AS (
+            SELECT run_index, count(DISTINCT worker) AS workers_seen
+            FROM {rollup}_workers GROUP BY run_index
+        )
         SELECT run_index, any_value(run) AS run, any_value(connections) AS connections,
-            count(*) AS requests,
-            count(*) FILTER (WHERE error IS NULL) AS ok,
-            count(*) FILTER (WHERE error IS NOT NULL) AS failed,
-            max(start_ns + latency_ns) AS wall_ns,
-            avg(latency_ns) FILTER (WHERE status > 0) / 1e6 AS mean_latency_ms,
-            avg(ttfb_ns) FILTER (WHERE status > 0) / 1e6 AS mean_ttfb_ms,
+            {_count()} AS requests,
+            {_count("error IS NULL")} AS ok,
+            {_count("error IS NOT NULL")} AS failed,
+            max(last_end_ns) AS wall_ns,
+            {_mean("latency_ns", "requests", "responded")} / 1e6 AS mean_latency_ms,
+            {_mean("ttfb_ns", "requests", "responded AND timed")} / 1e6 AS mean_ttfb_ms,
             sum(latency_ns) AS busy_ns,
             (sum(bytes_sent) + sum(bytes_received))::DOUBLE AS bytes_total,
-            avg(queue_wait_ns) / 1e6 AS mean_queue_wait_ms,
-            count(DISTINCT worker) AS workers_seen
-        FROM records GROUP BY run_index ORDER BY run_index
+            {_mean("queue_wait_ns", "queue_waits")} / 1e6 AS mean_queue_wait_ms,
+            any_value(workers_seen) AS workers_seen
+        FROM {rollup} JOIN workers USING (run_index) GROUP BY run_index ORDER BY run_index
         """
     ).df()
     frame = _with_latency_quantiles(con, runs, frame, ["run_index"])
@@ -359,23 +417,22 @@ def timeline(
 
 @_reused
 def _timeline(runs: list[Run], bucket_s: float, by_phase: bool, latency: bool) -> pd.DataFrame:
-    con = connect(runs)
+    con, rollup = _rollup(runs, bucket_s)
     bucket_ns = int(bucket_s * 1e9)
     phase = "phase" if by_phase else "'all'"
     frame = con.execute(
         f"""
         WITH buckets AS (
-            SELECT run_index, any_value(run) AS run, {phase} AS phase,
-                (start_ns + latency_ns) // {bucket_ns} AS bucket,
-                count(*) AS requests,
-                count(*) FILTER (WHERE error IS NULL) AS ok,
-                count(*) FILTER (WHERE error IS NOT NULL) AS errors,
+            SELECT run_index, any_value(run) AS run, {phase} AS phase, bucket,
+                {_count()} AS requests,
+                {_count("error IS NULL")} AS ok,
+                {_count("error IS NOT NULL")} AS errors,
                 (sum(bytes_sent) + sum(bytes_received))::DOUBLE AS bytes,
                 sum(bytes_sent)::DOUBLE AS sent, sum(bytes_received)::DOUBLE AS received,
-                min(start_ns) AS first_ns, max(start_ns + latency_ns) AS last_ns
-            FROM records GROUP BY run_index, {phase}, bucket
+                min(first_start_ns) AS first_ns, max(last_end_ns) AS last_ns
+            FROM {rollup} GROUP BY run_index, {phase}, bucket
         ),
-        -- The run's span from its buckets': one pass over the rows, not two.
+        -- The run's span from its buckets'.
         spans AS (
             SELECT * EXCLUDE (first_ns, last_ns),
                 min(first_ns) OVER (PARTITION BY run_index) AS first_ns,
@@ -439,13 +496,13 @@ def _timeline(runs: list[Run], bucket_s: float, by_phase: bool, latency: bool) -
 def phase_spans(runs: RunsArg) -> pd.DataFrame:
     """Per run and phase: when its first request started and its last one ended (seconds)."""
     runs = as_runs(runs)
-    con = connect(runs)
+    con, rollup = _rollup(runs)
     return con.execute(
-        """
+        f"""
         SELECT any_value(run) AS run, phase,
-            min(start_ns) / 1e9 AS start_s, max(start_ns + latency_ns) / 1e9 AS end_s,
-            count(*) AS requests
-        FROM records GROUP BY run_index, phase ORDER BY run_index, start_s
+            min(first_start_ns) / 1e9 AS start_s, max(last_end_ns) / 1e9 AS end_s,
+            {_count()} AS requests
+        FROM {rollup} GROUP BY run_index, phase ORDER BY run_index, start_s
         """
     ).df()
 
@@ -464,17 +521,22 @@ def phase_table(runs: RunsArg) -> pd.DataFrame:
     ⌈q·n⌉-th smallest). Phases in order of their first request.
     """
     runs = as_runs(runs)
-    con = connect(runs)
+    con, rollup = _rollup(runs)
     frame = con.execute(
-        """
+        f"""
+        WITH workers AS (
+            SELECT run_index, phase, count(DISTINCT worker) AS workers
+            FROM {rollup}_workers GROUP BY run_index, phase
+        )
         SELECT run_index, any_value(run) AS run, phase,
-            count(DISTINCT worker) AS workers,
-            count(*) AS requests,
-            count(*) FILTER (WHERE error IS NOT NULL) AS failed,
-            min(start_ns) / 1e9 AS start_s,
-            max(start_ns + latency_ns) / 1e9 AS end_s,
-            avg(latency_ns) FILTER (WHERE status > 0) / 1e6 AS mean_ms
-        FROM records GROUP BY run_index, phase ORDER BY run_index, start_s
+            any_value(workers) AS workers,
+            {_count()} AS requests,
+            {_count("error IS NOT NULL")} AS failed,
+            min(first_start_ns) / 1e9 AS start_s,
+            max(last_end_ns) / 1e9 AS end_s,
+            {_mean("latency_ns", "requests", "responded")} / 1e6 AS mean_ms
+        FROM {rollup} JOIN workers USING (run_index, phase)
+        GROUP BY run_index, phase ORDER BY run_index, start_s
         """
     ).df()
     relation = "(SELECT run_index, phase, latency_ns FROM records WHERE status > 0)"
@@ -512,26 +574,24 @@ def error_breakdown(runs: RunsArg, bucket_s: float = 1.0) -> pd.DataFrame:
     most errors of that class), peak_count.
     """
     runs = as_runs(runs)
-    con = connect(runs)
-    bucket_ns = int(bucket_s * 1e9)
+    con, rollup = _rollup(runs, bucket_s)
     return con.execute(
         f"""
-        WITH totals AS (SELECT run_index, count(*) AS n FROM records GROUP BY run_index),
+        WITH totals AS (SELECT run_index, {_count()} AS n FROM {rollup} GROUP BY run_index),
         per_bucket AS (
-            SELECT run_index, error, (start_ns + latency_ns) // {bucket_ns} AS bucket,
-                count(*) AS c
-            FROM records WHERE error IS NOT NULL GROUP BY ALL
+            SELECT run_index, error, bucket, {_count()} AS c
+            FROM {rollup} WHERE error IS NOT NULL GROUP BY ALL
         ),
         peaks AS (
             SELECT run_index, error, arg_max(bucket, c) * {bucket_s} AS peak_t_s,
                 max(c) AS peak_count
             FROM per_bucket GROUP BY ALL
         )
-        SELECT any_value(r.run) AS run, r.error, count(*) AS count,
-            count(*) / any_value(t.n) AS share,
-            min(r.start_ns) / 1e9 AS first_s, max(r.start_ns + r.latency_ns) / 1e9 AS last_s,
+        SELECT any_value(r.run) AS run, r.error, {_count()} AS count,
+            {_count()} / any_value(t.n) AS share,
+            min(r.first_start_ns) / 1e9 AS first_s, max(r.last_end_ns) / 1e9 AS last_s,
             any_value(p.peak_t_s) AS peak_t_s, any_value(p.peak_count) AS peak_count
-        FROM records r JOIN totals t USING (run_index)
+        FROM {rollup} r JOIN totals t USING (run_index)
             JOIN peaks p ON p.run_index = r.run_index AND p.error = r.error
         WHERE r.error IS NOT NULL
         GROUP BY r.run_index, r.error ORDER BY r.run_index, count DESC
@@ -551,8 +611,8 @@ def worker_gaps(runs: RunsArg) -> pd.DataFrame:
     runs = as_runs(runs)
     columns = ["run", "worker", "requests", "busy_s", "idle_s", "busy_share", "gap_mean_ms"]
     columns += ["gap_p50_ms", "gap_p99_ms", "gap_max_ms"]
-    con = connect(runs)
-    scan = _scan_gaps(con, runs)
+    con = _connection(runs)
+    scan = _scan_gaps(runs)
     if scan is None:  # files not in each worker's order: sort every row instead
         con = _with_gaps(con)
         frame = con.execute(
@@ -602,13 +662,20 @@ def worker_gaps(runs: RunsArg) -> pd.DataFrame:
     return frame[columns]
 
 
-def _scan_gaps(con: duckdb.DuckDBPyConnection, runs: list[Run]) -> GapScan | None:
+def _scan_gaps(runs: list[Run]) -> GapScan | None:
     """Every gap of ``runs`` in one pass over the segments in file order (see
     :mod:`loadgen_analysis.gaps`); None when some worker's rows are not in start order there."""
+    # From the rollup when one is at hand, else from one narrow column (not a whole rollup).
+    rollup = _REUSED.get(_rollup_key(runs, 10**9)) if _REUSED is not None else None
+    first, last, source = (
+        ("first_start_ns", "last_start_ns", rollup)
+        if rollup
+        else ("start_ns", "start_ns", "records")
+    )
     mids = dict(
-        con.execute(
-            "SELECT run_index, (min(start_ns) + max(start_ns)) / 2 FROM records GROUP BY 1"
-        ).fetchall()
+        _connection(runs)
+        .execute(f"SELECT run_index, (min({first}) + max({last})) / 2 FROM {source} GROUP BY 1")
+        .fetchall()
     )
     try:
         return scan_gaps(runs, [mids.get(i, 0.0) for i in range(len(runs))])
@@ -623,7 +690,7 @@ def _with_gaps(con: duckdb.DuckDBPyConnection) -> duckdb.DuckDBPyConnection:
     view, so the window is sorted once; DuckDB spills it to disk."""
     con.execute(
         """
-        CREATE TEMP TABLE gaps AS
+        CREATE OR REPLACE TEMP TABLE gaps AS
         SELECT run_index, worker, start_ns, latency_ns,
             lead(start_ns) OVER w - (start_ns + latency_ns) AS gap_ns
         FROM records
@@ -672,8 +739,8 @@ def gap_summary(runs: RunsArg) -> pd.DataFrame:
     runs = as_runs(runs)
     columns = ["run", "requests_with_next", "gap_mean_ms", "gap_p50_ms", "gap_p99_ms"]
     columns += ["idle_share", "gap_first_half_ms", "gap_second_half_ms"]
-    con = connect(runs)
-    scan = _scan_gaps(con, runs)
+    con = _connection(runs)
+    scan = _scan_gaps(runs)
     if scan is None:  # files not in each worker's order: sort every row instead
         con = _with_gaps(con)
         frame = con.execute(
@@ -733,22 +800,28 @@ def latency_components(runs: RunsArg) -> pd.DataFrame:
     connection), mean_ttfb_ms, ttfb_share (first byte / latency).
     """
     runs = as_runs(runs)
-    con = connect(runs)
-    columns = {r[0] for r in con.execute("DESCRIBE records").fetchall()}
-    # Rows without send_ns (version 1, or a request that sent nothing) count no send time.
-    sent = "coalesce(send_ns, connect_ns, 0)" if "send_ns" in columns else "NULL"
+    con, rollup = _rollup(runs)
     frame = con.execute(
         f"""
-        SELECT any_value(run) AS run, op, count(*) AS responses,
-            count(connect_ns) AS connects,
-            avg(coalesce(connect_ns, 0)) / 1e6 AS connect_ms,
-            avg({sent} - coalesce(connect_ns, 0)) / 1e6 AS send_ms,
-            avg(ttfb_ns - coalesce({sent}, connect_ns, 0)) / 1e6 AS first_byte_ms,
-            avg(latency_ns - ttfb_ns) / 1e6 AS transfer_ms,
-            avg(latency_ns) / 1e6 AS mean_latency_ms,
-            avg(ttfb_ns) / 1e6 AS mean_ttfb_ms
-        FROM records WHERE status > 0 AND ttfb_ns IS NOT NULL
-        GROUP BY run_index, op ORDER BY run_index, op
+        WITH sums AS (
+            SELECT run_index, any_value(run) AS run, op, sum(requests) AS n,
+                sum(connects)::BIGINT AS connects,
+                -- Sums of the rows' parts: connect (0 when reused), send, wait, transfer.
+                coalesce(sum(connect_ns), 0) AS connect_ns,
+                sum(sent_ns) - coalesce(sum(connect_ns), 0) AS send_ns,
+                sum(ttfb_ns) - coalesce(sum(sent_ns), sum(connect_ns), 0) AS first_byte_ns,
+                sum(latency_ns) - sum(ttfb_ns) AS transfer_ns,
+                sum(latency_ns) AS latency_ns, sum(ttfb_ns) AS ttfb_ns
+            FROM {rollup} WHERE responded AND timed GROUP BY run_index, op
+        )
+        SELECT run, op, n::BIGINT AS responses, connects,
+            connect_ns / n / 1e6 AS connect_ms,
+            send_ns / n / 1e6 AS send_ms,
+            first_byte_ns / n / 1e6 AS first_byte_ms,
+            transfer_ns / n / 1e6 AS transfer_ms,
+            latency_ns / n / 1e6 AS mean_latency_ms,
+            ttfb_ns / n / 1e6 AS mean_ttfb_ms
+        FROM sums ORDER BY run_index, op
         """
     ).df()
     frame["send_ms"] = frame["send_ms"].astype(float)
@@ -774,7 +847,7 @@ def percentile_spectrum(
     if set(percentiles) <= set(_OP_PERCENTILES):
         frame = _pick(_op_latency_quantiles(runs, by_op), percentiles)
     else:
-        con = connect(runs)
+        con = _connection(runs)
         op_expr = "op" if by_op else "'all'"
         relation = f"(SELECT run_index, {op_expr} AS op, latency_ns FROM records WHERE status > 0)"
         frame = exact_quantiles(con, relation, ["run_index", "op"], "latency_ns", percentiles)
