@@ -333,7 +333,22 @@ impl WorkerPool {
     pub fn spawn<S: WorkSource + 'static>(&mut self, phase: u16, source: S) -> u32 {
         let worker = self.shard.worker_id(self.next_id);
         self.next_id += 1;
-        let transport = self.client();
+        let config = self.transport.clone();
+        match self.h2_connection() {
+            None => self.start(worker, phase, Client::http1(config), source),
+            Some(shared) => self.start(worker, phase, Client::http2(config, shared), source),
+        }
+        worker
+    }
+
+    /// Runs the worker loop for `worker` as a task.
+    fn start<T: Transport + 'static, S: WorkSource + 'static>(
+        &mut self,
+        worker: u32,
+        phase: u16,
+        transport: T,
+        source: S,
+    ) {
         let (ctx, records) = (self.ctx.clone(), self.records.clone());
         ctx.live.workers_alive.fetch_add(1, Ordering::Relaxed);
         self.running.spawn(async move {
@@ -342,25 +357,23 @@ impl WorkerPool {
             live.workers_alive.fetch_sub(1, Ordering::Relaxed);
             WorkerDone { worker, phase }
         });
-        worker
     }
 
-    /// The next worker's client: its own HTTP/1.1 connection, or a stream on its group's
-    /// HTTP/2 connection (consecutive workers fill a connection up to
-    /// `streams_per_connection` before the next one is opened).
-    fn client(&mut self) -> Client {
-        let config = self.transport.clone();
-        if !config.http2 {
-            return Client::http1(config);
+    /// HTTP/2: the connection the next worker's stream goes on (consecutive workers fill a
+    /// connection up to `streams_per_connection` before the next one is opened); `None` over
+    /// HTTP/1.1, where every worker has its own connection.
+    fn h2_connection(&mut self) -> Option<Arc<SharedConnection>> {
+        if !self.transport.http2 {
+            return None;
         }
-        let per_connection = config.streams_per_connection.max(1);
+        let per_connection = self.transport.streams_per_connection.max(1);
         let group = match self.h2_group.take() {
             Some((shared, started)) if started < per_connection => (shared, started + 1),
             _ => (Arc::new(SharedConnection::default()), 1),
         };
         let shared = group.0.clone();
         self.h2_group = Some(group);
-        Client::http2(config, shared)
+        Some(shared)
     }
 
     /// The live counters every worker updates.

@@ -102,6 +102,9 @@ pub struct Http2Stream {
     /// `:scheme` and `:authority` of the configured origin, parsed once.
     scheme: Scheme,
     authority: Option<Authority>,
+    /// The last request's path and its absolute URI: most ops send the same path every
+    /// time, and a clone of the URI is cheaper than building it from its parts again.
+    last_uri: Option<(Uri, Uri)>,
 }
 
 impl Http2Stream {
@@ -113,7 +116,23 @@ impl Http2Stream {
             open: None,
             scheme,
             authority,
+            last_uri: None,
         }
+    }
+
+    /// The absolute URI (`:scheme`, `:authority`, `:path`) for a request to `path`.
+    fn absolute_uri(&mut self, path: &Uri) -> Uri {
+        if let Some((last, absolute)) = &self.last_uri {
+            if last == path {
+                return absolute.clone();
+            }
+        }
+        let mut parts = path.clone().into_parts();
+        parts.scheme = Some(self.scheme.clone());
+        parts.authority = self.authority.clone();
+        let absolute = Uri::from_parts(parts).unwrap_or_else(|_| path.clone());
+        self.last_uri = Some((path.clone(), absolute.clone()));
+        absolute
     }
 
     /// A handle on the group's open connection, opening it if this worker is the first to
@@ -127,15 +146,30 @@ impl Http2Stream {
             return Ok(self.open.as_mut().expect("checked above"));
         }
         self.open = None;
-        let mut slot = self.shared.open.lock().await;
+        // Boxed: the handshake's state is several times a request's, and would otherwise be
+        // part of (and copied with) every request's future.
+        let open = Box::pin(self.shared.join_or_open(origin, &self.config, out)).await?;
+        Ok(self.open.insert(open))
+    }
+}
+
+impl SharedConnection {
+    /// The open connection, or a new one if it is missing or closed.
+    async fn join_or_open(
+        &self,
+        origin: &Origin,
+        config: &TransportConfig,
+        out: &mut Exchange,
+    ) -> Result<Open, ErrorClass> {
+        let mut slot = self.open.lock().await;
         if let Some(open) = slot.as_ref().filter(|o| !o.is_closed()) {
-            return Ok(self.open.insert(open.clone()));
+            return Ok(open.clone());
         }
         let before = Instant::now();
-        let open = handshake(origin, &self.config).await?;
+        let open = handshake(origin, config).await?;
         out.add_connect(nanos(before.elapsed()));
         *slot = Some(open.clone());
-        Ok(self.open.insert(open))
+        Ok(open)
     }
 }
 
@@ -222,17 +256,10 @@ fn is_connection_header(name: &HeaderName, value: &HeaderValue) -> bool {
 
 /// The request head for one stream: HTTP/2 carries the absolute URI (`:scheme`,
 /// `:authority`) instead of a `Host` header, and the body's length as `content-length`.
-fn build_request(
-    outgoing: &Outgoing<'_>,
-    scheme: &Scheme,
-    authority: Option<&Authority>,
-) -> Request<()> {
-    let mut parts = outgoing.path.clone().into_parts();
-    parts.scheme = Some(scheme.clone());
-    parts.authority = authority.cloned();
+fn build_request(outgoing: &Outgoing<'_>, uri: Uri) -> Request<()> {
     let mut request = Request::new(());
     *request.method_mut() = outgoing.method.clone();
-    *request.uri_mut() = Uri::from_parts(parts).unwrap_or_else(|_| outgoing.path.clone());
+    *request.uri_mut() = uri;
     let template = outgoing.headers.as_ref();
     let headers = request.headers_mut();
     // One pass over the (few) template headers; a copy without the forbidden ones only when
@@ -311,7 +338,7 @@ impl Hop for Http2Stream {
     ) -> Result<Option<HeaderValue>, ErrorClass> {
         // Redirects to another origin go over HTTP/1.1 (see `Client::hop`), so the origin's
         // scheme and authority are the configured ones.
-        let head = build_request(request, &self.scheme, self.authority.as_ref());
+        let head = build_request(request, self.absolute_uri(&request.path));
         let body = request.body.chunks();
         out.bytes_sent += header_bytes(head.headers())
             + head.uri().path_and_query().map_or(1, |p| p.as_str().len()) as u64
@@ -405,8 +432,8 @@ mod tests {
             body: Default::default(),
             capture: Default::default(),
         };
-        let authority = Authority::from_static("example.test:8443");
-        let request = build_request(&outgoing, &Scheme::HTTPS, Some(&authority));
+        let uri = "https://example.test:8443/a?b=1".parse().unwrap();
+        let request = build_request(&outgoing, uri);
         assert_eq!(request.uri(), "https://example.test:8443/a?b=1");
         let names: Vec<_> = request.headers().keys().map(|k| k.as_str()).collect();
         assert_eq!(names, ["user-agent", "content-length"]);
