@@ -149,8 +149,8 @@ bench_pairs() {
   bench_medians "$label" wrk
 }
 
-# bench_medians LABEL PEER: medians of $out/pairs.tsv's LABEL rows, loadgen against PEER, and
-# their ratios.
+# bench_medians LABEL PEER: medians of $out/pairs.tsv's LABEL rows, loadgen against PEER, their
+# ratios, and the median and range of the pairs' own ratios.
 bench_medians() {
   python3 - "$out/pairs.tsv" "$1" "$2" <<'PY'
 import statistics, sys
@@ -165,5 +165,13 @@ for col, name in [(3, "requests/s"), (4, "CPU µs/request"), (5, "peak RSS MB"),
     a, b = med("loadgen", col), med(peer, col)
     ratio = f"{a / b:16.2f}" if b else f"{'—':>16}"
     print(f"{name:18}{a:12.2f}{b:12.2f}{ratio}")
+# The k-th loadgen run and the k-th peer run are one pair: on a noisy machine the spread of the
+# pairs' own ratios says how far the medians above can be trusted.
+pairs = list(zip((r for r in rows if r[1] == "loadgen"), (r for r in rows if r[1] == peer)))
+for col, name in [(3, "requests/s"), (4, "CPU µs/request")]:
+    ratios = sorted(float(a[col]) / float(b[col]) for a, b in pairs if float(b[col]))
+    if ratios:
+        print(f"per-pair {name} ratios: median {statistics.median(ratios):.2f}, "
+              f"{ratios[0]:.2f}–{ratios[-1]:.2f} over {len(ratios)} pairs")
 PY
 }
