@@ -20,6 +20,13 @@
 //! to be exposed beyond a test network: TLS is there to measure its cost, not to protect
 //! anything, and there is no authentication.
 //!
+//! Dependencies between the modules point one way, down these layers (`tests/architecture.rs`
+//! holds the table and fails on an arrow that points up; docs/architecture.md says what each
+//! module does):
+//!
+//! `server` → `api` | `config` → `body` | `state` | `tls` → `error` | `metrics` → `delay` |
+//! `fault` | `reply` | `router` | `service_time`
+//!
 //! ```no_run
 //! # async fn demo() -> std::io::Result<()> {
 //! let server = servers::start(servers::ServerConfig {
