@@ -4,11 +4,9 @@
 //! A module may use (`crate::name`) only modules of the layers below its own; one that reaches
 //! up or sideways fails here with the file and line. The table is also written for people, in
 //! docs/architecture.md ("loadgen") and in lib.rs's crate doc; a new module gets a row in all
-//! three, and the last test here holds them to each other. Submodules count for their
+//! three, and `the_docs_name_the_same_layers_in_the_same_order` holds them to each other. Submodules count for their
 //! top-level module (`model/open.rs` is `model`); a parent and its children may use each other.
-//! The scanning is `common/layers.rs`, shared with the servers crate's test.
-
-use std::path::{Path, PathBuf};
+//! The scanning and the checks are `common/layers.rs`, shared with the servers crate's test.
 
 #[path = "common/layers.rs"]
 mod layers;
@@ -28,47 +26,25 @@ const LAYERS: layers::Layers = &[
     &["background", "clock", "shard", "stop", "units"], // leaves
 ];
 
-fn src() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("src")
-}
+const MAP: layers::Map = layers::Map {
+    layers: LAYERS,
+    manifest_dir: env!("CARGO_MANIFEST_DIR"),
+    docs_heading: "loadgen",
+};
 
 #[test]
 fn every_module_has_a_place_in_the_map() {
-    let wrong = layers::misplaced(LAYERS, &src());
-    assert!(
-        wrong.is_empty(),
-        "tests/architecture.rs LAYERS and src/ disagree (a new module gets a row here, in \
-         docs/architecture.md and in lib.rs's map):\n{}",
-        wrong.join("\n")
-    );
+    MAP.every_module_has_a_place();
 }
 
 #[test]
 fn dependencies_point_down() {
-    let wrong = layers::upward_uses(LAYERS, &src());
-    assert!(
-        wrong.is_empty(),
-        "dependencies must point down the module map (tests/architecture.rs LAYERS):\n{}",
-        wrong.join("\n")
-    );
+    MAP.dependencies_point_down();
 }
 
-/// The table is written for people twice more; both must say what `LAYERS` says.
 #[test]
 fn the_docs_name_the_same_layers_in_the_same_order() {
-    let lib_rs = std::fs::read_to_string(src().join("lib.rs")).unwrap();
-    assert_eq!(
-        layers::doc_layers(&lib_rs),
-        layers::owned(LAYERS),
-        "src/lib.rs's map of layers (left) differs from LAYERS (right)"
-    );
-    let docs = Path::new(env!("CARGO_MANIFEST_DIR")).join("../docs/architecture.md");
-    let docs = std::fs::read_to_string(docs).unwrap();
-    assert_eq!(
-        layers::markdown_layers(&docs, "loadgen"),
-        layers::owned(LAYERS),
-        "docs/architecture.md's loadgen table (left) differs from LAYERS (right)"
-    );
+    MAP.docs_name_the_same_layers();
 }
 
 /// The check itself: a use that points up or sideways is seen (so the test above can fail).

@@ -1,12 +1,11 @@
 //! The module map as a test: dependencies between the servers crate's top-level modules point
 //! one way, top to bottom, and every module has a place in the map.
 //!
-//! The same check as loadgen's (`loadgen/tests/architecture.rs`; the scanning is shared from
-//! there): a module may use (`crate::name`, re-exports included) only modules of the layers
-//! below its own. The table is also written in docs/architecture.md ("servers") and in
-//! lib.rs's crate doc, and the last test holds them to it.
-
-use std::path::{Path, PathBuf};
+//! The same checks as loadgen's (`loadgen/tests/architecture.rs`; the scanning and the checks
+//! are shared from there): a module may use (`crate::name`, re-exports included) only modules
+//! of the layers below its own. The table is also written in docs/architecture.md ("servers")
+//! and in lib.rs's crate doc, and `the_docs_name_the_same_layers_in_the_same_order` holds them
+//! to it.
 
 #[path = "../../loadgen/tests/common/layers.rs"]
 mod layers;
@@ -20,47 +19,25 @@ const LAYERS: layers::Layers = &[
     &["delay", "fault", "reply", "router", "service_time"], // leaves
 ];
 
-fn src() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("src")
-}
+const MAP: layers::Map = layers::Map {
+    layers: LAYERS,
+    manifest_dir: env!("CARGO_MANIFEST_DIR"),
+    docs_heading: "servers",
+};
 
 #[test]
 fn every_module_has_a_place_in_the_map() {
-    let wrong = layers::misplaced(LAYERS, &src());
-    assert!(
-        wrong.is_empty(),
-        "tests/architecture.rs LAYERS and src/ disagree (a new module gets a row here, in \
-         docs/architecture.md and in lib.rs's map):\n{}",
-        wrong.join("\n")
-    );
+    MAP.every_module_has_a_place();
 }
 
 #[test]
 fn dependencies_point_down() {
-    let wrong = layers::upward_uses(LAYERS, &src());
-    assert!(
-        wrong.is_empty(),
-        "dependencies must point down the module map (tests/architecture.rs LAYERS):\n{}",
-        wrong.join("\n")
-    );
+    MAP.dependencies_point_down();
 }
 
-/// The table is written for people twice more; both must say what `LAYERS` says.
 #[test]
 fn the_docs_name_the_same_layers_in_the_same_order() {
-    let lib_rs = std::fs::read_to_string(src().join("lib.rs")).unwrap();
-    assert_eq!(
-        layers::doc_layers(&lib_rs),
-        layers::owned(LAYERS),
-        "src/lib.rs's map of layers (left) differs from LAYERS (right)"
-    );
-    let docs = Path::new(env!("CARGO_MANIFEST_DIR")).join("../docs/architecture.md");
-    let docs = std::fs::read_to_string(docs).unwrap();
-    assert_eq!(
-        layers::markdown_layers(&docs, "servers"),
-        layers::owned(LAYERS),
-        "docs/architecture.md's servers table (left) differs from LAYERS (right)"
-    );
+    MAP.docs_name_the_same_layers();
 }
 
 /// The circle this test was written after: `api` used `server::Shared` while `server` used

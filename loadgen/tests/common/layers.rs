@@ -3,8 +3,8 @@
 //! docs/architecture.md), compared with it.
 //!
 //! Included by `loadgen/tests/architecture.rs` and `servers/tests/architecture.rs` with
-//! `#[path]`, so the scanning is written once; each of those files holds its crate's `LAYERS`
-//! and the tests. Submodules count for their top-level module (`model/open.rs` is `model`); a
+//! `#[path]`, so the scanning and the checks are written once; each of those files holds its
+//! crate's `LAYERS` and calls the checks of [`Map`]. Submodules count for their top-level module (`model/open.rs` is `model`); a
 //! name the crate root re-exports (`crate::Fault`, `crate::run`) counts for the module it
 //! comes from, so a re-export is no way around the table.
 
@@ -18,9 +18,62 @@ pub fn layer_of(layers: Layers, module: &str) -> Option<usize> {
     layers.iter().position(|layer| layer.contains(&module))
 }
 
+/// One crate's module map and the checks on it; each crate's test calls these, one `#[test]`
+/// each, so a failure names the check.
+pub struct Map {
+    pub layers: Layers,
+    /// The crate's `CARGO_MANIFEST_DIR`; its sources are `src/`, the docs `../docs/`.
+    pub manifest_dir: &'static str,
+    /// The crate's section of docs/architecture.md (the first heading containing it).
+    pub docs_heading: &'static str,
+}
+
+impl Map {
+    fn src(&self) -> PathBuf {
+        Path::new(self.manifest_dir).join("src")
+    }
+
+    pub fn every_module_has_a_place(&self) {
+        let wrong = misplaced(self.layers, &self.src());
+        assert!(
+            wrong.is_empty(),
+            "tests/architecture.rs LAYERS and src/ disagree (a new module gets a row there, in \
+             docs/architecture.md and in lib.rs's map):\n{}",
+            wrong.join("\n")
+        );
+    }
+
+    pub fn dependencies_point_down(&self) {
+        let wrong = upward_uses(self.layers, &self.src());
+        assert!(
+            wrong.is_empty(),
+            "dependencies must point down the module map (tests/architecture.rs LAYERS):\n{}",
+            wrong.join("\n")
+        );
+    }
+
+    /// The table is written for people twice more; both must say what `LAYERS` says.
+    pub fn docs_name_the_same_layers(&self) {
+        let lib_rs = std::fs::read_to_string(self.src().join("lib.rs")).unwrap();
+        assert_eq!(
+            doc_layers(&lib_rs),
+            owned(self.layers),
+            "src/lib.rs's map of layers (left) differs from LAYERS (right)"
+        );
+        let docs = Path::new(self.manifest_dir).join("../docs/architecture.md");
+        let docs = std::fs::read_to_string(docs).unwrap();
+        assert_eq!(
+            markdown_layers(&docs, self.docs_heading),
+            owned(self.layers),
+            "docs/architecture.md's {} table (left) differs from LAYERS (right)",
+            self.docs_heading
+        );
+    }
+}
+
 /// Every source file of the library under `src`, by top-level module (`lib.rs` and the
 /// binary's `main.rs` are not modules).
-pub fn modules(src: &Path) -> BTreeMap<String, Vec<PathBuf>> {
+fn modules(src: &Path) -> BTreeMap<String, Vec<PathBuf>> {
     let mut modules: BTreeMap<String, Vec<_>> = BTreeMap::new();
     let mut pending = vec![src.to_path_buf()];
     while let Some(dir) = pending.pop() {
@@ -121,7 +174,7 @@ fn first_segments(path: &str) -> Vec<String> {
 }
 
 /// Modules of `src` missing from `layers`, then names in `layers` that are no module.
-pub fn misplaced(layers: Layers, src: &Path) -> Vec<String> {
+fn misplaced(layers: Layers, src: &Path) -> Vec<String> {
     let modules = modules(src);
     let missing = modules
         .keys()
@@ -136,7 +189,7 @@ pub fn misplaced(layers: Layers, src: &Path) -> Vec<String> {
 }
 
 /// Every use in `src` of a module that is not below the user, as `file:line: …`.
-pub fn upward_uses(layers: Layers, src: &Path) -> Vec<String> {
+fn upward_uses(layers: Layers, src: &Path) -> Vec<String> {
     let reexports = reexports(&std::fs::read_to_string(src.join("lib.rs")).unwrap());
     let mut wrong = Vec::new();
     for (module, files) in modules(src) {
@@ -175,7 +228,7 @@ pub fn upward_in(
 /// containing `heading`: rows with the same layer number form one layer, in the table's order;
 /// a module cell may list several modules (`` `a`, `b` ``). Panics naming the layer number
 /// when the numbers do not run 1, 2, 3… down the table.
-pub fn markdown_layers(markdown: &str, heading: &str) -> Vec<Vec<String>> {
+fn markdown_layers(markdown: &str, heading: &str) -> Vec<Vec<String>> {
     let mut lines = markdown
         .lines()
         .skip_while(|line| !(line.starts_with('#') && line.contains(heading)));
@@ -207,7 +260,7 @@ pub fn markdown_layers(markdown: &str, heading: &str) -> Vec<Vec<String>> {
 
 /// The layers of the crate doc's one-line map: the `//!` paragraph made only of `` `name` ``,
 /// `|` (same layer) and `→` (next layer down), e.g. `` `runner` → `cli` | `config` ``.
-pub fn doc_layers(lib_rs: &str) -> Vec<Vec<String>> {
+fn doc_layers(lib_rs: &str) -> Vec<Vec<String>> {
     let doc: Vec<&str> = lib_rs
         .lines()
         .map_while(|line| line.strip_prefix("//!"))
