@@ -1,8 +1,8 @@
 //! The run's time base: one monotonic anchor instant, and its wall-clock twin.
 //!
 //! Every timestamp in a record is an integer offset in nanoseconds from [`Anchor::instant`]
-//! (DESIGN.md, "Hot path rules"), so rows never carry wall-clock time and never go backwards.
-//! The wall-clock time of the anchor is stored once, as `loadgen.anchor_unix_ns`.
+//! (docs/architecture.md, "Hot path rules"), so rows never carry wall-clock time and never go
+//! backwards. The wall-clock time of the anchor is stored once, as `loadgen.anchor_unix_ns`.
 
 use std::time::{Instant, SystemTime, UNIX_EPOCH};
 

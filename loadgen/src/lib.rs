@@ -11,11 +11,13 @@
 //! (`main.rs`) only parses arguments, builds the runtime, calls [`run`] and maps errors to exit
 //! codes; tests call [`run`] in-process.
 //!
-//! Dependencies between the modules point one way, down this list of layers: `workflow` →
-//! `runner` → `config` → `cli` | `scenario` → `report` | `sysmon` → `model` → `worker` →
-//! `store` | `transport` → `stats` | `workload` → `record` → the leaves (`background`,
-//! `clock`, `shard`, `stop`, `units`). `tests/architecture.rs` holds the table and fails on an
-//! arrow that points up; the README's module map says what each module does.
+//! Dependencies between the modules point one way, down these layers (`tests/architecture.rs`
+//! holds the table and fails on an arrow that points up; docs/architecture.md draws the data
+//! flow and says what each module does):
+//!
+//! `workflow` → `runner` → `config` → `cli` | `scenario` → `report` | `sysmon` → `model` →
+//! `worker` → `store` | `transport` → `stats` | `workload` → `record` → `background` |
+//! `clock` | `shard` | `stop` | `units`
 
 pub mod background;
 pub mod cli;

@@ -3,7 +3,8 @@
 //! A worker is a tokio task owning one [`Transport`]. It asks its [`WorkSource`] for the next
 //! request, sends it, turns the outcome into a [`RequestRecord`], and appends that to a local
 //! batch which goes to the writer thread when it is full or a second old. It never locks,
-//! never aggregates across workers and never touches a file (DESIGN.md, "Hot path rules").
+//! never aggregates across workers and never touches a file (docs/architecture.md, "Hot path
+//! rules").
 
 use std::future::Future;
 use std::sync::atomic::Ordering;

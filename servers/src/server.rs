@@ -14,7 +14,6 @@ use std::convert::Infallible;
 use std::future::pending;
 use std::io;
 use std::net::SocketAddr;
-use std::sync::atomic::AtomicU64;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -28,12 +27,12 @@ use tokio::sync::{mpsc, watch, OwnedSemaphorePermit, Semaphore};
 use tokio::task::JoinHandle;
 use tokio_rustls::TlsAcceptor;
 
-use crate::api::{self, StepStore};
+use crate::api;
 use crate::body::ResponseBody;
 use crate::fault::{Armed, ConnectionFaults, Cut, FaultIo, Transport};
-use crate::metrics::Metrics;
 use crate::reply::{self, Reply};
 use crate::router::{self, Matched, Route};
+use crate::state::AppState;
 use crate::{Fault, ServerConfig, ServiceTime};
 
 /// How long [`RunningServer::shutdown`] lets requests already in service finish before their
@@ -53,14 +52,11 @@ const ACCEPT_BACKOFF: Duration = Duration::from_millis(10);
 /// and a `--max-connections` slot forever.
 const TLS_HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
 
-/// State every connection and request of one server shares.
+/// State every connection and request of one server shares: what the handlers see, and the
+/// knobs only this module applies.
 #[derive(Debug)]
-pub(crate) struct Shared {
-    pub(crate) metrics: Metrics,
-    pub(crate) steps: StepStore,
-    pub(crate) next_album_id: AtomicU64,
-    /// `ServerConfig::lenient`: accept numbers where the API has strings.
-    pub(crate) lenient: bool,
+struct Shared {
+    app: AppState,
     service_time: ServiceTime,
     workers: Option<Semaphore>,
     error_rate: f64,
@@ -106,10 +102,7 @@ pub async fn start(config: ServerConfig) -> io::Result<RunningServer> {
     let listener = listen(SocketAddr::new(config.bind, config.port))?;
     let local_addr = listener.local_addr()?;
     let shared = Arc::new(Shared {
-        metrics: Metrics::default(),
-        steps: StepStore::default(),
-        next_album_id: AtomicU64::new(0),
-        lenient: config.lenient,
+        app: AppState::new(config.lenient),
         service_time: config.service_time,
         workers: config.workers.map(Semaphore::new),
         error_rate: config.error_rate,
@@ -168,28 +161,28 @@ impl RunningServer {
     /// fault) is written, so once a client has read a response or seen the fault, it is in
     /// here. Requests abandoned before that (the client went away) are not.
     pub fn requests_total(&self) -> u64 {
-        self.shared.metrics.requests_total()
+        self.shared.app.metrics.requests_total()
     }
 
     /// API requests answered with this status, `/metrics` excluded. A faulted request is not
     /// counted under any status, even when its status line went out (close-mid-body).
     pub fn requests_with_status(&self, status: u16) -> u64 {
-        self.shared.metrics.requests_with_status(status)
+        self.shared.app.metrics.requests_with_status(status)
     }
 
     /// API requests answered with this fault instead of a complete response.
     pub fn faults_total(&self, fault: Fault) -> u64 {
-        self.shared.metrics.faults_total(fault)
+        self.shared.app.metrics.faults_total(fault)
     }
 
     /// Connections reset on accept because `max_connections` were already open.
     pub fn connections_refused(&self) -> u64 {
-        self.shared.metrics.connections_refused()
+        self.shared.app.metrics.connections_refused()
     }
 
     /// API requests received and not yet answered, including those waiting for a worker.
     pub fn in_flight(&self) -> u64 {
-        self.shared.metrics.in_flight()
+        self.shared.app.metrics.in_flight()
     }
 
     /// Stops accepting, closes idle connections, lets requests in service finish for up to
@@ -252,7 +245,7 @@ async fn accept_loop(
                     ));
                 }
                 Err(_) => {
-                    shared.metrics.accept_failed();
+                    shared.app.metrics.accept_failed();
                     tokio::time::sleep(ACCEPT_BACKOFF).await;
                 }
             },
@@ -269,7 +262,7 @@ async fn accept_loop(
 /// RST (`ECONNRESET`) at once rather than a connection that hangs or a clean EOF it might
 /// retry as a keep-alive race.
 fn refuse(stream: TcpStream, shared: &Shared) {
-    shared.metrics.connection_refused();
+    shared.app.metrics.connection_refused();
     // If this fails the close below is a FIN instead; the client still gets no service.
     let _ = socket2::SockRef::from(&stream).set_linger(Some(Duration::ZERO));
     drop(stream);
@@ -289,7 +282,7 @@ async fn serve_connection(
     // Each response is written in one go; Nagle would only hold back the last segment of a
     // large response (or h2 frames) waiting for an ACK.
     let _ = stream.set_nodelay(true);
-    let _open = shared.metrics.connection_opened();
+    let _open = shared.app.metrics.connection_opened();
     let Some(tls) = &shared.tls else {
         serve_http(stream, builder, Arc::clone(&shared), stop).await;
         return;
@@ -301,7 +294,7 @@ async fn serve_connection(
             Ok(Ok(stream)) => stream,
             // A client that cannot agree on TLS gets no HTTP; counting it is all we can do.
             Ok(Err(_)) | Err(_) => {
-                shared.metrics.tls_handshake_failed();
+                shared.app.metrics.tls_handshake_failed();
                 return;
             }
         },
@@ -347,19 +340,19 @@ async fn handle(
     if route == Route::Metrics {
         // Scrapes are not API work: no service time, no worker, no injected failure, no
         // fault, no slow body.
-        let response = api::handle(matched, &parts, body, &shared).await;
-        shared.metrics.count(route, response.status().as_u16());
+        let response = api::handle(matched, &parts, body, &shared.app).await;
+        shared.app.metrics.count(route, response.status().as_u16());
         return Ok(response.map(ResponseBody::whole));
     }
     let (response, fault) = serve_api(matched, &parts, body, &shared).await;
     let Some(fault) = fault else {
-        shared.metrics.count(route, response.status().as_u16());
+        shared.app.metrics.count(route, response.status().as_u16());
         return Ok(match shared.slow_body {
             Some(delay) => response.map(|body| ResponseBody::split(body, delay)),
             None => response.map(ResponseBody::whole),
         });
     };
-    shared.metrics.count_fault(route, fault);
+    shared.app.metrics.count_fault(route, fault);
     let http2 = parts.version == Version::HTTP_2;
     let armed = match fault {
         Fault::Reset => Some(Armed::Reset),
@@ -400,11 +393,11 @@ async fn serve_api(
     body: Incoming,
     shared: &Shared,
 ) -> (Reply, Option<Fault>) {
-    let _in_flight = shared.metrics.enter();
+    let _in_flight = shared.app.metrics.enter();
     hold_during_stall(shared).await;
     let _worker = match &shared.workers {
         Some(workers) => {
-            let _waiting = shared.metrics.wait_for_worker();
+            let _waiting = shared.app.metrics.wait_for_worker();
             // The semaphore is never closed, so this only fails in theory; serving without a
             // permit then is better than refusing.
             workers.acquire().await.ok()
@@ -417,13 +410,13 @@ async fn serve_api(
     // A request in service when a stall begins is held too: the server answers nothing.
     hold_during_stall(shared).await;
     match draw(shared) {
-        Fate::Serve => (api::handle(matched, parts, body, shared).await, None),
+        Fate::Serve => (api::handle(matched, parts, body, &shared.app).await, None),
         Fate::Error => {
             reply::discard_body(body).await;
             (reply::injected_error(), None)
         }
         Fate::Fault(Fault::CloseMidBody) => (
-            api::handle(matched, parts, body, shared).await,
+            api::handle(matched, parts, body, &shared.app).await,
             Some(Fault::CloseMidBody),
         ),
         Fate::Fault(fault) => {

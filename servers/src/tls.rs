@@ -14,7 +14,7 @@ use std::sync::Arc;
 use rustls_pki_types::pem::PemObject as _;
 use rustls_pki_types::{CertificateDer, PrivateKeyDer};
 
-use crate::ConfigError;
+use crate::error::ConfigError;
 
 /// ALPN protocols, most preferred first: a client that offers both gets HTTP/2.
 const ALPN_PROTOCOLS: [&[u8]; 2] = [b"h2", b"http/1.1"];

@@ -1,7 +1,7 @@
 //! The per-request record: the one row every request becomes, and its Arrow schema.
 //!
-//! This module is the contract between the Rust engine and the Python analysis (DESIGN.md,
-//! "One row per request"). It owns the column names, their types and the error classes; it
+//! This module is the contract between the Rust engine and the Python analysis
+//! (docs/architecture.md, "The data flow"). It owns the column names, their types and the error classes; it
 //! does not decide when rows are written (that is [`store::writer`](crate::store::writer)) or what they mean in aggregate
 //! (that is `stats`). Times are integer nanoseconds from the run's anchor instant.
 //!

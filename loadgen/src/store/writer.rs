@@ -1,7 +1,7 @@
 //! The Parquet segment writer: an OS thread that turns batches of records into segment files.
 //!
-//! Workers never touch files (DESIGN.md, "Hot path rules"): they hand whole batches over a
-//! bounded channel and this thread does the encoding. Each segment is a complete Parquet file
+//! Workers never touch files (docs/architecture.md, "Hot path rules"): they hand whole batches
+//! over a bounded channel and this thread does the encoding. Each segment is a complete Parquet file
 //! written under a hidden `.partial` name and renamed when closed, so a reader never sees a
 //! half-written segment and a killed run loses at most the segment that was open. Segments
 //! close every `segment_interval` (a few seconds) and at the end of the run.

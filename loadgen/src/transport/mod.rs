@@ -1,9 +1,9 @@
 //! Transport: how one worker's requests reach the server, timed and classified.
 //!
 //! A [`Client`] is owned by exactly one worker. Over HTTP/1.1 it holds at most one connection
-//! of its own, so connection queueing is never hidden behind a pool (DESIGN.md, "Hot path
-//! rules"); over HTTP/2 a fixed group of workers shares one connection, one stream each
-//! (`--streams-per-connection`). It reports what happened as an [`Exchange`] — status,
+//! of its own, so connection queueing is never hidden behind a pool (docs/architecture.md,
+//! "Hot path rules"); over HTTP/2 a fixed group of workers shares one connection, one stream
+//! each (`--streams-per-connection`). It reports what happened as an [`Exchange`] — status,
 //! connect and first-byte times, bytes on the wire, and an [`ErrorClass`] when it failed — and
 //! never returns early with an error: failures are data. It follows redirects only when asked.
 //! It does not decide what to send or when (models do) and does not record anything (the

@@ -15,7 +15,7 @@ use multer::{Constraints, Multipart, SizeLimit};
 use serde::{Deserialize, Serialize};
 
 use crate::reply::{self, Rejection, Reply};
-use crate::server::Shared;
+use crate::state::AppState;
 
 /// A whole multipart request (image included) may be at most this big; larger is a 413.
 const MULTIPART_LIMIT_BYTES: usize = 64 * 1024 * 1024;
@@ -122,11 +122,11 @@ pub(super) fn get(id: &str) -> Result<Reply, Rejection> {
 pub(super) async fn post(
     headers: &HeaderMap,
     body: Incoming,
-    shared: &Shared,
+    state: &AppState,
 ) -> Result<Reply, Rejection> {
-    let image_size_bytes = parse(headers, body, shared.lenient).await?;
+    let image_size_bytes = parse(headers, body, state.lenient).await?;
     // Ids start at 1; Relaxed is enough, only uniqueness matters.
-    let album_id = shared.next_album_id.fetch_add(1, Ordering::Relaxed) + 1;
+    let album_id = state.next_album_id.fetch_add(1, Ordering::Relaxed) + 1;
     Ok(reply::json(
         StatusCode::CREATED,
         &ImageMetaData {

@@ -3,7 +3,7 @@
 //! Handlers check the method, validate path parameters and bodies, and build the response.
 //! They know nothing of the knobs (service time, workers, injected errors) or of counting;
 //! the server wraps every API call with those, so each handler stays a plain function of
-//! its request.
+//! its request and the [`AppState`] the APIs share (which lives below both, in `state`).
 
 mod albums;
 mod skiers;
@@ -19,9 +19,7 @@ use hyper::StatusCode;
 
 use crate::reply::{self, Rejection, Reply};
 use crate::router::Matched;
-use crate::server::Shared;
-
-pub(crate) use stepcounter::StepStore;
+use crate::state::AppState;
 
 const HELLO: &[u8] = b"hello, world\n";
 
@@ -30,7 +28,7 @@ pub(crate) async fn handle(
     matched: Matched<'_>,
     parts: &Parts,
     body: Incoming,
-    shared: &Shared,
+    state: &AppState,
 ) -> Reply {
     let route = matched.route();
     if !route.allows(&parts.method) {
@@ -40,25 +38,25 @@ pub(crate) async fn handle(
     }
     let result = match matched {
         Matched::Root => Ok(reply::text(StatusCode::OK, Bytes::from_static(HELLO))),
-        Matched::Metrics => Ok(reply::prometheus(shared.metrics.render())),
+        Matched::Metrics => Ok(reply::prometheus(state.metrics.render())),
         Matched::AlbumsGet { id } => albums::get(id),
         // Boxed so the multipart parser's large state does not inflate every request's future.
-        Matched::AlbumsPost => Box::pin(albums::post(&parts.headers, body, shared)).await,
+        Matched::AlbumsPost => Box::pin(albums::post(&parts.headers, body, state)).await,
         Matched::Skiers {
             resort,
             season,
             day,
             skier,
         } => skiers::post(resort, season, day, skier, body).await,
-        Matched::Swipe { direction } => swipe::post(direction, body, shared.lenient).await,
+        Matched::Swipe { direction } => swipe::post(direction, body, state.lenient).await,
         Matched::StepcounterPost {
             user,
             day,
             interval,
             steps,
-        } => stepcounter::post(user, day, interval, steps, shared),
-        Matched::StepcounterCurrent { user } => stepcounter::current(user, &shared.steps),
-        Matched::StepcounterSingle { user, day } => stepcounter::single(user, day, &shared.steps),
+        } => stepcounter::post(user, day, interval, steps, state),
+        Matched::StepcounterCurrent { user } => stepcounter::current(user, &state.steps),
+        Matched::StepcounterSingle { user, day } => stepcounter::single(user, day, &state.steps),
         Matched::NotFound => Ok(reply::not_found(parts.uri.path())),
     };
     result.unwrap_or_else(Reply::from)
