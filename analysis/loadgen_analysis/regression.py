@@ -32,8 +32,11 @@ import numpy as np
 import pandas as pd
 from scipy import stats
 
-from .io import Run, as_runs, connect
-from .summary import op_summary, reuse_reductions, run_walls_ns
+from .io.engine import connect
+from .io.load import as_runs
+from .io.run import Run
+from .reductions.cache import reuse_reductions
+from .reductions.summary import op_summary, run_walls_ns
 
 #: Metrics compared, in display order: (column of op_summary, label, higher is worse).
 METRICS: tuple[tuple[str, str, bool], ...] = (

@@ -22,8 +22,9 @@ from typing import Literal
 import numpy as np
 import pandas as pd
 
-from .io import Run, as_runs
-from .summary import run_table
+from ..io.load import as_runs
+from ..io.run import Run
+from ..reductions.summary import run_table
 
 Basis = Literal["latency", "throughput"]
 Rounding = Literal["none", "round", "floor"]

@@ -21,7 +21,8 @@ from urllib.parse import urlsplit
 import duckdb
 import pandas as pd
 
-from .io import Run, as_runs
+from ..io.load import as_runs
+from ..io.run import Run
 
 # Column names of client-metrics.parquet, as contract/files.json spells them; READS lists them
 # and a test holds it to the contract, so a renamed column fails there, not silently here.

@@ -34,11 +34,14 @@ from typing import Any, Literal
 import numpy as np
 import pandas as pd
 
-from .bounds import BoundsFit, better_fit, fit_bounds
-from .client import ClientEvidence, client_evidence
-from .io import Run, as_runs
-from .summary import error_breakdown, gap_summary, latency_components, run_table, timeline
-from .usl import USLFit, fit_usl
+from ..io.load import as_runs
+from ..io.run import Run
+from ..models.bounds import BoundsFit, better_fit, fit_bounds
+from ..models.usl import USLFit, fit_usl
+from ..reductions.gap_tables import gap_summary
+from ..reductions.summary import error_breakdown, latency_components, run_table
+from ..reductions.timeline import timeline
+from .client_evidence import ClientEvidence, client_evidence
 
 Check = Literal["errors", "client", "network", "server"]
 Status = Literal["limit", "ok", "not measured"]

@@ -22,22 +22,18 @@ from pathlib import Path
 import pandas as pd
 from matplotlib.figure import Figure
 
+from ..io.load import as_runs
+from ..io.run import Run
+from ..models.bounds import BoundsFit
+from ..models.littles_law import calibration_from_sweep, littles_law_table, sweep_table
+from ..models.usl import USLFit
+from ..reductions.cache import reuse_reductions
+from ..reductions.checks import check_failures, skipped_requests
+from ..reductions.summary import error_breakdown, op_summary, run_table, shard_table
+from ..reductions.timeline import timeline
+from ..regression import Comparison, format_comparison
+from ..verdict.attribution import Attribution, attribute
 from . import plots
-from .attribution import Attribution, attribute
-from .bounds import BoundsFit
-from .checks import check_failures, skipped_requests
-from .io import Run, as_runs
-from .littles_law import calibration_from_sweep, littles_law_table, sweep_table
-from .regression import Comparison, format_comparison
-from .summary import (
-    error_breakdown,
-    op_summary,
-    reuse_reductions,
-    run_table,
-    shard_table,
-    timeline,
-)
-from .usl import USLFit
 
 _CSS = """
 body { font-family: -apple-system, 'Segoe UI', Helvetica, Arial, sans-serif; margin: 2em auto;

@@ -24,7 +24,8 @@ from pathlib import Path
 import duckdb
 import pyarrow.parquet as pq
 
-from .io import engine_settings, load_run
+from ..io.engine import engine_settings
+from ..io.load import load_run
 
 
 def _sql_string(text: str) -> str:

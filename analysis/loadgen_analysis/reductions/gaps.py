@@ -29,7 +29,8 @@ import duckdb
 import numpy as np
 import pyarrow as pa
 
-from .io import Run, engine_settings
+from ..io.engine import engine_settings
+from ..io.run import Run
 
 #: Rows read per batch.
 BATCH_ROWS = 1 << 20

@@ -27,7 +27,7 @@ from urllib.parse import urlsplit
 
 import pyarrow.fs as pafs
 
-from .errors import RunLoadError
+from ..errors import RunLoadError
 
 #: Downloads in parallel: segments are small and many, so latency, not bandwidth, dominates.
 DOWNLOAD_THREADS = 8
