@@ -35,6 +35,7 @@ from scipy import stats
 from .io.engine import connect
 from .io.load import as_runs
 from .io.run import Run
+from .jsonable import jsonable
 from .reductions.cache import reuse_reductions
 from .reductions.summary import op_summary, run_walls_ns
 
@@ -100,9 +101,7 @@ class Comparison:
         return 0 if self.passed else 1
 
     def as_dict(self) -> dict[str, Any]:
-        rows = []
-        for rec in self.table.to_dict("records"):
-            rows.append({k: _clean(v) for k, v in rec.items()})
+        rows = [jsonable(rec) for rec in self.table.to_dict("records")]
         return {
             "passed": self.passed,
             "method": self.method,
@@ -116,15 +115,6 @@ class Comparison:
 
     def to_text(self) -> str:
         return format_comparison(self)
-
-
-def _clean(value: Any) -> Any:
-    if isinstance(value, np.integer):
-        return int(value)
-    if isinstance(value, float | np.floating):
-        f = float(value)
-        return None if math.isnan(f) or math.isinf(f) else f
-    return value
 
 
 # --------------------------------------------------------------------------- statistics
