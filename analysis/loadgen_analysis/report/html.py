@@ -1,345 +1,35 @@
 """Self-contained HTML reports: one file, plots embedded as PNG data URIs, no scripts, no
 external links, so it can be mailed, attached to a CI job or opened offline.
 
-Responsible for laying out what the other modules compute: run descriptions, the shards of a
-sharded run (their share of the requests, start skew, and a warning when some are missing),
-the per-op summary, the attribution verdict with its evidence, the Little's-Law table and USL
-fit when several concurrency levels are given, and the plots. Also the comparison report of
-the regression gate.
+:func:`build_report` is the run report as named stages (its sections are in :mod:`.sections`,
+the HTML building blocks in :mod:`.markup`): run descriptions, the shards of a sharded run,
+the per-op summary, the attribution verdict with its evidence, the Little's-Law table and
+capacity models when several concurrency levels are given, and the plots.
+:func:`build_comparison_report` is the report of the regression gate.
 """
 
 from __future__ import annotations
 
-import base64
-import datetime as dt
 import html
-import io
-import math
 from collections.abc import Sequence
-from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
-
-import pandas as pd
-from matplotlib.figure import Figure
 
 from ..io.load import as_runs
 from ..io.run import Run
-from ..models.bounds import BoundsFit
-from ..models.littles_law import calibration_from_sweep, littles_law_table, sweep_table
-from ..models.usl import USLFit
 from ..reductions.cache import reuse_reductions
-from ..reductions.checks import check_failures, skipped_requests
-from ..reductions.summary import error_breakdown, op_summary, run_table, shard_table
 from ..reductions.timeline import timeline
 from ..regression import Comparison, format_comparison
-from ..verdict.attribution import Attribution, attribute
+from ..verdict.attribution import attribute
 from . import plots
-
-_CSS = """
-body { font-family: -apple-system, 'Segoe UI', Helvetica, Arial, sans-serif; margin: 2em auto;
-       max-width: 1150px; color: #222; line-height: 1.4; padding: 0 1em; }
-h1 { font-size: 1.6em; margin-bottom: 0.2em; } h2 { border-bottom: 1px solid #ddd;
-     padding-bottom: 0.2em; margin-top: 1.8em; }
-.meta { color: #666; font-size: 0.9em; }
-table { border-collapse: collapse; font-size: 0.85em; margin: 0.6em 0; }
-th, td { border: 1px solid #ddd; padding: 3px 8px; text-align: right; }
-th { background: #f4f4f4; } td:first-child, th:first-child { text-align: left; }
-.verdict { padding: 0.8em 1em; border-radius: 6px; background: #eef3fb;
-           border-left: 6px solid #4c72b0; margin: 1em 0; }
-.verdict.errors, .verdict.client, .verdict.network { border-left-color: #c44e52;
-           background: #fbeeee; }
-.verdict.server { border-left-color: #dd8452; background: #fdf3ea; }
-.status-limit { color: #c44e52; font-weight: bold; }
-.status-ok { color: #2e7d32; } .status-not { color: #888; }
-figure { margin: 1em 0; } figure img { max-width: 100%; border: 1px solid #eee; }
-figcaption { color: #666; font-size: 0.85em; }
-pre { background: #f7f7f7; padding: 0.8em; overflow-x: auto; font-size: 0.85em; }
-.note { color: #666; font-size: 0.9em; }
-"""
-
-
-def _package_version() -> str:
-    try:
-        return version("loadgen-analysis")
-    except PackageNotFoundError:
-        return "unknown"
-
-
-def figure_to_data_uri(fig: Figure, dpi: int = 110) -> str:
-    """Render a Figure as a base64 PNG data URI."""
-    buffer = io.BytesIO()
-    fig.savefig(buffer, format="png", dpi=dpi)
-    return "data:image/png;base64," + base64.b64encode(buffer.getvalue()).decode("ascii")
-
-
-def _figure_html(fig: Figure, caption: str) -> str:
-    return (
-        f'<figure><img alt="{html.escape(caption)}" src="{figure_to_data_uri(fig)}">'
-        f"<figcaption>{html.escape(caption)}</figcaption></figure>"
-    )
-
-
-def _fmt(value: object, digits: int = 3) -> str:
-    if value is None:
-        return "—"
-    if isinstance(value, float):
-        if math.isnan(value):
-            return "—"
-        if math.isinf(value):
-            return "∞"
-        if abs(value) >= 1000:
-            return f"{value:,.0f}"
-        return f"{value:.{digits}g}"
-    return str(value)
-
-
-def _table(frame: pd.DataFrame, columns: dict[str, str] | None = None) -> str:
-    if columns:
-        frame = frame[[c for c in columns if c in frame]].rename(columns=columns)
-    head = "".join(f"<th>{html.escape(str(c))}</th>" for c in frame.columns)
-    body = []
-    for row in frame.itertuples(index=False):
-        cells = "".join(f"<td>{html.escape(_fmt(v))}</td>" for v in row)
-        body.append(f"<tr>{cells}</tr>")
-    return f"<table><thead><tr>{head}</tr></thead><tbody>{''.join(body)}</tbody></table>"
-
-
-def _host(host: object) -> str:
-    if not isinstance(host, dict):
-        return "—"
-    parts = [str(host[k]) for k in ("hostname", "cpus") if k in host]
-    return ", ".join(parts) + (" cpus" if "cpus" in host else "") if parts else "—"
-
-
-def _shards_text(run: Run) -> str:
-    text = f"{len(run.shards)} of {run.shard_count}"
-    if run.missing_shards:
-        text += " (missing " + ", ".join(f"{i}/{run.shard_count}" for i in run.missing_shards) + ")"
-    return text
-
-
-def _runs_html(runs: list[Run]) -> str:
-    walls = run_table(runs)["wall_s"].tolist()
-    sharded = any(r.shards for r in runs)
-    rows = []
-    for r, wall_s in zip(runs, walls, strict=True):
-        hosts = []
-        for part in r.parts:
-            host = _host(part.meta.get("host") or {})
-            if host not in hosts:
-                hosts.append(host)
-        row = {
-            "run": r.label,
-            "model": r.model or "—",
-            "workers": r.connections,
-            "target": r.config.get("url", "—"),
-            "started": r.meta.get("created_at", "—"),
-            "ended": r.meta.get("exit_reason", "— (no run.json)"),
-            "rows": r.rows,
-            "segments": len(r.segments),
-            "client host": "; ".join(hosts),
-            "loadgen": r.meta.get("loadgen_version", r.parquet_meta.get("loadgen.version")),
-            "wall s": wall_s,
-        }
-        if sharded:
-            row["shards"] = _shards_text(r) if r.shards else "—"
-        rows.append(row)
-    return _table(pd.DataFrame(rows))
-
-
-def _incomplete_html(run: Run) -> str:
-    return (
-        f"<div class='verdict errors'><b>Incomplete sharded run</b>: "
-        f"{html.escape(run.label)} has {html.escape(_shards_text(run))} shards. Totals, "
-        "throughput and workers in this report cover only the shards present.</div>"
-    )
-
-
-_SHARD_COLUMNS = {
-    "shard": "shard",
-    "directory": "directory",
-    "host": "client host",
-    "workers": "workers",
-    "requests": "requests",
-    "share_pct": "share %",
-    "first_request_ms": "first request (ms)",
-    "anchor_offset_ms": "anchor offset (ms)",
-    "start_offset_ms": "late after --start-at (ms)",
-}
-
-
-def _shards_html(runs: list[Run]) -> str:
-    table = shard_table(runs)
-    parts = []
-    for run in runs:
-        if not run.shards:
-            continue
-        rows = table[table["run"] == run.label]
-        first = rows["first_request_skew_ms"].iloc[0]
-        offset = rows["start_offset_skew_ms"].iloc[0]
-        skew = f"first requests {_fmt(float(first))} ms apart"
-        if not math.isnan(offset):
-            skew += f", starts after --start-at {_fmt(float(offset))} ms apart"
-        parts.append(
-            f"<p><b>{html.escape(run.label)}</b>: {html.escape(_shards_text(run))} shards, "
-            f"analysed as one run (times from the earliest shard's wall-clock anchor); start "
-            f"skew: {html.escape(skew)}.</p>"
-        )
-        if run.missing_shards:
-            parts.append(_incomplete_html(run))
-        parts.append(_table(rows, _SHARD_COLUMNS))
-    return "".join(parts)
-
-
-def _threshold_value(value: float | None, unit: str) -> str:
-    if value is None:
-        return "nothing measured"
-    if unit == "ns":
-        return f"{value / 1e6:.3f} ms"
-    if unit == "fraction":
-        return f"{value * 100:.2f} %"
-    return f"{value:,.1f} /s"
-
-
-def _thresholds_html(runs: list[Run]) -> str:
-    """Each run's thresholds (run.json ``thresholds``): what was asked, what was observed."""
-    rows = []
-    for run in runs:
-        for t in run.meta.get("thresholds") or []:
-            verdict = "passed" if t["passed"] else "<b>CROSSED</b>"
-            rows.append(
-                f"<tr><td>{html.escape(run.label)}</td><td><code>{html.escape(t['threshold'])}"
-                f"</code></td><td>{html.escape(t['op'] or 'whole run')}</td>"
-                f"<td>{_threshold_value(t['observed'], t['unit'])}</td>"
-                f"<td>{_threshold_value(t['limit'], t['unit'])}</td><td>{verdict}</td></tr>"
-            )
-    head = (
-        "<tr><th>run</th><th>threshold</th><th>op</th><th>observed</th><th>limit</th>"
-        "<th>verdict</th></tr>"
-    )
-    crossed = sum(not t["passed"] for run in runs for t in run.meta.get("thresholds") or [])
-    note = (
-        f"<p><b>{crossed} threshold(s) crossed</b>: the run exited with code 99.</p>"
-        if crossed
-        else "<p>Every threshold passed.</p>"
-    )
-    return note + f"<table>{head}{''.join(rows)}</table>"
-
-
-def _checks_html(runs: list[Run]) -> list[str]:
-    """The Checks section: failed rows per check (and the checks that never failed), and the
-    requests skipped because a value they use was not extracted; nothing without checks."""
-    failures = check_failures(runs)
-    skipped = skipped_requests(runs)
-    if failures.empty and skipped.empty:
-        return []
-    failed = int(failures["failed"].sum())
-    note = (
-        f"<p><b>{failed} response(s) failed a check</b> (error class <code>check</code>).</p>"
-        if failed
-        else "<p>Every check passed.</p>"
-    )
-    parts = ["<h3>Checks</h3>", note]
-    if not failures.empty:
-        columns = {
-            "run": "run",
-            "op": "op",
-            "check": "check",
-            "failed": "failed",
-            "share": "share of op",
-        }
-        parts.append(_table(failures.fillna({"op": "(any)"}), columns))
-    if not skipped.empty:
-        parts += [
-            "<p>Requests not sent because a value they use was not extracted:</p>",
-            _table(skipped, {"run": "run", "op": "op", "skipped": "skipped"}),
-        ]
-    return parts
-
-
-def _attribution_html(result: Attribution) -> str:
-    parts = [
-        f'<div class="verdict {html.escape(result.verdict)}"><b>Verdict: '
-        f"{html.escape(result.verdict)}</b> ({html.escape(result.confidence)} evidence) — "
-        f"{html.escape(result.headline)}</div>",
-        "<table><thead><tr><th>check</th><th>status</th><th>evidence</th></tr></thead><tbody>",
-    ]
-    for f in result.findings:
-        css = "status-" + f.status.split()[0]
-        parts.append(
-            f"<tr><td>{html.escape(f.check)}</td><td class='{css}'>{html.escape(f.status)}</td>"
-            f"<td style='text-align:left'>{html.escape(f.summary)}</td></tr>"
-        )
-    parts.append("</tbody></table>")
-    if result.caveats:
-        parts.append(
-            "<ul class='note'>"
-            + "".join(f"<li>{html.escape(c)}</li>" for c in result.caveats)
-            + "</ul>"
-        )
-    return "".join(parts)
-
-
-_SUMMARY_COLUMNS = {
-    "run": "run",
-    "op": "op",
-    "requests": "requests",
-    "failed": "failed",
-    "throughput_rps": "req/s",
-    "mean_ms": "mean ms",
-    "min_ms": "min ms",
-    "p50_ms": "p50 ms",
-    "p90_ms": "p90 ms",
-    "p99_ms": "p99 ms",
-    "p999_ms": "p99.9 ms",
-    "max_ms": "max ms",
-}
-
-_LITTLE_COLUMNS = {
-    "connections": "N",
-    "run": "run",
-    "throughput_rps": "observed X (req/s)",
-    "predicted_rps": "predicted N/R(1)",
-    "efficiency": "observed/predicted",
-    "mean_latency_ms": "mean R (ms)",
-    "latency_growth": "R(N)/R(1)",
-    "n_eff": "N_eff = X·R̄",
-    "n_eff_ratio": "N_eff/N",
-}
-
-
-def _models_html(result: Attribution) -> str:
-    """Both capacity models with their fit quality, and which one the verdict and plots use."""
-    rows = []
-    for fit in (result.usl, result.bounds):
-        if fit is None:
-            continue
-        params = (
-            f"σ={fit.sigma:.3g}, κ={fit.kappa:.3g}, λ={fit.lam:.4g}/s"
-            if isinstance(fit, USLFit)
-            else f"R(1)={fit.r1_ms:.3g} ms, λ=1/R(1)={fit.lam:.4g}/s"
-        )
-        worst = max((abs(r) for r in fit.residuals), default=float("nan"))
-        rows.append(
-            {
-                "model": "USL" if isinstance(fit, USLFit) else "bounds min(N/R(1), X_max)",
-                "used": "✔" if fit is result.capacity_model else "",
-                "parameters": params,
-                "knee N": fit.n_max,
-                "X_max (req/s)": fit.x_max,
-                "R²": fit.r_squared,
-                "RMSE (req/s)": fit.rmse,
-                "largest residual (req/s)": worst,
-                "points": fit.points,
-            }
-        )
-    if not rows:
-        return "<p class='note'>No capacity model could be fitted to these levels.</p>"
-    return (
-        "<p>The USL describes contention and coherency; the operational-law bounds X(N) ≤ "
-        "min(N / R(1), X_max), knee N* = R(1)·X_max, describe a fixed capacity. The verdict "
-        "and the plots use the one that fits better (higher R²).</p>" + _table(pd.DataFrame(rows))
-    )
+from .markup import figure_html, page
+from .sections import (
+    attribution_html,
+    distribution_section,
+    header_section,
+    runs_section,
+    summary_section,
+    sweep_section,
+)
 
 
 def build_report(
@@ -357,115 +47,17 @@ def _build_report(runs: list[Run], title: str | None, link_capacity_bps: float |
     timeline(runs, by_phase=False)
     if title is None:
         title = f"loadgen report: {runs[0].label if len(runs) == 1 else f'{len(runs)} runs'}"
-    now = dt.datetime.now(dt.UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
-    body: list[str] = [
-        f"<h1>{html.escape(title)}</h1>",
-        f"<p class='meta'>Generated {now} by loadgen-analysis {html.escape(_package_version())} "
-        f"from {len(runs)} run(s), {sum(r.rows for r in runs):,} recorded requests.</p>",
-        *[_incomplete_html(r) for r in runs if r.missing_shards],
-        "<h2>Runs</h2>",
-        _runs_html(runs),
-    ]
-    if any(r.shards for r in runs):
-        body += ["<h2>Shards</h2>", _shards_html(runs)]
-    if any(r.meta.get("thresholds") for r in runs):
-        body += ["<h2>Thresholds</h2>", _thresholds_html(runs)]
-
+    head = header_section(runs, title) + runs_section(runs)
     result = attribute(runs, link_capacity_bps=link_capacity_bps)
-    body += ["<h2>Where throughput stops</h2>", _attribution_html(result)]
-
-    summary = op_summary(runs)
-    body += ["<h2>Summary per op</h2>", _table(summary, _SUMMARY_COLUMNS)]
-
-    errors = error_breakdown(runs)
-    if not errors.empty:
-        body += [
-            "<h3>Failures</h3>",
-            _table(
-                errors,
-                {
-                    "run": "run",
-                    "error": "error class",
-                    "count": "count",
-                    "share": "share",
-                    "first_s": "first (s)",
-                    "last_s": "last (s)",
-                    "peak_t_s": "peak second",
-                    "peak_count": "in peak second",
-                },
-            ),
-        ]
-    body += _checks_html(runs)
-
-    levels = {r.connections for r in runs if r.connections is not None}
-    if len(levels) >= 2 and all(r.connections is not None for r in runs):
-        sweep = sweep_table(runs)
-        calibration = calibration_from_sweep(sweep)
-        table = littles_law_table(sweep, calibration)
-        body += [
-            "<h2>Little's Law</h2>",
-            f"<p>Calibration R(1) = {calibration.r1_s * 1e3:.3f} ms from run "
-            f"<b>{html.escape(calibration.source)}</b> ({calibration.workers} worker(s))"
-            + (
-                ""
-                if calibration.workers == 1
-                else " — no one-worker run given, so the smallest level stands in"
-            )
-            + "; predicted X(N) = N / R(1). N_eff = X · R̄ is how many workers were busy on "
-            "average.</p>",
-            _table(table, _LITTLE_COLUMNS),
-        ]
-        fit: USLFit | BoundsFit | None = result.capacity_model
-        if len(levels) >= 3:
-            body += [
-                "<h2>Capacity model: USL and operational-law bounds</h2>",
-                _models_html(result),
-            ]
-        body += [
-            "<h2>Scalability plots</h2>",
-            _figure_html(
-                plots.plot_throughput_vs_n(sweep, calibration, fit),
-                "Observed throughput against Little's-Law prediction and the capacity model "
-                f"that fits better ({fit.name if fit else 'none'}); the star marks the knee.",
-            ),
-            _figure_html(
-                plots.plot_latency_vs_n(sweep, fit),
-                "Mean and p99 latency against concurrency: on a plateau, latency grows ∝ N.",
-            ),
-            _figure_html(
-                plots.plot_n_eff(sweep),
-                "Effective concurrency against configured: points under the dotted line mean "
-                "the client did not keep its workers busy.",
-            ),
-        ]
-
-    body += [
-        "<h2>Over time</h2>",
-        _figure_html(
-            plots.plot_timeline(runs),
-            "Throughput (ok and failed) and p50/p99 latency per second; phases shaded.",
-        ),
-        "<h2>Latency distribution</h2>",
-        _figure_html(
-            plots.plot_percentile_spectrum(runs, by_op=True),
-            "Latency percentile spectrum; exact percentiles from every recorded request.",
-        ),
-        _figure_html(
-            plots.plot_latency_components(runs),
-            "Mean latency split into connect, send → first byte (server time and round trip) "
-            "and transfer of the body.",
-        ),
+    body = [
+        *head,
+        "<h2>Where throughput stops</h2>",
+        attribution_html(result),
+        *summary_section(runs),
+        *sweep_section(runs, result),
+        *distribution_section(runs),
     ]
-    return _page(title, body)
-
-
-def _page(title: str, body: list[str]) -> str:
-    return (
-        "<!DOCTYPE html>\n<html lang='en'><head><meta charset='utf-8'>"
-        f"<title>{html.escape(title)}</title><style>{_CSS}</style></head><body>"
-        + "\n".join(body)
-        + "</body></html>\n"
-    )
+    return page(title, body)
 
 
 def write_report(
@@ -493,13 +85,13 @@ def build_comparison_report(
     body = [
         f"<h1>loadgen regression gate: {verdict}</h1>",
         f"<div class='verdict {css}'><pre>{html.escape(format_comparison(comparison))}</pre></div>",
-        _figure_html(
+        figure_html(
             plots.plot_comparison(comparison),
             "Change of each metric with its confidence interval; dashed ticks are the limits.",
         ),
-        _figure_html(
+        figure_html(
             plots.plot_percentile_spectrum(candidate, baseline=baseline),
             "Percentile spectrum: baseline dashed, candidate solid.",
         ),
     ]
-    return _page(f"loadgen regression gate: {verdict}", body)
+    return page(f"loadgen regression gate: {verdict}", body)

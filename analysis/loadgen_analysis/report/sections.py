@@ -1,0 +1,379 @@
+"""The sections of a run report, in the order the page shows them: header, runs (with shards
+and thresholds), the verdict, the summary per op (with failures and checks), the sweep
+(Little's Law, capacity models, scalability plots) and the distributions over time.
+
+Each section takes runs or a computed result and returns its HTML parts; it lays out what the
+other subpackages compute and computes nothing of its own.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import html
+import math
+from importlib.metadata import PackageNotFoundError, version
+
+import pandas as pd
+
+from ..io.run import Run
+from ..models.bounds import BoundsFit
+from ..models.littles_law import calibration_from_sweep, littles_law_table, sweep_table
+from ..models.usl import USLFit
+from ..reductions.checks import check_failures, skipped_requests
+from ..reductions.summary import error_breakdown, op_summary, run_table, shard_table
+from ..verdict.attribution import Attribution
+from . import plots
+from .markup import figure_html, fmt, table_html
+
+
+def _package_version() -> str:
+    try:
+        return version("loadgen-analysis")
+    except PackageNotFoundError:
+        return "unknown"
+
+
+def _host(host: object) -> str:
+    if not isinstance(host, dict):
+        return "—"
+    parts = [str(host[k]) for k in ("hostname", "cpus") if k in host]
+    return ", ".join(parts) + (" cpus" if "cpus" in host else "") if parts else "—"
+
+
+def _shards_text(run: Run) -> str:
+    text = f"{len(run.shards)} of {run.shard_count}"
+    if run.missing_shards:
+        text += " (missing " + ", ".join(f"{i}/{run.shard_count}" for i in run.missing_shards) + ")"
+    return text
+
+
+def _runs_html(runs: list[Run]) -> str:
+    walls = run_table(runs)["wall_s"].tolist()
+    sharded = any(r.shards for r in runs)
+    rows = []
+    for r, wall_s in zip(runs, walls, strict=True):
+        hosts = []
+        for part in r.parts:
+            host = _host(part.meta.get("host") or {})
+            if host not in hosts:
+                hosts.append(host)
+        row = {
+            "run": r.label,
+            "model": r.model or "—",
+            "workers": r.connections,
+            "target": r.config.get("url", "—"),
+            "started": r.meta.get("created_at", "—"),
+            "ended": r.meta.get("exit_reason", "— (no run.json)"),
+            "rows": r.rows,
+            "segments": len(r.segments),
+            "client host": "; ".join(hosts),
+            "loadgen": r.meta.get("loadgen_version", r.parquet_meta.get("loadgen.version")),
+            "wall s": wall_s,
+        }
+        if sharded:
+            row["shards"] = _shards_text(r) if r.shards else "—"
+        rows.append(row)
+    return table_html(pd.DataFrame(rows))
+
+
+def _incomplete_html(run: Run) -> str:
+    return (
+        f"<div class='verdict errors'><b>Incomplete sharded run</b>: "
+        f"{html.escape(run.label)} has {html.escape(_shards_text(run))} shards. Totals, "
+        "throughput and workers in this report cover only the shards present.</div>"
+    )
+
+
+_SHARD_COLUMNS = {
+    "shard": "shard",
+    "directory": "directory",
+    "host": "client host",
+    "workers": "workers",
+    "requests": "requests",
+    "share_pct": "share %",
+    "first_request_ms": "first request (ms)",
+    "anchor_offset_ms": "anchor offset (ms)",
+    "start_offset_ms": "late after --start-at (ms)",
+}
+
+
+def _shards_html(runs: list[Run]) -> str:
+    table = shard_table(runs)
+    parts = []
+    for run in runs:
+        if not run.shards:
+            continue
+        rows = table[table["run"] == run.label]
+        first = rows["first_request_skew_ms"].iloc[0]
+        offset = rows["start_offset_skew_ms"].iloc[0]
+        skew = f"first requests {fmt(float(first))} ms apart"
+        if not math.isnan(offset):
+            skew += f", starts after --start-at {fmt(float(offset))} ms apart"
+        parts.append(
+            f"<p><b>{html.escape(run.label)}</b>: {html.escape(_shards_text(run))} shards, "
+            f"analysed as one run (times from the earliest shard's wall-clock anchor); start "
+            f"skew: {html.escape(skew)}.</p>"
+        )
+        if run.missing_shards:
+            parts.append(_incomplete_html(run))
+        parts.append(table_html(rows, _SHARD_COLUMNS))
+    return "".join(parts)
+
+
+def _threshold_value(value: float | None, unit: str) -> str:
+    if value is None:
+        return "nothing measured"
+    if unit == "ns":
+        return f"{value / 1e6:.3f} ms"
+    if unit == "fraction":
+        return f"{value * 100:.2f} %"
+    return f"{value:,.1f} /s"
+
+
+def _thresholds_html(runs: list[Run]) -> str:
+    """Each run's thresholds (run.json ``thresholds``): what was asked, what was observed."""
+    rows = []
+    for run in runs:
+        for t in run.meta.get("thresholds") or []:
+            verdict = "passed" if t["passed"] else "<b>CROSSED</b>"
+            rows.append(
+                f"<tr><td>{html.escape(run.label)}</td><td><code>{html.escape(t['threshold'])}"
+                f"</code></td><td>{html.escape(t['op'] or 'whole run')}</td>"
+                f"<td>{_threshold_value(t['observed'], t['unit'])}</td>"
+                f"<td>{_threshold_value(t['limit'], t['unit'])}</td><td>{verdict}</td></tr>"
+            )
+    head = (
+        "<tr><th>run</th><th>threshold</th><th>op</th><th>observed</th><th>limit</th>"
+        "<th>verdict</th></tr>"
+    )
+    crossed = sum(not t["passed"] for run in runs for t in run.meta.get("thresholds") or [])
+    note = (
+        f"<p><b>{crossed} threshold(s) crossed</b>: the run exited with code 99.</p>"
+        if crossed
+        else "<p>Every threshold passed.</p>"
+    )
+    return note + f"<table>{head}{''.join(rows)}</table>"
+
+
+def _checks_html(runs: list[Run]) -> list[str]:
+    """The Checks section: failed rows per check (and the checks that never failed), and the
+    requests skipped because a value they use was not extracted; nothing without checks."""
+    failures = check_failures(runs)
+    skipped = skipped_requests(runs)
+    if failures.empty and skipped.empty:
+        return []
+    failed = int(failures["failed"].sum())
+    note = (
+        f"<p><b>{failed} response(s) failed a check</b> (error class <code>check</code>).</p>"
+        if failed
+        else "<p>Every check passed.</p>"
+    )
+    parts = ["<h3>Checks</h3>", note]
+    if not failures.empty:
+        columns = {
+            "run": "run",
+            "op": "op",
+            "check": "check",
+            "failed": "failed",
+            "share": "share of op",
+        }
+        parts.append(table_html(failures.fillna({"op": "(any)"}), columns))
+    if not skipped.empty:
+        parts += [
+            "<p>Requests not sent because a value they use was not extracted:</p>",
+            table_html(skipped, {"run": "run", "op": "op", "skipped": "skipped"}),
+        ]
+    return parts
+
+
+def attribution_html(result: Attribution) -> str:
+    parts = [
+        f'<div class="verdict {html.escape(result.verdict)}"><b>Verdict: '
+        f"{html.escape(result.verdict)}</b> ({html.escape(result.confidence)} evidence) — "
+        f"{html.escape(result.headline)}</div>",
+        "<table><thead><tr><th>check</th><th>status</th><th>evidence</th></tr></thead><tbody>",
+    ]
+    for f in result.findings:
+        css = "status-" + f.status.split()[0]
+        parts.append(
+            f"<tr><td>{html.escape(f.check)}</td><td class='{css}'>{html.escape(f.status)}</td>"
+            f"<td style='text-align:left'>{html.escape(f.summary)}</td></tr>"
+        )
+    parts.append("</tbody></table>")
+    if result.caveats:
+        parts.append(
+            "<ul class='note'>"
+            + "".join(f"<li>{html.escape(c)}</li>" for c in result.caveats)
+            + "</ul>"
+        )
+    return "".join(parts)
+
+
+_SUMMARY_COLUMNS = {
+    "run": "run",
+    "op": "op",
+    "requests": "requests",
+    "failed": "failed",
+    "throughput_rps": "req/s",
+    "mean_ms": "mean ms",
+    "min_ms": "min ms",
+    "p50_ms": "p50 ms",
+    "p90_ms": "p90 ms",
+    "p99_ms": "p99 ms",
+    "p999_ms": "p99.9 ms",
+    "max_ms": "max ms",
+}
+
+
+_LITTLE_COLUMNS = {
+    "connections": "N",
+    "run": "run",
+    "throughput_rps": "observed X (req/s)",
+    "predicted_rps": "predicted N/R(1)",
+    "efficiency": "observed/predicted",
+    "mean_latency_ms": "mean R (ms)",
+    "latency_growth": "R(N)/R(1)",
+    "n_eff": "N_eff = X·R̄",
+    "n_eff_ratio": "N_eff/N",
+}
+
+
+def _models_html(result: Attribution) -> str:
+    """Both capacity models with their fit quality, and which one the verdict and plots use."""
+    rows = []
+    for fit in (result.usl, result.bounds):
+        if fit is None:
+            continue
+        params = (
+            f"σ={fit.sigma:.3g}, κ={fit.kappa:.3g}, λ={fit.lam:.4g}/s"
+            if isinstance(fit, USLFit)
+            else f"R(1)={fit.r1_ms:.3g} ms, λ=1/R(1)={fit.lam:.4g}/s"
+        )
+        worst = max((abs(r) for r in fit.residuals), default=float("nan"))
+        rows.append(
+            {
+                "model": "USL" if isinstance(fit, USLFit) else "bounds min(N/R(1), X_max)",
+                "used": "✔" if fit is result.capacity_model else "",
+                "parameters": params,
+                "knee N": fit.n_max,
+                "X_max (req/s)": fit.x_max,
+                "R²": fit.r_squared,
+                "RMSE (req/s)": fit.rmse,
+                "largest residual (req/s)": worst,
+                "points": fit.points,
+            }
+        )
+    if not rows:
+        return "<p class='note'>No capacity model could be fitted to these levels.</p>"
+    return (
+        "<p>The USL describes contention and coherency; the operational-law bounds X(N) ≤ "
+        "min(N / R(1), X_max), knee N* = R(1)·X_max, describe a fixed capacity. The verdict "
+        "and the plots use the one that fits better (higher R²).</p>"
+        + table_html(pd.DataFrame(rows))
+    )
+
+
+def header_section(runs: list[Run], title: str) -> list[str]:
+    """The title, when and from what the report was made, and a warning per incomplete run."""
+    now = dt.datetime.now(dt.UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
+    return [
+        f"<h1>{html.escape(title)}</h1>",
+        f"<p class='meta'>Generated {now} by loadgen-analysis {html.escape(_package_version())} "
+        f"from {len(runs)} run(s), {sum(r.rows for r in runs):,} recorded requests.</p>",
+        *[_incomplete_html(r) for r in runs if r.missing_shards],
+    ]
+
+
+def runs_section(runs: list[Run]) -> list[str]:
+    """The runs, and their shards and thresholds when they have some."""
+    parts = ["<h2>Runs</h2>", _runs_html(runs)]
+    if any(r.shards for r in runs):
+        parts += ["<h2>Shards</h2>", _shards_html(runs)]
+    if any(r.meta.get("thresholds") for r in runs):
+        parts += ["<h2>Thresholds</h2>", _thresholds_html(runs)]
+    return parts
+
+
+_ERROR_COLUMNS = {
+    "run": "run",
+    "error": "error class",
+    "count": "count",
+    "share": "share",
+    "first_s": "first (s)",
+    "last_s": "last (s)",
+    "peak_t_s": "peak second",
+    "peak_count": "in peak second",
+}
+
+
+def summary_section(runs: list[Run]) -> list[str]:
+    """The per-op summary, the failures (when some failed) and the checks (when there are)."""
+    parts = ["<h2>Summary per op</h2>", table_html(op_summary(runs), _SUMMARY_COLUMNS)]
+    errors = error_breakdown(runs)
+    if not errors.empty:
+        parts += ["<h3>Failures</h3>", table_html(errors, _ERROR_COLUMNS)]
+    return parts + _checks_html(runs)
+
+
+def sweep_section(runs: list[Run], result: Attribution) -> list[str]:
+    """With two concurrency levels or more: Little's Law, the capacity models (three levels or
+    more) and the scalability plots; nothing for a single level."""
+    levels = {r.connections for r in runs if r.connections is not None}
+    if len(levels) < 2 or any(r.connections is None for r in runs):
+        return []
+    sweep = sweep_table(runs)
+    calibration = calibration_from_sweep(sweep)
+    parts = [
+        "<h2>Little's Law</h2>",
+        f"<p>Calibration R(1) = {calibration.r1_s * 1e3:.3f} ms from run "
+        f"<b>{html.escape(calibration.source)}</b> ({calibration.workers} worker(s))"
+        + (
+            ""
+            if calibration.workers == 1
+            else " — no one-worker run given, so the smallest level stands in"
+        )
+        + "; predicted X(N) = N / R(1). N_eff = X · R̄ is how many workers were busy on "
+        "average.</p>",
+        table_html(littles_law_table(sweep, calibration), _LITTLE_COLUMNS),
+    ]
+    if len(levels) >= 3:
+        parts += ["<h2>Capacity model: USL and operational-law bounds</h2>", _models_html(result)]
+    fit: USLFit | BoundsFit | None = result.capacity_model
+    figures = (
+        (
+            plots.plot_throughput_vs_n(sweep, calibration, fit),
+            "Observed throughput against Little's-Law prediction and the capacity model "
+            f"that fits better ({fit.name if fit else 'none'}); the star marks the knee.",
+        ),
+        (
+            plots.plot_latency_vs_n(sweep, fit),
+            "Mean and p99 latency against concurrency: on a plateau, latency grows ∝ N.",
+        ),
+        (
+            plots.plot_n_eff(sweep),
+            "Effective concurrency against configured: points under the dotted line mean "
+            "the client did not keep its workers busy.",
+        ),
+    )
+    return [*parts, "<h2>Scalability plots</h2>", *(figure_html(f, c) for f, c in figures)]
+
+
+def distribution_section(runs: list[Run]) -> list[str]:
+    """Throughput and latency over time, the percentile spectrum and latency components."""
+    return [
+        "<h2>Over time</h2>",
+        figure_html(
+            plots.plot_timeline(runs),
+            "Throughput (ok and failed) and p50/p99 latency per second; phases shaded.",
+        ),
+        "<h2>Latency distribution</h2>",
+        figure_html(
+            plots.plot_percentile_spectrum(runs, by_op=True),
+            "Latency percentile spectrum; exact percentiles from every recorded request.",
+        ),
+        figure_html(
+            plots.plot_latency_components(runs),
+            "Mean latency split into connect, send → first byte (server time and round trip) "
+            "and transfer of the body.",
+        ),
+    ]
