@@ -133,3 +133,23 @@ def test_the_package_proper_never_imports_the_test_helpers():
     }
     offenders = {name: targets for name, targets in offenders.items() if targets}
     assert offenders == {}, f"production modules importing loadgen_analysis.testing: {offenders}"
+
+
+#: The longest a production function may be without a reason on its ``def`` line (a
+#: ``# noqa: PLR0915`` comment saying why); ruff's PLR0915 holds the statement count.
+MAX_FUNCTION_LINES = 80
+
+
+def test_no_production_function_is_over_the_line_limit_without_a_reason():
+    long = []
+    for name, path in modules().items():
+        if name.split(".")[0] == "testing":
+            continue
+        lines = path.read_text().splitlines()
+        for node in ast.walk(ast.parse("\n".join(lines))):
+            if not isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+                continue
+            length = node.end_lineno - node.lineno + 1
+            if length > MAX_FUNCTION_LINES and "noqa: PLR0915" not in lines[node.lineno - 1]:
+                long.append(f"{name}.{node.name}: {length} lines")
+    assert long == [], f"functions over {MAX_FUNCTION_LINES} lines (name their stages): {long}"

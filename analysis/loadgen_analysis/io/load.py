@@ -263,7 +263,7 @@ def as_runs(runs: RunsArg) -> list[Run]:
     or a list of them; shard directories of one sharded run become one merged run."""
     items: list[Run | str | Path] = []
 
-    def flatten(item: Run | str | Path | Sequence[Run | str | Path]) -> None:
+    def flatten(item: RunsArg) -> None:
         if isinstance(item, Run | str | Path):
             items.append(item)
         else:

@@ -22,7 +22,7 @@ from typing import Literal
 import numpy as np
 import pandas as pd
 
-from ..io.load import as_runs
+from ..io.load import RunsArg, as_runs
 from ..io.run import Run
 from ..reductions.summary import run_table
 
@@ -128,7 +128,7 @@ def calibration_from_sweep(sweep: pd.DataFrame, source: str = "") -> Calibration
     )
 
 
-def sweep_table(runs: Run | str | Sequence[Run | str]) -> pd.DataFrame:
+def sweep_table(runs: RunsArg) -> pd.DataFrame:
     """The per-run table of a sweep (see :func:`loadgen_analysis.summary.run_table`),
     sorted by configured workers."""
     table = run_table(as_runs(runs))
@@ -139,7 +139,7 @@ def sweep_table(runs: Run | str | Sequence[Run | str]) -> pd.DataFrame:
 
 
 def littles_law_table(
-    sweep: pd.DataFrame | Run | str | Sequence[Run | str],
+    sweep: pd.DataFrame | RunsArg,
     calibration: Calibration | None = None,
     basis: Basis = "latency",
     rounding: Rounding = "none",

@@ -11,10 +11,9 @@ capacity models when several concurrency levels are given, and the plots.
 from __future__ import annotations
 
 import html
-from collections.abc import Sequence
 from pathlib import Path
 
-from ..io.load import as_runs
+from ..io.load import RunsArg, as_runs
 from ..io.run import Run
 from ..reductions.cache import reuse_reductions
 from ..reductions.timeline import timeline
@@ -33,7 +32,7 @@ from .sections import (
 
 
 def build_report(
-    runs: Run | str | Sequence[Run | str],
+    runs: RunsArg,
     title: str | None = None,
     link_capacity_bps: float | None = None,
 ) -> str:
@@ -61,7 +60,7 @@ def _build_report(runs: list[Run], title: str | None, link_capacity_bps: float |
 
 
 def write_report(
-    runs: Run | str | Sequence[Run | str],
+    runs: RunsArg,
     out: str | Path,
     title: str | None = None,
     link_capacity_bps: float | None = None,
@@ -76,8 +75,8 @@ def write_report(
 
 def build_comparison_report(
     comparison: Comparison,
-    baseline: Run | str | Sequence[Run | str],
-    candidate: Run | str | Sequence[Run | str],
+    baseline: RunsArg,
+    candidate: RunsArg,
 ) -> str:
     """HTML for the regression gate: the verdict table and baseline overlays."""
     verdict = "PASS" if comparison.passed else "FAIL"

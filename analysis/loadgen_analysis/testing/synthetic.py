@@ -11,7 +11,7 @@ denser, with its size. The segments keep the seed's schema and ``loadgen.*`` Par
 summary dropped (it described the seed). Rows are written as loadgen writes them: each
 worker's requests in the order it sent them.
 
-Usage: ``python -m loadgen_analysis.synthetic SEED_RUN OUT_DIR ROWS [PARALLEL]``.
+Usage: ``python -m loadgen_analysis.testing.synthetic SEED_RUN OUT_DIR ROWS [PARALLEL]``.
 """
 
 from __future__ import annotations
@@ -108,6 +108,8 @@ def _write_run_json(seed_json: Path, out_json: Path, workers: int) -> None:
 
 if __name__ == "__main__":
     if len(sys.argv) not in (4, 5):
-        sys.exit("usage: python -m loadgen_analysis.synthetic SEED_RUN OUT_DIR ROWS [PARALLEL]")
+        sys.exit(
+            "usage: python -m loadgen_analysis.testing.synthetic SEED_RUN OUT_DIR ROWS [PARALLEL]"
+        )
     args = sys.argv[1:]
     synthesise(args[0], args[1], int(args[2]), *(int(a) for a in args[3:]))

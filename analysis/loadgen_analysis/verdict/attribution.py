@@ -19,13 +19,12 @@ Not responsible for computing the reductions or the fits (:mod:`loadgen_analysis
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from typing import Any, Literal
 
 import pandas as pd
 
-from ..io.load import as_runs
+from ..io.load import RunsArg, as_runs
 from ..io.run import Run
 from ..jsonable import jsonable
 from ..models.bounds import BoundsFit
@@ -124,7 +123,7 @@ def _evidence_from_runs(runs: list[Run]) -> Evidence:
 
 
 def attribute(
-    source: Run | str | Sequence[Run | str] | pd.DataFrame,
+    source: RunsArg | pd.DataFrame,
     link_capacity_bps: float | None = None,
     thresholds: Thresholds | None = None,
 ) -> Attribution:
