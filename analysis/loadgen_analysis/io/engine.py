@@ -57,7 +57,7 @@ def connect(runs: Run | Sequence[Run]) -> duckdb.DuckDBPyConnection:
     per-second buckets line up across machines. DuckDB streams the Parquet files and runs
     under :func:`engine_settings` (a memory limit, spilling to disk), so a query over a
     100-million-row run needs bounded memory — as long as it uses no holistic aggregate such as
-    ``quantile_disc`` over all rows (see :mod:`loadgen_analysis.quantiles`).
+    ``quantile_disc`` over all rows (see :mod:`loadgen_analysis.reductions.quantiles`).
     """
     runs = as_runs(runs)
     con = duckdb.connect(":memory:", config=engine_settings())

@@ -9,7 +9,7 @@ the client.
 
 A sweep here is a DataFrame with one row per run and at least the columns ``connections`` and
 ``throughput_rps`` (plus ``mean_latency_ms``, ``requests`` and ``wall_s`` when known), as
-:func:`loadgen_analysis.summary.run_table` returns, or as a published table gives.
+:func:`loadgen_analysis.reductions.summary.run_table` returns, or as a published table gives.
 """
 
 from __future__ import annotations
@@ -129,7 +129,7 @@ def calibration_from_sweep(sweep: pd.DataFrame, source: str = "") -> Calibration
 
 
 def sweep_table(runs: RunsArg) -> pd.DataFrame:
-    """The per-run table of a sweep (see :func:`loadgen_analysis.summary.run_table`),
+    """The per-run table of a sweep (see :func:`loadgen_analysis.reductions.summary.run_table`),
     sorted by configured workers."""
     table = run_table(as_runs(runs))
     if table["connections"].isna().any():

@@ -106,7 +106,7 @@ def reused(function: _Reduction) -> _Reduction:
 
 
 def cached_connection(runs: list[Run]) -> duckdb.DuckDBPyConnection:
-    """:func:`~loadgen_analysis.io.connect` on ``runs``; inside :func:`reuse_reductions` one
+    """:func:`~loadgen_analysis.io.engine.connect` on ``runs``; inside :func:`reuse_reductions` one
     per set of runs, so the rollups built on it serve every reduction."""
     if _REUSED is None:
         return connect(runs)
@@ -118,7 +118,7 @@ def cached_connection(runs: list[Run]) -> duckdb.DuckDBPyConnection:
 
 def cached_rollup(runs: list[Run], bucket_s: float = 1.0) -> tuple[duckdb.DuckDBPyConnection, str]:
     """A connection and the name of its table holding the rollup of ``runs``' rows with time
-    buckets of ``bucket_s`` (see :mod:`loadgen_analysis.rollup`; ``<name>_workers`` beside it):
+    buckets of ``bucket_s`` (see :mod:`.rollup`; ``<name>_workers`` beside it):
     built once inside :func:`reuse_reductions`, else for each call."""
     con = cached_connection(runs)
     bucket_ns = int(bucket_s * 1e9)

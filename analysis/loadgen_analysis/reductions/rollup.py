@@ -14,8 +14,8 @@ workers sent requests — comes from a narrow second statement (run, phase, work
 
 A rollup has a few rows per second of the run and op, so it stays a small DuckDB temporary
 table whatever the row count. This module knows the record columns but no table built from
-them (see :mod:`loadgen_analysis.summary`), and does not compute percentiles (see
-:mod:`loadgen_analysis.quantiles`).
+them (see :mod:`.summary`, :mod:`.timeline`), and does not compute percentiles (see
+:mod:`.percentiles`).
 """
 
 from __future__ import annotations

@@ -105,8 +105,9 @@ def plot_percentile_spectrum(
 ) -> Figure:
     """Latency against percentile on a log scale of 1/(1−p): the tail spread out.
 
-    ``runs`` may be runs or a :func:`~loadgen_analysis.summary.percentile_spectrum` frame.
-    With ``baseline``, its curves are overlaid dashed, for before/after comparisons.
+    ``runs`` may be runs or a
+    :func:`~loadgen_analysis.reductions.percentiles.percentile_spectrum` frame. With
+    ``baseline``, its curves are overlaid dashed, for before/after comparisons.
     """
 
     def frame_of(source: RunsArg | pd.DataFrame) -> pd.DataFrame:

@@ -6,7 +6,7 @@ workers until it has the rows asked for. Copy ``c`` of the seed's rows runs on w
 ``(c div P)`` seed spans later, so every synthetic worker replays a real worker's sequence of
 requests — real latencies, gaps, ops, phases, errors and bytes — and the run grows longer, not
 denser, with its size. The segments keep the seed's schema and ``loadgen.*`` Parquet metadata
-(so :mod:`loadgen_analysis.io` reads them as loadgen's own), one segment per
+(so :mod:`loadgen_analysis.io.load` reads them as loadgen's own), one segment per
 ``rows_per_segment``; run.json is the seed's with the worker count raised and the printed
 summary dropped (it described the seed). Rows are written as loadgen writes them: each
 worker's requests in the order it sent them.
