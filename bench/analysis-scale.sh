@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Scale benchmark of loadgen-analyze (issue 14): records a short real run against the embedded
-# reference server, tiles it into runs of 10 M and 100 M rows (loadgen_analysis.synthetic: every
-# worker replays a real worker's requests, so timestamps, gaps and latencies are realistic), then
+# reference server, tiles it into runs of 10 M and 100 M rows (loadgen_analysis.testing.synthetic:
+# every worker replays a real worker's requests, so timestamps, gaps and latencies are realistic), then
 # runs summary, explain, report, compare (against a hard-linked copy of the run, so both sides
 # are read) and the notebooks' other functions (phase_table, worker_gaps) on each, and prints
 # wall time, peak RSS (GNU time) and the 1-minute load average when the command started.
@@ -13,7 +13,7 @@
 # ROWS (default "10000000 100000000"), OUT (default bench/out/…), SYNTH_MEMORY (DuckDB's limit
 # while tiling, default 4GB), LOADGEN_BIN (a loadgen
 # binary to record the seed with, instead of building target/debug/loadgen),
-# LOADGEN_ANALYSIS_MEMORY / _THREADS / _TMP (see loadgen_analysis.io.engine_settings).
+# LOADGEN_ANALYSIS_MEMORY / _THREADS / _TMP (see loadgen_analysis.io.engine.engine_settings).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -65,7 +65,7 @@ for rows in $ROWS; do
   else
     # Tiling sorts the copies: more memory than an analysis may take (not measured).
     LOADGEN_ANALYSIS_MEMORY=${SYNTH_MEMORY:-4GB} /usr/bin/time -o "$OUT/time.txt" -f "%e %M" \
-      "$PY" -m loadgen_analysis.synthetic \
+      "$PY" -m loadgen_analysis.testing.synthetic \
       "$OUT/seed" "$run" "$rows" >"$OUT/synth-$rows.log" 2>&1
     read -r seconds _ < <(tail -n1 "$OUT/time.txt")
     echo "  ($rows rows synthesised in ${seconds} s, $(du -sh "$run" | cut -f1) on disk)" >&2

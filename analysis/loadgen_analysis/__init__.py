@@ -1,13 +1,14 @@
 """loadgen_analysis — read ``loadgen`` run directories and explain them.
 
 The package answers four questions about a load test: what throughput Little's Law predicted
-and what was observed (:mod:`.littles_law`, :mod:`.usl`, :mod:`.bounds`), where the limit
-is — client, network or server (:mod:`.attribution`; the client's side in :mod:`.client`) —
-and whether a candidate regressed against a baseline (:mod:`.regression`). Raw records are
-reduced in DuckDB (:mod:`.summary`); plots (:mod:`.plots`) and reports (:mod:`.report`) only
-see the small frames that come out. Runs are read from local directories or ``s3://``
-prefixes (:mod:`.io`, :mod:`.s3`); the shard directories of one sharded run are analysed as
-one run.
+and what was observed (:mod:`.models`: Little's Law, the USL, bounds), where the limit is —
+client, network or server (:mod:`.verdict`) — and whether a candidate regressed against a
+baseline (:mod:`.regression`). Runs are read from local directories or ``s3://`` prefixes and
+checked against the file contract (:mod:`.io`); the shard directories of one sharded run are
+analysed as one run. Raw records are reduced in DuckDB (:mod:`.reductions`); plots and HTML
+reports (:mod:`.report`) only see the small frames that come out. Imports point one way:
+``io`` → ``reductions`` → ``models`` → ``verdict`` / ``regression`` → ``report`` → ``cli``.
+:mod:`.testing` (test and bench helpers) is not part of the installed package.
 """
 
 import importlib
@@ -15,48 +16,61 @@ import importlib
 #: Where each public name lives; modules are imported on first use (PEP 562), so
 #: ``loadgen-analyze summary`` does not pay for SciPy and Matplotlib.
 _MODULES = {
-    "Attribution": "attribution",
-    "BoundsFit": "bounds",
-    "Calibration": "littles_law",
-    "ClientEvidence": "client",
+    "Attribution": "verdict.attribution",
+    "BoundsFit": "models.bounds",
+    "Calibration": "models.littles_law",
+    "ClientEvidence": "verdict.client_evidence",
     "Comparison": "regression",
-    "Finding": "attribution",
-    "IncompleteShardSetWarning": "io",
+    "Finding": "verdict.findings",
+    "IncompleteShardSetWarning": "io.shards",
     "Limits": "regression",
-    "Run": "io",
-    "RunLoadError": "io",
-    "Thresholds": "attribution",
-    "USLFit": "usl",
-    "as_runs": "io",
-    "attribute": "attribution",
-    "better_fit": "bounds",
-    "calibration_from_sweep": "littles_law",
-    "client_evidence": "client",
+    "Run": "io.run",
+    "RunLoadError": "errors",
+    "Thresholds": "verdict.findings",
+    "USLFit": "models.usl",
+    "as_runs": "io.load",
+    "attribute": "verdict.attribution",
+    "better_fit": "models.bounds",
+    "calibration_from_sweep": "models.littles_law",
+    "client_evidence": "verdict.client_evidence",
     "compare": "regression",
-    "connect": "io",
-    "error_breakdown": "summary",
-    "fit_bounds": "bounds",
-    "fit_usl": "usl",
-    "gap_summary": "summary",
-    "latency_components": "summary",
-    "littles_law_table": "littles_law",
-    "load_run": "io",
-    "load_runs": "io",
-    "op_summary": "summary",
-    "percentile_spectrum": "summary",
-    "phase_spans": "summary",
-    "phase_table": "summary",
-    "predicted_throughput": "littles_law",
-    "run_table": "summary",
-    "shard_table": "summary",
-    "sweep_table": "littles_law",
-    "timeline": "summary",
-    "usl_throughput": "usl",
-    "worker_gaps": "summary",
+    "connect": "io.engine",
+    "error_breakdown": "reductions.summary",
+    "fit_bounds": "models.bounds",
+    "fit_usl": "models.usl",
+    "gap_summary": "reductions.gap_tables",
+    "latency_components": "reductions.summary",
+    "littles_law_table": "models.littles_law",
+    "load_run": "io.load",
+    "load_runs": "io.load",
+    "op_summary": "reductions.summary",
+    "percentile_spectrum": "reductions.percentiles",
+    "phase_spans": "reductions.timeline",
+    "phase_table": "reductions.timeline",
+    "predicted_throughput": "models.littles_law",
+    "run_table": "reductions.summary",
+    "shard_table": "reductions.summary",
+    "sweep_table": "models.littles_law",
+    "timeline": "reductions.timeline",
+    "usl_throughput": "models.usl",
+    "worker_gaps": "reductions.gap_tables",
+}
+
+
+#: Modules reachable as attributes of the package, as the docs use them
+#: (``loadgen_analysis.contract.columns(…)``, ``from loadgen_analysis import plots``).
+_SUBMODULES = {
+    "checks": "reductions.checks",
+    "contract": "io.contract",
+    "plots": "report.plots",
 }
 
 
 def __getattr__(name: str) -> object:
+    if name in _SUBMODULES:
+        submodule = importlib.import_module(f".{_SUBMODULES[name]}", __name__)
+        globals()[name] = submodule
+        return submodule
     module = _MODULES.get(name)
     if module is None:
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

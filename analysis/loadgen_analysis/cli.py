@@ -21,7 +21,9 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import NoReturn
 
-from .io import Run, RunLoadError, load_runs
+from .errors import RunLoadError
+from .io.load import load_runs
+from .io.run import Run
 
 EXIT_OK = 0
 EXIT_REGRESSION = 1
@@ -170,7 +172,7 @@ def _error(message: str) -> int:
 
 def _shards_text(runs: list[Run]) -> str:
     """Per sharded run: how many shards, their start skew and each one's share of requests."""
-    from .summary import shard_table
+    from .reductions.summary import shard_table
 
     table = shard_table(runs)
     blocks = []
@@ -197,7 +199,7 @@ def _shards_text(runs: list[Run]) -> str:
 
 def _checks_text(runs: list[Run]) -> str:
     """Failed checks per run, op and check, and skipped requests; empty without checks."""
-    from .checks import check_failures, skipped_requests
+    from .reductions.checks import check_failures, skipped_requests
 
     blocks = []
     failures = check_failures(runs)
@@ -214,7 +216,7 @@ def _checks_text(runs: list[Run]) -> str:
 
 
 def _summary(args: argparse.Namespace) -> int:
-    from .summary import op_summary
+    from .reductions.summary import op_summary
 
     runs = load_runs(args.runs)
     frame = op_summary(runs)
@@ -235,7 +237,7 @@ def _summary(args: argparse.Namespace) -> int:
 
 
 def _explain(args: argparse.Namespace) -> int:
-    from .attribution import attribute
+    from .verdict.attribution import attribute
 
     runs = load_runs(args.runs)
     result = attribute(runs, link_capacity_bps=args.link_capacity)
@@ -248,7 +250,7 @@ def _explain(args: argparse.Namespace) -> int:
 
 
 def _report(args: argparse.Namespace) -> int:
-    from .report import write_report
+    from .report.html import write_report
 
     runs = load_runs(args.runs)
     out = write_report(runs, args.out, title=args.title, link_capacity_bps=args.link_capacity)
@@ -258,7 +260,7 @@ def _report(args: argparse.Namespace) -> int:
 
 def _compare(args: argparse.Namespace) -> int:
     from .regression import Limits, compare
-    from .report import build_comparison_report
+    from .report.html import build_comparison_report
 
     if args.confidence is None or not 0 < args.confidence < 1:
         return _error("--confidence must be between 0% and 100%, e.g. 95%")
@@ -291,7 +293,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Entry point; returns the exit code (also used by the console script)."""
     args = _parser().parse_args(argv)
     handlers = {"summary": _summary, "explain": _explain, "report": _report, "compare": _compare}
-    from .summary import reuse_reductions
+    from .reductions.cache import reuse_reductions
 
     try:
         with warnings.catch_warnings(), reuse_reductions():

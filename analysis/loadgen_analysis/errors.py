@@ -1,8 +1,8 @@
 """The errors the package raises for input a user can fix, in a leaf module.
 
-Every module that reads runs (:mod:`.io` for directories, :mod:`.s3` for ``s3://`` URLs)
-raises :class:`RunLoadError`; keeping it here lets both import it without importing each
-other. ``loadgen_analysis.io.RunLoadError`` remains the documented name.
+Every module that reads runs (:mod:`.io.load` for directories, :mod:`.io.s3` for ``s3://``
+URLs) raises :class:`RunLoadError`; keeping it here lets both import it without importing each
+other. ``loadgen_analysis.RunLoadError`` is the documented name.
 """
 
 from __future__ import annotations

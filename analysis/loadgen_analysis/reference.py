@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from .littles_law import Calibration, Rounding
+from .models.littles_law import Calibration, Rounding
 
 #: How each report turned its calibration into a per-thread rate before multiplying by N, as
 #: its provenance (data/reference/README.md) records it.

@@ -24,7 +24,6 @@ candidate's error rate is above it. Metrics without a limit are shown, not judge
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -32,8 +31,12 @@ import numpy as np
 import pandas as pd
 from scipy import stats
 
-from .io import Run, as_runs, connect
-from .summary import op_summary, reuse_reductions, run_walls_ns
+from .io.engine import connect
+from .io.load import RunsArg, as_runs
+from .io.run import Run
+from .jsonable import jsonable
+from .reductions.cache import reuse_reductions
+from .reductions.summary import op_summary, run_walls_ns
 
 #: Metrics compared, in display order: (column of op_summary, label, higher is worse).
 METRICS: tuple[tuple[str, str, bool], ...] = (
@@ -97,9 +100,7 @@ class Comparison:
         return 0 if self.passed else 1
 
     def as_dict(self) -> dict[str, Any]:
-        rows = []
-        for rec in self.table.to_dict("records"):
-            rows.append({k: _clean(v) for k, v in rec.items()})
+        rows = [jsonable(rec) for rec in self.table.to_dict("records")]
         return {
             "passed": self.passed,
             "method": self.method,
@@ -113,15 +114,6 @@ class Comparison:
 
     def to_text(self) -> str:
         return format_comparison(self)
-
-
-def _clean(value: Any) -> Any:
-    if isinstance(value, np.integer):
-        return int(value)
-    if isinstance(value, float | np.floating):
-        f = float(value)
-        return None if math.isnan(f) or math.isinf(f) else f
-    return value
 
 
 # --------------------------------------------------------------------------- statistics
@@ -273,9 +265,43 @@ def _verdict(metric: str, higher_is_worse: bool, row: dict[str, Any], limit: flo
     return "pass"
 
 
+def _change(
+    metric: str,
+    b: pd.DataFrame,
+    c: pd.DataFrame,
+    confidence: float,
+    boot: tuple[dict[str, np.ndarray], dict[str, np.ndarray]] | None,
+) -> tuple[float, float, float, float, float]:
+    """One metric of one op (``b``, ``c``: its summary rows, one per run): baseline, candidate,
+    change, and the change's confidence interval — Wilson's for the error rate (in percentage
+    points), else by Welch's t over repeated runs or, with ``boot`` (the op's baseline and
+    candidate bootstrap resamples), by the block bootstrap."""
+    if metric == "error_rate":
+        bv = float(b["failed"].sum() / b["requests"].sum())
+        cv = float(c["failed"].sum() / c["requests"].sum())
+        failed, requests = float(c["failed"].sum()), float(c["requests"].sum())
+        low, high = _wilson(failed, requests, confidence)
+        return bv, cv, cv - bv, low, high  # percentage points, not relative
+    bv, cv = float(b[metric].mean()), float(c[metric].mean())
+    delta = cv / bv - 1 if bv > 0 else math.nan
+    if boot is None:
+        low, high = _welch_log_ratio(
+            b[metric].to_numpy(float), c[metric].to_numpy(float), confidence
+        )
+        return bv, cv, delta, low, high
+    alpha = 1 - confidence
+    ratio = boot[1][metric] / boot[0][metric]
+    ratio = ratio[np.isfinite(ratio)]
+    if not len(ratio):
+        return bv, cv, delta, math.nan, math.nan
+    low = float(np.quantile(ratio, alpha / 2)) - 1
+    high = float(np.quantile(ratio, 1 - alpha / 2)) - 1
+    return bv, cv, delta, low, high
+
+
 def compare(
-    baseline: Run | str | Sequence[Run | str],
-    candidate: Run | str | Sequence[Run | str],
+    baseline: RunsArg,
+    candidate: RunsArg,
     limits: Limits | None = None,
     confidence: float = 0.95,
     windows: int = 20,
@@ -315,33 +341,12 @@ def compare(
         boot_cand = {op: _bootstrap(blocks_cand[op], resamples, rng) for op in common}
 
     rows = []
-    alpha = 1 - confidence
     for op in common:
         b = base_sum[base_sum["op"] == op]
         c = cand_sum[cand_sum["op"] == op]
+        boot = None if boot_base is None or boot_cand is None else (boot_base[op], boot_cand[op])
         for metric, label, worse_up in METRICS:
-            if metric == "error_rate":
-                bv = float(b["failed"].sum() / b["requests"].sum())
-                cv = float(c["failed"].sum() / c["requests"].sum())
-                delta = cv - bv  # percentage points, not relative
-                failed, requests = float(c["failed"].sum()), float(c["requests"].sum())
-                low, high = _wilson(failed, requests, confidence)
-            else:
-                bv, cv = float(b[metric].mean()), float(c[metric].mean())
-                delta = cv / bv - 1 if bv > 0 else math.nan
-                if repeats:
-                    low, high = _welch_log_ratio(
-                        b[metric].to_numpy(float), c[metric].to_numpy(float), confidence
-                    )
-                else:
-                    assert boot_base is not None and boot_cand is not None
-                    ratio = boot_cand[op][metric] / boot_base[op][metric]
-                    ratio = ratio[np.isfinite(ratio)]
-                    if len(ratio):
-                        low = float(np.quantile(ratio, alpha / 2)) - 1
-                        high = float(np.quantile(ratio, 1 - alpha / 2)) - 1
-                    else:
-                        low = high = math.nan
+            bv, cv, delta, low, high = _change(metric, b, c, confidence, boot)
             row = {
                 "op": op,
                 "metric": label,

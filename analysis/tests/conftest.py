@@ -25,7 +25,7 @@ from typing import Any
 
 import pytest
 
-from loadgen_analysis import harness
+from loadgen_analysis.testing import harness
 
 #: Ground truth: 8 requests in service at 10 ms each, so at most 800 req/s.
 CAPACITY_SERVER = ("--workers", "8", "--service-time", "10ms")

@@ -10,9 +10,9 @@ import numpy as np
 import pytest
 
 import loadgen_analysis as la
-from loadgen_analysis.bounds import better_fit, fit_bounds
+from loadgen_analysis.models.bounds import better_fit, fit_bounds
+from loadgen_analysis.models.usl import fit_usl
 from loadgen_analysis.reference import read_cisco
-from loadgen_analysis.usl import fit_usl
 
 SAMPLE_SWEEP = Path(__file__).resolve().parents[2] / "data" / "runs" / "sweep-w8-10ms"
 

@@ -12,10 +12,10 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 import pytest
 
-from loadgen_analysis import harness
-from loadgen_analysis.checks import check_failures, skipped_requests
-from loadgen_analysis.io import load_run
-from loadgen_analysis.report import build_report
+from loadgen_analysis.io.load import load_run
+from loadgen_analysis.reductions.checks import check_failures, skipped_requests
+from loadgen_analysis.report.html import build_report
+from loadgen_analysis.testing import harness
 
 from .conftest import Binaries, Recorded
 

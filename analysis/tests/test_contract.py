@@ -13,7 +13,8 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from loadgen_analysis import contract, harness
+from loadgen_analysis.io import contract
+from loadgen_analysis.testing import harness
 
 from .conftest import Binaries
 
@@ -84,13 +85,16 @@ def test_a_real_sweep_matches_the_contract(contract_runs: dict[str, Path]) -> No
         assert _check_run_dir(Path(level["run_dir"])) == []
 
 
-def test_the_columns_the_analysis_reads_are_in_the_contract() -> None:
-    """The names the analysis types by hand (io.py) exist in the contract."""
-    from loadgen_analysis import io
+def test_the_columns_the_analysis_requires_come_from_the_contract() -> None:
+    """Every segment must have the columns of schema version 1: the contract's columns less
+    those a later version added ("Since schema version N"), never a list typed again."""
+    from loadgen_analysis.io.load import REQUIRED_COLUMNS, SUPPORTED_SCHEMA_VERSIONS
 
-    requests = set(contract.column_names("requests"))
-    missing = [c for c in io.REQUIRED_COLUMNS if c not in requests]
-    assert missing == []
+    requests = contract.column_names("requests")
+    assert set(REQUIRED_COLUMNS) <= set(requests)
+    assert {"start_ns", "latency_ns", "op", "status", "worker", "attempt"} <= set(REQUIRED_COLUMNS)
+    assert {"send_ns", "check"}.isdisjoint(REQUIRED_COLUMNS)
+    assert max(SUPPORTED_SCHEMA_VERSIONS) == int(contract.schema_version("requests"))
     assert "cpu_utilisation" in contract.column_names("client_metrics")
     assert "client.saturated" in contract.fields("run_json")
 

@@ -20,7 +20,7 @@ from typing import Any
 
 import yaml
 
-from loadgen_analysis import harness
+from loadgen_analysis.testing import harness
 
 from .conftest import Binaries
 

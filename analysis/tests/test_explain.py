@@ -14,7 +14,7 @@ import pyarrow.parquet as pq
 import pytest
 
 import loadgen_analysis as la
-from loadgen_analysis import harness
+from loadgen_analysis.testing import harness
 
 from .conftest import CAPACITY_RPS, Binaries, Recorded, run_cli
 
@@ -167,7 +167,8 @@ def test_target_interface_counters_are_preferred_to_the_rows(
 
 def test_names_the_client_evidence_reads_are_in_the_contract() -> None:
     # Issue 11: `cpu_utilization` was read from a file that has `cpu_utilisation`.
-    from loadgen_analysis import client, contract
+    from loadgen_analysis.io import contract
+    from loadgen_analysis.verdict import client_evidence as client
 
     names = set(contract.column_names("client_metrics"))
     version = int(contract.schema_version("client_metrics"))

@@ -1,5 +1,5 @@
 """Issue 14: the per-worker gaps come from one pass over the segments in file order
-(loadgen_analysis.gaps), not from a window sorting every row. The two are independent
+(loadgen_analysis.reductions.gaps), not from a window sorting every row. The two are independent
 computations of the same numbers: a recorded run (in file order, so streamed) must give what a
 shuffled copy of it gives (not in order, so the window computes it), to the last digit."""
 
@@ -14,8 +14,8 @@ import pyarrow.parquet as pq
 import pytest
 
 import loadgen_analysis as la
-from loadgen_analysis import gaps
-from loadgen_analysis.synthetic import synthesise
+from loadgen_analysis.reductions import gaps
+from loadgen_analysis.testing.synthetic import synthesise
 
 from .conftest import Recorded
 

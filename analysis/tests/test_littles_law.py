@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 import loadgen_analysis as la
-from loadgen_analysis.littles_law import Calibration
+from loadgen_analysis.models.littles_law import Calibration
 
 from .conftest import SWEEP_LEVELS
 

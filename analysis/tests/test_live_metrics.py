@@ -13,7 +13,7 @@ from pathlib import Path
 import pyarrow.parquet as pq
 from prometheus_client.parser import text_string_to_metric_families
 
-from loadgen_analysis import harness
+from loadgen_analysis.testing import harness
 
 from .conftest import Binaries
 

@@ -8,7 +8,7 @@ import matplotlib.pyplot as plt
 from matplotlib.figure import Figure
 
 import loadgen_analysis as la
-from loadgen_analysis import plots
+from loadgen_analysis.report import plots
 
 from .conftest import Recorded
 

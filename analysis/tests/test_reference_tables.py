@@ -8,9 +8,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from loadgen_analysis.attribution import attribute
-from loadgen_analysis.littles_law import littles_law_table
+from loadgen_analysis.models.littles_law import littles_law_table
 from loadgen_analysis.reference import read_course_table
+from loadgen_analysis.verdict.attribution import attribute
 
 REFERENCE = Path(__file__).resolve().parents[2] / "data" / "reference"
 

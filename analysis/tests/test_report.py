@@ -9,8 +9,8 @@ import subprocess
 import sys
 from pathlib import Path
 
-from loadgen_analysis import harness
-from loadgen_analysis.report import build_report
+from loadgen_analysis.report.html import build_report
+from loadgen_analysis.testing import harness
 
 from .conftest import Binaries, Recorded, run_cli
 

@@ -10,7 +10,7 @@ import pandas as pd
 import pytest
 
 import loadgen_analysis as la
-from loadgen_analysis.io import connect
+from loadgen_analysis.io.engine import connect
 
 from .conftest import Recorded
 

@@ -11,7 +11,7 @@ import pandas as pd
 import pytest
 
 import loadgen_analysis as la
-from loadgen_analysis import s3
+from loadgen_analysis.io import s3
 
 from .conftest import SHARDS, S3Bucket, ShardSet, run_cli
 

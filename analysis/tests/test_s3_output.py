@@ -19,7 +19,7 @@ import pandas as pd
 import pytest
 
 import loadgen_analysis as la
-from loadgen_analysis import harness
+from loadgen_analysis.testing import harness
 
 from .conftest import S3_TEST_ENV, Binaries, S3Bucket
 

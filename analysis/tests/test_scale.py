@@ -1,5 +1,5 @@
 """Issue 14: the analysis holds aggregates, never rows, so its memory does not grow with the
-run. A real recorded run is tiled into millions of rows (loadgen_analysis.synthetic) and
+run. A real recorded run is tiled into millions of rows (loadgen_analysis.testing.synthetic) and
 ``loadgen-analyze report`` — every reduction, the verdict and all plots — must stay within a
 memory bound that a per-row pandas frame of the run would exceed. Memory, not time: the
 machine is shared, so no assertion here depends on speed (bench/analysis-scale.sh measures
@@ -17,8 +17,8 @@ import numpy as np
 import pandas as pd
 import pyarrow.parquet as pq
 
-from loadgen_analysis.quantiles import exact_quantile_sets, exact_quantiles
-from loadgen_analysis.synthetic import synthesise
+from loadgen_analysis.reductions.quantiles import exact_quantile_sets, exact_quantiles
+from loadgen_analysis.testing.synthetic import synthesise
 
 from .conftest import Recorded
 

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 import loadgen_analysis as la
-from loadgen_analysis.report import build_report
+from loadgen_analysis.report.html import build_report
 
 from .conftest import SHARD_RATE, SHARDS, ShardSet, run_cli
 

@@ -11,7 +11,8 @@ import pyarrow.parquet as pq
 import pytest
 
 import loadgen_analysis as la
-from loadgen_analysis import harness
+from loadgen_analysis.reductions.timeline import PHASE_PERCENTILES
+from loadgen_analysis.testing import harness
 
 from .conftest import Binaries, Recorded
 
@@ -169,7 +170,7 @@ def test_phase_table_reports_each_phases_workers_wall_time_and_exact_percentiles
     rows = pq.read_table(stepcounter_run / "requests").to_pandas()
     for _, phase in table.iterrows():
         latency = np.sort(rows.loc[rows["phase"] == phase["phase"], "latency_ns"].to_numpy())
-        for name, q in la.summary.PHASE_PERCENTILES:
+        for name, q in PHASE_PERCENTILES:
             exact = latency[math.ceil(q * len(latency)) - 1] / 1e6
             assert phase[f"{name}_ms"] == pytest.approx(exact), (phase["phase"], name)
         starts = rows.loc[rows["phase"] == phase["phase"], "start_ns"]

@@ -5,8 +5,8 @@ names that limit — and that the environment really was what it claims (the lin
 more than its rate and at least 80 % of it, the cgroup throttled the client, …).
 
 The environments that need root, a cgroup cpu controller or ``ip``/``tc`` skip with the reason
-where they cannot be made. The recordings are in :mod:`loadgen_analysis.testbeds`, shared with
-``bench/testbeds.sh``.
+where they cannot be made. The recordings are in :mod:`loadgen_analysis.testing.testbeds`,
+shared with ``bench/testbeds.sh``.
 """
 
 from __future__ import annotations
@@ -20,8 +20,8 @@ from pathlib import Path
 import pyarrow.parquet as pq
 import pytest
 
-from loadgen_analysis import harness
-from loadgen_analysis import testbeds as tb
+from loadgen_analysis.testing import harness
+from loadgen_analysis.testing import testbeds as tb
 
 from .conftest import Binaries
 

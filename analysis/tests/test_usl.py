@@ -7,8 +7,8 @@ import math
 import numpy as np
 import pytest
 
+from loadgen_analysis.models.usl import USLFit, fit_usl, usl_throughput
 from loadgen_analysis.reference import read_cisco
-from loadgen_analysis.usl import USLFit, fit_usl, usl_throughput
 
 # The book's fitted model (Practical Scalability Analysis with the USL), as usl4j checks it.
 BOOK = {"sigma": 0.02671591, "kappa": 7.690945e-4, "lambda": 995.6486, "n_max": 35, "x_max": 12341}

@@ -5,8 +5,9 @@ Responsible for process handling only (finding the binaries, the server's port, 
 timeouts, clean shutdown, several ``loadgen run`` processes started together with
 ``--start-at``, as the shards of a sharded run are); the tests and
 ``data/record-samples.sh``'s Python twin use it to make real runs. It does not analyse
-anything. Until ``loadgen sweep`` exists, :func:`sweep`
-is how a sweep is recorded.
+anything. :func:`sweep` is the tests' plain sweep — one ``loadgen run`` per level into
+``c0001`` … — where ``loadgen sweep`` (the product's command, with its sweep.json and
+calibration) is not what is under test.
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any
 
-REPO_ROOT = Path(__file__).resolve().parents[2]
+REPO_ROOT = Path(__file__).resolve().parents[3]
 
 _LISTENING = re.compile(r"listening on (http://\S+)")
 

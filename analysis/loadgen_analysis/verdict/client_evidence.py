@@ -3,7 +3,7 @@ the cores with the server, and the bytes its network interface moved.
 
 Responsible for reading ``client-metrics.parquet`` (reduced in DuckDB) and run.json's
 ``client`` object into one row of numbers per run, and nothing else: what they mean for the
-verdict is :mod:`loadgen_analysis.attribution`'s business. Every value is optional: version-1
+verdict is :mod:`.attribution`'s business. Every value is optional: version-1
 files have no throttling columns, a run without client metrics has no CPU, an older run.json no
 ``client`` object. A sharded run ran on several clients; its value is the busiest client's,
 since one saturated client is enough to hold the load back.
@@ -21,7 +21,8 @@ from urllib.parse import urlsplit
 import duckdb
 import pandas as pd
 
-from .io import Run, as_runs
+from ..io.load import as_runs
+from ..io.run import Run
 
 # Column names of client-metrics.parquet, as contract/files.json spells them; READS lists them
 # and a test holds it to the contract, so a renamed column fails there, not silently here.

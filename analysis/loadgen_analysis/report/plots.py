@@ -8,7 +8,6 @@ in a notebook, in the HTML report and in a headless test; Jupyter displays a ret
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
 
 import matplotlib as mpl
 import numpy as np
@@ -16,15 +15,15 @@ import pandas as pd
 from matplotlib.figure import Figure
 from matplotlib.ticker import FixedLocator, FuncFormatter, NullLocator
 
-from .bounds import BoundsFit
-from .io import Run, as_runs
-from .littles_law import Calibration, calibration_from_sweep, predicted_throughput
-from .regression import Comparison
-from .summary import SPECTRUM_PERCENTILES, latency_components, percentile_spectrum, phase_spans
-from .summary import timeline as timeline_frame
-from .usl import USLFit
-
-RunsArg = Run | str | Sequence[Run | str]
+from ..io.load import RunsArg, as_runs
+from ..models.bounds import BoundsFit
+from ..models.littles_law import Calibration, calibration_from_sweep, predicted_throughput
+from ..models.usl import USLFit
+from ..reductions.percentiles import SPECTRUM_PERCENTILES, percentile_spectrum
+from ..reductions.summary import latency_components
+from ..reductions.timeline import phase_spans
+from ..reductions.timeline import timeline as timeline_frame
+from ..regression import Comparison
 
 _PHASE_COLOURS = ("#4c72b0", "#dd8452", "#55a868", "#c44e52", "#8172b3", "#937860")
 
@@ -106,8 +105,9 @@ def plot_percentile_spectrum(
 ) -> Figure:
     """Latency against percentile on a log scale of 1/(1−p): the tail spread out.
 
-    ``runs`` may be runs or a :func:`~loadgen_analysis.summary.percentile_spectrum` frame.
-    With ``baseline``, its curves are overlaid dashed, for before/after comparisons.
+    ``runs`` may be runs or a
+    :func:`~loadgen_analysis.reductions.percentiles.percentile_spectrum` frame. With
+    ``baseline``, its curves are overlaid dashed, for before/after comparisons.
     """
 
     def frame_of(source: RunsArg | pd.DataFrame) -> pd.DataFrame:

@@ -7,7 +7,7 @@ N_max = ⌊√((1−σ)/κ)⌋ and X_max = X(N_max), the convention of Baron Sch
 Scalability Analysis with the Universal Scalability Law* and of usl4j.
 
 Responsible for the fit (bounded nonlinear least squares) and the model's predictions, not
-for deciding what a fit means for a run (see :mod:`loadgen_analysis.attribution`).
+for deciding what a fit means for a run (see :mod:`loadgen_analysis.verdict`).
 """
 
 from __future__ import annotations

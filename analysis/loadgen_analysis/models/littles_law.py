@@ -9,7 +9,7 @@ the client.
 
 A sweep here is a DataFrame with one row per run and at least the columns ``connections`` and
 ``throughput_rps`` (plus ``mean_latency_ms``, ``requests`` and ``wall_s`` when known), as
-:func:`loadgen_analysis.summary.run_table` returns, or as a published table gives.
+:func:`loadgen_analysis.reductions.summary.run_table` returns, or as a published table gives.
 """
 
 from __future__ import annotations
@@ -22,8 +22,9 @@ from typing import Literal
 import numpy as np
 import pandas as pd
 
-from .io import Run, as_runs
-from .summary import run_table
+from ..io.load import RunsArg, as_runs
+from ..io.run import Run
+from ..reductions.summary import run_table
 
 Basis = Literal["latency", "throughput"]
 Rounding = Literal["none", "round", "floor"]
@@ -127,8 +128,8 @@ def calibration_from_sweep(sweep: pd.DataFrame, source: str = "") -> Calibration
     )
 
 
-def sweep_table(runs: Run | str | Sequence[Run | str]) -> pd.DataFrame:
-    """The per-run table of a sweep (see :func:`loadgen_analysis.summary.run_table`),
+def sweep_table(runs: RunsArg) -> pd.DataFrame:
+    """The per-run table of a sweep (see :func:`loadgen_analysis.reductions.summary.run_table`),
     sorted by configured workers."""
     table = run_table(as_runs(runs))
     if table["connections"].isna().any():
@@ -138,7 +139,7 @@ def sweep_table(runs: Run | str | Sequence[Run | str]) -> pd.DataFrame:
 
 
 def littles_law_table(
-    sweep: pd.DataFrame | Run | str | Sequence[Run | str],
+    sweep: pd.DataFrame | RunsArg,
     calibration: Calibration | None = None,
     basis: Basis = "latency",
     rounding: Rounding = "none",

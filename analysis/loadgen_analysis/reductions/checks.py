@@ -11,13 +11,10 @@ recorded before schema 3 have neither and give empty frames.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-
 import pandas as pd
 
-from .io import Run, as_runs, connect
-
-RunsArg = Run | str | Sequence[Run | str]
+from ..io.engine import connect
+from ..io.load import RunsArg, as_runs
 
 _FAILURE_COLUMNS = ["run", "op", "check", "failed", "share"]
 

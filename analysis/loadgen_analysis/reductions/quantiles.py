@@ -141,10 +141,6 @@ def exact_quantile_sets(
         if not quantiles:
             raise ValueError("quantiles must not be empty")
     fine = ", ".join(fine_keys)
-
-    def on(keys: Sequence[str], a: str, t: str) -> str:
-        return " AND ".join(f"{a}.{k} IS NOT DISTINCT FROM {t}.{k}" for k in [*keys, "b"])
-
     source = f"""
         src AS (
             SELECT {fine}, {value} AS v, {_bucket(value)} AS b
@@ -165,7 +161,7 @@ def exact_quantile_sets(
         )
     wanted = " UNION ".join(
         f"SELECT {', '.join(f'h.{k}' for k in fine_keys)}, h.b FROM qset_hist h "
-        f"SEMI JOIN qset_targets_{i} t ON {on(keys, 'h', 't')}"
+        f"SEMI JOIN qset_targets_{i} t ON {_same_bucket(keys, 'h', 't')}"
         for i, (keys, _) in enumerate(sets)
     )
     con.execute(f"CREATE OR REPLACE TEMP TABLE qset_wanted AS {wanted}")
@@ -174,38 +170,45 @@ def exact_quantile_sets(
         CREATE OR REPLACE TEMP TABLE qset_values AS
         WITH {source}
         SELECT {", ".join(f"s.{k}" for k in fine_keys)}, s.b, s.v, count(*) AS c
-        FROM src s JOIN qset_wanted w ON {on(fine_keys, "s", "w")} GROUP BY ALL
+        FROM src s JOIN qset_wanted w ON {_same_bucket(fine_keys, "s", "w")} GROUP BY ALL
         """
     )
-    frames = []
-    for i, (keys, _) in enumerate(sets):
-        key_list = ", ".join(keys)
-        sel = ", ".join(f"t.{k}" for k in keys)
-        frames.append(
-            con.execute(
-                f"""
-                WITH vals AS (
-                    SELECT {", ".join(f"v.{k}" for k in keys)}, v.b, v.v, sum(v.c) AS c
-                    FROM qset_values v SEMI JOIN qset_targets_{i} t ON {on(keys, "v", "t")}
-                    GROUP BY ALL
-                ),
-                cum AS (
-                    SELECT *, sum(c) OVER (PARTITION BY {key_list}, b ORDER BY v) AS upto
-                    FROM vals
-                ),
-                picked AS (
-                    SELECT {sel}, t.qi, min(c.v) AS v
-                    FROM qset_targets_{i} t JOIN cum c ON {on(keys, "c", "t")}
-                    WHERE c.upto >= t.rank_in_bucket
-                    GROUP BY ALL
-                )
-                SELECT {key_list}, list(v ORDER BY qi) AS q FROM picked GROUP BY ALL
-                """
-            ).df()
-        )
+    frames = [_picked(con, i, keys) for i, (keys, _) in enumerate(sets)]
     tables = ["qset_hist", "qset_wanted", "qset_values"] + [
         f"qset_targets_{i}" for i in range(len(sets))
     ]
     for table in tables:
         con.execute(f"DROP TABLE {table}")
     return frames
+
+
+def _same_bucket(keys: Sequence[str], a: str, t: str) -> str:
+    """SQL: rows ``a`` and ``t`` are in the same group of ``keys`` and the same bucket."""
+    return " AND ".join(f"{a}.{k} IS NOT DISTINCT FROM {t}.{k}" for k in [*keys, "b"])
+
+
+def _picked(con: duckdb.DuckDBPyConnection, i: int, keys: Sequence[str]) -> pd.DataFrame:
+    """Pass 2's answer for grouping ``i`` of :func:`exact_quantile_sets`: per group of
+    ``keys``, the values at its target ranks, from the distinct values' counts."""
+    key_list = ", ".join(keys)
+    sel = ", ".join(f"t.{k}" for k in keys)
+    return con.execute(
+        f"""
+        WITH vals AS (
+            SELECT {", ".join(f"v.{k}" for k in keys)}, v.b, v.v, sum(v.c) AS c
+            FROM qset_values v SEMI JOIN qset_targets_{i} t ON {_same_bucket(keys, "v", "t")}
+            GROUP BY ALL
+        ),
+        cum AS (
+            SELECT *, sum(c) OVER (PARTITION BY {key_list}, b ORDER BY v) AS upto
+            FROM vals
+        ),
+        picked AS (
+            SELECT {sel}, t.qi, min(c.v) AS v
+            FROM qset_targets_{i} t JOIN cum c ON {_same_bucket(keys, "c", "t")}
+            WHERE c.upto >= t.rank_in_bucket
+            GROUP BY ALL
+        )
+        SELECT {key_list}, list(v ORDER BY qi) AS q FROM picked GROUP BY ALL
+        """
+    ).df()

@@ -1,5 +1,9 @@
 """The file contract: ``contract/files.json`` at the repository root, loaded once.
 
+The package carries it as package data (``contract.json`` here is a link to the repository's
+file, which the wheel build copies), so it is read the same way from a checkout and from an
+installed wheel.
+
 Every file loadgen writes (request segments, ``client-metrics.parquet``, ``run.json``,
 ``sweep.json``) is described there — column names, Arrow types, nullability, units,
 meanings, metadata keys, JSON field paths. The Rust tests (``loadgen/tests/contract.rs``) and
@@ -8,20 +12,23 @@ the other side's tests. Analysis code can take names from here (``columns("reque
 instead of typing them again.
 
 Responsible for reading the contract and checking schemas and documents against it; it does
-not read run directories (that is :mod:`loadgen_analysis.io`).
+not read run directories (that is :mod:`.load`).
 """
 
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import dataclass
 from functools import cache
-from pathlib import Path
+from importlib.resources import files
+from importlib.resources.abc import Traversable
 from typing import Any
 
 import pyarrow as pa
 
-CONTRACT_PATH = Path(__file__).resolve().parents[2] / "contract" / "files.json"
+#: The contract as package data (a link to ``contract/files.json`` in a checkout).
+CONTRACT_PATH: Traversable = files(__package__) / "contract.json"
 
 #: The files the contract describes.
 FILES = ("requests", "client_metrics", "run_json", "sweep_json")
@@ -35,9 +42,19 @@ class Column:
     unit: str | None
     meaning: str
 
+    @property
+    def since_version(self) -> int:
+        """The schema version that added the column: the contract's "Since (schema) version N"
+        closing its meaning, else 1."""
+        match = _SINCE.search(self.meaning)
+        return int(match.group(1)) if match else 1
+
+
+_SINCE = re.compile(r"\bSince (?:schema )?version (\d+)\.?\s*$")
+
 
 @cache
-def load(path: Path = CONTRACT_PATH) -> dict[str, Any]:
+def load(path: Traversable = CONTRACT_PATH) -> dict[str, Any]:
     """The whole contract document."""
     return json.loads(path.read_text())
 

@@ -14,7 +14,7 @@ that order (not written by ``loadgen``, or shards that reuse worker ids) raises
 :func:`scan_gaps` returns the sums a gap table needs, per run and worker, and leaves every gap
 in a temporary file (8 + 8 bytes per request: group and gap) that :func:`register_gap_values`
 streams to DuckDB for exact percentiles; memory holds one batch and per-worker counters. Not
-responsible for the tables built from them (see :mod:`loadgen_analysis.summary`).
+responsible for the tables built from them (see :mod:`.gap_tables`).
 """
 
 from __future__ import annotations
@@ -29,7 +29,8 @@ import duckdb
 import numpy as np
 import pyarrow as pa
 
-from .io import Run, engine_settings
+from ..io.engine import engine_settings
+from ..io.run import Run
 
 #: Rows read per batch.
 BATCH_ROWS = 1 << 20

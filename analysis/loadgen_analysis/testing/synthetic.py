@@ -6,12 +6,12 @@ workers until it has the rows asked for. Copy ``c`` of the seed's rows runs on w
 ``(c div P)`` seed spans later, so every synthetic worker replays a real worker's sequence of
 requests — real latencies, gaps, ops, phases, errors and bytes — and the run grows longer, not
 denser, with its size. The segments keep the seed's schema and ``loadgen.*`` Parquet metadata
-(so :mod:`loadgen_analysis.io` reads them as loadgen's own), one segment per
+(so :mod:`loadgen_analysis.io.load` reads them as loadgen's own), one segment per
 ``rows_per_segment``; run.json is the seed's with the worker count raised and the printed
 summary dropped (it described the seed). Rows are written as loadgen writes them: each
 worker's requests in the order it sent them.
 
-Usage: ``python -m loadgen_analysis.synthetic SEED_RUN OUT_DIR ROWS [PARALLEL]``.
+Usage: ``python -m loadgen_analysis.testing.synthetic SEED_RUN OUT_DIR ROWS [PARALLEL]``.
 """
 
 from __future__ import annotations
@@ -24,7 +24,8 @@ from pathlib import Path
 import duckdb
 import pyarrow.parquet as pq
 
-from .io import engine_settings, load_run
+from ..io.engine import engine_settings
+from ..io.load import load_run
 
 
 def _sql_string(text: str) -> str:
@@ -107,6 +108,8 @@ def _write_run_json(seed_json: Path, out_json: Path, workers: int) -> None:
 
 if __name__ == "__main__":
     if len(sys.argv) not in (4, 5):
-        sys.exit("usage: python -m loadgen_analysis.synthetic SEED_RUN OUT_DIR ROWS [PARALLEL]")
+        sys.exit(
+            "usage: python -m loadgen_analysis.testing.synthetic SEED_RUN OUT_DIR ROWS [PARALLEL]"
+        )
     args = sys.argv[1:]
     synthesise(args[0], args[1], int(args[2]), *(int(a) for a in args[3:]))

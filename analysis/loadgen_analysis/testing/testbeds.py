@@ -4,9 +4,9 @@ judged by ``loadgen-analyze explain --json``, so every verdict is checked agains
 Responsible for recording each testbed (a :class:`Testbed`'s ``record``: what it starts, with
 which flags, and what the environment itself measured — link counters, the cgroup's
 ``cpu.stat``), for judging a verdict against the truth (:meth:`Testbed.right`) and for the table
-``bench/testbeds.sh`` prints (``python -m loadgen_analysis.testbeds``). The environments (a
+``bench/testbeds.sh`` prints (``python -m loadgen_analysis.testing.testbeds``). The environments (a
 CPU-quota cgroup, a shaped link into a network namespace, the servers) come from
-:mod:`loadgen_analysis.harness`; the assertions on them live in
+:mod:`.harness`; the assertions on them live in
 ``analysis/tests/test_testbeds.py``. It analyses nothing itself: the verdict is ``explain``'s.
 """
 
@@ -432,7 +432,7 @@ def table(binaries: Binaries, root: Path, out: TextIO = sys.stdout) -> bool:
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
-        prog="python -m loadgen_analysis.testbeds",
+        prog="python -m loadgen_analysis.testing.testbeds",
         description="Record every testbed with the loadgen binaries ($LOADGEN_BIN, "
         "$LOADGEN_SERVER_BIN, default target/debug) and print verdict vs truth as a Markdown "
         "table. Exit 0 when every verdict is right, 1 otherwise.",

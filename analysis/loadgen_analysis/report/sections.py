@@ -1,65 +1,29 @@
-"""Self-contained HTML reports: one file, plots embedded as PNG data URIs, no scripts, no
-external links, so it can be mailed, attached to a CI job or opened offline.
+"""The sections of a run report, in the order the page shows them: header, runs (with shards
+and thresholds), the verdict, the summary per op (with failures and checks), the sweep
+(Little's Law, capacity models, scalability plots) and the distributions over time.
 
-Responsible for laying out what the other modules compute: run descriptions, the shards of a
-sharded run (their share of the requests, start skew, and a warning when some are missing),
-the per-op summary, the attribution verdict with its evidence, the Little's-Law table and USL
-fit when several concurrency levels are given, and the plots. Also the comparison report of
-the regression gate.
+Each section takes runs or a computed result and returns its HTML parts; it lays out what the
+other subpackages compute and computes nothing of its own.
 """
 
 from __future__ import annotations
 
-import base64
 import datetime as dt
 import html
-import io
 import math
-from collections.abc import Sequence
 from importlib.metadata import PackageNotFoundError, version
-from pathlib import Path
 
 import pandas as pd
-from matplotlib.figure import Figure
 
+from ..io.run import Run
+from ..models.bounds import BoundsFit
+from ..models.littles_law import calibration_from_sweep, littles_law_table, sweep_table
+from ..models.usl import USLFit
+from ..reductions.checks import check_failures, skipped_requests
+from ..reductions.summary import error_breakdown, op_summary, run_table, shard_table
+from ..verdict.attribution import Attribution
 from . import plots
-from .attribution import Attribution, attribute
-from .bounds import BoundsFit
-from .checks import check_failures, skipped_requests
-from .io import Run, as_runs
-from .littles_law import calibration_from_sweep, littles_law_table, sweep_table
-from .regression import Comparison, format_comparison
-from .summary import (
-    error_breakdown,
-    op_summary,
-    reuse_reductions,
-    run_table,
-    shard_table,
-    timeline,
-)
-from .usl import USLFit
-
-_CSS = """
-body { font-family: -apple-system, 'Segoe UI', Helvetica, Arial, sans-serif; margin: 2em auto;
-       max-width: 1150px; color: #222; line-height: 1.4; padding: 0 1em; }
-h1 { font-size: 1.6em; margin-bottom: 0.2em; } h2 { border-bottom: 1px solid #ddd;
-     padding-bottom: 0.2em; margin-top: 1.8em; }
-.meta { color: #666; font-size: 0.9em; }
-table { border-collapse: collapse; font-size: 0.85em; margin: 0.6em 0; }
-th, td { border: 1px solid #ddd; padding: 3px 8px; text-align: right; }
-th { background: #f4f4f4; } td:first-child, th:first-child { text-align: left; }
-.verdict { padding: 0.8em 1em; border-radius: 6px; background: #eef3fb;
-           border-left: 6px solid #4c72b0; margin: 1em 0; }
-.verdict.errors, .verdict.client, .verdict.network { border-left-color: #c44e52;
-           background: #fbeeee; }
-.verdict.server { border-left-color: #dd8452; background: #fdf3ea; }
-.status-limit { color: #c44e52; font-weight: bold; }
-.status-ok { color: #2e7d32; } .status-not { color: #888; }
-figure { margin: 1em 0; } figure img { max-width: 100%; border: 1px solid #eee; }
-figcaption { color: #666; font-size: 0.85em; }
-pre { background: #f7f7f7; padding: 0.8em; overflow-x: auto; font-size: 0.85em; }
-.note { color: #666; font-size: 0.9em; }
-"""
+from .markup import figure_html, fmt, table_html
 
 
 def _package_version() -> str:
@@ -67,45 +31,6 @@ def _package_version() -> str:
         return version("loadgen-analysis")
     except PackageNotFoundError:
         return "unknown"
-
-
-def figure_to_data_uri(fig: Figure, dpi: int = 110) -> str:
-    """Render a Figure as a base64 PNG data URI."""
-    buffer = io.BytesIO()
-    fig.savefig(buffer, format="png", dpi=dpi)
-    return "data:image/png;base64," + base64.b64encode(buffer.getvalue()).decode("ascii")
-
-
-def _figure_html(fig: Figure, caption: str) -> str:
-    return (
-        f'<figure><img alt="{html.escape(caption)}" src="{figure_to_data_uri(fig)}">'
-        f"<figcaption>{html.escape(caption)}</figcaption></figure>"
-    )
-
-
-def _fmt(value: object, digits: int = 3) -> str:
-    if value is None:
-        return "—"
-    if isinstance(value, float):
-        if math.isnan(value):
-            return "—"
-        if math.isinf(value):
-            return "∞"
-        if abs(value) >= 1000:
-            return f"{value:,.0f}"
-        return f"{value:.{digits}g}"
-    return str(value)
-
-
-def _table(frame: pd.DataFrame, columns: dict[str, str] | None = None) -> str:
-    if columns:
-        frame = frame[[c for c in columns if c in frame]].rename(columns=columns)
-    head = "".join(f"<th>{html.escape(str(c))}</th>" for c in frame.columns)
-    body = []
-    for row in frame.itertuples(index=False):
-        cells = "".join(f"<td>{html.escape(_fmt(v))}</td>" for v in row)
-        body.append(f"<tr>{cells}</tr>")
-    return f"<table><thead><tr>{head}</tr></thead><tbody>{''.join(body)}</tbody></table>"
 
 
 def _host(host: object) -> str:
@@ -148,7 +73,7 @@ def _runs_html(runs: list[Run]) -> str:
         if sharded:
             row["shards"] = _shards_text(r) if r.shards else "—"
         rows.append(row)
-    return _table(pd.DataFrame(rows))
+    return table_html(pd.DataFrame(rows))
 
 
 def _incomplete_html(run: Run) -> str:
@@ -181,9 +106,9 @@ def _shards_html(runs: list[Run]) -> str:
         rows = table[table["run"] == run.label]
         first = rows["first_request_skew_ms"].iloc[0]
         offset = rows["start_offset_skew_ms"].iloc[0]
-        skew = f"first requests {_fmt(float(first))} ms apart"
+        skew = f"first requests {fmt(float(first))} ms apart"
         if not math.isnan(offset):
-            skew += f", starts after --start-at {_fmt(float(offset))} ms apart"
+            skew += f", starts after --start-at {fmt(float(offset))} ms apart"
         parts.append(
             f"<p><b>{html.escape(run.label)}</b>: {html.escape(_shards_text(run))} shards, "
             f"analysed as one run (times from the earliest shard's wall-clock anchor); start "
@@ -191,7 +116,7 @@ def _shards_html(runs: list[Run]) -> str:
         )
         if run.missing_shards:
             parts.append(_incomplete_html(run))
-        parts.append(_table(rows, _SHARD_COLUMNS))
+        parts.append(table_html(rows, _SHARD_COLUMNS))
     return "".join(parts)
 
 
@@ -252,16 +177,16 @@ def _checks_html(runs: list[Run]) -> list[str]:
             "failed": "failed",
             "share": "share of op",
         }
-        parts.append(_table(failures.fillna({"op": "(any)"}), columns))
+        parts.append(table_html(failures.fillna({"op": "(any)"}), columns))
     if not skipped.empty:
         parts += [
             "<p>Requests not sent because a value they use was not extracted:</p>",
-            _table(skipped, {"run": "run", "op": "op", "skipped": "skipped"}),
+            table_html(skipped, {"run": "run", "op": "op", "skipped": "skipped"}),
         ]
     return parts
 
 
-def _attribution_html(result: Attribution) -> str:
+def attribution_html(result: Attribution) -> str:
     parts = [
         f'<div class="verdict {html.escape(result.verdict)}"><b>Verdict: '
         f"{html.escape(result.verdict)}</b> ({html.escape(result.confidence)} evidence) — "
@@ -298,6 +223,7 @@ _SUMMARY_COLUMNS = {
     "p999_ms": "p99.9 ms",
     "max_ms": "max ms",
 }
+
 
 _LITTLE_COLUMNS = {
     "connections": "N",
@@ -342,168 +268,112 @@ def _models_html(result: Attribution) -> str:
     return (
         "<p>The USL describes contention and coherency; the operational-law bounds X(N) ≤ "
         "min(N / R(1), X_max), knee N* = R(1)·X_max, describe a fixed capacity. The verdict "
-        "and the plots use the one that fits better (higher R²).</p>" + _table(pd.DataFrame(rows))
+        "and the plots use the one that fits better (higher R²).</p>"
+        + table_html(pd.DataFrame(rows))
     )
 
 
-def build_report(
-    runs: Run | str | Sequence[Run | str],
-    title: str | None = None,
-    link_capacity_bps: float | None = None,
-) -> str:
-    """The HTML text of a report on one run or several (a sweep, repeats)."""
-    with reuse_reductions(all_percentiles=True):
-        return _build_report(as_runs(runs), title, link_capacity_bps)
-
-
-def _build_report(runs: list[Run], title: str | None, link_capacity_bps: float | None) -> str:
-    # The timeline with its latency first: the verdict's traffic check then reuses its buckets.
-    timeline(runs, by_phase=False)
-    if title is None:
-        title = f"loadgen report: {runs[0].label if len(runs) == 1 else f'{len(runs)} runs'}"
+def header_section(runs: list[Run], title: str) -> list[str]:
+    """The title, when and from what the report was made, and a warning per incomplete run."""
     now = dt.datetime.now(dt.UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
-    body: list[str] = [
+    return [
         f"<h1>{html.escape(title)}</h1>",
         f"<p class='meta'>Generated {now} by loadgen-analysis {html.escape(_package_version())} "
         f"from {len(runs)} run(s), {sum(r.rows for r in runs):,} recorded requests.</p>",
         *[_incomplete_html(r) for r in runs if r.missing_shards],
-        "<h2>Runs</h2>",
-        _runs_html(runs),
     ]
+
+
+def runs_section(runs: list[Run]) -> list[str]:
+    """The runs, and their shards and thresholds when they have some."""
+    parts = ["<h2>Runs</h2>", _runs_html(runs)]
     if any(r.shards for r in runs):
-        body += ["<h2>Shards</h2>", _shards_html(runs)]
+        parts += ["<h2>Shards</h2>", _shards_html(runs)]
     if any(r.meta.get("thresholds") for r in runs):
-        body += ["<h2>Thresholds</h2>", _thresholds_html(runs)]
+        parts += ["<h2>Thresholds</h2>", _thresholds_html(runs)]
+    return parts
 
-    result = attribute(runs, link_capacity_bps=link_capacity_bps)
-    body += ["<h2>Where throughput stops</h2>", _attribution_html(result)]
 
-    summary = op_summary(runs)
-    body += ["<h2>Summary per op</h2>", _table(summary, _SUMMARY_COLUMNS)]
+_ERROR_COLUMNS = {
+    "run": "run",
+    "error": "error class",
+    "count": "count",
+    "share": "share",
+    "first_s": "first (s)",
+    "last_s": "last (s)",
+    "peak_t_s": "peak second",
+    "peak_count": "in peak second",
+}
 
+
+def summary_section(runs: list[Run]) -> list[str]:
+    """The per-op summary, the failures (when some failed) and the checks (when there are)."""
+    parts = ["<h2>Summary per op</h2>", table_html(op_summary(runs), _SUMMARY_COLUMNS)]
     errors = error_breakdown(runs)
     if not errors.empty:
-        body += [
-            "<h3>Failures</h3>",
-            _table(
-                errors,
-                {
-                    "run": "run",
-                    "error": "error class",
-                    "count": "count",
-                    "share": "share",
-                    "first_s": "first (s)",
-                    "last_s": "last (s)",
-                    "peak_t_s": "peak second",
-                    "peak_count": "in peak second",
-                },
-            ),
-        ]
-    body += _checks_html(runs)
+        parts += ["<h3>Failures</h3>", table_html(errors, _ERROR_COLUMNS)]
+    return parts + _checks_html(runs)
 
+
+def sweep_section(runs: list[Run], result: Attribution) -> list[str]:
+    """With two concurrency levels or more: Little's Law, the capacity models (three levels or
+    more) and the scalability plots; nothing for a single level."""
     levels = {r.connections for r in runs if r.connections is not None}
-    if len(levels) >= 2 and all(r.connections is not None for r in runs):
-        sweep = sweep_table(runs)
-        calibration = calibration_from_sweep(sweep)
-        table = littles_law_table(sweep, calibration)
-        body += [
-            "<h2>Little's Law</h2>",
-            f"<p>Calibration R(1) = {calibration.r1_s * 1e3:.3f} ms from run "
-            f"<b>{html.escape(calibration.source)}</b> ({calibration.workers} worker(s))"
-            + (
-                ""
-                if calibration.workers == 1
-                else " — no one-worker run given, so the smallest level stands in"
-            )
-            + "; predicted X(N) = N / R(1). N_eff = X · R̄ is how many workers were busy on "
-            "average.</p>",
-            _table(table, _LITTLE_COLUMNS),
-        ]
-        fit: USLFit | BoundsFit | None = result.capacity_model
-        if len(levels) >= 3:
-            body += [
-                "<h2>Capacity model: USL and operational-law bounds</h2>",
-                _models_html(result),
-            ]
-        body += [
-            "<h2>Scalability plots</h2>",
-            _figure_html(
-                plots.plot_throughput_vs_n(sweep, calibration, fit),
-                "Observed throughput against Little's-Law prediction and the capacity model "
-                f"that fits better ({fit.name if fit else 'none'}); the star marks the knee.",
-            ),
-            _figure_html(
-                plots.plot_latency_vs_n(sweep, fit),
-                "Mean and p99 latency against concurrency: on a plateau, latency grows ∝ N.",
-            ),
-            _figure_html(
-                plots.plot_n_eff(sweep),
-                "Effective concurrency against configured: points under the dotted line mean "
-                "the client did not keep its workers busy.",
-            ),
-        ]
+    if len(levels) < 2 or any(r.connections is None for r in runs):
+        return []
+    sweep = sweep_table(runs)
+    calibration = calibration_from_sweep(sweep)
+    parts = [
+        "<h2>Little's Law</h2>",
+        f"<p>Calibration R(1) = {calibration.r1_s * 1e3:.3f} ms from run "
+        f"<b>{html.escape(calibration.source)}</b> ({calibration.workers} worker(s))"
+        + (
+            ""
+            if calibration.workers == 1
+            else " — no one-worker run given, so the smallest level stands in"
+        )
+        + "; predicted X(N) = N / R(1). N_eff = X · R̄ is how many workers were busy on "
+        "average.</p>",
+        table_html(littles_law_table(sweep, calibration), _LITTLE_COLUMNS),
+    ]
+    if len(levels) >= 3:
+        parts += ["<h2>Capacity model: USL and operational-law bounds</h2>", _models_html(result)]
+    fit: USLFit | BoundsFit | None = result.capacity_model
+    figures = (
+        (
+            plots.plot_throughput_vs_n(sweep, calibration, fit),
+            "Observed throughput against Little's-Law prediction and the capacity model "
+            f"that fits better ({fit.name if fit else 'none'}); the star marks the knee.",
+        ),
+        (
+            plots.plot_latency_vs_n(sweep, fit),
+            "Mean and p99 latency against concurrency: on a plateau, latency grows ∝ N.",
+        ),
+        (
+            plots.plot_n_eff(sweep),
+            "Effective concurrency against configured: points under the dotted line mean "
+            "the client did not keep its workers busy.",
+        ),
+    )
+    return [*parts, "<h2>Scalability plots</h2>", *(figure_html(f, c) for f, c in figures)]
 
-    body += [
+
+def distribution_section(runs: list[Run]) -> list[str]:
+    """Throughput and latency over time, the percentile spectrum and latency components."""
+    return [
         "<h2>Over time</h2>",
-        _figure_html(
+        figure_html(
             plots.plot_timeline(runs),
             "Throughput (ok and failed) and p50/p99 latency per second; phases shaded.",
         ),
         "<h2>Latency distribution</h2>",
-        _figure_html(
+        figure_html(
             plots.plot_percentile_spectrum(runs, by_op=True),
             "Latency percentile spectrum; exact percentiles from every recorded request.",
         ),
-        _figure_html(
+        figure_html(
             plots.plot_latency_components(runs),
             "Mean latency split into connect, send → first byte (server time and round trip) "
             "and transfer of the body.",
         ),
     ]
-    return _page(title, body)
-
-
-def _page(title: str, body: list[str]) -> str:
-    return (
-        "<!DOCTYPE html>\n<html lang='en'><head><meta charset='utf-8'>"
-        f"<title>{html.escape(title)}</title><style>{_CSS}</style></head><body>"
-        + "\n".join(body)
-        + "</body></html>\n"
-    )
-
-
-def write_report(
-    runs: Run | str | Sequence[Run | str],
-    out: str | Path,
-    title: str | None = None,
-    link_capacity_bps: float | None = None,
-) -> Path:
-    """Write :func:`build_report` to ``out`` (parent folders created) and return its path."""
-    out = Path(out)
-    text = build_report(runs, title=title, link_capacity_bps=link_capacity_bps)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(text, encoding="utf-8")
-    return out
-
-
-def build_comparison_report(
-    comparison: Comparison,
-    baseline: Run | str | Sequence[Run | str],
-    candidate: Run | str | Sequence[Run | str],
-) -> str:
-    """HTML for the regression gate: the verdict table and baseline overlays."""
-    verdict = "PASS" if comparison.passed else "FAIL"
-    css = "server" if comparison.passed else "errors"
-    body = [
-        f"<h1>loadgen regression gate: {verdict}</h1>",
-        f"<div class='verdict {css}'><pre>{html.escape(format_comparison(comparison))}</pre></div>",
-        _figure_html(
-            plots.plot_comparison(comparison),
-            "Change of each metric with its confidence interval; dashed ticks are the limits.",
-        ),
-        _figure_html(
-            plots.plot_percentile_spectrum(candidate, baseline=baseline),
-            "Percentile spectrum: baseline dashed, candidate solid.",
-        ),
-    ]
-    return _page(f"loadgen regression gate: {verdict}", body)

@@ -10,7 +10,7 @@ down where the data is flat.
 
 Responsible for fitting the two parameters to a sweep (least squares on X), the fit's quality,
 and choosing between this model and the USL by that quality. Not responsible for what the fit
-means for a run (see :mod:`loadgen_analysis.attribution`).
+means for a run (see :mod:`loadgen_analysis.verdict`).
 """
 
 from __future__ import annotations

@@ -2,8 +2,8 @@
 
 Responsible for mirroring the files the analysis reads — ``run.json``, ``requests/*.parquet``
 and ``client-metrics.parquet`` of every run directory under a prefix — into a local cache, and
-for turning S3 failures into one-sentence :class:`~loadgen_analysis.io.RunLoadError`\\ s. The
-mirror is then read by :mod:`loadgen_analysis.io` like any local folder, so every reduction
+for turning S3 failures into one-sentence :class:`~loadgen_analysis.errors.RunLoadError`\\ s. The
+mirror is then read by :mod:`.load` like any local folder, so every reduction
 stays in DuckDB over local Parquet files (DuckDB's httpfs extension is not needed). Not
 responsible for writing to S3 (``loadgen run --out s3://…`` does that).
 
@@ -27,7 +27,7 @@ from urllib.parse import urlsplit
 
 import pyarrow.fs as pafs
 
-from .errors import RunLoadError
+from ..errors import RunLoadError
 
 #: Downloads in parallel: segments are small and many, so latency, not bandwidth, dominates.
 DOWNLOAD_THREADS = 8
@@ -212,7 +212,7 @@ def mirror(url: str) -> Path:
     """Mirror the run files under ``url`` into the local cache and return the local folder
     that stands for ``url`` (a run directory, or a folder of them).
 
-    Raises :class:`~loadgen_analysis.io.RunLoadError` naming the URL and the fix when the
+    Raises :class:`~loadgen_analysis.errors.RunLoadError` naming the URL and the fix when the
     bucket does not exist, nothing of a run is under the prefix, access is denied, or the
     endpoint cannot be reached.
     """

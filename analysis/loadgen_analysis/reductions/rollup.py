@@ -14,8 +14,8 @@ workers sent requests — comes from a narrow second statement (run, phase, work
 
 A rollup has a few rows per second of the run and op, so it stays a small DuckDB temporary
 table whatever the row count. This module knows the record columns but no table built from
-them (see :mod:`loadgen_analysis.summary`), and does not compute percentiles (see
-:mod:`loadgen_analysis.quantiles`).
+them (see :mod:`.summary`, :mod:`.timeline`), and does not compute percentiles (see
+:mod:`.percentiles`).
 """
 
 from __future__ import annotations
@@ -76,3 +76,17 @@ def build_rollup(con: duckdb.DuckDBPyConnection, bucket_ns: int, name: str) -> N
         f"CREATE OR REPLACE TEMP TABLE {name}_workers AS "
         "SELECT DISTINCT run_index, phase, worker FROM records"
     )
+
+
+def mean_sql(total: str, count: str, condition: str = "") -> str:
+    """SQL: the mean that ``total`` and ``count`` of a rollup's groups (those meeting
+    ``condition``) make: what ``avg`` of the records gives (the HUGEINT sum over the count)."""
+    where = f" FILTER (WHERE {condition})" if condition else ""
+    return f"(sum({total}){where} / sum({count}){where})"
+
+
+def count_sql(condition: str = "") -> str:
+    """SQL: the rows of a rollup's groups (those meeting ``condition``), as ``count(*)``
+    (``FILTER (WHERE condition)``) would count the records."""
+    where = f" FILTER (WHERE {condition})" if condition else ""
+    return f"coalesce(sum(requests){where}, 0)::BIGINT"

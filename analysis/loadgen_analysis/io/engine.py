@@ -1,0 +1,89 @@
+"""The DuckDB connection every reduction runs on, with bounded memory.
+
+:func:`connect` hands out a connection on which the view ``records`` stacks every run's rows
+(with ``run_index``, ``run``, ``connections`` and ``shard_index`` columns added, and a sharded
+run's times rebased on its earliest wall-clock anchor). This module never aggregates:
+reductions live in :mod:`loadgen_analysis.reductions`.
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from collections.abc import Sequence
+from pathlib import Path
+
+import duckdb
+
+from .load import as_runs
+from .run import Run
+
+
+def _sql_string(text: str) -> str:
+    return "'" + text.replace("'", "''") + "'"
+
+
+#: DuckDB's memory limit for one analysis connection; past it DuckDB spills to disk. Override
+#: with the environment variable ``LOADGEN_ANALYSIS_MEMORY`` (e.g. ``2GB``).
+DEFAULT_MEMORY_LIMIT = "500MB"
+
+
+def engine_settings() -> dict[str, str]:
+    """DuckDB settings that keep an analysis within bounded memory whatever the row count: a
+    memory limit (``LOADGEN_ANALYSIS_MEMORY``), spilling to a temporary directory
+    (``LOADGEN_ANALYSIS_TMP``, else the system's temporary folder), threads
+    (``LOADGEN_ANALYSIS_THREADS``, else one per core), and no insertion order to keep."""
+    tmp = os.environ.get("LOADGEN_ANALYSIS_TMP") or str(
+        Path(tempfile.gettempdir()) / f"loadgen-analysis-{os.getpid()}"
+    )
+    settings = {
+        "memory_limit": os.environ.get("LOADGEN_ANALYSIS_MEMORY", DEFAULT_MEMORY_LIMIT),
+        "temp_directory": tmp,
+        "preserve_insertion_order": "false",
+    }
+    threads = os.environ.get("LOADGEN_ANALYSIS_THREADS")
+    if threads:
+        settings["threads"] = threads
+    return settings
+
+
+def connect(runs: Run | Sequence[Run]) -> duckdb.DuckDBPyConnection:
+    """An in-memory DuckDB connection whose view ``records`` stacks every run's rows.
+
+    Extra columns: ``run_index`` (position in ``runs``), ``run`` (label), ``connections``
+    (configured workers, may be NULL) and ``shard_index`` (I of the row's shard directory, NULL
+    when not sharded). A sharded run's ``start_ns`` and ``intended_ns`` are rebased on its
+    earliest shard's wall-clock anchor (row time + shard anchor − earliest anchor), so its
+    per-second buckets line up across machines. DuckDB streams the Parquet files and runs
+    under :func:`engine_settings` (a memory limit, spilling to disk), so a query over a
+    100-million-row run needs bounded memory — as long as it uses no holistic aggregate such as
+    ``quantile_disc`` over all rows (see :mod:`loadgen_analysis.reductions.quantiles`).
+    """
+    runs = as_runs(runs)
+    con = duckdb.connect(":memory:", config=engine_settings())
+    con.execute("SET enable_progress_bar = false")  # a session option, not a global one
+    parts = []
+    for index, run in enumerate(runs):
+        connections = "NULL" if run.connections is None else str(int(run.connections))
+        for part in run.parts:
+            files = ", ".join(_sql_string(str(s)) for s in part.segments)
+            shard = "NULL" if part.shard is None else str(part.shard[0])
+            offset = 0
+            if run.shards and part.anchor_unix_ns is not None and run.anchor_unix_ns is not None:
+                offset = part.anchor_unix_ns - run.anchor_unix_ns
+            rebase = (
+                f" REPLACE (CAST(start_ns + {offset} AS BIGINT) AS start_ns, "
+                f"CAST(intended_ns + {offset} AS BIGINT) AS intended_ns)"
+                if offset
+                else ""
+            )
+            parts.append(
+                f"SELECT {index} AS run_index, {_sql_string(run.label)} AS run, "
+                f"CAST({connections} AS BIGINT) AS connections, "
+                f"CAST({shard} AS INTEGER) AS shard_index, "
+                f"CAST(op AS VARCHAR) AS op_name, CAST(phase AS VARCHAR) AS phase_name, "
+                f"CAST(error AS VARCHAR) AS error_class, *{rebase} "
+                f"FROM read_parquet([{files}])"
+            )
+    con.execute("CREATE VIEW records AS " + " UNION ALL BY NAME ".join(parts))
+    return con

@@ -1,0 +1,279 @@
+"""Loading run directories: finding the Parquet segments, checking their schema version and
+columns against the file contract (:mod:`.contract`), loading run.json.
+
+:func:`load_run`, :func:`load_runs` and :func:`as_runs` take run directories, folders of them
+and ``s3://`` prefixes (mirrored to a local cache by :mod:`.s3`, then read from there); the
+shard directories of one sharded run come back as one merged :class:`~.run.Run`
+(:mod:`.shards`). This module never aggregates (see :mod:`.engine` and
+:mod:`loadgen_analysis.reductions`).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import warnings
+from collections.abc import Iterable, Sequence
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+import pyarrow.parquet as pq
+
+from ..errors import RunLoadError
+from . import contract
+from .run import Run
+from .shards import _merge_shards
+
+#: Record schema versions this package knows how to read: 1 up to the contract's.
+SUPPORTED_SCHEMA_VERSIONS = frozenset(range(1, int(contract.schema_version("requests")) + 1))
+
+#: The columns of schema version 1, which every segment must have (later versions add columns,
+#: e.g. ``send_ns`` in 2, ``check`` in 3), taken from the contract.
+REQUIRED_COLUMNS = tuple(c.name for c in contract.columns("requests") if c.since_version == 1)
+
+#: What every analysis function accepts for its runs (see :func:`as_runs`).
+RunsArg = Run | str | Path | Sequence[Run | str | Path]
+
+
+def _segments(requests_dir: Path) -> tuple[Path, ...]:
+    # Hidden `.part-N.parquet.partial` files are segments still being written: never read them.
+    return tuple(sorted(p for p in requests_dir.glob("*.parquet") if not p.name.startswith(".")))
+
+
+def _loadgen_metadata(segment: Path) -> tuple[dict[str, str], int]:
+    try:
+        file_meta = pq.read_metadata(segment)
+        schema = file_meta.schema.to_arrow_schema()
+    except Exception as exc:  # pyarrow raises several types for a damaged file
+        raise RunLoadError(f"{segment}: not a readable Parquet file ({exc})") from exc
+    # File-level key-value metadata (where loadgen writes), not the Arrow schema's own.
+    raw = file_meta.metadata or {}
+    meta = {
+        k.decode(): v.decode()
+        for k, v in raw.items()
+        if k.startswith(b"loadgen.")  # the Arrow schema blob is not ours
+    }
+    missing = [c for c in REQUIRED_COLUMNS if c not in schema.names]
+    version = meta.get("loadgen.schema_version")
+    if version is None:
+        raise RunLoadError(
+            f"{segment}: no loadgen.schema_version in the Parquet metadata; "
+            "this file was not written by loadgen"
+        )
+    if not version.isdigit() or int(version) not in SUPPORTED_SCHEMA_VERSIONS:
+        supported = ", ".join(str(v) for v in sorted(SUPPORTED_SCHEMA_VERSIONS))
+        raise RunLoadError(
+            f"{segment}: record schema version {version} is not supported "
+            f"(this loadgen-analysis reads version {supported}); "
+            "upgrade loadgen-analysis to read it"
+        )
+    if missing:
+        raise RunLoadError(
+            f"{segment}: schema version {version} segment lacks columns {', '.join(missing)}"
+        )
+    return meta, file_meta.num_rows
+
+
+def load_run(path: str | Path) -> Run:
+    """Read a run directory written by ``loadgen run`` (a local path or an ``s3://`` URL).
+
+    Checks that the directory exists, holds at least one closed Parquet segment under
+    ``requests/`` with at least one row, and that every segment (and run.json) has a schema
+    version this package reads. A run without run.json (a killed process) still loads, with a
+    warning, from the Parquet metadata alone. A folder holding the shard directories of one
+    sharded run (and nothing else) loads as that run, merged.
+
+    Raises :class:`RunLoadError` with a message naming the path and the problem.
+    """
+    if _is_s3(path):
+        from . import s3
+
+        url = s3.normalise_url(str(path))
+        local = s3.mirror(url)
+        return _with_url(load_run(local), local, url)
+    path = Path(path)
+    if not path.exists():
+        raise RunLoadError(f"{path}: no such run directory")
+    if not path.is_dir():
+        raise RunLoadError(f"{path}: not a directory (expected a loadgen run directory)")
+    if not (path / "requests").is_dir():
+        if _is_folder_of_runs(path):
+            runs = _load_folder(path)
+            if len(runs) == 1 and runs[0].shards:
+                return runs[0]
+            raise RunLoadError(
+                f"{path}: a folder of {len(runs)} runs, not one run directory; "
+                "load it with load_runs, or pass one run directory"
+            )
+        raise RunLoadError(f"{path}: not a loadgen run directory: no requests/ folder")
+    _require_utf8_path(path)
+    return _load_directory(path)
+
+
+def _require_utf8_path(path: Path) -> None:
+    """DuckDB and pyarrow take paths as UTF-8 text, so a run directory whose name is not
+    UTF-8 (which loadgen writes fine) cannot be read; say that, not "unreadable Parquet"."""
+    try:
+        str(path.resolve()).encode("utf-8")
+    except UnicodeEncodeError:
+        shown = os.fsencode(path).decode("utf-8", "backslashreplace")
+        raise RunLoadError(
+            f"{shown}: the path is not valid UTF-8, which the Parquet readers need; "
+            "rename the directory (or link to it) with a UTF-8 name"
+        ) from None
+
+
+def _load_directory(path: Path) -> Run:
+    """One run directory, checked (see :func:`load_run`); shards are not merged here."""
+    requests_dir = path / "requests"
+    run_json = path / "run.json"
+    segments = _segments(requests_dir)
+    if not segments:
+        raise RunLoadError(
+            f"{path}: empty run: no closed Parquet segment in {requests_dir} "
+            "(the run recorded nothing, or is still writing its first segment)"
+        )
+
+    meta: dict[str, Any] = {}
+    if run_json.is_file():
+        try:
+            meta = json.loads(run_json.read_text())
+        except json.JSONDecodeError as exc:
+            raise RunLoadError(f"{run_json}: not valid JSON ({exc})") from exc
+        version = meta.get("schema_version")
+        if version is not None and int(version) not in SUPPORTED_SCHEMA_VERSIONS:
+            raise RunLoadError(
+                f"{run_json}: schema version {version} is not supported "
+                f"(this loadgen-analysis reads version "
+                f"{', '.join(str(v) for v in sorted(SUPPORTED_SCHEMA_VERSIONS))})"
+            )
+        if meta.get("exit_reason") == "running":
+            # The run.json written at the start (S3 output), never replaced by the final one.
+            warnings.warn(
+                f"{path}: the run did not finish (run.json still says running: the process was "
+                "lost, or is still going); reading the segments it closed",
+                stacklevel=3,
+            )
+    else:
+        warnings.warn(
+            f"{path}: no run.json (was the run killed?); reading the Parquet segments alone",
+            stacklevel=3,
+        )
+
+    parquet_meta: dict[str, str] = {}
+    rows = 0
+    for segment in segments:
+        seg_meta, seg_rows = _loadgen_metadata(segment)
+        if not parquet_meta:
+            parquet_meta = seg_meta
+        elif seg_meta.get("loadgen.run_id") != parquet_meta.get("loadgen.run_id"):
+            raise RunLoadError(
+                f"{segment}: belongs to run {seg_meta.get('loadgen.run_id')}, "
+                f"not {parquet_meta.get('loadgen.run_id')}: one directory must hold one run"
+            )
+        rows += seg_rows
+    if rows == 0:
+        raise RunLoadError(f"{path}: empty run: its {len(segments)} segment(s) hold no rows")
+    return Run(path=path, segments=segments, rows=rows, meta=meta, parquet_meta=parquet_meta)
+
+
+def _child_runs(path: Path) -> list[Path]:
+    return sorted(p for p in path.iterdir() if p.is_dir() and (p / "requests").is_dir())
+
+
+def _is_s3(path: object) -> bool:
+    return isinstance(path, str) and path[:5].lower() == "s3://"
+
+
+def _with_url(run: Run, root: Path, url: str) -> Run:
+    """``run`` (read from ``root``, the local mirror of ``url``) labelled with its URL."""
+
+    def url_of(path: Path) -> str:
+        rel = path.relative_to(root).as_posix()
+        return url if rel == "." else f"{url}/{rel}"
+
+    return replace(
+        run,
+        url=url_of(run.path),
+        name=f"{url_of(run.path)}/{run.name}" if run.name else None,
+        shards=tuple(_with_url(s, root, url) for s in run.shards),
+    )
+
+
+def _load_folder(path: Path) -> list[Run]:
+    """A folder of run directories: each run, with shard directories merged, sorted by
+    configured workers then name. A subfolder holding only shard directories is one run."""
+    runs: list[Run] = []
+    for child in sorted(p for p in path.iterdir() if p.is_dir()):
+        if (child / "requests").is_dir():
+            runs.append(_load_directory(child))
+            continue
+        nested = _child_runs(child)
+        if nested:
+            members = [_load_directory(c) for c in nested]
+            if all(m.shard is not None for m in members):
+                runs.extend(_merge_shards(members, folder=child))
+    loaded = _merge_shards(runs, folder=path)
+    loaded.sort(key=lambda r: (r.connections or 0, r.label))
+    return loaded
+
+
+def _load_any(raw: str | Path) -> list[Run]:
+    """A run directory, a folder of them, or an ``s3://`` prefix of either; loose shard
+    directories are left for the caller to merge with their siblings."""
+    if _is_s3(raw):
+        from . import s3
+
+        url = s3.normalise_url(str(raw))
+        local = s3.mirror(url)
+        return [_with_url(r, local, url) for r in _load_any(local)]
+    path = Path(raw)
+    if _is_folder_of_runs(path):
+        return _load_folder(path)
+    return [load_run(path)]
+
+
+def _is_folder_of_runs(path: Path) -> bool:
+    """A folder (not a run) with run directories in it, or in its subfolders."""
+    if not path.is_dir() or (path / "requests").exists():
+        return False
+    return bool(_child_runs(path)) or any(p.is_dir() and _child_runs(p) for p in path.iterdir())
+
+
+def load_runs(paths: Iterable[str | Path]) -> list[Run]:
+    """Load several runs (sweep levels, repeats, shards) in the order given.
+
+    Each item is a run directory or an ``s3://`` URL of one. An item that is not itself a run
+    but directly contains run directories (e.g. a sweep's parent folder, or the folder of a
+    sharded run's shard directories) stands for all of them, sorted by configured workers then
+    name. Shard directories of one sharded run — in one folder, or given one by one — become one
+    merged run (see the module docstring).
+    """
+    runs: list[Run] = []
+    for raw in paths:
+        runs.extend(_load_any(raw))
+    if not runs:
+        raise RunLoadError("no run directories given")
+    return _merge_shards(runs)
+
+
+def as_runs(runs: RunsArg) -> list[Run]:
+    """Normalise the argument every analysis function accepts: a run, a path or ``s3://`` URL,
+    or a list of them; shard directories of one sharded run become one merged run."""
+    items: list[Run | str | Path] = []
+
+    def flatten(item: RunsArg) -> None:
+        if isinstance(item, Run | str | Path):
+            items.append(item)
+        else:
+            for sub in item:
+                flatten(sub)
+
+    flatten(runs)
+    out: list[Run] = []
+    for item in items:
+        out.extend([item] if isinstance(item, Run) else _load_any(item))
+    if not out:
+        raise RunLoadError("no runs given")
+    return _merge_shards(out)

@@ -1,0 +1,82 @@
+"""The HTML building blocks of the reports: the page and its stylesheet, tables from frames,
+figures as embedded PNG data URIs, and how a number is shown. Knows nothing of runs."""
+
+from __future__ import annotations
+
+import base64
+import html
+import io
+import math
+
+import pandas as pd
+from matplotlib.figure import Figure
+
+CSS = """
+body { font-family: -apple-system, 'Segoe UI', Helvetica, Arial, sans-serif; margin: 2em auto;
+       max-width: 1150px; color: #222; line-height: 1.4; padding: 0 1em; }
+h1 { font-size: 1.6em; margin-bottom: 0.2em; } h2 { border-bottom: 1px solid #ddd;
+     padding-bottom: 0.2em; margin-top: 1.8em; }
+.meta { color: #666; font-size: 0.9em; }
+table { border-collapse: collapse; font-size: 0.85em; margin: 0.6em 0; }
+th, td { border: 1px solid #ddd; padding: 3px 8px; text-align: right; }
+th { background: #f4f4f4; } td:first-child, th:first-child { text-align: left; }
+.verdict { padding: 0.8em 1em; border-radius: 6px; background: #eef3fb;
+           border-left: 6px solid #4c72b0; margin: 1em 0; }
+.verdict.errors, .verdict.client, .verdict.network { border-left-color: #c44e52;
+           background: #fbeeee; }
+.verdict.server { border-left-color: #dd8452; background: #fdf3ea; }
+.status-limit { color: #c44e52; font-weight: bold; }
+.status-ok { color: #2e7d32; } .status-not { color: #888; }
+figure { margin: 1em 0; } figure img { max-width: 100%; border: 1px solid #eee; }
+figcaption { color: #666; font-size: 0.85em; }
+pre { background: #f7f7f7; padding: 0.8em; overflow-x: auto; font-size: 0.85em; }
+.note { color: #666; font-size: 0.9em; }
+"""
+
+
+def figure_to_data_uri(fig: Figure, dpi: int = 110) -> str:
+    """Render a Figure as a base64 PNG data URI."""
+    buffer = io.BytesIO()
+    fig.savefig(buffer, format="png", dpi=dpi)
+    return "data:image/png;base64," + base64.b64encode(buffer.getvalue()).decode("ascii")
+
+
+def figure_html(fig: Figure, caption: str) -> str:
+    return (
+        f'<figure><img alt="{html.escape(caption)}" src="{figure_to_data_uri(fig)}">'
+        f"<figcaption>{html.escape(caption)}</figcaption></figure>"
+    )
+
+
+def fmt(value: object, digits: int = 3) -> str:
+    if value is None:
+        return "—"
+    if isinstance(value, float):
+        if math.isnan(value):
+            return "—"
+        if math.isinf(value):
+            return "∞"
+        if abs(value) >= 1000:
+            return f"{value:,.0f}"
+        return f"{value:.{digits}g}"
+    return str(value)
+
+
+def table_html(frame: pd.DataFrame, columns: dict[str, str] | None = None) -> str:
+    if columns:
+        frame = frame[[c for c in columns if c in frame]].rename(columns=columns)
+    head = "".join(f"<th>{html.escape(str(c))}</th>" for c in frame.columns)
+    body = []
+    for row in frame.itertuples(index=False):
+        cells = "".join(f"<td>{html.escape(fmt(v))}</td>" for v in row)
+        body.append(f"<tr>{cells}</tr>")
+    return f"<table><thead><tr>{head}</tr></thead><tbody>{''.join(body)}</tbody></table>"
+
+
+def page(title: str, body: list[str]) -> str:
+    return (
+        "<!DOCTYPE html>\n<html lang='en'><head><meta charset='utf-8'>"
+        f"<title>{html.escape(title)}</title><style>{CSS}</style></head><body>"
+        + "\n".join(body)
+        + "</body></html>\n"
+    )

@@ -1,0 +1,182 @@
+"""The client check: did the load generator keep its workers busy?
+
+Effective concurrency N_eff = X · R̄ against the configured N, idle gaps between a worker's
+consecutive requests (and whether they grow), time waiting on the producer
+(``queue_wait_ns``), client CPU near saturation against its limit, and CFS throttling under a
+CPU quota for a material share of the run (:mod:`.client_evidence`).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pandas as pd
+
+from .client_evidence import ClientEvidence
+from .findings import Evidence, Finding, Thresholds, max_of, pct, top_level
+
+
+def check_client(ev: Evidence, t: Thresholds) -> Finding:
+    reasons: list[str] = []
+    evidence: dict[str, Any] = {}
+    top = top_level(ev.sweep)
+    measured = [
+        _busy_workers(ev.sweep, top, t, reasons, evidence),
+        _idle_gaps(ev.gaps, top, t, reasons, evidence),
+        _producer_wait(ev.sweep, top, t, reasons, evidence),
+        _client_resources(ev.clients, t, reasons, evidence),
+    ]
+    if not any(measured):
+        return Finding("client", "not measured", "no worker-level data to check the client")
+    if reasons:
+        return Finding("client", "limit", "; ".join(reasons), evidence)
+    return Finding("client", "ok", _client_ok_text(evidence), evidence)
+
+
+def _busy_workers(
+    sweep: pd.DataFrame, top: pd.DataFrame, t: Thresholds, reasons: list[str], evidence: dict
+) -> bool:
+    """N_eff = X·R̄ against the configured N at the top level."""
+    if not ("n_eff" in sweep and "connections" in sweep and sweep["connections"].notna().all()):
+        return False
+    ratio = float((top["n_eff"] / top["connections"]).mean())
+    n_eff = float(top["n_eff"].mean())
+    n = int(top["connections"].iloc[0])
+    evidence.update(n_eff=n_eff, connections=n, n_eff_ratio=ratio)
+    evidence["n_eff_by_level"] = {
+        int(r.connections): float(r.n_eff) for r in sweep.itertuples() if pd.notna(r.n_eff)
+    }
+    if ratio < t.min_n_eff_ratio:
+        reasons.append(
+            f"only {n_eff:.1f} of {n} workers were busy on average (N_eff/N = {ratio:.2f})"
+        )
+    return True
+
+
+def _idle_gaps(
+    gaps: pd.DataFrame | None,
+    top: pd.DataFrame,
+    t: Thresholds,
+    reasons: list[str],
+    evidence: dict,
+) -> bool:
+    """Time a worker sat idle between its requests, and whether the gaps grew."""
+    if gaps is None or gaps.empty:
+        return False
+    gaps = gaps[gaps["run"].isin(top["run"])] if "run" in top else gaps
+    idle = float(gaps["idle_share"].mean())
+    first = float(gaps["gap_first_half_ms"].mean())
+    second = float(gaps["gap_second_half_ms"].mean())
+    evidence.update(
+        idle_share=idle,
+        gap_mean_ms=float(gaps["gap_mean_ms"].mean()),
+        gap_p99_ms=float(gaps["gap_p99_ms"].max()),
+        gap_first_half_ms=first,
+        gap_second_half_ms=second,
+    )
+    if idle > t.max_idle_share:
+        reasons.append(
+            f"workers sat idle {pct(idle)} of the time between their requests "
+            f"(mean gap {evidence['gap_mean_ms']:.2f} ms)"
+        )
+    if second > 1.0 and second > 2 * max(first, 1e-9):
+        reasons.append(f"the gap between requests grew from {first:.2f} to {second:.2f} ms")
+    return True
+
+
+def _producer_wait(
+    sweep: pd.DataFrame, top: pd.DataFrame, t: Thresholds, reasons: list[str], evidence: dict
+) -> bool:
+    """Time workers waited on the producer's buffer (``queue_wait_ns``)."""
+    if "mean_queue_wait_ms" not in sweep or not sweep["mean_queue_wait_ms"].notna().any():
+        return False
+    wait = float(top["mean_queue_wait_ms"].mean())
+    latency = float(top["mean_latency_ms"].mean())
+    share = wait / (wait + latency) if wait + latency > 0 else 0.0
+    evidence["queue_wait_share"] = share
+    if share > t.max_queue_wait_share:
+        reasons.append(
+            f"workers waited {wait:.2f} ms per request on the producer's buffer "
+            f"({pct(share)} of their time): the producer is the limit"
+        )
+    return True
+
+
+def _client_ok_text(evidence: dict[str, Any]) -> str:
+    parts = []
+    if "n_eff_ratio" in evidence:
+        parts.append(f"N_eff/N = {evidence['n_eff_ratio']:.2f} at N = {evidence['connections']}")
+    if "idle_share" in evidence:
+        parts.append(f"workers idle {pct(evidence['idle_share'])} between requests")
+    if "client_cpu_p90" in evidence:
+        parts.append(f"client CPU p90 {pct(evidence['client_cpu_p90'])} of its limit")
+    else:
+        parts.append("client CPU not measured")
+    if evidence.get("throttled_share") is not None:
+        parts.append(f"throttled in {pct(evidence['throttled_share'])} of CFS periods")
+    return "; ".join(parts)
+
+
+def _client_resources(
+    clients: list[ClientEvidence], t: Thresholds, reasons: list[str], evidence: dict[str, Any]
+) -> bool:
+    """The client's CPU against its limit and its CFS throttling; True when either was read."""
+    quota = max_of(clients, "cpu_quota_cores")
+    evidence["server_shares_cores"] = any(c.server_shares_cores for c in clients)
+    evidence.update(cpu_quota_cores=quota, cpu_limit_cores=max_of(clients, "cpu_limit_cores"))
+    throttled = _throttling(clients, t, evidence)
+    if throttled:
+        reasons.append(f"CPU quota{f' of {quota:g} cores' if quota else ''}: {throttled}")
+    # The console's "saturated by its quota" is the throttling reason when there is one.
+    cpu = _cpu(clients, t, evidence, console_quota_counts=not throttled)
+    if cpu:
+        reasons.append(cpu)
+    return "client_cpu_p90" in evidence or "throttled_share" in evidence
+
+
+def _throttling(clients: list[ClientEvidence], t: Thresholds, evidence: dict[str, Any]) -> str:
+    """Why the quota held the client back ('' when it did not): throttled in a material share
+    of the CFS periods or of the wall time."""
+    share = max_of(clients, "throttled_share")
+    wall = max_of(clients, "throttled_wall_share")
+    if share is None and wall is None:
+        return ""
+    seconds = max_of(clients, "throttled_s")
+    evidence.update(throttled_share=share, throttled_wall_share=wall, throttled_s=seconds)
+    if (share or 0.0) <= t.max_throttled_share and (wall or 0.0) <= t.max_throttled_wall_share:
+        return ""
+    text = "the client was throttled"
+    if share is not None:
+        text += f" in {pct(share)} of CFS periods"
+    if seconds is not None:
+        text += f" ({seconds:.2f} s held back"
+        text += f", {pct(wall)} of the run)" if wall is not None else ")"
+    return text
+
+
+def _cpu(
+    clients: list[ClientEvidence],
+    t: Thresholds,
+    evidence: dict[str, Any],
+    console_quota_counts: bool = True,
+) -> str:
+    """Why the client's CPU was the limit ('' when it was not): its p90 over the limit, or the
+    console's own verdict (run.json ``client.saturation``), so the two never disagree."""
+    cpu = max_of(clients, "cpu_p90")
+    console = next((c.console_saturation for c in clients if c.console_saturation), None)
+    if cpu is None:
+        return ""
+    quota, limit = evidence["cpu_quota_cores"], evidence["cpu_limit_cores"]
+    saturated = (
+        cpu > t.max_client_cpu
+        or console == "cpu"
+        or (console == "cpu-quota" and console_quota_counts)
+    )
+    evidence.update(client_cpu_p90=cpu, client_cpu_saturated=saturated, console_saturation=console)
+    if not saturated:
+        return ""
+    of = f"its {limit:g} cores" if limit else "its cores"
+    if quota and limit == quota:
+        of = f"its CPU quota of {quota:g} cores"
+    text = f"client CPU at {pct(cpu)} of {of} (p90 of 1 s samples)"
+    return text + ("; the run's console judged it saturated" if console else "")

@@ -1,0 +1,105 @@
+"""What the checks share: the thresholds they decide by, the :class:`Finding` each returns,
+the :class:`Evidence` they read (reductions of the runs, or a published sweep table) and a few
+helpers over it. A leaf of :mod:`loadgen_analysis.verdict`: the checks import it, it imports
+none of them.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+import numpy as np
+import pandas as pd
+
+from .client_evidence import ClientEvidence
+
+Check = Literal["errors", "client", "network", "server"]
+
+
+Status = Literal["limit", "ok", "not measured"]
+
+
+Verdict = Literal["errors", "client", "network", "server", "inconclusive"]
+
+
+@dataclass(frozen=True)
+class Thresholds:
+    """Where each check decides it has found the limit. Defaults are deliberately coarse:
+    they separate a client that paces the load from one that does not, not 5 % effects."""
+
+    #: Error rate above which the run is judged by its failures first.
+    max_error_rate: float = 0.01
+    #: N_eff / N below which the client did not keep its workers busy.
+    min_n_eff_ratio: float = 0.8
+    #: Share of worker time spent idle between requests above which the client paces the load.
+    max_idle_share: float = 0.2
+    #: Share of latency spent waiting on the producer's buffer above which the producer limits.
+    max_queue_wait_share: float = 0.2
+    #: Client CPU utilisation (p90 of 1 s samples, fraction of its CPU limit: cores or quota)
+    #: above which the client is saturated.
+    max_client_cpu: float = 0.9
+    #: Share of CFS periods in which a CPU quota throttled the client, or share of the run's
+    #: wall time it was held back, above which the quota is the limit (a material share of
+    #: the run, not a burst; the same rule as the console's Client line).
+    max_throttled_share: float = 0.10
+    max_throttled_wall_share: float = 0.05
+    #: Link utilisation (peak per-second bytes / capacity) above which the network limits.
+    max_link_utilisation: float = 0.8
+    #: Transfer (or send) time share of latency above which moving bytes dominates.
+    max_transfer_share: float = 0.5
+    #: A level is on the plateau when its throughput is at least this share of the peak.
+    plateau_share: float = 0.9
+    #: The plateau must span at least this ratio of concurrency (highest N / lowest N on it).
+    plateau_span: float = 1.5
+    #: Minimum log-log slope of latency against N on the plateau (1 = latency ∝ N).
+    min_latency_slope: float = 0.6
+    #: Share of latency waiting on the first byte (after the request was sent) above which the
+    #: wait is server-side.
+    min_ttfb_share: float = 0.8
+
+
+@dataclass(frozen=True)
+class Finding:
+    """The outcome of one check, with the numbers behind it."""
+
+    check: Check
+    status: Status
+    summary: str
+    evidence: dict[str, Any] = field(default_factory=dict)
+
+
+def pct(x: float) -> str:
+    return f"{100 * x:.1f}%"
+
+
+@dataclass
+class Evidence:
+    sweep: pd.DataFrame  # one row per run / level
+    errors: pd.DataFrame | None = None
+    gaps: pd.DataFrame | None = None
+    components: pd.DataFrame | None = None
+    #: Per run: the busiest second's bytes sent and received by the rows (all phases summed).
+    traffic: pd.DataFrame | None = None
+    clients: list[ClientEvidence] = field(default_factory=list)
+
+
+def top_level(sweep: pd.DataFrame) -> pd.DataFrame:
+    """The runs at the highest configured concurrency: where the limit is reached."""
+    if "connections" not in sweep or sweep["connections"].isna().all():
+        return sweep
+    top = sweep["connections"].max()
+    return sweep[sweep["connections"] == top]
+
+
+def max_of(clients: list[ClientEvidence], name: str) -> float | None:
+    values = [getattr(c, name) for c in clients if getattr(c, name) is not None]
+    return max(values) if values else None
+
+
+def mean_share(comp: pd.DataFrame, column: str) -> tuple[float, float]:
+    """Response-weighted mean of a component (ms) and its share of mean latency."""
+    weights = comp["responses"]
+    value = float(np.average(comp[column].fillna(0.0), weights=weights))
+    latency = float(np.average(comp["mean_latency_ms"], weights=weights))
+    return value, (value / latency if latency > 0 else 0.0)

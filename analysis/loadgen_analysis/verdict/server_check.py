@@ -1,0 +1,158 @@
+"""The server check: over a sweep, throughput on a plateau while latency grows ∝ N (requests
+queue behind a fixed capacity; the capacity model that fits better — the USL or the
+operational-law bounds — gives X_max and the knee); for one run, the wait between the last
+request byte sent and the first response byte dominating latency."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from ..models.bounds import BoundsFit, better_fit, fit_bounds
+from ..models.usl import USLFit, fit_usl
+from .findings import Evidence, Finding, Thresholds, mean_share, pct, top_level
+
+CapacityModel = USLFit | BoundsFit
+
+
+def _plateau(sweep: pd.DataFrame, t: Thresholds) -> dict[str, Any] | None:
+    columns = ["throughput_rps"] + (["mean_latency_ms"] if "mean_latency_ms" in sweep else [])
+    levels = sweep.groupby("connections", as_index=False)[columns].mean().sort_values("connections")
+    if len(levels) < 3:
+        return None
+    peak = float(levels["throughput_rps"].max())
+    peak_n = int(levels.loc[levels["throughput_rps"].idxmax(), "connections"])
+    on = levels[levels["throughput_rps"] >= t.plateau_share * peak]
+    # The plateau is the run of levels from the first that reaches it to the top.
+    first_n = float(on["connections"].min())
+    on = levels[levels["connections"] >= first_n]
+    span = float(on["connections"].max()) / first_n
+    info: dict[str, Any] = {
+        "peak_rps": peak,
+        "peak_at_n": peak_n,
+        "plateau_from_n": int(first_n),
+        "plateau_to_n": int(on["connections"].max()),
+        "plateau_levels": len(on),
+        "plateau_rps": float(on["throughput_rps"].mean()),
+        "plateau_span": span,
+        "holds": len(on) >= 2 and span >= t.plateau_span,
+    }
+    if "mean_latency_ms" in sweep and len(on) >= 2:
+        slope = float(
+            np.polyfit(np.log(on["connections"]), np.log(on["mean_latency_ms"].astype(float)), 1)[0]
+        )
+        info["latency_slope"] = slope
+        first_r = float(on["mean_latency_ms"].iloc[0])
+        last_r = float(on["mean_latency_ms"].iloc[-1])
+        info["latency_growth"] = last_r / first_r
+    return info
+
+
+@dataclass(frozen=True)
+class Models:
+    usl: USLFit | None = None
+    bounds: BoundsFit | None = None
+
+    @property
+    def chosen(self) -> CapacityModel | None:
+        return better_fit(self.usl, self.bounds)
+
+
+def _fit_models(sweep: pd.DataFrame) -> Models:
+    fits: dict[str, Any] = {}
+    for name, fit in (("usl", fit_usl), ("bounds", fit_bounds)):
+        try:
+            fits[name] = fit(sweep["connections"], sweep["throughput_rps"])
+        except ValueError:
+            fits[name] = None
+    return Models(**fits)
+
+
+def model_text(models: Models) -> str:
+    """Which capacity model fits better, with both fits' quality."""
+    chosen = models.chosen
+    if chosen is None:
+        return ""
+    other = models.bounds if chosen is models.usl else models.usl
+    if isinstance(chosen, BoundsFit):
+        text = (
+            f"bounds model fits best: X_max {chosen.x_max:.0f} req/s, knee N* = R(1)·X_max = "
+            f"{chosen.n_max:.1f} (R² {chosen.r_squared:.3f})"
+        )
+    elif math.isfinite(chosen.n_max):
+        text = (
+            f"USL fits best: X_max {chosen.x_max:.0f} req/s at N_max {chosen.n_max:.0f} "
+            f"(R² {chosen.r_squared:.3f})"
+        )
+    else:
+        text = f"USL fits best: no peak (κ = 0; R² {chosen.r_squared:.3f})"
+    if other is not None:
+        text += f"; {other.name} R² {other.r_squared:.3f}"
+    return text
+
+
+def _plateau_text(plateau: dict[str, Any]) -> str:
+    text = (
+        f"throughput stopped at {plateau['plateau_rps']:.0f} req/s from N = "
+        f"{plateau['plateau_from_n']} to {plateau['plateau_to_n']}"
+    )
+    slope = plateau.get("latency_slope")
+    if slope is not None:
+        text += f" while mean latency grew {plateau['latency_growth']:.1f}× (∝ N^{slope:.2f})"
+    return text
+
+
+def _server_wait(ev: Evidence, evidence: dict[str, Any]) -> None:
+    """Time to first byte, and the server's share of it: first byte minus sending (send_ns)."""
+    if ev.components is None or ev.components.empty:
+        return
+    comp = ev.components
+    _, evidence["ttfb_share"] = mean_share(comp, "mean_ttfb_ms")
+    if comp["send_ms"].notna().any():
+        _, evidence["server_wait_share"] = mean_share(comp, "first_byte_ms")
+
+
+def _check_sweep(
+    ev: Evidence, t: Thresholds, evidence: dict[str, Any]
+) -> tuple[Finding, float | None, Models]:
+    sweep = ev.sweep
+    models = _fit_models(sweep)
+    for name in ("usl", "bounds"):
+        if getattr(models, name) is not None:
+            evidence[name] = getattr(models, name).as_dict()
+    if models.chosen is not None:
+        evidence["capacity_model"] = models.chosen.name
+    plateau = _plateau(sweep, t)
+    if plateau is not None:
+        evidence["plateau"] = plateau
+        slope = plateau.get("latency_slope")
+        if plateau["holds"] and (slope is None or slope >= t.min_latency_slope):
+            reasons = [_plateau_text(plateau), model_text(models)]
+            if "ttfb_share" in evidence:
+                reasons.append(f"time to first byte is {pct(evidence['ttfb_share'])} of latency")
+            text = "; ".join(r for r in reasons if r)
+            return Finding("server", "limit", text, evidence), plateau["plateau_rps"], models
+    top = int(top_level(sweep)["connections"].iloc[0])
+    text = f"throughput still grows with N (no plateau up to N = {top})"
+    return Finding("server", "ok", text, evidence), None, models
+
+
+def check_server(ev: Evidence, t: Thresholds) -> tuple[Finding, float | None, Models]:
+    evidence: dict[str, Any] = {}
+    _server_wait(ev, evidence)
+    levels = ev.sweep["connections"].nunique() if "connections" in ev.sweep else 0
+    if levels >= 3:
+        return _check_sweep(ev, t, evidence)
+    wait = evidence.get("server_wait_share", evidence.get("ttfb_share", 0.0))
+    if wait >= t.min_ttfb_share:
+        what = "after the request was sent " if "server_wait_share" in evidence else ""
+        text = (
+            f"waiting for the first byte {what}is {pct(wait)} of latency: requests spend "
+            "their time waiting on the server (one level only: run a sweep to see its capacity)"
+        )
+        return Finding("server", "limit", text, evidence), None, Models()
+    return Finding("server", "ok", "no sign of a server-side limit", evidence), None, Models()
