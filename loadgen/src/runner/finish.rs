@@ -95,7 +95,7 @@ pub(super) async fn finish(
     let header = format!(
         "loadgen {} — {}, against {}",
         env!("CARGO_PKG_VERSION"),
-        config.model.describe(),
+        config.model.plan().describe(),
         target.describe(),
     );
     target.shut_down().await;
@@ -174,12 +174,16 @@ fn summarize(
     labels: &[String],
     phase_labels: &[String],
 ) -> RunSummary {
-    let open = config.model.max_lateness().map(|max_lateness| OpenSummary {
-        scheduled: live.scheduled.load(Ordering::Relaxed),
-        dropped: live.dropped.load(Ordering::Relaxed),
-        late: report.stats.late,
-        max_lateness_ns: crate::clock::nanos(max_lateness),
-    });
+    let open = config
+        .model
+        .plan()
+        .max_lateness()
+        .map(|max_lateness| OpenSummary {
+            scheduled: live.scheduled.load(Ordering::Relaxed),
+            dropped: live.dropped.load(Ordering::Relaxed),
+            late: report.stats.late,
+            max_lateness_ns: crate::clock::nanos(max_lateness),
+        });
     RunSummary::from_stats(
         &report.stats,
         labels,

@@ -60,7 +60,7 @@ impl RunOutput {
             None => (None, None),
         };
         let labels = config.workload.labels();
-        let phase_labels = config.model.phase_labels();
+        let phase_labels = config.model.plan().phase_labels();
         let (records, writer) = writer::spawn(WriterConfig {
             dir: run_dir.join("requests"),
             metadata: identity.parquet_metadata(),
@@ -68,9 +68,10 @@ impl RunOutput {
             phases: phase_labels.clone(),
             checks: config.workload.check_names.clone(),
             segment_interval: config.segment_interval,
-            max_attempts: config.model.max_attempts(),
+            max_attempts: config.model.plan().max_attempts(),
             max_lateness_ns: config
                 .model
+                .plan()
                 .max_lateness()
                 .map_or(i64::MAX, crate::clock::nanos),
             closed,
