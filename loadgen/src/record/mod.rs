@@ -110,7 +110,21 @@ impl std::fmt::Display for ErrorClass {
     }
 }
 
-/// One request, as it happened. `op` and `phase` index the run's label tables.
+/// The names a row's `op`, `phase` and `check` indexes stand for: the run's dictionaries.
+///
+/// Built once, when the run's output is set up, and handed as one value to the writer (the
+/// Parquet dictionaries), the summary and the live metrics, so the three cannot disagree.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Labels {
+    /// Indexed by [`RequestRecord::op`].
+    pub ops: Vec<String>,
+    /// Indexed by [`RequestRecord::phase`].
+    pub phases: Vec<String>,
+    /// Indexed by [`RequestRecord::check`].
+    pub checks: Vec<String>,
+}
+
+/// One request, as it happened. `op`, `phase` and `check` index the run's [`Labels`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct RequestRecord {
     pub start_ns: i64,

@@ -109,7 +109,7 @@ fn serve_metrics(
         .plan()
         .max_lateness()
         .map_or(i64::MAX, crate::clock::nanos);
-    let metrics = Arc::new(LiveMetrics::new(output.labels.len(), max_lateness_ns));
+    let metrics = Arc::new(LiveMetrics::new(output.labels.ops.len(), max_lateness_ns));
     let addr = config
         .metrics_addr
         .expect("a listener was bound for --metrics-addr");
@@ -117,7 +117,7 @@ fn serve_metrics(
         .serve(MetricsSource {
             live: live.clone(),
             metrics: metrics.clone(),
-            ops: output.labels.clone(),
+            ops: output.labels.ops.clone(),
             run_id: output.run_id.clone(),
             shard: config.shard.to_string(),
         })

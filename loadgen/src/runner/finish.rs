@@ -12,6 +12,7 @@ use super::output::{RunIdentity, RunOutput};
 use super::target::PreparedTarget;
 use super::{RunError, RunJsonExtra};
 use crate::config::RunConfig;
+use crate::record::Labels;
 use crate::report::thresholds::{self, ThresholdResult};
 use crate::report::{console, write_json_atomically, OpenSummary, RunSummary};
 use crate::stats::LiveCounters;
@@ -86,11 +87,10 @@ pub(super) async fn finish(
         mirror,
         writer,
         labels,
-        phase_labels,
     } = output;
     let report = wait_for_writer(writer, &run_dir).await?;
     let exit_reason = stop.reason().unwrap_or(ExitReason::Completed);
-    let summary = summarize(&config, &live, &report, &labels, &phase_labels);
+    let summary = summarize(&config, &live, &report, &labels);
     let thresholds = thresholds::evaluate(&config.thresholds, &report.stats, &summary);
     let header = format!(
         "loadgen {} — {}, against {}",
@@ -171,8 +171,7 @@ fn summarize(
     config: &RunConfig,
     live: &LiveCounters,
     report: &WriterReport,
-    labels: &[String],
-    phase_labels: &[String],
+    labels: &Labels,
 ) -> RunSummary {
     let open = config
         .model
@@ -187,8 +186,6 @@ fn summarize(
     RunSummary::from_stats(
         &report.stats,
         labels,
-        phase_labels,
-        &config.workload.check_names,
         &live.skipped(),
         live.handoff_blocked_ns.load(Ordering::Relaxed),
         open,
