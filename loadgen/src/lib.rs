@@ -17,6 +17,10 @@
 //! `clock`, `shard`, `stop`, `units`). `tests/architecture.rs` holds the table and fails on an
 //! arrow that points up; the README's module map says what each module does.
 
+// Production functions over 80 lines are flagged (Cargo.toml, clippy.toml); a test reads as
+// one scenario top to bottom, and cutting it into helpers to please the count would hide it.
+#![cfg_attr(test, allow(clippy::too_many_lines))]
+
 pub mod background;
 pub mod cli;
 pub mod clock;
