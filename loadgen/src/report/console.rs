@@ -1,7 +1,7 @@
 //! The console summary: what the course clients print (wall time, throughput), per request type.
 //!
-//! Table-driven: the lines above the tables are [`SUMMARY_LINES`], the tables' columns are
-//! [`OP_COLUMNS`] and [`PHASE_COLUMNS`]; [`render`] only walks them. A new figure is one row
+//! Table-driven: the lines above the tables are `SUMMARY_LINES`, the tables' columns are
+//! `OP_COLUMNS` and `PHASE_COLUMNS`; [`render`] only walks them. A new figure is one row
 //! in one of those lists.
 
 use std::fmt::Write;
