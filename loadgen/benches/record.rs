@@ -5,7 +5,7 @@
 use std::time::Duration;
 
 use criterion::{criterion_group, criterion_main, Criterion, Throughput};
-use loadgen::record::{ErrorClass, RequestRecord};
+use loadgen::record::{ErrorClass, Labels, RequestRecord};
 use loadgen::store::writer::{self, WriterConfig};
 
 const ROWS: usize = 200_000;
@@ -54,9 +54,11 @@ fn record_path(c: &mut Criterion) {
             let (tx, thread) = writer::spawn(WriterConfig {
                 dir: dir.path().to_path_buf(),
                 metadata: vec![("loadgen.schema_version".into(), "3".into())],
-                ops: vec!["GET /".into()],
-                phases: vec!["main".into()],
-                checks: Vec::new(),
+                labels: Labels {
+                    ops: vec!["GET /".into()],
+                    phases: vec!["main".into()],
+                    checks: Vec::new(),
+                },
                 segment_interval: Duration::from_secs(3600),
                 max_attempts: 1,
                 max_lateness_ns: i64::MAX,

@@ -89,6 +89,10 @@ pub struct WorkerContext {
 }
 
 /// Runs one worker until its source is exhausted or the run stops.
+///
+/// Per request: take the next work, render it, send it (counted in flight, cut off when the
+/// run aborts), judge the outcome, count it live, and append its row to the batch, which is
+/// handed over when full or a second old.
 pub async fn run_worker<T: Transport, S: WorkSource>(
     worker: u32,
     mut transport: T,
@@ -103,7 +107,7 @@ pub async fn run_worker<T: Transport, S: WorkSource>(
     let mut session = Session::default();
     let mut captured = Captured::default();
     // While waiting for work with rows in hand: hands them over once they are a second old.
-    let mut idle_timer: Option<std::pin::Pin<Box<tokio::time::Sleep>>> = None;
+    let mut idle_timer: Option<IdleTimer> = None;
     // One registration for the whole worker, not one per request.
     let aborting = ctx.stop.aborting();
     tokio::pin!(aborting);
@@ -112,34 +116,15 @@ pub async fn run_worker<T: Transport, S: WorkSource>(
         transport.connect().await;
     }
     loop {
-        // Work that is ready is taken at once. A worker that has to wait for work (open
-        // model, think time, a producer) hands its rows over when they are a second old even
-        // if no request follows, so they reach a segment (and survive a kill).
-        let work = {
-            let next = source.next();
-            tokio::pin!(next);
-            match std::future::poll_fn(|cx| Poll::Ready(next.as_mut().poll(cx))).await {
-                Poll::Ready(work) => work,
-                Poll::Pending if batch.is_empty() => next.await,
-                Poll::Pending => {
-                    let due = batch_started + BATCH_MAX_AGE;
-                    let idle_timer = idle_timer
-                        .get_or_insert_with(|| Box::pin(tokio::time::sleep_until(due.into())));
-                    idle_timer.as_mut().reset(due.into());
-                    tokio::select! {
-                        biased;
-                        work = next.as_mut() => work,
-                        () = idle_timer.as_mut() => {
-                            if !hand_over(&mut batch, &records, &ctx).await {
-                                break;
-                            }
-                            next.await
-                        }
-                    }
-                }
-            }
-        };
-        let Some(work) = work else { break };
+        let next = next_work(
+            &mut source,
+            &mut batch,
+            batch_started,
+            &mut idle_timer,
+            &records,
+            &ctx,
+        );
+        let Some(work) = next.await else { break };
         let template = &ctx.workload.templates[usize::from(work.op)];
         // Rendering happens before the clock starts: it is the client's work, not latency.
         let Some(prepared) = prepare(template, &work, &ctx, &mut rng, &session) else {
@@ -162,41 +147,20 @@ pub async fn run_worker<T: Transport, S: WorkSource>(
         let ended = Instant::now();
         ctx.live.in_flight.fetch_sub(1, Ordering::Relaxed);
         let (error, check) = judge(template, &exchange, &captured, &mut session);
-        ctx.live.count(error.is_some());
-        if let Some(metrics) = &ctx.metrics {
-            // As the summary: latency from the intended send time under the open model.
-            let since = work.intended.unwrap_or(started);
-            metrics.observe(
-                work.op,
-                error,
-                exchange.status != 0,
-                nanos(ended.saturating_duration_since(since)),
-                work.intended
-                    .map(|t| nanos(started.saturating_duration_since(t))),
-            );
-        }
+        count_live(&ctx, &work, error, exchange.status, started, ended);
         source.finished(&work, error.is_some());
         if batch.is_empty() {
             batch_started = ended;
         }
-        batch.push(RequestRecord {
-            start_ns: ctx.anchor.offset_ns(started),
-            intended_ns: work.intended.map(|t| ctx.anchor.offset_ns(t)),
-            latency_ns: nanos(ended - started),
-            connect_ns: exchange.connect_ns,
-            send_ns: exchange.send_ns,
-            ttfb_ns: exchange.ttfb_ns,
-            queue_wait_ns: work.queue_wait_ns,
-            op: work.op,
-            status: exchange.status,
-            error,
-            bytes_sent: exchange.bytes_sent,
-            bytes_received: exchange.bytes_received,
+        batch.push(row(
             worker,
-            phase: work.phase,
-            attempt: work.attempt,
-            check,
-        });
+            &ctx,
+            &work,
+            &exchange,
+            (error, check),
+            started,
+            ended,
+        ));
         if error == Some(ErrorClass::Cancelled) {
             break;
         }
@@ -207,6 +171,103 @@ pub async fn run_worker<T: Transport, S: WorkSource>(
         }
     }
     hand_over(&mut batch, &records, &ctx).await;
+}
+
+/// The timer that hands a waiting worker's rows over; one per worker, reset, never rebuilt.
+type IdleTimer = std::pin::Pin<Box<tokio::time::Sleep>>;
+
+/// The next work item; `None` when the source is done or the writer is gone.
+///
+/// Work that is ready is taken at once. A worker that has to wait for work (open model, think
+/// time, a producer) hands its rows over when they are a second old even if no request
+/// follows, so they reach a segment (and survive a kill).
+#[inline]
+async fn next_work<S: WorkSource>(
+    source: &mut S,
+    batch: &mut Vec<RequestRecord>,
+    batch_started: Instant,
+    idle_timer: &mut Option<IdleTimer>,
+    records: &RecordSender,
+    ctx: &WorkerContext,
+) -> Option<Work> {
+    let next = source.next();
+    tokio::pin!(next);
+    match std::future::poll_fn(|cx| Poll::Ready(next.as_mut().poll(cx))).await {
+        Poll::Ready(work) => work,
+        Poll::Pending if batch.is_empty() => next.await,
+        Poll::Pending => {
+            let due = batch_started + BATCH_MAX_AGE;
+            let idle_timer =
+                idle_timer.get_or_insert_with(|| Box::pin(tokio::time::sleep_until(due.into())));
+            idle_timer.as_mut().reset(due.into());
+            tokio::select! {
+                biased;
+                work = next.as_mut() => work,
+                () = idle_timer.as_mut() => {
+                    if !hand_over(batch, records, ctx).await {
+                        return None;
+                    }
+                    next.await
+                }
+            }
+        }
+    }
+}
+
+/// Counts a finished request in the live counters and, when served, the live metrics.
+#[inline]
+fn count_live(
+    ctx: &WorkerContext,
+    work: &Work,
+    error: Option<ErrorClass>,
+    status: u16,
+    started: Instant,
+    ended: Instant,
+) {
+    ctx.live.count(error.is_some());
+    if let Some(metrics) = &ctx.metrics {
+        // As the summary: latency from the intended send time under the open model.
+        let since = work.intended.unwrap_or(started);
+        metrics.observe(
+            work.op,
+            error,
+            status != 0,
+            nanos(ended.saturating_duration_since(since)),
+            work.intended
+                .map(|t| nanos(started.saturating_duration_since(t))),
+        );
+    }
+}
+
+/// The request's row: times as offsets from the run's anchor, `(error, check)` as judged.
+#[inline]
+fn row(
+    worker: u32,
+    ctx: &WorkerContext,
+    work: &Work,
+    exchange: &Exchange,
+    (error, check): (Option<ErrorClass>, Option<u16>),
+    started: Instant,
+    ended: Instant,
+) -> RequestRecord {
+    RequestRecord {
+        start_ns: ctx.anchor.offset_ns(started),
+        intended_ns: work.intended.map(|t| ctx.anchor.offset_ns(t)),
+        latency_ns: nanos(ended - started),
+        connect_ns: exchange.connect_ns,
+        send_ns: exchange.send_ns,
+        ttfb_ns: exchange.ttfb_ns,
+        queue_wait_ns: work.queue_wait_ns,
+        op: work.op,
+        status: exchange.status,
+        error,
+        bytes_sent: exchange.bytes_sent,
+        bytes_received: exchange.bytes_received,
+        worker,
+        phase: work.phase,
+        attempt: work.attempt,
+        check,
+    }
 }
 
 /// The request `work` asks for, rendered; `None` when it uses an extracted value the session

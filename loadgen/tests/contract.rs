@@ -124,3 +124,75 @@ fn a_real_sweep_writes_what_the_contract_says() {
         contract::assert_run_dir(std::path::Path::new(level["run_dir"].as_str().unwrap()));
     }
 }
+
+/// The tests' `Row` has a field per contract column, in order, of the column's type and
+/// nullability (`Option<T>`), so a column added to the contract fails here until the tests
+/// read it.
+#[test]
+fn the_tests_row_is_the_contracts() {
+    let expected: Vec<(String, String, bool)> = contract::file("requests")["columns"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| {
+            let text = |key: &str| c[key].as_str().unwrap().to_string();
+            (text("name"), text("type"), c["nullable"].as_bool().unwrap())
+        })
+        .collect();
+    let actual: Vec<(String, String, bool)> = common::ROW_FIELDS
+        .iter()
+        .map(|(name, rust)| {
+            let (contract_type, nullable) = contract::rust_type(rust);
+            (name.to_string(), contract_type, nullable)
+        })
+        .collect();
+    assert_eq!(actual, expected);
+}
+
+/// The error classes the code writes are the ones the contract's `error` column lists, in
+/// dictionary order.
+#[test]
+fn the_error_classes_are_the_contracts() {
+    let columns = contract::file("requests")["columns"].clone();
+    let error = columns
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["name"] == "error")
+        .expect("an error column");
+    let meaning = error["meaning"].as_str().unwrap();
+    let listed = meaning
+        .strip_prefix("error class (")
+        .and_then(|rest| rest.split_once(')'))
+        .map(|(list, _)| list.split(", ").collect::<Vec<_>>())
+        .expect("the meaning starts with `error class (…)`");
+    let code: Vec<&str> = loadgen::record::ErrorClass::ALL
+        .iter()
+        .map(|c| c.as_str())
+        .collect();
+    assert_eq!(listed, code);
+}
+
+/// The README's schema tables are generated from the contract: this test renders them and
+/// compares them with the README's marked sections; `UPDATE_DOCS=1` rewrites the sections.
+#[test]
+fn the_readme_schema_tables_are_generated_from_the_contract() {
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../README.md");
+    let readme = std::fs::read_to_string(&path).unwrap();
+    let generated = ["requests", "client_metrics"]
+        .into_iter()
+        .fold(readme.clone(), |text, name| {
+            contract::replace_generated(&text, name, &contract::markdown(name))
+        });
+    if generated == readme {
+        return;
+    }
+    if std::env::var_os("UPDATE_DOCS").is_some() {
+        std::fs::write(&path, generated).unwrap();
+    } else {
+        panic!(
+            "README.md's schema tables differ from contract/files.json; regenerate them with \
+             `UPDATE_DOCS=1 cargo test -p loadgen --test contract`"
+        );
+    }
+}

@@ -630,7 +630,7 @@ fn compile_builtin(name: &str, sets: &[&str]) -> loadgen::scenario::Compiled {
 fn phased_plan(compiled: &loadgen::scenario::Compiled) -> &loadgen::model::phased::PhasedPlan {
     match &compiled.model {
         loadgen::model::ModelPlan::Phased(plan) => plan,
-        other => panic!("not phased: {}", other.kind()),
+        other => panic!("not phased: {}", other.plan().kind()),
     }
 }
 

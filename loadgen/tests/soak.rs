@@ -49,6 +49,8 @@ fn rss_samples(path: &std::path::Path) -> Vec<(i64, u64)> {
     samples
 }
 
+// One soak, read top to bottom: the run, then each of its books checked in turn.
+#[allow(clippy::too_many_lines)]
 #[test]
 fn open_model_soak_keeps_its_books_and_its_memory() {
     let secs: u64 = std::env::var("LOADGEN_SOAK_SECS")

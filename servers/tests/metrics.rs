@@ -12,6 +12,8 @@ fn sample(text: &str, series: &str) -> Option<u64> {
         .find_map(|line| line.strip_prefix(series)?.strip_prefix(' ')?.parse().ok())
 }
 
+// One scenario of requests, then every counter they should have moved.
+#[allow(clippy::too_many_lines)]
 #[tokio::test]
 async fn counters_match_the_requests_sent() {
     let server = default_server().await;

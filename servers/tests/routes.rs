@@ -410,6 +410,8 @@ async fn json_bodies_over_the_limit_are_413() {
 /// The server decodes bodies into the course APIs' types: a wrong type or a missing field is a
 /// 400 naming the field, in a JSON body or a multipart part; `--lenient` takes numbers where
 /// the API has strings.
+// A table of cases, one per field and API, read top to bottom.
+#[allow(clippy::too_many_lines)]
 #[tokio::test]
 async fn wrong_types_and_missing_fields_are_400_naming_the_field_unless_lenient() {
     let strict = default_server().await;

@@ -212,7 +212,7 @@ impl RunConfig {
 
     /// How long the run may send: a closed model's duration, or the `-d` cap of any other.
     pub fn duration_limit(&self) -> Option<Duration> {
-        self.model.time_limit().or(self.duration_cap)
+        self.model.plan().time_limit().or(self.duration_cap)
     }
 }
 
@@ -261,7 +261,7 @@ mod tests {
         }
         let config = RunConfig::from_args(&run_args(&["-c", "7", "-n", "20"])).unwrap();
         assert_eq!(
-            config.model.describe(),
+            config.model.plan().describe(),
             "closed model, 7 workers, 20 requests"
         );
     }
@@ -298,7 +298,7 @@ mod tests {
         for flags in [&[][..], &["--scenario", "albums"]] {
             let config = RunConfig::with_model(&run_args(flags), spec.clone()).unwrap();
             let ModelPlan::Phased(plan) = &config.model else {
-                panic!("{flags:?}: {}", config.model.kind())
+                panic!("{flags:?}: {}", config.model.plan().kind())
             };
             let starts: Vec<StartRule> = plan.phases.iter().map(|p| p.start.clone()).collect();
             assert_eq!(

@@ -16,8 +16,8 @@ impl RunConfig {
         let text = |d: Duration| humantime::format_duration(d).to_string();
         ResolvedConfig {
             scenario: self.scenario_origin.clone(),
-            model: self.model.kind(),
-            description: self.model.describe(),
+            model: self.model.plan().kind(),
+            description: self.model.plan().describe(),
             url: target_url.to_string(),
             embedded_server: self.target == Target::Embedded,
             think_time: text(self.think_time),

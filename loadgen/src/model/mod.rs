@@ -11,9 +11,9 @@
 //! are [`closed`], [`thread_groups`], [`producer_buffer`], [`phased`] and [`open`].
 //! [`ModelPlan`] is the one name callers hold: an enum with one variant per model, so callers
 //! and tests can still look at a particular model's plan, whose only `match` is
-//! [`ModelPlan::plan`]; every other method delegates to the trait in one line. How a
-//! scenario's `[model]` becomes a plan is `scenario::compile`'s job (scenario → model, never
-//! back), one file per model there too.
+//! [`ModelPlan::plan`]; callers ask the trait through it (`model.plan().describe()`), so a
+//! new [`Plan`] method needs no second copy here. How a scenario's `[model]` becomes a plan
+//! is `scenario::compile`'s job (scenario → model, never back), one file per model there too.
 //!
 //! Adding a model: its file here (plan type, `impl Plan`, the driving), its spec in
 //! `scenario/schema.rs` with its `kind`, its compile file in `scenario/compile/`, and one line
@@ -138,67 +138,5 @@ impl ModelPlan {
             ModelPlan::Phased(plan) => plan,
             ModelPlan::Open(plan) => plan,
         }
-    }
-
-    pub fn kind(&self) -> &'static str {
-        self.plan().kind()
-    }
-
-    /// The `phase` labels rows of this model carry, by index.
-    pub fn phase_labels(&self) -> Vec<String> {
-        self.plan().phase_labels()
-    }
-
-    /// Most attempts one request can get (retries + 1).
-    pub fn max_attempts(&self) -> u8 {
-        self.plan().max_attempts()
-    }
-
-    /// For the progress bar: how long the run lasts, or how many first attempts it sends.
-    pub fn extent(&self) -> Limit {
-        self.plan().extent()
-    }
-
-    /// A time after which the plan itself says the run stops sending (closed, `-d`).
-    pub fn time_limit(&self) -> Option<Duration> {
-        self.plan().time_limit()
-    }
-
-    /// Peak concurrent workers, for the open-files check.
-    pub fn max_workers(&self) -> u32 {
-        self.plan().max_workers()
-    }
-
-    /// One line for the console header.
-    pub fn describe(&self) -> String {
-        self.plan().describe()
-    }
-
-    /// The op sequence one iteration sends.
-    pub fn sequence(&self) -> Arc<[u16]> {
-        self.plan().sequence().clone()
-    }
-
-    /// Open model: a send later than this after its intended time counts as late.
-    pub fn max_lateness(&self) -> Option<Duration> {
-        self.plan().max_lateness()
-    }
-
-    /// Drives the model until its workers are done.
-    pub async fn drive(
-        self,
-        pool: &mut WorkerPool,
-        think_time: Duration,
-        stop: &StopSignal,
-        announce: Announcer,
-        fields: &Fields,
-    ) {
-        let context = DriveContext {
-            think_time,
-            stop: stop.clone(),
-            announce,
-            fields: fields.clone(),
-        };
-        self.plan().drive(pool, context).await
     }
 }

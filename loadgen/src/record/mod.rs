@@ -7,7 +7,9 @@
 //!
 //! The columns, their units and meanings and the segments' metadata keys are written down in
 //! `contract/files.json` (`files.requests`) at the repository root; `loadgen/tests/contract.rs`
-//! and the Python tests hold [`schema`] and real segments to it, so change both together.
+//! and the Python tests hold [`schema`], [`ErrorClass::ALL`], the tests' decoded row and real
+//! segments to it, and the README's table is generated from it, so change the contract with
+//! the code.
 
 pub mod parquet_file;
 
@@ -110,7 +112,21 @@ impl std::fmt::Display for ErrorClass {
     }
 }
 
-/// One request, as it happened. `op` and `phase` index the run's label tables.
+/// The names a row's `op`, `phase` and `check` indexes stand for: the run's dictionaries.
+///
+/// Built once, when the run's output is set up, and handed as one value to the writer (the
+/// Parquet dictionaries), the summary and the live metrics, so the three cannot disagree.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Labels {
+    /// Indexed by [`RequestRecord::op`].
+    pub ops: Vec<String>,
+    /// Indexed by [`RequestRecord::phase`].
+    pub phases: Vec<String>,
+    /// Indexed by [`RequestRecord::check`].
+    pub checks: Vec<String>,
+}
+
+/// One request, as it happened. `op`, `phase` and `check` index the run's [`Labels`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct RequestRecord {
     pub start_ns: i64,

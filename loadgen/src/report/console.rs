@@ -1,105 +1,116 @@
 //! The console summary: what the course clients print (wall time, throughput), per request type.
+//!
+//! Table-driven: the lines above the tables are `SUMMARY_LINES`, the tables' columns are
+//! `OP_COLUMNS` and `PHASE_COLUMNS`; [`render`] only walks them. A new figure is one row
+//! in one of those lists.
 
 use std::fmt::Write;
 
-use super::RunSummary;
+use super::{LatencySummary, OpSummary, PhaseSummary, RunSummary};
 use crate::units::{bytes, duration};
 
-/// Renders the summary table. `run_dir` and `exit_reason` are shown at the end.
+/// A line above the tables: its label and its text (`None`: the run has nothing to say there,
+/// and the line is left out).
+type SummaryLine = (&'static str, fn(&RunSummary) -> Option<String>);
+
+/// A table column: its heading and its cell in one row.
+type Column<R> = (&'static str, fn(&R) -> String);
+
+/// The lines above the tables, in order.
+const SUMMARY_LINES: &[SummaryLine] = &[
+    ("Requests", requests_line),
+    ("Wall time", |s| Some(duration(s.wall_time_ns as f64))),
+    ("Throughput", |s| {
+        Some(format!(
+            "{:.1} req/s ({:.1} req/s ok)",
+            s.throughput_rps, s.ok_throughput_rps
+        ))
+    }),
+    ("Schedule", |s| {
+        s.open.as_ref().map(|open| {
+            format!(
+                "{} scheduled, {} sent, {} dropped at --max-in-flight, {} late (> {} after intended)",
+                open.scheduled,
+                open.scheduled.saturating_sub(open.dropped),
+                open.dropped,
+                open.late,
+                duration(open.max_lateness_ns as f64)
+            )
+        })
+    }),
+    ("Groups only", |s| {
+        s.excluding_startup.as_ref().map(|groups| {
+            format!(
+                "{} requests in {}: {:.1} req/s (startup excluded)",
+                groups.requests,
+                duration(groups.wall_time_ns as f64),
+                groups.throughput_rps
+            )
+        })
+    }),
+    ("Transfer", |s| {
+        Some(format!(
+            "{} sent, {} received",
+            bytes(s.bytes_sent),
+            bytes(s.bytes_received)
+        ))
+    }),
+    ("Checks", checks_line),
+    ("Skipped", skipped_line),
+];
+
+/// One line of the op table: an op, or (open model) the line under it with its latency
+/// counted from the actual send, which leaves the counts empty.
+struct OpLine<'a> {
+    label: &'a str,
+    op: Option<&'a OpSummary>,
+    latency: Option<&'a LatencySummary>,
+}
+
+/// A column of the op table, for lines of any lifetime.
+type OpColumn = (&'static str, for<'a> fn(&OpLine<'a>) -> String);
+
+/// The op table; latency cells are `-` for an op that got no response.
+const OP_COLUMNS: &[OpColumn] = &[
+    ("op", |l| l.label.to_string()),
+    ("requests", |l| count(l, |o| o.requests.to_string())),
+    ("failed", |l| count(l, |o| o.failed.to_string())),
+    ("req/s", |l| {
+        count(l, |o| format!("{:.1}", o.throughput_rps))
+    }),
+    ("mean", |l| latency(l.latency, |l| l.mean_ns)),
+    ("min", |l| latency(l.latency, |l| l.min_ns as f64)),
+    ("p50", |l| latency(l.latency, |l| l.p50_ns as f64)),
+    ("p90", |l| latency(l.latency, |l| l.p90_ns as f64)),
+    ("p99", |l| latency(l.latency, |l| l.p99_ns as f64)),
+    ("p99.9", |l| latency(l.latency, |l| l.p999_ns as f64)),
+    ("max", |l| latency(l.latency, |l| l.max_ns as f64)),
+];
+
+/// The phase table (shown when the run has more than one phase).
+const PHASE_COLUMNS: &[Column<PhaseSummary>] = &[
+    ("phase", |p| p.phase.clone()),
+    ("workers", |p| p.workers.to_string()),
+    ("requests", |p| p.requests.to_string()),
+    ("failed", |p| p.failed.to_string()),
+    ("wall", |p| duration(p.wall_time_ns as f64)),
+    ("req/s", |p| format!("{:.1}", p.throughput_rps)),
+    ("p50", |p| latency(p.latency.as_ref(), |l| l.p50_ns as f64)),
+    ("p99", |p| latency(p.latency.as_ref(), |l| l.p99_ns as f64)),
+];
+
+/// Renders the summary: `header`, the summary lines, the op table (and the phase table), then
+/// the `footer` lines (run directory, exit reason, warnings…).
 pub fn render(summary: &RunSummary, header: &str, footer: &[(&str, String)]) -> String {
     let mut out = String::new();
-    let _ = writeln!(out, "{header}");
-    let _ = writeln!(out);
-    let failures = if summary.errors.is_empty() {
-        String::new()
-    } else {
-        let by_class: Vec<String> = summary
-            .errors
-            .iter()
-            .map(|(c, n)| format!("{c} {n}"))
-            .collect();
-        format!(" ({})", by_class.join(", "))
-    };
-    let retries = if summary.retries > 0 {
-        format!(
-            " ({} of them retries; {} failed after all retries)",
-            summary.retries, summary.failed_final
-        )
-    } else {
-        String::new()
-    };
-    let _ = writeln!(
-        out,
-        "  Requests    {} total, {} ok, {} failed{failures}{retries}",
-        summary.requests, summary.ok, summary.failed
-    );
-    let _ = writeln!(
-        out,
-        "  Wall time   {}",
-        duration(summary.wall_time_ns as f64)
-    );
-    let _ = writeln!(
-        out,
-        "  Throughput  {:.1} req/s ({:.1} req/s ok)",
-        summary.throughput_rps, summary.ok_throughput_rps
-    );
-    if let Some(open) = &summary.open {
-        let _ = writeln!(
-            out,
-            "  Schedule    {} scheduled, {} sent, {} dropped at --max-in-flight, {} late (> {} after intended)",
-            open.scheduled,
-            open.scheduled.saturating_sub(open.dropped),
-            open.dropped,
-            open.late,
-            duration(open.max_lateness_ns as f64)
-        );
-    }
-    if let Some(groups) = &summary.excluding_startup {
-        let _ = writeln!(
-            out,
-            "  Groups only {} requests in {}: {:.1} req/s (startup excluded)",
-            groups.requests,
-            duration(groups.wall_time_ns as f64),
-            groups.throughput_rps
-        );
-    }
-    let _ = writeln!(
-        out,
-        "  Transfer    {} sent, {} received",
-        bytes(summary.bytes_sent),
-        bytes(summary.bytes_received)
-    );
-    checks(&mut out, summary);
-    let _ = writeln!(out);
-
-    let headings = [
-        "op", "requests", "failed", "req/s", "mean", "min", "p50", "p90", "p99", "p99.9", "max",
-    ];
-    let mut rows: Vec<Vec<String>> = Vec::new();
-    for op in &summary.ops {
-        let mut row = vec![
-            op.op.clone(),
-            op.requests.to_string(),
-            op.failed.to_string(),
-            format!("{:.1}", op.throughput_rps),
-        ];
-        match &op.latency {
-            Some(l) => row.extend(latency_cells(l)),
-            None => row.extend(std::iter::repeat_n("-".to_string(), 7)),
-        }
-        rows.push(row);
-        if let Some(l) = &op.uncorrected_latency {
-            let mut row = vec![
-                "  (from actual send)".to_string(),
-                String::new(),
-                String::new(),
-                String::new(),
-            ];
-            row.extend(latency_cells(l));
-            rows.push(row);
+    let _ = writeln!(out, "{header}\n");
+    for (label, line) in SUMMARY_LINES {
+        if let Some(text) = line(summary) {
+            let _ = writeln!(out, "  {label:<12}{text}");
         }
     }
-    table(&mut out, &headings, &rows);
+    let _ = writeln!(out);
+    table(&mut out, OP_COLUMNS, &op_lines(summary));
     if summary.open.is_some() {
         let _ = writeln!(
             out,
@@ -109,29 +120,7 @@ pub fn render(summary: &RunSummary, header: &str, footer: &[(&str, String)]) -> 
     // One phase is the whole run: a per-phase table would repeat the lines above.
     if summary.phases.len() > 1 {
         let _ = writeln!(out);
-        let headings = [
-            "phase", "workers", "requests", "failed", "wall", "req/s", "p50", "p99",
-        ];
-        let rows: Vec<Vec<String>> = summary
-            .phases
-            .iter()
-            .map(|p| {
-                let (p50, p99) = p.latency.map_or(("-".into(), "-".into()), |l| {
-                    (duration(l.p50_ns as f64), duration(l.p99_ns as f64))
-                });
-                vec![
-                    p.phase.clone(),
-                    p.workers.to_string(),
-                    p.requests.to_string(),
-                    p.failed.to_string(),
-                    duration(p.wall_time_ns as f64),
-                    format!("{:.1}", p.throughput_rps),
-                    p50,
-                    p99,
-                ]
-            })
-            .collect();
-        table(&mut out, &headings, &rows);
+        table(&mut out, PHASE_COLUMNS, &summary.phases);
     }
     if !footer.is_empty() {
         let _ = writeln!(out);
@@ -143,58 +132,104 @@ pub fn render(summary: &RunSummary, header: &str, footer: &[(&str, String)]) -> 
     out
 }
 
-/// The checks line (failed rows per check, all passed) and the requests skipped because a
-/// value was not extracted; nothing for a run without checks.
-fn checks(out: &mut String, summary: &RunSummary) {
-    if !summary.checks.is_empty() {
-        let failed: Vec<String> = summary
-            .checks
+/// Totals, and the failures by class and the retries when there are any.
+fn requests_line(summary: &RunSummary) -> Option<String> {
+    let mut line = format!(
+        "{} total, {} ok, {} failed",
+        summary.requests, summary.ok, summary.failed
+    );
+    if !summary.errors.is_empty() {
+        let by_class: Vec<String> = summary
+            .errors
             .iter()
-            .filter(|(_, n)| **n > 0)
-            .map(|(name, n)| format!("{name}: {n} failed"))
+            .map(|(c, n)| format!("{c} {n}"))
             .collect();
-        let line = if failed.is_empty() {
-            format!("all {} passed", summary.checks.len())
-        } else {
-            failed.join("; ")
-        };
-        let _ = writeln!(out, "  Checks      {line}");
+        let _ = write!(line, " ({})", by_class.join(", "));
     }
-    if summary.skipped > 0 {
-        let by_op: Vec<String> = summary
-            .ops
-            .iter()
-            .filter(|o| o.skipped > 0)
-            .map(|o| format!("{} {}", o.op, o.skipped))
-            .collect();
-        let _ = writeln!(
-            out,
-            "  Skipped     {} requests not sent: a value they use was not extracted ({})",
-            summary.skipped,
-            by_op.join(", ")
+    if summary.retries > 0 {
+        let _ = write!(
+            line,
+            " ({} of them retries; {} failed after all retries)",
+            summary.retries, summary.failed_final
         );
     }
+    Some(line)
 }
 
-/// mean, min, p50, p90, p99, p99.9, max.
-fn latency_cells(l: &super::LatencySummary) -> [String; 7] {
-    [
-        l.mean_ns,
-        l.min_ns as f64,
-        l.p50_ns as f64,
-        l.p90_ns as f64,
-        l.p99_ns as f64,
-        l.p999_ns as f64,
-        l.max_ns as f64,
-    ]
-    .map(duration)
+/// Failed rows per check, or that all passed; nothing for a run without checks.
+fn checks_line(summary: &RunSummary) -> Option<String> {
+    if summary.checks.is_empty() {
+        return None;
+    }
+    let failed: Vec<String> = summary
+        .checks
+        .iter()
+        .filter(|(_, n)| **n > 0)
+        .map(|(name, n)| format!("{name}: {n} failed"))
+        .collect();
+    Some(if failed.is_empty() {
+        format!("all {} passed", summary.checks.len())
+    } else {
+        failed.join("; ")
+    })
+}
+
+/// The requests skipped because a value they use was not extracted, by op.
+fn skipped_line(summary: &RunSummary) -> Option<String> {
+    if summary.skipped == 0 {
+        return None;
+    }
+    let by_op: Vec<String> = summary
+        .ops
+        .iter()
+        .filter(|o| o.skipped > 0)
+        .map(|o| format!("{} {}", o.op, o.skipped))
+        .collect();
+    Some(format!(
+        "{} requests not sent: a value they use was not extracted ({})",
+        summary.skipped,
+        by_op.join(", ")
+    ))
+}
+
+/// Each op's line, followed (open model) by its latency from the actual send.
+fn op_lines(summary: &RunSummary) -> Vec<OpLine<'_>> {
+    let mut lines = Vec::new();
+    for op in &summary.ops {
+        lines.push(OpLine {
+            label: &op.op,
+            op: Some(op),
+            latency: op.latency.as_ref(),
+        });
+        if let Some(uncorrected) = &op.uncorrected_latency {
+            lines.push(OpLine {
+                label: "  (from actual send)",
+                op: None,
+                latency: Some(uncorrected),
+            });
+        }
+    }
+    lines
+}
+
+/// A count cell of the op table; empty on the line from the actual send.
+fn count(line: &OpLine<'_>, cell: fn(&OpSummary) -> String) -> String {
+    line.op.map_or_else(String::new, cell)
+}
+
+/// A latency cell; `-` when nothing got a response.
+fn latency(summary: Option<&LatencySummary>, ns: fn(&LatencySummary) -> f64) -> String {
+    summary.map_or_else(|| "-".to_string(), |l| duration(ns(l)))
 }
 
 /// Writes an aligned table: first column left-aligned, the rest right-aligned.
-fn table(out: &mut String, headings: &[&str], rows: &[Vec<String>]) {
-    let mut all: Vec<Vec<String>> = vec![headings.iter().map(|s| s.to_string()).collect()];
-    all.extend(rows.iter().cloned());
-    let widths: Vec<usize> = (0..headings.len())
+fn table<R>(out: &mut String, columns: &[Column<R>], rows: &[R]) {
+    let mut all: Vec<Vec<String>> = vec![columns.iter().map(|c| c.0.to_string()).collect()];
+    all.extend(
+        rows.iter()
+            .map(|row| columns.iter().map(|(_, cell)| cell(row)).collect()),
+    );
+    let widths: Vec<usize> = (0..columns.len())
         .map(|i| all.iter().map(|r| r[i].chars().count()).max().unwrap_or(0))
         .collect();
     for row in &all {

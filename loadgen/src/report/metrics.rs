@@ -115,9 +115,74 @@ fn escape(value: &str) -> String {
         .replace('\n', r"\n")
 }
 
-fn family(out: &mut String, name: &str, kind: &str, help: &str) {
-    let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} {kind}");
+/// One metric family of the exposition: its `# HELP` / `# TYPE` header and its samples.
+struct Family {
+    name: &'static str,
+    kind: &'static str,
+    help: &'static str,
+    samples: Samples,
 }
+
+/// How a family's samples are written.
+enum Samples {
+    /// One sample, labelled with the run only: the value now.
+    Run(fn(&MetricsSource) -> u64),
+    /// Samples per op, written by the function (given the family's name and the run's labels).
+    PerOp(fn(&mut String, &str, &MetricsSource, &str)),
+}
+
+/// Every family, in the order of the exposition.
+const FAMILIES: &[Family] = &[
+    Family {
+        name: "loadgen_requests_total",
+        kind: "counter",
+        help: "Requests finished, by op and outcome (ok, or the error class of a failure).",
+        samples: Samples::PerOp(requests_by_outcome),
+    },
+    Family {
+        name: "loadgen_in_flight",
+        kind: "gauge",
+        help: "Requests sent and not yet answered.",
+        samples: Samples::Run(|s| s.live.in_flight.load(Ordering::Relaxed).max(0) as u64),
+    },
+    Family {
+        name: "loadgen_workers",
+        kind: "gauge",
+        help: "Workers (virtual users) running.",
+        samples: Samples::Run(|s| s.live.workers_alive.load(Ordering::Relaxed).max(0) as u64),
+    },
+    Family {
+        name: "loadgen_scheduled_total",
+        kind: "counter",
+        help: "Open model: sends the schedule asked for.",
+        samples: Samples::Run(|s| load(&s.live.scheduled)),
+    },
+    Family {
+        name: "loadgen_dropped_total",
+        kind: "counter",
+        help: "Open model: sends not made because --max-in-flight requests were in flight.",
+        samples: Samples::Run(|s| load(&s.live.dropped)),
+    },
+    Family {
+        name: "loadgen_late_total",
+        kind: "counter",
+        help: "Open model: sends that started later than --max-lateness after their intended time.",
+        samples: Samples::Run(|s| load(&s.metrics.late)),
+    },
+    Family {
+        name: "loadgen_skipped_total",
+        kind: "counter",
+        help: "Requests not sent, by op, because a value they use was not extracted.",
+        samples: Samples::PerOp(skipped_by_op),
+    },
+    Family {
+        name: "loadgen_request_duration_seconds",
+        kind: "histogram",
+        help:
+            "Latency of requests that got a response, by op (open model: from the intended send).",
+        samples: Samples::PerOp(latency_histogram),
+    },
+];
 
 /// The text exposition of every metric, now.
 pub fn render(source: &MetricsSource) -> String {
@@ -127,13 +192,30 @@ pub fn render(source: &MetricsSource) -> String {
         escape(&source.run_id),
         escape(&source.shard)
     );
-    let load = |a: &std::sync::atomic::AtomicU64| a.load(Ordering::Relaxed);
-    family(
-        &mut out,
-        "loadgen_requests_total",
-        "counter",
-        "Requests finished, by op and outcome (ok, or the error class of a failure).",
-    );
+    for Family {
+        name,
+        kind,
+        help,
+        samples,
+    } in FAMILIES
+    {
+        let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} {kind}");
+        match samples {
+            Samples::Run(value) => {
+                let _ = writeln!(out, "{name}{{{run}}} {}", value(source));
+            }
+            Samples::PerOp(write) => write(&mut out, name, source, &run),
+        }
+    }
+    out
+}
+
+fn load(counter: &std::sync::atomic::AtomicU64) -> u64 {
+    counter.load(Ordering::Relaxed)
+}
+
+/// Per op: `ok` always, each error class once it has happened.
+fn requests_by_outcome(out: &mut String, name: &str, source: &MetricsSource, run: &str) {
     for (op, live) in source.ops.iter().zip(&source.metrics.ops) {
         for (i, count) in live.outcomes.iter().map(load).enumerate() {
             let outcome = match i {
@@ -143,68 +225,27 @@ pub fn render(source: &MetricsSource) -> String {
             if i == 0 || count > 0 {
                 let _ = writeln!(
                     out,
-                    "loadgen_requests_total{{{run},op=\"{}\",outcome=\"{outcome}\"}} {count}",
+                    "{name}{{{run},op=\"{}\",outcome=\"{outcome}\"}} {count}",
                     escape(op)
                 );
             }
         }
     }
-    let gauges = [
-        (
-            "loadgen_in_flight",
-            "gauge",
-            "Requests sent and not yet answered.",
-            source.live.in_flight.load(Ordering::Relaxed).max(0) as u64,
-        ),
-        (
-            "loadgen_workers",
-            "gauge",
-            "Workers (virtual users) running.",
-            source.live.workers_alive.load(Ordering::Relaxed).max(0) as u64,
-        ),
-        (
-            "loadgen_scheduled_total",
-            "counter",
-            "Open model: sends the schedule asked for.",
-            load(&source.live.scheduled),
-        ),
-        (
-            "loadgen_dropped_total",
-            "counter",
-            "Open model: sends not made because --max-in-flight requests were in flight.",
-            load(&source.live.dropped),
-        ),
-        (
-            "loadgen_late_total",
-            "counter",
-            "Open model: sends that started later than --max-lateness after their intended time.",
-            load(&source.metrics.late),
-        ),
-    ];
-    for (name, kind, help, value) in gauges {
-        family(&mut out, name, kind, help);
-        let _ = writeln!(out, "{name}{{{run}}} {value}");
-    }
-    family(
-        &mut out,
-        "loadgen_skipped_total",
-        "counter",
-        "Requests not sent, by op, because a value they use was not extracted.",
-    );
+}
+
+fn skipped_by_op(out: &mut String, name: &str, source: &MetricsSource, run: &str) {
     for (op, skipped) in source.ops.iter().zip(source.live.skipped.iter()) {
         let _ = writeln!(
             out,
-            "loadgen_skipped_total{{{run},op=\"{}\"}} {}",
+            "{name}{{{run},op=\"{}\"}} {}",
             escape(op),
             load(skipped)
         );
     }
-    family(
-        &mut out,
-        "loadgen_request_duration_seconds",
-        "histogram",
-        "Latency of requests that got a response, by op (open model: from the intended send).",
-    );
+}
+
+/// Per op: the cumulative buckets, the sum in seconds and the count.
+fn latency_histogram(out: &mut String, name: &str, source: &MetricsSource, run: &str) {
     for (op, live) in source.ops.iter().zip(&source.metrics.ops) {
         let labels = format!("{run},op=\"{}\"", escape(op));
         let mut cumulative = 0;
@@ -213,17 +254,12 @@ pub fn render(source: &MetricsSource) -> String {
             let le = BUCKET_BOUNDS_S
                 .get(i)
                 .map_or("+Inf".to_string(), |b| b.to_string());
-            let _ = writeln!(
-                out,
-                "loadgen_request_duration_seconds_bucket{{{labels},le=\"{le}\"}} {cumulative}"
-            );
+            let _ = writeln!(out, "{name}_bucket{{{labels},le=\"{le}\"}} {cumulative}");
         }
         let sum_s = load(&live.latency_sum_ns) as f64 / 1e9;
         let _ = writeln!(
             out,
-            "loadgen_request_duration_seconds_sum{{{labels}}} {sum_s}\n\
-             loadgen_request_duration_seconds_count{{{labels}}} {cumulative}"
+            "{name}_sum{{{labels}}} {sum_s}\n{name}_count{{{labels}}} {cumulative}"
         );
     }
-    out
 }

@@ -14,6 +14,7 @@ use std::path::Path;
 
 use serde::Serialize;
 
+use crate::record::Labels;
 use crate::stats::{Aggregator, OpAggregate};
 
 /// The numbers a run ends with; printed on the console and stored in run.json.
@@ -117,12 +118,10 @@ pub struct LatencySummary {
 }
 
 impl RunSummary {
-    /// `check_names` index `stats.check_failures`; `skipped` is per op, as `labels`.
+    /// `labels` name the indexes of `stats`; `skipped` is per op, as `labels.ops`.
     pub fn from_stats(
         stats: &Aggregator,
-        labels: &[String],
-        phase_labels: &[String],
-        check_names: &[String],
+        labels: &Labels,
         skipped: &[u64],
         handoff_blocked_ns: u64,
         open: Option<OpenSummary>,
@@ -131,63 +130,6 @@ impl RunSummary {
         let rate = |n: u64| per_second(n, wall_time_ns);
         let requests = stats.requests();
         let failed = stats.failures();
-        let ops = stats
-            .ops
-            .iter()
-            .zip(labels)
-            .enumerate()
-            .map(|(i, (op, label))| OpSummary {
-                op: label.clone(),
-                requests: op.requests,
-                failed: op.failures,
-                errors: errors_by_name(op),
-                skipped: skipped.get(i).copied().unwrap_or(0),
-                throughput_rps: rate(op.requests),
-                latency: latency(&op.latency_ns),
-                uncorrected_latency: op.uncorrected_latency_ns.as_ref().and_then(latency),
-            })
-            .collect();
-        let phases: Vec<PhaseSummary> = stats
-            .phases
-            .iter()
-            .zip(phase_labels)
-            .filter(|(phase, _)| phase.requests > 0)
-            .map(|(phase, label)| {
-                let wall = phase.last_end_ns.unwrap_or(0) - phase.first_start_ns.unwrap_or(0);
-                PhaseSummary {
-                    phase: label.clone(),
-                    workers: phase.workers(),
-                    requests: phase.requests,
-                    failed: phase.failures,
-                    wall_time_ns: wall,
-                    throughput_rps: per_second(phase.requests, wall),
-                    latency: latency(&phase.latency_ns),
-                    op_mean_latency_ns: labels
-                        .iter()
-                        .zip(&phase.op_latency_sum_ns)
-                        .filter(|(_, (count, _))| *count > 0)
-                        .map(|(op, (count, sum))| (op.clone(), *sum as f64 / *count as f64))
-                        .collect(),
-                }
-            })
-            .collect();
-        let excluding_startup = (phase_labels.first().is_some_and(|l| l == "startup")
-            && stats.phases.len() > 1)
-            .then(|| {
-                let rest = &stats.phases[1..];
-                let requests = rest.iter().map(|p| p.requests).sum();
-                let start = rest
-                    .iter()
-                    .filter_map(|p| p.first_start_ns)
-                    .min()
-                    .unwrap_or(0);
-                let end = rest.iter().filter_map(|p| p.last_end_ns).max().unwrap_or(0);
-                Span {
-                    requests,
-                    wall_time_ns: end - start,
-                    throughput_rps: per_second(requests, end - start),
-                }
-            });
         RunSummary {
             requests,
             ok: requests - failed,
@@ -205,18 +147,92 @@ impl RunSummary {
             retries: stats.retries,
             failed_final: stats.failed_final,
             skipped: skipped.iter().sum(),
-            checks: check_names
+            checks: labels
+                .checks
                 .iter()
                 .zip(&stats.check_failures)
                 .map(|(name, &n)| (name.clone(), n))
                 .collect(),
-            ops,
-            phases,
+            ops: op_summaries(stats, &labels.ops, skipped, wall_time_ns),
+            phases: phase_summaries(stats, labels),
             open,
-            excluding_startup,
+            excluding_startup: excluding_startup(stats, &labels.phases),
             record_handoff_blocked_ns: handoff_blocked_ns,
         }
     }
+}
+
+/// One entry per op, rates over the whole run's wall time.
+fn op_summaries(
+    stats: &Aggregator,
+    ops: &[String],
+    skipped: &[u64],
+    wall_time_ns: i64,
+) -> Vec<OpSummary> {
+    stats
+        .ops
+        .iter()
+        .zip(ops)
+        .enumerate()
+        .map(|(i, (op, label))| OpSummary {
+            op: label.clone(),
+            requests: op.requests,
+            failed: op.failures,
+            errors: errors_by_name(op),
+            skipped: skipped.get(i).copied().unwrap_or(0),
+            throughput_rps: per_second(op.requests, wall_time_ns),
+            latency: latency(&op.latency_ns),
+            uncorrected_latency: op.uncorrected_latency_ns.as_ref().and_then(latency),
+        })
+        .collect()
+}
+
+/// One entry per phase that sent anything, rates over the phase's own wall time.
+fn phase_summaries(stats: &Aggregator, labels: &Labels) -> Vec<PhaseSummary> {
+    stats
+        .phases
+        .iter()
+        .zip(&labels.phases)
+        .filter(|(phase, _)| phase.requests > 0)
+        .map(|(phase, label)| {
+            let wall = phase.last_end_ns.unwrap_or(0) - phase.first_start_ns.unwrap_or(0);
+            PhaseSummary {
+                phase: label.clone(),
+                workers: phase.workers(),
+                requests: phase.requests,
+                failed: phase.failures,
+                wall_time_ns: wall,
+                throughput_rps: per_second(phase.requests, wall),
+                latency: latency(&phase.latency_ns),
+                op_mean_latency_ns: labels
+                    .ops
+                    .iter()
+                    .zip(&phase.op_latency_sum_ns)
+                    .filter(|(_, (count, _))| *count > 0)
+                    .map(|(op, (count, sum))| (op.clone(), *sum as f64 / *count as f64))
+                    .collect(),
+            }
+        })
+        .collect()
+}
+
+/// Thread groups: the phases after `startup`, as one span; `None` without a startup phase.
+fn excluding_startup(stats: &Aggregator, phase_labels: &[String]) -> Option<Span> {
+    (phase_labels.first().is_some_and(|l| l == "startup") && stats.phases.len() > 1).then(|| {
+        let rest = &stats.phases[1..];
+        let requests = rest.iter().map(|p| p.requests).sum();
+        let start = rest
+            .iter()
+            .filter_map(|p| p.first_start_ns)
+            .min()
+            .unwrap_or(0);
+        let end = rest.iter().filter_map(|p| p.last_end_ns).max().unwrap_or(0);
+        Span {
+            requests,
+            wall_time_ns: end - start,
+            throughput_rps: per_second(requests, end - start),
+        }
+    })
 }
 
 fn errors_by_name(op: &OpAggregate) -> BTreeMap<String, u64> {

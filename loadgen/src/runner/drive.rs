@@ -8,6 +8,7 @@ use super::output::RunOutput;
 use super::target::PreparedTarget;
 use super::RunError;
 use crate::config::RunConfig;
+use crate::model::DriveContext;
 use crate::report::metrics::{MetricsListener, MetricsServer, MetricsSource};
 use crate::report::progress::Progress;
 use crate::stats::live::LiveMetrics;
@@ -63,19 +64,24 @@ pub(super) async fn drive(
     if !config.json {
         eprintln!(
             "running {} against {} — Ctrl-C stops and keeps every completed request",
-            config.model.describe(),
+            config.model.plan().describe(),
             target.url.url
         );
     }
-    let progress = Progress::start(config.progress, config.model.extent(), live.clone());
+    let progress = Progress::start(config.progress, config.model.plan().extent(), live.clone());
     let announce = progress.announcer(!config.json);
     let mut pool = WorkerPool::new(ctx, transport, records, config.shard);
     let timer = duration_timer(config, stop);
     // A model stops starting workers as soon as the run drains; workers already running
     // finish (or are cut off after the grace period).
-    let fields = config.workload.phase_fields[0].clone();
+    let context = DriveContext {
+        think_time: config.think_time,
+        stop: stop.clone(),
+        announce,
+        fields: config.workload.phase_fields[0].clone(),
+    };
     tokio::select! {
-        _ = config.model.clone().drive(&mut pool, config.think_time, stop, announce, &fields) => {}
+        _ = config.model.plan().drive(&mut pool, context) => {}
         _ = stop.draining() => {}
     }
     pool.wait_all(config.grace).await;
@@ -100,9 +106,10 @@ fn serve_metrics(
 ) -> Result<(Arc<LiveMetrics>, MetricsServer), RunError> {
     let max_lateness_ns = config
         .model
+        .plan()
         .max_lateness()
         .map_or(i64::MAX, crate::clock::nanos);
-    let metrics = Arc::new(LiveMetrics::new(output.labels.len(), max_lateness_ns));
+    let metrics = Arc::new(LiveMetrics::new(output.labels.ops.len(), max_lateness_ns));
     let addr = config
         .metrics_addr
         .expect("a listener was bound for --metrics-addr");
@@ -110,7 +117,7 @@ fn serve_metrics(
         .serve(MetricsSource {
             live: live.clone(),
             metrics: metrics.clone(),
-            ops: output.labels.clone(),
+            ops: output.labels.ops.clone(),
             run_id: output.run_id.clone(),
             shard: config.shard.to_string(),
         })

@@ -12,6 +12,7 @@ use super::output::{RunIdentity, RunOutput};
 use super::target::PreparedTarget;
 use super::{RunError, RunJsonExtra};
 use crate::config::RunConfig;
+use crate::record::Labels;
 use crate::report::thresholds::{self, ThresholdResult};
 use crate::report::{console, write_json_atomically, OpenSummary, RunSummary};
 use crate::stats::LiveCounters;
@@ -86,16 +87,15 @@ pub(super) async fn finish(
         mirror,
         writer,
         labels,
-        phase_labels,
     } = output;
     let report = wait_for_writer(writer, &run_dir).await?;
     let exit_reason = stop.reason().unwrap_or(ExitReason::Completed);
-    let summary = summarize(&config, &live, &report, &labels, &phase_labels);
+    let summary = summarize(&config, &live, &report, &labels);
     let thresholds = thresholds::evaluate(&config.thresholds, &report.stats, &summary);
     let header = format!(
         "loadgen {} — {}, against {}",
         env!("CARGO_PKG_VERSION"),
-        config.model.describe(),
+        config.model.plan().describe(),
         target.describe(),
     );
     target.shut_down().await;
@@ -171,20 +171,21 @@ fn summarize(
     config: &RunConfig,
     live: &LiveCounters,
     report: &WriterReport,
-    labels: &[String],
-    phase_labels: &[String],
+    labels: &Labels,
 ) -> RunSummary {
-    let open = config.model.max_lateness().map(|max_lateness| OpenSummary {
-        scheduled: live.scheduled.load(Ordering::Relaxed),
-        dropped: live.dropped.load(Ordering::Relaxed),
-        late: report.stats.late,
-        max_lateness_ns: crate::clock::nanos(max_lateness),
-    });
+    let open = config
+        .model
+        .plan()
+        .max_lateness()
+        .map(|max_lateness| OpenSummary {
+            scheduled: live.scheduled.load(Ordering::Relaxed),
+            dropped: live.dropped.load(Ordering::Relaxed),
+            late: report.stats.late,
+            max_lateness_ns: crate::clock::nanos(max_lateness),
+        });
     RunSummary::from_stats(
         &report.stats,
         labels,
-        phase_labels,
-        &config.workload.check_names,
         &live.skipped(),
         live.handoff_blocked_ns.load(Ordering::Relaxed),
         open,

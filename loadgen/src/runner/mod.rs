@@ -65,7 +65,7 @@ fn check_open_files(config: &RunConfig) -> Result<Option<String>, RunError> {
     let Ok(limit) = rlimit::increase_nofile_limit(u64::MAX) else {
         return Ok(None);
     };
-    let workers = config.model.max_workers();
+    let workers = config.model.plan().max_workers();
     let mut connections = u64::from(workers);
     if config.connection.http2 {
         let streams = u64::from(config.connection.streams_per_connection.max(1));

@@ -11,7 +11,7 @@ use super::target::PreparedTarget;
 use super::RunError;
 use crate::clock::Anchor;
 use crate::config::{Output, ResolvedConfig, RunConfig};
-use crate::record::SCHEMA_VERSION;
+use crate::record::{Labels, SCHEMA_VERSION};
 use crate::shard::Shard;
 use crate::stop::{ExitReason, StopSignal};
 use crate::store::s3::{Mirror, S3Store};
@@ -28,9 +28,8 @@ pub(super) struct RunOutput {
     pub s3: Option<S3Store>,
     pub mirror: Option<Mirror>,
     pub writer: WriterThread,
-    /// The `op` and `phase` labels, by index.
-    pub labels: Vec<String>,
-    pub phase_labels: Vec<String>,
+    /// What the rows' `op`, `phase` and `check` indexes stand for.
+    pub labels: Labels,
 }
 
 impl RunOutput {
@@ -59,18 +58,20 @@ impl RunOutput {
             }
             None => (None, None),
         };
-        let labels = config.workload.labels();
-        let phase_labels = config.model.phase_labels();
+        let labels = Labels {
+            ops: config.workload.labels(),
+            phases: config.model.plan().phase_labels(),
+            checks: config.workload.check_names.clone(),
+        };
         let (records, writer) = writer::spawn(WriterConfig {
             dir: run_dir.join("requests"),
             metadata: identity.parquet_metadata(),
-            ops: labels.clone(),
-            phases: phase_labels.clone(),
-            checks: config.workload.check_names.clone(),
+            labels: labels.clone(),
             segment_interval: config.segment_interval,
-            max_attempts: config.model.max_attempts(),
+            max_attempts: config.model.plan().max_attempts(),
             max_lateness_ns: config
                 .model
+                .plan()
                 .max_lateness()
                 .map_or(i64::MAX, crate::clock::nanos),
             closed,
@@ -84,7 +85,6 @@ impl RunOutput {
             mirror,
             writer,
             labels,
-            phase_labels,
         };
         Ok((output, records))
     }

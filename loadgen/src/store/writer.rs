@@ -22,7 +22,7 @@ use parquet::file::properties::WriterProperties;
 use parquet::schema::types::ColumnPath;
 
 use crate::record::parquet_file::{FileError, ParquetFile};
-use crate::record::{schema, ErrorClass, RequestRecord};
+use crate::record::{schema, ErrorClass, Labels, RequestRecord};
 use crate::stats::Aggregator;
 
 /// Rows encoded per Arrow batch handed to the Parquet writer. Small enough that one encode
@@ -63,12 +63,8 @@ pub struct WriterConfig {
     pub dir: PathBuf,
     /// Parquet key-value metadata stored in every segment (`loadgen.*`).
     pub metadata: Vec<(String, String)>,
-    /// Labels for the `op` dictionary, indexed by `RequestRecord::op`.
-    pub ops: Vec<String>,
-    /// Labels for the `phase` dictionary, indexed by `RequestRecord::phase`.
-    pub phases: Vec<String>,
-    /// Labels for the `check` dictionary, indexed by `RequestRecord::check`.
-    pub checks: Vec<String>,
+    /// The `op`, `phase` and `check` dictionaries.
+    pub labels: Labels,
     /// Close the open segment after this long, so a killed run keeps everything older.
     pub segment_interval: Duration,
     /// Retries + 1: a failed row with this attempt number failed for good.
@@ -221,20 +217,20 @@ struct SegmentWriter {
 impl SegmentWriter {
     fn new(config: WriterConfig) -> Self {
         let dicts = Dictionaries {
-            ops: Arc::new(StringArray::from(config.ops.clone())),
+            ops: Arc::new(StringArray::from(config.labels.ops.clone())),
             errors: Arc::new(StringArray::from(
                 ErrorClass::ALL
                     .iter()
                     .map(|e| e.as_str())
                     .collect::<Vec<_>>(),
             )),
-            phases: Arc::new(StringArray::from(config.phases.clone())),
-            checks: Arc::new(StringArray::from(config.checks.clone())),
+            phases: Arc::new(StringArray::from(config.labels.phases.clone())),
+            checks: Arc::new(StringArray::from(config.labels.checks.clone())),
         };
         let stats = Aggregator::new(
-            config.ops.len(),
-            config.phases.len(),
-            config.checks.len(),
+            config.labels.ops.len(),
+            config.labels.phases.len(),
+            config.labels.checks.len(),
             config.max_attempts,
             config.max_lateness_ns,
         );
@@ -409,9 +405,11 @@ mod tests {
         let (tx, thread) = spawn(WriterConfig {
             dir: dir.path().to_path_buf(),
             metadata: vec![("loadgen.run_id".into(), "test-run".into())],
-            ops: vec!["GET /a".into(), "POST /b".into()],
-            phases: vec!["startup".into(), "main".into()],
-            checks: vec!["json /id present".into()],
+            labels: Labels {
+                ops: vec!["GET /a".into(), "POST /b".into()],
+                phases: vec!["startup".into(), "main".into()],
+                checks: vec!["json /id present".into()],
+            },
             segment_interval: Duration::from_secs(60),
             max_attempts: 1,
             max_lateness_ns: i64::MAX,
@@ -495,9 +493,11 @@ mod tests {
         let (tx, thread) = spawn(WriterConfig {
             dir: dir.path().to_path_buf(),
             metadata: vec![],
-            ops: vec!["GET /".into(), "POST /".into()],
-            phases: vec!["startup".into(), "main".into()],
-            checks: vec!["json /id present".into()],
+            labels: Labels {
+                ops: vec!["GET /".into(), "POST /".into()],
+                phases: vec!["startup".into(), "main".into()],
+                checks: vec!["json /id present".into()],
+            },
             segment_interval: Duration::from_millis(100),
             max_attempts: 1,
             max_lateness_ns: i64::MAX,

@@ -43,7 +43,9 @@ use std::time::{Duration, Instant};
 use crate::clock::Anchor;
 use crate::record::parquet_file::{FileError, ParquetFile};
 use crate::stats::LiveCounters;
-use arrow_array::builder::{StringBuilder, UInt64Builder};
+use arrow_array::builder::{
+    Float64Builder, ListBuilder, StringBuilder, StructBuilder, UInt64Builder,
+};
 use cgroup::{Cgroup, CpuLimit, CpuStat};
 pub use file::schema;
 use file::Columns;
@@ -394,7 +396,9 @@ impl Sampler {
         }
     }
 
-    /// Appends the row for the interval from `before` to `now`.
+    /// Appends the row for the interval from `before` to `now`: its time, the process's CPU
+    /// and the cgroup's throttling, every core, memory and descriptors, every interface, the
+    /// run's gauges; then folds it into the summary.
     fn record(&mut self, before: &Reading, now: &Reading) {
         let c = &mut self.columns;
         let wall_ns = crate::clock::nanos(now.at - before.at).max(1);
@@ -423,58 +427,11 @@ impl Sampler {
             self.last_stat = now.cpu_stat;
         }
 
-        match (&before.cores, &now.cores) {
-            (Some(b), Some(n)) => {
-                for (i, core) in n.iter().enumerate() {
-                    // A CPU that came online mid-run counts from zero, i.e. since boot.
-                    let prior = b.get(i).copied().unwrap_or(CoreTicks { busy: 0, total: 0 });
-                    // iowait can go backwards (see proc(5)), hence saturating.
-                    let total = core.total.saturating_sub(prior.total);
-                    let busy = core.busy.saturating_sub(prior.busy).min(total);
-                    c.core_utilisation.values().append_value(if total == 0 {
-                        0.0
-                    } else {
-                        busy as f64 / total as f64
-                    });
-                }
-                c.core_utilisation.append(true);
-            }
-            _ => c.core_utilisation.append(false),
-        }
-
+        append_cores(&mut c.core_utilisation, &before.cores, &now.cores);
         let rss_bytes = now.process.map(|p| p.rss_bytes);
         c.rss_bytes.append_option(rss_bytes);
         c.open_fds.append_option(now.open_fds);
-
-        match (&before.net, &now.net) {
-            (Some(b), Some(n)) => {
-                let interfaces = c.network.values();
-                for (name, counters) in n {
-                    let prior = b.get(name).copied().unwrap_or(*counters);
-                    interfaces
-                        .field_builder::<StringBuilder>(0)
-                        .expect("interface is a string")
-                        .append_value(name);
-                    for (i, value) in [
-                        counters.rx_bytes.saturating_sub(prior.rx_bytes),
-                        counters.tx_bytes.saturating_sub(prior.tx_bytes),
-                        counters.rx_packets.saturating_sub(prior.rx_packets),
-                        counters.tx_packets.saturating_sub(prior.tx_packets),
-                    ]
-                    .into_iter()
-                    .enumerate()
-                    {
-                        interfaces
-                            .field_builder::<UInt64Builder>(i + 1)
-                            .expect("counters are uint64")
-                            .append_value(value);
-                    }
-                    interfaces.append(true);
-                }
-                c.network.append(true);
-            }
-            _ => c.network.append(false),
-        }
+        append_network(&mut c.network, &before.net, &now.net);
 
         let live = &self.config.live;
         c.requests_in_flight
@@ -494,6 +451,69 @@ impl Sampler {
         }
         s.peak_rss_bytes = s.peak_rss_bytes.max(rss_bytes.unwrap_or(0));
     }
+}
+
+/// The `core_utilisation` cell: each core's busy share between two readings (null when
+/// either could not be read).
+fn append_cores(
+    list: &mut ListBuilder<Float64Builder>,
+    before: &Option<Vec<CoreTicks>>,
+    now: &Option<Vec<CoreTicks>>,
+) {
+    let (Some(b), Some(n)) = (before, now) else {
+        list.append(false);
+        return;
+    };
+    for (i, core) in n.iter().enumerate() {
+        // A CPU that came online mid-run counts from zero, i.e. since boot.
+        let prior = b.get(i).copied().unwrap_or(CoreTicks { busy: 0, total: 0 });
+        // iowait can go backwards (see proc(5)), hence saturating.
+        let total = core.total.saturating_sub(prior.total);
+        let busy = core.busy.saturating_sub(prior.busy).min(total);
+        list.values().append_value(if total == 0 {
+            0.0
+        } else {
+            busy as f64 / total as f64
+        });
+    }
+    list.append(true);
+}
+
+/// The `network` cell: each interface's bytes and packets between two readings (an interface
+/// new in `now` counts 0; null when either could not be read).
+fn append_network(
+    list: &mut ListBuilder<StructBuilder>,
+    before: &Option<BTreeMap<String, NetCounters>>,
+    now: &Option<BTreeMap<String, NetCounters>>,
+) {
+    let (Some(b), Some(n)) = (before, now) else {
+        list.append(false);
+        return;
+    };
+    let interfaces = list.values();
+    for (name, counters) in n {
+        let prior = b.get(name).copied().unwrap_or(*counters);
+        interfaces
+            .field_builder::<StringBuilder>(0)
+            .expect("interface is a string")
+            .append_value(name);
+        for (i, value) in [
+            counters.rx_bytes.saturating_sub(prior.rx_bytes),
+            counters.tx_bytes.saturating_sub(prior.tx_bytes),
+            counters.rx_packets.saturating_sub(prior.rx_packets),
+            counters.tx_packets.saturating_sub(prior.tx_packets),
+        ]
+        .into_iter()
+        .enumerate()
+        {
+            interfaces
+                .field_builder::<UInt64Builder>(i + 1)
+                .expect("counters are uint64")
+                .append_value(value);
+        }
+        interfaces.append(true);
+    }
+    list.append(true);
 }
 
 #[cfg(test)]

@@ -235,3 +235,83 @@ pub fn assert_run_dir(run_dir: &Path) {
 pub fn read_json(path: &Path) -> Value {
     serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap()
 }
+
+/// The contract's type and nullability of a test-side Rust type: `Option<T>` is nullable,
+/// `String` a dictionary column.
+pub fn rust_type(rust: &str) -> (String, bool) {
+    let rust = rust.replace(' ', "");
+    let (inner, nullable) = match rust
+        .strip_prefix("Option<")
+        .and_then(|r| r.strip_suffix('>'))
+    {
+        Some(inner) => (inner.to_string(), true),
+        None => (rust, false),
+    };
+    let name = match inner.as_str() {
+        "i64" => "int64",
+        "u8" => "uint8",
+        "u16" => "uint16",
+        "u32" => "uint32",
+        "u64" => "uint64",
+        "String" => "dictionary<int32, utf8>",
+        other => panic!("no contract type for {other}"),
+    };
+    (name.to_string(), nullable)
+}
+
+/// The README section generated from the contract's entry `name`: the file's path, schema
+/// version and meaning, a table of its columns and one of its metadata keys.
+pub fn markdown(name: &str) -> String {
+    let spec = file(name);
+    let text = |v: &Value| v.as_str().unwrap_or("").to_string();
+    let mut out = format!(
+        "`{}`, schema version {} (`loadgen.schema_version`). {}\n\n\
+         | column | type | unit | meaning |\n|---|---|---|---|\n",
+        text(&spec["path"]),
+        text(&spec["schema_version"]),
+        text(&spec["meaning"])
+    );
+    for column in spec["columns"].as_array().expect("columns") {
+        let nullable = if column["nullable"].as_bool().unwrap() {
+            ", nullable"
+        } else {
+            ""
+        };
+        out += &format!(
+            "| `{}` | `{}`{nullable} | {} | {} |\n",
+            text(&column["name"]),
+            text(&column["type"]),
+            text(&column["unit"]),
+            text(&column["meaning"]).replace('|', "\\|")
+        );
+    }
+    out += "\n| metadata key | required | meaning |\n|---|---|---|\n";
+    for key in spec["metadata"].as_array().expect("metadata") {
+        let required = if key["required"].as_bool().unwrap() {
+            "yes"
+        } else {
+            "no"
+        };
+        out += &format!(
+            "| `{}` | {required} | {} |\n",
+            text(&key["key"]),
+            text(&key["meaning"]).replace('|', "\\|")
+        );
+    }
+    out
+}
+
+/// `document` with the text between `<!-- generated from contract/files.json: NAME -->` and
+/// the next `<!-- end -->` replaced by `generated`.
+pub fn replace_generated(document: &str, name: &str, generated: &str) -> String {
+    let start = format!("<!-- generated from contract/files.json: {name} -->\n");
+    let at = document
+        .find(&start)
+        .unwrap_or_else(|| panic!("no `{}` marker", start.trim_end()))
+        + start.len();
+    let end = at
+        + document[at..]
+            .find("<!-- end -->")
+            .unwrap_or_else(|| panic!("no `<!-- end -->` after the {name} marker"));
+    format!("{}{generated}{}", &document[..at], &document[end..])
+}

@@ -10,7 +10,7 @@ use std::path::{Path, PathBuf};
 
 use arrow_array::cast::AsArray;
 use arrow_array::types::{Int32Type, Int64Type, UInt16Type, UInt32Type, UInt64Type, UInt8Type};
-use arrow_array::{Array, RecordBatch};
+use arrow_array::RecordBatch;
 use clap::Parser;
 use loadgen::cli::{Cli, Command};
 use loadgen::config::RunConfig;
@@ -41,26 +41,101 @@ pub async fn run_at(
     (dir, out, outcome)
 }
 
-/// One decoded row.
-#[derive(Debug, Clone, PartialEq)]
-pub struct Row {
-    pub start_ns: i64,
-    pub intended_ns: Option<i64>,
-    pub latency_ns: i64,
-    pub connect_ns: Option<i64>,
-    pub send_ns: Option<i64>,
-    pub ttfb_ns: Option<i64>,
-    pub queue_wait_ns: Option<i64>,
-    pub op: String,
-    pub status: u16,
-    pub error: Option<String>,
-    pub bytes_sent: u64,
-    pub bytes_received: u64,
-    pub worker: u32,
-    pub phase: String,
-    pub attempt: u8,
+/// Declares [`Row`], its decoder and [`ROW_FIELDS`] from one list of fields, so the fields
+/// are written once and `tests/contract.rs` holds them to the contract's columns.
+macro_rules! row {
+    ($($(#[$doc:meta])* $name:ident: $ty:ty,)*) => {
+        /// One decoded row: a field per column of `contract/files.json` `requests`, in order.
+        #[derive(Debug, Clone, PartialEq)]
+        pub struct Row {
+            $($(#[$doc])* pub $name: $ty,)*
+        }
+
+        /// `Row`'s fields in order: the name and the Rust type as written.
+        pub const ROW_FIELDS: &[(&str, &str)] = &[$((stringify!($name), stringify!($ty)),)*];
+
+        fn decode(batch: &RecordBatch) -> Vec<Row> {
+            $(let mut $name = <$ty as Cell>::column(batch, stringify!($name)).into_iter();)*
+            (0..batch.num_rows())
+                .map(|_| Row {
+                    $($name: $name.next().expect("one value per row"),)*
+                })
+                .collect()
+        }
+    };
+}
+
+row! {
+    start_ns: i64,
+    intended_ns: Option<i64>,
+    latency_ns: i64,
+    connect_ns: Option<i64>,
+    send_ns: Option<i64>,
+    ttfb_ns: Option<i64>,
+    queue_wait_ns: Option<i64>,
+    op: String,
+    status: u16,
+    error: Option<String>,
+    bytes_sent: u64,
+    bytes_received: u64,
+    worker: u32,
+    phase: String,
+    attempt: u8,
     /// The failed check's name (error class `check`).
-    pub check: Option<String>,
+    check: Option<String>,
+}
+
+/// A Rust type a column decodes into: a primitive, an `Option` of one for a nullable column,
+/// `String` / `Option<String>` for a dictionary column.
+trait Cell: Sized {
+    fn column(batch: &RecordBatch, name: &str) -> Vec<Self>;
+}
+
+fn array<'a>(batch: &'a RecordBatch, name: &str) -> &'a arrow_array::ArrayRef {
+    batch
+        .column_by_name(name)
+        .unwrap_or_else(|| panic!("no column {name}"))
+}
+
+macro_rules! primitive_cells {
+    ($($rust:ty => $arrow:ty),*) => {$(
+        impl Cell for Option<$rust> {
+            fn column(batch: &RecordBatch, name: &str) -> Vec<Self> {
+                array(batch, name).as_primitive::<$arrow>().iter().collect()
+            }
+        }
+
+        impl Cell for $rust {
+            fn column(batch: &RecordBatch, name: &str) -> Vec<Self> {
+                let values = <Option<$rust> as Cell>::column(batch, name);
+                values.into_iter().map(|v| v.expect("not null")).collect()
+            }
+        }
+    )*};
+}
+
+primitive_cells!(i64 => Int64Type, u8 => UInt8Type, u16 => UInt16Type, u32 => UInt32Type,
+    u64 => UInt64Type);
+
+impl Cell for Option<String> {
+    fn column(batch: &RecordBatch, name: &str) -> Vec<Self> {
+        let dict = array(batch, name).as_dictionary::<Int32Type>();
+        let values = dict.values().as_string::<i32>();
+        dict.keys()
+            .iter()
+            .map(|k| k.map(|k| values.value(k as usize).to_string()))
+            .collect()
+    }
+}
+
+impl Cell for String {
+    fn column(batch: &RecordBatch, name: &str) -> Vec<Self> {
+        let values = <Option<String> as Cell>::column(batch, name);
+        values
+            .into_iter()
+            .map(|v| v.unwrap_or_else(|| panic!("{name} is never null")))
+            .collect()
+    }
 }
 
 /// Completed segment files of a run, in order.
@@ -108,83 +183,6 @@ pub fn read_rows(run_dir: &Path) -> Vec<Row> {
 fn check_types(batch: &RecordBatch) {
     let problems = contract::schema_problems("requests", &batch.schema());
     assert!(problems.is_empty(), "{}", problems.join("\n"));
-}
-
-fn decode(batch: &RecordBatch) -> Vec<Row> {
-    let i64s = |name: &str| {
-        batch
-            .column_by_name(name)
-            .unwrap()
-            .as_primitive::<Int64Type>()
-            .clone()
-    };
-    let strings = |name: &str| -> Vec<Option<String>> {
-        let dict = batch
-            .column_by_name(name)
-            .unwrap()
-            .as_dictionary::<Int32Type>();
-        let values = dict.values().as_string::<i32>();
-        dict.keys()
-            .iter()
-            .map(|k| k.map(|k| values.value(k as usize).to_string()))
-            .collect()
-    };
-    let opt = |a: &arrow_array::Int64Array, i: usize| (!a.is_null(i)).then(|| a.value(i));
-    let (start, intended, latency, connect, send, ttfb, queue) = (
-        i64s("start_ns"),
-        i64s("intended_ns"),
-        i64s("latency_ns"),
-        i64s("connect_ns"),
-        i64s("send_ns"),
-        i64s("ttfb_ns"),
-        i64s("queue_wait_ns"),
-    );
-    let (op, error, phase, check) = (
-        strings("op"),
-        strings("error"),
-        strings("phase"),
-        strings("check"),
-    );
-    let status = batch
-        .column_by_name("status")
-        .unwrap()
-        .as_primitive::<UInt16Type>();
-    let sent = batch
-        .column_by_name("bytes_sent")
-        .unwrap()
-        .as_primitive::<UInt64Type>();
-    let received = batch
-        .column_by_name("bytes_received")
-        .unwrap()
-        .as_primitive::<UInt64Type>();
-    let worker = batch
-        .column_by_name("worker")
-        .unwrap()
-        .as_primitive::<UInt32Type>();
-    let attempt = batch
-        .column_by_name("attempt")
-        .unwrap()
-        .as_primitive::<UInt8Type>();
-    (0..batch.num_rows())
-        .map(|i| Row {
-            start_ns: start.value(i),
-            intended_ns: opt(&intended, i),
-            latency_ns: latency.value(i),
-            connect_ns: opt(&connect, i),
-            send_ns: opt(&send, i),
-            ttfb_ns: opt(&ttfb, i),
-            queue_wait_ns: opt(&queue, i),
-            op: op[i].clone().expect("op is never null"),
-            status: status.value(i),
-            error: error[i].clone(),
-            bytes_sent: sent.value(i),
-            bytes_received: received.value(i),
-            worker: worker.value(i),
-            phase: phase[i].clone().expect("phase is never null"),
-            attempt: attempt.value(i),
-            check: check[i].clone(),
-        })
-        .collect()
 }
 
 /// run.json of a run directory.

@@ -218,7 +218,7 @@ pub fn compile_model(
 
 /// A plan whose phases override no fields.
 fn without_overrides(plan: ModelPlan) -> (ModelPlan, PhaseOverrides) {
-    let phases = plan.phase_labels().len();
+    let phases = plan.plan().phase_labels().len();
     (plan, vec![Vec::new(); phases])
 }
 
@@ -316,14 +316,15 @@ mod tests {
             attempts,
         } in cases
         {
-            let plan = compile_model_toml(model);
+            let model_plan = compile_model_toml(model);
+            let plan = model_plan.plan();
             assert_eq!(plan.kind(), kind);
             assert_eq!(plan.describe(), describe);
             assert_eq!(plan.phase_labels(), labels, "{kind}");
             assert_eq!(plan.extent(), extent, "{kind}");
             assert_eq!(plan.max_workers(), workers, "{kind}");
             assert_eq!(plan.max_attempts(), attempts, "{kind}");
-            assert_eq!(&*plan.sequence(), [0, 1, 0], "{kind}");
+            assert_eq!(plan.sequence()[..], [0, 1, 0], "{kind}");
             assert_eq!(plan.max_lateness().is_some(), kind == "open", "{kind}");
         }
     }
