@@ -29,6 +29,7 @@ fn main() -> ExitCode {
         Command::Run(args) => run(&args),
         Command::Calibrate(args) => calibrate(&args),
         Command::Sweep(args) => sweep(&args),
+        Command::Capacity(args) => capacity(&args),
         Command::Scenarios(args) => scenarios(&args),
     };
     ExitCode::from(code as u8)
@@ -132,6 +133,31 @@ fn sweep(args: &loadgen::cli::SweepArgs) -> i32 {
                     emit("\n  N_eff = X · mean R (Little's Law); predicted = N / R(1), an upper bound.\n");
                 }
                 stop.reason().map_or(0, ExitReason::exit_code)
+            }
+            Err(e) => fail(&e),
+        }
+    })
+}
+
+/// `loadgen capacity`.
+fn capacity(args: &loadgen::cli::CapacityArgs) -> i32 {
+    let args = args.clone();
+    with_runtime(|stop| async move {
+        let args = &args;
+        match loadgen::workflow::capacity::capacity(args, stop.clone()).await {
+            Ok((capacity, dir)) => {
+                if args.run.json {
+                    emit_json(&capacity);
+                    for warning in &capacity.warnings {
+                        eprintln!("warning: {warning}");
+                    }
+                } else {
+                    emit(&loadgen::workflow::capacity::render::render(&capacity, &dir));
+                }
+                stop.reason().map_or_else(
+                    || capacity.exit_code(args.allow_unconverged),
+                    ExitReason::exit_code,
+                )
             }
             Err(e) => fail(&e),
         }

@@ -7,6 +7,8 @@
 //! own table and JSON (`calibration` in run.json, `sweep.json`). It never measures anything
 //! itself.
 
+pub mod capacity;
+
 use std::path::{Path, PathBuf};
 
 use serde::Serialize;

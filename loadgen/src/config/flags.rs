@@ -359,5 +359,6 @@ fn quick_model(args: &RunArgs, connection: &ConnectionOptions) -> Result<ModelSp
         },
         max_in_flight: args.max_in_flight.unwrap_or(DEFAULT_MAX_IN_FLIGHT),
         max_lateness: Dur(args.max_lateness),
+        warmup: None,
     }))
 }
