@@ -183,10 +183,17 @@ pub fn judge_slo(threshold: &Threshold, rows: &LevelRows) -> SloJudgement {
     let Some(observed) = judgement.observed else {
         return judgement;
     };
-    let (low, high) = match threshold.metric {
+    let (low, mut high) = match threshold.metric {
         Metric::Max | Metric::Throughput => (observed, observed),
         _ => block_bootstrap(rows, &statistic, 0x5eed).unwrap_or((observed, observed)),
     };
+    if threshold.metric == Metric::ErrorRate {
+        // No failure among a few hundred rows resamples to [0, 0], which proves little:
+        // the interval reaches at least the Wilson bound of the counts.
+        let chosen = rows.judged.iter().filter(|s| op.is_none_or(|op| s.op == op));
+        let n = chosen.clone().count() as f64;
+        high = high.max(wilson_upper(observed * n, n));
+    }
     (judgement.low, judgement.high) = (Some(low), Some(high));
     let (best, worst) = match threshold.comparison {
         Comparison::Below | Comparison::AtMost => (low, high),
@@ -198,6 +205,18 @@ pub fn judge_slo(threshold: &Threshold, rows: &LevelRows) -> SloJudgement {
         (false, true) => Outcome::Uncertain,
     };
     judgement
+}
+
+/// The upper end of the Wilson score interval for `events` in `n` trials (z = 1.96).
+pub fn wilson_upper(events: f64, n: f64) -> f64 {
+    if n <= 0.0 {
+        return 1.0;
+    }
+    let z2 = 1.96f64 * 1.96;
+    let p = events / n;
+    let centre = p + z2 / (2.0 * n);
+    let spread = 1.96 * (p * (1.0 - p) / n + z2 / (4.0 * n * n)).sqrt();
+    ((centre + spread) / (1.0 + z2 / n)).min(1.0)
 }
 
 /// The least-squares slope of `points` (x, y) and its t value (0 when undefined).
