@@ -152,7 +152,9 @@ fn capacity(args: &loadgen::cli::CapacityArgs) -> i32 {
                         eprintln!("warning: {warning}");
                     }
                 } else {
-                    emit(&loadgen::workflow::capacity::render::render(&capacity, &dir));
+                    emit(&loadgen::workflow::capacity::render::render(
+                        &capacity, &dir,
+                    ));
                 }
                 stop.reason().map_or_else(
                     || capacity.exit_code(args.allow_unconverged),

@@ -62,17 +62,23 @@ fn the_capacity_of_8_workers_of_10ms_is_found_below_800_and_the_server_limits_it
     eprintln!("{} (in {:.0} s)", answer["answer"], answer["elapsed_s"]);
     // The truth is 800 req/s; the answer is never above it. Overheads of a test build on a
     // busy machine only lower it, hence the generous lower margin.
-    assert!(found <= 800.0 && found >= 400.0, "{found}: {stderr}");
+    assert!((400.0..=800.0).contains(&found), "{found}: {stderr}");
     assert_eq!(low, found);
     assert!(high > low && high <= 1.6 * 800.0, "{interval:?}");
     assert_eq!(answer["converged"], true);
     assert_eq!(answer["verdict"], "server", "{stderr}");
     assert_eq!(answer["limited_by"], "server");
     assert_eq!(answer["arrivals"], "uniform");
-    assert!(answer["answer"].as_str().unwrap().starts_with(&format!("sustains {found} req/s")));
+    assert!(answer["answer"]
+        .as_str()
+        .unwrap()
+        .starts_with(&format!("sustains {found} req/s")));
     let levels = answer["levels"].as_array().unwrap();
     let confirm = levels.last().unwrap();
-    assert_eq!((confirm["step"].as_str(), confirm["passed"].as_bool()), (Some("confirm"), Some(true)));
+    assert_eq!(
+        (confirm["step"].as_str(), confirm["passed"].as_bool()),
+        (Some("confirm"), Some(true))
+    );
     assert_eq!(confirm["offered_rps"].as_f64(), Some(found));
     // Each level is a normal run directory whose first stretch is the `warmup` phase.
     for level in levels {
@@ -104,8 +110,18 @@ fn a_server_failing_2_percent_meets_no_error_rate_below_1_percent() {
     assert_eq!(code, 99, "{stderr}");
     assert_eq!(answer["capacity_rps"], serde_json::Value::Null);
     assert_eq!(answer["verdict"], "errors");
-    assert!(answer["answer"].as_str().unwrap().starts_with("no rate met error_rate<1%"), "{answer}");
-    assert!(answer["levels"].as_array().unwrap().iter().all(|l| l["passed"] == false));
+    assert!(
+        answer["answer"]
+            .as_str()
+            .unwrap()
+            .starts_with("no rate met error_rate<1%"),
+        "{answer}"
+    );
+    assert!(answer["levels"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .all(|l| l["passed"] == false));
 }
 
 #[test]
@@ -114,9 +130,25 @@ fn bad_input_exits_2_with_one_sentence() {
     let url = server.url("/");
     for (flags, needle) in [
         (vec!["--slo", "p99<50"], "without a unit"),
-        (vec!["--slo", "p99<50ms", "-d", "10s"], "-d/--duration does not apply"),
-        (vec!["--slo", "p99<50ms", "--warmup", "5s", "--level-duration", "5s"], "shorter than the level"),
-        (vec!["--slo", "p99<50ms", "--tolerance", "150%"], "not a fraction"),
+        (
+            vec!["--slo", "p99<50ms", "-d", "10s"],
+            "-d/--duration does not apply",
+        ),
+        (
+            vec![
+                "--slo",
+                "p99<50ms",
+                "--warmup",
+                "5s",
+                "--level-duration",
+                "5s",
+            ],
+            "shorter than the level",
+        ),
+        (
+            vec!["--slo", "p99<50ms", "--tolerance", "150%"],
+            "not a fraction",
+        ),
         (vec![], "--slo"),
     ] {
         let output = loadgen_bin()

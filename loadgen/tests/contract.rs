@@ -134,15 +134,32 @@ fn a_real_capacity_search_writes_what_the_contract_says() {
     let out = dir.path().join("capacity");
     let status = std::process::Command::new(env!("CARGO_BIN_EXE_loadgen"))
         .args(["capacity", "--url", &server.url("/"), "--slo", "p99<1s"])
-        .args(["--slo", "error_rate<50%", "--max-rate", "50", "--level-duration", "1s"])
-        .args(["--warmup", "300ms", "--confirm-levels", "1", "--cool-down", "0s"])
+        .args([
+            "--slo",
+            "error_rate<50%",
+            "--max-rate",
+            "50",
+            "--level-duration",
+            "1s",
+        ])
+        .args([
+            "--warmup",
+            "300ms",
+            "--confirm-levels",
+            "1",
+            "--cool-down",
+            "0s",
+        ])
         .args(["--json", "--out", out.to_str().unwrap()])
         .stdout(std::process::Stdio::null())
         .status()
         .unwrap();
     assert!(status.success());
     let capacity = contract::read_json(&out.join("capacity.json"));
-    assert_eq!(json_problems("capacity_json", &capacity), Vec::<String>::new());
+    assert_eq!(
+        json_problems("capacity_json", &capacity),
+        Vec::<String>::new()
+    );
     assert_eq!(capacity["capacity_rps"], 50.0);
     assert_eq!(capacity["limited_by"], "max_rate");
     let levels = capacity["levels"].as_array().unwrap();

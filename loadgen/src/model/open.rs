@@ -124,7 +124,10 @@ impl Plan for OpenPlan {
         let warmup = if self.warmup.is_zero() {
             String::new()
         } else {
-            format!(" (the first {} is warmup)", humantime::format_duration(self.warmup))
+            format!(
+                " (the first {} is warmup)",
+                humantime::format_duration(self.warmup)
+            )
         };
         format!(
             "open model: {}{warmup}, {:?} arrivals, {}{unit} scheduled, at most {} in flight",

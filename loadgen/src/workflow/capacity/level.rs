@@ -152,7 +152,11 @@ impl LevelPlan<'_> {
         rows: &LevelRows,
         aborted: Option<String>,
     ) -> Level {
-        let slos: Vec<SloJudgement> = self.slos.iter().map(|t| judge::judge_slo(t, rows)).collect();
+        let slos: Vec<SloJudgement> = self
+            .slos
+            .iter()
+            .map(|t| judge::judge_slo(t, rows))
+            .collect();
         let open = outcome.summary.open.as_ref();
         let dropped = open.map_or(0, |o| o.dropped);
         let sustainability = judge::sustainability(rows, dropped, latency_reference(self.slos));
@@ -200,9 +204,11 @@ impl Level {
                 Outcome::Uncertain => "could not be told apart from its limit",
             };
             errors |= slo.unit == "fraction";
-            self.reasons.push(format!("{} {crossed}: {}", slo.slo, observed_text(slo)));
+            self.reasons
+                .push(format!("{} {crossed}: {}", slo.slo, observed_text(slo)));
         }
-        self.reasons.extend(self.sustainability.problems.iter().cloned());
+        self.reasons
+            .extend(self.sustainability.problems.iter().cloned());
         self.passed = self.reasons.is_empty();
         self.cause = (!self.passed).then_some(if errors {
             Cause::Errors
@@ -300,10 +306,17 @@ fn blow_up(rows: &LevelRows, slos: &[Threshold]) -> Option<String> {
     if failed > error_limit {
         return Some(format!("{:.1}% of requests failed", failed * 100.0));
     }
-    let mut latencies: Vec<i64> = all.iter().filter(|s| s.responded).map(|s| s.from_intended_ns).collect();
+    let mut latencies: Vec<i64> = all
+        .iter()
+        .filter(|s| s.responded)
+        .map(|s| s.from_intended_ns)
+        .collect();
     for slo in slos {
-        let Metric::Percentile(q) = slo.metric else { continue };
-        if latencies.is_empty() || matches!(slo.comparison, Comparison::Above | Comparison::AtLeast) {
+        let Metric::Percentile(q) = slo.metric else {
+            continue;
+        };
+        if latencies.is_empty() || matches!(slo.comparison, Comparison::Above | Comparison::AtLeast)
+        {
             continue;
         }
         let value = judge::quantile(&mut latencies, q / 100.0) as f64;

@@ -158,13 +158,17 @@ async fn run_search(
         if started.elapsed() + duration > args.budget || stop.is_draining() {
             return Ok((levels, false));
         }
-        let mut level = plan.run(levels.len(), rate_rps, step, duration, stop).await?;
+        let mut level = plan
+            .run(levels.len(), rate_rps, step, duration, stop)
+            .await?;
         announce(args, &level);
         if level.uncertain && level.aborted.is_none() && !stop.is_draining() {
             // Straddling the limit: look twice as long rather than guess.
             levels.push(level);
             cool_down(args, stop).await;
-            level = plan.run(levels.len(), rate_rps, Step::Extend, duration * 2, stop).await?;
+            level = plan
+                .run(levels.len(), rate_rps, Step::Extend, duration * 2, stop)
+                .await?;
             announce(args, &level);
         }
         search.record(rate_rps, step, level.passed);
@@ -224,7 +228,10 @@ fn check(args: &CapacityArgs) -> Result<Vec<Threshold>, RunError> {
     super::local_only("capacity", &Output::from_arg(run.out.as_deref())?)?;
     args.slos
         .iter()
-        .map(|text| text.parse::<Threshold>().map_err(|e| bad(format!("--slo: {e}"))))
+        .map(|text| {
+            text.parse::<Threshold>()
+                .map_err(|e| bad(format!("--slo: {e}")))
+        })
         .collect()
 }
 
@@ -233,7 +240,10 @@ fn settings(args: &CapacityArgs) -> Settings {
         level_duration_s: args.level_duration.as_secs_f64(),
         warmup_s: args.warmup.as_secs_f64(),
         tolerance: args.tolerance,
-        confirm_duration_s: args.level_duration.mul_f64(args.confirm_levels).as_secs_f64(),
+        confirm_duration_s: args
+            .level_duration
+            .mul_f64(args.confirm_levels)
+            .as_secs_f64(),
         budget_s: args.budget.as_secs_f64(),
         max_rate_rps: args.max_rate,
         min_capacity_rps: args.min_capacity,
@@ -275,7 +285,9 @@ async fn first_rate(
                 levels: vec![1],
             };
             if !args.run.json {
-                eprintln!("capacity: calibrating with one worker ({CALIBRATION_REQUESTS} requests)");
+                eprintln!(
+                    "capacity: calibrating with one worker ({CALIBRATION_REQUESTS} requests)"
+                );
             }
             let (calibration, run_dir) = super::calibrate(&calibrate, stop.child()).await?;
             (run_dir, calibration.r1_ns)

@@ -29,11 +29,8 @@ pub fn conclude(
         search.highest_passing()
     };
     let failing_rps = search.lowest_failing();
-    let first_failing_level = failing_rps.and_then(|hi| {
-        levels
-            .iter()
-            .position(|l| !l.passed && l.offered_rps == hi)
-    });
+    let first_failing_level =
+        failing_rps.and_then(|hi| levels.iter().position(|l| !l.passed && l.offered_rps == hi));
     let first_failing = first_failing_level.map(|i| &levels[i]);
     let verdict = first_failing.and_then(|l| l.cause);
     let limited_by = match (verdict, capacity_rps) {
@@ -113,13 +110,21 @@ fn answer(c: &Capacity) -> String {
             "sustains {rps} req/s (the limit lies between {rps} and {hi} req/s) with {slos}, \
              {} arrivals{}{why}",
             c.arrivals,
-            if c.converged { "" } else { " — UNCONVERGED: the budget ran out first" }
+            if c.converged {
+                ""
+            } else {
+                " — UNCONVERGED: the budget ran out first"
+            }
         ),
         (Some(rps), _) => format!(
             "sustains at least {rps} req/s with {slos}, {} arrivals: no level up to \
              --max-rate failed{}",
             c.arrivals,
-            if c.converged { "" } else { " — UNCONVERGED: the budget ran out first" }
+            if c.converged {
+                ""
+            } else {
+                " — UNCONVERGED: the budget ran out first"
+            }
         ),
     }
 }
@@ -163,13 +168,21 @@ pub fn render(c: &Capacity, dir: &std::path::Path) -> String {
     }
     out += &format!("\n  Answer     {}\n", c.answer);
     if let Some(cause) = c.verdict {
-        out += &format!("  Stops at   {} — {}\n", cause_name(cause), c.evidence.join("; "));
+        out += &format!(
+            "  Stops at   {} — {}\n",
+            cause_name(cause),
+            c.evidence.join("; ")
+        );
     }
     out += &format!(
         "  Search     {} levels in {:.0}s, {}\n",
         c.levels.len(),
         c.elapsed_s,
-        if c.converged { "converged" } else { "NOT converged (budget)" }
+        if c.converged {
+            "converged"
+        } else {
+            "NOT converged (budget)"
+        }
     );
     for warning in &c.warnings {
         out += &format!("  warning: {warning}\n");

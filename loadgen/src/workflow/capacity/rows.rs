@@ -171,9 +171,7 @@ fn strings(array: &dyn Array) -> Vec<String> {
                 if dict.is_null(i) {
                     String::new()
                 } else {
-                    values
-                        .value(dict.keys().value(i) as usize)
-                        .to_string()
+                    values.value(dict.keys().value(i) as usize).to_string()
                 }
             })
             .collect();

@@ -27,7 +27,10 @@ pub enum Step {
 /// What to do next.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub enum Next {
-    Run { rate_rps: f64, step: Step },
+    Run {
+        rate_rps: f64,
+        step: Step,
+    },
     /// The bracket is closed and its low end confirmed (or nothing passed).
     Done,
 }
@@ -94,11 +97,11 @@ impl Search {
                     run(lower, Step::Descend)
                 }
             }
-            (Some(lo), hi) => self.from_bracket(lo, hi),
+            (Some(lo), hi) => self.within_bracket(lo, hi),
         }
     }
 
-    fn from_bracket(&self, lo: f64, hi: Option<f64>) -> Next {
+    fn within_bracket(&self, lo: f64, hi: Option<f64>) -> Next {
         let confirm = || match self.confirmed {
             Some(rate) if rate == lo => Next::Done,
             _ => Next::Run {
@@ -145,7 +148,12 @@ mod tests {
     use super::*;
 
     /// Runs the search against a service that passes every rate up to `capacity`.
-    fn search(capacity: f64, start: f64, tolerance: f64, max: f64) -> (Search, Vec<(f64, Step)>) {
+    fn search_for(
+        capacity: f64,
+        start: f64,
+        tolerance: f64,
+        max: f64,
+    ) -> (Search, Vec<(f64, Step)>) {
         let mut search = Search::new(start, tolerance, max);
         let mut steps = Vec::new();
         while let Next::Run { rate_rps, step } = search.next() {
@@ -158,28 +166,34 @@ mod tests {
 
     #[test]
     fn grows_then_bisects_to_the_tolerance_then_confirms() {
-        let (search, steps) = search(780.0, 99.0, 0.05, 1e5);
+        let (search, steps) = search_for(780.0, 99.0, 0.05, 1e5);
         let rates: Vec<f64> = steps.iter().map(|s| s.0).collect();
         assert_eq!(&rates[..4], &[99.0, 198.0, 396.0, 792.0]);
-        let (lo, hi) = (search.highest_passing().unwrap(), search.lowest_failing().unwrap());
-        assert!(lo <= 780.0 && hi > 780.0 && hi / lo - 1.0 <= 0.05, "{lo} {hi}");
+        let (lo, hi) = (
+            search.highest_passing().unwrap(),
+            search.lowest_failing().unwrap(),
+        );
+        assert!(
+            lo <= 780.0 && hi > 780.0 && hi / lo - 1.0 <= 0.05,
+            "{lo} {hi}"
+        );
         assert_eq!(steps.last().unwrap(), &(lo, Step::Confirm));
         assert_eq!(search.confirmed(), Some(lo));
     }
 
     #[test]
     fn halves_when_the_first_level_fails_and_gives_up_below_an_eighth() {
-        let (search, steps) = search(30.0, 100.0, 0.05, 1e5);
+        let (search, steps) = search_for(30.0, 100.0, 0.05, 1e5);
         assert_eq!(steps[1], (50.0, Step::Descend));
         assert!(search.confirmed().unwrap() <= 30.0);
-        let (search, steps) = search(1.0, 100.0, 0.05, 1e5);
+        let (search, steps) = search_for(1.0, 100.0, 0.05, 1e5);
         assert_eq!(search.confirmed(), None);
         assert_eq!(steps.len(), 4, "{steps:?}");
     }
 
     #[test]
     fn stops_at_the_ceiling() {
-        let (search, steps) = search(1e9, 100.0, 0.05, 300.0);
+        let (search, steps) = search_for(1e9, 100.0, 0.05, 300.0);
         assert_eq!(search.confirmed(), Some(300.0));
         assert!(steps.iter().all(|s| s.0 <= 300.0));
     }
@@ -192,9 +206,21 @@ mod tests {
         }
         search.record(162.0, Step::Bisect, true);
         search.record(168.0, Step::Bisect, false);
-        assert_eq!(search.next(), Next::Run { rate_rps: 162.0, step: Step::Confirm });
+        assert_eq!(
+            search.next(),
+            Next::Run {
+                rate_rps: 162.0,
+                step: Step::Confirm
+            }
+        );
         search.record(162.0, Step::Confirm, false);
         assert_eq!(search.highest_passing(), Some(150.0));
-        assert_eq!(search.next(), Next::Run { rate_rps: 156.0, step: Step::Bisect });
+        assert_eq!(
+            search.next(),
+            Next::Run {
+                rate_rps: 156.0,
+                step: Step::Bisect
+            }
+        );
     }
 }
