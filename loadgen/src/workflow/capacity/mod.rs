@@ -112,7 +112,7 @@ pub async fn capacity(
     stop: StopSignal,
 ) -> Result<(Capacity, PathBuf), RunError> {
     let slos = check(args)?;
-    let dir = capacity_dir(args)?;
+    let dir = super::workflow_dir(args.run.out.as_deref(), "capacity")?;
     let started = Instant::now();
     let calibration = first_rate(args, &dir, &stop).await?;
     let plan = LevelPlan {
@@ -250,20 +250,6 @@ fn settings(args: &CapacityArgs) -> Settings {
         cool_down_s: args.cool_down.as_secs_f64(),
         confidence: judge::CONFIDENCE,
     }
-}
-
-/// `--out DIR`, new or empty; by default `runs/capacity-<UTC time>`.
-fn capacity_dir(args: &CapacityArgs) -> Result<PathBuf, RunError> {
-    let dir = args.run.out.clone().unwrap_or_else(|| {
-        Path::new("runs").join(format!(
-            "capacity-{}",
-            chrono::Utc::now().format("%Y%m%dT%H%M%SZ")
-        ))
-    });
-    if std::fs::read_dir(&dir).is_ok_and(|mut d| d.next().is_some()) {
-        return Err(RunError::OutExists(dir));
-    }
-    Ok(dir)
 }
 
 /// R(1) from `--calibration DIR` or a short calibration run in `DIR/calibration`, and the
