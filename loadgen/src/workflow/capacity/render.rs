@@ -29,8 +29,12 @@ pub fn conclude(
         search.highest_passing()
     };
     let failing_rps = search.lowest_failing();
-    let first_failing_level =
-        failing_rps.and_then(|hi| levels.iter().position(|l| !l.passed && l.offered_rps == hi));
+    // The last verdict on that rate: an extended level's, not the straddling one before it.
+    let first_failing_level = failing_rps.and_then(|hi| {
+        levels
+            .iter()
+            .rposition(|l| !l.passed && l.offered_rps == hi)
+    });
     let first_failing = first_failing_level.map(|i| &levels[i]);
     let verdict = first_failing.and_then(|l| l.cause);
     let limited_by = match (verdict, capacity_rps) {
