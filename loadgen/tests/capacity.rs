@@ -74,11 +74,13 @@ fn the_capacity_of_8_workers_of_10ms_is_found_below_800_and_the_server_limits_it
         .unwrap()
         .starts_with(&format!("sustains {found} req/s")));
     let levels = answer["levels"].as_array().unwrap();
+    // The answer was confirmed last (over a longer window, extended if it straddled the SLO).
     let confirm = levels.last().unwrap();
-    assert_eq!(
-        (confirm["step"].as_str(), confirm["passed"].as_bool()),
-        (Some("confirm"), Some(true))
+    assert!(
+        ["confirm", "extend"].contains(&confirm["step"].as_str().unwrap()),
+        "{confirm}"
     );
+    assert_eq!(confirm["passed"], true);
     assert_eq!(confirm["offered_rps"].as_f64(), Some(found));
     // Each level is a normal run directory whose first stretch is the `warmup` phase.
     for level in levels {
