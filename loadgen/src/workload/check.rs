@@ -22,6 +22,11 @@ use super::fields::Value;
 /// still known), so a JSON check on it fails rather than using memory without bound.
 pub const MAX_CAPTURED_BODY_BYTES: usize = 1 << 20;
 
+/// The longest value an extraction takes: a longer one fails the request that extracted it
+/// (as a `check` error), so a response cannot make every later request of the worker carry
+/// megabytes in its path or body.
+pub const MAX_EXTRACTED_BYTES: usize = 8 << 10;
+
 /// What of a response the transport keeps for an op.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct Capture {
@@ -160,7 +165,10 @@ impl Rules {
             }
         }
         for extract in &self.extracts {
-            let value = extract.take(response, &mut json).ok_or(extract.id)?;
+            let value = extract
+                .take(response, &mut json)
+                .filter(|value| !value.is_longer_than(MAX_EXTRACTED_BYTES))
+                .ok_or(extract.id)?;
             session.set(extract.field, value);
         }
         Ok(())
@@ -409,5 +417,28 @@ mod tests {
         captured.push_body(&chunk);
         assert_eq!(captured.body.len(), MAX_CAPTURED_BODY_BYTES);
         assert_eq!(captured.body_bytes, 2 * chunk.len() as u64);
+    }
+
+    /// Issue 27: an extracted value had no size limit, so one response could make every later
+    /// request of the worker carry megabytes. Over 8 KiB fails the extracting request.
+    #[test]
+    fn regression_an_extracted_value_over_8_kib_fails_the_request() {
+        let rules = Rules {
+            checks: Vec::new(),
+            extracts: vec![Extract {
+                name: "extract id".into(),
+                id: 4,
+                field: 0,
+                source: Source::Json("/id".into()),
+            }],
+        };
+        let body = |len: usize| format!(r#"{{"id":"{}"}}"#, "x".repeat(len));
+        let mut session = Session::default();
+        let fits = response(&body(MAX_EXTRACTED_BYTES), &[]);
+        assert_eq!(rules.apply(&fits, &mut session), Ok(()));
+        let too_long = response(&body(MAX_EXTRACTED_BYTES + 1), &[]);
+        rules.forget_extracted(&mut session);
+        assert_eq!(rules.apply(&too_long, &mut session), Err(4));
+        assert_eq!(session.get(0), None);
     }
 }
