@@ -266,6 +266,22 @@ pub struct RunArgs {
     #[arg(long, value_name = "ADDR")]
     pub metrics_addr: Option<std::net::SocketAddr>,
 
+    /// With --metrics-addr: keep serving the final counts this long after the run, so the
+    /// last scrape sees them (Ctrl-C skips the wait; a sweep waits after its last level only)
+    /// [default: 15s with --metrics-addr].
+    #[arg(long, value_name = "DURATION", value_parser = parse_duration, requires = "metrics_addr")]
+    pub metrics_linger: Option<Duration>,
+
+    /// The `run_group` label of every live metric: shards of one run give the same one, so a
+    /// dashboard sums them [default: the --start-at instant, else the run id].
+    #[arg(long, value_name = "NAME")]
+    pub run_group: Option<String>,
+
+    /// The most of a response body kept per worker for JSON, regex and body checks and
+    /// extractions (a longer body is cut there; size and status checks keep nothing).
+    #[arg(long, value_name = "SIZE", value_parser = parse_byte_size, default_value = "1MiB", hide_short_help = true)]
+    pub max_body_kept: usize,
+
     /// Run directory to create [default: runs/<run-id>]. Must not exist or be empty.
     /// `s3://BUCKET/PREFIX` instead uploads the run to `s3://BUCKET/PREFIX/<run-id>/` (every
     /// shard can be given the same URL), each segment as soon as it closes; credentials come
@@ -273,6 +289,11 @@ pub struct RunArgs {
     /// AWS_ENDPOINT_URL names an S3-compatible store.
     #[arg(short = 'o', long, value_name = "DIR|s3://BUCKET/PREFIX")]
     pub out: Option<PathBuf>,
+
+    /// With --out s3://: the longest the end of the run waits for uploads still going; what
+    /// has not arrived by then stays in the local staging directory (exit 1).
+    #[arg(long, value_name = "DURATION", value_parser = parse_duration, default_value = "60s", hide_short_help = true)]
+    pub upload_timeout: Duration,
 
     /// Don't show the live progress line (it is hidden anyway when stderr is not a terminal).
     #[arg(long)]
@@ -302,6 +323,13 @@ pub struct RunArgs {
     /// every closed segment.
     #[arg(long, value_name = "DURATION", value_parser = parse_duration, default_value = "5s", hide_short_help = true)]
     pub segment_interval: Duration,
+}
+
+/// A size: bytes, or a number with a unit (`64KiB`, `1MiB`, `2MB`).
+fn parse_byte_size(text: &str) -> Result<usize, String> {
+    crate::scenario::schema::parse_size(text).ok_or_else(|| {
+        format!("'{text}' is not a size; give bytes or a number with a unit, e.g. 1MiB or 64KB")
+    })
 }
 
 fn parse_shard(text: &str) -> Result<Shard, String> {

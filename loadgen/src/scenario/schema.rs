@@ -473,7 +473,8 @@ impl Serialize for ByteSize {
     }
 }
 
-fn parse_size(text: &str) -> Option<usize> {
+/// `2048`, `"25KB"`, `"2KiB"`, `"1.5MB"` → bytes; `None` when it is not a size.
+pub fn parse_size(text: &str) -> Option<usize> {
     let text = text.trim();
     let split = text
         .find(|c: char| !(c.is_ascii_digit() || c == '.'))
