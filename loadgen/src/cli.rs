@@ -39,6 +39,22 @@ pub enum Command {
     Sweep(Box<SweepArgs>),
     /// List the built-in scenarios, or print one (`loadgen scenarios show NAME`) to copy and edit.
     Scenarios(ScenariosArgs),
+    /// Upload a run directory kept locally (an `--out s3://` run whose upload failed or was
+    /// stopped) to `s3://BUCKET/PREFIX/<run-id>/`, as the run would have.
+    Upload(UploadArgs),
+}
+
+/// Flags of `loadgen upload`.
+#[derive(Debug, Args, Clone)]
+pub struct UploadArgs {
+    /// The run directory (the staging directory the run printed).
+    pub dir: PathBuf,
+    /// Where the run was going: the run's `--out s3://BUCKET/PREFIX`.
+    #[arg(value_name = "s3://BUCKET/PREFIX")]
+    pub to: String,
+    /// The longest the upload may take; what has not arrived by then is reported (exit 1).
+    #[arg(long, value_name = "DURATION", value_parser = parse_duration, default_value = "10m")]
+    pub upload_timeout: Duration,
 }
 
 const CALIBRATE_EXAMPLES: &str = "\

@@ -16,7 +16,7 @@ use crate::report::thresholds::{self, ThresholdResult};
 use crate::report::{console, write_json_atomically, OpenSummary, RunSummary};
 use crate::stats::LiveCounters;
 use crate::stop::{ExitReason, StopSignal};
-use crate::store::s3::{Mirror, S3Store, UploadReport};
+use crate::store::s3::{Mirror, S3Store, Uploaded};
 use crate::store::writer::{RecordError, WriterReport, WriterThread};
 use crate::sysmon::{ClientSummary, Sysmon, SysmonError};
 
@@ -30,6 +30,8 @@ pub struct RunOutcome {
     pub location: String,
     /// Files that could not be uploaded to S3, with why (they stay in `run_dir`).
     pub upload_failures: Vec<String>,
+    /// The signal that stopped the upload to S3, if one did: the run exits as signalled.
+    pub upload_stopped_by: Option<ExitReason>,
     pub run_id: String,
     pub summary: RunSummary,
     pub exit_reason: ExitReason,
@@ -45,7 +47,10 @@ impl RunOutcome {
     /// The process exit code: the exit reason's; 1 when results did not reach S3; 99 when a
     /// run that finished crossed a threshold.
     pub fn exit_code(&self) -> i32 {
-        exit_code(self.exit_reason, &self.upload_failures, &self.thresholds)
+        match self.upload_stopped_by {
+            Some(signal) => signal.exit_code(),
+            None => exit_code(self.exit_reason, &self.upload_failures, &self.thresholds),
+        }
     }
 }
 
@@ -122,9 +127,18 @@ pub(super) async fn finish(
 
     let upload = match (&s3, mirror) {
         (Some(s3), Some(mirror)) => {
-            upload(s3, mirror, &run_id, &run_dir, &location, &mut warnings).await
+            let limit = config.upload_timeout;
+            upload(
+                s3,
+                mirror,
+                (limit, stop),
+                &run_dir,
+                &location,
+                &mut warnings,
+            )
+            .await
         }
-        _ => UploadReport::default(),
+        _ => Uploaded::default(),
     };
     let footer = footer(
         &location,
@@ -140,7 +154,8 @@ pub(super) async fn finish(
     Ok(RunOutcome {
         run_dir,
         location,
-        upload_failures: upload.failed,
+        upload_failures: upload.report.failed,
+        upload_stopped_by: upload.stopped_by,
         run_id,
         summary,
         exit_reason,
@@ -191,32 +206,45 @@ fn summarize(
     )
 }
 
-/// Waits for the mirror's segments, uploads client-metrics.parquet and the final run.json, and
-/// removes the staging directory when everything arrived (else says what is kept where).
+/// Waits (at most `limit`, and only until a signal) for the mirror's segments, then
+/// client-metrics.parquet and the final run.json; removes the staging directory when
+/// everything arrived, else says what is kept where and how to upload it later.
 async fn upload(
     s3: &S3Store,
     mirror: Mirror,
-    run_id: &str,
+    (limit, stop): (std::time::Duration, &StopSignal),
     run_dir: &Path,
     location: &str,
     warnings: &mut Vec<String>,
-) -> UploadReport {
-    let mut upload = mirror.finish().await;
-    for relative in ["client-metrics.parquet", "run.json"] {
-        if run_dir.join(relative).exists() {
-            upload.record(relative, s3.put_file(run_id, run_dir, relative).await);
-        }
-    }
-    if upload.failed.is_empty() {
+) -> Uploaded {
+    let finals = ["client-metrics.parquet", "run.json"]
+        .into_iter()
+        .filter(|relative| run_dir.join(relative).exists())
+        .map(String::from)
+        .collect();
+    let upload = mirror.finish(finals, limit, stop).await;
+    let failed = &upload.report.failed;
+    if failed.is_empty() {
         let _ = std::fs::remove_dir_all(run_dir);
-    } else {
-        warnings.push(format!(
-            "{} file(s) did not reach {location}; the whole run is kept in {}: {}",
-            upload.failed.len(),
-            run_dir.display(),
-            upload.failed.join("; ")
-        ));
+        return upload;
     }
+    let later = format!(
+        "the whole run is kept in {dir}; upload it later with `loadgen upload {dir} {}`",
+        s3.location(),
+        dir = run_dir.display(),
+    );
+    let warning = match upload.stopped_by {
+        Some(_) => format!("upload to {location} stopped by a signal: {later}"),
+        None => format!(
+            "{} file(s) did not reach {location}: {}; {later}",
+            failed.len(),
+            failed.join("; ")
+        ),
+    };
+    if upload.stopped_by.is_some() {
+        eprintln!("\n{warning}");
+    }
+    warnings.push(warning);
     upload
 }
 

@@ -14,7 +14,7 @@ use crate::config::{Output, ResolvedConfig, RunConfig};
 use crate::record::SCHEMA_VERSION;
 use crate::shard::Shard;
 use crate::stop::{ExitReason, StopSignal};
-use crate::store::s3::{Mirror, S3Store};
+use crate::store::s3::{Mirror, S3Error, S3Store, FIRST_UPLOAD_TIMEOUT};
 use crate::store::writer::{self, RecordSender, WriterConfig, WriterThread};
 
 /// A claimed run directory with its writer running.
@@ -54,7 +54,7 @@ impl RunOutput {
         let identity = RunIdentity::new(config, &run_id, &target.url.url);
         let (closed, mirror) = match &s3 {
             Some(s3) => {
-                let (closed, mirror) = start_mirror(s3, &identity, &run_dir).await?;
+                let (closed, mirror) = start_mirror(s3, &identity, &run_dir, stop).await?;
                 (Some(closed), Some(mirror))
             }
             None => (None, None),
@@ -121,15 +121,31 @@ async fn start_mirror(
     s3: &S3Store,
     identity: &RunIdentity,
     run_dir: &Path,
+    stop: &StopSignal,
 ) -> Result<(crate::store::s3::SegmentSender, Mirror), RunError> {
     let started = StartedRunJson {
         identity,
         exit_reason: "running",
     };
     let text = serde_json::to_vec_pretty(&started).expect("plain data");
-    if let Err(e) = s3.put(&identity.run_id, "run.json", text).await {
+    let put = tokio::time::timeout(
+        FIRST_UPLOAD_TIMEOUT,
+        s3.put(&identity.run_id, "run.json", text),
+    );
+    let failed = tokio::select! {
+        put = put => match put {
+            Ok(Ok(())) => None,
+            Ok(Err(e)) => Some(e.into()),
+            Err(_) => Some(S3Error::Hanging {
+                location: s3.location().to_string(),
+                waited: FIRST_UPLOAD_TIMEOUT,
+            }.into()),
+        },
+        () = stop.draining() => Some(RunError::NotStarted(stop.reason().unwrap_or(ExitReason::Interrupted))),
+    };
+    if let Some(error) = failed {
         let _ = std::fs::remove_dir_all(run_dir);
-        return Err(e.into());
+        return Err(error);
     }
     Ok(s3.mirror(&identity.run_id, run_dir))
 }
