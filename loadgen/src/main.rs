@@ -42,7 +42,7 @@ fn run(args: &loadgen::cli::RunArgs) -> i32 {
     };
     let json = config.json;
     with_runtime(|stop| async move {
-        match loadgen::run(config, stop).await {
+        match loadgen::run(config, stop.clone()).await {
             Ok(outcome) => {
                 if json {
                     let summary = serde_json::json!({
@@ -55,6 +55,7 @@ fn run(args: &loadgen::cli::RunArgs) -> i32 {
                 } else {
                     emit(&outcome.console);
                 }
+                outcome.linger_metrics(&stop).await;
                 outcome.exit_code()
             }
             Err(e) => fail(&e),

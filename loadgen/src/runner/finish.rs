@@ -12,6 +12,7 @@ use super::output::{RunIdentity, RunOutput};
 use super::target::PreparedTarget;
 use super::{RunError, RunJsonExtra};
 use crate::config::RunConfig;
+use crate::report::metrics::FinalMetrics;
 use crate::report::thresholds::{self, ThresholdResult};
 use crate::report::{console, write_json_atomically, OpenSummary, RunSummary};
 use crate::stats::LiveCounters;
@@ -41,11 +42,21 @@ pub struct RunOutcome {
     pub run_json: serde_json::Value,
     /// Each threshold judged against the run.
     pub thresholds: Vec<ThresholdResult>,
+    /// The live metrics endpoint, still serving the final counts (`--metrics-addr`).
+    pub metrics: Option<FinalMetrics>,
 }
 
 impl RunOutcome {
     /// The process exit code: the exit reason's; 1 when results did not reach S3; 99 when a
     /// run that finished crossed a threshold.
+    /// Keeps the metrics endpoint serving the final counts for `--metrics-linger` (Ctrl-C
+    /// skips it), then closes it; call it once the summary is out.
+    pub async fn linger_metrics(&self, stop: &StopSignal) {
+        if let Some(metrics) = self.metrics.clone() {
+            metrics.linger(stop).await;
+        }
+    }
+
     pub fn exit_code(&self) -> i32 {
         match self.upload_stopped_by {
             Some(signal) => signal.exit_code(),
@@ -149,8 +160,6 @@ pub(super) async fn finish(
         &warnings,
     );
     let console = console::render(&summary, &header, &footer);
-    // The live metrics were served to the end: a last scrape saw the final counts.
-    drop(metrics_server);
     Ok(RunOutcome {
         run_dir,
         location,
@@ -162,6 +171,8 @@ pub(super) async fn finish(
         console,
         run_json,
         thresholds,
+        // Served to the end and beyond, so a last scrape sees the final counts.
+        metrics: metrics_server.map(|server| server.after_run(config.metrics_linger)),
     })
 }
 

@@ -46,11 +46,30 @@ impl RunOutput {
             Output::S3(location) => Some(S3Store::connect(location).await?),
             _ => None,
         };
-        if let Some(start_at) = config.start_at_unix_ns {
-            wait_until(start_at, stop).await?;
+        // A directory given with --out is claimed before waiting for --start-at, so a second
+        // run given the same one is refused at once, not at the start instant.
+        let claimed = match &config.out {
+            Output::Dir(dir) => Some((dir.exists(), create_run_dir(Some(dir), "")?)),
+            _ => None,
+        };
+        if let (Some(start_at), true) = (config.start_at_unix_ns, config.waits_for_start_at) {
+            if let Err(stopped) = wait_until(start_at, stop).await {
+                // Stopped before the start: leave the directory as it was.
+                if let Some((existed, dir)) = &claimed {
+                    let _ = std::fs::remove_dir(dir.join("requests"));
+                    if !existed {
+                        let _ = std::fs::remove_dir(dir);
+                    }
+                }
+                return Err(stopped);
+            }
         }
+        let claimed = claimed.map(|(_, dir)| dir);
         let run_id = run_id(config.shard);
-        let (run_dir, location) = claim_run_dir(&config.out, &run_id)?;
+        let (run_dir, location) = match claimed {
+            Some(dir) => (dir.clone(), dir.display().to_string()),
+            None => claim_run_dir(&config.out, &run_id)?,
+        };
         let identity = RunIdentity::new(config, &run_id, &target.url.url);
         let (closed, mirror) = match &s3 {
             Some(s3) => {
@@ -213,7 +232,10 @@ impl RunIdentity {
             config: config.resolved(target_url),
             shard: config.shard.to_string(),
             start_at_unix_ns: config.start_at_unix_ns,
-            start_offset_ns: config.start_at_unix_ns.map(|t| anchor.unix_ns - t),
+            start_offset_ns: config
+                .start_at_unix_ns
+                .filter(|_| config.waits_for_start_at)
+                .map(|t| anchor.unix_ns - t),
             anchor,
         }
     }
@@ -358,6 +380,13 @@ mod tests {
         );
         assert!(keys(&sharded).contains(&"loadgen.start_at_unix_ns".to_string()));
         assert_eq!(sharded.shard, "1/2");
+        assert!(sharded.start_offset_ns.is_some());
+        // A sweep's later level keeps the group (start_at) but records no lateness.
+        let mut later = config(&["--shard", "1/2", "--start-at", &in_a_minute.to_string()]);
+        later.waits_for_start_at = false;
+        let later = RunIdentity::new(&later, "r3", "http://x/");
+        assert!(later.start_at_unix_ns.is_some());
+        assert_eq!(later.start_offset_ns, None);
     }
 
     #[test]
