@@ -239,3 +239,23 @@ fn regression_a_signal_during_the_upload_stops_it_at_once_and_exits_as_signalled
         assert_kept(tmp.path(), &output);
     }
 }
+
+/// Issue 27: a TMPDIR that cannot hold the staging directory told the user to change --out.
+#[test]
+fn regression_a_bad_tmpdir_names_tmpdir_not_out() {
+    let server = ServerOnRuntime::start(servers::ServerConfig::default());
+    let target = server.url("/");
+    let tmp = tempfile::tempdir().unwrap();
+    let not_a_dir = tmp.path().join("a-file");
+    std::fs::write(&not_a_dir, "").unwrap();
+    let s3 = StubS3::start(&server.runtime, usize::MAX);
+    let child = s3.loadgen(&not_a_dir, &run_args(&target, "3s"));
+    let (output, _) = finish_within(child, Duration::from_secs(60), Instant::now());
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(2), "{stderr}");
+    assert!(
+        stderr.contains("set TMPDIR to a writable directory"),
+        "{stderr}"
+    );
+    assert!(!stderr.contains("with --out"), "{stderr}");
+}

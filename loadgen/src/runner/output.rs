@@ -124,10 +124,11 @@ fn claim_run_dir(out: &Output, run_id: &str) -> Result<(PathBuf, String), RunErr
         Output::Dir(dir) => (create_run_dir(Some(dir), run_id)?, None),
         Output::S3(location) => {
             let staging = std::env::temp_dir().join(format!("loadgen-{run_id}"));
-            (
-                create_run_dir(Some(&staging), run_id)?,
-                Some(location.run_url(run_id)),
-            )
+            let dir = create_run_dir(Some(&staging), run_id).map_err(|e| match e {
+                RunError::RunDir { path, source } => RunError::Staging { path, source },
+                other => other,
+            })?;
+            (dir, Some(location.run_url(run_id)))
         }
     };
     let location = location.unwrap_or_else(|| run_dir.display().to_string());
