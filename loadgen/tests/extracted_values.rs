@@ -9,7 +9,7 @@ use std::convert::Infallible;
 use std::sync::{Arc, Mutex};
 
 use bytes::Bytes;
-use common::{rows_matching_summary, run_at};
+use common::{rows_matching_summary, run_at, Row};
 use http_body_util::Full;
 use hyper::{Request, Response};
 use hyper_util::rt::TokioIo;
@@ -70,17 +70,27 @@ requests = 10
     path.to_str().unwrap().to_string()
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn regression_an_extracted_value_cannot_choose_the_next_path_or_query() {
+/// Runs the create-then-read chain against the hostile server: the rows, the summary and the
+/// request targets the server saw for reads.
+async fn run_chain(
+    create_path: &str,
+    read_path: &str,
+) -> (Vec<Row>, serde_json::Value, Vec<String>) {
     let (url, seen) = hostile_server().await;
     let dir = tempfile::tempdir().unwrap();
-    let file = scenario(dir.path(), "/items", "/items/{id}?q={id}&page=2");
+    let file = scenario(dir.path(), create_path, read_path);
     let (_guard, run_dir, _) = run_at(&url, &[&file, "--no-progress"], StopSignal::new()).await;
-    let (rows, _) = rows_matching_summary(&run_dir);
+    let (rows, summary) = rows_matching_summary(&run_dir);
+    let seen = seen.lock().unwrap().clone();
+    (rows, summary, seen)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn regression_an_extracted_value_cannot_choose_the_next_path_or_query() {
+    let (rows, _, seen) = run_chain("/items", "/items/{id}?q={id}&page=2").await;
     assert_eq!(rows.len(), 10);
-    let seen = seen.lock().unwrap();
     assert_eq!(seen.len(), 5, "{seen:?}");
-    for target in seen.iter() {
+    for target in &seen {
         assert_eq!(
             target,
             "/items/a%2F..%2F..%2Fadmin%3Fdelete=1%20x%23frag\
@@ -91,12 +101,8 @@ async fn regression_an_extracted_value_cannot_choose_the_next_path_or_query() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn raw_opts_out_and_trusts_the_server() {
-    let (url, seen) = hostile_server().await;
-    let dir = tempfile::tempdir().unwrap();
-    let file = scenario(dir.path(), "/items", "/{id|raw}");
-    let (_guard, _run_dir, _) = run_at(&url, &[&file, "--no-progress"], StopSignal::new()).await;
+    let (_, _, seen) = run_chain("/items", "/{id|raw}").await;
     // As written: the server's value became the path (the fragment is not sent).
-    let seen = seen.lock().unwrap();
     assert!(!seen.is_empty());
     assert!(
         seen.iter().all(|t| t == "/a/../../admin?delete=1%20x"),
@@ -106,12 +112,8 @@ async fn raw_opts_out_and_trusts_the_server() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn regression_an_extracted_value_over_8_kib_fails_as_a_check() {
-    let (url, seen) = hostile_server().await;
-    let dir = tempfile::tempdir().unwrap();
-    let file = scenario(dir.path(), "/items?big", "/items/{id}");
-    let (_guard, run_dir, _) = run_at(&url, &[&file, "--no-progress"], StopSignal::new()).await;
-    let (rows, summary) = rows_matching_summary(&run_dir);
-    assert!(seen.lock().unwrap().is_empty(), "a read was sent");
+    let (rows, summary, seen) = run_chain("/items?big", "/items/{id}").await;
+    assert!(seen.is_empty(), "a read was sent: {seen:?}");
     assert_eq!(rows.len(), 5);
     assert!(rows
         .iter()

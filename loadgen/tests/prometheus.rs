@@ -112,32 +112,27 @@ fn query(port: u16, promql: &str) -> Vec<(serde_json::Value, f64)> {
         .collect()
 }
 
-#[test]
-fn regression_prometheus_stores_the_final_count_of_every_shard_and_it_equals_the_rows() {
-    let dir = tempfile::tempdir().unwrap();
-    let metrics_ports = [free_port(), free_port()];
-    let Some((_prometheus, prometheus_port)) = start_prometheus(dir.path(), &metrics_ports) else {
-        eprintln!(
-            "SKIPPED: `prometheus` is not installed and could not be (scripts/test.sh installs \
-             Debian's package with apt-get)"
-        );
-        return;
-    };
-    let server = ServerOnRuntime::start(servers::ServerConfig::default());
-    let scenario = dir.path().join("twice.toml");
+/// Two shards of one closed run (two requests with one method and path, 2 s) starting at
+/// `start_at`, each serving metrics on its port; their rows once both have exited.
+fn run_two_shards(
+    dir: &Path,
+    url: &str,
+    start_at: std::time::SystemTime,
+    metrics_ports: &[u16; 2],
+) -> Vec<common::Row> {
+    let scenario = dir.join("twice.toml");
     std::fs::write(
         &scenario,
         "sequence = [\"first\", \"again\"]\n[requests.first]\npath = \"/\"\n\
          [requests.again]\npath = \"/\"\n[model]\nkind = \"closed\"\nworkers = 2\nduration = \"2s\"\n",
     )
     .unwrap();
-    let start_at = std::time::SystemTime::now() + Duration::from_secs(2);
     let start_at_ms = common::unix_ns(start_at) / 1_000_000;
     let shards: Vec<(Killed, std::path::PathBuf)> = (0..2)
         .map(|i| {
-            let out = dir.path().join(format!("shard-{i}"));
+            let out = dir.join(format!("shard-{i}"));
             let child = loadgen_bin()
-                .args(["run", "--url", &server.url("/")])
+                .args(["run", "--url", url])
                 .arg(&scenario)
                 .args([
                     "--shard",
@@ -165,21 +160,11 @@ fn regression_prometheus_stores_the_final_count_of_every_shard_and_it_equals_the
         assert!(shard.0.wait().unwrap().success());
         rows.extend(read_rows(&out));
     }
-    assert!(!rows.is_empty());
+    rows
+}
 
-    // As the dashboard sums shards: one group, named after --start-at, holding every row.
-    let groups = query(
-        prometheus_port,
-        "sum by (run_group) (max_over_time(loadgen_requests_total[5m]))",
-    );
-    assert_eq!(groups.len(), 1, "{groups:?}");
-    let group = chrono::DateTime::<chrono::Utc>::from(start_at)
-        .format("%Y-%m-%dT%H:%M:%S%.3fZ")
-        .to_string();
-    assert_eq!(groups[0].0["run_group"], group, "{groups:?}");
-    eprintln!("Prometheus: {} requests; rows: {}", groups[0].1, rows.len());
-    assert_eq!(groups[0].1, rows.len() as f64);
-    // Every query of the Grafana dashboard is valid PromQL to this Prometheus, for this group.
+/// Every query of the Grafana dashboard is valid PromQL to this Prometheus, for `group`.
+fn assert_dashboard_queries_run(prometheus_port: u16, group: &str) {
     let dashboard: serde_json::Value = serde_json::from_str(
         &std::fs::read_to_string(
             Path::new(env!("CARGO_MANIFEST_DIR")).join("../deploy/grafana/loadgen-dashboard.json"),
@@ -195,10 +180,41 @@ fn regression_prometheus_stores_the_final_count_of_every_shard_and_it_equals_the
             "{expr} does not select a run group"
         );
         let concrete = expr
-            .replace("$run_group", &group)
+            .replace("$run_group", group)
             .replace("$__rate_interval", "10s");
         query(prometheus_port, &concrete);
     }
+}
+
+#[test]
+fn regression_prometheus_stores_the_final_count_of_every_shard_and_it_equals_the_rows() {
+    let dir = tempfile::tempdir().unwrap();
+    let metrics_ports = [free_port(), free_port()];
+    let Some((_prometheus, prometheus_port)) = start_prometheus(dir.path(), &metrics_ports) else {
+        eprintln!(
+            "SKIPPED: `prometheus` is not installed and could not be (scripts/test.sh installs \
+             Debian's package with apt-get)"
+        );
+        return;
+    };
+    let server = ServerOnRuntime::start(servers::ServerConfig::default());
+    let start_at = std::time::SystemTime::now() + Duration::from_secs(2);
+    let rows = run_two_shards(dir.path(), &server.url("/"), start_at, &metrics_ports);
+    assert!(!rows.is_empty());
+
+    // As the dashboard sums shards: one group, named after --start-at, holding every row.
+    let groups = query(
+        prometheus_port,
+        "sum by (run_group) (max_over_time(loadgen_requests_total[5m]))",
+    );
+    assert_eq!(groups.len(), 1, "{groups:?}");
+    let group = chrono::DateTime::<chrono::Utc>::from(start_at)
+        .format("%Y-%m-%dT%H:%M:%S%.3fZ")
+        .to_string();
+    assert_eq!(groups[0].0["run_group"], group, "{groups:?}");
+    eprintln!("Prometheus: {} requests; rows: {}", groups[0].1, rows.len());
+    assert_eq!(groups[0].1, rows.len() as f64);
+    assert_dashboard_queries_run(prometheus_port, &group);
     // Per op: two requests with one method and path are two ops, in the rows and in
     // Prometheus alike.
     let by_op = query(

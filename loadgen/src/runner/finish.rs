@@ -228,12 +228,9 @@ async fn upload(
     location: &str,
     warnings: &mut Vec<String>,
 ) -> Uploaded {
-    let finals = ["client-metrics.parquet", "run.json"]
-        .into_iter()
-        .filter(|relative| run_dir.join(relative).exists())
-        .map(String::from)
-        .collect();
-    let upload = mirror.finish(finals, limit, stop).await;
+    let upload = mirror
+        .finish(crate::store::s3::final_files(run_dir), limit, stop)
+        .await;
     let failed = &upload.report.failed;
     if failed.is_empty() {
         let _ = std::fs::remove_dir_all(run_dir);

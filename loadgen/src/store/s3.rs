@@ -311,13 +311,18 @@ pub async fn upload_run_dir(
         let _ = segments.send(part);
     }
     drop(segments);
-    let finals = ["client-metrics.parquet", "run.json"]
+    let uploaded = mirror.finish(final_files(dir), limit, stop).await;
+    Ok((location.run_url(&run_id), uploaded))
+}
+
+/// The files uploaded after every segment, in order, that `dir` has: run.json goes last, so a
+/// finished run.json in the bucket means everything before it is there.
+pub fn final_files(dir: &Path) -> Vec<String> {
+    ["client-metrics.parquet", "run.json"]
         .into_iter()
         .filter(|relative| dir.join(relative).exists())
         .map(String::from)
-        .collect();
-    let uploaded = mirror.finish(finals, limit, stop).await;
-    Ok((location.run_url(&run_id), uploaded))
+        .collect()
 }
 
 /// The run id a run directory's run.json names.
