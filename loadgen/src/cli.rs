@@ -343,7 +343,7 @@ pub struct RunArgs {
 
 /// A size: bytes, or a number with a unit (`64KiB`, `1MiB`, `2MB`).
 fn parse_byte_size(text: &str) -> Result<usize, String> {
-    crate::scenario::schema::parse_size(text).ok_or_else(|| {
+    crate::units::parse_size(text).ok_or_else(|| {
         format!("'{text}' is not a size; give bytes or a number with a unit, e.g. 1MiB or 64KB")
     })
 }
