@@ -47,16 +47,17 @@ pub struct RunOutcome {
 }
 
 impl RunOutcome {
-    /// The process exit code: the exit reason's; 1 when results did not reach S3; 99 when a
-    /// run that finished crossed a threshold.
     /// Keeps the metrics endpoint serving the final counts for `--metrics-linger` (Ctrl-C
-    /// skips it), then closes it; call it once the summary is out.
+    /// skips it); call it once the summary is out. The endpoint closes with the outcome.
     pub async fn linger_metrics(&self, stop: &StopSignal) {
         if let Some(metrics) = self.metrics.clone() {
             metrics.linger(stop).await;
         }
     }
 
+    /// The process exit code: the exit reason's; 1 when results did not all reach S3; 99
+    /// when a run that finished crossed a threshold; 130 / 143 when a signal stopped the
+    /// upload.
     pub fn exit_code(&self) -> i32 {
         match self.upload_stopped_by {
             Some(signal) => signal.exit_code(),

@@ -8,7 +8,10 @@
 //! AWS way: credentials from the environment, a web-identity token (EKS IRSA), EKS Pod
 //! Identity, the ECS task role or the EC2 instance profile; region from `AWS_REGION` /
 //! `AWS_DEFAULT_REGION`; `AWS_ENDPOINT_URL` (or `AWS_ENDPOINT_URL_S3`) for S3-compatible
-//! stores. Nothing here knows about rows or requests: it moves files.
+//! stores. Uploads never hold a run: segments upload a few at a time while the load goes on,
+//! the end waits a bounded time for the rest (`--upload-timeout`), and a signal stops them at
+//! once; what did not arrive stays in the staging directory for `loadgen upload`
+//! ([`upload_run_dir`]). Nothing here knows about rows or requests: it moves files.
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
