@@ -215,7 +215,7 @@ impl S3Store {
     }
 
     /// Starts mirroring the segments the writer closes (absolute paths under `staging`), up
-    /// to [`CONCURRENT_UPLOADS`] at once.
+    /// to four at once.
     pub fn mirror(&self, run_id: &str, staging: &Path) -> (SegmentSender, Mirror) {
         let (tx, rx) = mpsc::unbounded_channel::<PathBuf>();
         let (finals, finals_rx) = oneshot::channel();
