@@ -107,6 +107,9 @@ pub(super) async fn finish(
     } = output;
     let report = wait_for_writer(writer, &run_dir).await?;
     let exit_reason = stop.reason().unwrap_or(ExitReason::Completed);
+    // The load is over: a signal from here on stops the upload or the metrics linger, and
+    // is not announced as stopping the load.
+    stop.drain(exit_reason);
     let summary = summarize(&config, &live, &report, &labels, &phase_labels);
     let thresholds = thresholds::evaluate(&config.thresholds, &report.stats, &summary);
     let header = format!(
