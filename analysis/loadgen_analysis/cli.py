@@ -184,7 +184,12 @@ def _shards_text(runs: list[Run]) -> str:
         if run.missing_shards:
             missing = ", ".join(f"{i}/{run.shard_count}" for i in run.missing_shards)
             head += f" — INCOMPLETE, missing {missing}"
-        skew = f"start skew {rows['first_request_skew_ms'].iloc[0]:.1f} ms (first requests)"
+        first = rows["first_request_skew_ms"].iloc[0]
+        skew = (
+            f"start skew {first:.1f} ms (first requests)"
+            if first == first  # NaN: fewer than two shards sent a request
+            else "start skew unknown (fewer than two shards sent a request)"
+        )
         offset = rows["start_offset_skew_ms"].iloc[0]
         if offset == offset:  # not NaN: the shards were started with --start-at
             skew += f", {offset:.1f} ms (start after --start-at)"

@@ -39,6 +39,22 @@ pub enum Command {
     Sweep(Box<SweepArgs>),
     /// List the built-in scenarios, or print one (`loadgen scenarios show NAME`) to copy and edit.
     Scenarios(ScenariosArgs),
+    /// Upload a run directory kept locally (an `--out s3://` run whose upload failed or was
+    /// stopped) to `s3://BUCKET/PREFIX/<run-id>/`, as the run would have.
+    Upload(UploadArgs),
+}
+
+/// Flags of `loadgen upload`.
+#[derive(Debug, Args, Clone)]
+pub struct UploadArgs {
+    /// The run directory (the staging directory the run printed).
+    pub dir: PathBuf,
+    /// Where the run was going: the run's `--out s3://BUCKET/PREFIX`.
+    #[arg(value_name = "s3://BUCKET/PREFIX")]
+    pub to: String,
+    /// The longest the upload may take; what has not arrived by then is reported (exit 1).
+    #[arg(long, value_name = "DURATION", value_parser = parse_duration, default_value = "10m")]
+    pub upload_timeout: Duration,
 }
 
 const CALIBRATE_EXAMPLES: &str = "\
@@ -266,6 +282,22 @@ pub struct RunArgs {
     #[arg(long, value_name = "ADDR")]
     pub metrics_addr: Option<std::net::SocketAddr>,
 
+    /// With --metrics-addr: keep serving the final counts this long after the run, so the
+    /// last scrape sees them (Ctrl-C skips the wait; a sweep waits after its last level only)
+    /// [default: 15s with --metrics-addr].
+    #[arg(long, value_name = "DURATION", value_parser = parse_duration, requires = "metrics_addr")]
+    pub metrics_linger: Option<Duration>,
+
+    /// The `run_group` label of every live metric: shards of one run give the same one, so a
+    /// dashboard sums them [default: the --start-at instant, else the run id].
+    #[arg(long, value_name = "NAME")]
+    pub run_group: Option<String>,
+
+    /// The most of a response body kept per worker for JSON, regex and body checks and
+    /// extractions (a longer body is cut there; size and status checks keep nothing).
+    #[arg(long, value_name = "SIZE", value_parser = parse_byte_size, default_value = "1MiB", hide_short_help = true)]
+    pub max_body_kept: usize,
+
     /// Run directory to create [default: runs/<run-id>]. Must not exist or be empty.
     /// `s3://BUCKET/PREFIX` instead uploads the run to `s3://BUCKET/PREFIX/<run-id>/` (every
     /// shard can be given the same URL), each segment as soon as it closes; credentials come
@@ -273,6 +305,11 @@ pub struct RunArgs {
     /// AWS_ENDPOINT_URL names an S3-compatible store.
     #[arg(short = 'o', long, value_name = "DIR|s3://BUCKET/PREFIX")]
     pub out: Option<PathBuf>,
+
+    /// With --out s3://: the longest the end of the run waits for uploads still going; what
+    /// has not arrived by then stays in the local staging directory (exit 1).
+    #[arg(long, value_name = "DURATION", value_parser = parse_duration, default_value = "60s", hide_short_help = true)]
+    pub upload_timeout: Duration,
 
     /// Don't show the live progress line (it is hidden anyway when stderr is not a terminal).
     #[arg(long)]
@@ -302,6 +339,13 @@ pub struct RunArgs {
     /// every closed segment.
     #[arg(long, value_name = "DURATION", value_parser = parse_duration, default_value = "5s", hide_short_help = true)]
     pub segment_interval: Duration,
+}
+
+/// A size: bytes, or a number with a unit (`64KiB`, `1MiB`, `2MB`).
+fn parse_byte_size(text: &str) -> Result<usize, String> {
+    crate::units::parse_size(text).ok_or_else(|| {
+        format!("'{text}' is not a size; give bytes or a number with a unit, e.g. 1MiB or 64KB")
+    })
 }
 
 fn parse_shard(text: &str) -> Result<Shard, String> {

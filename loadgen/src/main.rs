@@ -30,6 +30,7 @@ fn main() -> ExitCode {
         Command::Calibrate(args) => calibrate(&args),
         Command::Sweep(args) => sweep(&args),
         Command::Scenarios(args) => scenarios(&args),
+        Command::Upload(args) => upload(&args),
     };
     ExitCode::from(code as u8)
 }
@@ -41,7 +42,7 @@ fn run(args: &loadgen::cli::RunArgs) -> i32 {
     };
     let json = config.json;
     with_runtime(|stop| async move {
-        match loadgen::run(config, stop).await {
+        match loadgen::run(config, stop.clone()).await {
             Ok(outcome) => {
                 if json {
                     let summary = serde_json::json!({
@@ -54,6 +55,7 @@ fn run(args: &loadgen::cli::RunArgs) -> i32 {
                 } else {
                     emit(&outcome.console);
                 }
+                outcome.linger_metrics(&stop).await;
                 outcome.exit_code()
             }
             Err(e) => fail(&e),
@@ -138,6 +140,39 @@ fn sweep(args: &loadgen::cli::SweepArgs) -> i32 {
     })
 }
 
+/// `loadgen upload DIR s3://BUCKET/PREFIX`.
+fn upload(args: &loadgen::cli::UploadArgs) -> i32 {
+    let args = args.clone();
+    with_runtime(|stop| async move {
+        let uploaded =
+            loadgen::store::s3::upload_run_dir(&args.dir, &args.to, args.upload_timeout, &stop);
+        match uploaded.await {
+            Ok((url, uploaded)) => {
+                let report = &uploaded.report;
+                if report.failed.is_empty() {
+                    emit(&format!(
+                        "uploaded {} files ({} bytes) to {url}\n",
+                        report.files, report.bytes
+                    ));
+                    return 0;
+                }
+                eprintln!(
+                    "error: {} did not reach {url}: {}; {} is unchanged, run this again to retry",
+                    if uploaded.stopped_by.is_some() {
+                        "the run"
+                    } else {
+                        "some files"
+                    },
+                    report.failed.join("; "),
+                    args.dir.display()
+                );
+                uploaded.stopped_by.map_or(1, ExitReason::exit_code)
+            }
+            Err(e) => fail(&e.into()),
+        }
+    })
+}
+
 /// `loadgen scenarios [show NAME]`.
 fn scenarios(args: &loadgen::cli::ScenariosArgs) -> i32 {
     use loadgen::scenario::builtin;
@@ -182,18 +217,14 @@ async fn watch_signals(stop: StopSignal) {
     ) else {
         return;
     };
-    let mut seen = 0;
     loop {
         let reason = tokio::select! {
             _ = int.recv() => ExitReason::Interrupted,
             _ = term.recv() => ExitReason::Terminated,
         };
-        seen += 1;
-        if seen == 1 {
+        if !stop.is_draining() {
             eprintln!("\nstopping: letting requests in flight finish (press Ctrl-C again to cut them off)");
-            stop.drain(reason);
-        } else {
-            stop.abort();
         }
+        stop.signal(reason);
     }
 }

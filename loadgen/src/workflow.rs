@@ -125,7 +125,8 @@ pub async fn calibrate(
             ),
         ])
     });
-    let outcome = run_with(config, stop, Some(extra)).await?;
+    let outcome = run_with(config, stop.clone(), Some(extra)).await?;
+    outcome.linger_metrics(&stop).await;
     let calibration = Calibration::of(&outcome.summary, &args.levels);
     Ok((calibration, outcome.run_dir))
 }
@@ -242,11 +243,15 @@ pub async fn sweep(args: &SweepArgs, stop: StopSignal) -> Result<(Sweep, PathBuf
     };
     let configs = level_configs(args, &dir, &levels, open)?;
     let mut results = Vec::new();
+    let mut last_metrics = None;
     for (level, (name, config)) in levels.into_iter().zip(configs) {
         if !config.json {
             eprintln!("\n== sweep {name} ==");
         }
+        // The previous level's endpoint goes first: this level binds the same address.
+        drop(last_metrics.take());
         let outcome = run(config, stop.child()).await?;
+        last_metrics = outcome.metrics.clone();
         let level_result = summarize(level, &outcome.run_dir, &outcome.summary);
         if !open && level == 1.0 && calibration_r1_ns.is_none() {
             calibration_r1_ns = Some(level_result.mean_latency_ns);
@@ -270,6 +275,9 @@ pub async fn sweep(args: &SweepArgs, stop: StopSignal) -> Result<(Sweep, PathBuf
     };
     let path = dir.join("sweep.json");
     write_json_atomically(&path, &sweep).map_err(|source| RunError::Write { path, source })?;
+    if let Some(metrics) = last_metrics {
+        metrics.linger(&stop).await;
+    }
     Ok((sweep, dir))
 }
 
@@ -299,7 +307,18 @@ fn level_configs(
             .into());
         }
         run_args.out = Some(dir.join(&name));
-        configs.push((name, RunConfig::from_args(&run_args)?));
+        let mut config = RunConfig::from_args(&run_args)?;
+        if !configs.is_empty() {
+            // Later levels start when the one before ends, not at --start-at: their lateness
+            // after it is not skew and is not recorded.
+            config.waits_for_start_at = false;
+        }
+        configs.push((name, config));
+    }
+    // Live metrics linger once, after the last level.
+    let last = configs.len().saturating_sub(1);
+    for (_, config) in &mut configs[..last] {
+        config.metrics_linger = std::time::Duration::ZERO;
     }
     Ok(configs)
 }
@@ -333,4 +352,44 @@ fn read_calibration(dir: &Path) -> Result<f64, RunError> {
     json["calibration"]["r1_ns"]
         .as_f64()
         .ok_or_else(|| bad("its run.json has no calibration.r1_ns".to_string()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn sweep_args(flags: &[&str]) -> SweepArgs {
+        use clap::Parser;
+        let cli = crate::cli::Cli::try_parse_from(["loadgen", "sweep"].iter().chain(flags))
+            .expect("valid flags");
+        let crate::cli::Command::Sweep(args) = cli.command else {
+            panic!("not a sweep")
+        };
+        *args
+    }
+
+    /// Issue 27: every level of a sweep with `--start-at` recorded how late it started after
+    /// it — seconds for the later levels, which start when the one before ends — as if the
+    /// shards were that far apart; and live metrics are to linger once, after the last level.
+    #[test]
+    fn regression_later_levels_record_no_start_skew_and_metrics_linger_after_the_last() {
+        let in_a_minute = (chrono::Utc::now().timestamp_millis() + 60_000).to_string();
+        let args = sweep_args(&[
+            "--levels",
+            "1,2,4",
+            "--start-at",
+            &in_a_minute,
+            "--metrics-addr",
+            "127.0.0.1:0",
+        ]);
+        let configs = level_configs(&args, Path::new("unused"), &[1.0, 2.0, 4.0], false).unwrap();
+        let waits: Vec<bool> = configs.iter().map(|(_, c)| c.waits_for_start_at).collect();
+        assert_eq!(waits, [true, false, false]);
+        assert!(configs.iter().all(|(_, c)| c.start_at_unix_ns.is_some()));
+        let lingers: Vec<u64> = configs
+            .iter()
+            .map(|(_, c)| c.metrics_linger.as_secs())
+            .collect();
+        assert_eq!(lingers, [0, 0, 15]);
+    }
 }

@@ -117,7 +117,21 @@ pub struct RunConfig {
     pub thresholds: Vec<Threshold>,
     /// `--metrics-addr`: where live metrics are served for Prometheus.
     pub metrics_addr: Option<std::net::SocketAddr>,
+    /// How long the metrics endpoint serves the final counts after the run (`--metrics-linger`,
+    /// 15 s with `--metrics-addr`; a sweep sets zero for all but its last level).
+    pub metrics_linger: Duration,
+    /// `--run-group`: the label shards of one run share in the live metrics.
+    pub run_group: Option<String>,
+    /// True when this run waits for `--start-at` and records how late it started: false for
+    /// a sweep's later levels, which start when the level before them ends.
+    pub waits_for_start_at: bool,
+    /// `--upload-timeout`: the longest the end of an `--out s3://` run waits for uploads.
+    pub upload_timeout: Duration,
 }
+
+/// `--metrics-linger` when `--metrics-addr` is given without it: three scrapes at Prometheus's
+/// common 5 s interval.
+pub const DEFAULT_METRICS_LINGER: Duration = Duration::from_secs(15);
 
 /// How workers connect: TLS verification, protocol, keep-alive, redirects.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -161,7 +175,7 @@ impl RunConfig {
             target,
             origin,
             scenario,
-            compiled,
+            mut compiled,
             duration_cap,
         } = match flags::scenario_text(args)? {
             Some((origin, text)) => {
@@ -169,6 +183,9 @@ impl RunConfig {
             }
             None => flags::from_command_line(args, url, &headers, &connection, model)?,
         };
+        for template in &mut compiled.workload.templates {
+            crate::workload::check::Rules::limit_kept(&mut template.capture, args.max_body_kept);
+        }
         let shard = args.shard.unwrap_or_default();
         let model = match given_model {
             true => compiled.model,
@@ -207,6 +224,13 @@ impl RunConfig {
             link_capacity_bps: args.link_capacity,
             thresholds,
             metrics_addr: args.metrics_addr,
+            metrics_linger: match args.metrics_addr {
+                Some(_) => args.metrics_linger.unwrap_or(DEFAULT_METRICS_LINGER),
+                None => Duration::ZERO,
+            },
+            run_group: args.run_group.clone(),
+            waits_for_start_at: true,
+            upload_timeout: args.upload_timeout,
         })
     }
 

@@ -120,9 +120,24 @@ fn serve_metrics(
             ops: output.labels.ops.clone(),
             run_id: output.run_id.clone(),
             shard: config.shard.to_string(),
+            run_group: run_group(config, &output.run_id),
         })
         .map_err(|source| RunError::MetricsAddr { addr, source })?;
     Ok((metrics, server))
+}
+
+/// The `run_group` label: `--run-group`, else the `--start-at` instant that the shards of one
+/// run share (RFC 3339, milliseconds), else the run id.
+fn run_group(config: &RunConfig, run_id: &str) -> String {
+    if let Some(group) = &config.run_group {
+        return group.clone();
+    }
+    match config.start_at_unix_ns {
+        Some(ns) => chrono::DateTime::<chrono::Utc>::from_timestamp_nanos(ns)
+            .format("%Y-%m-%dT%H:%M:%S%.3fZ")
+            .to_string(),
+        None => run_id.to_string(),
+    }
 }
 
 /// How every worker connects: the target's origin and the connection flags.

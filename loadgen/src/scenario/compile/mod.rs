@@ -80,6 +80,7 @@ pub fn compile(scenario: &Scenario, base_path: &str) -> Result<Compiled, Violati
         let rules = rules::compile_rules(spec, &path, &fields, &mut check_names)?;
         templates.push(template.with_rules(rules, &fields));
     }
+    workload::unique_labels(&op_names, scenario, &mut templates)?;
     rules::check_chain(&op_names, &sequence, &templates, &fields)?;
     let mut compiled = finish(scenario, templates, sequence, &fields)?;
     compiled.workload.check_names = check_names.into_names();
@@ -363,5 +364,35 @@ mod tests {
         assert!(refused.message.contains("producer-buffer"), "{refused:?}");
         let closed = chained("kind = \"closed\"\nworkers = 1\nrequests = 2").unwrap();
         assert!(closed.workload.templates[0].capture.body);
+    }
+
+    /// Issue 27: two requests with the same method and path served duplicate Prometheus
+    /// series (`op="GET /albums/1",outcome="ok"` twice), which Prometheus drops. Derived
+    /// labels that collide take the request's name; a written label that collides is refused.
+    #[test]
+    fn regression_op_labels_are_unique_per_run() {
+        let text = "sequence = [\"first\", \"again\", \"other\"]\n\
+             [requests.first]\npath = \"/albums/1\"\n\
+             [requests.again]\npath = \"/albums/1\"\n\
+             [requests.other]\npath = \"/albums/2\"\n\
+             [model]\nkind = \"closed\"\nworkers = 1\nrequests = 3\n";
+        let scenario = crate::scenario::parse("test", text, &[]).unwrap();
+        let labels = compile(&scenario, "").unwrap().workload.labels();
+        assert_eq!(
+            labels,
+            [
+                "GET /albums/1 (first)",
+                "GET /albums/1 (again)",
+                "GET /albums/2"
+            ]
+        );
+        let written = text.replace(
+            "[requests.other]\npath = \"/albums/2\"",
+            "[requests.other]\npath = \"/albums/2\"\nlabel = \"GET /albums/1 (first)\"",
+        );
+        let scenario = crate::scenario::parse("test", &written, &[]).unwrap();
+        let err = compile(&scenario, "").unwrap_err();
+        assert_eq!(err.path, "requests.other.label", "{err:?}");
+        assert!(err.message.contains("requests.first"), "{err:?}");
     }
 }
