@@ -8,7 +8,8 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
-use clap::{Args, Parser, Subcommand, ValueEnum};
+use clap::parser::ValueSource;
+use clap::{ArgMatches, Args, CommandFactory, FromArgMatches, Parser, Subcommand, ValueEnum};
 
 use crate::shard::Shard;
 use crate::units::{parse_duration, parse_link_capacity};
@@ -20,6 +21,57 @@ use crate::units::{parse_duration, parse_link_capacity};
 pub struct Cli {
     #[command(subcommand)]
     pub command: Command,
+}
+
+impl Cli {
+    /// Parses the command line as [`Parser::try_parse_from`] does, and also records which
+    /// flags with a default the user actually gave (clap's [`ValueSource`]), so that a flag
+    /// left at its default never changes the model (see [`Given`]).
+    pub fn try_parse_given<I, T>(args: I) -> Result<Self, clap::Error>
+    where
+        I: IntoIterator<Item = T>,
+        T: Into<std::ffi::OsString> + Clone,
+    {
+        let matches = Self::command().try_get_matches_from(args)?;
+        let mut cli =
+            Self::from_arg_matches(&matches).map_err(|e| e.format(&mut Self::command()))?;
+        if let Some((_, sub)) = matches.subcommand() {
+            let given = Given::from_matches(sub);
+            match &mut cli.command {
+                Command::Run(args) => args.given = given,
+                Command::Calibrate(args) => args.run.given = given,
+                Command::Sweep(args) => args.run.given = given,
+                Command::Scenarios(_) => {}
+            }
+        }
+        Ok(cli)
+    }
+}
+
+/// Model flags that have a default, and whether the user gave them on the command line; the
+/// others are `Option`s, given when `Some`.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Given {
+    pub arrivals: bool,
+    pub max_lateness: bool,
+}
+
+impl Given {
+    fn from_matches(matches: &ArgMatches) -> Self {
+        let given = |id: &str| matches.value_source(id) == Some(ValueSource::CommandLine);
+        Given {
+            arrivals: given("arrivals"),
+            max_lateness: given("max_lateness"),
+        }
+    }
+}
+
+/// How a sweep gives each level's model value, so that the rules name the sweep's flag
+/// (`--levels`) rather than the `-c` it becomes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LevelFlag {
+    Levels,
+    RateLevels,
 }
 
 #[derive(Debug, Subcommand)]
@@ -339,6 +391,14 @@ pub struct RunArgs {
     /// every closed segment.
     #[arg(long, value_name = "DURATION", value_parser = parse_duration, default_value = "5s", hide_short_help = true)]
     pub segment_interval: Duration,
+
+    /// Which defaulted flags were given (filled by [`Cli::try_parse_given`]).
+    #[arg(skip)]
+    pub given: Given,
+
+    /// Set by `loadgen sweep` on each level's flags: `-c`/`--rate` hold the level.
+    #[arg(skip)]
+    pub level_flag: Option<LevelFlag>,
 }
 
 /// A size: bytes, or a number with a unit (`64KiB`, `1MiB`, `2MB`).

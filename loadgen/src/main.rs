@@ -3,7 +3,6 @@
 
 use std::process::ExitCode;
 
-use clap::Parser;
 use loadgen::cli::{Cli, Command, ScenariosAction};
 use loadgen::config::RunConfig;
 use loadgen::stop::{ExitReason, StopSignal};
@@ -24,7 +23,7 @@ fn emit_json(value: &impl serde::Serialize) {
 }
 
 fn main() -> ExitCode {
-    let cli = Cli::parse();
+    let cli = Cli::try_parse_given(std::env::args_os()).unwrap_or_else(|e| e.exit());
     let code = match cli.command {
         Command::Run(args) => run(&args),
         Command::Calibrate(args) => calibrate(&args),

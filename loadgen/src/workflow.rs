@@ -11,7 +11,7 @@ use std::path::{Path, PathBuf};
 
 use serde::Serialize;
 
-use crate::cli::{CalibrateArgs, SweepArgs};
+use crate::cli::{CalibrateArgs, LevelFlag, SweepArgs};
 use crate::config::{ConfigError, Output, RunConfig};
 use crate::report::{write_json_atomically, RunSummary};
 use crate::runner::{run, run_with, RunError, RunJsonExtra};
@@ -98,6 +98,7 @@ pub async fn calibrate(
     args: &CalibrateArgs,
     stop: StopSignal,
 ) -> Result<(Calibration, PathBuf), RunError> {
+    refuse_model_flags(&args.run)?;
     let mut run_args = args.run.clone();
     let requests = run_args.requests.take().unwrap_or(1000);
     if requests == 0 {
@@ -106,10 +107,6 @@ pub async fn calibrate(
         }
         .into());
     }
-    run_args.duration = None;
-    run_args.connections = None;
-    run_args.rate = None;
-    run_args.stages = None;
     // What runs, and what run.json records, is this spec: one worker, warm-up then the
     // measured requests, compiled like any scenario's model.
     let config = RunConfig::with_model(&run_args, calibration_model(args.warmup, requests))?;
@@ -129,6 +126,26 @@ pub async fn calibrate(
     outcome.linger_metrics(&stop).await;
     let calibration = Calibration::of(&outcome.summary, &args.levels);
     Ok((calibration, outcome.run_dir))
+}
+
+/// A calibration runs one worker for `-n` measured requests (its model is the point): the
+/// other model flags would change what R(1) means, so they are refused, not ignored.
+fn refuse_model_flags(args: &crate::cli::RunArgs) -> Result<(), ConfigError> {
+    let given = [
+        (args.connections.is_some(), "-c"),
+        (args.duration.is_some(), "-d"),
+        (args.rate.is_some(), "--rate"),
+        (args.stages.is_some(), "--stages"),
+        (args.given.arrivals, "--arrivals"),
+        (args.max_in_flight.is_some(), "--max-in-flight"),
+        (args.given.max_lateness, "--max-lateness"),
+    ];
+    match given.iter().find(|(given, _)| *given) {
+        Some((_, flag)) => Err(ConfigError::ModelFlag(format!(
+            "`loadgen calibrate` measures R(1) with one worker for -n requests, so {flag} does              not apply; give -n (and --levels for the predictions), or use `loadgen run` or              `loadgen sweep` for {flag}"
+        ))),
+        None => Ok(()),
+    }
 }
 
 /// The calibration's model: one worker sending `warmup` requests (if any), then, once they
@@ -293,10 +310,14 @@ fn level_configs(
     for &level in levels {
         let mut run_args = args.run.clone();
         let name = if open {
+            refuse_level_flag(run_args.rate.is_some() || run_args.stages.is_some(), "--rate-levels", "--rate or --stages")?;
             run_args.rate = Some(level);
+            run_args.level_flag = Some(LevelFlag::RateLevels);
             format!("rate-{level}")
         } else {
+            refuse_level_flag(run_args.connections.is_some(), "--levels", "-c")?;
             run_args.connections = Some(level as u32);
+            run_args.level_flag = Some(LevelFlag::Levels);
             format!("level-{:04}", level as u32)
         };
         if configs.iter().any(|(seen, _)| *seen == name) {
@@ -321,6 +342,16 @@ fn level_configs(
         config.metrics_linger = std::time::Duration::ZERO;
     }
     Ok(configs)
+}
+
+/// A sweep's levels are the flag they replace; both given is refused, not one ignored.
+fn refuse_level_flag(given: bool, levels: &str, flag: &str) -> Result<(), ConfigError> {
+    if !given {
+        return Ok(());
+    }
+    Err(ConfigError::ModelFlag(format!(
+        "{levels} gives each level's {flag}, so {flag} itself does not apply to a sweep; drop it"
+    )))
 }
 
 fn summarize(level: f64, run_dir: &Path, summary: &RunSummary) -> Level {
