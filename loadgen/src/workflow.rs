@@ -142,7 +142,7 @@ fn refuse_model_flags(args: &crate::cli::RunArgs) -> Result<(), ConfigError> {
     ];
     match given.iter().find(|(given, _)| *given) {
         Some((_, flag)) => Err(ConfigError::ModelFlag(format!(
-            "`loadgen calibrate` measures R(1) with one worker for -n requests, so {flag} does              not apply; give -n (and --levels for the predictions), or use `loadgen run` or              `loadgen sweep` for {flag}"
+            "`loadgen calibrate` measures R(1) with one worker for -n requests, so {flag} does not apply; give -n (and --levels for the predictions), or use `loadgen run` or `loadgen sweep` for {flag}"
         ))),
         None => Ok(()),
     }

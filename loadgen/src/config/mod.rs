@@ -255,8 +255,7 @@ mod tests {
     use crate::scenario::schema::{PhaseSpec, PhasedSpec, WorkerCount};
 
     fn run_args(flags: &[&str]) -> RunArgs {
-        use clap::Parser;
-        let cli = crate::cli::Cli::try_parse_from(["loadgen", "run"].iter().chain(flags))
+        let cli = crate::cli::Cli::try_parse_given(["loadgen", "run"].iter().chain(flags))
             .expect("valid flags");
         let crate::cli::Command::Run(args) = cli.command else {
             panic!("not a run")

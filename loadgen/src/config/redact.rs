@@ -119,8 +119,7 @@ mod tests {
 
     #[test]
     fn secrets_are_redacted() {
-        use clap::Parser;
-        let cli = crate::cli::Cli::try_parse_from([
+        let cli = crate::cli::Cli::try_parse_given([
             "loadgen",
             "run",
             "-H",

@@ -300,7 +300,7 @@ mod tests {
             Expected {
                 model: "kind = \"open\"\nrate = 20\nduration = \"2s\"\nmax_in_flight = 7",
                 kind: "open",
-                describe: "open model: 20 req/s for 2s, Uniform arrivals, 40 scheduled, at most 7 in flight",
+                describe: "open model: 20 iterations/s for 2s, Uniform arrivals, 40 iterations of 3 requests scheduled, at most 7 in flight",
                 labels: &["main"],
                 extent: Limit::Duration(Duration::from_secs(2)),
                 workers: 7,
