@@ -41,7 +41,7 @@ impl Cli {
                 Command::Run(args) => args.given = given,
                 Command::Calibrate(args) => args.run.given = given,
                 Command::Sweep(args) => args.run.given = given,
-                Command::Scenarios(_) => {}
+                Command::Scenarios(_) | Command::Upload(_) => {}
             }
         }
         Ok(cli)

@@ -146,3 +146,16 @@ mod tests {
         assert_eq!(bytes(3 * 1024 * 1024 / 2), "1.5 MiB");
     }
 }
+
+/// A count with thousands separators: `34,562`.
+pub fn thousands(n: u64) -> String {
+    let digits = n.to_string();
+    let mut out = String::new();
+    for (i, c) in digits.chars().enumerate() {
+        if i > 0 && (digits.len() - i) % 3 == 0 {
+            out.push(',');
+        }
+        out.push(c);
+    }
+    out
+}

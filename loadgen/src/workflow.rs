@@ -13,6 +13,7 @@ use serde::Serialize;
 
 use crate::cli::{CalibrateArgs, LevelFlag, SweepArgs};
 use crate::config::{ConfigError, Output, RunConfig};
+use crate::report::thresholds::{self, ThresholdResult};
 use crate::report::{write_json_atomically, RunSummary};
 use crate::runner::{run, run_with, RunError, RunJsonExtra};
 use crate::scenario::schema::{ModelSpec, PhaseSpec, PhasedSpec, WorkerCount};
@@ -93,11 +94,34 @@ impl Calibration {
     }
 }
 
+/// What `loadgen calibrate` did: the calibration, its run directory, and its thresholds.
+#[derive(Debug, Clone, Serialize)]
+pub struct Calibrated {
+    pub run_dir: PathBuf,
+    pub calibration: Calibration,
+    /// The scenario's `thresholds` and `--threshold`s, judged on the calibration run.
+    pub thresholds: Vec<ThresholdResult>,
+}
+
+impl Calibrated {
+    /// The console text: the calibration table and the Thresholds block.
+    pub fn render(&self) -> String {
+        let judged = [("calibration".to_string(), &self.thresholds[..])];
+        self.calibration.render(&self.run_dir) + &thresholds::block(&judged)
+    }
+
+    /// 99 when a threshold was crossed, else 0 (the caller adds the stop reason's).
+    pub fn exit_code(&self) -> i32 {
+        if thresholds::crossed(&self.thresholds) {
+            thresholds::EXIT_CODE
+        } else {
+            0
+        }
+    }
+}
+
 /// Runs a calibration; its run.json says `kind: calibration` and carries the result.
-pub async fn calibrate(
-    args: &CalibrateArgs,
-    stop: StopSignal,
-) -> Result<(Calibration, PathBuf), RunError> {
+pub async fn calibrate(args: &CalibrateArgs, stop: StopSignal) -> Result<Calibrated, RunError> {
     refuse_model_flags(&args.run)?;
     let mut run_args = args.run.clone();
     let requests = run_args.requests.take().unwrap_or(1000);
@@ -124,8 +148,11 @@ pub async fn calibrate(
     });
     let outcome = run_with(config, stop.clone(), Some(extra)).await?;
     outcome.linger_metrics(&stop).await;
-    let calibration = Calibration::of(&outcome.summary, &args.levels);
-    Ok((calibration, outcome.run_dir))
+    Ok(Calibrated {
+        calibration: Calibration::of(&outcome.summary, &args.levels),
+        run_dir: outcome.run_dir,
+        thresholds: outcome.thresholds,
+    })
 }
 
 /// A calibration runs one worker for `-n` measured requests (its model is the point): the
@@ -188,6 +215,9 @@ pub struct Level {
     pub n_eff: f64,
     /// N / R(1), for closed-model levels when R(1) is known.
     pub predicted_rps: Option<f64>,
+    /// The thresholds judged on this level's run (absent when none were given).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub thresholds: Vec<ThresholdResult>,
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -196,9 +226,31 @@ pub struct Sweep {
     pub model: &'static str,
     pub calibration_r1_ns: Option<f64>,
     pub levels: Vec<Level>,
+    /// False when a level crossed a threshold (absent when none were given).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub thresholds_passed: Option<bool>,
 }
 
 impl Sweep {
+    /// 99 when a level crossed a threshold, else 0 (the caller adds the stop reason's).
+    pub fn exit_code(&self) -> i32 {
+        match self.thresholds_passed {
+            Some(false) => thresholds::EXIT_CODE,
+            _ => 0,
+        }
+    }
+
+    /// The Thresholds block: each level's judgement, and which levels crossed.
+    pub fn render_thresholds(&self) -> String {
+        let unit = if self.model == "open" { "rate" } else { "N" };
+        let judged: Vec<(String, &[ThresholdResult])> = self
+            .levels
+            .iter()
+            .map(|l| (format!("{unit} = {}", l.level), &l.thresholds[..]))
+            .collect();
+        thresholds::block(&judged)
+    }
+
     pub fn render(&self) -> String {
         let unit = if self.model == "open" { "rate" } else { "N" };
         let mut out = format!(
@@ -269,7 +321,8 @@ pub async fn sweep(args: &SweepArgs, stop: StopSignal) -> Result<(Sweep, PathBuf
         drop(last_metrics.take());
         let outcome = run(config, stop.child()).await?;
         last_metrics = outcome.metrics.clone();
-        let level_result = summarize(level, &outcome.run_dir, &outcome.summary);
+        let mut level_result = summarize(level, &outcome.run_dir, &outcome.summary);
+        level_result.thresholds = outcome.thresholds;
         if !open && level == 1.0 && calibration_r1_ns.is_none() {
             calibration_r1_ns = Some(level_result.mean_latency_ns);
         }
@@ -284,10 +337,13 @@ pub async fn sweep(args: &SweepArgs, stop: StopSignal) -> Result<(Sweep, PathBuf
             _ => None,
         };
     }
+    let judged = results.iter().any(|l| !l.thresholds.is_empty());
     let sweep = Sweep {
         kind: "sweep",
         model: if open { "open" } else { "closed" },
         calibration_r1_ns,
+        thresholds_passed: judged
+            .then(|| results.iter().all(|l| !thresholds::crossed(&l.thresholds))),
         levels: results,
     };
     let path = dir.join("sweep.json");
@@ -368,6 +424,7 @@ fn summarize(level: f64, run_dir: &Path, summary: &RunSummary) -> Level {
         p99_latency_ns: latency.map_or(0, |l| l.p99_ns),
         n_eff: summary.throughput_rps * mean / 1e9,
         predicted_rps: None,
+        thresholds: Vec::new(),
     }
 }
 

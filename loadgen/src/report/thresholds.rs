@@ -317,6 +317,36 @@ pub fn console_line(results: &[ThresholdResult]) -> String {
     }
 }
 
+/// True when any threshold was crossed.
+pub fn crossed(results: &[ThresholdResult]) -> bool {
+    results.iter().any(|r| !r.passed)
+}
+
+/// The Thresholds block of a workflow that judged several runs (a sweep's levels, a
+/// calibration): one line per run, then which crossed; empty when no threshold was given.
+pub fn block(runs: &[(String, &[ThresholdResult])]) -> String {
+    if runs.iter().all(|(_, results)| results.is_empty()) {
+        return String::new();
+    }
+    let mut out = String::from("\n  Thresholds\n");
+    for (name, results) in runs {
+        out += &format!("    {name:<14} {}\n", console_line(results));
+    }
+    let failing: Vec<&str> = runs
+        .iter()
+        .filter(|(_, results)| crossed(results))
+        .map(|(name, _)| name.as_str())
+        .collect();
+    out += &match failing.len() {
+        0 => "    all passed\n".to_string(),
+        _ => format!(
+            "    CROSSED at {} (exit code {EXIT_CODE})\n",
+            failing.join(", ")
+        ),
+    };
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
