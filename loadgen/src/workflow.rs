@@ -366,7 +366,11 @@ fn level_configs(
     for &level in levels {
         let mut run_args = args.run.clone();
         let name = if open {
-            refuse_level_flag(run_args.rate.is_some() || run_args.stages.is_some(), "--rate-levels", "--rate or --stages")?;
+            refuse_level_flag(
+                run_args.rate.is_some() || run_args.stages.is_some(),
+                "--rate-levels",
+                "--rate or --stages",
+            )?;
             run_args.rate = Some(level);
             run_args.level_flag = Some(LevelFlag::RateLevels);
             format!("rate-{level}")

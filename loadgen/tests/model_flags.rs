@@ -44,7 +44,10 @@ const FLAGS: [(&str, &[&str]); 10] = [
     ("-d", &["-d", "300ms"]),
     ("-n", &["-n", "5"]),
     ("--think-time", &["--think-time", "10ms"]),
-    ("--streams-per-connection", &["--http2", "--streams-per-connection", "2"]),
+    (
+        "--streams-per-connection",
+        &["--http2", "--streams-per-connection", "2"],
+    ),
 ];
 
 /// What a flag does to a kind: applied (checked on run.json) or refused.
@@ -139,11 +142,20 @@ fn scenario_file(dir: &Path, kind: &str, model: &str) -> String {
 }
 
 /// Runs one cell; `Err` says what went wrong.
-fn cell(url: &str, dir: &Path, kind: &str, scenario: Option<&str>, flag: &str) -> Result<(), String> {
+fn cell(
+    url: &str,
+    dir: &Path,
+    kind: &str,
+    scenario: Option<&str>,
+    flag: &str,
+) -> Result<(), String> {
     let given = FLAGS.iter().find(|(name, _)| *name == flag).unwrap().1;
     let out = dir.join(format!("{kind}{flag}"));
     let mut command = loadgen_bin();
-    command.arg("run").args(scenario).args(["--url", url, "--no-progress"]);
+    command
+        .arg("run")
+        .args(scenario)
+        .args(["--url", url, "--no-progress"]);
     command.args(given).arg("--out").arg(&out);
     // A quick run lasts 10 s unless told otherwise: shorten it where the flag leaves room.
     let shortened = ["-d", "-n", "--stages"].iter().all(|f| !given.contains(f));
@@ -157,7 +169,9 @@ fn cell(url: &str, dir: &Path, kind: &str, scenario: Option<&str>, flag: &str) -
         Expect::Refused => {
             let error: Vec<&str> = stderr.lines().filter(|l| l.starts_with("error:")).collect();
             if code != Some(2) || error.len() != 1 || !error[0].contains(flag) {
-                return Err(format!("expected a refusal naming {flag}, got {code:?}: {stderr}"));
+                return Err(format!(
+                    "expected a refusal naming {flag}, got {code:?}: {stderr}"
+                ));
             }
             if out.exists() {
                 return Err("a refused run left a directory behind".into());
@@ -196,7 +210,10 @@ fn every_model_flag_is_applied_or_refused_under_every_model() {
                 })
             })
             .collect();
-        handles.into_iter().flat_map(|h| h.join().unwrap()).collect()
+        handles
+            .into_iter()
+            .flat_map(|h| h.join().unwrap())
+            .collect()
     });
     assert!(failures.is_empty(), "{}", failures.join("\n"));
 }
@@ -229,21 +246,51 @@ fn set_model_kind_works_for_every_kind() {
         ("open", &["--rate", "20", "-d", "300ms"]),
         (
             "thread-groups",
-            &["--set", "model.groups=1", "--set", "model.group_size=2", "--set", "model.delay=0s", "--set", "model.iterations=2"],
+            &[
+                "--set",
+                "model.groups=1",
+                "--set",
+                "model.group_size=2",
+                "--set",
+                "model.delay=0s",
+                "--set",
+                "model.iterations=2",
+            ],
         ),
         (
             "producer-buffer",
-            &["--set", "model.total=6", "--set", "model.initial_workers=1", "--set", "model.requests_per_worker=3", "--set", "model.max_workers=2"],
+            &[
+                "--set",
+                "model.total=6",
+                "--set",
+                "model.initial_workers=1",
+                "--set",
+                "model.requests_per_worker=3",
+                "--set",
+                "model.max_workers=2",
+            ],
         ),
         (
             "phased",
-            &["--set", "model.max_workers=2", "--set", "model.phases=[{ name = \"p\", workers = 2, requests_per_worker = 2 }]"],
+            &[
+                "--set",
+                "model.max_workers=2",
+                "--set",
+                "model.phases=[{ name = \"p\", workers = 2, requests_per_worker = 2 }]",
+            ],
         ),
     ];
     for (kind, flags) in cases {
         let out = dir.path().join(kind);
         let output = loadgen_bin()
-            .args(["run", "--scenario", "albums", "--url", &server.url(""), "--no-progress"])
+            .args([
+                "run",
+                "--scenario",
+                "albums",
+                "--url",
+                &server.url(""),
+                "--no-progress",
+            ])
             .args(["--set", &format!("model.kind={kind}")])
             .args(flags)
             .arg("--out")
@@ -267,7 +314,14 @@ fn sweep_levels_follow_the_model_rules() {
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("sweep");
     let output = loadgen_bin()
-        .args(["sweep", "--scenario", "twinder", "--url", &server.url(""), "--no-progress"])
+        .args([
+            "sweep",
+            "--scenario",
+            "twinder",
+            "--url",
+            &server.url(""),
+            "--no-progress",
+        ])
         .args(["--rate-levels", "20,40", "-d", "300ms", "--out"])
         .arg(&out)
         .output()
@@ -277,21 +331,35 @@ fn sweep_levels_follow_the_model_rules() {
     for (level, rate) in [("rate-20", 20.0), ("rate-40", 40.0)] {
         let doc = run_json(&out.join(level));
         assert_eq!(doc["config"]["model"], "open", "{level}");
-        assert_eq!(doc["config"]["definition"]["model"]["rate"], rate, "{level}");
+        assert_eq!(
+            doc["config"]["definition"]["model"]["rate"], rate,
+            "{level}"
+        );
         has_note(&doc, "instead of its closed model").unwrap();
         // 300 ms at the rate: nothing like the closed model's thousands per second.
         let requests = doc["summary"]["requests"].as_f64().unwrap();
         assert!((requests - rate * 0.3).abs() <= 1.0, "{level}: {requests}");
     }
     let output = loadgen_bin()
-        .args(["sweep", "--scenario", "albums", "--levels", "1,2", "--url", &server.url("")])
+        .args([
+            "sweep",
+            "--scenario",
+            "albums",
+            "--levels",
+            "1,2",
+            "--url",
+            &server.url(""),
+        ])
         .arg("--out")
         .arg(dir.path().join("refused"))
         .output()
         .unwrap();
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert_eq!(output.status.code(), Some(2), "{stderr}");
-    assert!(stderr.contains("--levels") && stderr.contains("--set model.kind=closed"), "{stderr}");
+    assert!(
+        stderr.contains("--levels") && stderr.contains("--set model.kind=closed"),
+        "{stderr}"
+    );
 }
 
 /// A schedule that sends nothing is refused before the run, not a run of no rows exiting 0.
@@ -303,5 +371,72 @@ fn a_schedule_that_sends_nothing_is_refused() {
         .unwrap();
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert_eq!(output.status.code(), Some(2), "{stderr}");
-    assert!(stderr.contains("sends no request") && stderr.contains("--rate"), "{stderr}");
+    assert!(
+        stderr.contains("sends no request") && stderr.contains("--rate"),
+        "{stderr}"
+    );
+}
+
+/// Issue 26: `requests = 2001` over POST-then-GET stopped workers between the two (1,002
+/// POSTs, 998 GETs), leaving orphans. `-n` now counts whole iterations, rounded up, and the
+/// console says so.
+#[test]
+fn a_request_count_never_splits_an_iteration() {
+    let server = ServerOnRuntime::start(ServerConfig::default());
+    let dir = tempfile::tempdir().unwrap();
+    let scenario = scenario_file(dir.path(), "pair", "kind = \"closed\"\nworkers = 7");
+    let out = dir.path().join("run");
+    let output = loadgen_bin()
+        .args([
+            "run",
+            &scenario,
+            "--url",
+            &server.url(""),
+            "--no-progress",
+            "-n",
+            "2001",
+        ])
+        .arg("--out")
+        .arg(&out)
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert_eq!(output.status.code(), Some(0), "{stdout}");
+    assert!(
+        stdout.contains("-n 2001 is rounded up to 2002 requests: 1001 whole iterations"),
+        "{stdout}"
+    );
+    let rows = common::read_rows(&out);
+    let count = |op: &str| rows.iter().filter(|r| r.op == op).count();
+    assert_eq!((count("a"), count("b")), (1001, 1001));
+}
+
+/// Issue 26: a run where every request failed showed only `failed (http_status 34562)`; the
+/// status codes are on the console and in run.json.
+#[test]
+fn failures_are_shown_by_status_code() {
+    let server = ServerOnRuntime::start(ServerConfig::default());
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("run");
+    let output = loadgen_bin()
+        .args([
+            "run",
+            "--url",
+            &server.url("/no/such/path"),
+            "-c",
+            "2",
+            "-n",
+            "20",
+        ])
+        .args(["--no-progress", "--out"])
+        .arg(&out)
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert_eq!(output.status.code(), Some(0), "{stdout}");
+    assert!(
+        stdout.contains("20 failed (http_status: 404 × 20)"),
+        "{stdout}"
+    );
+    assert_eq!(run_json(&out)["summary"]["failed_statuses"]["404"], 20);
 }

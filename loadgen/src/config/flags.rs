@@ -201,7 +201,11 @@ fn shape_model(
     let flags = ModelFlags::from_args(args, connection.streams_per_connection)?;
     let mut applied = model_flags::apply(&mut scenario.model, &flags, from_scenario)?;
     let len = scenario.sequence.len();
-    let what = if args.requests.is_some() { "-n" } else { "model.requests" };
+    let what = if args.requests.is_some() {
+        "-n"
+    } else {
+        "model.requests"
+    };
     if let ModelSpec::Closed(ClosedSpec {
         requests: Some(n), ..
     }) = &mut scenario.model

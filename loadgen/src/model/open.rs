@@ -77,7 +77,11 @@ impl OpenPlan {
     /// The stages in words: `20 req/s for 2s`, `0→100 iterations/s over 30s, then …` (an
     /// arrival is an iteration when the plan is chained).
     pub fn describe_schedule(&self) -> String {
-        let unit = if self.chained { "iterations/s" } else { "req/s" };
+        let unit = if self.chained {
+            "iterations/s"
+        } else {
+            "req/s"
+        };
         let stages: Vec<String> = self
             .stages
             .iter()

@@ -388,13 +388,20 @@ mod tests {
             assert_eq!(t.op.as_deref(), case["op"].as_str(), "{expr}");
             assert_eq!(comparison, case["comparison"], "{expr}");
             let limit = case["limit"].as_f64().unwrap();
-            assert!((t.limit - limit).abs() <= 1e-9 * limit.max(1.0), "{expr}: {}", t.limit);
+            assert!(
+                (t.limit - limit).abs() <= 1e-9 * limit.max(1.0),
+                "{expr}: {}",
+                t.limit
+            );
             assert_eq!(t.metric.unit(), case["unit"], "{expr}");
         }
         for case in vectors["invalid"].as_array().unwrap() {
             let expr = case["expr"].as_str().unwrap();
             let error = expr.parse::<Threshold>().unwrap_err();
-            assert!(error.contains(case["error"].as_str().unwrap()), "{expr}: {error}");
+            assert!(
+                error.contains(case["error"].as_str().unwrap()),
+                "{expr}: {error}"
+            );
             assert!(error.contains("p99<50ms"), "{expr}: {error}");
         }
     }
@@ -406,7 +413,10 @@ mod tests {
             match (parse_proportion(text), case["value"].as_f64()) {
                 (Ok(value), Some(want)) => assert!((value - want).abs() < 1e-12, "{text}"),
                 (Err(error), None) => {
-                    assert!(error.contains(case["error"].as_str().unwrap()), "{text}: {error}")
+                    assert!(
+                        error.contains(case["error"].as_str().unwrap()),
+                        "{text}: {error}"
+                    )
                 }
                 (got, _) => panic!("{text}: {got:?}"),
             }

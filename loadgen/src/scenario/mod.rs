@@ -150,8 +150,7 @@ pub fn apply_set(table: &mut toml::Table, set: &str) -> Result<(), String> {
         ));
     }
     let value = set_value(set, raw.trim())?;
-    if keys == ["model", "kind"] && table.get("model").and_then(|m| m.get("kind")) != Some(&value)
-    {
+    if keys == ["model", "kind"] && table.get("model").and_then(|m| m.get("kind")) != Some(&value) {
         table.insert("model".to_string(), toml::Value::Table(toml::Table::new()));
     }
     let (last, parents) = keys.split_last().expect("at least one key");
