@@ -435,7 +435,7 @@ fn failures_are_shown_by_status_code() {
     let stdout = String::from_utf8_lossy(&output.stdout);
     assert_eq!(output.status.code(), Some(0), "{stdout}");
     assert!(
-        stdout.contains("20 failed (http_status: 404 × 20)"),
+        stdout.contains("20 failed (http_status 20: 404 × 20)"),
         "{stdout}"
     );
     assert_eq!(run_json(&out)["summary"]["failed_statuses"]["404"], 20);
