@@ -35,12 +35,12 @@ impl Cli {
         let matches = Self::command().try_get_matches_from(args)?;
         let mut cli =
             Self::from_arg_matches(&matches).map_err(|e| e.format(&mut Self::command()))?;
+        // Only the commands with `RunArgs` have these ids (clap panics on an unknown one).
         if let Some((_, sub)) = matches.subcommand() {
-            let given = Given::from_matches(sub);
             match &mut cli.command {
-                Command::Run(args) => args.given = given,
-                Command::Calibrate(args) => args.run.given = given,
-                Command::Sweep(args) => args.run.given = given,
+                Command::Run(args) => args.given = Given::from_matches(sub),
+                Command::Calibrate(args) => args.run.given = Given::from_matches(sub),
+                Command::Sweep(args) => args.run.given = Given::from_matches(sub),
                 Command::Scenarios(_) | Command::Upload(_) => {}
             }
         }
