@@ -834,7 +834,10 @@ async fn duration_caps_every_model() {
         // The open model's `-d` is its schedule's duration (issue 26): the run completes it.
         let (reason, reason_text) = match kind {
             "open" => (loadgen::stop::ExitReason::Completed, "completed"),
-            _ => (loadgen::stop::ExitReason::DurationElapsed, "duration_elapsed"),
+            _ => (
+                loadgen::stop::ExitReason::DurationElapsed,
+                "duration_elapsed",
+            ),
         };
         assert_eq!(outcome.exit_reason, reason, "{kind}");
         assert_eq!(outcome.run_json["exit_reason"], reason_text, "{kind}");

@@ -207,7 +207,7 @@ impl SequenceSource {
         let len = self.sequence.len() as u64;
         // Quotas and budgets are checked where an iteration starts, so a worker never stops
         // between the steps of its sequence (a POST without the GET that reads it back).
-        if self.sent % len == 0 {
+        if self.sent.is_multiple_of(len) {
             if self.quota.is_some_and(|q| self.sent >= q) {
                 return None;
             }
