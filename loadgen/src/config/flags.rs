@@ -214,6 +214,14 @@ fn shape_model(
         *n = rounded;
         applied.notes.extend(note);
     }
+    if matches!(scenario.model, ModelSpec::Open(_)) && scenario.defaults.think_time.is_some() {
+        // The open model paces by arrivals: a think time would be silently meaningless.
+        applied.notes.push(
+            "the open model paces sends by the arrival rate: the scenario's \
+             defaults.think_time is not used"
+                .to_string(),
+        );
+    }
     if let Some(cap) = &mut applied.request_cap {
         let (rounded, note) = model_flags::whole_iterations(*cap, len, "-n");
         *cap = rounded;
