@@ -111,7 +111,13 @@ def _parser() -> argparse.ArgumentParser:
         "Law, USL and bottleneck attribution, and a regression gate for CI.",
     )
     sub = parser.add_subparsers(dest="command", required=True)
+    _add_summary(sub)
+    _add_explain_and_report(sub)
+    _add_compare(sub)
+    return parser
 
+
+def _add_summary(sub: Any) -> None:
     summary = sub.add_parser(
         "summary",
         help="print the per-op summary of runs; --threshold judges them (exit 99 when crossed)",
@@ -132,6 +138,8 @@ def _parser() -> argparse.ArgumentParser:
         "'throughput>30000/s' (repeatable); exit 99 when a run crosses one",
     )
 
+
+def _add_explain_and_report(sub: Any) -> None:
     explain = sub.add_parser(
         "explain",
         help="print where throughput stopped: the verdict and each check's evidence",
@@ -167,6 +175,8 @@ def _parser() -> argparse.ArgumentParser:
         help="client's network link capacity, e.g. 1Gbit, for the network check",
     )
 
+
+def _add_compare(sub: Any) -> None:
     compare = sub.add_parser(
         "compare",
         help="regression gate: candidate vs baseline per op; exit 1 when a limit is exceeded",
@@ -210,7 +220,6 @@ def _parser() -> argparse.ArgumentParser:
     )
     compare.add_argument("--json", action="store_true", help="print JSON instead of a table")
     compare.add_argument("--html", type=Path, metavar="FILE", help="also write an HTML report")
-    return parser
 
 
 def _show_warning(message: Warning | str, *_: object, **__: object) -> None:
