@@ -440,3 +440,29 @@ fn failures_are_shown_by_status_code() {
     );
     assert_eq!(run_json(&out)["summary"]["failed_statuses"]["404"], 20);
 }
+
+/// `-n` as a cap is split over shards by whole iterations: together they send the cap.
+#[test]
+fn a_request_cap_is_shared_by_the_shards() {
+    let server = ServerOnRuntime::start(ServerConfig::default());
+    let dir = tempfile::tempdir().unwrap();
+    let model =
+        "kind = \"thread-groups\"\ngroups = 2\ngroup_size = 2\ndelay = \"0s\"\niterations = 100";
+    let scenario = scenario_file(dir.path(), "groups", model);
+    let mut total = 0;
+    for shard in ["0/2", "1/2"] {
+        let out = dir.path().join(shard.replace('/', "-"));
+        let output = loadgen_bin()
+            .args(["run", &scenario, "--url", &server.url(""), "--no-progress"])
+            .args(["-n", "101", "--shard", shard, "--out"])
+            .arg(&out)
+            .output()
+            .unwrap();
+        assert_eq!(output.status.code(), Some(0), "{shard}");
+        total += run_json(&out)["summary"]["requests"].as_u64().unwrap();
+    }
+    assert_eq!(
+        total, 102,
+        "51 whole iterations of 2 requests over both shards"
+    );
+}

@@ -197,6 +197,9 @@ impl RunConfig {
             true => compiled.model,
             false => shard.slice(&compiled.model).map_err(ConfigError::Shard)?,
         };
+        let request_cap = applied
+            .request_cap
+            .map(|n| shard_cap(&shard, n, model.sequence().len()));
         let thresholds = validate::thresholds(
             scenario.thresholds.iter().chain(&args.thresholds),
             &compiled.workload.labels(),
@@ -227,7 +230,7 @@ impl RunConfig {
             shard,
             start_at_unix_ns,
             duration_cap: applied.duration_cap,
-            request_cap: applied.request_cap,
+            request_cap,
             notes: applied.notes,
             link_capacity_bps: args.link_capacity,
             thresholds,
@@ -246,6 +249,13 @@ impl RunConfig {
     pub fn duration_limit(&self) -> Option<Duration> {
         self.model.plan().time_limit().or(self.duration_cap)
     }
+}
+
+/// A shard's share of a `-n` cap of `requests` (whole iterations of `len` requests): its
+/// share of the iterations, so the shards together send the cap.
+fn shard_cap(shard: &crate::shard::Shard, requests: u64, len: usize) -> u64 {
+    let len = len.max(1) as u64;
+    shard.share(requests.div_ceil(len)) * len
 }
 
 #[cfg(test)]
