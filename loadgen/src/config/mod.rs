@@ -199,7 +199,7 @@ impl RunConfig {
         };
         let request_cap = applied
             .request_cap
-            .map(|n| shard_cap(&shard, n, model.sequence().len()));
+            .map(|n| shard_cap(&shard, n, model.plan().sequence().len()));
         let thresholds = validate::thresholds(
             scenario.thresholds.iter().chain(&args.thresholds),
             &compiled.workload.labels(),
