@@ -3,7 +3,6 @@
 
 use std::process::ExitCode;
 
-use clap::Parser;
 use loadgen::cli::{Cli, Command, ScenariosAction};
 use loadgen::config::RunConfig;
 use loadgen::stop::{ExitReason, StopSignal};
@@ -24,7 +23,7 @@ fn emit_json(value: &impl serde::Serialize) {
 }
 
 fn main() -> ExitCode {
-    let cli = Cli::parse();
+    let cli = Cli::try_parse_given(std::env::args_os()).unwrap_or_else(|e| e.exit());
     let code = match cli.command {
         Command::Run(args) => run(&args),
         Command::Calibrate(args) => calibrate(&args),
@@ -100,14 +99,13 @@ fn calibrate(args: &loadgen::cli::CalibrateArgs) -> i32 {
     with_runtime(|stop| async move {
         let args = &args;
         match loadgen::workflow::calibrate(args, stop.clone()).await {
-            Ok((calibration, run_dir)) => {
+            Ok(calibrated) => {
                 if json {
-                    let doc = serde_json::json!({ "run_dir": run_dir, "calibration": calibration });
-                    emit_json(&doc);
+                    emit_json(&calibrated);
                 } else {
-                    emit(&calibration.render(&run_dir));
+                    emit(&calibrated.render());
                 }
-                stop.reason().map_or(0, ExitReason::exit_code)
+                workflow_exit_code(&stop, calibrated.exit_code())
             }
             Err(e) => fail(&e),
         }
@@ -132,8 +130,9 @@ fn sweep(args: &loadgen::cli::SweepArgs) -> i32 {
                     ));
                     emit(&sweep.render());
                     emit("\n  N_eff = X · mean R (Little's Law); predicted = N / R(1), an upper bound.\n");
+                    emit(&sweep.render_thresholds());
                 }
-                stop.reason().map_or(0, ExitReason::exit_code)
+                workflow_exit_code(&stop, sweep.exit_code())
             }
             Err(e) => fail(&e),
         }
@@ -171,6 +170,15 @@ fn upload(args: &loadgen::cli::UploadArgs) -> i32 {
             Err(e) => fail(&e.into()),
         }
     })
+}
+
+/// A workflow's exit code: the stop reason's (Ctrl-C, SIGTERM) when it was stopped, else its
+/// thresholds' (0, or 99 when one was crossed).
+fn workflow_exit_code(stop: &StopSignal, thresholds: i32) -> i32 {
+    match stop.reason().map_or(0, ExitReason::exit_code) {
+        0 => thresholds,
+        code => code,
+    }
 }
 
 /// `loadgen scenarios [show NAME]`.

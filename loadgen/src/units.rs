@@ -109,6 +109,19 @@ pub fn parse_size(text: &str) -> Option<usize> {
     (bytes.is_finite() && bytes >= 0.0 && bytes < usize::MAX as f64).then(|| bytes.round() as usize)
 }
 
+/// A count with thousands separators: `34,562`.
+pub fn thousands(n: u64) -> String {
+    let digits = n.to_string();
+    let mut out = String::new();
+    for (i, c) in digits.chars().enumerate() {
+        if i > 0 && (digits.len() - i).is_multiple_of(3) {
+            out.push(',');
+        }
+        out.push(c);
+    }
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

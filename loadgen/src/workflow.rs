@@ -11,8 +11,9 @@ use std::path::{Path, PathBuf};
 
 use serde::Serialize;
 
-use crate::cli::{CalibrateArgs, SweepArgs};
+use crate::cli::{CalibrateArgs, LevelFlag, SweepArgs};
 use crate::config::{ConfigError, Output, RunConfig};
+use crate::report::thresholds::{self, ThresholdResult};
 use crate::report::{write_json_atomically, RunSummary};
 use crate::runner::{run, run_with, RunError, RunJsonExtra};
 use crate::scenario::schema::{ModelSpec, PhaseSpec, PhasedSpec, WorkerCount};
@@ -93,11 +94,35 @@ impl Calibration {
     }
 }
 
+/// What `loadgen calibrate` did: the calibration, its run directory, and its thresholds.
+#[derive(Debug, Clone, Serialize)]
+pub struct Calibrated {
+    pub run_dir: PathBuf,
+    pub calibration: Calibration,
+    /// The scenario's `thresholds` and `--threshold`s, judged on the calibration run.
+    pub thresholds: Vec<ThresholdResult>,
+}
+
+impl Calibrated {
+    /// The console text: the calibration table and the Thresholds block.
+    pub fn render(&self) -> String {
+        let judged = [("calibration".to_string(), &self.thresholds[..])];
+        self.calibration.render(&self.run_dir) + &thresholds::block(&judged)
+    }
+
+    /// 99 when a threshold was crossed, else 0 (the caller adds the stop reason's).
+    pub fn exit_code(&self) -> i32 {
+        if thresholds::crossed(&self.thresholds) {
+            thresholds::EXIT_CODE
+        } else {
+            0
+        }
+    }
+}
+
 /// Runs a calibration; its run.json says `kind: calibration` and carries the result.
-pub async fn calibrate(
-    args: &CalibrateArgs,
-    stop: StopSignal,
-) -> Result<(Calibration, PathBuf), RunError> {
+pub async fn calibrate(args: &CalibrateArgs, stop: StopSignal) -> Result<Calibrated, RunError> {
+    refuse_model_flags(&args.run)?;
     let mut run_args = args.run.clone();
     let requests = run_args.requests.take().unwrap_or(1000);
     if requests == 0 {
@@ -106,10 +131,6 @@ pub async fn calibrate(
         }
         .into());
     }
-    run_args.duration = None;
-    run_args.connections = None;
-    run_args.rate = None;
-    run_args.stages = None;
     // What runs, and what run.json records, is this spec: one worker, warm-up then the
     // measured requests, compiled like any scenario's model.
     let config = RunConfig::with_model(&run_args, calibration_model(args.warmup, requests))?;
@@ -127,8 +148,31 @@ pub async fn calibrate(
     });
     let outcome = run_with(config, stop.clone(), Some(extra)).await?;
     outcome.linger_metrics(&stop).await;
-    let calibration = Calibration::of(&outcome.summary, &args.levels);
-    Ok((calibration, outcome.run_dir))
+    Ok(Calibrated {
+        calibration: Calibration::of(&outcome.summary, &args.levels),
+        run_dir: outcome.run_dir,
+        thresholds: outcome.thresholds,
+    })
+}
+
+/// A calibration runs one worker for `-n` measured requests (its model is the point): the
+/// other model flags would change what R(1) means, so they are refused, not ignored.
+fn refuse_model_flags(args: &crate::cli::RunArgs) -> Result<(), ConfigError> {
+    let given = [
+        (args.connections.is_some(), "-c"),
+        (args.duration.is_some(), "-d"),
+        (args.rate.is_some(), "--rate"),
+        (args.stages.is_some(), "--stages"),
+        (args.given.arrivals, "--arrivals"),
+        (args.max_in_flight.is_some(), "--max-in-flight"),
+        (args.given.max_lateness, "--max-lateness"),
+    ];
+    match given.iter().find(|(given, _)| *given) {
+        Some((_, flag)) => Err(ConfigError::ModelFlag(format!(
+            "`loadgen calibrate` measures R(1) with one worker for -n requests, so {flag} does not apply; give -n (and --levels for the predictions), or use `loadgen run` or `loadgen sweep` for {flag}"
+        ))),
+        None => Ok(()),
+    }
 }
 
 /// The calibration's model: one worker sending `warmup` requests (if any), then, once they
@@ -171,6 +215,9 @@ pub struct Level {
     pub n_eff: f64,
     /// N / R(1), for closed-model levels when R(1) is known.
     pub predicted_rps: Option<f64>,
+    /// The thresholds judged on this level's run (absent when none were given).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub thresholds: Vec<ThresholdResult>,
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -179,9 +226,31 @@ pub struct Sweep {
     pub model: &'static str,
     pub calibration_r1_ns: Option<f64>,
     pub levels: Vec<Level>,
+    /// False when a level crossed a threshold (absent when none were given).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub thresholds_passed: Option<bool>,
 }
 
 impl Sweep {
+    /// 99 when a level crossed a threshold, else 0 (the caller adds the stop reason's).
+    pub fn exit_code(&self) -> i32 {
+        match self.thresholds_passed {
+            Some(false) => thresholds::EXIT_CODE,
+            _ => 0,
+        }
+    }
+
+    /// The Thresholds block: each level's judgement, and which levels crossed.
+    pub fn render_thresholds(&self) -> String {
+        let unit = if self.model == "open" { "rate" } else { "N" };
+        let judged: Vec<(String, &[ThresholdResult])> = self
+            .levels
+            .iter()
+            .map(|l| (format!("{unit} = {}", l.level), &l.thresholds[..]))
+            .collect();
+        thresholds::block(&judged)
+    }
+
     pub fn render(&self) -> String {
         let unit = if self.model == "open" { "rate" } else { "N" };
         let mut out = format!(
@@ -252,7 +321,8 @@ pub async fn sweep(args: &SweepArgs, stop: StopSignal) -> Result<(Sweep, PathBuf
         drop(last_metrics.take());
         let outcome = run(config, stop.child()).await?;
         last_metrics = outcome.metrics.clone();
-        let level_result = summarize(level, &outcome.run_dir, &outcome.summary);
+        let mut level_result = summarize(level, &outcome.run_dir, &outcome.summary);
+        level_result.thresholds = outcome.thresholds;
         if !open && level == 1.0 && calibration_r1_ns.is_none() {
             calibration_r1_ns = Some(level_result.mean_latency_ns);
         }
@@ -267,10 +337,13 @@ pub async fn sweep(args: &SweepArgs, stop: StopSignal) -> Result<(Sweep, PathBuf
             _ => None,
         };
     }
+    let judged = results.iter().any(|l| !l.thresholds.is_empty());
     let sweep = Sweep {
         kind: "sweep",
         model: if open { "open" } else { "closed" },
         calibration_r1_ns,
+        thresholds_passed: judged
+            .then(|| results.iter().all(|l| !thresholds::crossed(&l.thresholds))),
         levels: results,
     };
     let path = dir.join("sweep.json");
@@ -293,10 +366,18 @@ fn level_configs(
     for &level in levels {
         let mut run_args = args.run.clone();
         let name = if open {
+            refuse_level_flag(
+                run_args.rate.is_some() || run_args.stages.is_some(),
+                "--rate-levels",
+                "--rate or --stages",
+            )?;
             run_args.rate = Some(level);
+            run_args.level_flag = Some(LevelFlag::RateLevels);
             format!("rate-{level}")
         } else {
+            refuse_level_flag(run_args.connections.is_some(), "--levels", "-c")?;
             run_args.connections = Some(level as u32);
+            run_args.level_flag = Some(LevelFlag::Levels);
             format!("level-{:04}", level as u32)
         };
         if configs.iter().any(|(seen, _)| *seen == name) {
@@ -323,6 +404,16 @@ fn level_configs(
     Ok(configs)
 }
 
+/// A sweep's levels are the flag they replace; both given is refused, not one ignored.
+fn refuse_level_flag(given: bool, levels: &str, flag: &str) -> Result<(), ConfigError> {
+    if !given {
+        return Ok(());
+    }
+    Err(ConfigError::ModelFlag(format!(
+        "{levels} gives each level's {flag}, so {flag} itself does not apply to a sweep; drop it"
+    )))
+}
+
 fn summarize(level: f64, run_dir: &Path, summary: &RunSummary) -> Level {
     // One phase (`main`) covers every op of a closed or open run.
     let latency = summary.phases.first().and_then(|p| p.latency);
@@ -337,6 +428,7 @@ fn summarize(level: f64, run_dir: &Path, summary: &RunSummary) -> Level {
         p99_latency_ns: latency.map_or(0, |l| l.p99_ns),
         n_eff: summary.throughput_rps * mean / 1e9,
         predicted_rps: None,
+        thresholds: Vec::new(),
     }
 }
 

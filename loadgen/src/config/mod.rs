@@ -12,6 +12,7 @@
 //! `--start-at`, `--stages`, headers); `redact` is what gets recorded, without secrets.
 
 mod flags;
+mod model_flags;
 mod redact;
 mod validate;
 
@@ -58,14 +59,13 @@ pub enum ConfigError {
     UnknownScenario { name: String, known: String },
     #[error("--method and --body describe a single-URL run; with a scenario, set them in its [requests] (or with --set)")]
     QuickOnly,
-    #[error("-c and -n set the closed model; this scenario uses another model, so shape it with --set model.FIELD=VALUE (-d caps any model's run time)")]
-    ClosedOnly,
+    /// A model flag that cannot apply to the model asked for (see `model_flags`).
+    #[error("{0}")]
+    ModelFlag(String),
     #[error("--set changes a scenario; give one (a SCENARIO.toml file or --scenario NAME), or use flags such as -c and -d")]
     SetWithoutScenario,
     #[error("--stages '{0}' is not a list of DURATION:RATE stages; write e.g. --stages 30s:100,60s:1000")]
     Stages(String),
-    #[error("-c and -n belong to the closed model; with --rate or --stages, concurrency is bounded by --max-in-flight and the run lasts -d or the stages")]
-    OpenFlags,
     #[error("{0}")]
     Shard(String),
     #[error("{0}")]
@@ -111,6 +111,12 @@ pub struct RunConfig {
     /// `-d` with a model other than closed (whose duration it sets): the run stops sending
     /// after this long whatever the model, like k6's `maxDuration`.
     pub duration_cap: Option<Duration>,
+    /// `-n` with a thread-groups or phased model: requests for all workers together,
+    /// rounded up to whole iterations.
+    pub request_cap: Option<u64>,
+    /// What the model rules changed that the user may not expect (a scenario's model replaced
+    /// by `--rate`, `-n` rounded up to whole iterations): on the console and in run.json.
+    pub notes: Vec<String>,
     /// `--link-capacity`, in bits per second.
     pub link_capacity_bps: Option<u64>,
     /// The scenario's `thresholds` and `--threshold`s, judged at the end.
@@ -176,7 +182,7 @@ impl RunConfig {
             origin,
             scenario,
             mut compiled,
-            duration_cap,
+            applied,
         } = match flags::scenario_text(args)? {
             Some((origin, text)) => {
                 flags::from_scenario(args, url, origin, &text, &headers, &connection, model)?
@@ -191,6 +197,9 @@ impl RunConfig {
             true => compiled.model,
             false => shard.slice(&compiled.model).map_err(ConfigError::Shard)?,
         };
+        let request_cap = applied
+            .request_cap
+            .map(|n| shard_cap(&shard, n, model.plan().sequence().len()));
         let thresholds = validate::thresholds(
             scenario.thresholds.iter().chain(&args.thresholds),
             &compiled.workload.labels(),
@@ -220,7 +229,9 @@ impl RunConfig {
             connection,
             shard,
             start_at_unix_ns,
-            duration_cap,
+            duration_cap: applied.duration_cap,
+            request_cap,
+            notes: applied.notes,
             link_capacity_bps: args.link_capacity,
             thresholds,
             metrics_addr: args.metrics_addr,
@@ -240,6 +251,13 @@ impl RunConfig {
     }
 }
 
+/// A shard's share of a `-n` cap of `requests` (whole iterations of `len` requests): its
+/// share of the iterations, so the shards together send the cap.
+fn shard_cap(shard: &crate::shard::Shard, requests: u64, len: usize) -> u64 {
+    let len = len.max(1) as u64;
+    shard.share(requests.div_ceil(len)) * len
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -247,8 +265,7 @@ mod tests {
     use crate::scenario::schema::{PhaseSpec, PhasedSpec, WorkerCount};
 
     fn run_args(flags: &[&str]) -> RunArgs {
-        use clap::Parser;
-        let cli = crate::cli::Cli::try_parse_from(["loadgen", "run"].iter().chain(flags))
+        let cli = crate::cli::Cli::try_parse_given(["loadgen", "run"].iter().chain(flags))
             .expect("valid flags");
         let crate::cli::Command::Run(args) = cli.command else {
             panic!("not a run")

@@ -2,6 +2,7 @@
 //! the model a pool of workers sharing one transport configuration, and stop when the model
 //! is done, `-d` has elapsed or a signal came; requests in flight then get `--grace`.
 
+use std::sync::atomic::AtomicU64;
 use std::sync::Arc;
 
 use super::output::RunOutput;
@@ -67,6 +68,9 @@ pub(super) async fn drive(
             config.model.plan().describe(),
             target.url.url
         );
+        for note in &config.notes {
+            eprintln!("note: {note}");
+        }
     }
     let progress = Progress::start(config.progress, config.model.plan().extent(), live.clone());
     let announce = progress.announcer(!config.json);
@@ -79,6 +83,7 @@ pub(super) async fn drive(
         stop: stop.clone(),
         announce,
         fields: config.workload.phase_fields[0].clone(),
+        budget: config.request_cap.map(|n| Arc::new(AtomicU64::new(n))),
     };
     tokio::select! {
         _ = config.model.plan().drive(&mut pool, context) => {}

@@ -142,7 +142,7 @@ pub(super) async fn finish(
         }
         _ => Uploaded::default(),
     };
-    let footer = footer(
+    let mut footer = footer(
         &location,
         &report,
         exit_reason,
@@ -150,6 +150,7 @@ pub(super) async fn finish(
         client.as_ref(),
         &warnings,
     );
+    footer.extend(config.notes.iter().map(|note| ("Note", note.clone())));
     let console = console::render(&summary, &header, &footer);
     Ok(RunOutcome {
         run_dir,

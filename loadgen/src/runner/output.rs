@@ -338,8 +338,7 @@ mod tests {
     use super::*;
 
     fn config(flags: &[&str]) -> RunConfig {
-        use clap::Parser;
-        let cli = crate::cli::Cli::try_parse_from([&["loadgen", "run"], flags].concat()).unwrap();
+        let cli = crate::cli::Cli::try_parse_given([&["loadgen", "run"], flags].concat()).unwrap();
         let crate::cli::Command::Run(args) = cli.command else {
             unreachable!("a run command")
         };

@@ -178,6 +178,19 @@ pub enum ModelSpec {
 
 const MODEL_KINDS: &str = "closed, thread-groups, producer-buffer, phased, open";
 
+impl ModelSpec {
+    /// The model's `kind`, as written in a scenario.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            ModelSpec::Closed(_) => "closed",
+            ModelSpec::ThreadGroups(_) => "thread-groups",
+            ModelSpec::ProducerBuffer(_) => "producer-buffer",
+            ModelSpec::Phased(_) => "phased",
+            ModelSpec::Open(_) => "open",
+        }
+    }
+}
+
 impl<'de> Deserialize<'de> for ModelSpec {
     /// By hand, so that an error inside a model names its field (`groups: invalid type…`);
     /// serde's internally tagged enums lose the field name.
@@ -225,6 +238,8 @@ impl<'de> Deserialize<'de> for ModelSpec {
 #[derive(Debug, Clone, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
 pub struct ClosedSpec {
+    /// 50 when not given, as a quick run's `-c` (so `--set model.kind=closed` runs as is).
+    #[serde(default = "default_workers")]
     pub workers: u32,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub requests: Option<u64>,
@@ -333,6 +348,13 @@ fn default_arrivals() -> crate::model::open::Arrivals {
 }
 
 pub const DEFAULT_MAX_IN_FLIGHT: u32 = 1000;
+
+/// Workers of a closed model that does not say (a quick run without `-c` too).
+pub const DEFAULT_WORKERS: u32 = 50;
+
+fn default_workers() -> u32 {
+    DEFAULT_WORKERS
+}
 
 fn default_max_in_flight() -> u32 {
     DEFAULT_MAX_IN_FLIGHT

@@ -291,16 +291,17 @@ mod tests {
             Expected {
                 model: "kind = \"phased\"\nmax_workers = 10\nphases = [{ name = \"w\", workers = 0.5, requests_per_worker = 3 }, { name = \"p\", workers = 1.0, requests_per_worker = 2 }]",
                 kind: "phased",
-                describe: "phased: w 5×3, p 10×2",
+                // p's 2 requests per worker round up to one whole iteration of a, b, a.
+                describe: "phased: w 5×3, p 10×3",
                 labels: &["w", "p"],
-                extent: Limit::Requests(5 * 3 + 10 * 2),
+                extent: Limit::Requests(5 * 3 + 10 * 3),
                 workers: 15,
                 attempts: 1,
             },
             Expected {
                 model: "kind = \"open\"\nrate = 20\nduration = \"2s\"\nmax_in_flight = 7",
                 kind: "open",
-                describe: "open model: 20 req/s for 2s, Uniform arrivals, 40 scheduled, at most 7 in flight",
+                describe: "open model: 20 iterations/s for 2s, Uniform arrivals, 40 iterations of 3 requests scheduled, at most 7 in flight",
                 labels: &["main"],
                 extent: Limit::Duration(Duration::from_secs(2)),
                 workers: 7,
