@@ -23,6 +23,16 @@ cargo clippy --workspace --all-targets --locked -- -D warnings
 step "cargo doc (warnings are errors)"
 RUSTDOCFLAGS="-D warnings" cargo doc --workspace --no-deps --locked
 
+step "Prometheus (loadgen/tests/prometheus.rs scrapes a real run with it)"
+if command -v prometheus >/dev/null 2>&1; then
+  echo "found $(command -v prometheus)"
+elif command -v apt-get >/dev/null 2>&1 && [ "$(id -u)" = 0 ]; then
+  (apt-get update -qq && apt-get install -y -qq prometheus >/dev/null) \
+    || echo "could not install Debian's prometheus package: that test will say it skipped"
+else
+  echo "prometheus is missing and needs apt-get as root to install: that test will say it skipped"
+fi
+
 step "cargo test"
 cargo test --workspace --locked
 

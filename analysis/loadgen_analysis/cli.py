@@ -17,34 +17,55 @@ import os
 import re
 import sys
 import warnings
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import NoReturn
+from typing import Any, NoReturn
 
 from .errors import RunLoadError
 from .io.load import load_runs
 from .io.run import Run
+from .thresholds import (
+    EXIT_THRESHOLD,
+    Threshold,
+    console_block,
+    judge,
+    parse_increase,
+    parse_proportion,
+    parse_threshold,
+)
 
+#: One exit-code table for loadgen and loadgen-analyze (README, "When things go wrong").
 EXIT_OK = 0
 EXIT_REGRESSION = 1
 EXIT_BAD_INPUT = 2
 
 
-def parse_fraction(text: str) -> float | None:
-    """``10%`` or ``10`` → 0.10; ``off``/``none`` → None (no limit)."""
-    value = text.strip().lower()
-    if value in ("off", "none"):
-        return None
-    value = value.removesuffix("%").strip()
+def _limit_parser(kind: str) -> Callable[[str], float | None]:
+    """An argparse type for a ``compare`` limit in the one proportion convention (``10%`` =
+    ``0.10``; a bare number of 1 or more refused with a hint): ``increase`` limits may exceed
+    100 % (written with %), ``proportion`` ones may not; ``off``/``none`` → None (no limit)."""
+
+    def parse(text: str) -> float | None:
+        if text.strip().lower() in ("off", "none"):
+            return None
+        try:
+            value = parse_increase(text) if kind == "increase" else parse_proportion(text)
+        except ValueError as exc:
+            reason = str(exc).removeprefix("has ")
+            raise argparse.ArgumentTypeError(f"{reason} (or 'off' for no limit)") from None
+        if kind == "proportion" and value > 1:
+            raise argparse.ArgumentTypeError(f"'{text}' is above 100%")
+        return value
+
+    return parse
+
+
+def _threshold_arg(text: str) -> Threshold:
+    """argparse type of ``--threshold``: the message is loadgen's, not argparse's."""
     try:
-        number = float(value)
-    except ValueError:
-        raise argparse.ArgumentTypeError(
-            f"'{text}' is not a percentage; use e.g. 10% (or 'off' for no limit)"
-        ) from None
-    if not 0 <= number <= 100:
-        raise argparse.ArgumentTypeError(f"'{text}' is outside 0–100%")
-    return number / 100
+        return parse_threshold(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
 
 
 _RATE = re.compile(
@@ -90,11 +111,35 @@ def _parser() -> argparse.ArgumentParser:
         "Law, USL and bottleneck attribution, and a regression gate for CI.",
     )
     sub = parser.add_subparsers(dest="command", required=True)
+    _add_summary(sub)
+    _add_explain_and_report(sub)
+    _add_compare(sub)
+    return parser
 
-    summary = sub.add_parser("summary", help="print the per-op summary of runs")
+
+def _add_summary(sub: Any) -> None:
+    summary = sub.add_parser(
+        "summary",
+        help="print the per-op summary of runs; --threshold judges them (exit 99 when crossed)",
+        description="Print the per-op summary of runs. With --threshold, judge each run — a "
+        "sharded run's shards together, the judgement to gate a sharded test on — in loadgen's "
+        "threshold language. Exit codes: 0 ok, 2 bad input, 99 a threshold crossed.",
+    )
     summary.add_argument("runs", nargs="+", metavar="RUN", help=_RUN_HELP)
     summary.add_argument("--json", action="store_true", help="print JSON instead of a table")
+    summary.add_argument(
+        "--threshold",
+        dest="thresholds",
+        action="append",
+        default=[],
+        type=_threshold_arg,
+        metavar="EXPR",
+        help="METRIC[OP] CMP VALUE as loadgen's, e.g. 'p99<50ms', 'error_rate<1%%', "
+        "'throughput>30000/s' (repeatable); exit 99 when a run crosses one",
+    )
 
+
+def _add_explain_and_report(sub: Any) -> None:
     explain = sub.add_parser(
         "explain",
         help="print where throughput stopped: the verdict and each check's evidence",
@@ -131,25 +176,42 @@ def _parser() -> argparse.ArgumentParser:
         help="client's network link capacity, e.g. 1Gbit, for the network check",
     )
 
+
+def _add_compare(sub: Any) -> None:
     compare = sub.add_parser(
         "compare",
         help="regression gate: candidate vs baseline per op; exit 1 when a limit is exceeded",
         description="Compare a candidate with a baseline per op: throughput, p50/p90/p99/p99.9 "
         "and error rate with Δ%, a confidence interval and a verdict. BASELINE and CANDIDATE "
         "are run directories, folders of run directories (repeated runs), or s3:// URLs of "
-        "either. Exit codes: 0 "
-        "pass, 1 a limit exceeded, 2 bad input.",
+        "either. Limits are proportions: 10%% and 0.10 are the same; a bare number of 1 or "
+        "more is refused (did you mean 10%%?). Exit codes: 0 pass, 1 a limit exceeded, 2 bad "
+        "input.",
     )
     compare.add_argument("baseline", metavar="BASELINE")
     compare.add_argument("candidate", metavar="CANDIDATE")
-    compare.add_argument("--max-p99-increase", type=parse_fraction, default=0.10, metavar="PCT")
-    compare.add_argument("--max-throughput-drop", type=parse_fraction, default=0.05, metavar="PCT")
-    compare.add_argument("--max-error-rate", type=parse_fraction, default=0.01, metavar="PCT")
-    compare.add_argument("--max-p50-increase", type=parse_fraction, default=None, metavar="PCT")
-    compare.add_argument("--max-p90-increase", type=parse_fraction, default=None, metavar="PCT")
-    compare.add_argument("--max-p999-increase", type=parse_fraction, default=None, metavar="PCT")
+    limits = (
+        ("--max-p99-increase", "increase", "10%", "largest p99 increase"),
+        ("--max-throughput-drop", "proportion", "5%", "largest throughput drop"),
+        ("--max-error-rate", "proportion", "1%", "largest candidate error rate"),
+        ("--max-p50-increase", "increase", "off", "largest p50 increase"),
+        ("--max-p90-increase", "increase", "off", "largest p90 increase"),
+        ("--max-p999-increase", "increase", "off", "largest p99.9 increase"),
+    )
+    for flag, kind, default, what in limits:
+        compare.add_argument(
+            flag,
+            type=_limit_parser(kind),
+            default=_limit_parser(kind)(default),
+            metavar="PCT",
+            help=f"{what}, e.g. 10%% or 0.10 (default: {default.replace('%', '%%')})",
+        )
     compare.add_argument(
-        "--confidence", type=parse_fraction, default=0.95, metavar="PCT", help="default 95%%"
+        "--confidence",
+        type=_limit_parser("proportion"),
+        default=0.95,
+        metavar="PCT",
+        help="confidence of the intervals, e.g. 95%% or 0.95 (default: 95%%)",
     )
     compare.add_argument(
         "--windows",
@@ -159,7 +221,6 @@ def _parser() -> argparse.ArgumentParser:
     )
     compare.add_argument("--json", action="store_true", help="print JSON instead of a table")
     compare.add_argument("--html", type=Path, metavar="FILE", help="also write an HTML report")
-    return parser
 
 
 def _show_warning(message: Warning | str, *_: object, **__: object) -> None:
@@ -185,7 +246,12 @@ def _shards_text(runs: list[Run]) -> str:
         if run.missing_shards:
             missing = ", ".join(f"{i}/{run.shard_count}" for i in run.missing_shards)
             head += f" — INCOMPLETE, missing {missing}"
-        skew = f"start skew {rows['first_request_skew_ms'].iloc[0]:.1f} ms (first requests)"
+        first = rows["first_request_skew_ms"].iloc[0]
+        skew = (
+            f"start skew {first:.1f} ms (first requests)"
+            if first == first  # NaN: fewer than two shards sent a request
+            else "start skew unknown (fewer than two shards sent a request)"
+        )
         offset = rows["start_offset_skew_ms"].iloc[0]
         if offset == offset:  # not NaN: the shards were started with --start-at
             skew += f", {offset:.1f} ms (start after --start-at)"
@@ -216,13 +282,41 @@ def _checks_text(runs: list[Run]) -> str:
     return "\n\n".join(blocks)
 
 
+def _judged(runs: list[Run], frame: Any, thresholds: list[Threshold]) -> list[tuple[Run, list]]:
+    """Each run with its thresholds judged; an op no run sends is bad input, as in loadgen."""
+    ops = set(frame["op"])
+    for threshold in thresholds:
+        if threshold.op is not None and threshold.op not in ops:
+            raise ValueError(
+                f"threshold '{threshold.text}' names op '{threshold.op}', which these runs do "
+                f"not send; their ops are: {', '.join(sorted(ops))}"
+            )
+    return [(run, judge(run, thresholds)) for run in runs]
+
+
 def _summary(args: argparse.Namespace) -> int:
     from .reductions.summary import op_summary
 
     runs = load_runs(args.runs)
     frame = op_summary(runs)
+    judged = _judged(runs, frame, args.thresholds) if args.thresholds else []
+    crossed = any(not r.passed for _, results in judged for r in results)
+    code = EXIT_THRESHOLD if crossed else EXIT_OK
     shards, checks = _shards_text(runs), _checks_text(runs)
-    if args.json:
+    if judged and args.json:
+        doc = {
+            "ops": json.loads(frame.to_json(orient="records")),
+            "thresholds": [
+                {
+                    "run": run.label,
+                    "passed": all(r.passed for r in results),
+                    "results": [r.as_dict() for r in results],
+                }
+                for run, results in judged
+            ],
+        }
+        print(json.dumps(doc, indent=2, ensure_ascii=False))
+    elif args.json:
         print(frame.to_json(orient="records", indent=2))
         # stdout stays the JSON list; shards and checks are for the reader
         for text in (shards, checks):
@@ -234,7 +328,9 @@ def _summary(args: argparse.Namespace) -> int:
             print("\nshards\n" + shards)
         if checks:
             print("\n" + checks)
-    return EXIT_OK
+        for run, results in judged:
+            print("\n" + console_block(run.label, results))
+    return code
 
 
 def _explain(args: argparse.Namespace) -> int:

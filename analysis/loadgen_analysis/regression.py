@@ -24,7 +24,7 @@ candidate's error rate is above it. Metrics without a limit are shown, not judge
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from typing import Any
 
 import numpy as np
@@ -37,6 +37,7 @@ from .io.run import Run
 from .jsonable import jsonable
 from .reductions.cache import reuse_reductions
 from .reductions.summary import op_summary, run_walls_ns
+from .thresholds import parse_increase
 
 #: Metrics compared, in display order: (column of op_summary, label, higher is worse).
 METRICS: tuple[tuple[str, str, bool], ...] = (
@@ -55,14 +56,29 @@ _LOG_BUCKET = math.log1p(1e-3)
 
 @dataclass(frozen=True)
 class Limits:
-    """What a release tolerates; fractions (0.10 = 10 %). None: shown but not judged."""
+    """What a release tolerates, in the one proportion convention: ``0.10`` or ``"10%"`` (a
+    bare number of 1 or more is refused: did you mean 10%?); increases may exceed 100 % when
+    written with % (``"150%"``). None: shown but not judged."""
 
-    max_p99_increase: float | None = 0.10
-    max_throughput_drop: float | None = 0.05
-    max_error_rate: float | None = 0.01
-    max_p50_increase: float | None = None
-    max_p90_increase: float | None = None
-    max_p999_increase: float | None = None
+    max_p99_increase: float | str | None = 0.10
+    max_throughput_drop: float | str | None = 0.05
+    max_error_rate: float | str | None = 0.01
+    max_p50_increase: float | str | None = None
+    max_p90_increase: float | str | None = None
+    max_p999_increase: float | str | None = None
+
+    def __post_init__(self) -> None:
+        for name in (f.name for f in fields(self)):
+            value = getattr(self, name)
+            if value is None:
+                continue
+            try:
+                fraction = parse_increase(value)
+            except ValueError as exc:
+                raise ValueError(f"Limits({name}={value!r}) {exc}") from None
+            if not name.endswith("_increase") and fraction > 1:
+                raise ValueError(f"Limits({name}={value!r}) is above 100%")
+            object.__setattr__(self, name, fraction)
 
     def for_metric(self, metric: str) -> float | None:
         return {

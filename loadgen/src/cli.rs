@@ -8,7 +8,8 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
-use clap::{Args, Parser, Subcommand, ValueEnum};
+use clap::parser::ValueSource;
+use clap::{ArgMatches, Args, CommandFactory, FromArgMatches, Parser, Subcommand, ValueEnum};
 
 use crate::shard::Shard;
 use crate::units::{parse_duration, parse_link_capacity};
@@ -20,6 +21,58 @@ use crate::units::{parse_duration, parse_link_capacity};
 pub struct Cli {
     #[command(subcommand)]
     pub command: Command,
+}
+
+impl Cli {
+    /// Parses the command line as [`Parser::try_parse_from`] does, and also records which
+    /// flags with a default the user actually gave (clap's [`ValueSource`]), so that a flag
+    /// left at its default never changes the model (see [`Given`]).
+    pub fn try_parse_given<I, T>(args: I) -> Result<Self, clap::Error>
+    where
+        I: IntoIterator<Item = T>,
+        T: Into<std::ffi::OsString> + Clone,
+    {
+        let matches = Self::command().try_get_matches_from(args)?;
+        let mut cli =
+            Self::from_arg_matches(&matches).map_err(|e| e.format(&mut Self::command()))?;
+        // Only the commands with `RunArgs` have these ids (clap panics on an unknown one).
+        if let Some((_, sub)) = matches.subcommand() {
+            match &mut cli.command {
+                Command::Run(args) => args.given = Given::from_matches(sub),
+                Command::Calibrate(args) => args.run.given = Given::from_matches(sub),
+                Command::Sweep(args) => args.run.given = Given::from_matches(sub),
+                Command::Capacity(args) => args.run.given = Given::from_matches(sub),
+                Command::Scenarios(_) | Command::Upload(_) => {}
+            }
+        }
+        Ok(cli)
+    }
+}
+
+/// Model flags that have a default, and whether the user gave them on the command line; the
+/// others are `Option`s, given when `Some`.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Given {
+    pub arrivals: bool,
+    pub max_lateness: bool,
+}
+
+impl Given {
+    fn from_matches(matches: &ArgMatches) -> Self {
+        let given = |id: &str| matches.value_source(id) == Some(ValueSource::CommandLine);
+        Given {
+            arrivals: given("arrivals"),
+            max_lateness: given("max_lateness"),
+        }
+    }
+}
+
+/// How a sweep gives each level's model value, so that the rules name the sweep's flag
+/// (`--levels`) rather than the `-c` it becomes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LevelFlag {
+    Levels,
+    RateLevels,
 }
 
 #[derive(Debug, Subcommand)]
@@ -50,6 +103,22 @@ pub enum Command {
     Capacity(Box<CapacityArgs>),
     /// List the built-in scenarios, or print one (`loadgen scenarios show NAME`) to copy and edit.
     Scenarios(ScenariosArgs),
+    /// Upload a run directory kept locally (an `--out s3://` run whose upload failed or was
+    /// stopped) to `s3://BUCKET/PREFIX/<run-id>/`, as the run would have.
+    Upload(UploadArgs),
+}
+
+/// Flags of `loadgen upload`.
+#[derive(Debug, Args, Clone)]
+pub struct UploadArgs {
+    /// The run directory (the staging directory the run printed).
+    pub dir: PathBuf,
+    /// Where the run was going: the run's `--out s3://BUCKET/PREFIX`.
+    #[arg(value_name = "s3://BUCKET/PREFIX")]
+    pub to: String,
+    /// The longest the upload may take; what has not arrived by then is reported (exit 1).
+    #[arg(long, value_name = "DURATION", value_parser = parse_duration, default_value = "10m")]
+    pub upload_timeout: Duration,
 }
 
 const CALIBRATE_EXAMPLES: &str = "\
@@ -131,7 +200,8 @@ pub struct CapacityArgs {
 }
 
 /// Flags of `loadgen calibrate`: the target and workload flags of `loadgen run`; `-n` is the
-/// number of measured requests (default 1000).
+/// number of measured requests (default 1000); the other model flags (-c, -d, --rate, …) are
+/// refused, as one worker is the point.
 #[derive(Debug, Args, Clone)]
 pub struct CalibrateArgs {
     #[command(flatten)]
@@ -229,20 +299,26 @@ pub struct RunArgs {
     pub url: Option<String>,
 
     /// Concurrent workers (virtual users), each with its own keep-alive connection [default: 50].
+    /// Closed model only: with a scenario of another kind, add --set model.kind=closed.
     #[arg(short = 'c', long = "connections", value_name = "N", allow_negative_numbers = true, value_parser = parse_workers)]
     pub connections: Option<u32>,
 
-    /// How long to send requests, e.g. 30s, 2m, 1500ms (default 10s unless -n is given). With
-    /// a scenario of another model (thread-groups, producer-buffer, phased, open) it caps the
-    /// run: sending stops after DURATION, exit reason `duration elapsed`.
+    /// How long to send requests, e.g. 30s, 2m, 1500ms (default 10s unless -n is given): the
+    /// closed and open models' duration. With a scenario of another model (thread-groups,
+    /// producer-buffer, phased) it caps the run: sending stops after DURATION, exit reason
+    /// `duration elapsed`.
     #[arg(short = 'd', long, value_name = "DURATION", value_parser = parse_duration, conflicts_with = "requests")]
     pub duration: Option<Duration>,
 
-    /// Total number of requests to send, shared by all workers.
+    /// Total number of requests to send, shared by all workers, rounded up to whole iterations
+    /// of the sequence: the closed model's count, a cap on thread-groups, producer-buffer and
+    /// phased (not with the open model, which sends rate × duration).
     #[arg(short = 'n', long = "requests", value_name = "N")]
     pub requests: Option<u64>,
 
-    /// Open model: send this many requests per second, independent of responses (for -d).
+    /// Open model: this many arrivals per second, independent of responses (for -d). With a
+    /// scenario of any kind, runs its requests under the open model (one arrival = one
+    /// iteration of its sequence).
     #[arg(long, value_name = "REQ/S", conflicts_with = "requests", allow_negative_numbers = true, value_parser = parse_rate)]
     pub rate: Option<f64>,
 
@@ -251,16 +327,17 @@ pub struct RunArgs {
     #[arg(long, value_name = "STAGES", conflicts_with_all = ["requests", "duration"])]
     pub stages: Option<String>,
 
-    /// Open model: how arrivals are spaced.
+    /// Open model only (--rate, --stages or an open scenario): how arrivals are spaced.
     #[arg(long, value_enum, default_value = "uniform")]
     pub arrivals: ArrivalsArg,
 
-    /// Open model: most requests in flight at once (one connection each); a send due when all
-    /// are busy is dropped and counted [default: 1000].
+    /// Open model only: most requests in flight at once (one connection each); a send due when
+    /// all are busy is dropped and counted [default: 1000].
     #[arg(long, value_name = "N")]
     pub max_in_flight: Option<u32>,
 
-    /// Open model: a send starting later than this after its intended time is counted as late.
+    /// Open model only: a send starting later than this after its intended time is counted as
+    /// late.
     #[arg(long, value_name = "DURATION", value_parser = parse_duration, default_value = "10ms")]
     pub max_lateness: Duration,
 
@@ -276,7 +353,8 @@ pub struct RunArgs {
     #[arg(short = 'b', long, value_name = "BODY")]
     pub body: Option<String>,
 
-    /// Pause each worker this long between its requests (a user's think time) [default: 0s].
+    /// Pause each worker this long between its requests (a user's think time) [default: 0s];
+    /// every model but open.
     #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
     pub think_time: Option<Duration>,
 
@@ -344,6 +422,22 @@ pub struct RunArgs {
     #[arg(long, value_name = "ADDR")]
     pub metrics_addr: Option<std::net::SocketAddr>,
 
+    /// With --metrics-addr: keep serving the final counts this long after the run, so the
+    /// last scrape sees them (Ctrl-C skips the wait; a sweep waits after its last level only)
+    /// [default: 15s with --metrics-addr].
+    #[arg(long, value_name = "DURATION", value_parser = parse_duration, requires = "metrics_addr")]
+    pub metrics_linger: Option<Duration>,
+
+    /// The `run_group` label of every live metric: shards of one run give the same one, so a
+    /// dashboard sums them [default: the --start-at instant, else the run id].
+    #[arg(long, value_name = "NAME")]
+    pub run_group: Option<String>,
+
+    /// The most of a response body kept per worker for JSON, regex and body checks and
+    /// extractions (a longer body is cut there; size and status checks keep nothing).
+    #[arg(long, value_name = "SIZE", value_parser = parse_byte_size, default_value = "1MiB", hide_short_help = true)]
+    pub max_body_kept: usize,
+
     /// Run directory to create [default: runs/<run-id>]. Must not exist or be empty.
     /// `s3://BUCKET/PREFIX` instead uploads the run to `s3://BUCKET/PREFIX/<run-id>/` (every
     /// shard can be given the same URL), each segment as soon as it closes; credentials come
@@ -351,6 +445,11 @@ pub struct RunArgs {
     /// AWS_ENDPOINT_URL names an S3-compatible store.
     #[arg(short = 'o', long, value_name = "DIR|s3://BUCKET/PREFIX")]
     pub out: Option<PathBuf>,
+
+    /// With --out s3://: the longest the end of the run waits for uploads still going; what
+    /// has not arrived by then stays in the local staging directory (exit 1).
+    #[arg(long, value_name = "DURATION", value_parser = parse_duration, default_value = "60s", hide_short_help = true)]
+    pub upload_timeout: Duration,
 
     /// Don't show the live progress line (it is hidden anyway when stderr is not a terminal).
     #[arg(long)]
@@ -380,6 +479,21 @@ pub struct RunArgs {
     /// every closed segment.
     #[arg(long, value_name = "DURATION", value_parser = parse_duration, default_value = "5s", hide_short_help = true)]
     pub segment_interval: Duration,
+
+    /// Which defaulted flags were given (filled by [`Cli::try_parse_given`]).
+    #[arg(skip)]
+    pub given: Given,
+
+    /// Set by `loadgen sweep` on each level's flags: `-c`/`--rate` hold the level.
+    #[arg(skip)]
+    pub level_flag: Option<LevelFlag>,
+}
+
+/// A size: bytes, or a number with a unit (`64KiB`, `1MiB`, `2MB`).
+fn parse_byte_size(text: &str) -> Result<usize, String> {
+    crate::units::parse_size(text).ok_or_else(|| {
+        format!("'{text}' is not a size; give bytes or a number with a unit, e.g. 1MiB or 64KB")
+    })
 }
 
 fn parse_shard(text: &str) -> Result<Shard, String> {

@@ -3,7 +3,6 @@
 
 use std::process::ExitCode;
 
-use clap::Parser;
 use loadgen::cli::{Cli, Command, ScenariosAction};
 use loadgen::config::RunConfig;
 use loadgen::stop::{ExitReason, StopSignal};
@@ -24,13 +23,14 @@ fn emit_json(value: &impl serde::Serialize) {
 }
 
 fn main() -> ExitCode {
-    let cli = Cli::parse();
+    let cli = Cli::try_parse_given(std::env::args_os()).unwrap_or_else(|e| e.exit());
     let code = match cli.command {
         Command::Run(args) => run(&args),
         Command::Calibrate(args) => calibrate(&args),
         Command::Sweep(args) => sweep(&args),
         Command::Capacity(args) => capacity(&args),
         Command::Scenarios(args) => scenarios(&args),
+        Command::Upload(args) => upload(&args),
     };
     ExitCode::from(code as u8)
 }
@@ -42,7 +42,7 @@ fn run(args: &loadgen::cli::RunArgs) -> i32 {
     };
     let json = config.json;
     with_runtime(|stop| async move {
-        match loadgen::run(config, stop).await {
+        match loadgen::run(config, stop.clone()).await {
             Ok(outcome) => {
                 if json {
                     let summary = serde_json::json!({
@@ -55,6 +55,7 @@ fn run(args: &loadgen::cli::RunArgs) -> i32 {
                 } else {
                     emit(&outcome.console);
                 }
+                outcome.linger_metrics(&stop).await;
                 outcome.exit_code()
             }
             Err(e) => fail(&e),
@@ -99,14 +100,13 @@ fn calibrate(args: &loadgen::cli::CalibrateArgs) -> i32 {
     with_runtime(|stop| async move {
         let args = &args;
         match loadgen::workflow::calibrate(args, stop.clone()).await {
-            Ok((calibration, run_dir)) => {
+            Ok(calibrated) => {
                 if json {
-                    let doc = serde_json::json!({ "run_dir": run_dir, "calibration": calibration });
-                    emit_json(&doc);
+                    emit_json(&calibrated);
                 } else {
-                    emit(&calibration.render(&run_dir));
+                    emit(&calibrated.render());
                 }
-                stop.reason().map_or(0, ExitReason::exit_code)
+                workflow_exit_code(&stop, calibrated.exit_code())
             }
             Err(e) => fail(&e),
         }
@@ -131,8 +131,9 @@ fn sweep(args: &loadgen::cli::SweepArgs) -> i32 {
                     ));
                     emit(&sweep.render());
                     emit("\n  N_eff = X · mean R (Little's Law); predicted = N / R(1), an upper bound.\n");
+                    emit(&sweep.render_thresholds());
                 }
-                stop.reason().map_or(0, ExitReason::exit_code)
+                workflow_exit_code(&stop, sweep.exit_code())
             }
             Err(e) => fail(&e),
         }
@@ -156,14 +157,53 @@ fn capacity(args: &loadgen::cli::CapacityArgs) -> i32 {
                         &capacity, &dir,
                     ));
                 }
-                stop.reason().map_or_else(
-                    || capacity.exit_code(args.allow_unconverged),
-                    ExitReason::exit_code,
-                )
+                workflow_exit_code(&stop, capacity.exit_code(args.allow_unconverged))
             }
             Err(e) => fail(&e),
         }
     })
+}
+
+/// `loadgen upload DIR s3://BUCKET/PREFIX`.
+fn upload(args: &loadgen::cli::UploadArgs) -> i32 {
+    let args = args.clone();
+    with_runtime(|stop| async move {
+        let uploaded =
+            loadgen::store::s3::upload_run_dir(&args.dir, &args.to, args.upload_timeout, &stop);
+        match uploaded.await {
+            Ok((url, uploaded)) => {
+                let report = &uploaded.report;
+                if report.failed.is_empty() {
+                    emit(&format!(
+                        "uploaded {} files ({} bytes) to {url}\n",
+                        report.files, report.bytes
+                    ));
+                    return 0;
+                }
+                eprintln!(
+                    "error: {} did not reach {url}: {}; {} is unchanged, run this again to retry",
+                    if uploaded.stopped_by.is_some() {
+                        "the run"
+                    } else {
+                        "some files"
+                    },
+                    report.failed.join("; "),
+                    args.dir.display()
+                );
+                uploaded.stopped_by.map_or(1, ExitReason::exit_code)
+            }
+            Err(e) => fail(&e.into()),
+        }
+    })
+}
+
+/// A workflow's exit code: the stop reason's (Ctrl-C, SIGTERM) when it was stopped, else its
+/// thresholds' (0, or 99 when one was crossed).
+fn workflow_exit_code(stop: &StopSignal, thresholds: i32) -> i32 {
+    match stop.reason().map_or(0, ExitReason::exit_code) {
+        0 => thresholds,
+        code => code,
+    }
 }
 
 /// `loadgen scenarios [show NAME]`.
@@ -210,18 +250,14 @@ async fn watch_signals(stop: StopSignal) {
     ) else {
         return;
     };
-    let mut seen = 0;
     loop {
         let reason = tokio::select! {
             _ = int.recv() => ExitReason::Interrupted,
             _ = term.recv() => ExitReason::Terminated,
         };
-        seen += 1;
-        if seen == 1 {
+        if !stop.is_draining() {
             eprintln!("\nstopping: letting requests in flight finish (press Ctrl-C again to cut them off)");
-            stop.drain(reason);
-        } else {
-            stop.abort();
         }
+        stop.signal(reason);
     }
 }

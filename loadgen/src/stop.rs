@@ -48,6 +48,10 @@ struct Inner {
     level: AtomicU8,
     reason: Mutex<Option<ExitReason>>,
     changed: Notify,
+    /// Ctrl-C / SIGTERM received so far, and the latest one's reason: after the load, a
+    /// signal still means "stop now" (the upload to S3), whatever ended the load.
+    signals: std::sync::atomic::AtomicU32,
+    last_signal: Mutex<Option<ExitReason>>,
 }
 
 /// Shared stop state; cheap to clone into every worker.
@@ -72,6 +76,36 @@ impl StopSignal {
     /// Cut off requests in flight.
     pub fn abort(&self) {
         self.raise(ABORTING);
+    }
+
+    /// A Ctrl-C or SIGTERM (`reason`): the first drains, later ones abort; each is also
+    /// remembered, for whoever waits on [`StopSignal::next_signal`].
+    pub fn signal(&self, reason: ExitReason) {
+        *self.0.last_signal.lock().unwrap_or_else(|e| e.into_inner()) = Some(reason);
+        let first = self.0.signals.fetch_add(1, Ordering::SeqCst) == 0;
+        match first {
+            true => self.drain(reason),
+            false => self.abort(),
+        }
+    }
+
+    /// Resolves at the first signal after this call, with its reason.
+    pub async fn next_signal(&self) -> ExitReason {
+        let seen = self.0.signals.load(Ordering::SeqCst);
+        loop {
+            let notified = self.0.changed.notified();
+            tokio::pin!(notified);
+            notified.as_mut().enable();
+            if self.0.signals.load(Ordering::SeqCst) != seen {
+                return self
+                    .0
+                    .last_signal
+                    .lock()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .unwrap_or(ExitReason::Interrupted);
+            }
+            notified.await;
+        }
     }
 
     fn raise(&self, level: u8) {

@@ -84,6 +84,44 @@ pub fn bytes(n: u64) -> String {
     }
 }
 
+/// `2048`, `"25KB"`, `"2KiB"`, `"1.5MB"` → bytes; `None` when it is not a size.
+pub fn parse_size(text: &str) -> Option<usize> {
+    let text = text.trim();
+    let split = text
+        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+        .unwrap_or(text.len());
+    let (number, unit) = text.split_at(split);
+    let factor: u64 = match unit.trim().to_ascii_lowercase().as_str() {
+        "" | "b" => 1,
+        "kb" => 1000,
+        "kib" => 1 << 10,
+        "mb" => 1_000_000,
+        "mib" => 1 << 20,
+        "gb" => 1_000_000_000,
+        "gib" => 1 << 30,
+        _ => return None,
+    };
+    if let Ok(n) = number.parse::<u64>() {
+        return usize::try_from(n.checked_mul(factor)?).ok();
+    }
+    // A decimal ("1.5MB"): whole bytes, rounded.
+    let bytes = number.parse::<f64>().ok()? * factor as f64;
+    (bytes.is_finite() && bytes >= 0.0 && bytes < usize::MAX as f64).then(|| bytes.round() as usize)
+}
+
+/// A count with thousands separators: `34,562`.
+pub fn thousands(n: u64) -> String {
+    let digits = n.to_string();
+    let mut out = String::new();
+    for (i, c) in digits.chars().enumerate() {
+        if i > 0 && (digits.len() - i).is_multiple_of(3) {
+            out.push(',');
+        }
+        out.push(c);
+    }
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

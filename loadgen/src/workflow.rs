@@ -13,8 +13,9 @@ use std::path::{Path, PathBuf};
 
 use serde::Serialize;
 
-use crate::cli::{CalibrateArgs, SweepArgs};
+use crate::cli::{CalibrateArgs, LevelFlag, SweepArgs};
 use crate::config::{ConfigError, Output, RunConfig};
+use crate::report::thresholds::{self, ThresholdResult};
 use crate::report::{write_json_atomically, RunSummary};
 use crate::runner::{run, run_with, RunError, RunJsonExtra};
 use crate::scenario::schema::{ModelSpec, PhaseSpec, PhasedSpec, WorkerCount};
@@ -95,11 +96,35 @@ impl Calibration {
     }
 }
 
+/// What `loadgen calibrate` did: the calibration, its run directory, and its thresholds.
+#[derive(Debug, Clone, Serialize)]
+pub struct Calibrated {
+    pub run_dir: PathBuf,
+    pub calibration: Calibration,
+    /// The scenario's `thresholds` and `--threshold`s, judged on the calibration run.
+    pub thresholds: Vec<ThresholdResult>,
+}
+
+impl Calibrated {
+    /// The console text: the calibration table and the Thresholds block.
+    pub fn render(&self) -> String {
+        let judged = [("calibration".to_string(), &self.thresholds[..])];
+        self.calibration.render(&self.run_dir) + &thresholds::block(&judged)
+    }
+
+    /// 99 when a threshold was crossed, else 0 (the caller adds the stop reason's).
+    pub fn exit_code(&self) -> i32 {
+        if thresholds::crossed(&self.thresholds) {
+            thresholds::EXIT_CODE
+        } else {
+            0
+        }
+    }
+}
+
 /// Runs a calibration; its run.json says `kind: calibration` and carries the result.
-pub async fn calibrate(
-    args: &CalibrateArgs,
-    stop: StopSignal,
-) -> Result<(Calibration, PathBuf), RunError> {
+pub async fn calibrate(args: &CalibrateArgs, stop: StopSignal) -> Result<Calibrated, RunError> {
+    refuse_model_flags(&args.run)?;
     let mut run_args = args.run.clone();
     let requests = run_args.requests.take().unwrap_or(1000);
     if requests == 0 {
@@ -108,10 +133,6 @@ pub async fn calibrate(
         }
         .into());
     }
-    run_args.duration = None;
-    run_args.connections = None;
-    run_args.rate = None;
-    run_args.stages = None;
     // What runs, and what run.json records, is this spec: one worker, warm-up then the
     // measured requests, compiled like any scenario's model.
     let config = RunConfig::with_model(&run_args, calibration_model(args.warmup, requests))?;
@@ -127,9 +148,33 @@ pub async fn calibrate(
             ),
         ])
     });
-    let outcome = run_with(config, stop, Some(extra)).await?;
-    let calibration = Calibration::of(&outcome.summary, &args.levels);
-    Ok((calibration, outcome.run_dir))
+    let outcome = run_with(config, stop.clone(), Some(extra)).await?;
+    outcome.linger_metrics(&stop).await;
+    Ok(Calibrated {
+        calibration: Calibration::of(&outcome.summary, &args.levels),
+        run_dir: outcome.run_dir,
+        thresholds: outcome.thresholds,
+    })
+}
+
+/// A calibration runs one worker for `-n` measured requests (its model is the point): the
+/// other model flags would change what R(1) means, so they are refused, not ignored.
+fn refuse_model_flags(args: &crate::cli::RunArgs) -> Result<(), ConfigError> {
+    let given = [
+        (args.connections.is_some(), "-c"),
+        (args.duration.is_some(), "-d"),
+        (args.rate.is_some(), "--rate"),
+        (args.stages.is_some(), "--stages"),
+        (args.given.arrivals, "--arrivals"),
+        (args.max_in_flight.is_some(), "--max-in-flight"),
+        (args.given.max_lateness, "--max-lateness"),
+    ];
+    match given.iter().find(|(given, _)| *given) {
+        Some((_, flag)) => Err(ConfigError::ModelFlag(format!(
+            "`loadgen calibrate` measures R(1) with one worker for -n requests, so {flag} does not apply; give -n (and --levels for the predictions), or use `loadgen run` or `loadgen sweep` for {flag}"
+        ))),
+        None => Ok(()),
+    }
 }
 
 /// The calibration's model: one worker sending `warmup` requests (if any), then, once they
@@ -172,6 +217,9 @@ pub struct Level {
     pub n_eff: f64,
     /// N / R(1), for closed-model levels when R(1) is known.
     pub predicted_rps: Option<f64>,
+    /// The thresholds judged on this level's run (absent when none were given).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub thresholds: Vec<ThresholdResult>,
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -180,9 +228,31 @@ pub struct Sweep {
     pub model: &'static str,
     pub calibration_r1_ns: Option<f64>,
     pub levels: Vec<Level>,
+    /// False when a level crossed a threshold (absent when none were given).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub thresholds_passed: Option<bool>,
 }
 
 impl Sweep {
+    /// 99 when a level crossed a threshold, else 0 (the caller adds the stop reason's).
+    pub fn exit_code(&self) -> i32 {
+        match self.thresholds_passed {
+            Some(false) => thresholds::EXIT_CODE,
+            _ => 0,
+        }
+    }
+
+    /// The Thresholds block: each level's judgement, and which levels crossed.
+    pub fn render_thresholds(&self) -> String {
+        let unit = if self.model == "open" { "rate" } else { "N" };
+        let judged: Vec<(String, &[ThresholdResult])> = self
+            .levels
+            .iter()
+            .map(|l| (format!("{unit} = {}", l.level), &l.thresholds[..]))
+            .collect();
+        thresholds::block(&judged)
+    }
+
     pub fn render(&self) -> String {
         let unit = if self.model == "open" { "rate" } else { "N" };
         let mut out = format!(
@@ -253,12 +323,17 @@ pub async fn sweep(args: &SweepArgs, stop: StopSignal) -> Result<(Sweep, PathBuf
     };
     let configs = level_configs(args, &dir, &levels, open)?;
     let mut results = Vec::new();
+    let mut last_metrics = None;
     for (level, (name, config)) in levels.into_iter().zip(configs) {
         if !config.json {
             eprintln!("\n== sweep {name} ==");
         }
+        // The previous level's endpoint goes first: this level binds the same address.
+        drop(last_metrics.take());
         let outcome = run(config, stop.child()).await?;
-        let level_result = summarize(level, &outcome.run_dir, &outcome.summary);
+        last_metrics = outcome.metrics.clone();
+        let mut level_result = summarize(level, &outcome.run_dir, &outcome.summary);
+        level_result.thresholds = outcome.thresholds;
         if !open && level == 1.0 && calibration_r1_ns.is_none() {
             calibration_r1_ns = Some(level_result.mean_latency_ns);
         }
@@ -273,14 +348,20 @@ pub async fn sweep(args: &SweepArgs, stop: StopSignal) -> Result<(Sweep, PathBuf
             _ => None,
         };
     }
+    let judged = results.iter().any(|l| !l.thresholds.is_empty());
     let sweep = Sweep {
         kind: "sweep",
         model: if open { "open" } else { "closed" },
         calibration_r1_ns,
+        thresholds_passed: judged
+            .then(|| results.iter().all(|l| !thresholds::crossed(&l.thresholds))),
         levels: results,
     };
     let path = dir.join("sweep.json");
     write_json_atomically(&path, &sweep).map_err(|source| RunError::Write { path, source })?;
+    if let Some(metrics) = last_metrics {
+        metrics.linger(&stop).await;
+    }
     Ok((sweep, dir))
 }
 
@@ -296,10 +377,18 @@ fn level_configs(
     for &level in levels {
         let mut run_args = args.run.clone();
         let name = if open {
+            refuse_level_flag(
+                run_args.rate.is_some() || run_args.stages.is_some(),
+                "--rate-levels",
+                "--rate or --stages",
+            )?;
             run_args.rate = Some(level);
+            run_args.level_flag = Some(LevelFlag::RateLevels);
             format!("rate-{level}")
         } else {
+            refuse_level_flag(run_args.connections.is_some(), "--levels", "-c")?;
             run_args.connections = Some(level as u32);
+            run_args.level_flag = Some(LevelFlag::Levels);
             format!("level-{:04}", level as u32)
         };
         if configs.iter().any(|(seen, _)| *seen == name) {
@@ -310,9 +399,30 @@ fn level_configs(
             .into());
         }
         run_args.out = Some(dir.join(&name));
-        configs.push((name, RunConfig::from_args(&run_args)?));
+        let mut config = RunConfig::from_args(&run_args)?;
+        if !configs.is_empty() {
+            // Later levels start when the one before ends, not at --start-at: their lateness
+            // after it is not skew and is not recorded.
+            config.waits_for_start_at = false;
+        }
+        configs.push((name, config));
+    }
+    // Live metrics linger once, after the last level.
+    let last = configs.len().saturating_sub(1);
+    for (_, config) in &mut configs[..last] {
+        config.metrics_linger = std::time::Duration::ZERO;
     }
     Ok(configs)
+}
+
+/// A sweep's levels are the flag they replace; both given is refused, not one ignored.
+fn refuse_level_flag(given: bool, levels: &str, flag: &str) -> Result<(), ConfigError> {
+    if !given {
+        return Ok(());
+    }
+    Err(ConfigError::ModelFlag(format!(
+        "{levels} gives each level's {flag}, so {flag} itself does not apply to a sweep; drop it"
+    )))
 }
 
 fn summarize(level: f64, run_dir: &Path, summary: &RunSummary) -> Level {
@@ -329,6 +439,7 @@ fn summarize(level: f64, run_dir: &Path, summary: &RunSummary) -> Level {
         p99_latency_ns: latency.map_or(0, |l| l.p99_ns),
         n_eff: summary.throughput_rps * mean / 1e9,
         predicted_rps: None,
+        thresholds: Vec::new(),
     }
 }
 
@@ -344,4 +455,44 @@ fn read_calibration(dir: &Path) -> Result<f64, RunError> {
     json["calibration"]["r1_ns"]
         .as_f64()
         .ok_or_else(|| bad("its run.json has no calibration.r1_ns".to_string()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn sweep_args(flags: &[&str]) -> SweepArgs {
+        use clap::Parser;
+        let cli = crate::cli::Cli::try_parse_from(["loadgen", "sweep"].iter().chain(flags))
+            .expect("valid flags");
+        let crate::cli::Command::Sweep(args) = cli.command else {
+            panic!("not a sweep")
+        };
+        *args
+    }
+
+    /// Issue 27: every level of a sweep with `--start-at` recorded how late it started after
+    /// it — seconds for the later levels, which start when the one before ends — as if the
+    /// shards were that far apart; and live metrics are to linger once, after the last level.
+    #[test]
+    fn regression_later_levels_record_no_start_skew_and_metrics_linger_after_the_last() {
+        let in_a_minute = (chrono::Utc::now().timestamp_millis() + 60_000).to_string();
+        let args = sweep_args(&[
+            "--levels",
+            "1,2,4",
+            "--start-at",
+            &in_a_minute,
+            "--metrics-addr",
+            "127.0.0.1:0",
+        ]);
+        let configs = level_configs(&args, Path::new("unused"), &[1.0, 2.0, 4.0], false).unwrap();
+        let waits: Vec<bool> = configs.iter().map(|(_, c)| c.waits_for_start_at).collect();
+        assert_eq!(waits, [true, false, false]);
+        assert!(configs.iter().all(|(_, c)| c.start_at_unix_ns.is_some()));
+        let lingers: Vec<u64> = configs
+            .iter()
+            .map(|(_, c)| c.metrics_linger.as_secs())
+            .collect();
+        assert_eq!(lingers, [0, 0, 15]);
+    }
 }

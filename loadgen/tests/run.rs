@@ -125,9 +125,9 @@ async fn server_errors_are_counted_and_written_not_dropped() {
     );
     // Failed requests still got a response, so they have a latency.
     assert_eq!(outcome.summary.ops[0].latency.unwrap().count, 1000);
-    assert!(outcome
-        .console
-        .contains(&format!("{server_500} failed (http_status {server_500})")));
+    assert!(outcome.console.contains(&format!(
+        "{server_500} failed (http_status {server_500}: 500 × {server_500})"
+    )));
     server.shutdown().await;
 }
 

@@ -789,7 +789,8 @@ async fn stepcounter_runs_its_phases_one_after_the_other() {
 
 /// `-d` caps every model (issue 12): each built-in (thread-groups, producer-buffer, phased,
 /// closed) and an open scenario stop sending after the cap, far short of their plans, with
-/// exit reason `duration elapsed` and the cap in run.json. The server serves at most 2 × 200
+/// exit reason `duration elapsed` (the open model: `completed`, as `-d` is its schedule's
+/// duration since issue 26) and the cap in run.json. The server serves at most 2 × 200
 /// requests per second, so no plan below can finish within the cap on any machine.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn duration_caps_every_model() {
@@ -830,16 +831,21 @@ async fn duration_caps_every_model() {
             .await
             .unwrap();
         assert_eq!(outcome.run_json["config"]["model"], kind);
-        assert_eq!(
-            outcome.exit_reason,
-            loadgen::stop::ExitReason::DurationElapsed,
-            "{kind}"
-        );
-        assert_eq!(
-            outcome.run_json["exit_reason"], "duration_elapsed",
-            "{kind}"
-        );
-        assert_eq!(outcome.run_json["config"]["duration"], "1s", "{kind}");
+        // The open model's `-d` is its schedule's duration (issue 26): the run completes it.
+        let (reason, reason_text) = match kind {
+            "open" => (loadgen::stop::ExitReason::Completed, "completed"),
+            _ => (
+                loadgen::stop::ExitReason::DurationElapsed,
+                "duration_elapsed",
+            ),
+        };
+        assert_eq!(outcome.exit_reason, reason, "{kind}");
+        assert_eq!(outcome.run_json["exit_reason"], reason_text, "{kind}");
+        let duration = match kind {
+            "open" => &outcome.run_json["config"]["definition"]["model"]["duration"],
+            _ => &outcome.run_json["config"]["duration"],
+        };
+        assert_eq!(duration, "1s", "{kind}");
         let rows = read_rows(&out).len() as u64;
         assert!(
             rows > 0 && rows < planned / 10,

@@ -6,7 +6,6 @@ mod common;
 
 use std::collections::BTreeSet;
 
-use clap::Parser;
 use common::{config, metadata, read_rows, run_json, segments};
 use loadgen::cli::{Cli, Command};
 use loadgen::config::RunConfig;
@@ -229,7 +228,7 @@ async fn start_at_starts_every_shard_at_the_instant() {
 
 /// The error `loadgen run ARGS…` gives before running anything.
 fn refused(args: &[&str]) -> String {
-    let cli = Cli::try_parse_from(["loadgen", "run"].iter().chain(args));
+    let cli = Cli::try_parse_given(["loadgen", "run"].iter().chain(args));
     let run = match cli {
         Ok(Cli {
             command: Command::Run(run),

@@ -175,3 +175,79 @@ fn bad_thresholds_are_refused_before_anything_runs() {
         assert!(!out.exists(), "{threshold}: nothing is written");
     }
 }
+
+/// Issue 26: a crossed threshold on `sweep` and `calibrate` exited 0. Both now judge their
+/// runs, print the Thresholds block, exit 99 and put the results in --json.
+#[test]
+fn sweep_and_calibrate_exit_99_when_a_threshold_is_crossed() {
+    let server = slow_server();
+    let dir = tempfile::tempdir().unwrap();
+    let sweep_dir = dir.path().join("sweep");
+    let (code, text) = run(&[
+        "sweep",
+        "--url",
+        &server.url("/"),
+        "--levels",
+        "1,2",
+        "-n",
+        "10",
+        "--no-progress",
+        "--threshold",
+        "p99<5ms",
+        "--threshold",
+        "error_rate<1%",
+        "--out",
+        sweep_dir.to_str().unwrap(),
+    ]);
+    assert_eq!(code, 99, "{text}");
+    assert!(text.contains("Thresholds"), "{text}");
+    assert!(
+        text.contains("CROSSED at N = 1, N = 2 (exit code 99)"),
+        "{text}"
+    );
+    let sweep: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(sweep_dir.join("sweep.json")).unwrap())
+            .unwrap();
+    assert_eq!(sweep["thresholds_passed"], false);
+    assert_eq!(sweep["levels"][0]["thresholds"][0]["passed"], false);
+    assert_eq!(sweep["levels"][0]["thresholds"][1]["passed"], true);
+
+    let calibration = dir.path().join("calibration");
+    let (code, text) = run(&[
+        "calibrate",
+        "--url",
+        &server.url("/"),
+        "-n",
+        "10",
+        "--warmup",
+        "0",
+        "--json",
+        "--threshold",
+        "p99<5ms",
+        "--out",
+        calibration.to_str().unwrap(),
+    ]);
+    assert_eq!(code, 99, "{text}");
+    let json_end = text.rfind('}').unwrap() + 1;
+    let doc: serde_json::Value = serde_json::from_str(&text[..json_end]).unwrap();
+    assert_eq!(doc["thresholds"][0]["threshold"], "p99<5ms");
+    assert_eq!(doc["thresholds"][0]["passed"], false);
+    assert_eq!(run_json(&calibration)["exit_code"], 99);
+
+    // Met thresholds exit 0, and the block says so.
+    let (code, text) = run(&[
+        "calibrate",
+        "--url",
+        &server.url("/"),
+        "-n",
+        "10",
+        "--warmup",
+        "0",
+        "--threshold",
+        "p99>=20ms",
+        "--out",
+        dir.path().join("met").to_str().unwrap(),
+    ]);
+    assert_eq!(code, 0, "{text}");
+    assert!(text.contains("calibration    all 1 passed"), "{text}");
+}

@@ -1,29 +1,25 @@
 //! From `loadgen run`'s flags to a scenario and its compiled plan: the flags are checked,
-//! a scenario is read (a file or a built-in) and patched by `-c`/`-d`/`-n` and `-H`, or — for
-//! a quick run (`--url … -c … -d …`) — synthesized, model section and all. Either way the
-//! scenario then goes through `scenario::compile` once; this file never builds a plan itself.
-
-use std::time::Duration;
+//! a scenario is read (a file or a built-in) and patched by `-H`, or — for a quick run
+//! (`--url … -c … -d …`) — synthesized around a default closed model. Either way the model
+//! flags then shape its `[model]` by one set of rules (`model_flags`), and the scenario goes
+//! through `scenario::compile` once; this file never builds a plan itself.
 
 use bytes::Bytes;
 use hyper::header::{HeaderName, HeaderValue};
 use hyper::Method;
 
-use super::validate::parse_stages;
+use super::model_flags::{self, Applied, ModelFlags};
 use super::{ConfigError, ConnectionOptions, Target, TargetUrl};
-use crate::cli::{ArrivalsArg, RedirectsArg, RunArgs};
-use crate::model::open::Arrivals;
+use crate::cli::{RedirectsArg, RunArgs};
 use crate::model::DEFAULT_DURATION;
-use crate::scenario::schema::{
-    ClosedSpec, Defaults, Dur, ModelSpec, OpenSpec, RequestSpec, DEFAULT_MAX_IN_FLIGHT,
-};
+use crate::scenario::schema::{ClosedSpec, Defaults, Dur, ModelSpec, RequestSpec};
 use crate::scenario::{self, builtin, Compiled, Scenario, ScenarioError};
 use crate::transport::Redirects;
 use crate::workload::template::{Body, Text};
 use crate::workload::{RequestTemplate, StatusSet};
 
 /// Connections of a quick run without `-c`.
-const DEFAULT_CONNECTIONS: u32 = 50;
+const DEFAULT_CONNECTIONS: u32 = crate::scenario::schema::DEFAULT_WORKERS;
 
 /// `-c`, `-n`, `--streams-per-connection` and the durations: zero is a mistake.
 pub(super) fn check_counts(args: &RunArgs) -> Result<(), ConfigError> {
@@ -114,12 +110,12 @@ pub(super) struct Shaped {
     pub origin: String,
     pub scenario: Scenario,
     pub compiled: Compiled,
-    /// `-d` given with a model other than closed.
-    pub duration_cap: Option<Duration>,
+    /// What the model rules decided beside the spec: `-d`/`-n` caps and notes.
+    pub applied: Applied,
 }
 
-/// A scenario file or built-in, with `--set`, `-H`, `-c`/`-d`/`-n` (and `model`, if given,
-/// in place of its own model) applied.
+/// A scenario file or built-in, with `--set`, `-H` and the model flags (or `model`, if
+/// given, in place of its own model) applied.
 pub(super) fn from_scenario(
     args: &RunArgs,
     url: Option<TargetUrl>,
@@ -133,9 +129,6 @@ pub(super) fn from_scenario(
         return Err(ConfigError::QuickOnly);
     }
     let mut scenario = scenario::parse(&origin, text, &args.sets)?;
-    if let Some(model) = model {
-        scenario.model = model;
-    }
     for (name, value) in headers {
         scenario.defaults.headers.insert(
             name.to_string(),
@@ -154,24 +147,19 @@ pub(super) fn from_scenario(
         })?),
         (None, None) => Target::Embedded,
     };
-    let closed_overrides = (
-        args.connections.map(|c| connection.workers_for(c)),
-        args.duration,
-        args.requests,
-    );
-    let duration_cap = apply_closed_overrides(&mut scenario, closed_overrides)?;
+    let applied = shape_model(&mut scenario, args, connection, model, true)?;
     let compiled = scenario::compile_scenario(&origin, &scenario, target.base_path())?;
     Ok(Shaped {
         target,
         origin,
         scenario,
         compiled,
-        duration_cap,
+        applied,
     })
 }
 
-/// A quick run: one request to `--url` (or the embedded server), its model from `-c`/`-d`/`-n`
-/// or `--rate`/`--stages` (or `model`, if given), compiled as a scenario.
+/// A quick run: one request to `--url` (or the embedded server), its model the default
+/// closed one shaped by the model flags (or `model`, if given), compiled as a scenario.
 pub(super) fn from_command_line(
     args: &RunArgs,
     url: Option<TargetUrl>,
@@ -183,7 +171,8 @@ pub(super) fn from_command_line(
         return Err(ConfigError::SetWithoutScenario);
     }
     let target = url.map_or(Target::Embedded, Target::Url);
-    let (scenario, request) = quick_scenario(args, &target, headers, connection, model)?;
+    let (mut scenario, request) = quick_scenario(args, &target, headers, connection)?;
+    let applied = shape_model(&mut scenario, args, connection, model, false)?;
     let compiled = scenario::compile::compile_literal(&scenario, request)
         .map_err(|v| ConfigError::Template(format!("{}: {}", v.path, v.message)))?;
     Ok(Shaped {
@@ -191,42 +180,54 @@ pub(super) fn from_command_line(
         origin: "command line".to_string(),
         scenario,
         compiled,
-        duration_cap: None,
+        applied,
     })
 }
 
-/// `-c`, `-d` and `-n` set the closed model's parameters; other models are shaped with --set,
-/// and `-d` caps their run time: the cap is returned.
-fn apply_closed_overrides(
+/// The model the run gets: a workflow's `model` as it is (calibrate refuses the model flags
+/// itself), or the scenario's shaped by the model flags (see `model_flags`), with request
+/// counts rounded up to whole iterations of the sequence.
+fn shape_model(
     scenario: &mut Scenario,
-    (connections, duration, requests): (Option<u32>, Option<Duration>, Option<u64>),
-) -> Result<Option<Duration>, ConfigError> {
-    if connections.is_none() && duration.is_none() && requests.is_none() {
-        return Ok(None);
+    args: &RunArgs,
+    connection: &ConnectionOptions,
+    model: Option<ModelSpec>,
+    from_scenario: bool,
+) -> Result<Applied, ConfigError> {
+    if let Some(model) = model {
+        scenario.model = model;
+        return Ok(Applied::default());
     }
-    let ModelSpec::Closed(ClosedSpec {
-        workers,
-        requests: spec_requests,
-        duration: spec_duration,
-    }) = &mut scenario.model
-    else {
-        if connections.is_some() || requests.is_some() {
-            return Err(ConfigError::ClosedOnly);
-        }
-        return Ok(duration);
+    let flags = ModelFlags::from_args(args, connection.streams_per_connection)?;
+    let mut applied = model_flags::apply(&mut scenario.model, &flags, from_scenario)?;
+    let len = scenario.sequence.len();
+    let what = if args.requests.is_some() {
+        "-n"
+    } else {
+        "model.requests"
     };
-    if let Some(c) = connections {
-        *workers = c;
+    if let ModelSpec::Closed(ClosedSpec {
+        requests: Some(n), ..
+    }) = &mut scenario.model
+    {
+        let (rounded, note) = model_flags::whole_iterations(*n, len, what);
+        *n = rounded;
+        applied.notes.extend(note);
     }
-    if let Some(d) = duration {
-        *spec_duration = Some(Dur(d));
-        *spec_requests = None;
+    if matches!(scenario.model, ModelSpec::Open(_)) && scenario.defaults.think_time.is_some() {
+        // The open model paces by arrivals: a think time would be silently meaningless.
+        applied.notes.push(
+            "the open model paces sends by the arrival rate: the scenario's \
+             defaults.think_time is not used"
+                .to_string(),
+        );
     }
-    if let Some(n) = requests {
-        *spec_requests = Some(n);
-        *spec_duration = None;
+    if let Some(cap) = &mut applied.request_cap {
+        let (rounded, note) = model_flags::whole_iterations(*cap, len, "-n");
+        *cap = rounded;
+        applied.notes.extend(note);
     }
-    Ok(None)
+    Ok(applied)
 }
 
 /// The scenario a quick `loadgen run --url … -c … -d …` amounts to, and its one request
@@ -236,7 +237,6 @@ fn quick_scenario(
     target: &Target,
     headers: &[(HeaderName, HeaderValue)],
     connection: &ConnectionOptions,
-    model: Option<ModelSpec>,
 ) -> Result<(Scenario, RequestTemplate), ConfigError> {
     let method_text = args.method.clone().unwrap_or_else(|| "GET".to_string());
     let method = Method::from_bytes(method_text.to_ascii_uppercase().as_bytes())
@@ -259,10 +259,12 @@ fn quick_scenario(
         StatusSet::default(),
     )
     .map_err(|e| ConfigError::Template(e.to_string()))?;
-    let model = match model {
-        Some(model) => model,
-        None => quick_model(args, connection)?,
-    };
+    // The model nobody wrote: closed, for the model flags to shape.
+    let model = ModelSpec::Closed(ClosedSpec {
+        workers: connection.workers_for(DEFAULT_CONNECTIONS),
+        requests: None,
+        duration: Some(Dur(DEFAULT_DURATION)),
+    });
     let scenario = Scenario {
         name: None,
         description: Some("from the command line".into()),
@@ -326,39 +328,4 @@ fn recorded_request(args: &RunArgs, method: &Method, path: String, body: &Bytes)
         check: Vec::new(),
         extract: Default::default(),
     }
-}
-
-/// The model a quick run asks for: open with `--rate`/`--stages`, closed otherwise (`-c`
-/// connections, for `-n` requests or `-d`, 10 s by default).
-fn quick_model(args: &RunArgs, connection: &ConnectionOptions) -> Result<ModelSpec, ConfigError> {
-    if args.rate.is_none() && args.stages.is_none() {
-        let connections = args.connections.unwrap_or(DEFAULT_CONNECTIONS);
-        return Ok(ModelSpec::Closed(ClosedSpec {
-            workers: connection.workers_for(connections),
-            requests: args.requests,
-            duration: args
-                .requests
-                .is_none()
-                .then(|| Dur(args.duration.unwrap_or(DEFAULT_DURATION))),
-        }));
-    }
-    if args.connections.is_some() || args.requests.is_some() {
-        return Err(ConfigError::OpenFlags);
-    }
-    let stages = args.stages.as_deref().map(parse_stages).transpose()?;
-    Ok(ModelSpec::Open(OpenSpec {
-        rate: args.rate,
-        duration: match (&stages, args.duration) {
-            (Some(_), _) => None,
-            (None, d) => Some(Dur(d.unwrap_or(DEFAULT_DURATION))),
-        },
-        stages,
-        arrivals: match args.arrivals {
-            ArrivalsArg::Uniform => Arrivals::Uniform,
-            ArrivalsArg::Poisson => Arrivals::Poisson,
-        },
-        max_in_flight: args.max_in_flight.unwrap_or(DEFAULT_MAX_IN_FLIGHT),
-        max_lateness: Dur(args.max_lateness),
-        warmup: None,
-    }))
 }

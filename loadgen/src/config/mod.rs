@@ -12,6 +12,7 @@
 //! `--start-at`, `--stages`, headers); `redact` is what gets recorded, without secrets.
 
 mod flags;
+mod model_flags;
 mod redact;
 mod validate;
 
@@ -58,14 +59,13 @@ pub enum ConfigError {
     UnknownScenario { name: String, known: String },
     #[error("--method and --body describe a single-URL run; with a scenario, set them in its [requests] (or with --set)")]
     QuickOnly,
-    #[error("-c and -n set the closed model; this scenario uses another model, so shape it with --set model.FIELD=VALUE (-d caps any model's run time)")]
-    ClosedOnly,
+    /// A model flag that cannot apply to the model asked for (see `model_flags`).
+    #[error("{0}")]
+    ModelFlag(String),
     #[error("--set changes a scenario; give one (a SCENARIO.toml file or --scenario NAME), or use flags such as -c and -d")]
     SetWithoutScenario,
     #[error("--stages '{0}' is not a list of DURATION:RATE stages; write e.g. --stages 30s:100,60s:1000")]
     Stages(String),
-    #[error("-c and -n belong to the closed model; with --rate or --stages, concurrency is bounded by --max-in-flight and the run lasts -d or the stages")]
-    OpenFlags,
     #[error("{0}")]
     Shard(String),
     #[error("{0}")]
@@ -114,13 +114,33 @@ pub struct RunConfig {
     /// `-d` with a model other than closed (whose duration it sets): the run stops sending
     /// after this long whatever the model, like k6's `maxDuration`.
     pub duration_cap: Option<Duration>,
+    /// `-n` with a thread-groups or phased model: requests for all workers together,
+    /// rounded up to whole iterations.
+    pub request_cap: Option<u64>,
+    /// What the model rules changed that the user may not expect (a scenario's model replaced
+    /// by `--rate`, `-n` rounded up to whole iterations): on the console and in run.json.
+    pub notes: Vec<String>,
     /// `--link-capacity`, in bits per second.
     pub link_capacity_bps: Option<u64>,
     /// The scenario's `thresholds` and `--threshold`s, judged at the end.
     pub thresholds: Vec<Threshold>,
     /// `--metrics-addr`: where live metrics are served for Prometheus.
     pub metrics_addr: Option<std::net::SocketAddr>,
+    /// How long the metrics endpoint serves the final counts after the run (`--metrics-linger`,
+    /// 15 s with `--metrics-addr`; a sweep sets zero for all but its last level).
+    pub metrics_linger: Duration,
+    /// `--run-group`: the label shards of one run share in the live metrics.
+    pub run_group: Option<String>,
+    /// True when this run waits for `--start-at` and records how late it started: false for
+    /// a sweep's later levels, which start when the level before them ends.
+    pub waits_for_start_at: bool,
+    /// `--upload-timeout`: the longest the end of an `--out s3://` run waits for uploads.
+    pub upload_timeout: Duration,
 }
+
+/// `--metrics-linger` when `--metrics-addr` is given without it: three scrapes at Prometheus's
+/// common 5 s interval.
+pub const DEFAULT_METRICS_LINGER: Duration = Duration::from_secs(15);
 
 /// How workers connect: TLS verification, protocol, keep-alive, redirects.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -164,19 +184,25 @@ impl RunConfig {
             target,
             origin,
             scenario,
-            compiled,
-            duration_cap,
+            mut compiled,
+            applied,
         } = match flags::scenario_text(args)? {
             Some((origin, text)) => {
                 flags::from_scenario(args, url, origin, &text, &headers, &connection, model)?
             }
             None => flags::from_command_line(args, url, &headers, &connection, model)?,
         };
+        for template in &mut compiled.workload.templates {
+            crate::workload::check::Rules::limit_kept(&mut template.capture, args.max_body_kept);
+        }
         let shard = args.shard.unwrap_or_default();
         let model = match given_model {
             true => compiled.model,
             false => shard.slice(&compiled.model).map_err(ConfigError::Shard)?,
         };
+        let request_cap = applied
+            .request_cap
+            .map(|n| shard_cap(&shard, n, model.plan().sequence().len()));
         let thresholds = validate::thresholds(
             scenario.thresholds.iter().chain(&args.thresholds),
             &compiled.workload.labels(),
@@ -206,10 +232,19 @@ impl RunConfig {
             connection,
             shard,
             start_at_unix_ns,
-            duration_cap,
+            duration_cap: applied.duration_cap,
+            request_cap,
+            notes: applied.notes,
             link_capacity_bps: args.link_capacity,
             thresholds,
             metrics_addr: args.metrics_addr,
+            metrics_linger: match args.metrics_addr {
+                Some(_) => args.metrics_linger.unwrap_or(DEFAULT_METRICS_LINGER),
+                None => Duration::ZERO,
+            },
+            run_group: args.run_group.clone(),
+            waits_for_start_at: true,
+            upload_timeout: args.upload_timeout,
         })
     }
 
@@ -219,6 +254,13 @@ impl RunConfig {
     }
 }
 
+/// A shard's share of a `-n` cap of `requests` (whole iterations of `len` requests): its
+/// share of the iterations, so the shards together send the cap.
+fn shard_cap(shard: &crate::shard::Shard, requests: u64, len: usize) -> u64 {
+    let len = len.max(1) as u64;
+    shard.share(requests.div_ceil(len)) * len
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -226,8 +268,7 @@ mod tests {
     use crate::scenario::schema::{PhaseSpec, PhasedSpec, WorkerCount};
 
     fn run_args(flags: &[&str]) -> RunArgs {
-        use clap::Parser;
-        let cli = crate::cli::Cli::try_parse_from(["loadgen", "run"].iter().chain(flags))
+        let cli = crate::cli::Cli::try_parse_given(["loadgen", "run"].iter().chain(flags))
             .expect("valid flags");
         let crate::cli::Command::Run(args) = cli.command else {
             panic!("not a run")

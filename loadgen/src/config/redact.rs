@@ -37,11 +37,13 @@ impl RunConfig {
             keepalive: self.connection.keepalive,
             follow_redirects: self.connection.redirects,
             duration: self.duration_limit().map(text),
+            request_cap: self.request_cap,
             tls_verify: match &self.connection.verify {
                 crate::transport::tls::Verify::System => "system roots".to_string(),
                 crate::transport::tls::Verify::CaFile(p) => format!("--cacert {}", p.display()),
                 crate::transport::tls::Verify::Insecure => "off (--insecure)".to_string(),
             },
+            notes: self.notes.clone(),
             definition: self.scenario.clone(),
         }
     }
@@ -68,8 +70,16 @@ pub struct ResolvedConfig {
     /// How long the run may send (`-d`, or a closed scenario's `duration`), whatever the
     /// model; `None` when only the model's own plan ends it.
     pub duration: Option<String>,
+    /// `-n` on a thread-groups or phased model: requests for all workers together, rounded
+    /// up to whole iterations; absent when the model alone decides.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub request_cap: Option<u64>,
     /// How server certificates were checked (https:// targets).
     pub tls_verify: String,
+    /// What the model rules changed that the user may not expect: a scenario's model
+    /// replaced by `--rate`, `-n` rounded up to whole iterations.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub notes: Vec<String>,
     /// The scenario as run: overrides applied, secret header values redacted.
     pub definition: Scenario,
 }
@@ -109,8 +119,7 @@ mod tests {
 
     #[test]
     fn secrets_are_redacted() {
-        use clap::Parser;
-        let cli = crate::cli::Cli::try_parse_from([
+        let cli = crate::cli::Cli::try_parse_given([
             "loadgen",
             "run",
             "-H",

@@ -102,12 +102,28 @@ impl Model for Closed {
     async fn drive(self, pool: &mut WorkerPool) {
         let budget = self.requests.map(|n| Arc::new(AtomicU64::new(n)));
         for _ in 0..self.workers {
-            let mut source =
+            let source =
                 SequenceSource::new(self.sequence.clone(), 0, None, self.think_time, &self.stop);
-            source.budget = budget.clone();
-            pool.spawn(0, source);
+            pool.spawn(0, source.with_budget(budget.clone()));
         }
     }
+}
+
+/// Takes one iteration of `len` requests from a shared budget of requests, while any is left:
+/// the last iteration may overrun it, so a budget counts requests rounded up to whole
+/// iterations (compilation rounds it, and the console says so).
+pub fn take_iteration(budget: &AtomicU64, len: u64) -> Option<()> {
+    budget
+        .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |n| {
+            (n > 0).then(|| n.saturating_sub(len))
+        })
+        .ok()
+        .map(drop)
+}
+
+/// True when a shared budget of requests exists and is spent: a model starts no more workers.
+pub fn budget_spent(budget: Option<&AtomicU64>) -> bool {
+    budget.is_some_and(|b| b.load(Ordering::Relaxed) == 0)
 }
 
 /// One worker going through the request sequence, cyclically.
@@ -177,16 +193,28 @@ impl SequenceSource {
         self
     }
 
+    /// A budget of requests shared with other workers (`-n`), taken a whole iteration at a
+    /// time (see [`take_iteration`]).
+    pub fn with_budget(mut self, budget: Option<Arc<AtomicU64>>) -> Self {
+        self.budget = budget;
+        self
+    }
+
     fn take(&mut self) -> Option<Work> {
-        if self.stop.is_draining() || self.quota.is_some_and(|q| self.sent >= q) {
+        if self.stop.is_draining() {
             return None;
         }
-        if let Some(budget) = &self.budget {
-            budget
-                .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |n| n.checked_sub(1))
-                .ok()?;
-        }
         let len = self.sequence.len() as u64;
+        // Quotas and budgets are checked where an iteration starts, so a worker never stops
+        // between the steps of its sequence (a POST without the GET that reads it back).
+        if self.sent.is_multiple_of(len) {
+            if self.quota.is_some_and(|q| self.sent >= q) {
+                return None;
+            }
+            if let Some(budget) = &self.budget {
+                take_iteration(budget, len)?;
+            }
+        }
         let op = self.sequence[(self.sent % len) as usize];
         let mut work = Work::new(op, self.phase);
         if let Some((walk, rng)) = &mut self.walk {

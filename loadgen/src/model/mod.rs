@@ -67,6 +67,9 @@ pub struct DriveContext {
     pub announce: Announcer,
     /// The run's fields (the producer draws its payloads from them).
     pub fields: Fields,
+    /// Requests left for all workers together (`-n` as a cap on a model that is not
+    /// closed), taken a whole iteration at a time; `None` when the plan alone decides.
+    pub budget: Option<Arc<std::sync::atomic::AtomicU64>>,
 }
 
 /// A model being driven, boxed so that [`Plan`] can be used as `dyn Plan`.

@@ -79,6 +79,29 @@ impl OpenPlan {
     pub fn duration(&self) -> Duration {
         self.stages.iter().map(|s| s.duration).sum()
     }
+
+    /// The stages in words: `20 req/s for 2s`, `0→100 iterations/s over 30s, then …` (an
+    /// arrival is an iteration when the plan is chained).
+    pub fn describe_schedule(&self) -> String {
+        let unit = if self.chained {
+            "iterations/s"
+        } else {
+            "req/s"
+        };
+        let stages: Vec<String> = self
+            .stages
+            .iter()
+            .map(|s| {
+                let duration = humantime::format_duration(s.duration);
+                if s.from_rps == s.to_rps {
+                    format!("{} {unit} for {duration}", s.to_rps)
+                } else {
+                    format!("{}→{} {unit} over {duration}", s.from_rps, s.to_rps)
+                }
+            })
+            .collect();
+        stages.join(", then ")
+    }
 }
 
 impl Plan for OpenPlan {
@@ -104,18 +127,6 @@ impl Plan for OpenPlan {
     }
 
     fn describe(&self) -> String {
-        let stages: Vec<String> = self
-            .stages
-            .iter()
-            .map(|s| {
-                let duration = humantime::format_duration(s.duration);
-                if s.from_rps == s.to_rps {
-                    format!("{} req/s for {duration}", s.to_rps)
-                } else {
-                    format!("{}→{} req/s over {duration}", s.from_rps, s.to_rps)
-                }
-            })
-            .collect();
         let unit = if self.chained {
             format!(" iterations of {} requests", self.sequence.len())
         } else {
@@ -131,7 +142,7 @@ impl Plan for OpenPlan {
         };
         format!(
             "open model: {}{warmup}, {:?} arrivals, {}{unit} scheduled, at most {} in flight",
-            stages.join(", then "),
+            self.describe_schedule(),
             self.arrivals,
             self.scheduled(),
             self.max_in_flight

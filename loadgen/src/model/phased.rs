@@ -6,12 +6,13 @@
 //!
 //! Rows carry the phase's name. Each phase start and finish is announced on the console.
 
+use std::sync::atomic::AtomicU64;
 use std::sync::Arc;
 use std::time::Duration;
 
 use tokio::time::Instant;
 
-use super::closed::{SequenceSource, Walk};
+use super::closed::{budget_spent, SequenceSource, Walk};
 use super::{Announcer, DriveContext, Driving, Limit, Model, ModelPlan, Plan};
 use crate::shard::Shard;
 use crate::stop::StopSignal;
@@ -105,6 +106,7 @@ impl Plan for PhasedPlan {
             think_time: context.think_time,
             stop: context.stop,
             announce: context.announce,
+            budget: context.budget,
         };
         Box::pin(model.drive(pool))
     }
@@ -116,6 +118,8 @@ pub struct Phased {
     pub think_time: Duration,
     pub stop: StopSignal,
     pub announce: Announcer,
+    /// `-n` as a cap: requests left for all workers (see [`DriveContext::budget`]).
+    pub budget: Option<Arc<AtomicU64>>,
 }
 
 impl Model for Phased {
@@ -125,8 +129,10 @@ impl Model for Phased {
         let mut started: Vec<Option<Instant>> = vec![None; phases.len()];
         let mut finished = vec![0u32; phases.len()];
         loop {
+            // Once a `-n` cap is spent, no more phases start.
+            let spent = budget_spent(self.budget.as_deref());
             for (i, phase) in phases.iter().enumerate() {
-                if started[i].is_some() {
+                if started[i].is_some() || spent {
                     continue;
                 }
                 let due = match phase.start {
@@ -147,7 +153,8 @@ impl Model for Phased {
                         Some(phase.requests_per_worker),
                         self.think_time,
                         &self.stop,
-                    );
+                    )
+                    .with_budget(self.budget.clone());
                     if let Some(walk) = &phase.walk {
                         source = source.walking(walk.clone());
                     }
@@ -161,7 +168,7 @@ impl Model for Phased {
                     phase.requests_per_worker
                 ));
             }
-            let all_started = started.iter().all(Option::is_some);
+            let all_started = spent || started.iter().all(Option::is_some);
             if all_started && pool.running() == 0 {
                 return;
             }

@@ -5,10 +5,11 @@
 //! Rows carry the phase `startup` or `group-K` (K from 1); group K starts (K−1) × delay after
 //! group 1, which starts when the startup group has finished.
 
+use std::sync::atomic::AtomicU64;
 use std::sync::Arc;
 use std::time::Duration;
 
-use super::closed::SequenceSource;
+use super::closed::{budget_spent, SequenceSource};
 use super::{Announcer, DriveContext, Driving, Limit, Model, ModelPlan, Plan};
 use crate::shard::Shard;
 use crate::stop::StopSignal;
@@ -93,6 +94,7 @@ impl Plan for ThreadGroupsPlan {
             think_time: context.think_time,
             stop: context.stop,
             announce: context.announce,
+            budget: context.budget,
         };
         Box::pin(model.drive(pool))
     }
@@ -104,6 +106,8 @@ pub struct ThreadGroups {
     pub think_time: Duration,
     pub stop: StopSignal,
     pub announce: Announcer,
+    /// `-n` as a cap: requests left for all workers (see [`DriveContext::budget`]).
+    pub budget: Option<Arc<AtomicU64>>,
 }
 
 impl Model for ThreadGroups {
@@ -118,16 +122,7 @@ impl Model for ThreadGroups {
                 "startup: {workers} workers × {iterations} iterations"
             ));
             for _ in 0..workers {
-                pool.spawn(
-                    0,
-                    SequenceSource::new(
-                        plan.sequence.clone(),
-                        0,
-                        rounds(iterations),
-                        self.think_time,
-                        &self.stop,
-                    ),
-                );
+                pool.spawn(0, self.source(0, rounds(iterations)));
             }
             while pool.next_done().await.is_some() {}
             (self.announce)(format!(
@@ -138,10 +133,14 @@ impl Model for ThreadGroups {
         }
         let groups_start = tokio::time::Instant::now();
         let mut finished = vec![0u32; labels.len()];
-        for k in 0..plan.groups {
+        'groups: for k in 0..plan.groups {
             let at = groups_start + plan.delay * k;
-            // Workers of earlier groups may finish while we wait for this group's start.
+            // Workers of earlier groups may finish while we wait for this group's start; once
+            // a `-n` cap is spent, no more groups start.
             loop {
+                if budget_spent(self.budget.as_deref()) {
+                    break 'groups;
+                }
                 tokio::select! {
                     _ = tokio::time::sleep_until(at) => break,
                     Some(done) = pool.next_done() => self.finished(&mut finished, &labels, done.phase, groups_start),
@@ -149,16 +148,7 @@ impl Model for ThreadGroups {
             }
             let phase = first_group_phase + k as u16;
             for _ in 0..plan.group_size {
-                pool.spawn(
-                    phase,
-                    SequenceSource::new(
-                        plan.sequence.clone(),
-                        phase,
-                        rounds(plan.iterations),
-                        self.think_time,
-                        &self.stop,
-                    ),
-                );
+                pool.spawn(phase, self.source(phase, rounds(plan.iterations)));
             }
             (self.announce)(format!(
                 "{} started at +{:.2} s: {} workers",
@@ -174,6 +164,18 @@ impl Model for ThreadGroups {
 }
 
 impl ThreadGroups {
+    /// A worker of `phase` running `quota` requests (whole iterations), under the cap if any.
+    fn source(&self, phase: u16, quota: Option<u64>) -> SequenceSource {
+        SequenceSource::new(
+            self.plan.sequence.clone(),
+            phase,
+            quota,
+            self.think_time,
+            &self.stop,
+        )
+        .with_budget(self.budget.clone())
+    }
+
     fn finished(
         &self,
         finished: &mut [u32],

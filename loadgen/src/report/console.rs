@@ -142,7 +142,12 @@ fn requests_line(summary: &RunSummary) -> Option<String> {
         let by_class: Vec<String> = summary
             .errors
             .iter()
-            .map(|(c, n)| format!("{c} {n}"))
+            .map(|(c, n)| match c.as_str() {
+                "http_status" if !summary.failed_statuses.is_empty() => {
+                    format!("{c} {n}: {}", statuses(summary))
+                }
+                _ => format!("{c} {n}"),
+            })
             .collect();
         let _ = write!(line, " ({})", by_class.join(", "));
     }
@@ -244,4 +249,15 @@ fn table<R>(out: &mut String, columns: &[Column<R>], rows: &[R]) {
         }
         let _ = writeln!(out, "{}", line.trim_end());
     }
+}
+
+/// Failed statuses, most frequent first: `404 × 34,562, 503 × 12`.
+fn statuses(summary: &RunSummary) -> String {
+    let mut counts: Vec<(&String, &u64)> = summary.failed_statuses.iter().collect();
+    counts.sort_by(|a, b| b.1.cmp(a.1).then(a.0.cmp(b.0)));
+    let text: Vec<String> = counts
+        .iter()
+        .map(|(status, n)| format!("{status} × {}", crate::units::thousands(**n)))
+        .collect();
+    text.join(", ")
 }

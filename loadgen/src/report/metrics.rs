@@ -1,19 +1,20 @@
 //! `--metrics-addr`: the run's live numbers as a Prometheus scrape target, so Grafana can watch
-//! a long run, or the shards of one run side by side (every series carries `run_id` and
-//! `shard`).
+//! a long run, or the shards of one run side by side (every series carries `run_id`, `shard`
+//! and `run_group`, which the shards of one run share).
 //!
 //! `GET /metrics` answers in the Prometheus text format (0.0.4): requests by op and outcome,
 //! in flight, workers, scheduled / dropped / late sends (open model), and a latency histogram
 //! per op (fixed buckets, 1 ms to 30 s; open model: from the intended send time, as the
 //! summary). The listener is bound before the run starts, so a taken port is bad input (exit
-//! 2), and served by hyper until the run ends. Live numbers are for watching; the results are
-//! the rows.
+//! 2), and served by hyper until the run ends and then for `--metrics-linger`, so the last
+//! scrape sees the final counts. Live numbers are for watching; the results are the rows.
 
 use std::convert::Infallible;
 use std::fmt::Write;
 use std::net::SocketAddr;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
+use std::time::Duration;
 
 use bytes::Bytes;
 use http_body_util::Full;
@@ -23,6 +24,7 @@ use hyper_util::rt::TokioIo;
 use crate::record::ErrorClass;
 use crate::stats::live::{LiveMetrics, BUCKET_BOUNDS_S};
 use crate::stats::LiveCounters;
+use crate::stop::StopSignal;
 
 /// What the endpoint reads: the counters every worker bumps, and the run's labels.
 #[derive(Debug)]
@@ -33,6 +35,8 @@ pub struct MetricsSource {
     pub ops: Vec<String>,
     pub run_id: String,
     pub shard: String,
+    /// What the shards of one run share (`--run-group`, else the `--start-at` instant).
+    pub run_group: String,
 }
 
 /// A bound listener, not yet serving (bound early so a taken port stops the run before it
@@ -57,6 +61,7 @@ impl MetricsListener {
     pub fn serve(self, source: MetricsSource) -> std::io::Result<MetricsServer> {
         let listener = tokio::net::TcpListener::from_std(self.listener)?;
         let source = Arc::new(source);
+        let url = format!("http://{}/metrics", listener.local_addr()?);
         let task = tokio::spawn(async move {
             while let Ok((stream, _)) = listener.accept().await {
                 let source = source.clone();
@@ -71,7 +76,7 @@ impl MetricsListener {
                 });
             }
         });
-        Ok(MetricsServer { task })
+        Ok(MetricsServer { task, url })
     }
 }
 
@@ -79,6 +84,44 @@ impl MetricsListener {
 #[derive(Debug)]
 pub struct MetricsServer {
     task: tokio::task::JoinHandle<()>,
+    url: String,
+}
+
+impl MetricsServer {
+    /// The endpoint once the run is over, to be kept up for `linger` (see [`FinalMetrics`]).
+    pub fn after_run(self, linger: Duration) -> FinalMetrics {
+        FinalMetrics {
+            server: Arc::new(self),
+            linger,
+        }
+    }
+}
+
+/// The endpoint after the run, serving the final counts. Prometheus pulls: a run that ended
+/// between two scrapes would leave its last interval unseen, so the endpoint stays up for
+/// `--metrics-linger` (three scrapes at 5 s by default) after the summary is printed.
+#[derive(Debug, Clone)]
+pub struct FinalMetrics {
+    server: Arc<MetricsServer>,
+    linger: Duration,
+}
+
+impl FinalMetrics {
+    /// Serves the final counts for the linger period, or until a signal (Ctrl-C skips it).
+    pub async fn linger(self, stop: &StopSignal) {
+        if self.linger.is_zero() {
+            return;
+        }
+        eprintln!(
+            "serving the final metrics at {} for {} (Ctrl-C skips)",
+            self.server.url,
+            humantime::format_duration(self.linger)
+        );
+        tokio::select! {
+            () = tokio::time::sleep(self.linger) => {}
+            _ = stop.next_signal() => {}
+        }
+    }
 }
 
 impl Drop for MetricsServer {
@@ -188,9 +231,10 @@ const FAMILIES: &[Family] = &[
 pub fn render(source: &MetricsSource) -> String {
     let mut out = String::new();
     let run = format!(
-        "run_id=\"{}\",shard=\"{}\"",
+        "run_id=\"{}\",shard=\"{}\",run_group=\"{}\"",
         escape(&source.run_id),
-        escape(&source.shard)
+        escape(&source.shard),
+        escape(&source.run_group)
     );
     for Family {
         name,

@@ -25,6 +25,8 @@ pub struct RunSummary {
     pub failed: u64,
     /// Failures by error class (`http_status`, `reset`, …).
     pub errors: BTreeMap<String, u64>,
+    /// Failures of class `http_status` by status code (`"404": 34562`).
+    pub failed_statuses: BTreeMap<String, u64>,
     /// From the first request's start to the last one's end.
     pub wall_time_ns: i64,
     pub throughput_rps: f64,
@@ -138,6 +140,11 @@ impl RunSummary {
                 .errors_by_class()
                 .into_iter()
                 .map(|(class, n)| (class.to_string(), n))
+                .collect(),
+            failed_statuses: stats
+                .failed_statuses
+                .iter()
+                .map(|(status, n)| (status.to_string(), *n))
                 .collect(),
             wall_time_ns,
             throughput_rps: rate(requests),

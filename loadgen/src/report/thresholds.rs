@@ -129,6 +129,9 @@ impl FromStr for Threshold {
             }
         };
         let limit = parse_limit(metric, value.trim()).map_err(|why| bad(&why))?;
+        if metric == Metric::ErrorRate {
+            check_proportion(comparison, limit).map_err(|why| bad(&why))?;
+        }
         Ok(Threshold {
             text: text.trim().to_string(),
             metric,
@@ -150,10 +153,7 @@ fn parse_limit(metric: Metric, value: &str) -> Result<f64, String> {
             .ok_or_else(|| format!("has '{value}', which is not a number >= 0 with a unit"))
     };
     match metric {
-        Metric::ErrorRate => match value.strip_suffix('%') {
-            Some(percent) => Ok(number(percent)? / 100.0),
-            None => number(value),
-        },
+        Metric::ErrorRate => parse_proportion(value),
         Metric::Throughput => number(value.strip_suffix("/s").unwrap_or(value)),
         _ => {
             let split = value
@@ -169,6 +169,52 @@ fn parse_limit(metric: Metric, value: &str) -> Result<f64, String> {
             Ok(number(&value[..split])? * scale)
         }
     }
+}
+
+/// A proportion, one convention everywhere (thresholds, `compare` limits, notebook
+/// parameters): `1%` and `0.01` mean the same; a bare number must be below 1, so `1` — 100 %
+/// or 1 %? — is refused with a hint instead of meaning a limit that can never fail.
+pub fn parse_proportion(value: &str) -> Result<f64, String> {
+    let value = value.trim();
+    let number = |text: &str| {
+        text.trim()
+            .parse::<f64>()
+            .ok()
+            .filter(|n| n.is_finite() && *n >= 0.0)
+    };
+    if let Some(percent) = value.strip_suffix('%') {
+        return number(percent)
+            .map(|n| n / 100.0)
+            .ok_or_else(|| format!("has '{value}', which is not a percentage >= 0%"));
+    }
+    match number(value) {
+        Some(n) if n < 1.0 => Ok(n),
+        Some(n) => Err(format!(
+            "has '{value}', a bare number of 1 or more where a proportion is expected (did you mean {n}%?); write a percentage ({n}%) or a fraction below 1 ({})",
+            n / 100.0
+        )),
+        None => Err(format!(
+            "has '{value}', which is not a proportion; write a percentage (1%) or a fraction (0.01)"
+        )),
+    }
+}
+
+/// An error-rate limit that no run can cross (`error_rate<150%`, `error_rate<=100%`) is a
+/// mistake, not a threshold.
+fn check_proportion(comparison: Comparison, limit: f64) -> Result<(), String> {
+    let never = match comparison {
+        _ if limit > 1.0 => true,
+        Comparison::AtMost => limit >= 1.0,
+        Comparison::AtLeast => limit <= 0.0,
+        _ => false,
+    };
+    if never {
+        return Err(format!(
+            "can never be crossed (an error rate is between 0% and 100%, and this limit is {}%)",
+            limit * 100.0
+        ));
+    }
+    Ok(())
 }
 
 impl fmt::Display for Threshold {
@@ -277,6 +323,36 @@ pub fn console_line(results: &[ThresholdResult]) -> String {
     }
 }
 
+/// True when any threshold was crossed.
+pub fn crossed(results: &[ThresholdResult]) -> bool {
+    results.iter().any(|r| !r.passed)
+}
+
+/// The Thresholds block of a workflow that judged several runs (a sweep's levels, a
+/// calibration): one line per run, then which crossed; empty when no threshold was given.
+pub fn block(runs: &[(String, &[ThresholdResult])]) -> String {
+    if runs.iter().all(|(_, results)| results.is_empty()) {
+        return String::new();
+    }
+    let mut out = String::from("\n  Thresholds\n");
+    for (name, results) in runs {
+        out += &format!("    {name:<14} {}\n", console_line(results));
+    }
+    let failing: Vec<&str> = runs
+        .iter()
+        .filter(|(_, results)| crossed(results))
+        .map(|(name, _)| name.as_str())
+        .collect();
+    out += &match failing.len() {
+        0 => "    all passed\n".to_string(),
+        _ => format!(
+            "    CROSSED at {} (exit code {EXIT_CODE})\n",
+            failing.join(", ")
+        ),
+    };
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -285,49 +361,71 @@ mod tests {
         text.parse().unwrap()
     }
 
-    #[test]
-    fn thresholds_read_as_written() {
-        let t = parse("p99<50ms");
-        assert_eq!(
-            (t.metric, t.op, t.comparison, t.limit),
-            (Metric::Percentile(99.0), None, Comparison::Below, 50e6)
-        );
-        let t = parse(" p99.9[get_album] <= 1.5s ");
-        assert_eq!(
-            (t.metric, t.op.as_deref(), t.comparison, t.limit),
-            (
-                Metric::Percentile(99.9),
-                Some("get_album"),
-                Comparison::AtMost,
-                1.5e9
-            )
-        );
-        assert_eq!(parse("error_rate<1%").limit, 0.01);
-        assert_eq!(parse("error_rate<=0.05").limit, 0.05);
-        let t = parse("throughput>=2000/s");
-        assert_eq!(
-            (t.metric, t.comparison, t.limit),
-            (Metric::Throughput, Comparison::AtLeast, 2000.0)
-        );
-        assert_eq!(parse("mean>250us").limit, 250e3);
-        assert_eq!(parse("max<800µs").comparison, Comparison::Below);
+    /// The shared test vectors (`contract/thresholds.json`), which the Python parser's tests
+    /// read too: the two languages cannot disagree on what a threshold means.
+    fn vectors() -> serde_json::Value {
+        let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../contract/thresholds.json");
+        serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap()
+    }
+
+    fn metric_name(metric: Metric) -> String {
+        match metric {
+            Metric::Percentile(q) => format!("p{q}"),
+            Metric::Mean => "mean".into(),
+            Metric::Max => "max".into(),
+            Metric::ErrorRate => "error_rate".into(),
+            Metric::Throughput => "throughput".into(),
+        }
     }
 
     #[test]
-    fn bad_thresholds_say_how_to_write_one() {
-        for (text, needle) in [
-            ("p99 50ms", "no comparison"),
-            ("p99<50", "without a unit"),
-            ("p99<50mins", "unit 'mins'"),
-            ("p100<1s", "percentile"),
-            ("latency<1s", "none of pN"),
-            ("p99[get<1s", "without ]"),
-            ("p99[]<1s", "no op"),
-            ("error_rate<lots", "not a number"),
-        ] {
-            let error = text.parse::<Threshold>().unwrap_err();
-            assert!(error.contains(needle), "{text}: {error}");
-            assert!(error.contains("p99<50ms"), "{text}: {error}");
+    fn thresholds_read_as_the_shared_vectors_say() {
+        let vectors = vectors();
+        for case in vectors["valid"].as_array().unwrap() {
+            let expr = case["expr"].as_str().unwrap();
+            let t = parse(expr);
+            let comparison = match t.comparison {
+                Comparison::Below => "<",
+                Comparison::AtMost => "<=",
+                Comparison::Above => ">",
+                Comparison::AtLeast => ">=",
+            };
+            assert_eq!(metric_name(t.metric), case["metric"], "{expr}");
+            assert_eq!(t.op.as_deref(), case["op"].as_str(), "{expr}");
+            assert_eq!(comparison, case["comparison"], "{expr}");
+            let limit = case["limit"].as_f64().unwrap();
+            assert!(
+                (t.limit - limit).abs() <= 1e-9 * limit.max(1.0),
+                "{expr}: {}",
+                t.limit
+            );
+            assert_eq!(t.metric.unit(), case["unit"], "{expr}");
+        }
+        for case in vectors["invalid"].as_array().unwrap() {
+            let expr = case["expr"].as_str().unwrap();
+            let error = expr.parse::<Threshold>().unwrap_err();
+            assert!(
+                error.contains(case["error"].as_str().unwrap()),
+                "{expr}: {error}"
+            );
+            assert!(error.contains("p99<50ms"), "{expr}: {error}");
+        }
+    }
+
+    #[test]
+    fn proportions_follow_the_shared_vectors() {
+        for case in vectors()["proportions"].as_array().unwrap() {
+            let text = case["text"].as_str().unwrap();
+            match (parse_proportion(text), case["value"].as_f64()) {
+                (Ok(value), Some(want)) => assert!((value - want).abs() < 1e-12, "{text}"),
+                (Err(error), None) => {
+                    assert!(
+                        error.contains(case["error"].as_str().unwrap()),
+                        "{text}: {error}"
+                    )
+                }
+                (got, _) => panic!("{text}: {got:?}"),
+            }
         }
     }
 

@@ -2,6 +2,7 @@
 //! the model a pool of workers sharing one transport configuration, and stop when the model
 //! is done, `-d` has elapsed or a signal came; requests in flight then get `--grace`.
 
+use std::sync::atomic::AtomicU64;
 use std::sync::Arc;
 
 use super::output::RunOutput;
@@ -67,6 +68,9 @@ pub(super) async fn drive(
             config.model.plan().describe(),
             target.url.url
         );
+        for note in &config.notes {
+            eprintln!("note: {note}");
+        }
     }
     let progress = Progress::start(config.progress, config.model.plan().extent(), live.clone());
     let announce = progress.announcer(!config.json);
@@ -79,6 +83,7 @@ pub(super) async fn drive(
         stop: stop.clone(),
         announce,
         fields: config.workload.phase_fields[0].clone(),
+        budget: config.request_cap.map(|n| Arc::new(AtomicU64::new(n))),
     };
     tokio::select! {
         _ = config.model.plan().drive(&mut pool, context) => {}
@@ -120,9 +125,24 @@ fn serve_metrics(
             ops: output.labels.ops.clone(),
             run_id: output.run_id.clone(),
             shard: config.shard.to_string(),
+            run_group: run_group(config, &output.run_id),
         })
         .map_err(|source| RunError::MetricsAddr { addr, source })?;
     Ok((metrics, server))
+}
+
+/// The `run_group` label: `--run-group`, else the `--start-at` instant that the shards of one
+/// run share (RFC 3339, milliseconds), else the run id.
+fn run_group(config: &RunConfig, run_id: &str) -> String {
+    if let Some(group) = &config.run_group {
+        return group.clone();
+    }
+    match config.start_at_unix_ns {
+        Some(ns) => chrono::DateTime::<chrono::Utc>::from_timestamp_nanos(ns)
+            .format("%Y-%m-%dT%H:%M:%S%.3fZ")
+            .to_string(),
+        None => run_id.to_string(),
+    }
 }
 
 /// How every worker connects: the target's origin and the connection flags.

@@ -57,6 +57,16 @@ pub enum RunError {
         #[source]
         source: std::io::Error,
     },
+    #[error(
+        "cannot create the staging directory {path} for --out s3:// ({source}); the run is \
+         staged under TMPDIR before it is uploaded: set TMPDIR to a writable directory with room \
+         for the run"
+    )]
+    Staging {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
     #[error("cannot start the embedded reference server: {0}")]
     EmbeddedServer(#[source] std::io::Error),
     #[error(transparent)]
@@ -106,6 +116,7 @@ impl RunError {
             | RunError::OutExists(_)
             | RunError::OpenFiles { .. }
             | RunError::RunDir { .. }
+            | RunError::Staging { .. }
             | RunError::S3(_)
             | RunError::MetricsAddr { .. } => 2,
             RunError::EmbeddedServer(_)

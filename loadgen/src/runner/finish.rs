@@ -13,11 +13,12 @@ use super::target::PreparedTarget;
 use super::{RunError, RunJsonExtra};
 use crate::config::RunConfig;
 use crate::record::Labels;
+use crate::report::metrics::FinalMetrics;
 use crate::report::thresholds::{self, ThresholdResult};
 use crate::report::{console, write_json_atomically, OpenSummary, RunSummary};
 use crate::stats::LiveCounters;
 use crate::stop::{ExitReason, StopSignal};
-use crate::store::s3::{Mirror, S3Store, UploadReport};
+use crate::store::s3::{Mirror, S3Store, Uploaded};
 use crate::store::writer::{RecordError, WriterReport, WriterThread};
 use crate::sysmon::{ClientSummary, Sysmon, SysmonError};
 
@@ -31,6 +32,8 @@ pub struct RunOutcome {
     pub location: String,
     /// Files that could not be uploaded to S3, with why (they stay in `run_dir`).
     pub upload_failures: Vec<String>,
+    /// The signal that stopped the upload to S3, if one did: the run exits as signalled.
+    pub upload_stopped_by: Option<ExitReason>,
     pub run_id: String,
     pub summary: RunSummary,
     pub exit_reason: ExitReason,
@@ -40,13 +43,27 @@ pub struct RunOutcome {
     pub run_json: serde_json::Value,
     /// Each threshold judged against the run.
     pub thresholds: Vec<ThresholdResult>,
+    /// The live metrics endpoint, still serving the final counts (`--metrics-addr`).
+    pub metrics: Option<FinalMetrics>,
 }
 
 impl RunOutcome {
-    /// The process exit code: the exit reason's; 1 when results did not reach S3; 99 when a
-    /// run that finished crossed a threshold.
+    /// Keeps the metrics endpoint serving the final counts for `--metrics-linger` (Ctrl-C
+    /// skips it); call it once the summary is out. The endpoint closes with the outcome.
+    pub async fn linger_metrics(&self, stop: &StopSignal) {
+        if let Some(metrics) = self.metrics.clone() {
+            metrics.linger(stop).await;
+        }
+    }
+
+    /// The process exit code: the exit reason's; 1 when results did not all reach S3; 99
+    /// when a run that finished crossed a threshold; 130 / 143 when a signal stopped the
+    /// upload.
     pub fn exit_code(&self) -> i32 {
-        exit_code(self.exit_reason, &self.upload_failures, &self.thresholds)
+        match self.upload_stopped_by {
+            Some(signal) => signal.exit_code(),
+            None => exit_code(self.exit_reason, &self.upload_failures, &self.thresholds),
+        }
     }
 }
 
@@ -90,6 +107,9 @@ pub(super) async fn finish(
     } = output;
     let report = wait_for_writer(writer, &run_dir).await?;
     let exit_reason = stop.reason().unwrap_or(ExitReason::Completed);
+    // The load is over: a signal from here on stops the upload or the metrics linger, and
+    // is not announced as stopping the load.
+    stop.drain(exit_reason);
     let summary = summarize(&config, &live, &report, &labels);
     let thresholds = thresholds::evaluate(&config.thresholds, &report.stats, &summary);
     let header = format!(
@@ -100,33 +120,29 @@ pub(super) async fn finish(
     );
     target.shut_down().await;
 
-    let mut run_json = serde_json::to_value(RunJson {
-        identity: &identity,
-        exit_reason,
-        exit_code: exit_code(exit_reason, &[], &thresholds),
-        summary: &summary,
-        records: RecordsInfo::new(&report, &run_dir),
-        warnings: &warnings,
-        client: client.as_ref(),
-        thresholds: &thresholds,
-    })
-    .expect("run.json is plain data");
-    if let (Some(extra), Some(fields)) = (extra, run_json.as_object_mut()) {
-        fields.extend(extra(&summary));
-    }
-    let run_json_path = run_dir.join("run.json");
-    write_json_atomically(&run_json_path, &run_json).map_err(|source| RunError::Write {
-        path: run_json_path,
-        source,
-    })?;
+    let run_json = write_run_json(
+        &run_dir,
+        &RunJson {
+            identity: &identity,
+            exit_reason,
+            exit_code: exit_code(exit_reason, &[], &thresholds),
+            summary: &summary,
+            records: RecordsInfo::new(&report, &run_dir),
+            warnings: &warnings,
+            client: client.as_ref(),
+            thresholds: &thresholds,
+        },
+        extra,
+    )?;
 
     let upload = match (&s3, mirror) {
         (Some(s3), Some(mirror)) => {
-            upload(s3, mirror, &run_id, &run_dir, &location, &mut warnings).await
+            let during = (config.upload_timeout, stop);
+            upload(s3, mirror, during, &run_dir, &location, &mut warnings).await
         }
-        _ => UploadReport::default(),
+        _ => Uploaded::default(),
     };
-    let footer = footer(
+    let mut footer = footer(
         &location,
         &report,
         exit_reason,
@@ -134,20 +150,37 @@ pub(super) async fn finish(
         client.as_ref(),
         &warnings,
     );
+    footer.extend(config.notes.iter().map(|note| ("Note", note.clone())));
     let console = console::render(&summary, &header, &footer);
-    // The live metrics were served to the end: a last scrape saw the final counts.
-    drop(metrics_server);
     Ok(RunOutcome {
         run_dir,
         location,
-        upload_failures: upload.failed,
+        upload_failures: upload.report.failed,
+        upload_stopped_by: upload.stopped_by,
         run_id,
         summary,
         exit_reason,
         console,
         run_json,
         thresholds,
+        // Served to the end and beyond, so a last scrape sees the final counts.
+        metrics: metrics_server.map(|server| server.after_run(config.metrics_linger)),
     })
+}
+
+/// Writes run.json (the document plus a workflow's extra fields) atomically and returns it.
+fn write_run_json(
+    run_dir: &Path,
+    document: &RunJson<'_>,
+    extra: Option<RunJsonExtra>,
+) -> Result<serde_json::Value, RunError> {
+    let mut run_json = serde_json::to_value(document).expect("run.json is plain data");
+    if let (Some(extra), Some(fields)) = (extra, run_json.as_object_mut()) {
+        fields.extend(extra(document.summary));
+    }
+    let path = run_dir.join("run.json");
+    write_json_atomically(&path, &run_json).map_err(|source| RunError::Write { path, source })?;
+    Ok(run_json)
 }
 
 /// Waits for the writer thread to close the last segment; a writer that failed leaves the
@@ -192,32 +225,42 @@ fn summarize(
     )
 }
 
-/// Waits for the mirror's segments, uploads client-metrics.parquet and the final run.json, and
-/// removes the staging directory when everything arrived (else says what is kept where).
+/// Waits (at most `limit`, and only until a signal) for the mirror's segments, then
+/// client-metrics.parquet and the final run.json; removes the staging directory when
+/// everything arrived, else says what is kept where and how to upload it later.
 async fn upload(
     s3: &S3Store,
     mirror: Mirror,
-    run_id: &str,
+    (limit, stop): (std::time::Duration, &StopSignal),
     run_dir: &Path,
     location: &str,
     warnings: &mut Vec<String>,
-) -> UploadReport {
-    let mut upload = mirror.finish().await;
-    for relative in ["client-metrics.parquet", "run.json"] {
-        if run_dir.join(relative).exists() {
-            upload.record(relative, s3.put_file(run_id, run_dir, relative).await);
-        }
-    }
-    if upload.failed.is_empty() {
+) -> Uploaded {
+    let upload = mirror
+        .finish(crate::store::s3::final_files(run_dir), limit, stop)
+        .await;
+    let failed = &upload.report.failed;
+    if failed.is_empty() {
         let _ = std::fs::remove_dir_all(run_dir);
-    } else {
-        warnings.push(format!(
-            "{} file(s) did not reach {location}; the whole run is kept in {}: {}",
-            upload.failed.len(),
-            run_dir.display(),
-            upload.failed.join("; ")
-        ));
+        return upload;
     }
+    let later = format!(
+        "the whole run is kept in {dir}; upload it later with `loadgen upload {dir} {}`",
+        s3.location(),
+        dir = run_dir.display(),
+    );
+    let warning = match upload.stopped_by {
+        Some(_) => format!("upload to {location} stopped by a signal: {later}"),
+        None => format!(
+            "{} file(s) did not reach {location}: {}; {later}",
+            failed.len(),
+            failed.join("; ")
+        ),
+    };
+    if upload.stopped_by.is_some() {
+        eprintln!("\n{warning}");
+    }
+    warnings.push(warning);
     upload
 }
 

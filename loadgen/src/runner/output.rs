@@ -14,7 +14,7 @@ use crate::config::{Output, ResolvedConfig, RunConfig};
 use crate::record::{Labels, SCHEMA_VERSION};
 use crate::shard::Shard;
 use crate::stop::{ExitReason, StopSignal};
-use crate::store::s3::{Mirror, S3Store};
+use crate::store::s3::{Mirror, S3Error, S3Store, FIRST_UPLOAD_TIMEOUT};
 use crate::store::writer::{self, RecordSender, WriterConfig, WriterThread};
 
 /// A claimed run directory with its writer running.
@@ -45,15 +45,34 @@ impl RunOutput {
             Output::S3(location) => Some(S3Store::connect(location).await?),
             _ => None,
         };
-        if let Some(start_at) = config.start_at_unix_ns {
-            wait_until(start_at, stop).await?;
+        // A directory given with --out is claimed before waiting for --start-at, so a second
+        // run given the same one is refused at once, not at the start instant.
+        let claimed = match &config.out {
+            Output::Dir(dir) => Some((dir.exists(), create_run_dir(Some(dir), "")?)),
+            _ => None,
+        };
+        if let (Some(start_at), true) = (config.start_at_unix_ns, config.waits_for_start_at) {
+            if let Err(stopped) = wait_until(start_at, stop).await {
+                // Stopped before the start: leave the directory as it was.
+                if let Some((existed, dir)) = &claimed {
+                    let _ = std::fs::remove_dir(dir.join("requests"));
+                    if !existed {
+                        let _ = std::fs::remove_dir(dir);
+                    }
+                }
+                return Err(stopped);
+            }
         }
+        let claimed = claimed.map(|(_, dir)| dir);
         let run_id = run_id(config.shard);
-        let (run_dir, location) = claim_run_dir(&config.out, &run_id)?;
+        let (run_dir, location) = match claimed {
+            Some(dir) => (dir.clone(), dir.display().to_string()),
+            None => claim_run_dir(&config.out, &run_id)?,
+        };
         let identity = RunIdentity::new(config, &run_id, &target.url.url);
         let (closed, mirror) = match &s3 {
             Some(s3) => {
-                let (closed, mirror) = start_mirror(s3, &identity, &run_dir).await?;
+                let (closed, mirror) = start_mirror(s3, &identity, &run_dir, stop).await?;
                 (Some(closed), Some(mirror))
             }
             None => (None, None),
@@ -105,10 +124,11 @@ fn claim_run_dir(out: &Output, run_id: &str) -> Result<(PathBuf, String), RunErr
         Output::Dir(dir) => (create_run_dir(Some(dir), run_id)?, None),
         Output::S3(location) => {
             let staging = std::env::temp_dir().join(format!("loadgen-{run_id}"));
-            (
-                create_run_dir(Some(&staging), run_id)?,
-                Some(location.run_url(run_id)),
-            )
+            let dir = create_run_dir(Some(&staging), run_id).map_err(|e| match e {
+                RunError::RunDir { path, source } => RunError::Staging { path, source },
+                other => other,
+            })?;
+            (dir, Some(location.run_url(run_id)))
         }
     };
     let location = location.unwrap_or_else(|| run_dir.display().to_string());
@@ -121,15 +141,31 @@ async fn start_mirror(
     s3: &S3Store,
     identity: &RunIdentity,
     run_dir: &Path,
+    stop: &StopSignal,
 ) -> Result<(crate::store::s3::SegmentSender, Mirror), RunError> {
     let started = StartedRunJson {
         identity,
         exit_reason: "running",
     };
     let text = serde_json::to_vec_pretty(&started).expect("plain data");
-    if let Err(e) = s3.put(&identity.run_id, "run.json", text).await {
+    let put = tokio::time::timeout(
+        FIRST_UPLOAD_TIMEOUT,
+        s3.put(&identity.run_id, "run.json", text),
+    );
+    let failed = tokio::select! {
+        put = put => match put {
+            Ok(Ok(())) => None,
+            Ok(Err(e)) => Some(e.into()),
+            Err(_) => Some(S3Error::Hanging {
+                location: s3.location().to_string(),
+                waited: FIRST_UPLOAD_TIMEOUT,
+            }.into()),
+        },
+        () = stop.draining() => Some(RunError::NotStarted(stop.reason().unwrap_or(ExitReason::Interrupted))),
+    };
+    if let Some(error) = failed {
         let _ = std::fs::remove_dir_all(run_dir);
-        return Err(e.into());
+        return Err(error);
     }
     Ok(s3.mirror(&identity.run_id, run_dir))
 }
@@ -197,7 +233,10 @@ impl RunIdentity {
             config: config.resolved(target_url),
             shard: config.shard.to_string(),
             start_at_unix_ns: config.start_at_unix_ns,
-            start_offset_ns: config.start_at_unix_ns.map(|t| anchor.unix_ns - t),
+            start_offset_ns: config
+                .start_at_unix_ns
+                .filter(|_| config.waits_for_start_at)
+                .map(|t| anchor.unix_ns - t),
             anchor,
         }
     }
@@ -299,8 +338,7 @@ mod tests {
     use super::*;
 
     fn config(flags: &[&str]) -> RunConfig {
-        use clap::Parser;
-        let cli = crate::cli::Cli::try_parse_from([&["loadgen", "run"], flags].concat()).unwrap();
+        let cli = crate::cli::Cli::try_parse_given([&["loadgen", "run"], flags].concat()).unwrap();
         let crate::cli::Command::Run(args) = cli.command else {
             unreachable!("a run command")
         };
@@ -342,6 +380,13 @@ mod tests {
         );
         assert!(keys(&sharded).contains(&"loadgen.start_at_unix_ns".to_string()));
         assert_eq!(sharded.shard, "1/2");
+        assert!(sharded.start_offset_ns.is_some());
+        // A sweep's later level keeps the group (start_at) but records no lateness.
+        let mut later = config(&["--shard", "1/2", "--start-at", &in_a_minute.to_string()]);
+        later.waits_for_start_at = false;
+        let later = RunIdentity::new(&later, "r3", "http://x/");
+        assert!(later.start_at_unix_ns.is_some());
+        assert_eq!(later.start_offset_ns, None);
     }
 
     #[test]

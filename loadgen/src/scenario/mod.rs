@@ -46,7 +46,10 @@ pub fn parse(origin: &str, text: &str, sets: &[String]) -> Result<Scenario, Scen
     let mut table: toml::Table = toml::from_str(text).map_err(|e: toml::de::Error| {
         error(line_of(text, &e), String::new(), e.message().to_string())
     })?;
-    for set in sets {
+    // A new model kind first: it starts a new model section, which the other sets then fill.
+    let (kinds, others): (Vec<&String>, Vec<&String>) =
+        sets.iter().partition(|set| is_kind_set(set));
+    for set in kinds.into_iter().chain(others) {
         apply_set(&mut table, set).map_err(|m| error(None, String::new(), m))?;
     }
     serde_path_to_error::deserialize(toml::Value::Table(table)).map_err(|e| {
@@ -124,7 +127,17 @@ fn model_field_line(text: &str, path: &str, message: &str) -> Option<usize> {
     None
 }
 
-/// Applies one `--set key.path=value`. The value is read as TOML (`30`, `"2s"`, `[1, 2]`,
+/// `--set model.kind=…`.
+fn is_kind_set(set: &str) -> bool {
+    set.split_once('=').is_some_and(|(path, _)| {
+        let keys: Vec<&str> = path.split('.').map(str::trim).collect();
+        keys == ["model", "kind"]
+    })
+}
+
+/// Applies one `--set key.path=value`. `model.kind` set to another kind replaces the model
+/// section (the old kind's fields mean nothing to the new one): `--set model.kind=open`
+/// then takes the open model's fields, from more `--set`s or from the model flags. The value is read as TOML (`30`, `"2s"`, `[1, 2]`,
 /// `true`); anything that does not parse as TOML is taken as a string.
 pub fn apply_set(table: &mut toml::Table, set: &str) -> Result<(), String> {
     let (path, raw) = set.split_once('=').ok_or_else(|| {
@@ -137,6 +150,9 @@ pub fn apply_set(table: &mut toml::Table, set: &str) -> Result<(), String> {
         ));
     }
     let value = set_value(set, raw.trim())?;
+    if keys == ["model", "kind"] && table.get("model").and_then(|m| m.get("kind")) != Some(&value) {
+        table.insert("model".to_string(), toml::Value::Table(toml::Table::new()));
+    }
     let (last, parents) = keys.split_last().expect("at least one key");
     let mut current = table;
     for key in parents {

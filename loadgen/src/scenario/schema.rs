@@ -178,6 +178,19 @@ pub enum ModelSpec {
 
 const MODEL_KINDS: &str = "closed, thread-groups, producer-buffer, phased, open";
 
+impl ModelSpec {
+    /// The model's `kind`, as written in a scenario.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            ModelSpec::Closed(_) => "closed",
+            ModelSpec::ThreadGroups(_) => "thread-groups",
+            ModelSpec::ProducerBuffer(_) => "producer-buffer",
+            ModelSpec::Phased(_) => "phased",
+            ModelSpec::Open(_) => "open",
+        }
+    }
+}
+
 impl<'de> Deserialize<'de> for ModelSpec {
     /// By hand, so that an error inside a model names its field (`groups: invalid type…`);
     /// serde's internally tagged enums lose the field name.
@@ -225,6 +238,8 @@ impl<'de> Deserialize<'de> for ModelSpec {
 #[derive(Debug, Clone, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
 pub struct ClosedSpec {
+    /// 50 when not given, as a quick run's `-c` (so `--set model.kind=closed` runs as is).
+    #[serde(default = "default_workers")]
     pub workers: u32,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub requests: Option<u64>,
@@ -337,6 +352,13 @@ fn default_arrivals() -> crate::model::open::Arrivals {
 }
 
 pub const DEFAULT_MAX_IN_FLIGHT: u32 = 1000;
+
+/// Workers of a closed model that does not say (a quick run without `-c` too).
+pub const DEFAULT_WORKERS: u32 = 50;
+
+fn default_workers() -> u32 {
+    DEFAULT_WORKERS
+}
 
 fn default_max_in_flight() -> u32 {
     DEFAULT_MAX_IN_FLIGHT
@@ -478,27 +500,7 @@ impl Serialize for ByteSize {
 }
 
 fn parse_size(text: &str) -> Option<usize> {
-    let text = text.trim();
-    let split = text
-        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
-        .unwrap_or(text.len());
-    let (number, unit) = text.split_at(split);
-    let factor: u64 = match unit.trim().to_ascii_lowercase().as_str() {
-        "" | "b" => 1,
-        "kb" => 1000,
-        "kib" => 1 << 10,
-        "mb" => 1_000_000,
-        "mib" => 1 << 20,
-        "gb" => 1_000_000_000,
-        "gib" => 1 << 30,
-        _ => return None,
-    };
-    if let Ok(n) = number.parse::<u64>() {
-        return usize::try_from(n.checked_mul(factor)?).ok();
-    }
-    // A decimal ("1.5MB"): whole bytes, rounded.
-    let bytes = number.parse::<f64>().ok()? * factor as f64;
-    (bytes.is_finite() && bytes >= 0.0 && bytes < usize::MAX as f64).then(|| bytes.round() as usize)
+    crate::units::parse_size(text)
 }
 
 #[cfg(test)]

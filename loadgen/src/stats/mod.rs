@@ -167,6 +167,8 @@ pub struct Aggregator {
     pub late: u64,
     /// Failed rows per check or extraction (indexed by check id, the `check` column).
     pub check_failures: Vec<u64>,
+    /// Rows of class `http_status` (an unexpected status) per status code.
+    pub failed_statuses: BTreeMap<u16, u64>,
     max_attempts: u8,
     max_lateness_ns: i64,
 }
@@ -190,6 +192,7 @@ impl Aggregator {
             failed_final: 0,
             late: 0,
             check_failures: vec![0; check_count],
+            failed_statuses: BTreeMap::new(),
             max_attempts: max_attempts.max(1),
             max_lateness_ns,
         }
@@ -243,6 +246,9 @@ impl Aggregator {
         if let Some(class) = r.error {
             op.failures += 1;
             op.errors[class.index()] += 1;
+            if class == ErrorClass::HttpStatus {
+                *self.failed_statuses.entry(r.status).or_insert(0) += 1;
+            }
         }
         if let Some(failed) = r
             .check

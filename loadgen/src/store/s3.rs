@@ -8,7 +8,10 @@
 //! AWS way: credentials from the environment, a web-identity token (EKS IRSA), EKS Pod
 //! Identity, the ECS task role or the EC2 instance profile; region from `AWS_REGION` /
 //! `AWS_DEFAULT_REGION`; `AWS_ENDPOINT_URL` (or `AWS_ENDPOINT_URL_S3`) for S3-compatible
-//! stores. Nothing here knows about rows or requests: it moves files.
+//! stores. Uploads never hold a run: segments upload a few at a time while the load goes on,
+//! the end waits a bounded time for the rest (`--upload-timeout`), and a signal stops them at
+//! once; what did not arrive stays in the staging directory for `loadgen upload`
+//! ([`upload_run_dir`]). Nothing here knows about rows or requests: it moves files.
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -17,8 +20,10 @@ use std::time::Duration;
 use object_store::aws::{AmazonS3, AmazonS3Builder, AmazonS3ConfigKey};
 use object_store::path::Path as ObjectPath;
 use object_store::{BackoffConfig, ClientOptions, ObjectStore, ObjectStoreExt, RetryConfig};
-use tokio::sync::mpsc;
-use tokio::task::JoinHandle;
+use tokio::sync::{mpsc, oneshot, Semaphore};
+use tokio::task::{JoinHandle, JoinSet};
+
+use crate::stop::{ExitReason, StopSignal};
 
 /// Attempts and time one upload may take before it counts as failed (object_store retries
 /// with backoff in between). Short enough that a dead store does not hold a finished run for
@@ -27,6 +32,12 @@ const MAX_RETRIES: usize = 5;
 const RETRY_TIMEOUT: Duration = Duration::from_secs(30);
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
 const REQUEST_TIMEOUT: Duration = Duration::from_secs(60);
+/// Closed segments uploading at once during the run: a slow or hanging store delays each
+/// upload, not the ones queued behind it.
+const CONCURRENT_UPLOADS: usize = 4;
+/// How long the first run.json (before any request) may take: a store that lists but does
+/// not take a file is found out before the load, not after it.
+pub const FIRST_UPLOAD_TIMEOUT: Duration = Duration::from_secs(15);
 
 /// `s3://bucket/prefix`: where runs go. Each run becomes `prefix/<run-id>/`.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -92,6 +103,20 @@ pub enum S3Error {
         #[source]
         source: object_store::Error,
     },
+    #[error(
+        "cannot use {location}: a first upload got no answer within {}s; check that \
+         AWS_ENDPOINT_URL (or the region) names a store that is up",
+        waited.as_secs()
+    )]
+    Hanging { location: String, waited: Duration },
+    #[error("{0}")]
+    Target(String),
+    #[error(
+        "{} is not a run directory (it has no run.json naming its run_id); give the directory \
+         the run printed",
+        .0.display()
+    )]
+    NotARun(PathBuf),
     #[error("cannot read {path} to upload it: {source}")]
     Read {
         path: PathBuf,
@@ -158,6 +183,11 @@ impl S3Store {
         })
     }
 
+    /// Where runs go (`s3://bucket/prefix`).
+    pub fn location(&self) -> &S3Location {
+        &self.location
+    }
+
     /// Uploads `bytes` as `relative` (e.g. `run.json`) inside run `run_id`'s directory.
     pub async fn put(&self, run_id: &str, relative: &str, bytes: Vec<u8>) -> Result<(), S3Error> {
         let key = format!("{}/{relative}", self.location.run_key(run_id));
@@ -184,44 +214,189 @@ impl S3Store {
         Ok(len)
     }
 
-    /// Starts mirroring the segments the writer closes (absolute paths under `staging`).
+    /// Starts mirroring the segments the writer closes (absolute paths under `staging`), up
+    /// to four at once.
     pub fn mirror(&self, run_id: &str, staging: &Path) -> (SegmentSender, Mirror) {
-        let (tx, mut rx) = mpsc::unbounded_channel::<PathBuf>();
-        let store = self.clone();
-        let run_id = run_id.to_string();
-        let staging = staging.to_path_buf();
-        let task = tokio::spawn(async move {
-            let mut report = UploadReport::default();
-            while let Some(path) = rx.recv().await {
-                let relative = relative_name(&staging, &path);
-                report.record(
-                    &relative,
-                    store.put_file(&run_id, &staging, &relative).await,
-                );
-            }
-            report
-        });
-        (tx, Mirror { task })
+        let (tx, rx) = mpsc::unbounded_channel::<PathBuf>();
+        let (finals, finals_rx) = oneshot::channel();
+        let files = Files {
+            store: self.clone(),
+            run_id: run_id.to_string(),
+            staging: staging.to_path_buf(),
+        };
+        let task = tokio::spawn(files.mirror(rx, finals_rx));
+        (tx, Mirror { task, finals })
     }
+}
+
+/// One run directory's files going to the bucket.
+#[derive(Debug, Clone)]
+struct Files {
+    store: S3Store,
+    run_id: String,
+    staging: PathBuf,
+}
+
+impl Files {
+    /// Uploads every segment announced on `segments`, several at once, until the writer is
+    /// done; then, once all of them are in, the `finals` in order (run.json last, so a
+    /// finished run.json in the bucket means every file before it is there).
+    async fn mirror(
+        self,
+        mut segments: mpsc::UnboundedReceiver<PathBuf>,
+        finals: oneshot::Receiver<Vec<String>>,
+    ) -> UploadReport {
+        let mut report = UploadReport::default();
+        let mut uploads = JoinSet::new();
+        let slots = Arc::new(Semaphore::new(CONCURRENT_UPLOADS));
+        while let Some(path) = segments.recv().await {
+            let (files, slots) = (self.clone(), slots.clone());
+            let relative = relative_name(&self.staging, &path);
+            uploads.spawn(async move {
+                let _slot = slots.acquire_owned().await;
+                let outcome = files.put(&relative).await;
+                (relative, outcome)
+            });
+            while let Some(done) = uploads.try_join_next() {
+                report.record_joined(done);
+            }
+        }
+        while let Some(done) = uploads.join_next().await {
+            report.record_joined(done);
+        }
+        for relative in finals.await.unwrap_or_default() {
+            let outcome = self.put(&relative).await;
+            report.record(&relative, outcome);
+        }
+        report
+    }
+
+    async fn put(&self, relative: &str) -> Result<u64, S3Error> {
+        self.store
+            .put_file(&self.run_id, &self.staging, relative)
+            .await
+    }
+}
+
+/// `loadgen upload DIR s3://BUCKET/PREFIX`: uploads a run directory kept locally to
+/// `PREFIX/<run-id>/` (the run id from its run.json), segments first and run.json last, as the
+/// run itself would have; waits at most `limit`, and stops at a signal. The local directory
+/// is left as it is. Returns where the run went and how the upload went.
+pub async fn upload_run_dir(
+    dir: &Path,
+    to: &str,
+    limit: Duration,
+    stop: &StopSignal,
+) -> Result<(String, Uploaded), S3Error> {
+    let location = match S3Location::parse(to) {
+        Some(parsed) => parsed.map_err(S3Error::Target)?,
+        None => {
+            return Err(S3Error::Target(format!(
+                "'{to}' is not an S3 location; write s3://BUCKET/PREFIX (the run's --out)"
+            )))
+        }
+    };
+    let run_id = run_id_of(dir)?;
+    let store = S3Store::connect(&location).await?;
+    let (segments, mirror) = store.mirror(&run_id, dir);
+    let mut parts: Vec<PathBuf> = std::fs::read_dir(dir.join("requests"))
+        .map(|entries| entries.filter_map(|e| e.ok().map(|e| e.path())).collect())
+        .unwrap_or_default();
+    // Complete segments only: an open one is a hidden `.partial` file.
+    parts.retain(|p| {
+        let name = p
+            .file_name()
+            .map_or(String::new(), |n| n.to_string_lossy().into_owned());
+        !name.starts_with('.') && name.ends_with(".parquet")
+    });
+    parts.sort();
+    for part in parts {
+        let _ = segments.send(part);
+    }
+    drop(segments);
+    let uploaded = mirror.finish(final_files(dir), limit, stop).await;
+    Ok((location.run_url(&run_id), uploaded))
+}
+
+/// The files uploaded after every segment, in order, that `dir` has: run.json goes last, so a
+/// finished run.json in the bucket means everything before it is there.
+pub fn final_files(dir: &Path) -> Vec<String> {
+    ["client-metrics.parquet", "run.json"]
+        .into_iter()
+        .filter(|relative| dir.join(relative).exists())
+        .map(String::from)
+        .collect()
+}
+
+/// The run id a run directory's run.json names.
+fn run_id_of(dir: &Path) -> Result<String, S3Error> {
+    let not_a_run = || S3Error::NotARun(dir.to_path_buf());
+    let text = std::fs::read_to_string(dir.join("run.json")).map_err(|_| not_a_run())?;
+    let json: serde_json::Value = serde_json::from_str(&text).map_err(|_| not_a_run())?;
+    json["run_id"]
+        .as_str()
+        .filter(|id| !id.is_empty() && !id.contains('/'))
+        .map(String::from)
+        .ok_or_else(not_a_run)
 }
 
 /// Where the writer announces each segment it has closed.
 pub type SegmentSender = mpsc::UnboundedSender<PathBuf>;
 
-/// The task uploading closed segments; it ends when every [`SegmentSender`] is gone.
+/// The task uploading closed segments; it ends when every [`SegmentSender`] is gone and the
+/// final files are in.
 #[derive(Debug)]
 pub struct Mirror {
     task: JoinHandle<UploadReport>,
+    finals: oneshot::Sender<Vec<String>>,
 }
 
 impl Mirror {
-    /// Waits for the segments announced so far to be uploaded (or to fail).
-    pub async fn finish(self) -> UploadReport {
-        self.task.await.unwrap_or_else(|e| UploadReport {
-            failed: vec![format!("the upload task ended abnormally: {e}")],
+    /// Uploads `finals` (relative names) after the segments announced so far, waiting at most
+    /// `limit` for all of it. A signal (Ctrl-C, SIGTERM) meanwhile stops every upload at once.
+    pub async fn finish(
+        mut self,
+        finals: Vec<String>,
+        limit: Duration,
+        stop: &StopSignal,
+    ) -> Uploaded {
+        let _ = self.finals.send(finals);
+        let cut = |why: String| UploadReport {
+            failed: vec![why],
             ..UploadReport::default()
-        })
+        };
+        tokio::select! {
+            joined = &mut self.task => Uploaded {
+                report: joined.unwrap_or_else(|e| cut(format!("the upload task ended abnormally: {e}"))),
+                stopped_by: None,
+            },
+            () = tokio::time::sleep(limit) => {
+                self.task.abort();
+                Uploaded {
+                    report: cut(format!(
+                        "the uploads did not finish within --upload-timeout {}",
+                        humantime::format_duration(limit)
+                    )),
+                    stopped_by: None,
+                }
+            }
+            reason = stop.next_signal() => {
+                self.task.abort();
+                Uploaded {
+                    report: cut("the upload was stopped by a signal".to_string()),
+                    stopped_by: Some(reason),
+                }
+            }
+        }
     }
+}
+
+/// How the uploads at the end of a run went.
+#[derive(Debug, Default)]
+pub struct Uploaded {
+    pub report: UploadReport,
+    /// The signal that stopped them, if one did (the run then exits as a signalled run).
+    pub stopped_by: Option<ExitReason>,
 }
 
 /// What reached the bucket, and what did not (with why).
@@ -241,6 +416,16 @@ impl UploadReport {
                 self.bytes += len;
             }
             Err(e) => self.failed.push(format!("{relative}: {e}")),
+        }
+    }
+
+    fn record_joined(
+        &mut self,
+        joined: Result<(String, Result<u64, S3Error>), tokio::task::JoinError>,
+    ) {
+        match joined {
+            Ok((relative, outcome)) => self.record(&relative, outcome),
+            Err(e) => self.failed.push(format!("an upload ended abnormally: {e}")),
         }
     }
 }

@@ -370,6 +370,7 @@ impl Hop for Http2Stream {
         let Capture {
             headers,
             body: keep_body,
+            ..
         } = request.capture;
         if headers {
             captured.headers.clone_from(response.headers());

@@ -215,7 +215,7 @@ impl<C: Connect> Client<C> {
     ) -> Result<Option<HeaderValue>, ErrorClass> {
         // Each hop's response replaces the last: checks read the final one.
         if request.capture.any() {
-            captured.clear();
+            captured.start(request.capture);
         }
         let Some(origin) = origin else {
             let origin = &self.config.origin;

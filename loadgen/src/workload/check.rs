@@ -18,15 +18,25 @@ use regex::bytes::Regex;
 
 use super::fields::Value;
 
-/// The most of a body kept for checks and extraction; a longer body is cut here (its size is
-/// still known), so a JSON check on it fails rather than using memory without bound.
+/// The most of a body kept for JSON, regex and body checks and extractions unless
+/// `--max-body-kept` says otherwise; a longer body is cut here (its size is still known), so
+/// a JSON check on it fails rather than using memory without bound.
 pub const MAX_CAPTURED_BODY_BYTES: usize = 1 << 20;
+
+/// The longest value an extraction takes: a longer one fails the request that extracted it
+/// (as a `check` error), so a response cannot make every later request of the worker carry
+/// megabytes in its path or body.
+pub const MAX_EXTRACTED_BYTES: usize = 8 << 10;
 
 /// What of a response the transport keeps for an op.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct Capture {
     pub headers: bool,
+    /// Count the body's bytes as it streams past (size checks need no more).
     pub body: bool,
+    /// Of those, keep at most this many for JSON, regex and body checks and extractions; 0
+    /// when only sizes or statuses are checked, so such a check costs no memory per worker.
+    pub keep_body_bytes: usize,
 }
 
 impl Capture {
@@ -39,24 +49,32 @@ impl Capture {
 #[derive(Debug, Default)]
 pub struct Captured {
     pub headers: HeaderMap,
-    /// The body's first [`MAX_CAPTURED_BODY_BYTES`].
+    /// The body's first [`Capture::keep_body_bytes`].
     pub body: Vec<u8>,
     /// The whole (decoded) body's length, including what was not kept.
     pub body_bytes: u64,
+    /// How much of this response's body to keep (set by [`Captured::start`]).
+    keep_body_bytes: usize,
 }
 
 impl Captured {
-    /// Forgets the previous response (called at the start of every hop).
-    pub fn clear(&mut self) {
+    /// Forgets the previous response and takes how much of the next body to keep (called at
+    /// the start of every hop).
+    pub fn start(&mut self, capture: Capture) {
         self.headers.clear();
         self.body.clear();
         self.body_bytes = 0;
+        self.keep_body_bytes = capture.keep_body_bytes;
+        // A worker that once kept a large body gives the memory back when this op keeps less.
+        if self.body.capacity() > capture.keep_body_bytes.max(64 << 10) {
+            self.body = Vec::new();
+        }
     }
 
     /// Adds a piece of the body as it arrives.
     pub fn push_body(&mut self, chunk: &[u8]) {
         self.body_bytes += chunk.len() as u64;
-        let room = MAX_CAPTURED_BODY_BYTES.saturating_sub(self.body.len());
+        let room = self.keep_body_bytes.saturating_sub(self.body.len());
         self.body.extend_from_slice(&chunk[..room.min(chunk.len())]);
     }
 }
@@ -135,19 +153,24 @@ impl Rules {
         for check in &self.checks {
             match check.subject {
                 Subject::Header(_) => capture.headers = true,
-                Subject::Json(_) | Subject::Body => capture.body = true,
-                // The size is counted as the body streams past; no bytes need keeping, but
-                // the transport only counts it when capturing.
+                Subject::Json(_) | Subject::Body => keep(&mut capture),
+                // The size is counted as the body streams past; no bytes are kept.
                 Subject::BodyBytes => capture.body = true,
             }
         }
         for extract in &self.extracts {
             match extract.source {
                 Source::Header(_) => capture.headers = true,
-                Source::Json(_) | Source::Regex(_) => capture.body = true,
+                Source::Json(_) | Source::Regex(_) => keep(&mut capture),
             }
         }
         capture
+    }
+
+    /// Keeps at most `bytes` of a body for these rules (`--max-body-kept`); rules that keep
+    /// none still keep none.
+    pub fn limit_kept(capture: &mut Capture, bytes: usize) {
+        capture.keep_body_bytes = capture.keep_body_bytes.min(bytes);
     }
 
     /// Applies the checks, then the extractions, to `response`; the id of the first that
@@ -160,7 +183,10 @@ impl Rules {
             }
         }
         for extract in &self.extracts {
-            let value = extract.take(response, &mut json).ok_or(extract.id)?;
+            let value = extract
+                .take(response, &mut json)
+                .filter(|value| !value.is_longer_than(MAX_EXTRACTED_BYTES))
+                .ok_or(extract.id)?;
             session.set(extract.field, value);
         }
         Ok(())
@@ -173,6 +199,12 @@ impl Rules {
             session.forget(extract.field);
         }
     }
+}
+
+/// Counts the body and keeps up to the default cap of it.
+fn keep(capture: &mut Capture) {
+    capture.body = true;
+    capture.keep_body_bytes = MAX_CAPTURED_BODY_BYTES;
 }
 
 impl Check {
@@ -283,6 +315,10 @@ mod tests {
 
     fn response(body: &str, headers: &[(&'static str, &'static str)]) -> Captured {
         let mut captured = Captured::default();
+        captured.start(Capture {
+            keep_body_bytes: MAX_CAPTURED_BODY_BYTES,
+            ..Capture::default()
+        });
         for (name, value) in headers {
             captured
                 .headers
@@ -404,10 +440,73 @@ mod tests {
     #[test]
     fn a_long_body_is_cut_but_its_size_is_kept() {
         let mut captured = Captured::default();
+        captured.start(Capture {
+            keep_body_bytes: MAX_CAPTURED_BODY_BYTES,
+            ..Capture::default()
+        });
         let chunk = vec![b'x'; MAX_CAPTURED_BODY_BYTES / 2 + 1];
         captured.push_body(&chunk);
         captured.push_body(&chunk);
         assert_eq!(captured.body.len(), MAX_CAPTURED_BODY_BYTES);
         assert_eq!(captured.body_bytes, 2 * chunk.len() as u64);
+    }
+
+    /// Issue 27: an extracted value had no size limit, so one response could make every later
+    /// request of the worker carry megabytes. Over 8 KiB fails the extracting request.
+    #[test]
+    fn regression_an_extracted_value_over_8_kib_fails_the_request() {
+        let rules = Rules {
+            checks: Vec::new(),
+            extracts: vec![Extract {
+                name: "extract id".into(),
+                id: 4,
+                field: 0,
+                source: Source::Json("/id".into()),
+            }],
+        };
+        let body = |len: usize| format!(r#"{{"id":"{}"}}"#, "x".repeat(len));
+        let mut session = Session::default();
+        let fits = response(&body(MAX_EXTRACTED_BYTES), &[]);
+        assert_eq!(rules.apply(&fits, &mut session), Ok(()));
+        let too_long = response(&body(MAX_EXTRACTED_BYTES + 1), &[]);
+        rules.forget_extracted(&mut session);
+        assert_eq!(rules.apply(&too_long, &mut session), Err(4));
+        assert_eq!(session.get(0), None);
+    }
+
+    /// Issue 27: a size-only check kept up to 1 MiB of every body per worker. Sizes and
+    /// statuses keep nothing; JSON, regex and body checks keep at most `--max-body-kept`.
+    #[test]
+    fn regression_size_checks_keep_no_body_and_the_cap_is_configurable() {
+        let size = Rules {
+            checks: vec![check(
+                0,
+                Subject::BodyBytes,
+                Predicate::Within {
+                    min_bytes: Some(1),
+                    max_bytes: None,
+                },
+            )],
+            extracts: Vec::new(),
+        };
+        let capture = size.capture();
+        assert!(capture.body);
+        assert_eq!(capture.keep_body_bytes, 0);
+        let mut captured = Captured::default();
+        captured.start(capture);
+        captured.push_body(&[b'x'; 4096]);
+        assert_eq!((captured.body.len(), captured.body_bytes), (0, 4096));
+        assert_eq!(size.apply(&captured, &mut Session::default()), Ok(()));
+
+        let json = Rules {
+            checks: vec![check(1, Subject::Json("/a".into()), Predicate::Present)],
+            extracts: Vec::new(),
+        };
+        let mut capture = json.capture();
+        assert_eq!(capture.keep_body_bytes, MAX_CAPTURED_BODY_BYTES);
+        Rules::limit_kept(&mut capture, 10);
+        captured.start(capture);
+        captured.push_body(br#"{"a": "more than ten bytes"}"#);
+        assert_eq!(captured.body.len(), 10);
     }
 }

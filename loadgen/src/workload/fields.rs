@@ -25,6 +25,14 @@ impl Value {
             Value::Str(s) => out.push_str(s),
         }
     }
+
+    /// True when the value, written as text, is longer than `bytes`.
+    pub fn is_longer_than(&self, bytes: usize) -> bool {
+        match self {
+            Value::Int(n) => n.to_string().len() > bytes,
+            Value::Str(s) => s.len() > bytes,
+        }
+    }
 }
 
 /// How one field's values are drawn.

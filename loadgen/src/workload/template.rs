@@ -14,6 +14,13 @@ use super::fields::{Fields, Value};
 /// A string with `{field}` placeholders; `{{` and `}}` are literal braces. `{field|str}` is
 /// the same value, marked as text: in a JSON template `"{year|str}"` is the JSON string
 /// `"1977"` where `"{year}"` would be the number `1977`.
+///
+/// In a request target ([`Text::parse_target`]) a value is data, never syntax: it is
+/// percent-encoded as one path segment before the first `?` and as one query component after
+/// it, so a response that returns `a/../../admin?x=1#f` cannot choose the next request's path
+/// or query. `{field|raw}` inserts the value as it is, for the rare scenario that extracts a
+/// whole path; it trusts the server under test. Bodies take values as text (JSON is escaped
+/// by serde), whatever the modifier.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Text {
     pieces: Vec<Piece>,
@@ -26,14 +33,36 @@ pub struct Text {
 #[derive(Debug, Clone, PartialEq, Eq)]
 enum Piece {
     Literal(String),
-    Field(usize),
+    Field(usize, Escape),
+}
+
+/// How a value is written where its placeholder stands.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Escape {
+    /// As it is: body text, and `{field|raw}` in a request target.
+    AsIs,
+    /// Percent-encoded as one path segment (RFC 3986 `pchar`).
+    PathSegment,
+    /// Percent-encoded as one query component: `&`, `=`, `+`, `;` and `#` too.
+    QueryComponent,
 }
 
 impl Text {
     /// Parses `text`, resolving field names against `fields`. The error names the field and
     /// the fields that exist.
     pub fn parse(text: &str, fields: &Fields) -> Result<Text, String> {
+        Text::parse_in(text, fields, false)
+    }
+
+    /// Parses a request target (path and query): each value is percent-encoded for where it
+    /// stands, unless its placeholder says `|raw` (see [`Text`]).
+    pub fn parse_target(text: &str, fields: &Fields) -> Result<Text, String> {
+        Text::parse_in(text, fields, true)
+    }
+
+    fn parse_in(text: &str, fields: &Fields, target: bool) -> Result<Text, String> {
         let mut pieces = Vec::new();
+        let mut in_query = false;
         let mut literal = String::new();
         let mut as_string = false;
         let mut chars = text.chars().peekable();
@@ -53,12 +82,18 @@ impl Text {
                         Some((name, modifier)) => (name, Some(modifier.trim())),
                         None => (inner.as_str(), None),
                     };
+                    let mut escape = match (target, in_query) {
+                        (false, _) => Escape::AsIs,
+                        (true, false) => Escape::PathSegment,
+                        (true, true) => Escape::QueryComponent,
+                    };
                     match modifier {
                         None => {}
                         Some("str") => as_string = true,
+                        Some("raw") => escape = Escape::AsIs,
                         Some(other) => {
                             return Err(format!(
-                                "'{{{inner}}}': unknown modifier '{other}' (the one modifier is str, as in {{{}|str}}, which sends a number as a JSON string)",
+                                "'{{{inner}}}': unknown modifier '{other}' (the modifiers are str, as in {{{0}|str}}, which sends a number as a JSON string, and raw, as in {{{0}|raw}}, which puts a value in a path unencoded)",
                                 name.trim()
                             ))
                         }
@@ -74,9 +109,12 @@ impl Text {
                     if !literal.is_empty() {
                         pieces.push(Piece::Literal(std::mem::take(&mut literal)));
                     }
-                    pieces.push(Piece::Field(index));
+                    pieces.push(Piece::Field(index, escape));
                 }
-                c => literal.push(c),
+                c => {
+                    in_query |= c == '?';
+                    literal.push(c);
+                }
             }
         }
         if !literal.is_empty() {
@@ -111,7 +149,7 @@ impl Text {
     /// The field index when the text is exactly one placeholder (`"{id}"`, not `"{id|str}"`).
     fn sole_field(&self) -> Option<usize> {
         match self.pieces.as_slice() {
-            [Piece::Field(i)] if !self.as_string => Some(*i),
+            [Piece::Field(i, _)] if !self.as_string => Some(*i),
             _ => None,
         }
     }
@@ -119,7 +157,7 @@ impl Text {
     /// Adds the indexes of the fields it refers to to `out`.
     pub fn fields_used(&self, out: &mut Vec<usize>) {
         for piece in &self.pieces {
-            if let Piece::Field(i) = piece {
+            if let Piece::Field(i, _) = piece {
                 out.push(*i);
             }
         }
@@ -129,7 +167,12 @@ impl Text {
         for piece in &self.pieces {
             match piece {
                 Piece::Literal(s) => out.push_str(s),
-                Piece::Field(i) => values[*i].write_to(out),
+                Piece::Field(i, Escape::AsIs) => values[*i].write_to(out),
+                Piece::Field(i, escape) => {
+                    let mut value = String::new();
+                    values[*i].write_to(&mut value);
+                    percent_encode(&value, *escape, out);
+                }
             }
         }
     }
@@ -138,6 +181,29 @@ impl Text {
         let mut out = String::new();
         self.render_into(values, &mut out);
         out
+    }
+}
+
+/// Appends `value` to `out` percent-encoded for `escape`: RFC 3986's unreserved characters
+/// stay, and of its sub-delimiters those that mean nothing where the value stands; everything
+/// else, `/ ? # %`, space, controls and non-ASCII bytes included, becomes `%XX`. A value that
+/// is all dots is encoded too, so it cannot be a `.` or `..` path segment.
+fn percent_encode(value: &str, escape: Escape, out: &mut String) {
+    use std::fmt::Write;
+    let dots_only = !value.is_empty() && value.bytes().all(|b| b == b'.');
+    for b in value.bytes() {
+        let keep = match b {
+            b'.' => !dots_only,
+            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'~' => true,
+            b'!' | b'$' | b'\'' | b'(' | b')' | b'*' | b',' | b':' | b'@' => true,
+            b'&' | b'=' | b'+' | b';' => escape == Escape::PathSegment,
+            _ => false,
+        };
+        if keep {
+            out.push(b as char);
+        } else {
+            let _ = write!(out, "%{b:02X}");
+        }
     }
 }
 
@@ -454,5 +520,52 @@ mod tests {
             .contains("name=\"image\"; filename=\"cover.png\"\r\nContent-Type: image/png\r\n\r\n"));
         assert!(text.ends_with("\r\n--b0undary--\r\n"));
         assert!(bytes.len() > 2048);
+    }
+
+    /// Issue 27: an extracted `{"id": "a/../../admin?delete=1 x"}` in `path = "/items/{id}"`
+    /// made loadgen send `GET /items/a/../../admin?delete=1%20x`, and `abc#frag` cut the rest
+    /// of the path and query. A value is one path segment or one query component; in bodies it
+    /// is text; `|raw` is the opt-out.
+    #[test]
+    fn regression_hostile_values_stay_data_in_every_position() {
+        let mut f = Fields::default();
+        let hostile = "a/../../admin?delete=1&x=2 y#frag%2F\r\n\u{e9}";
+        f.push("id", Generator::Literal(Value::Str(hostile.into())));
+        f.push("dots", Generator::Literal(Value::Str("..".into())));
+        let values = f.draw(&mut fastrand::Rng::new());
+        let target = Text::parse_target("/items/{id}/x/{dots}?q={id}&n=1", &f).unwrap();
+        let rendered = target.render(&values);
+        assert_eq!(
+            rendered,
+            "/items/a%2F..%2F..%2Fadmin%3Fdelete=1&x=2%20y%23frag%252F%0D%0A%C3%A9/x/%2E%2E\
+             ?q=a%2F..%2F..%2Fadmin%3Fdelete%3D1%26x%3D2%20y%23frag%252F%0D%0A%C3%A9&n=1"
+        );
+        let uri: hyper::Uri = rendered.parse().unwrap();
+        assert_eq!(uri.path().matches('/').count(), 4, "{uri}");
+        assert_eq!(uri.query().unwrap().matches('&').count(), 1, "{uri}");
+        // The opt-out trusts the server: the value is the path.
+        let raw = Text::parse_target("{id|raw}", &f).unwrap();
+        assert_eq!(raw.render(&values), hostile);
+        // Bodies: text as it is, JSON escaped by serde, multipart text as it is.
+        let text = Text::parse("id={id}", &f).unwrap();
+        assert_eq!(text.render(&values), format!("id={hostile}"));
+        let toml: toml::Value = toml::from_str(r#"doc = { id = "{id}", s = "<{id}>" }"#).unwrap();
+        let json = Json::from_toml(&toml["doc"], &f).unwrap();
+        let parsed: serde_json::Value = serde_json::from_slice(&json.render(&values)).unwrap();
+        assert_eq!(parsed["id"], hostile);
+        assert_eq!(parsed["s"], format!("<{hostile}>"));
+        let body = Body::Multipart {
+            boundary: "b".into(),
+            parts: vec![Part {
+                name: "note".into(),
+                filename: None,
+                content_type: "text/plain".into(),
+                content: PartContent::Text(Text::parse("{id}", &f).unwrap()),
+            }],
+        };
+        let bytes = body.render(&values).concat();
+        assert!(String::from_utf8_lossy(&bytes).contains(&format!("\r\n\r\n{hostile}\r\n--b--")));
+        let err = Text::parse_target("{id|unsafe}", &f).unwrap_err();
+        assert!(err.contains("{id|raw}"), "{err}");
     }
 }

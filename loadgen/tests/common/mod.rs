@@ -11,14 +11,13 @@ use std::path::{Path, PathBuf};
 use arrow_array::cast::AsArray;
 use arrow_array::types::{Int32Type, Int64Type, UInt16Type, UInt32Type, UInt64Type, UInt8Type};
 use arrow_array::RecordBatch;
-use clap::Parser;
 use loadgen::cli::{Cli, Command};
 use loadgen::config::RunConfig;
 use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
 
 /// A config exactly as `loadgen run ARGS…` would build it.
 pub fn config(args: &[&str]) -> RunConfig {
-    let cli = Cli::try_parse_from(["loadgen", "run"].iter().chain(args)).expect("valid flags");
+    let cli = Cli::try_parse_given(["loadgen", "run"].iter().chain(args)).expect("valid flags");
     let Command::Run(run) = cli.command else {
         panic!("not a run command")
     };

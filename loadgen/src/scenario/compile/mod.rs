@@ -80,6 +80,7 @@ pub fn compile(scenario: &Scenario, base_path: &str) -> Result<Compiled, Violati
         let rules = rules::compile_rules(spec, &path, &fields, &mut check_names)?;
         templates.push(template.with_rules(rules, &fields));
     }
+    workload::unique_labels(&op_names, scenario, &mut templates)?;
     rules::check_chain(&op_names, &sequence, &templates, &fields)?;
     let mut compiled = finish(scenario, templates, sequence, &fields)?;
     compiled.workload.check_names = check_names.into_names();
@@ -290,16 +291,17 @@ mod tests {
             Expected {
                 model: "kind = \"phased\"\nmax_workers = 10\nphases = [{ name = \"w\", workers = 0.5, requests_per_worker = 3 }, { name = \"p\", workers = 1.0, requests_per_worker = 2 }]",
                 kind: "phased",
-                describe: "phased: w 5×3, p 10×2",
+                // p's 2 requests per worker round up to one whole iteration of a, b, a.
+                describe: "phased: w 5×3, p 10×3",
                 labels: &["w", "p"],
-                extent: Limit::Requests(5 * 3 + 10 * 2),
+                extent: Limit::Requests(5 * 3 + 10 * 3),
                 workers: 15,
                 attempts: 1,
             },
             Expected {
                 model: "kind = \"open\"\nrate = 20\nduration = \"2s\"\nmax_in_flight = 7",
                 kind: "open",
-                describe: "open model: 20 req/s for 2s, Uniform arrivals, 40 scheduled, at most 7 in flight",
+                describe: "open model: 20 iterations/s for 2s, Uniform arrivals, 40 iterations of 3 requests scheduled, at most 7 in flight",
                 labels: &["main"],
                 extent: Limit::Duration(Duration::from_secs(2)),
                 workers: 7,
@@ -388,5 +390,35 @@ mod tests {
             .contains("the first 500ms is warmup"));
         let refused = open("warmup = \"2s\"").unwrap_err();
         assert_eq!(refused.path, "model.warmup");
+    }
+
+    /// Issue 27: two requests with the same method and path served duplicate Prometheus
+    /// series (`op="GET /albums/1",outcome="ok"` twice), which Prometheus drops. Derived
+    /// labels that collide take the request's name; a written label that collides is refused.
+    #[test]
+    fn regression_op_labels_are_unique_per_run() {
+        let text = "sequence = [\"first\", \"again\", \"other\"]\n\
+             [requests.first]\npath = \"/albums/1\"\n\
+             [requests.again]\npath = \"/albums/1\"\n\
+             [requests.other]\npath = \"/albums/2\"\n\
+             [model]\nkind = \"closed\"\nworkers = 1\nrequests = 3\n";
+        let scenario = crate::scenario::parse("test", text, &[]).unwrap();
+        let labels = compile(&scenario, "").unwrap().workload.labels();
+        assert_eq!(
+            labels,
+            [
+                "GET /albums/1 (first)",
+                "GET /albums/1 (again)",
+                "GET /albums/2"
+            ]
+        );
+        let written = text.replace(
+            "[requests.other]\npath = \"/albums/2\"",
+            "[requests.other]\npath = \"/albums/2\"\nlabel = \"GET /albums/1 (first)\"",
+        );
+        let scenario = crate::scenario::parse("test", &written, &[]).unwrap();
+        let err = compile(&scenario, "").unwrap_err();
+        assert_eq!(err.path, "requests.other.label", "{err:?}");
+        assert!(err.message.contains("requests.first"), "{err:?}");
     }
 }

@@ -32,11 +32,13 @@ impl CompileModel for OpenSpec {
             arrivals: self.arrivals,
             max_in_flight: self.max_in_flight,
             max_lateness: self.max_lateness.0,
+            // With a sequence of several requests, one arrival starts one iteration.
+            chained: sequence.len() > 1,
             sequence,
             offset: 0.0,
-            chained: false,
             warmup,
         };
+        check_sends_something(&plan, self.stages.is_some())?;
         Ok(without_overrides(ModelPlan::Open(plan)))
     }
 }
@@ -107,6 +109,29 @@ fn check_schedulable(stages: &[Stage], staged: bool) -> Result<(), Violation> {
             "{peak_rps} requests/s is more than one loadgen process schedules (at most \
              {MAX_RATE_RPS} requests/s: one dispatcher hands out every send); split higher \
              rates over several processes with --shard I/N"
+        ),
+    ))
+}
+
+/// Refuses a schedule that sends nothing (`--rate 0.001 -d 1s`): a run of no requests would
+/// exit 0 and look like a result.
+fn check_sends_something(plan: &OpenPlan, staged: bool) -> Result<(), Violation> {
+    if plan.scheduled() > 0 {
+        return Ok(());
+    }
+    let (path, fix) = if staged {
+        ("model.stages", "raise a stage's rate or lengthen it")
+    } else {
+        (
+            "model.rate",
+            "raise the rate (--rate) or lengthen the duration (-d)",
+        )
+    };
+    Err(violation(
+        path,
+        format!(
+            "the schedule ({}) sends no request; {fix}",
+            plan.describe_schedule()
         ),
     ))
 }

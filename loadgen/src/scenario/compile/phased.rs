@@ -144,7 +144,8 @@ fn phase_overrides(
     Ok(overrides)
 }
 
-/// Requests each worker of a phase sends: given, or what its walk takes.
+/// Requests each worker of a phase sends: given (rounded up to whole iterations of the
+/// sequence), or what its walk takes.
 fn requests_per_worker(
     phase: &PhaseSpec,
     walk: &Option<Walk>,
@@ -168,7 +169,9 @@ fn requests_per_worker(
         }
     };
     at_least_one(&format!("{here}.requests_per_worker"), requests)?;
-    Ok(requests)
+    // Whole iterations: a worker never stops between the steps of its sequence.
+    let len = sequence_len.max(1) as u64;
+    Ok(requests.div_ceil(len) * len)
 }
 
 /// A phase's worker count: a count as given, or a fraction of `max_workers` rounded as the

@@ -147,7 +147,7 @@ pub(super) fn compile_request(
         ));
     }
     let base = base_path.replace('{', "{{").replace('}', "}}");
-    let url_path = Text::parse(&format!("{base}{}", spec.path), fields)
+    let url_path = Text::parse_target(&format!("{base}{}", spec.path), fields)
         .map_err(|m| violation(format!("{path}.path"), m))?;
     let bodies = [
         spec.body.is_some(),
@@ -196,6 +196,51 @@ pub(super) fn compile_request(
     };
     RequestTemplate::new(spec.label.clone(), method, url_path, &headers, body, expect)
         .map_err(|e| violation(format!("{path}.path"), e.to_string()))
+}
+
+/// Makes every op label unique: the `op` column, the console and Prometheus series are keyed
+/// by it, and two series with one label are dropped by Prometheus. Labels derived from method
+/// and path that collide get the request's name (`GET /albums/1 (again)`); a collision that
+/// involves a `label` the user wrote is refused, naming both requests.
+pub(super) fn unique_labels(
+    op_names: &[&str],
+    scenario: &crate::scenario::schema::Scenario,
+    templates: &mut [RequestTemplate],
+) -> Result<(), Violation> {
+    let derived: Vec<bool> = op_names
+        .iter()
+        .map(|name| scenario.requests[*name].label.is_none())
+        .collect();
+    fn clashes(templates: &[RequestTemplate], i: usize) -> impl Iterator<Item = usize> + '_ {
+        (0..templates.len()).filter(move |&j| j != i && templates[j].label == templates[i].label)
+    }
+    let renamed: Vec<Option<String>> = (0..templates.len())
+        .map(|i| {
+            let mut others = clashes(templates, i).peekable();
+            let all_derived = derived[i] && clashes(templates, i).all(|j| derived[j]);
+            (others.peek().is_some() && all_derived)
+                .then(|| format!("{} ({})", templates[i].label, op_names[i]))
+        })
+        .collect();
+    for (template, label) in templates.iter_mut().zip(renamed) {
+        if let Some(label) = label {
+            template.label = label;
+        }
+    }
+    for i in 0..templates.len() {
+        if let Some(j) = clashes(templates, i).next() {
+            let (a, b) = (op_names[i.min(j)], op_names[i.max(j)]);
+            return Err(violation(
+                format!("requests.{b}.label"),
+                format!(
+                    "'{}' is also the label of requests.{a}; op labels name the rows, the \
+                     console lines and the Prometheus series, so give each request its own label",
+                    templates[i].label
+                ),
+            ));
+        }
+    }
+    Ok(())
 }
 
 /// The largest generated multipart part (`bytes = …`); see [`compile_part`].

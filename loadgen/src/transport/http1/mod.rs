@@ -154,7 +154,7 @@ impl Http1Connection {
         out.status = head.status;
         let first_byte = open.meter.first_read().unwrap_or_else(Instant::now);
         out.ttfb_ns = Some(nanos(first_byte.saturating_duration_since(started)));
-        let Capture { headers, body } = request.capture;
+        let Capture { headers, body, .. } = request.capture;
         if headers {
             response_headers(&buf[..head.len], &mut captured.headers);
         }

@@ -265,6 +265,9 @@ async fn first_rate(
             let mut run = args.run.clone();
             run.out = Some(dir.join("calibration"));
             run.requests = Some(CALIBRATION_REQUESTS);
+            // The open model's flags are the levels'; the calibration is one closed worker.
+            run.max_in_flight = None;
+            run.given = crate::cli::Given::default();
             let calibrate = CalibrateArgs {
                 run,
                 warmup: CALIBRATION_REQUESTS / 10,
@@ -275,12 +278,12 @@ async fn first_rate(
                     "capacity: calibrating with one worker ({CALIBRATION_REQUESTS} requests)"
                 );
             }
-            let (calibration, run_dir) = super::calibrate(&calibrate, stop.child()).await?;
-            (run_dir, calibration.r1_ns)
+            let calibrated = super::calibrate(&calibrate, stop.child()).await?;
+            (calibrated.run_dir, calibrated.calibration.r1_ns)
         }
     };
     // No response at all: start low and let the levels say why.
-    let start_rps = if r1_ns.is_finite() && r1_ns > 0.0 {
+    let start_rps: f64 = if r1_ns.is_finite() && r1_ns > 0.0 {
         1e9 / r1_ns
     } else {
         1.0
