@@ -163,7 +163,8 @@ def _add_explain_and_report(sub: Any) -> None:
         help="write one self-contained HTML report on runs (a sweep when their -c differ)",
         description="Write a self-contained HTML report: summary tables, the attribution "
         "verdict, Little's Law and USL for several concurrency levels, and plots. A RUN "
-        "that is a folder of run directories stands for all of them.",
+        "that is a folder of run directories stands for all of them; a `loadgen capacity` "
+        "directory gets latency vs offered rate with the SLO and the answer.",
     )
     report.add_argument("runs", nargs="+", metavar="RUN", help=_RUN_HELP)
     report.add_argument("-o", "--out", required=True, type=Path, help="HTML file to write")
@@ -346,8 +347,14 @@ def _explain(args: argparse.Namespace) -> int:
 
 
 def _report(args: argparse.Namespace) -> int:
+    from .report.capacity import build_capacity_report, is_capacity_dir
     from .report.html import write_report
 
+    if len(args.runs) == 1 and is_capacity_dir(args.runs[0]):
+        args.out.parent.mkdir(parents=True, exist_ok=True)
+        args.out.write_text(build_capacity_report(args.runs[0], args.title), encoding="utf-8")
+        print(f"wrote {args.out} (capacity search)")
+        return EXIT_OK
     runs = load_runs(args.runs)
     out = write_report(runs, args.out, title=args.title, link_capacity_bps=args.link_capacity)
     print(f"wrote {out} ({len(runs)} run(s))")

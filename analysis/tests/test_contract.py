@@ -1,4 +1,4 @@
-"""The contract file against real files: a ``loadgen run`` and a ``loadgen sweep`` by the
+"""The contract file against real files: a ``loadgen run``, ``sweep`` and ``capacity`` by the
 debug binaries against ``loadgen-server`` on 127.0.0.1, read back with pyarrow and json.
 A column or field renamed on the Rust side fails here; one renamed in the contract fails
 in Rust too (loadgen/tests/contract.rs)."""
@@ -64,11 +64,16 @@ def contract_runs(binaries: Binaries, tmp_path_factory: pytest.TempPathFactory) 
         checks += ("--set", "model.groups=1", "--set", "model.iterations=2")
         checks += ("--set", 'requests.new_album.check=[{json="/imageSize", equals="1"}]')
         _loadgen(binaries, "run", "--url", url, *checks, "--out", str(root / "checks"))
+        # Two short levels: a ceiling of 50 req/s that the server meets.
+        capacity = ("--slo", "p99<1s", "--max-rate", "50", "--level-duration", "1s")
+        capacity += ("--warmup", "300ms", "--confirm-levels", "1", "--cool-down", "0s")
+        _loadgen(binaries, "capacity", "--url", url, *capacity, "--out", str(root / "capacity"))
     return {
         "closed": root / "closed",
         "open": root / "open",
         "sweep": root / "sweep",
         "checks": root / "checks",
+        "capacity": root / "capacity",
     }
 
 
@@ -82,6 +87,14 @@ def test_a_real_sweep_matches_the_contract(contract_runs: dict[str, Path]) -> No
     assert contract.json_problems("sweep_json", sweep) == []
     assert len(sweep["levels"]) == 2
     for level in sweep["levels"]:
+        assert _check_run_dir(Path(level["run_dir"])) == []
+
+
+def test_a_real_capacity_search_matches_the_contract(contract_runs: dict[str, Path]) -> None:
+    capacity = json.loads((contract_runs["capacity"] / "capacity.json").read_text())
+    assert contract.json_problems("capacity_json", capacity) == []
+    assert capacity["capacity_rps"] == 50.0
+    for level in capacity["levels"]:
         assert _check_run_dir(Path(level["run_dir"])) == []
 
 

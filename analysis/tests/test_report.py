@@ -116,3 +116,45 @@ def test_report_lists_thresholds_and_which_were_crossed(binaries: Binaries, tmp_
     assert "<code>p99&lt;1ns</code>" in section and "CROSSED" in section
     assert "<code>error_rate&lt;=0%</code>" in section and "passed" in section
     assert "0.00 %" in section  # the observed error rate
+
+
+def test_report_on_a_capacity_directory_draws_latency_against_the_offered_rate(
+    binaries: Binaries, tmp_path: Path
+) -> None:
+    """A real two-level capacity search (a 50 req/s ceiling the server meets), reported: the
+    answer, the plot with the SLO line, and the levels' table."""
+    out = tmp_path / "capacity"
+    with harness.Server(("--service-time", "1ms"), binary=binaries.server) as server:
+        subprocess.run(
+            [
+                str(binaries.loadgen),
+                "capacity",
+                "--url",
+                server.url + "/",
+                "--slo",
+                "p99<100ms",
+                "--max-rate",
+                "50",
+                "--level-duration",
+                "1s",
+                "--warmup",
+                "300ms",
+                "--confirm-levels",
+                "1",
+                "--cool-down",
+                "0s",
+                "--no-progress",
+                "--json",
+                "--out",
+                str(out),
+            ],
+            capture_output=True,
+            timeout=60,
+            check=True,
+        )
+    done = run_cli("report", out, "-o", tmp_path / "capacity.html")
+    assert done.returncode == 0, done.stderr
+    page = (tmp_path / "capacity.html").read_text()
+    assert "sustains at least 50 req/s with p99&lt;100ms" in page
+    assert "Latency from intended send vs offered rate." in page
+    assert page.count("<tr>") == 1 + 2  # the header and two levels

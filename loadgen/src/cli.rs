@@ -41,6 +41,7 @@ impl Cli {
                 Command::Run(args) => args.given = Given::from_matches(sub),
                 Command::Calibrate(args) => args.run.given = Given::from_matches(sub),
                 Command::Sweep(args) => args.run.given = Given::from_matches(sub),
+                Command::Capacity(args) => args.run.given = Given::from_matches(sub),
                 Command::Scenarios(_) | Command::Upload(_) => {}
             }
         }
@@ -89,6 +90,17 @@ pub enum Command {
     /// and compare each with Little's Law.
     #[command(after_help = SWEEP_EXAMPLES)]
     Sweep(Box<SweepArgs>),
+    /// Find the highest arrival rate that meets an SLO — with its uncertainty and the reason
+    /// it stops there.
+    ///
+    /// Searches the open model's rate: a short calibration, then levels growing ×2 until one
+    /// fails, then bisection until the bracket is within --tolerance, then the best passing
+    /// level confirmed over a longer window. A level fails when an --slo is crossed (a
+    /// percentile judged with a block-bootstrap confidence interval over latency from the
+    /// intended send time, warm-up excluded) or when it is not sustainable (latency growing
+    /// through it, sends dropped, achieved rate more than 2 % below the offered one).
+    #[command(after_help = CAPACITY_EXAMPLES)]
+    Capacity(Box<CapacityArgs>),
     /// List the built-in scenarios, or print one (`loadgen scenarios show NAME`) to copy and edit.
     Scenarios(ScenariosArgs),
     /// Upload a run directory kept locally (an `--out s3://` run whose upload failed or was
@@ -119,6 +131,73 @@ Examples:
   loadgen sweep --url http://127.0.0.1:8080/ --levels 1,10,20,50,100,200 -d 30s --out runs/sweep
   loadgen sweep --scenario twinder --levels 1,8,32 -n 5000 --calibration runs/calibration
   loadgen sweep --url http://127.0.0.1:8080/ --rate-levels 100,200,400,800 -d 20s";
+
+const CAPACITY_EXAMPLES: &str = "\
+Examples:
+  loadgen capacity --url http://127.0.0.1:8080/albums/1 --slo 'p99<50ms'
+  loadgen capacity --url http://host:8080/ --slo 'p99<50ms' --slo 'error_rate<0.1%' --max-rate 5000
+  loadgen capacity --scenario albums --slo 'p99[get_album]<20ms' --tolerance 2% --json
+
+Exit codes: 0 the capacity was found (also when the client limited it: then a warning, and
+capacity.json says limited_by \"client\"); 99 no level met the SLO, the answer is below
+--min-capacity, or the search did not converge within --budget (0 with --allow-unconverged);
+2 bad input; 130 Ctrl-C; 143 SIGTERM.";
+
+/// Flags of `loadgen capacity`: the target, scenario and transport flags of `loadgen run`
+/// (the rate, duration and workers of each level are the search's), the SLOs and the
+/// search's settings. --out is the capacity directory (one run directory per level).
+#[derive(Debug, Args, Clone)]
+pub struct CapacityArgs {
+    #[command(flatten)]
+    pub run: RunArgs,
+
+    /// The service level objective every level is judged by, in the --threshold language:
+    /// 'p99<50ms', 'error_rate<0.1%', 'p99[GET /x]<20ms' (repeatable; all must hold).
+    #[arg(long = "slo", value_name = "EXPR", required = true)]
+    pub slos: Vec<String>,
+
+    /// How long each level sends, warm-up included.
+    #[arg(long, value_name = "DURATION", value_parser = parse_duration, default_value = "10s")]
+    pub level_duration: Duration,
+
+    /// The first part of each level, labelled `warmup` in its rows and not judged.
+    #[arg(long, value_name = "DURATION", value_parser = parse_duration, default_value = "2s")]
+    pub warmup: Duration,
+
+    /// Stop bisecting when the lowest failing rate is within this of the highest passing one.
+    #[arg(long, value_name = "PERCENT", value_parser = parse_fraction, default_value = "5%")]
+    pub tolerance: f64,
+
+    /// The best passing level is confirmed over this many level durations before it is reported.
+    #[arg(long, value_name = "N", default_value_t = 3.0)]
+    pub confirm_levels: f64,
+
+    /// Time the whole search may take; when it runs out, the bracket so far is reported, marked
+    /// unconverged.
+    #[arg(long, value_name = "DURATION", value_parser = parse_duration, default_value = "10m")]
+    pub budget: Duration,
+
+    /// The highest rate ever offered (requests/s): a ceiling for services that must be spared.
+    #[arg(long, value_name = "REQ/S", value_parser = parse_rate, default_value = "100000")]
+    pub max_rate: f64,
+
+    /// Exit 99 when the capacity found is below this (requests/s), e.g. 500/s.
+    #[arg(long, value_name = "REQ/S", value_parser = parse_per_second)]
+    pub min_capacity: Option<f64>,
+
+    /// Pause between levels, so one level's backlog does not bleed into the next.
+    #[arg(long, value_name = "DURATION", value_parser = parse_duration, default_value = "2s")]
+    pub cool_down: Duration,
+
+    /// A run directory written by `loadgen calibrate` whose R(1) gives the first rate,
+    /// instead of a short calibration of its own.
+    #[arg(long, value_name = "DIR")]
+    pub calibration: Option<PathBuf>,
+
+    /// Exit 0 even when the budget ran out before the bracket closed.
+    #[arg(long)]
+    pub allow_unconverged: bool,
+}
 
 /// Flags of `loadgen calibrate`: the target and workload flags of `loadgen run`; `-n` is the
 /// number of measured requests (default 1000); the other model flags (-c, -d, --rate, …) are
@@ -439,6 +518,28 @@ fn parse_rate(text: &str) -> Result<f64, String> {
             "'{text}' is not a rate; give requests per second above 0, e.g. --rate 1000"
         )),
     }
+}
+
+/// `--tolerance 5%` or `0.05`: a fraction in (0, 1).
+fn parse_fraction(text: &str) -> Result<f64, String> {
+    let trimmed = text.trim();
+    let value = match trimmed.strip_suffix('%') {
+        Some(percent) => percent.trim().parse::<f64>().map(|p| p / 100.0),
+        None => trimmed.parse::<f64>(),
+    };
+    match value {
+        Ok(f) if f > 0.0 && f < 1.0 => Ok(f),
+        _ => Err(format!(
+            "'{text}' is not a fraction between 0 and 1; give e.g. 5% or 0.05"
+        )),
+    }
+}
+
+/// `--min-capacity 500/s` or `500`: requests per second above 0.
+fn parse_per_second(text: &str) -> Result<f64, String> {
+    let trimmed = text.trim();
+    parse_rate(trimmed.strip_suffix("/s").unwrap_or(trimmed))
+        .map_err(|_| format!("'{text}' is not a rate; give requests per second, e.g. 500/s"))
 }
 
 /// `--arrivals`: how the open model spaces its sends.

@@ -28,6 +28,7 @@ fn main() -> ExitCode {
         Command::Run(args) => run(&args),
         Command::Calibrate(args) => calibrate(&args),
         Command::Sweep(args) => sweep(&args),
+        Command::Capacity(args) => capacity(&args),
         Command::Scenarios(args) => scenarios(&args),
         Command::Upload(args) => upload(&args),
     };
@@ -133,6 +134,30 @@ fn sweep(args: &loadgen::cli::SweepArgs) -> i32 {
                     emit(&sweep.render_thresholds());
                 }
                 workflow_exit_code(&stop, sweep.exit_code())
+            }
+            Err(e) => fail(&e),
+        }
+    })
+}
+
+/// `loadgen capacity`.
+fn capacity(args: &loadgen::cli::CapacityArgs) -> i32 {
+    let args = args.clone();
+    with_runtime(|stop| async move {
+        let args = &args;
+        match loadgen::workflow::capacity::capacity(args, stop.clone()).await {
+            Ok((capacity, dir)) => {
+                if args.run.json {
+                    emit_json(&capacity);
+                    for warning in &capacity.warnings {
+                        eprintln!("warning: {warning}");
+                    }
+                } else {
+                    emit(&loadgen::workflow::capacity::render::render(
+                        &capacity, &dir,
+                    ));
+                }
+                workflow_exit_code(&stop, capacity.exit_code(args.allow_unconverged))
             }
             Err(e) => fail(&e),
         }

@@ -7,6 +7,8 @@
 //! own table and JSON (`calibration` in run.json, `sweep.json`). It never measures anything
 //! itself.
 
+pub mod capacity;
+
 use std::path::{Path, PathBuf};
 
 use serde::Serialize;
@@ -288,18 +290,27 @@ fn local_only(command: &str, out: &Output) -> Result<(), ConfigError> {
     }
 }
 
-/// Runs every level of a sweep into `--out DIR/level-…`, then writes `DIR/sweep.json`.
-pub async fn sweep(args: &SweepArgs, stop: StopSignal) -> Result<(Sweep, PathBuf), RunError> {
-    local_only("sweep", &Output::from_arg(args.run.out.as_deref())?)?;
-    let dir = args.run.out.clone().unwrap_or_else(|| {
-        Path::new("runs").join(format!(
-            "sweep-{}",
-            chrono::Utc::now().format("%Y%m%dT%H%M%SZ")
-        ))
-    });
+/// A workflow's directory: `--out DIR`, new or empty; by default `runs/<kind>-<UTC time>`.
+fn workflow_dir(out: Option<&Path>, kind: &str) -> Result<PathBuf, RunError> {
+    let dir = out.map_or_else(
+        || {
+            Path::new("runs").join(format!(
+                "{kind}-{}",
+                chrono::Utc::now().format("%Y%m%dT%H%M%SZ")
+            ))
+        },
+        Path::to_path_buf,
+    );
     if std::fs::read_dir(&dir).is_ok_and(|mut d| d.next().is_some()) {
         return Err(RunError::OutExists(dir));
     }
+    Ok(dir)
+}
+
+/// Runs every level of a sweep into `--out DIR/level-…`, then writes `DIR/sweep.json`.
+pub async fn sweep(args: &SweepArgs, stop: StopSignal) -> Result<(Sweep, PathBuf), RunError> {
+    local_only("sweep", &Output::from_arg(args.run.out.as_deref())?)?;
+    let dir = workflow_dir(args.run.out.as_deref(), "sweep")?;
     let mut calibration_r1_ns = match &args.calibration {
         Some(path) => Some(read_calibration(path)?),
         None => None,

@@ -13,9 +13,9 @@ mod layers;
 
 /// Top to bottom. A module uses only modules of later rows.
 const LAYERS: layers::Layers = &[
-    &["workflow"],                                      // calibrate and sweep: several runs
-    &["runner"],                                        // one run, end to end
-    &["config"],                                        // flags and scenario → validated RunConfig
+    &["workflow"],           // calibrate, sweep, capacity: several runs
+    &["runner"],             // one run, end to end
+    &["config"],             // flags and scenario → validated RunConfig
     &["cli", "scenario"],    // clap types; scenario TOML → workload + model plan
     &["report", "sysmon"],   // summary, console, run.json; client CPU/memory/network
     &["model"],              // client models: when which worker sends what

@@ -1,6 +1,6 @@
 //! The file contract (`contract/files.json`) against what the code builds and what a real
 //! run writes: the Arrow schemas of both Parquet files, and the segments, client-metrics,
-//! run.json and sweep.json of real `loadgen run` / `loadgen sweep` runs against the
+//! run.json, sweep.json and capacity.json of real `loadgen run` / `sweep` / `capacity` runs against the
 //! reference server on 127.0.0.1. Every field present with its type, none missing from the
 //! contract; a renamed column or field fails here (and in analysis/tests/test_contract.py).
 
@@ -120,6 +120,50 @@ fn a_real_sweep_writes_what_the_contract_says() {
     assert_eq!(json_problems("sweep_json", &sweep), Vec::<String>::new());
     let levels = sweep["levels"].as_array().unwrap();
     assert_eq!(levels.len(), 2);
+    for level in levels {
+        contract::assert_run_dir(std::path::Path::new(level["run_dir"].as_str().unwrap()));
+    }
+}
+
+/// A capacity search held to the contract: capacity.json, and every level a run directory.
+/// A ceiling of 50 req/s that the default server meets keeps it to two short levels.
+#[test]
+fn a_real_capacity_search_writes_what_the_contract_says() {
+    let server = ServerOnRuntime::start(ServerConfig::default());
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("capacity");
+    let status = std::process::Command::new(env!("CARGO_BIN_EXE_loadgen"))
+        .args(["capacity", "--url", &server.url("/"), "--slo", "p99<1s"])
+        .args([
+            "--slo",
+            "error_rate<50%",
+            "--max-rate",
+            "50",
+            "--level-duration",
+            "1s",
+        ])
+        .args([
+            "--warmup",
+            "300ms",
+            "--confirm-levels",
+            "1",
+            "--cool-down",
+            "0s",
+        ])
+        .args(["--json", "--out", out.to_str().unwrap()])
+        .stdout(std::process::Stdio::null())
+        .status()
+        .unwrap();
+    assert!(status.success());
+    let capacity = contract::read_json(&out.join("capacity.json"));
+    assert_eq!(
+        json_problems("capacity_json", &capacity),
+        Vec::<String>::new()
+    );
+    assert_eq!(capacity["capacity_rps"], 50.0);
+    assert_eq!(capacity["limited_by"], "max_rate");
+    let levels = capacity["levels"].as_array().unwrap();
+    assert_eq!(levels.len(), 2, "{capacity}");
     for level in levels {
         contract::assert_run_dir(std::path::Path::new(level["run_dir"].as_str().unwrap()));
     }

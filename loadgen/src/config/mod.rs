@@ -70,6 +70,9 @@ pub enum ConfigError {
     Shard(String),
     #[error("{0}")]
     Threshold(String),
+    /// `loadgen capacity`: a flag the search owns, or a setting out of range.
+    #[error("{0}")]
+    Capacity(String),
     /// `loadgen sweep` levels that cannot all run (e.g. one given twice).
     #[error("{0}")]
     SweepLevels(String),

@@ -186,6 +186,7 @@ fn empty_open() -> OpenSpec {
         arrivals: Arrivals::Uniform,
         max_in_flight: DEFAULT_MAX_IN_FLIGHT,
         max_lateness: Dur(Duration::from_millis(10)),
+        warmup: None,
     }
 }
 

@@ -23,6 +23,9 @@ use crate::worker::{Work, WorkSource};
 /// (the pacer then ends the schedule at its duration anyway, see `pace`).
 pub const MAX_RATE_RPS: f64 = 1_000_000.0;
 
+/// The phase label of the schedule's first stretch when the plan has a `warmup`.
+pub const WARMUP: &str = "warmup";
+
 /// How arrivals are spaced.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 #[serde(rename_all = "snake_case")]
@@ -56,6 +59,9 @@ pub struct OpenPlan {
     /// when the one before it ends, which is that step's intended time — instead of one
     /// request. Set when the scenario extracts values, which only one worker's session holds.
     pub chained: bool,
+    /// The first stretch of the schedule, whose sends carry the phase `warmup` (the rest
+    /// `main`); zero: one phase, `main`.
+    pub warmup: Duration,
 }
 
 impl OpenPlan {
@@ -103,6 +109,15 @@ impl Plan for OpenPlan {
         "open"
     }
 
+    fn phase_labels(&self) -> Vec<String> {
+        let main = "main".to_string();
+        if self.warmup.is_zero() {
+            vec![main]
+        } else {
+            vec![WARMUP.to_string(), main]
+        }
+    }
+
     fn extent(&self) -> Limit {
         Limit::Duration(self.duration())
     }
@@ -117,8 +132,16 @@ impl Plan for OpenPlan {
         } else {
             String::new()
         };
+        let warmup = if self.warmup.is_zero() {
+            String::new()
+        } else {
+            format!(
+                " (the first {} is warmup)",
+                humantime::format_duration(self.warmup)
+            )
+        };
         format!(
-            "open model: {}, {:?} arrivals, {}{unit} scheduled, at most {} in flight",
+            "open model: {}{warmup}, {:?} arrivals, {}{unit} scheduled, at most {} in flight",
             self.describe_schedule(),
             self.arrivals,
             self.scheduled(),
@@ -254,8 +277,11 @@ impl Model for Open {
             _ = ready => {}
             _ = self.stop.draining() => {}
         }
+        let start = std::time::Instant::now();
+        dispatcher.warmup_end = (!plan.warmup.is_zero()).then(|| start + plan.warmup);
         let ticks = pace(
             Schedule::new(plan.stages.clone(), plan.arrivals, self.seed, plan.offset),
+            start,
             plan.duration(),
             &self.stop,
         );
@@ -290,6 +316,8 @@ struct Dispatcher {
     sequence: Arc<[u16]>,
     chained: bool,
     max_in_flight: u32,
+    /// Sends due before this carry phase 0 (`warmup`), later ones phase 1 (`main`).
+    warmup_end: Option<std::time::Instant>,
     position: usize,
     inboxes: Vec<tokio::sync::mpsc::Sender<Work>>,
     idle: Vec<usize>,
@@ -304,6 +332,7 @@ impl Dispatcher {
             sequence: plan.sequence.clone(),
             chained: plan.chained,
             max_in_flight: plan.max_in_flight,
+            warmup_end: None,
             position: 0,
             inboxes: Vec::new(),
             idle: Vec::new(),
@@ -352,7 +381,8 @@ impl Dispatcher {
             self.position % self.sequence.len()
         }];
         self.position += 1;
-        let mut work = Work::new(op, 0);
+        let phase = self.warmup_end.map_or(0, |end| u16::from(due >= end));
+        let mut work = Work::new(op, phase);
         work.intended = Some(due);
         while let Ok(id) = self.idle_rx.try_recv() {
             self.idle.push(id);
@@ -390,12 +420,12 @@ const MAX_BATCH: usize = 4096;
 /// the run.
 fn pace(
     schedule: Schedule,
+    start: std::time::Instant,
     duration: Duration,
     stop: &StopSignal,
 ) -> flume::Receiver<Vec<std::time::Instant>> {
     let (tx, rx) = flume::bounded(1024);
     let stop = stop.clone();
-    let start = std::time::Instant::now();
     let end = start + duration + PACE_GRACE;
     let spawned = std::thread::Builder::new()
         .name("loadgen-pacer".into())
@@ -475,13 +505,13 @@ impl WorkSource for OpenWorker {
         self.inbox.recv().await
     }
 
-    fn finished(&mut self, _work: &Work, _failed: bool) {
+    fn finished(&mut self, work: &Work, _failed: bool) {
         // The next step of a chain is intended for the moment the previous one ended, so
         // its latency, like the first step's, counts from when it was due.
         if let Some(op) = self.chain.as_ref().and_then(|c| c.get(self.step + 1)) {
-            let mut work = Work::new(*op, 0);
-            work.intended = Some(std::time::Instant::now());
-            self.next_step = Some(work);
+            let mut next = Work::new(*op, work.phase);
+            next.intended = Some(std::time::Instant::now());
+            self.next_step = Some(next);
         }
     }
 }

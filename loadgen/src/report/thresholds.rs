@@ -224,13 +224,19 @@ impl fmt::Display for Threshold {
 }
 
 impl Threshold {
-    fn passes(&self, observed: f64) -> bool {
+    /// Whether `observed`, in the metric's unit, is on the passing side of the limit.
+    pub fn passes(&self, observed: f64) -> bool {
         match self.comparison {
             Comparison::Below => observed < self.limit,
             Comparison::AtMost => observed <= self.limit,
             Comparison::Above => observed > self.limit,
             Comparison::AtLeast => observed >= self.limit,
         }
+    }
+
+    /// The unit of the limit and of what is observed: `ns`, `fraction` or `1/s`.
+    pub fn unit(&self) -> &'static str {
+        self.metric.unit()
     }
 
     /// What the run did on this threshold's metric; `None` when nothing was measured. An op

@@ -90,6 +90,8 @@ pub enum RunError {
         #[source]
         source: std::io::Error,
     },
+    #[error("cannot read back the rows of {path}: {reason}")]
+    ReadBack { path: PathBuf, reason: String },
     #[error(transparent)]
     S3(#[from] S3Error),
     #[error("cannot serve metrics on --metrics-addr {addr}: {source}; choose a free port (or port 0 for any)")]
@@ -120,7 +122,8 @@ impl RunError {
             RunError::EmbeddedServer(_)
             | RunError::Record(_)
             | RunError::RecordsLost { .. }
-            | RunError::Write { .. } => 1,
+            | RunError::Write { .. }
+            | RunError::ReadBack { .. } => 1,
         }
     }
 }

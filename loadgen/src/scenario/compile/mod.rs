@@ -367,6 +367,31 @@ mod tests {
         assert!(closed.workload.templates[0].capture.body);
     }
 
+    /// An open model's `warmup` labels its first stretch (`loadgen capacity` leaves it out of
+    /// the judgement); it must be shorter than the schedule.
+    #[test]
+    fn an_open_warmup_is_a_phase_shorter_than_the_schedule() {
+        let open = |extra: &str| {
+            let text = format!(
+                "sequence = [\"a\"]\n[requests.a]\npath = \"/a\"\n[model]\nkind = \"open\"\nrate = 10\n\
+                 duration = \"2s\"\n{extra}\n"
+            );
+            compile(&crate::scenario::parse("test", &text, &[]).unwrap(), "")
+        };
+        let plain = open("").unwrap();
+        assert_eq!(plain.model.plan().phase_labels(), ["main"]);
+        let warmed = open("warmup = \"500ms\"").unwrap();
+        assert_eq!(warmed.model.plan().phase_labels(), ["warmup", "main"]);
+        assert_eq!(warmed.workload.phase_fields.len(), 2);
+        assert!(warmed
+            .model
+            .plan()
+            .describe()
+            .contains("the first 500ms is warmup"));
+        let refused = open("warmup = \"2s\"").unwrap_err();
+        assert_eq!(refused.path, "model.warmup");
+    }
+
     /// Issue 27: two requests with the same method and path served duplicate Prometheus
     /// series (`op="GET /albums/1",outcome="ok"` twice), which Prometheus drops. Derived
     /// labels that collide take the request's name; a written label that collides is refused.

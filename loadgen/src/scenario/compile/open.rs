@@ -19,6 +19,14 @@ impl CompileModel for OpenSpec {
         let stages = stages(self)?;
         check_schedulable(&stages, self.stages.is_some())?;
         at_least_one("model.max_in_flight", u64::from(self.max_in_flight))?;
+        let warmup = self.warmup.map_or(std::time::Duration::ZERO, |d| d.0);
+        let total: std::time::Duration = stages.iter().map(|s| s.duration).sum();
+        if warmup >= total {
+            return Err(violation(
+                "model.warmup",
+                "must be shorter than the schedule, which it begins",
+            ));
+        }
         let plan = OpenPlan {
             stages,
             arrivals: self.arrivals,
@@ -28,6 +36,7 @@ impl CompileModel for OpenSpec {
             chained: sequence.len() > 1,
             sequence,
             offset: 0.0,
+            warmup,
         };
         check_sends_something(&plan, self.stages.is_some())?;
         Ok(without_overrides(ModelPlan::Open(plan)))

@@ -1,0 +1,116 @@
+"""The report of a ``loadgen capacity`` directory: latency from intended time against the
+offered rate, every level with its confidence interval, the SLO's line, the answer's
+interval shaded, and the search's levels as a table.
+
+It draws what ``capacity.json`` (contract ``capacity_json``) says; the judgement of each level
+is the engine's, never recomputed here.
+"""
+
+from __future__ import annotations
+
+import html
+import json
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+from matplotlib.figure import Figure
+
+from .markup import figure_html, page, table_html
+
+CAPACITY_FILE = "capacity.json"
+
+
+def is_capacity_dir(path: str | Path) -> bool:
+    """True when ``path`` is a directory written by ``loadgen capacity``."""
+    return (Path(path) / CAPACITY_FILE).is_file()
+
+
+def read_capacity(path: str | Path) -> dict[str, Any]:
+    """The ``capacity.json`` of a capacity directory."""
+    return json.loads((Path(path) / CAPACITY_FILE).read_text(encoding="utf-8"))
+
+
+def levels_frame(capacity: dict[str, Any]) -> pd.DataFrame:
+    """One row per level: step, offered and achieved rate, p99 from intended (ms) with its
+    interval, passed, and why not."""
+    rows = []
+    for level in capacity["levels"]:
+        p99 = next((p for p in level["latency"] if p["quantile"] == 0.99), {})
+        ms = {k: (p99.get(k) or float("nan")) / 1e6 for k in ("value_ns", "low_ns", "high_ns")}
+        rows.append(
+            {
+                "step": level["step"],
+                "offered_rps": level["offered_rps"],
+                "achieved_rps": level["achieved_rps"],
+                "p99_ms": ms["value_ns"],
+                "p99_low_ms": ms["low_ns"],
+                "p99_high_ms": ms["high_ns"],
+                "passed": level["passed"],
+                "why": "; ".join(level["reasons"]),
+            }
+        )
+    return pd.DataFrame(rows)
+
+
+def _latency_limits_ms(capacity: dict[str, Any]) -> list[tuple[str, float]]:
+    """Each latency SLO's text and limit in ms, from the first level's judgements."""
+    if not capacity["levels"]:
+        return []
+    return [
+        (slo["slo"], slo["limit"] / 1e6)
+        for slo in capacity["levels"][0]["slos"]
+        if slo["unit"] == "ns"
+    ]
+
+
+def plot_capacity(capacity: dict[str, Any]) -> Figure:
+    """p99 latency from intended time vs offered rate (log scale), with its interval; passing
+    levels green, failing red; the SLO limits dashed; the answer's interval shaded."""
+    frame = levels_frame(capacity)
+    fig = Figure(figsize=(9, 4.8), layout="constrained")
+    ax = fig.subplots()
+    for passed, colour, label in ((True, "#2e7d32", "passed"), (False, "#c44e52", "failed")):
+        part = frame[frame["passed"] == passed]
+        if part.empty:
+            continue
+        errors = [part["p99_ms"] - part["p99_low_ms"], part["p99_high_ms"] - part["p99_ms"]]
+        ax.errorbar(
+            part["offered_rps"],
+            part["p99_ms"],
+            yerr=errors,
+            fmt="o",
+            color=colour,
+            capsize=3,
+            label=f"level {label} (p99, 95% CI)",
+        )
+    for text, limit_ms in _latency_limits_ms(capacity):
+        ax.axhline(limit_ms, color="#444", linestyle="--", linewidth=1, label=f"SLO {text}")
+    interval = capacity.get("interval")
+    if interval:
+        low, high = interval[0], interval[1] if interval[1] is not None else interval[0]
+        ax.axvspan(low, max(high, low * 1.001), color="#4c72b0", alpha=0.15, label="answer")
+    ax.set_xlabel(f"offered rate (req/s, {capacity['arrivals']} arrivals)")
+    ax.set_ylabel("p99 latency from intended send (ms)")
+    ax.set_yscale("log")
+    ax.set_title(capacity["answer"][:110], fontsize=9)
+    ax.legend(fontsize=8)
+    return fig
+
+
+def build_capacity_report(path: str | Path, title: str | None = None) -> str:
+    """The HTML text of the report on a capacity directory."""
+    capacity = read_capacity(path)
+    title = title or f"loadgen capacity: {Path(path).name}"
+    verdict = capacity.get("verdict") or "none"
+    body = [
+        f"<h1>{html.escape(title)}</h1>",
+        f"<div class='verdict {html.escape(verdict)}'><b>{html.escape(capacity['answer'])}"
+        f"</b><br>stops at: {html.escape(verdict)} — "
+        f"{html.escape('; '.join(capacity['evidence']))}</div>",
+        *[f"<p class='note'>warning: {html.escape(w)}</p>" for w in capacity["warnings"]],
+        figure_html(plot_capacity(capacity), "Latency from intended send vs offered rate."),
+        "<h2>Levels, in the order run</h2>",
+        table_html(levels_frame(capacity)),
+    ]
+    return page(title, body)

@@ -1,0 +1,332 @@
+//! One level of the search: an ordinary open-model run at one rate (through [`crate::run`],
+//! into its own run directory), watched while it runs so that a level far past the SLO is
+//! stopped at once, then judged from its rows ([`super::judge`]).
+//!
+//! The facts about the client (saturated, sharing its cores with the server) and the
+//! schedule (dropped sends) are the engine's, read from the run's outcome; this module only
+//! combines them into the level's verdict and its cause.
+
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use serde::Serialize;
+
+use super::judge::{self, Outcome, SloJudgement, Sustainability};
+use super::rows::LevelRows;
+use super::search::Step;
+use crate::cli::{ArrivalsArg, RunArgs};
+use crate::config::RunConfig;
+use crate::model::open::Arrivals;
+use crate::report::thresholds::{Comparison, Metric, Threshold};
+use crate::runner::{run, RunError, RunOutcome};
+use crate::scenario::schema::{Dur, ModelSpec, OpenSpec, DEFAULT_MAX_IN_FLIGHT};
+use crate::stop::{ExitReason, StopSignal};
+
+/// A level is stopped at once when this share of its requests failed...
+pub const ABORT_ERROR_SHARE: f64 = 0.05;
+/// ... or a latency SLO's statistic is this many times its limit.
+pub const ABORT_LATENCY_FACTOR: f64 = 10.0;
+/// How often a running level's closed segments are read for the abort check.
+const WATCH_EVERY: Duration = Duration::from_millis(500);
+/// Segments close this often during a level, so the watcher sees its rows early.
+const SEGMENT_INTERVAL: Duration = Duration::from_secs(1);
+
+/// What stopped a level: the thing to fix first.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Cause {
+    /// Requests failed: the error-rate SLO, or the abort at [`ABORT_ERROR_SHARE`].
+    Errors,
+    /// The client was saturated (its CPU or quota): the load was not what was asked.
+    Client,
+    /// The server fell behind: latency over the SLO or growing, completions short.
+    Server,
+}
+
+/// One percentile of latency from intended time, with its interval.
+#[derive(Debug, Clone, Serialize)]
+pub struct Percentile {
+    pub quantile: f64,
+    pub value_ns: Option<f64>,
+    pub low_ns: Option<f64>,
+    pub high_ns: Option<f64>,
+}
+
+/// One level, as capacity.json records it.
+#[derive(Debug, Clone, Serialize)]
+pub struct Level {
+    pub step: Step,
+    pub offered_rps: f64,
+    /// Completions per second in the judged window.
+    pub achieved_rps: f64,
+    pub duration_s: f64,
+    pub run_dir: PathBuf,
+    pub requests: u64,
+    /// Rows after the warm-up.
+    pub judged_requests: u64,
+    pub failed: u64,
+    pub dropped: u64,
+    pub late: u64,
+    /// p50, p90, p99 of latency from intended time over the judged rows.
+    pub latency: Vec<Percentile>,
+    pub slos: Vec<SloJudgement>,
+    pub sustainability: Sustainability,
+    /// Why the level was stopped early; `None` when it ran its course.
+    pub aborted: Option<String>,
+    pub passed: bool,
+    /// Some SLO's interval straddled its limit.
+    pub uncertain: bool,
+    /// Why it failed, each a sentence.
+    pub reasons: Vec<String>,
+    pub cause: Option<Cause>,
+    /// The engine's client verdict for the run (run.json `client`).
+    pub client_saturated: bool,
+    pub server_shares_cores: bool,
+}
+
+/// What every level shares.
+pub struct LevelPlan<'a> {
+    pub run: &'a RunArgs,
+    pub slos: &'a [Threshold],
+    pub warmup: Duration,
+    pub dir: PathBuf,
+}
+
+impl LevelPlan<'_> {
+    /// The level's config: the user's target and workload, the open model at `rate_rps`.
+    fn config(&self, name: &str, rate_rps: f64, duration: Duration) -> Result<RunConfig, RunError> {
+        let mut args = self.run.clone();
+        args.out = Some(self.dir.join(name));
+        args.segment_interval = SEGMENT_INTERVAL;
+        let spec = OpenSpec {
+            rate: Some(rate_rps),
+            duration: Some(Dur(duration)),
+            stages: None,
+            arrivals: arrivals(args.arrivals),
+            max_in_flight: args.max_in_flight.unwrap_or(DEFAULT_MAX_IN_FLIGHT),
+            max_lateness: Dur(args.max_lateness),
+            warmup: Some(Dur(self.warmup)),
+        };
+        Ok(RunConfig::with_model(&args, ModelSpec::Open(spec))?)
+    }
+
+    /// Runs and judges one level.
+    pub async fn run(
+        &self,
+        index: usize,
+        rate_rps: f64,
+        step: Step,
+        duration: Duration,
+        stop: &StopSignal,
+    ) -> Result<Level, RunError> {
+        let name = format!("level-{index:02}-{rate_rps}rps");
+        let config = self.config(&name, rate_rps, duration)?;
+        let run_dir = self.dir.join(&name);
+        let child = stop.child();
+        let done = Arc::new(AtomicBool::new(false));
+        let watcher = tokio::spawn(watch(
+            run_dir.clone(),
+            self.slos.to_vec(),
+            child.clone(),
+            done.clone(),
+        ));
+        let outcome = run(config, child).await;
+        done.store(true, Ordering::Relaxed);
+        let aborted = watcher.await.ok().flatten();
+        let outcome = outcome?;
+        let rows = LevelRows::read(&outcome.run_dir).map_err(|reason| RunError::ReadBack {
+            path: outcome.run_dir.clone(),
+            reason,
+        })?;
+        Ok(self.judge(step, rate_rps, duration, &outcome, &rows, aborted))
+    }
+
+    fn judge(
+        &self,
+        step: Step,
+        rate_rps: f64,
+        duration: Duration,
+        outcome: &RunOutcome,
+        rows: &LevelRows,
+        aborted: Option<String>,
+    ) -> Level {
+        let slos: Vec<SloJudgement> = self
+            .slos
+            .iter()
+            .map(|t| judge::judge_slo(t, rows))
+            .collect();
+        let open = outcome.summary.open.as_ref();
+        let dropped = open.map_or(0, |o| o.dropped);
+        let sustainability = judge::sustainability(rows, dropped, latency_reference(self.slos));
+        let client = &outcome.run_json["client"];
+        let mut level = Level {
+            step,
+            offered_rps: rate_rps,
+            achieved_rps: sustainability.achieved_rps,
+            duration_s: duration.as_secs_f64(),
+            run_dir: outcome.run_dir.clone(),
+            requests: outcome.summary.requests,
+            judged_requests: rows.judged.len() as u64,
+            failed: outcome.summary.failed,
+            dropped,
+            late: open.map_or(0, |o| o.late),
+            latency: [0.5, 0.9, 0.99].map(|q| percentile(rows, q)).to_vec(),
+            uncertain: slos.iter().any(|s| s.outcome == Outcome::Uncertain),
+            slos,
+            sustainability,
+            aborted,
+            passed: false,
+            reasons: Vec::new(),
+            cause: None,
+            client_saturated: client["saturated"].as_bool().unwrap_or(false),
+            server_shares_cores: client["server_shares_cores"].as_bool().unwrap_or(false),
+        };
+        level.conclude();
+        level
+    }
+}
+
+impl Level {
+    /// Sets `reasons`, `passed` and `cause` from the judgements. An uncertain SLO fails
+    /// the level here; the caller extends an uncertain level before it takes that verdict.
+    fn conclude(&mut self) {
+        let mut errors = false;
+        if let Some(why) = &self.aborted {
+            errors |= why.contains("failed");
+            self.reasons.push(format!("stopped early: {why}"));
+        }
+        for slo in &self.slos {
+            let crossed = match slo.outcome {
+                Outcome::Pass => continue,
+                Outcome::Fail => "crossed",
+                Outcome::Uncertain => "could not be told apart from its limit",
+            };
+            errors |= slo.unit == "fraction";
+            self.reasons
+                .push(format!("{} {crossed}: {}", slo.slo, observed_text(slo)));
+        }
+        self.reasons
+            .extend(self.sustainability.problems.iter().cloned());
+        self.passed = self.reasons.is_empty();
+        self.cause = (!self.passed).then_some(if errors {
+            Cause::Errors
+        } else if self.client_saturated {
+            Cause::Client
+        } else {
+            Cause::Server
+        });
+    }
+}
+
+/// "observed 61.2ms (95% CI 55.0ms–70.1ms)".
+pub fn observed_text(slo: &SloJudgement) -> String {
+    let show = |value: f64| match slo.unit {
+        "ns" => crate::units::duration(value),
+        "fraction" => format!("{:.2}%", value * 100.0),
+        _ => format!("{value:.1}/s"),
+    };
+    match (slo.observed, slo.low, slo.high) {
+        (None, ..) => "nothing measured".to_string(),
+        (Some(v), Some(low), Some(high)) if low < high => format!(
+            "observed {} ({:.0}% CI {}–{})",
+            show(v),
+            judge::CONFIDENCE * 100.0,
+            show(low),
+            show(high)
+        ),
+        (Some(v), ..) => format!("observed {}", show(v)),
+    }
+}
+
+fn percentile(rows: &LevelRows, quantile: f64) -> Percentile {
+    let slo: Threshold = format!("p{}<1000s", quantile * 100.0)
+        .parse()
+        .expect("a valid percentile");
+    let judged = judge::judge_slo(&slo, rows);
+    Percentile {
+        quantile,
+        value_ns: judged.observed,
+        low_ns: judged.low,
+        high_ns: judged.high,
+    }
+}
+
+/// The tightest upper limit on latency among the SLOs: what latency growth is measured against.
+fn latency_reference(slos: &[Threshold]) -> Option<f64> {
+    slos.iter()
+        .filter(|t| !matches!(t.metric, Metric::ErrorRate | Metric::Throughput))
+        .filter(|t| matches!(t.comparison, Comparison::Below | Comparison::AtMost))
+        .map(|t| t.limit)
+        .reduce(f64::min)
+}
+
+fn arrivals(arg: ArrivalsArg) -> Arrivals {
+    match arg {
+        ArrivalsArg::Uniform => Arrivals::Uniform,
+        ArrivalsArg::Poisson => Arrivals::Poisson,
+    }
+}
+
+/// Reads the level's closed segments every [`WATCH_EVERY`] until `done`, and stops the level
+/// (drains `stop`) when its requests blow far past the SLO; returns why it stopped it.
+async fn watch(
+    run_dir: PathBuf,
+    slos: Vec<Threshold>,
+    stop: StopSignal,
+    done: Arc<AtomicBool>,
+) -> Option<String> {
+    while !done.load(Ordering::Relaxed) {
+        tokio::time::sleep(WATCH_EVERY).await;
+        let dir = run_dir.clone();
+        let Ok(Ok(rows)) = tokio::task::spawn_blocking(move || LevelRows::read(&dir)).await else {
+            continue;
+        };
+        if let Some(why) = blow_up(&rows, &slos) {
+            stop.drain(ExitReason::DurationElapsed);
+            return Some(why);
+        }
+    }
+    None
+}
+
+/// Why the rows so far are far past the SLO, if they are.
+fn blow_up(rows: &LevelRows, slos: &[Threshold]) -> Option<String> {
+    let all: Vec<_> = rows.warmup.iter().chain(&rows.judged).collect();
+    if all.len() < 20 {
+        return None;
+    }
+    let failed = all.iter().filter(|s| s.failed).count() as f64 / all.len() as f64;
+    let error_limit = slos
+        .iter()
+        .filter(|t| t.metric == Metric::ErrorRate)
+        .map(|t| t.limit * 2.0)
+        .fold(ABORT_ERROR_SHARE, f64::max);
+    if failed > error_limit {
+        return Some(format!("{:.1}% of requests failed", failed * 100.0));
+    }
+    let mut latencies: Vec<i64> = all
+        .iter()
+        .filter(|s| s.responded)
+        .map(|s| s.from_intended_ns)
+        .collect();
+    for slo in slos {
+        let Metric::Percentile(q) = slo.metric else {
+            continue;
+        };
+        if latencies.is_empty() || matches!(slo.comparison, Comparison::Above | Comparison::AtLeast)
+        {
+            continue;
+        }
+        let value = judge::quantile(&mut latencies, q / 100.0) as f64;
+        if value > ABORT_LATENCY_FACTOR * slo.limit {
+            return Some(format!(
+                "p{q} reached {}, over {ABORT_LATENCY_FACTOR}× the SLO's {}",
+                crate::units::duration(value),
+                crate::units::duration(slo.limit)
+            ));
+        }
+    }
+    None
+}

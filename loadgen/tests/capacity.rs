@@ -1,0 +1,165 @@
+//! `loadgen capacity` against reference servers whose truth is known: 8 workers × 10 ms
+//! (capacity 800 req/s) must be found below 800 and never above it, limited by the server;
+//! a server failing 2 % of requests meets no `error_rate<1%`; bad input exits 2. Levels are
+//! short (2 s) and the tolerance wide (10 %) so the search fits CI's two cores. (Its own test
+//! binary, so no other test competes for the cores while it measures.)
+
+mod common;
+
+use common::{loadgen_bin, ServerOnRuntime};
+use servers::ServerConfig;
+
+/// The testbeds measure: one at a time, so they do not compete for the cores.
+static MEASURING: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+/// Search settings for tests: short levels, a wide tolerance, a short confirmation.
+const QUICK: &[&str] = &[
+    "--level-duration",
+    "2s",
+    "--warmup",
+    "500ms",
+    "--cool-down",
+    "300ms",
+    "--tolerance",
+    "10%",
+    "--confirm-levels",
+    "2",
+    "--no-progress",
+    "--json",
+];
+
+fn capacity(url: &str, flags: &[&str], out: &std::path::Path) -> (i32, serde_json::Value, String) {
+    let output = loadgen_bin()
+        .args(["capacity", "--url", url])
+        .args(flags)
+        .args(QUICK)
+        .args(["--out", out.to_str().unwrap()])
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr).into_owned();
+    let code = output.status.code().unwrap_or(-1);
+    let json = serde_json::from_slice(&output.stdout).unwrap_or(serde_json::Value::Null);
+    (code, json, stderr)
+}
+
+#[test]
+fn the_capacity_of_8_workers_of_10ms_is_found_below_800_and_the_server_limits_it() {
+    let _alone = MEASURING.lock().unwrap_or_else(|e| e.into_inner());
+    let server = ServerOnRuntime::start(ServerConfig {
+        service_time: "10ms".parse().unwrap(),
+        workers: Some(8),
+        ..ServerConfig::default()
+    });
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("capacity");
+    let (code, answer, stderr) = capacity(&server.url("/albums/1"), &["--slo", "p99<50ms"], &out);
+    assert_eq!(code, 0, "{stderr}");
+    let on_disk = common::contract::read_json(&out.join("capacity.json"));
+    assert_eq!(answer, on_disk);
+    let found = answer["capacity_rps"].as_f64().unwrap();
+    let interval = answer["interval"].as_array().unwrap();
+    let (low, high) = (interval[0].as_f64().unwrap(), interval[1].as_f64().unwrap());
+    eprintln!("{} (in {:.0} s)", answer["answer"], answer["elapsed_s"]);
+    // The truth is 800 req/s; the answer is never above it. Overheads of a test build on a
+    // busy machine only lower it, hence the generous lower margin.
+    assert!((400.0..=800.0).contains(&found), "{found}: {stderr}");
+    assert_eq!(low, found);
+    assert!(high > low && high <= 1.6 * 800.0, "{interval:?}");
+    assert_eq!(answer["converged"], true);
+    assert_eq!(answer["verdict"], "server", "{stderr}");
+    assert_eq!(answer["limited_by"], "server");
+    assert_eq!(answer["arrivals"], "uniform");
+    assert!(answer["answer"]
+        .as_str()
+        .unwrap()
+        .starts_with(&format!("sustains {found} req/s")));
+    let levels = answer["levels"].as_array().unwrap();
+    // The answer was confirmed last (over a longer window, extended if it straddled the SLO).
+    let confirm = levels.last().unwrap();
+    assert!(
+        ["confirm", "extend"].contains(&confirm["step"].as_str().unwrap()),
+        "{confirm}"
+    );
+    assert_eq!(confirm["passed"], true);
+    assert_eq!(confirm["offered_rps"].as_f64(), Some(found));
+    // Each level is a normal run directory whose first stretch is the `warmup` phase.
+    for level in levels {
+        let run_dir = std::path::Path::new(level["run_dir"].as_str().unwrap());
+        let phases: Vec<String> = common::run_json(run_dir)["summary"]["phases"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|p| p["phase"].as_str().unwrap().to_string())
+            .collect();
+        assert_eq!(phases, ["warmup", "main"], "{}", run_dir.display());
+        let slo = &level["slos"][0];
+        assert!(slo["low"].as_f64() <= slo["observed"].as_f64(), "{slo}");
+        assert!(slo["observed"].as_f64() <= slo["high"].as_f64(), "{slo}");
+    }
+}
+
+#[test]
+fn a_server_failing_2_percent_meets_no_error_rate_below_1_percent() {
+    let _alone = MEASURING.lock().unwrap_or_else(|e| e.into_inner());
+    let server = ServerOnRuntime::start(ServerConfig {
+        error_rate: 0.02,
+        ..ServerConfig::default()
+    });
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("capacity");
+    let flags = ["--slo", "error_rate<1%", "--max-rate", "2000"];
+    let (code, answer, stderr) = capacity(&server.url("/albums/1"), &flags, &out);
+    assert_eq!(code, 99, "{stderr}");
+    assert_eq!(answer["capacity_rps"], serde_json::Value::Null);
+    assert_eq!(answer["verdict"], "errors");
+    assert!(
+        answer["answer"]
+            .as_str()
+            .unwrap()
+            .starts_with("no rate met error_rate<1%"),
+        "{answer}"
+    );
+    assert!(answer["levels"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .all(|l| l["passed"] == false));
+}
+
+#[test]
+fn bad_input_exits_2_with_one_sentence() {
+    let server = ServerOnRuntime::start(ServerConfig::default());
+    let url = server.url("/");
+    for (flags, needle) in [
+        (vec!["--slo", "p99<50"], "without a unit"),
+        (
+            vec!["--slo", "p99<50ms", "-d", "10s"],
+            "-d/--duration does not apply",
+        ),
+        (
+            vec![
+                "--slo",
+                "p99<50ms",
+                "--warmup",
+                "5s",
+                "--level-duration",
+                "5s",
+            ],
+            "shorter than the level",
+        ),
+        (
+            vec!["--slo", "p99<50ms", "--tolerance", "150%"],
+            "not a fraction",
+        ),
+        (vec![], "--slo"),
+    ] {
+        let output = loadgen_bin()
+            .args(["capacity", "--url", &url])
+            .args(&flags)
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert_eq!(output.status.code(), Some(2), "{flags:?}: {stderr}");
+        assert!(stderr.contains(needle), "{flags:?}: {stderr}");
+    }
+}
