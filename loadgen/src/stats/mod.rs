@@ -7,6 +7,7 @@
 //! digits). Latency statistics cover requests that got an HTTP response (`status > 0`);
 //! transport failures are counted by class but their time-to-failure is not a latency.
 
+pub mod activity;
 pub mod live;
 
 use std::collections::BTreeMap;
@@ -15,6 +16,7 @@ use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
 use hdrhistogram::Histogram;
 
 use crate::record::{ErrorClass, RequestRecord};
+use activity::Activity;
 
 /// Counters read by the progress line while the run goes on.
 #[derive(Debug, Default)]
@@ -35,6 +37,8 @@ pub struct LiveCounters {
     pub dropped: AtomicU64,
     /// Requests not sent, per op, because a value they use was not extracted (no rows).
     pub skipped: Box<[AtomicU64]>,
+    /// Each worker's busy, waiting and alive time (read by the sampler and the summary).
+    pub activity: Activity,
 }
 
 impl LiveCounters {
@@ -43,6 +47,15 @@ impl LiveCounters {
         LiveCounters {
             skipped: (0..op_count).map(|_| AtomicU64::new(0)).collect(),
             ..LiveCounters::default()
+        }
+    }
+
+    /// Counters for a run of `op_count` ops whose sends are late more than
+    /// `max_lateness_ns` after their intended time.
+    pub fn for_run(op_count: usize, max_lateness_ns: i64) -> Self {
+        LiveCounters {
+            activity: Activity::new(max_lateness_ns),
+            ..LiveCounters::for_ops(op_count)
         }
     }
 
