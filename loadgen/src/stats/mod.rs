@@ -178,6 +178,9 @@ pub struct Aggregator {
     pub failed_final: u64,
     /// Rows whose send started more than `max_lateness_ns` after its intended time.
     pub late: u64,
+    /// Open model: how long after its intended time each send started (`start_ns -
+    /// intended_ns`), over every row with an intended time.
+    pub send_lag_ns: Option<Histogram<u64>>,
     /// Failed rows per check or extraction (indexed by check id, the `check` column).
     pub check_failures: Vec<u64>,
     /// Rows of class `http_status` (an unexpected status) per status code.
@@ -204,6 +207,7 @@ impl Aggregator {
             retries: 0,
             failed_final: 0,
             late: 0,
+            send_lag_ns: None,
             check_failures: vec![0; check_count],
             failed_statuses: BTreeMap::new(),
             max_attempts: max_attempts.max(1),
@@ -220,6 +224,11 @@ impl Aggregator {
         };
         if lateness_ns > self.max_lateness_ns {
             self.late += 1;
+        }
+        if r.intended_ns.is_some() {
+            (self.send_lag_ns.get_or_insert_with(new_histogram))
+                .record(u64::try_from(lateness_ns).unwrap_or(0).clamp(1, MAX_TRACKED_NS))
+                .expect("value clamped into range");
         }
         let phase = &mut self.phases[usize::from(r.phase)];
         phase.requests += 1;
