@@ -42,6 +42,9 @@ pub struct RunSummary {
     pub skipped: u64,
     /// Failed rows per check or extraction name (every name the run checks, failed or not).
     pub checks: BTreeMap<String, u64>,
+    /// Rows whose response had an expected status, so the op's checks were evaluated on it:
+    /// with none (every response a 500), no check was evaluated, and none passed.
+    pub checks_evaluated: u64,
     pub ops: Vec<OpSummary>,
     pub phases: Vec<PhaseSummary>,
     /// Open model: schedule keeping.
@@ -233,6 +236,7 @@ impl RunSummary {
                 .zip(&stats.check_failures)
                 .map(|(name, &n)| (name.clone(), n))
                 .collect(),
+            checks_evaluated: stats.checked,
             ops: op_summaries(stats, &labels.ops, skipped, wall_time_ns),
             phases: phase_summaries(stats, labels),
             open,

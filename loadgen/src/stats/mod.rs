@@ -185,6 +185,8 @@ pub struct Aggregator {
     pub check_failures: Vec<u64>,
     /// Rows of class `http_status` (an unexpected status) per status code.
     pub failed_statuses: BTreeMap<u16, u64>,
+    /// Rows whose response had an expected status: the ones checks were evaluated on.
+    pub checked: u64,
     max_attempts: u8,
     max_lateness_ns: i64,
 }
@@ -210,6 +212,7 @@ impl Aggregator {
             send_lag_ns: None,
             check_failures: vec![0; check_count],
             failed_statuses: BTreeMap::new(),
+            checked: 0,
             max_attempts: max_attempts.max(1),
             max_lateness_ns,
         }
@@ -248,6 +251,9 @@ impl Aggregator {
         }
         if r.attempt > 1 {
             self.retries += 1;
+        }
+        if matches!(r.error, None | Some(ErrorClass::Check)) {
+            self.checked += 1;
         }
         let clamp = |ns: i64| u64::try_from(ns).unwrap_or(0).clamp(1, MAX_TRACKED_NS);
         let latency_ns = clamp(end_ns - from_ns);
