@@ -367,7 +367,12 @@ fn checks_are_not_evaluated_when_every_response_is_an_error() {
     let out = dir.path().join("run");
     let output = loadgen_bin()
         .args(["run", "-s", "albums-chained", "--url", &server.url("/")])
-        .args(["--set", "model.startup.iterations=1", "--set", "model.groups=1"])
+        .args([
+            "--set",
+            "model.startup.iterations=1",
+            "--set",
+            "model.groups=1",
+        ])
         .args(["--set", "model.iterations=1", "--set", "model.delay=\"0s\""])
         .args(["--no-progress", "--out", out.to_str().unwrap()])
         .output()

@@ -206,7 +206,10 @@ async fn producer_buffer_sends_every_payload_once_and_grows_after_the_first_cons
     assert_eq!(workers["phases"][0]["started"], 3);
     assert_eq!(workers["phases"][0]["sent"], 60);
     for phase in workers["phases"].as_array().unwrap() {
-        let (busy, alive) = (phase["busy_ns"].as_i64().unwrap(), phase["alive_ns"].as_i64().unwrap());
+        let (busy, alive) = (
+            phase["busy_ns"].as_i64().unwrap(),
+            phase["alive_ns"].as_i64().unwrap(),
+        );
         assert!(0 < busy && busy <= alive, "{phase}");
     }
 

@@ -568,7 +568,10 @@ async fn http2_wait_for_a_stream_slot_is_client_time_in_send_ns() {
     assert_eq!(rows.len(), 40);
     let ok: Vec<_> = rows.iter().filter(|r| r.status == 200).collect();
     assert!(ok.len() >= 36, "{rows:?}");
-    assert_eq!(metadata(&segments(&run_dir)[0])["loadgen.schema_version"], "4");
+    assert_eq!(
+        metadata(&segments(&run_dir)[0])["loadgen.schema_version"],
+        "4"
+    );
     let mut waits: Vec<i64> = ok.iter().map(|r| r.send_ns.unwrap()).collect();
     let mut server_ms: Vec<i64> = ok
         .iter()
@@ -578,7 +581,11 @@ async fn http2_wait_for_a_stream_slot_is_client_time_in_send_ns() {
     server_ms.sort_unstable();
     let median = ok.len() / 2;
     // One stream at a time for four workers: a request waits for the others' 20 ms each.
-    assert!(waits[median] > 30_000_000, "median send_ns {} ns", waits[median]);
+    assert!(
+        waits[median] > 30_000_000,
+        "median send_ns {} ns",
+        waits[median]
+    );
     // What is left after sending is the server's 20 ms (and a little scheduling).
     assert!(
         (19..=35).contains(&server_ms[median]),

@@ -235,7 +235,9 @@ impl WorkSource for Consumer {
         work.phase = self.phase;
         let taken = Instant::now();
         work.queue_wait_ns = Some(nanos(taken - waiting));
-        work.buffer_wait_ns = work.produced.map(|p| nanos(taken.saturating_duration_since(p)));
+        work.buffer_wait_ns = work
+            .produced
+            .map(|p| nanos(taken.saturating_duration_since(p)));
         Some(work)
     }
 

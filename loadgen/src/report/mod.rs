@@ -100,8 +100,7 @@ impl WorkersSummary {
             .enumerate()
             .filter(|(_, (t, _))| t.workers > 0)
             .map(|(i, (t, label))| {
-                let (first_started_ns, last_ended_ns) =
-                    activity.span(i as u16).unwrap_or_default();
+                let (first_started_ns, last_ended_ns) = activity.span(i as u16).unwrap_or_default();
                 PhaseWorkers {
                     phase: label.clone(),
                     started: t.workers,

@@ -142,7 +142,10 @@ impl WorkerClock {
             _ => {}
         }
         self.state.store(state as u8, Ordering::Relaxed);
-        self.since_ns.store(at_ns.max(self.since_ns.load(Ordering::Relaxed)), Ordering::Relaxed);
+        self.since_ns.store(
+            at_ns.max(self.since_ns.load(Ordering::Relaxed)),
+            Ordering::Relaxed,
+        );
     }
 
     /// The worker enters `state` at `at_ns`.
@@ -276,9 +279,7 @@ impl Activity {
         let clocks = self.lock();
         let of_phase = clocks.iter().filter(|c| c.phase == phase);
         let first = of_phase.clone().map(|c| c.started_ns).min()?;
-        let last = of_phase
-            .map(|c| c.ended_ns.load(Ordering::Relaxed))
-            .max()?;
+        let last = of_phase.map(|c| c.ended_ns.load(Ordering::Relaxed)).max()?;
         Some((first, last))
     }
 }
@@ -347,7 +348,10 @@ mod tests {
         }
         writer.join().unwrap();
         let end = clock.read(i64::MAX / 2);
-        assert_eq!((end.busy_ns, end.waiting_ns, end.sent), (400_000, 200_000, 200_000));
+        assert_eq!(
+            (end.busy_ns, end.waiting_ns, end.sent),
+            (400_000, 200_000, 200_000)
+        );
         assert!(reads > 0);
     }
 }

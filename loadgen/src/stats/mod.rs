@@ -230,7 +230,11 @@ impl Aggregator {
         }
         if r.intended_ns.is_some() {
             (self.send_lag_ns.get_or_insert_with(new_histogram))
-                .record(u64::try_from(lateness_ns).unwrap_or(0).clamp(1, MAX_TRACKED_NS))
+                .record(
+                    u64::try_from(lateness_ns)
+                        .unwrap_or(0)
+                        .clamp(1, MAX_TRACKED_NS),
+                )
                 .expect("value clamped into range");
         }
         let phase = &mut self.phases[usize::from(r.phase)];

@@ -417,7 +417,10 @@ impl Sampler {
             .filter(|(_, now)| now.workers > 0)
             .map(|(i, now)| {
                 let label = self.config.phase_labels.get(i).map_or("", String::as_str);
-                (label, now.since(&before.get(i).copied().unwrap_or_default()))
+                (
+                    label,
+                    now.since(&before.get(i).copied().unwrap_or_default()),
+                )
             })
             .collect();
         let total = Activity::total(&phases).since(&Activity::total(before));
@@ -725,13 +728,25 @@ mod tests {
 
         // The worker's time: every interval alive and busy throughout, one send in all.
         let (alive, busy) = (column("alive_ns"), column("busy_ns"));
-        let (alive, busy) = (alive.as_primitive::<Int64Type>(), busy.as_primitive::<Int64Type>());
+        let (alive, busy) = (
+            alive.as_primitive::<Int64Type>(),
+            busy.as_primitive::<Int64Type>(),
+        );
         for i in 1..rows {
             assert_eq!(alive.value(i), busy.value(i), "row {i}");
-            assert!((alive.value(i) - interval_ns.value(i)).abs() < 1_000_000, "row {i}");
+            assert!(
+                (alive.value(i) - interval_ns.value(i)).abs() < 1_000_000,
+                "row {i}"
+            );
         }
         let sent = column("sent");
-        assert_eq!(sent.as_primitive::<UInt64Type>().values().iter().sum::<u64>(), 1);
+        assert_eq!(
+            sent.as_primitive::<UInt64Type>()
+                .values()
+                .iter()
+                .sum::<u64>(),
+            1
+        );
         let phases = column("phases");
         let phases = phases.as_list::<i32>();
         for i in 0..rows {
