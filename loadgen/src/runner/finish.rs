@@ -12,10 +12,10 @@ use super::output::{RunIdentity, RunOutput};
 use super::target::PreparedTarget;
 use super::{RunError, RunJsonExtra};
 use crate::config::RunConfig;
+use crate::model::Limit;
 use crate::record::Labels;
 use crate::report::metrics::FinalMetrics;
 use crate::report::thresholds::{self, ThresholdResult};
-use crate::model::Limit;
 use crate::report::{
     console, latency, write_json_atomically, OpenSummary, RunSummary, WorkersSummary,
 };
@@ -221,7 +221,10 @@ fn summarize(
         live.handoff_blocked_ns.load(Ordering::Relaxed),
         open,
     );
-    summary.workers = Some(WorkersSummary::from_activity(&live.activity, &labels.phases));
+    summary.workers = Some(WorkersSummary::from_activity(
+        &live.activity,
+        &labels.phases,
+    ));
     summary
 }
 
