@@ -180,10 +180,17 @@ impl WorkerClock {
 
     /// The clock as of `now_ns`, the current state counted up to then.
     pub fn read(&self, now_ns: i64) -> Totals {
+        let mut attempts = 0u32;
         loop {
             let seq = self.seq.load(Ordering::Acquire);
             if seq % 2 == 1 {
-                std::hint::spin_loop();
+                // A worker preempted mid-write holds no lock; let it run rather than spin.
+                attempts = attempts.saturating_add(1);
+                if attempts < 64 {
+                    std::hint::spin_loop();
+                } else {
+                    std::thread::yield_now();
+                }
                 continue;
             }
             let totals = self.read_fields(now_ns);
