@@ -44,8 +44,10 @@ class Thresholds:
     #: above which the workload, as configured, set the pace.
     min_paced_share: float = 0.2
     #: Open model: share of sends later than max_lateness above which the client fell behind
-    #: its own schedule; share dropped, and achieved / offered below which the system did.
-    max_late_share: float = 0.01
+    #: its own schedule (a few late sends on a busy machine are scheduling noise: a kept-up run
+    #: on 2 loaded cores had 1.8 %, a client in a quarter-core quota 48 %); share dropped, and
+    #: achieved / offered below which the system did.
+    max_late_share: float = 0.05
     max_dropped_share: float = 0.001
     min_achieved_share: float = 0.9
     #: Open model: growth of the median latency from the intended time, second half of the
