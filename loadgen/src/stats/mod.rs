@@ -221,22 +221,11 @@ impl Aggregator {
     pub fn observe(&mut self, r: &RequestRecord) {
         let end_ns = r.start_ns + r.latency_ns;
         // Open model: latency counts from when the request should have been sent.
-        let (from_ns, lateness_ns) = match r.intended_ns {
-            Some(intended) => (intended.min(r.start_ns), r.start_ns - intended),
-            None => (r.start_ns, 0),
+        let from_ns = match r.intended_ns {
+            Some(intended) => intended.min(r.start_ns),
+            None => r.start_ns,
         };
-        if lateness_ns > self.max_lateness_ns {
-            self.late += 1;
-        }
-        if r.intended_ns.is_some() {
-            (self.send_lag_ns.get_or_insert_with(new_histogram))
-                .record(
-                    u64::try_from(lateness_ns)
-                        .unwrap_or(0)
-                        .clamp(1, MAX_TRACKED_NS),
-                )
-                .expect("value clamped into range");
-        }
+        self.observe_schedule(r);
         let phase = &mut self.phases[usize::from(r.phase)];
         phase.requests += 1;
         let worker = r.worker as usize;
@@ -302,6 +291,22 @@ impl Aggregator {
         let mut range = (self.first_start_ns, self.last_end_ns);
         widen(&mut range, r.start_ns, end_ns);
         (self.first_start_ns, self.last_end_ns) = range;
+    }
+
+    /// Open model: a send later than `max_lateness_ns` is late, and every send's lag behind its
+    /// intended time goes into the send-lag histogram.
+    fn observe_schedule(&mut self, r: &RequestRecord) {
+        let Some(intended) = r.intended_ns else {
+            return;
+        };
+        let lateness_ns = r.start_ns - intended;
+        if lateness_ns > self.max_lateness_ns {
+            self.late += 1;
+        }
+        let lag_ns = u64::try_from(lateness_ns).unwrap_or(0);
+        (self.send_lag_ns.get_or_insert_with(new_histogram))
+            .record(lag_ns.clamp(1, MAX_TRACKED_NS))
+            .expect("value clamped into range");
     }
 
     pub fn requests(&self) -> u64 {
