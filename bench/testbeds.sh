@@ -38,4 +38,4 @@ out="bench/out/$(date -u +%Y%m%dT%H%M%SZ)-testbeds"
 mkdir -p "$out"
 echo "runs in $out; $(nproc) cores, load average $(cut -d' ' -f1-3 /proc/loadavg)" >&2
 LOADGEN_BIN=target/release/loadgen LOADGEN_SERVER_BIN=target/release/loadgen-server \
-  "$VENV/bin/python" -m loadgen_analysis.testing.testbeds --out "$out" | tee "$out/table.md"
+  "$VENV/bin/python" -m loadgen_analysis.testing.testbed_table --out "$out" | tee "$out/table.md"

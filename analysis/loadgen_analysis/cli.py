@@ -266,14 +266,15 @@ def _shards_text(runs: list[Run]) -> str:
 
 def _checks_text(runs: list[Run]) -> str:
     """Failed checks per run, op and check, and skipped requests; empty without checks."""
-    from .reductions.checks import check_failures, skipped_requests
+    from .reductions.checks import check_failures, checks_evaluated, skipped_requests
 
     blocks = []
     failures = check_failures(runs)
     if not failures.empty:
-        blocks.append(
-            "checks\n" + failures.to_string(index=False, float_format=lambda v: f"{v:.3f}")
-        )
+        table = failures.to_string(index=False, float_format=lambda v: f"{v:.3f}")
+        if not failures["failed"].any() and not checks_evaluated(runs):
+            table += "\nnot evaluated: no response had an expected status, so no check ran"
+        blocks.append("checks\n" + table)
     skipped = skipped_requests(runs)
     if not skipped.empty:
         blocks.append(
@@ -324,6 +325,11 @@ def _summary(args: argparse.Namespace) -> int:
                 print(text, file=sys.stderr)
     else:
         print(frame.to_string(index=False, float_format=lambda v: f"{v:.3f}"))
+        if "latency_from" in frame:
+            print(
+                "\nlatency: open-model runs count from the intended send time (as loadgen's "
+                "console and run.json); *_from_send_ms count from the actual send"
+            )
         if shards:
             print("\nshards\n" + shards)
         if checks:

@@ -179,7 +179,8 @@ def _blocks(runs: list[Run], windows: int) -> dict[str, _Blocks]:
         WITH {wall}
         SELECT op, run_index, {window} AS w,
             CASE WHEN status > 0
-                THEN CAST(floor(ln(greatest(latency_ns, 1)) / {_LOG_BUCKET}) AS BIGINT) END AS b,
+                THEN CAST(floor(ln(greatest(reported_latency_ns, 1)) / {_LOG_BUCKET}) AS BIGINT)
+                END AS b,
             count(*) AS n,
             count(*) FILTER (WHERE error IS NOT NULL) AS failed, any_value(wall_ns) AS wall_ns
         FROM records JOIN wall USING (run_index) GROUP BY ALL

@@ -24,7 +24,7 @@ from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from .io.engine import connect
+from .io.engine import REPORTED_LATENCY, connect
 from .io.run import Run
 from .reductions.quantiles import exact_quantiles
 
@@ -225,9 +225,11 @@ def _observe(con: Any, threshold: Threshold, wall_ns: int | None) -> float | Non
         if threshold.metric == "throughput":
             return requests / (wall_ns / 1e9) if wall_ns else 0.0
         return failed / requests if requests else None
-    # Latency of rows with a response, from the intended send time under the open model.
-    latency = "start_ns + latency_ns - least(coalesce(intended_ns, start_ns), start_ns)"
-    relation = f"(SELECT 1 AS g, {latency} AS latency FROM records WHERE status > 0 AND {op})"
+    # Latency of rows with a response, as every table reports it: from the intended send time
+    # under the open model (one definition, the records view's).
+    relation = (
+        f"(SELECT 1 AS g, {REPORTED_LATENCY} AS latency FROM records WHERE status > 0 AND {op})"
+    )
     if threshold.quantile is None:
         function = "avg" if threshold.metric == "mean" else "max"
         value = con.execute(f"SELECT {function}(latency) FROM {relation}").fetchone()[0]

@@ -40,13 +40,17 @@ def test_sweep_against_a_capacity_limited_server_is_server_bound(
     assert "bounds model fits best" in result.headline
 
 
-def test_client_with_think_time_is_client_bound(think_time_run: Recorded) -> None:
+def test_think_time_is_none_the_workload_set_the_pace(think_time_run: Recorded) -> None:
+    # Issue 25: think time is the workload as configured, not the client's resources.
     result = la.attribute(think_time_run.path)
-    assert result.verdict == "client", result.to_text()
+    assert result.verdict == "none", result.to_text()
     client = result.finding("client")
-    # 10 ms of service, 30 ms of thinking: a worker is busy about a quarter of the time.
-    assert client.evidence["n_eff_ratio"] == pytest.approx(0.25, abs=0.1)
-    assert client.evidence["idle_share"] == pytest.approx(0.75, abs=0.1)
+    assert client.status == "ok", result.to_text()
+    # 10 ms of service, 30 ms of thinking: a worker is busy about a quarter of the time, by the
+    # engine's own clocks.
+    assert client.evidence["busy_share"] == pytest.approx(0.25, abs=0.1)
+    assert client.evidence["waiting_share"] == pytest.approx(0.75, abs=0.1)
+    assert "as configured" in result.headline
 
 
 def test_failing_server_is_judged_by_its_errors_first(error_run: Recorded) -> None:

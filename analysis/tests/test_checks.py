@@ -13,7 +13,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from loadgen_analysis.io.load import load_run
-from loadgen_analysis.reductions.checks import check_failures, skipped_requests
+from loadgen_analysis.reductions.checks import check_failures, checks_evaluated, skipped_requests
 from loadgen_analysis.report.html import build_report
 from loadgen_analysis.testing import harness
 
@@ -95,3 +95,32 @@ def test_the_summary_command_lists_failed_checks_and_skipped(failing_run: Path) 
     failed_line = next(line for line in lines if '"2048"' in line)
     assert "POST /albums" in failed_line and f" {ITERATIONS} " in f"{failed_line} "
     assert "skipped (a value they use was not extracted)" in result.stdout
+
+
+def test_checks_not_evaluated_when_every_response_is_an_error(
+    binaries: Binaries, tmp_path: Path
+) -> None:
+    # Issue 25: every response a 500 evaluated no check; "all passed" would be a lie.
+    out = tmp_path / "run"
+    with harness.Server(("--error-rate", "1"), binary=binaries.server) as server:
+        subprocess.run(
+            [
+                str(binaries.loadgen),
+                *("run", "-s", "albums-chained", "--url", server.url + "/"),
+                *("--set", "model.startup.iterations=1", "--set", "model.groups=1"),
+                *("--set", "model.iterations=1", "--set", 'model.delay="0s"'),
+                *("--no-progress", "--json", "--out", str(out)),
+            ],
+            capture_output=True,
+            timeout=120,
+            check=True,
+        )
+    run = load_run(out)
+    assert checks_evaluated(run) == 0
+    assert json.loads((out / "run.json").read_text())["summary"]["checks_evaluated"] == 0
+    page = build_report([run])
+    assert "Checks not evaluated" in page and "Every check passed" not in page
+    from .conftest import run_cli
+
+    result = run_cli("summary", out)
+    assert "not evaluated: no response had an expected status" in result.stdout

@@ -10,6 +10,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from loadgen_analysis import RunLoadError, connect, load_run, load_runs
+from loadgen_analysis.io import contract
 
 from .conftest import Recorded
 
@@ -33,7 +34,7 @@ def _rewrite_segments(run: Path, **metadata: str) -> None:
 def test_load_run_reads_segments_and_run_json(error_run: Recorded) -> None:
     run = load_run(error_run.path)
     assert run.rows == error_run.summary["summary"]["requests"]
-    assert run.schema_version == 3
+    assert run.schema_version == int(contract.schema_version("requests"))
     assert run.run_id == error_run.summary["run_id"]
     assert run.connections == 8
     assert run.model == "closed"
@@ -112,9 +113,11 @@ def test_killed_run_without_run_json_loads_with_a_warning(
     with pytest.warns(UserWarning, match="no run.json"):
         loaded = load_run(run)
     assert loaded.rows == error_run.summary["summary"]["requests"]
-    # The configuration comes from the Parquet scenario metadata instead.
-    assert loaded.connections == 8
+    # The configuration comes from the Parquet scenario metadata instead …
+    assert loaded.model == "closed"
     assert loaded.summary is None
+    # … but the workers are what the engine counted (run.json), never derived from it.
+    assert loaded.connections is None
 
 
 def test_load_runs_expands_a_folder_of_runs_by_concurrency(capacity_sweep: list[Path]) -> None:

@@ -124,13 +124,18 @@ def test_small_uploads_over_the_same_link_to_a_capacity_limited_server_are_serve
     assert verdict["verdict"] == "server", _show(verdict)
 
 
-def test_think_time_is_client(bins: tb.Binaries, tmp_path: Path) -> None:
+def test_think_time_is_none_as_configured(bins: tb.Binaries, tmp_path: Path) -> None:
     recording = tb.record_think_time(bins, tmp_path / "think")
     # The environment: 8 workers that each rest 30 ms per request cannot exceed 8 / 30 ms.
     ceiling = tb.THINK_WORKERS / tb.THINK_TIME_S
     assert recording.summary["summary"]["throughput_rps"] <= ceiling, recording.summary
+    # Issue 25: think time is the workload as configured, not the client's resources.
     verdict = tb.explain(recording)
-    assert verdict["verdict"] == "client", _show(verdict)
+    assert verdict["verdict"] == "none", _show(verdict)
+    assert "as configured" in verdict["summary"], _show(verdict)
+    workers = _run_json(recording.path)["summary"]["workers"]
+    # 10 ms in service, 30 ms thinking: the engine's clocks say a quarter busy.
+    assert 0.15 <= workers["busy_ns"] / workers["alive_ns"] <= 0.35, workers
 
 
 def test_ten_percent_errors_is_errors(bins: tb.Binaries, tmp_path: Path) -> None:

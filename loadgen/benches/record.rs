@@ -27,6 +27,7 @@ fn rows() -> Vec<RequestRecord> {
                 send_ns: Some(15_000 + rng.i64(0..5_000)),
                 ttfb_ns: Some(latency_ns - 20_000),
                 queue_wait_ns: None,
+                buffer_wait_ns: None,
                 op: 0,
                 status: if failed { 500 } else { 200 },
                 error: failed.then_some(ErrorClass::HttpStatus),

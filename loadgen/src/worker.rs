@@ -4,7 +4,9 @@
 //! request, sends it, turns the outcome into a [`RequestRecord`], and appends that to a local
 //! batch which goes to the writer thread when it is full or a second old. It never locks,
 //! never aggregates across workers and never touches a file (docs/architecture.md, "Hot path
-//! rules").
+//! rules"). It keeps its own [`WorkerClock`] — busy, waiting, its own work — with plain stores
+//! that the sampler reads, so how much of the run the workers really spent in requests is
+//! measured where it happens.
 
 use std::future::Future;
 use std::sync::atomic::Ordering;
@@ -14,6 +16,7 @@ use std::time::{Duration, Instant};
 
 use crate::clock::{nanos, Anchor};
 use crate::record::{ErrorClass, RequestRecord};
+use crate::stats::activity::{State, WorkerClock};
 use crate::stats::live::LiveMetrics;
 use crate::stats::LiveCounters;
 use crate::stop::{ExitReason, StopSignal};
@@ -35,8 +38,13 @@ pub struct Work {
     pub phase: u16,
     /// When the schedule wanted this request sent (open model); `None` for closed models.
     pub intended: Option<Instant>,
-    /// How long the worker waited for this item (producer-buffer model).
+    /// How long the worker waited on an empty buffer for this item (producer-buffer model).
     pub queue_wait_ns: Option<i64>,
+    /// How long this item waited between being produced and being taken by a worker: for
+    /// room in a full buffer, then in it (producer-buffer model).
+    pub buffer_wait_ns: Option<i64>,
+    /// When the producer made this item (producer-buffer model; not recorded as such).
+    pub produced: Option<Instant>,
     /// 1 for the first try, 2.. for retries.
     pub attempt: u8,
     /// Field values decided by the model (producer-buffer payloads, retries); `None` lets
@@ -52,6 +60,8 @@ impl Work {
             phase,
             intended: None,
             queue_wait_ns: None,
+            buffer_wait_ns: None,
+            produced: None,
             attempt: 1,
             values: None,
         }
@@ -99,6 +109,7 @@ pub async fn run_worker<T: Transport, S: WorkSource>(
     mut source: S,
     ctx: Arc<WorkerContext>,
     records: RecordSender,
+    clock: Arc<WorkerClock>,
 ) {
     let mut batch: Vec<RequestRecord> = Vec::new();
     let mut batch_started = Instant::now();
@@ -122,7 +133,7 @@ pub async fn run_worker<T: Transport, S: WorkSource>(
             batch_started,
             &mut idle_timer,
             &records,
-            &ctx,
+            (&ctx, &clock),
         );
         let Some(work) = next.await else { break };
         let template = &ctx.workload.templates[usize::from(work.op)];
@@ -135,6 +146,11 @@ pub async fn run_worker<T: Transport, S: WorkSource>(
         };
         template.rules.forget_extracted(&mut session);
         let started = Instant::now();
+        clock.send(
+            ctx.anchor.offset_ns(started),
+            work.intended
+                .map(|t| nanos(started.saturating_duration_since(t))),
+        );
         ctx.live.in_flight.fetch_add(1, Ordering::Relaxed);
         let exchange = tokio::select! {
             biased;
@@ -145,6 +161,7 @@ pub async fn run_worker<T: Transport, S: WorkSource>(
             },
         };
         let ended = Instant::now();
+        clock.enter(State::Own, ctx.anchor.offset_ns(ended));
         ctx.live.in_flight.fetch_sub(1, Ordering::Relaxed);
         let (error, check) = judge(template, &exchange, &captured, &mut session);
         count_live(&ctx, &work, error, exchange.status, started, ended);
@@ -188,30 +205,36 @@ async fn next_work<S: WorkSource>(
     batch_started: Instant,
     idle_timer: &mut Option<IdleTimer>,
     records: &RecordSender,
-    ctx: &WorkerContext,
+    (ctx, clock): (&WorkerContext, &WorkerClock),
 ) -> Option<Work> {
     let next = source.next();
     tokio::pin!(next);
-    match std::future::poll_fn(|cx| Poll::Ready(next.as_mut().poll(cx))).await {
-        Poll::Ready(work) => work,
-        Poll::Pending if batch.is_empty() => next.await,
-        Poll::Pending => {
-            let due = batch_started + BATCH_MAX_AGE;
-            let idle_timer =
-                idle_timer.get_or_insert_with(|| Box::pin(tokio::time::sleep_until(due.into())));
-            idle_timer.as_mut().reset(due.into());
-            tokio::select! {
-                biased;
-                work = next.as_mut() => work,
-                () = idle_timer.as_mut() => {
-                    if !hand_over(batch, records, ctx).await {
-                        return None;
-                    }
-                    next.await
+    if let Poll::Ready(work) = std::future::poll_fn(|cx| Poll::Ready(next.as_mut().poll(cx))).await
+    {
+        return work;
+    }
+    // The wait is the model's pacing (think time, the schedule, the producer): on the clock.
+    clock.enter(State::Waiting, ctx.anchor.offset_ns(Instant::now()));
+    let work = if batch.is_empty() {
+        next.await
+    } else {
+        let due = batch_started + BATCH_MAX_AGE;
+        let idle_timer =
+            idle_timer.get_or_insert_with(|| Box::pin(tokio::time::sleep_until(due.into())));
+        idle_timer.as_mut().reset(due.into());
+        tokio::select! {
+            biased;
+            work = next.as_mut() => work,
+            () = idle_timer.as_mut() => {
+                if !hand_over(batch, records, ctx).await {
+                    return None;
                 }
+                next.await
             }
         }
-    }
+    };
+    clock.enter(State::Own, ctx.anchor.offset_ns(Instant::now()));
+    work
 }
 
 /// Counts a finished request in the live counters and, when served, the live metrics.
@@ -258,6 +281,7 @@ fn row(
         send_ns: exchange.send_ns,
         ttfb_ns: exchange.ttfb_ns,
         queue_wait_ns: work.queue_wait_ns,
+        buffer_wait_ns: work.buffer_wait_ns,
         op: work.op,
         status: exchange.status,
         error,
@@ -413,9 +437,11 @@ impl WorkerPool {
     ) {
         let (ctx, records) = (self.ctx.clone(), self.records.clone());
         ctx.live.workers_alive.fetch_add(1, Ordering::Relaxed);
+        let clock = (ctx.live.activity).register(phase, ctx.anchor.offset_ns(Instant::now()));
         self.running.spawn(async move {
-            let live = ctx.live.clone();
-            run_worker(worker, transport, source, ctx, records).await;
+            let (live, anchor) = (ctx.live.clone(), ctx.anchor);
+            run_worker(worker, transport, source, ctx, records, clock.clone()).await;
+            clock.end(anchor.offset_ns(Instant::now()));
             live.workers_alive.fetch_sub(1, Ordering::Relaxed);
             WorkerDone { worker, phase }
         });

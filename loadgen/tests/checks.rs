@@ -354,3 +354,35 @@ fn checks_over_the_reference_servers_albums_api() {
     assert_eq!(rows.len(), 140);
     assert!(rows.iter().all(|r| r.error.is_none()), "{rows:?}");
 }
+
+/// Issue 25: a run where every response was a 500 evaluated no check; the console said
+/// "all 4 passed". It says "not evaluated", and run.json `checks_evaluated` is 0.
+#[test]
+fn checks_are_not_evaluated_when_every_response_is_an_error() {
+    let server = common::ServerOnRuntime::start(servers::ServerConfig {
+        error_rate: 1.0,
+        ..servers::ServerConfig::default()
+    });
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("run");
+    let output = loadgen_bin()
+        .args(["run", "-s", "albums-chained", "--url", &server.url("/")])
+        .args([
+            "--set",
+            "model.startup.iterations=1",
+            "--set",
+            "model.groups=1",
+        ])
+        .args(["--set", "model.iterations=1", "--set", "model.delay=\"0s\""])
+        .args(["--no-progress", "--out", out.to_str().unwrap()])
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert!(
+        stdout.contains("Checks      not evaluated (no response had an expected status)"),
+        "{stdout}"
+    );
+    assert!(!stdout.contains("passed"), "{stdout}");
+    let run_json = common::run_json(&out);
+    assert_eq!(run_json["summary"]["checks_evaluated"], 0);
+}

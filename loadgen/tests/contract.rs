@@ -100,6 +100,17 @@ async fn a_real_run_writes_what_the_contract_says() {
             run_json["client"].is_object(),
             "{flags:?}: no client summary"
         );
+        // The facts the verdict reads (issue 25) are written, not left to the analysis.
+        let summary = &run_json["summary"];
+        assert!(
+            summary["workers"]["busy_ns"].as_i64().unwrap() > 0,
+            "{flags:?}"
+        );
+        if flags[0] == "--rate" {
+            let offered = summary["open"]["offered_rps"].as_f64().unwrap();
+            assert!((90.0..=110.0).contains(&offered), "offered {offered}/s");
+            assert!(summary["open"]["send_lag"]["p50_ns"].as_i64().unwrap() >= 1);
+        }
     }
     server.shutdown().await;
 }

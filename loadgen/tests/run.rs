@@ -61,7 +61,10 @@ async fn exactly_n_requests_each_one_row_matching_the_server() {
     assert!(connects.values().all(|&n| n == 1), "{connects:?}");
 
     let meta = metadata(&segments(&out)[0]);
-    assert_eq!(meta["loadgen.schema_version"], "3");
+    assert_eq!(
+        meta["loadgen.schema_version"],
+        loadgen::record::SCHEMA_VERSION.to_string()
+    );
     assert_eq!(meta["loadgen.run_id"], outcome.run_id);
     assert!(meta["loadgen.anchor_unix_ns"].parse::<i64>().unwrap() > 1_600_000_000_000_000_000);
     assert!(

@@ -195,7 +195,23 @@ async fn producer_buffer_sends_every_payload_once_and_grows_after_the_first_cons
     assert_eq!(outcome.summary.failed, 0);
     assert!(rows
         .iter()
-        .all(|r| r.queue_wait_ns.is_some() && r.attempt == 1));
+        .all(|r| r.queue_wait_ns.is_some() && r.buffer_wait_ns.is_some() && r.attempt == 1));
+    // The workers' own clocks (issue 25): 3 initial consumers, the grown ones, and in each
+    // phase the time in requests is part of the time alive.
+    let workers = &outcome.run_json["summary"]["workers"];
+    let phases_run: Vec<&str> = (workers["phases"].as_array().unwrap().iter())
+        .map(|p| p["phase"].as_str().unwrap())
+        .collect();
+    assert_eq!(phases_run, ["initial", "grown"], "{workers}");
+    assert_eq!(workers["phases"][0]["started"], 3);
+    assert_eq!(workers["phases"][0]["sent"], 60);
+    for phase in workers["phases"].as_array().unwrap() {
+        let (busy, alive) = (
+            phase["busy_ns"].as_i64().unwrap(),
+            phase["alive_ns"].as_i64().unwrap(),
+        );
+        assert!(0 < busy && busy <= alive, "{phase}");
+    }
 
     // Every payload (user id 1..=300) reached the server exactly once.
     for user in [1, 2, 150, 299, 300] {

@@ -533,3 +533,64 @@ async fn http2_graceful_goaway_moves_workers_to_a_new_connection() {
     let opened = rows.iter().filter(|r| r.connect_ns.is_some()).count();
     assert!(opened >= 60 / (10 + 3), "{opened} connections: {rows:?}");
 }
+
+/// Issue 25: over HTTP/2 a request beyond the server's SETTINGS_MAX_CONCURRENT_STREAMS waits
+/// inside the client for a stream slot. That wait is the client's: it is in `send_ns`, so
+/// `ttfb_ns - send_ns` is the server's time (its 20 ms service time), not the queue behind
+/// the other streams (request schema version 4). Streams opened before the server's SETTINGS
+/// frame arrived may be refused (RST_STREAM REFUSED_STREAM, a `reset` row): the limit is not
+/// known yet, which is HTTP/2's rule, not the client's.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn http2_wait_for_a_stream_slot_is_client_time_in_send_ns() {
+    let server = servers::start(ServerConfig {
+        service_time: servers::ServiceTime::Fixed(std::time::Duration::from_millis(20)),
+        h2_max_streams: Some(1),
+        ..ServerConfig::default()
+    })
+    .await
+    .unwrap();
+    let (_d, run_dir, _) = run_at(
+        &format!("{}/", server.url()),
+        &[
+            "--http2",
+            "-c",
+            "1",
+            "--streams-per-connection",
+            "4",
+            "-n",
+            "40",
+            "--no-progress",
+        ],
+        StopSignal::new(),
+    )
+    .await;
+    let rows = read_rows(&run_dir);
+    assert_eq!(rows.len(), 40);
+    let ok: Vec<_> = rows.iter().filter(|r| r.status == 200).collect();
+    assert!(ok.len() >= 36, "{rows:?}");
+    assert_eq!(
+        metadata(&segments(&run_dir)[0])["loadgen.schema_version"],
+        "4"
+    );
+    let mut waits: Vec<i64> = ok.iter().map(|r| r.send_ns.unwrap()).collect();
+    let mut server_ms: Vec<i64> = ok
+        .iter()
+        .map(|r| (r.ttfb_ns.unwrap() - r.send_ns.unwrap()) / 1_000_000)
+        .collect();
+    waits.sort_unstable();
+    server_ms.sort_unstable();
+    let median = ok.len() / 2;
+    // One stream at a time for four workers: a request waits for the others' 20 ms each.
+    assert!(
+        waits[median] > 30_000_000,
+        "median send_ns {} ns",
+        waits[median]
+    );
+    // What is left after sending is the server's 20 ms (and a little scheduling).
+    assert!(
+        (19..=35).contains(&server_ms[median]),
+        "median ttfb - send {} ms",
+        server_ms[median]
+    );
+    server.shutdown().await;
+}

@@ -55,6 +55,9 @@ pub struct ServerConfig {
     pub stall: Option<Stall>,
     /// Serve HTTPS (HTTP/1.1 and HTTP/2, chosen by ALPN) instead of cleartext HTTP.
     pub tls: Option<TlsConfig>,
+    /// HTTP/2: at most this many streams open at once on a connection
+    /// (SETTINGS_MAX_CONCURRENT_STREAMS); `None` leaves hyper's default (200).
+    pub h2_max_streams: Option<u32>,
     /// Accept a number where the course API has a string (`"year": 1977`, `"swiper": 12`).
     /// Off by default: the server decodes bodies into the API's types like the course
     /// servers do, so a client sending the wrong types fails here as it would there.
@@ -87,6 +90,7 @@ impl Default for ServerConfig {
             max_connections: None,
             stall: None,
             tls: None,
+            h2_max_streams: None,
             lenient: false,
         }
     }

@@ -66,6 +66,12 @@ struct Cli {
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
     max_connections: Option<u64>,
 
+    /// HTTP/2: at most N streams open at once on a connection (SETTINGS_MAX_CONCURRENT_STREAMS);
+    /// a client's further requests wait in the client for a slot. hyper's default (200) when
+    /// not given.
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
+    h2_max_streams: Option<u32>,
+
     /// Serve HTTPS with this PEM certificate chain (needs --tls-key); ALPN offers h2 and
     /// http/1.1.
     #[arg(long, value_name = "FILE", requires = "tls_key")]
@@ -162,6 +168,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             .zip(cli.stall_for)
             .map(|(every, duration)| servers::Stall { every, duration }),
         tls,
+        h2_max_streams: cli.h2_max_streams,
         lenient: cli.lenient,
     };
     if let Err(e) = config.validate() {

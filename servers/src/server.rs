@@ -120,7 +120,12 @@ pub async fn start(config: ServerConfig) -> io::Result<RunningServer> {
         started: std::time::Instant::now(),
     });
     let (stop, stop_rx) = watch::channel(None);
-    let accept_loop = tokio::spawn(accept_loop(listener, Arc::clone(&shared), stop_rx));
+    let accept_loop = tokio::spawn(accept_loop(
+        listener,
+        Arc::clone(&shared),
+        stop_rx,
+        config.h2_max_streams,
+    ));
     Ok(RunningServer {
         local_addr,
         shared,
@@ -215,8 +220,12 @@ async fn accept_loop(
     listener: TcpListener,
     shared: Arc<Shared>,
     mut stop: watch::Receiver<Option<Duration>>,
+    h2_max_streams: Option<u32>,
 ) {
-    let builder = auto::Builder::new(TokioExecutor::new());
+    let mut builder = auto::Builder::new(TokioExecutor::new());
+    if let Some(streams) = h2_max_streams {
+        builder.http2().max_concurrent_streams(streams);
+    }
     // Every connection task holds a sender; `recv` returning `None` means all have ended.
     let (connections_tx, mut connections_done) = mpsc::channel::<()>(1);
     loop {

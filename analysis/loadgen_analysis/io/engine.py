@@ -47,12 +47,24 @@ def engine_settings() -> dict[str, str]:
     return settings
 
 
+#: The latency every table reports, one definition per run kind: for a row with an intended
+#: send time (the open model) from that time — the console's, run.json's and the thresholds'
+#: definition, free of coordinated omission — else from the actual send (``latency_ns``). The
+#: open model's from-actual-send figures are shown beside it, labelled (``*_from_send_ms``).
+REPORTED_LATENCY = "reported_latency_ns"
+_REPORTED_SQL = (
+    "CASE WHEN intended_ns IS NULL THEN latency_ns "
+    "ELSE start_ns + latency_ns - least(intended_ns, start_ns) END"
+)
+
+
 def connect(runs: Run | Sequence[Run]) -> duckdb.DuckDBPyConnection:
     """An in-memory DuckDB connection whose view ``records`` stacks every run's rows.
 
     Extra columns: ``run_index`` (position in ``runs``), ``run`` (label), ``connections``
-    (configured workers, may be NULL) and ``shard_index`` (I of the row's shard directory, NULL
-    when not sharded). A sharded run's ``start_ns`` and ``intended_ns`` are rebased on its
+    (the workers the run started, may be NULL), ``shard_index`` (I of the row's shard
+    directory, NULL when not sharded) and ``reported_latency_ns`` (:data:`REPORTED_LATENCY`).
+    A sharded run's ``start_ns`` and ``intended_ns`` are rebased on its
     earliest shard's wall-clock anchor (row time + shard anchor − earliest anchor), so its
     per-second buckets line up across machines. DuckDB streams the Parquet files and runs
     under :func:`engine_settings` (a memory limit, spilling to disk), so a query over a
@@ -82,7 +94,8 @@ def connect(runs: Run | Sequence[Run]) -> duckdb.DuckDBPyConnection:
                 f"CAST({connections} AS BIGINT) AS connections, "
                 f"CAST({shard} AS INTEGER) AS shard_index, "
                 f"CAST(op AS VARCHAR) AS op_name, CAST(phase AS VARCHAR) AS phase_name, "
-                f"CAST(error AS VARCHAR) AS error_class, *{rebase} "
+                f"CAST(error AS VARCHAR) AS error_class, *{rebase}, "
+                f"{_REPORTED_SQL} AS {REPORTED_LATENCY} "
                 f"FROM read_parquet([{files}])"
             )
     con.execute("CREATE VIEW records AS " + " UNION ALL BY NAME ".join(parts))

@@ -1,6 +1,6 @@
 """The :class:`Run` value: one run directory (or a sharded run's merged directories), its
 segments, run.json and ``loadgen.*`` Parquet metadata, and what can be read off them
-(configured workers, model, anchor, shard I/N).
+(the workers it started, model, anchor, shard I/N).
 
 Responsible for describing a run that is already loaded; loading and checking it is
 :mod:`.load`, joining shard directories :mod:`.shards`.
@@ -13,12 +13,6 @@ import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
-
-
-def _share(total: int, index: int, count: int) -> int:
-    """Shard ``index`` of ``count``'s part of ``total``, as ``loadgen``'s ``Shard::share``:
-    ⌊total / N⌋, plus one for the first ``total mod N`` shards."""
-    return total // count + (1 if index < total % count else 0)
 
 
 def _parse_shard(text: object) -> tuple[int, int] | None:
@@ -134,36 +128,25 @@ class Run:
 
     @property
     def connections(self) -> int | None:
-        """Configured concurrency N: the closed model's workers (``-c``), the most workers a
-        producer-buffer or phased run may grow to, or all thread groups' workers together.
-        None when the configuration does not say.
-
-        A shard directory's configuration is the whole run's scenario, so a shard counts its
-        slice of it (split as ``loadgen --shard`` splits it); a merged run sums its shards'."""
+        """The workers this run started, N, as the engine counted them: run.json
+        ``summary.workers.started`` (request schema ≥ 4), else for older runs the workers that
+        sent in each phase (``summary.phases[].workers``) summed. A shard directory counts its
+        own workers, a merged run sums its shards'. None without run.json: the count is never
+        derived from the model's configuration.
+        """
         if self.shards:
             counts = [s.connections for s in self.shards]
             return None if any(c is None for c in counts) else sum(c for c in counts if c)
-        shard = self.shard
-
-        def part(total: int) -> int:
-            return _share(total, *shard) if shard else total
-
-        model = self.model_config
-        value = model.get("workers")
-        if isinstance(value, int) and not isinstance(value, bool):
-            return part(value)
-        value = model.get("max_workers")
-        if isinstance(value, int) and not isinstance(value, bool):
-            initial = model.get("initial_workers")
-            initial = initial if isinstance(initial, int) and not isinstance(initial, bool) else 0
-            return max(part(value), part(initial)) if shard else value
-        groups, size = model.get("groups"), model.get("group_size")
-        if isinstance(groups, int) and isinstance(size, int):
-            startup = model.get("startup")
-            extra = startup.get("workers", 0) if isinstance(startup, dict) else 0
-            return groups * part(size) + part(extra if isinstance(extra, int) else 0)
-        value = self.config.get("connections")
-        return part(value) if isinstance(value, int) else None
+        summary = self.summary or {}
+        workers = summary.get("workers")
+        if isinstance(workers, dict) and isinstance(workers.get("started"), int):
+            return workers["started"]
+        phases = summary.get("phases")
+        if isinstance(phases, list) and phases:
+            counts = [p.get("workers") for p in phases if isinstance(p, dict)]
+            if counts and all(isinstance(c, int) for c in counts):
+                return sum(counts)
+        return None
 
     @property
     def model(self) -> str | None:

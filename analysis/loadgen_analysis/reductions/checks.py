@@ -67,6 +67,21 @@ def check_failures(runs: RunsArg) -> pd.DataFrame:
     return table[_FAILURE_COLUMNS].reset_index(drop=True)
 
 
+def checks_evaluated(runs: RunsArg) -> int:
+    """Rows on which checks were evaluated: those whose response had an expected status
+    (run.json ``summary.checks_evaluated``; for older runs the rows without an error or with a
+    failed check). 0 means no check ran — say "not evaluated", never "passed"."""
+    runs = as_runs(runs)
+    counts = [(run.summary or {}).get("checks_evaluated") for run in runs]
+    if all(isinstance(c, int) for c in counts):
+        return sum(counts)
+    con = connect(runs)
+    (evaluated,) = con.execute(
+        "SELECT count(*) FROM records WHERE error IS NULL OR error_class = 'check'"
+    ).fetchone()
+    return int(evaluated)
+
+
 def skipped_requests(runs: RunsArg) -> pd.DataFrame:
     """Per run and op: requests not sent because a value they use was not extracted.
 

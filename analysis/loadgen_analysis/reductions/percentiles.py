@@ -15,10 +15,15 @@ import duckdb
 import numpy as np
 import pandas as pd
 
+from ..io.engine import REPORTED_LATENCY
 from ..io.load import RunsArg, as_runs
 from ..io.run import Run
 from .cache import cached_connection, every_percentile_at_once, reused, runs_key, store, timed
 from .quantiles import exact_quantile_sets, exact_quantiles
+
+#: The latency of the rows with a response, as every table reports it (from the intended send
+#: time for the open model: :data:`~loadgen_analysis.io.engine.REPORTED_LATENCY`).
+_ANSWERED = f"{REPORTED_LATENCY} AS latency_ns FROM records WHERE status > 0"
 
 #: Percentiles of the per-op summary, as (column suffix, quantile).
 SUMMARY_PERCENTILES: tuple[tuple[str, float], ...] = (
@@ -55,7 +60,7 @@ def with_latency_quantiles(
     if cube is not None:
         quantiles = pick(cube["run"], [q for _, q in SUMMARY_PERCENTILES])
     else:
-        relation = f"(SELECT {', '.join(keys)}, latency_ns FROM records WHERE status > 0)"
+        relation = f"(SELECT {', '.join(keys)}, {_ANSWERED})"
         quantiles = exact_quantiles(
             con, relation, keys, "latency_ns", [q for _, q in SUMMARY_PERCENTILES]
         )
@@ -84,7 +89,7 @@ def op_latency_quantiles(runs: RunsArg, by_op: bool) -> pd.DataFrame:
         return cube["op"] if by_op else cube["run"].assign(op="all")
     con = cached_connection(runs)
     op_expr = "op" if by_op else "'all'"
-    relation = f"(SELECT run_index, {op_expr} AS op, latency_ns FROM records WHERE status > 0)"
+    relation = f"(SELECT run_index, {op_expr} AS op, {_ANSWERED})"
     return exact_quantiles(con, relation, ["run_index", "op"], "latency_ns", OP_PERCENTILES)
 
 
@@ -115,7 +120,7 @@ def latency_cube(runs: list[Run], bucket_s: float) -> dict[str, pd.DataFrame] | 
         bucket_ns = int(bucket_s * 1e9)
         relation = (
             f"(SELECT run_index, op, phase, (start_ns + latency_ns) // {bucket_ns} AS bucket, "
-            "latency_ns FROM records WHERE status > 0)"
+            f"{_ANSWERED})"
         )
         sets = [
             (["run_index"], OP_PERCENTILES),
@@ -151,7 +156,7 @@ def percentile_spectrum(
     else:
         con = cached_connection(runs)
         op_expr = "op" if by_op else "'all'"
-        relation = f"(SELECT run_index, {op_expr} AS op, latency_ns FROM records WHERE status > 0)"
+        relation = f"(SELECT run_index, {op_expr} AS op, {_ANSWERED})"
         frame = exact_quantiles(con, relation, ["run_index", "op"], "latency_ns", percentiles)
     frame = frame.sort_values(["run_index", "op"])
     rows = []

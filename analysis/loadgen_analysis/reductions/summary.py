@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import math
 
+import duckdb
 import numpy as np
 import pandas as pd
 
@@ -23,6 +24,7 @@ from ..io.engine import connect
 from ..io.load import RunsArg, as_runs
 from .cache import cached_rollup, reused
 from .percentiles import SUMMARY_PERCENTILES, op_latency_quantiles, pick, with_latency_quantiles
+from .quantiles import exact_quantiles
 from .rollup import count_sql, mean_sql
 
 
@@ -41,6 +43,12 @@ def op_summary(runs: RunsArg) -> pd.DataFrame:
     Columns: run, op, requests, ok, failed, error_rate, throughput_rps, ok_throughput_rps,
     responses, mean_ms, min_ms, p50_ms, p90_ms, p99_ms, p999_ms, max_ms, bytes_sent,
     bytes_received. Throughput divides by the whole run's wall time (as loadgen does).
+
+    Latency is the one each run kind reports (:data:`~loadgen_analysis.io.engine.
+    REPORTED_LATENCY`): for an open-model run from the intended send time, as loadgen's console
+    and run.json. When any run is open, ``latency_from`` says which (``intended send`` or
+    ``send``) and p50/p90/p99_from_send_ms give the open model's latency from the actual send
+    beside it (NaN for the other runs).
     """
     runs = as_runs(runs)
     con, rollup = cached_rollup(runs)
@@ -52,12 +60,13 @@ def op_summary(runs: RunsArg) -> pd.DataFrame:
                 {count_sql("error IS NULL")} AS ok,
                 {count_sql("error IS NOT NULL")} AS failed,
                 {count_sql("responded")} AS responses,
-                {mean_sql("latency_ns", "requests", "responded")} / 1e6 AS mean_ms,
-                min(latency_min_ns) FILTER (WHERE responded) / 1e6 AS min_ms,
-                max(latency_max_ns) FILTER (WHERE responded) / 1e6 AS max_ms,
+                {mean_sql("reported_ns", "requests", "responded")} / 1e6 AS mean_ms,
+                min(reported_min_ns) FILTER (WHERE responded) / 1e6 AS min_ms,
+                max(reported_max_ns) FILTER (WHERE responded) / 1e6 AS max_ms,
                 sum(bytes_sent)::BIGINT AS bytes_sent,
                 sum(bytes_received)::BIGINT AS bytes_received,
-                max(last_end_ns) AS end_ns
+                max(last_end_ns) AS end_ns,
+                sum(intended) AS intended
             FROM {rollup} GROUP BY run_index, op
         )
         -- The run's wall time from its ops' ends.
@@ -92,7 +101,32 @@ def op_summary(runs: RunsArg) -> pd.DataFrame:
         "bytes_sent",
         "bytes_received",
     ]
+    if frame["intended"].sum() > 0:
+        frame = _from_send(con, frame)
+        columns += ["latency_from", *(f"{name}_from_send_ms" for name in FROM_SEND)]
     return frame[columns].reset_index(drop=True)
+
+
+#: The open model's latency from the actual send, shown beside the reported one.
+FROM_SEND = {"p50": 0.5, "p90": 0.9, "p99": 0.99}
+
+
+def _from_send(con: duckdb.DuckDBPyConnection, frame: pd.DataFrame) -> pd.DataFrame:
+    """``frame`` with ``latency_from`` and the open rows' percentiles from the actual send."""
+    relation = (
+        "(SELECT run_index, op, latency_ns FROM records "
+        "WHERE status > 0 AND intended_ns IS NOT NULL)"
+    )
+    quantiles = exact_quantiles(
+        con, relation, ["run_index", "op"], "latency_ns", list(FROM_SEND.values())
+    ).rename(columns={"q": "q_send"})
+    frame = frame.merge(quantiles, on=["run_index", "op"], how="left")
+    for i, name in enumerate(FROM_SEND):
+        frame[f"{name}_from_send_ms"] = [
+            v[i] / 1e6 if isinstance(v, list | np.ndarray) else math.nan for v in frame["q_send"]
+        ]
+    frame["latency_from"] = np.where(frame["intended"] > 0, "intended send", "send")
+    return frame
 
 
 @reused
@@ -119,7 +153,7 @@ def run_table(runs: RunsArg) -> pd.DataFrame:
             {count_sql("error IS NULL")} AS ok,
             {count_sql("error IS NOT NULL")} AS failed,
             max(last_end_ns) AS wall_ns,
-            {mean_sql("latency_ns", "requests", "responded")} / 1e6 AS mean_latency_ms,
+            {mean_sql("reported_ns", "requests", "responded")} / 1e6 AS mean_latency_ms,
             {mean_sql("ttfb_ns", "requests", "responded AND timed")} / 1e6 AS mean_ttfb_ms,
             sum(latency_ns) AS busy_ns,
             (sum(bytes_sent) + sum(bytes_received))::DOUBLE AS bytes_total,

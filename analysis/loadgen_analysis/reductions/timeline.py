@@ -84,7 +84,7 @@ def _timeline(runs: list[Run], bucket_s: float, by_phase: bool, latency: bool) -
     ).df()
     relation = (
         f"(SELECT run_index, {phase} AS phase, (start_ns + latency_ns) // {bucket_ns} AS bucket, "
-        "latency_ns FROM records WHERE status > 0)"
+        "reported_latency_ns AS latency_ns FROM records WHERE status > 0)"
     )
     keys = ["run_index", "phase", "bucket"]
     cube = latency_cube(runs, bucket_s) if latency else None
@@ -168,12 +168,14 @@ def phase_table(runs: RunsArg) -> pd.DataFrame:
             {count_sql("error IS NOT NULL")} AS failed,
             min(first_start_ns) / 1e9 AS start_s,
             max(last_end_ns) / 1e9 AS end_s,
-            {mean_sql("latency_ns", "requests", "responded")} / 1e6 AS mean_ms
+            {mean_sql("reported_ns", "requests", "responded")} / 1e6 AS mean_ms
         FROM {rollup} JOIN workers USING (run_index, phase)
         GROUP BY run_index, phase ORDER BY run_index, start_s
         """
     ).df()
-    relation = "(SELECT run_index, phase, latency_ns FROM records WHERE status > 0)"
+    relation = (
+        "(SELECT run_index, phase, reported_latency_ns AS latency_ns FROM records WHERE status > 0)"
+    )
     quantiles = exact_quantiles(
         con, relation, ["run_index", "phase"], "latency_ns", [q for _, q in PHASE_PERCENTILES]
     )

@@ -19,7 +19,7 @@ from ..io.run import Run
 from ..models.bounds import BoundsFit
 from ..models.littles_law import calibration_from_sweep, littles_law_table, sweep_table
 from ..models.usl import USLFit
-from ..reductions.checks import check_failures, skipped_requests
+from ..reductions.checks import check_failures, checks_evaluated, skipped_requests
 from ..reductions.summary import error_breakdown, op_summary, run_table, shard_table
 from ..verdict.attribution import Attribution
 from . import plots
@@ -167,6 +167,8 @@ def _checks_html(runs: list[Run]) -> list[str]:
         f"<p><b>{failed} response(s) failed a check</b> (error class <code>check</code>).</p>"
         if failed
         else "<p>Every check passed.</p>"
+        if checks_evaluated(runs)
+        else "<p>Checks not evaluated: no response had an expected status, so no check ran.</p>"
     )
     parts = ["<h3>Checks</h3>", note]
     if not failures.empty:

@@ -4,7 +4,7 @@ judged by ``loadgen-analyze explain --json``, so every verdict is checked agains
 Responsible for recording each testbed (a :class:`Testbed`'s ``record``: what it starts, with
 which flags, and what the environment itself measured — link counters, the cgroup's
 ``cpu.stat``), for judging a verdict against the truth (:meth:`Testbed.right`) and for the table
-``bench/testbeds.sh`` prints (``python -m loadgen_analysis.testing.testbeds``). The environments (a
+``bench/testbeds.sh`` prints (:mod:`.testbed_table`). The environments (a
 CPU-quota cgroup, a shaped link into a network namespace, the servers) come from
 :mod:`.harness`; the assertions on them live in
 ``analysis/tests/test_testbeds.py``. It analyses nothing itself: the verdict is ``explain``'s.
@@ -12,18 +12,16 @@ CPU-quota cgroup, a shaped link into a network namespace, the servers) come from
 
 from __future__ import annotations
 
-import argparse
 import contextlib
 import json
 import subprocess
 import sys
-import tempfile
 import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, TextIO
+from typing import Any
 
 from . import harness
 
@@ -88,7 +86,7 @@ def x_max_rps(verdict: dict[str, Any]) -> float | None:
     return float(value) if value is not None else None
 
 
-def _loadgen(
+def loadgen_json(
     binaries: Binaries, args: Sequence[str], prefix: Sequence[str] = (), timeout_s: float = 180
 ) -> dict[str, Any]:
     """``PREFIX… loadgen ARGS… --no-progress --json``, bounded; its summary. RuntimeError on
@@ -123,7 +121,7 @@ def record_server_capacity(binaries: Binaries, out: Path) -> Recording:
     ):
         levels = ",".join(map(str, SWEEP_LEVELS))
         args = ["sweep", "--url", server.url + "/", "--levels", levels, "-d", "1s"]
-        summary = _loadgen(binaries, [*args, "--out", str(out)], prefix)
+        summary = loadgen_json(binaries, [*args, "--out", str(out)], prefix)
     best = max(summary["levels"], key=lambda level: level["throughput_rps"])
     measured = f"peak {best['throughput_rps']:.0f} req/s at N = {best['level']:.0f}"
     return Recording(out, summary, {"measured": measured})
@@ -222,7 +220,7 @@ def record_albums(
         with _TxSampler(link) as sampler:
             args = ["run", "--scenario", "albums", "--url", server.url, *overrides]
             args += ["--out", str(out)]
-            summary = _loadgen(binaries, args, prefix)
+            summary = loadgen_json(binaries, args, prefix)
         facts = {
             "interface": link.host_if,
             "tx_bytes": link.tx_bytes() - tx_before,
@@ -289,7 +287,7 @@ def record_errors(binaries: Binaries, out: Path) -> Recording:
 def record_demo(binaries: Binaries, out: Path) -> Recording:
     """The README's first command, shortened: ``loadgen run`` with no URL (embedded server)."""
     with favoured() as prefix:
-        summary = _loadgen(binaries, ["run", "-d", "2s", "--out", str(out)], prefix)
+        summary = loadgen_json(binaries, ["run", "-d", "2s", "--out", str(out)], prefix)
     client = json.loads((out / "run.json").read_text()).get("client", {})
     measured = (
         f"run.json: server_shares_cores = {client.get('server_shares_cores')}, peak CPU "
@@ -370,7 +368,7 @@ TESTBEDS = (
         _behind_link("2KB", 40, CAPACITY_SERVER),
         why_not=harness.why_no_shaped_link,
     ),
-    Testbed("think time: 30 ms, -c 8", "client", record_think_time),
+    Testbed("think time: 30 ms, -c 8", "none", record_think_time),
     Testbed("errors: 10 % answered 500", "errors", record_errors),
     Testbed(
         "embedded demo: loadgen run (no URL)",
@@ -384,68 +382,3 @@ TESTBEDS = (
 def by_name(prefix: str) -> Testbed:
     """The testbed whose name starts with ``prefix`` (e.g. ``"network"`` finds the first)."""
     return next(t for t in TESTBEDS if t.name.startswith(prefix))
-
-
-# --------------------------------------------------------------------------- the table
-
-
-def _cell(text: str) -> str:
-    return text.replace("|", "\\|").replace("\n", " ")
-
-
-def table(binaries: Binaries, root: Path, out: TextIO = sys.stdout) -> bool:
-    """Record and judge every testbed into ``root``; print a Markdown table row by row (testbed
-    | truth | verdict | evidence | right?). True when every row that ran is right."""
-
-    def emit(*cells: str) -> None:
-        print("| " + " | ".join(map(_cell, cells)) + " |", file=out, flush=True)
-
-    emit("testbed", "truth", "verdict", "the evidence that decided it", "measured", "right?")
-    emit("---", "---", "---", "---", "---", "---")
-    all_right = True
-    for i, testbed in enumerate(TESTBEDS):
-        reason = testbed.why_not()
-        if reason:
-            emit(testbed.name, testbed.truth, "—", f"skipped: {reason}", "", "—")
-            continue
-        try:
-            recording = testbed.record(binaries, root / f"testbed-{i}")
-            verdict = explain(recording)
-        except (RuntimeError, subprocess.TimeoutExpired) as exc:
-            all_right = False
-            first = str(exc).strip().splitlines()[-1][:200]
-            emit(testbed.name, testbed.truth, "failed", first, "", "no")
-            continue
-        right = testbed.right(verdict)
-        all_right &= right
-        shown = f"{verdict.get('verdict')} ({verdict.get('strength')})"
-        emit(
-            testbed.name,
-            testbed.truth,
-            shown,
-            testbed.evidence(verdict),
-            str(recording.facts.get("measured", "")),
-            "yes" if right else "**no**",
-        )
-    return all_right
-
-
-def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(
-        prog="python -m loadgen_analysis.testing.testbeds",
-        description="Record every testbed with the loadgen binaries ($LOADGEN_BIN, "
-        "$LOADGEN_SERVER_BIN, default target/debug) and print verdict vs truth as a Markdown "
-        "table. Exit 0 when every verdict is right, 1 otherwise.",
-    )
-    parser.add_argument("--out", type=Path, help="keep the runs here (default: a temp dir)")
-    args = parser.parse_args(argv)
-    binaries = Binaries.find()
-    if args.out is not None:
-        args.out.mkdir(parents=True, exist_ok=True)
-        return 0 if table(binaries, args.out) else 1
-    with tempfile.TemporaryDirectory(prefix="loadgen-testbeds-") as root:
-        return 0 if table(binaries, Path(root)) else 1
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -11,7 +11,14 @@ checking it in a fixed order, the first check that finds a limit giving the verd
 3. **network** — a direction of the link near its capacity, or moving bytes dominating
    latency (:mod:`.network_check`).
 4. **server** — a throughput plateau while latency grows ∝ N over a sweep, or waiting for the
-   first byte dominating one run's latency (:mod:`.server_check`).
+   first byte dominating one run's latency while its workers were busy, or an open run falling
+   behind its schedule (:mod:`.server_check`).
+
+When no check finds a limit and the workload as configured set the pace — an open run that
+kept up with its schedule, workers that spent their time thinking as configured — the verdict
+is ``none``. Each model is judged from the facts the engine wrote (:mod:`.model_facts`,
+:mod:`.pacing`): thread groups and phases on the workers alive in them, one verdict per phase,
+the run's being that of the phase with the most workers alive.
 
 Not responsible for computing the reductions or the fits (:mod:`loadgen_analysis.reductions`,
 :mod:`loadgen_analysis.models`); this subpackage only reads them and explains.
@@ -36,7 +43,9 @@ from .client_check import check_client
 from .client_evidence import client_evidence
 from .errors_check import check_errors
 from .findings import Check, Evidence, Finding, Thresholds, Verdict
+from .model_facts import run_facts
 from .network_check import check_network
+from .pacing import judged_phase, phase_verdicts
 from .server_check import CapacityModel, check_server
 
 
@@ -55,6 +64,8 @@ class Attribution:
     #: The model that fits the sweep better (``usl`` or ``bounds``); the plots draw this one.
     capacity_model: CapacityModel | None = None
     caveats: tuple[str, ...] = ()
+    #: Thread groups and phases: a verdict per phase, on the workers alive in it.
+    phases: tuple[dict[str, Any], ...] = ()
 
     def finding(self, check: Check) -> Finding:
         return next(f for f in self.findings if f.check == check)
@@ -78,6 +89,7 @@ class Attribution:
                 for f in self.findings
             ],
             "notes": list(self.caveats),
+            "phases": list(self.phases),
         }
         if self.capacity_model is not None:
             out["capacity_model"] = {
@@ -91,6 +103,11 @@ class Attribution:
         lines = [f"Verdict: {self.verdict} ({self.confidence}) — {self.headline}"]
         for f in self.findings:
             lines.append(f"  [{f.status:>12}] {f.check:<7} {f.summary}")
+        lines.extend(
+            f"  phase {p['phase']}: {p['verdict']} (workers alive {p['workers_alive']:g}, busy "
+            f"{p['busy_share']:.0%}, waiting {p['waiting_share']:.0%})"
+            for p in self.phases
+        )
         lines.extend(f"  note: {c}" for c in self.caveats)
         return "\n".join(lines)
 
@@ -116,6 +133,8 @@ def _evidence_from_runs(runs: list[Run]) -> Evidence:
         components=latency_components(runs),
         traffic=_row_traffic(runs),
         clients=client_evidence(runs),
+        facts=run_facts(runs),
+        http2=any(str(r.config.get("protocol", "")).upper() == "HTTP/2" for r in runs),
     )
 
 
@@ -151,6 +170,10 @@ def attribute(
     server, capacity, models = check_server(ev, t)
     findings = (errors, client, network, server)
     verdict, confidence, headline = _verdict(findings, capacity)
+    phases = _phases(ev, t, server)
+    if phases and verdict not in ("errors", "network"):
+        judged = judged_phase(ev.facts[-1])
+        headline += f" (judged on {judged.phase}, the phase with the most workers alive)"
     return Attribution(
         verdict=verdict,
         headline=headline,
@@ -160,8 +183,17 @@ def attribute(
         usl=models.usl,
         bounds=models.bounds,
         capacity_model=models.chosen,
-        caveats=_caveats(client, network),
+        caveats=_caveats(client, network, ev),
+        phases=tuple(phases),
     )
+
+
+def _phases(ev: Evidence, t: Thresholds, server: Finding) -> list[dict[str, Any]]:
+    """A verdict per phase for a run of several (thread groups, phases)."""
+    if len(ev.facts) != 1 or len(ev.facts[0].phases) < 2:
+        return []
+    wait = server.evidence.get("server_wait_share", server.evidence.get("ttfb_share"))
+    return phase_verdicts(ev.facts[0], t, wait)
 
 
 def _verdict(
@@ -172,14 +204,20 @@ def _verdict(
     the two took CPU from each other, so neither was measured alone (and when the CPU was
     saturated, the cores, not the client alone, are the limit)."""
     limit = next((f for f in findings if f.status == "limit"), None)
-    if limit is None:
-        server = findings[-1]
-        verdict: Verdict = "inconclusive"
-        strength: Literal["strong", "weak"] = "weak"
+    server = findings[-1]
+    paced = server.evidence.get("kept_up") or server.evidence.get("paced_by_workload")
+    if limit is None and paced:
+        verdict: Verdict = "none"
+        strength: Literal["strong", "weak"] = "strong"
+        headline = f"nothing limited it — {server.summary}"
+    elif limit is None:
+        verdict = "inconclusive"
+        strength = "weak"
         headline = server.summary if server.status == "ok" else "no check found a limit"
     else:
         verdict, headline = limit.check, limit.summary
-        strength = "strong" if limit.check != "server" or capacity is not None else "weak"
+        direct = capacity is not None or "offered_rps" in limit.evidence
+        strength = "strong" if limit.check != "server" or direct else "weak"
     client = next(f for f in findings if f.check == "client")
     if verdict in ("client", "server", "inconclusive") and client.evidence.get(
         "server_shares_cores"
@@ -192,8 +230,8 @@ def _verdict(
     return verdict, strength, headline
 
 
-def _caveats(client: Finding, network: Finding) -> tuple[str, ...]:
-    caveats: list[str] = []
+def _caveats(client: Finding, network: Finding, ev: Evidence) -> tuple[str, ...]:
+    caveats: list[str] = [note for f in ev.facts for note in f.notes]
     if client.status != "limit" and "client_cpu_p90" not in client.evidence:
         caveats.append(
             "client CPU was not measured: a saturated client also shows a plateau with "

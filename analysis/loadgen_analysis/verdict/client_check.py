@@ -13,24 +13,84 @@ from typing import Any
 import pandas as pd
 
 from .client_evidence import ClientEvidence
-from .findings import Evidence, Finding, Thresholds, max_of, pct, top_level
+from .findings import Evidence, Finding, Thresholds, max_of, mean_share, pct, top_level
+from .pacing import fell_behind, late_sends, worker_time
 
 
 def check_client(ev: Evidence, t: Thresholds) -> Finding:
     reasons: list[str] = []
     evidence: dict[str, Any] = {}
     top = top_level(ev.sweep)
+    engine = worker_time(ev.facts, t, reasons, evidence)
     measured = [
-        _busy_workers(ev.sweep, top, t, reasons, evidence),
-        _idle_gaps(ev.gaps, top, t, reasons, evidence),
-        _producer_wait(ev.sweep, top, t, reasons, evidence),
+        engine or _rows_worker_use(ev, top, t, reasons, evidence),
+        not engine and _producer_wait(ev.sweep, top, t, reasons, evidence),
         _client_resources(ev.clients, t, reasons, evidence),
+        _schedule_kept(ev, t, reasons, evidence),
+        _http2_wait(ev, t, reasons, evidence),
     ]
     if not any(measured):
-        return Finding("client", "not measured", "no worker-level data to check the client")
+        text = evidence.get("worker_use_note", "no worker-level data to check the client")
+        return Finding("client", "not measured", text, evidence)
     if reasons:
         return Finding("client", "limit", "; ".join(reasons), evidence)
     return Finding("client", "ok", _client_ok_text(evidence), evidence)
+
+
+def _rows_worker_use(
+    ev: Evidence, top: pd.DataFrame, t: Thresholds, reasons: list[str], evidence: dict
+) -> bool:
+    """Without the engine's worker clocks: N_eff against the workers and the idle gaps between
+    a worker's requests, from the rows. For a published table they decide as before; for a run
+    recorded before the engine wrote the workers' time (request schema ≤ 3), idle workers are
+    "not measured": the rows cannot tell think time or a schedule from a client holding its
+    workers back, and an open model's workers wait for the schedule by design."""
+    if any(f.open is not None for f in ev.facts):
+        return False
+    found: list[str] = []
+    measured = _busy_workers(ev.sweep, top, t, found, evidence)
+    measured = _idle_gaps(ev.gaps, top, t, found, evidence) or measured
+    if found and ev.facts:
+        evidence["worker_use_note"] = (
+            "; ".join(found) + ", but the run was recorded before loadgen wrote the workers' "
+            "time (request schema ≤ 3): think time, a schedule or the client — not measured"
+        )
+        return False
+    reasons.extend(found)
+    return measured
+
+
+def _schedule_kept(ev: Evidence, t: Thresholds, reasons: list[str], evidence: dict) -> bool:
+    """Open model: sends that started late are the client's own queue — unless the server fell
+    behind the schedule at the same time (drops, latency growing): then the late sends are
+    noted, and the server check decides (a saturated client has decided already)."""
+    measured = False
+    for facts in ev.facts:
+        if facts.open is None:
+            continue
+        measured = True
+        late = late_sends(facts, t, evidence)
+        if late and fell_behind(facts.open, t, {}):
+            evidence["late_note"] = late + ", while the server fell behind (see server)"
+        elif late:
+            reasons.append(late)
+    return measured
+
+
+def _http2_wait(ev: Evidence, t: Thresholds, reasons: list[str], evidence: dict) -> bool:
+    """HTTP/2: ``send_ns`` holds the request's wait inside the client for a stream slot or the
+    server's flow-control window (request schema 4) — the client's time, not the network's."""
+    if not ev.http2 or ev.components is None or not ev.components["send_ms"].notna().any():
+        return False
+    send, share = mean_share(ev.components, "send_ms")
+    evidence.update(http2_send_share=share, http2_send_ms=send)
+    if share >= t.max_transfer_share:
+        reasons.append(
+            f"over HTTP/2 requests waited {send:.2f} ms ({pct(share)} of latency) inside the "
+            "client for a stream slot or flow-control window: more streams per connection than "
+            "the server allows (lower --streams-per-connection or open more connections)"
+        )
+    return True
 
 
 def _busy_workers(
@@ -104,9 +164,21 @@ def _producer_wait(
 
 def _client_ok_text(evidence: dict[str, Any]) -> str:
     parts = []
-    if "n_eff_ratio" in evidence:
+    if "busy_share" in evidence:
+        parts.append(
+            f"workers busy {pct(evidence['busy_share'])}, waiting for their next request "
+            f"{pct(evidence['waiting_share'])}, own work {pct(evidence['own_share'])} of the "
+            "time they were alive"
+        )
+    if "worker_use_note" in evidence:
+        parts.append(evidence["worker_use_note"])
+    if "late_note" in evidence:
+        parts.append(evidence["late_note"])
+    elif "late_share" in evidence:
+        parts.append(f"{pct(evidence['late_share'])} of sends late")
+    if "n_eff_ratio" in evidence and "busy_share" not in evidence:
         parts.append(f"N_eff/N = {evidence['n_eff_ratio']:.2f} at N = {evidence['connections']}")
-    if "idle_share" in evidence:
+    if "idle_share" in evidence and "worker_use_note" not in evidence:
         parts.append(f"workers idle {pct(evidence['idle_share'])} between requests")
     if "client_cpu_p90" in evidence:
         parts.append(f"client CPU p90 {pct(evidence['client_cpu_p90'])} of its limit")

@@ -13,6 +13,7 @@ import numpy as np
 import pandas as pd
 
 from .client_evidence import ClientEvidence
+from .model_facts import RunFacts
 
 Check = Literal["errors", "client", "network", "server"]
 
@@ -20,7 +21,7 @@ Check = Literal["errors", "client", "network", "server"]
 Status = Literal["limit", "ok", "not measured"]
 
 
-Verdict = Literal["errors", "client", "network", "server", "inconclusive"]
+Verdict = Literal["errors", "client", "network", "server", "none", "inconclusive"]
 
 
 @dataclass(frozen=True)
@@ -36,6 +37,22 @@ class Thresholds:
     max_idle_share: float = 0.2
     #: Share of latency spent waiting on the producer's buffer above which the producer limits.
     max_queue_wait_share: float = 0.2
+    #: Share of the workers' alive time spent in the client's own work between requests
+    #: (neither in a request nor waiting for the next) above which the client is the limit.
+    max_own_share: float = 0.2
+    #: Share of the workers' alive time spent waiting for their next request (think time)
+    #: above which the workload, as configured, set the pace.
+    min_paced_share: float = 0.2
+    #: Open model: share of sends later than max_lateness above which the client fell behind
+    #: its own schedule (a few late sends on a busy machine are scheduling noise: a kept-up run
+    #: on 2 loaded cores had 1.8 %, a client in a quarter-core quota 48 %); share dropped, and
+    #: achieved / offered below which the system did.
+    max_late_share: float = 0.05
+    max_dropped_share: float = 0.001
+    min_achieved_share: float = 0.9
+    #: Open model: growth of the median latency from the intended time, second half of the
+    #: schedule over the first, above which the server fell behind (and by at least 5 ms).
+    max_latency_growth: float = 2.0
     #: Client CPU utilisation (p90 of 1 s samples, fraction of its CPU limit: cores or quota)
     #: above which the client is saturated.
     max_client_cpu: float = 0.9
@@ -82,6 +99,10 @@ class Evidence:
     #: Per run: the busiest second's bytes sent and received by the rows (all phases summed).
     traffic: pd.DataFrame | None = None
     clients: list[ClientEvidence] = field(default_factory=list)
+    #: What the engine knew of each run's pacing (workers' time, schedule); empty for a table.
+    facts: list[RunFacts] = field(default_factory=list)
+    #: Whether each run went over HTTP/2 (run.json ``config.protocol``).
+    http2: bool = False
 
 
 def top_level(sweep: pd.DataFrame) -> pd.DataFrame:

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from .client_evidence import is_loopback_interface
 from .findings import Evidence, Finding, Thresholds, max_of, mean_share, pct
 
 
@@ -20,10 +21,16 @@ def _peak_traffic(ev: Evidence) -> tuple[float | None, float | None, str]:
         return tx, rx, f"interface {', '.join(names)}"
     if ev.traffic is None or ev.traffic.empty:
         return None, None, ""
+    source = "request rows"
+    if any(is_loopback_interface(c.target_interface) for c in ev.clients):
+        source += (
+            "; the target is on lo, whose counters hold both ends of every local flow and "
+            "other processes' traffic, so the rows' bytes are the measure"
+        )
     return (
         float(ev.traffic["sent_bytes_per_s"].max()),
         float(ev.traffic["received_bytes_per_s"].max()),
-        "request rows",
+        source,
     )
 
 
@@ -68,7 +75,8 @@ def check_network(ev: Evidence, t: Thresholds, link_capacity_bps: float | None) 
             reasons.append(
                 f"receiving response bodies took {pct(share)} of latency ({transfer:.2f} ms)"
             )
-        if ev.components["send_ms"].notna().any():
+        # Over HTTP/2 send_ns is mostly the client's wait for a stream slot (the client check).
+        if ev.components["send_ms"].notna().any() and not ev.http2:
             send, send_share = mean_share(ev.components, "send_ms")
             evidence.update(send_share=send_share, send_ms=send)
             link_idle = evidence.get("tx_link_utilisation", 1.0) < t.max_link_utilisation

@@ -4,8 +4,12 @@
 //! `max_workers` consumers that share the rest until the buffer is drained.
 //!
 //! Failed requests are retried up to `retries` times, after a backoff that grows with each
-//! attempt; every attempt is a row (`attempt` 1, 2, …). The time a consumer waits on an empty
-//! buffer is its `queue_wait_ns`: when that grows, the producer, not the server, is the limit.
+//! attempt; every attempt is a row (`attempt` 1, 2, …). Two waits are recorded on each first
+//! attempt, one meaning per column: `queue_wait_ns`, how long the consumer waited on an empty
+//! buffer for the item (when that grows, the producer, not the server, is the limit), and
+//! `buffer_wait_ns`, how long the item waited between being produced and being taken — for
+//! room in a full buffer, then in it (when that grows, the consumers — the server's pace — are
+//! the limit).
 //! Rows carry the phase `initial` or `grown`. At most `max_workers` consumers run at once;
 //! when an initial consumer finishes while payloads remain, a new one takes its place.
 
@@ -127,6 +131,7 @@ impl Model for ProducerBuffer {
                 let op = sequence[(i % sequence.len() as u64) as usize];
                 let mut work = Work::new(op, 0);
                 work.values = Some(fields.draw(&mut rng).into());
+                work.produced = Some(Instant::now());
                 if tx.send_async(work).await.is_err() {
                     return;
                 }
@@ -206,7 +211,7 @@ impl WorkSource for Consumer {
                 _ = tokio::time::sleep(wait) => {}
                 _ = self.stop.draining() => return None,
             }
-            retry.queue_wait_ns = None;
+            (retry.queue_wait_ns, retry.buffer_wait_ns) = (None, None);
             return Some(retry);
         }
         if self.stop.is_draining() || self.quota.is_some_and(|q| self.taken >= q) {
@@ -228,7 +233,11 @@ impl WorkSource for Consumer {
             .buffer_depth
             .store(self.rx.len() as i64, Ordering::Relaxed);
         work.phase = self.phase;
-        work.queue_wait_ns = Some(nanos(waiting.elapsed()));
+        let taken = Instant::now();
+        work.queue_wait_ns = Some(nanos(taken - waiting));
+        work.buffer_wait_ns = work
+            .produced
+            .map(|p| nanos(taken.saturating_duration_since(p)));
         Some(work)
     }
 

@@ -19,8 +19,10 @@ use arrow_schema::{DataType, Field, Schema, SchemaRef};
 use serde::Serialize;
 
 /// Version of the row layout below; stored as `loadgen.schema_version` in every segment.
-/// Version 2 added `send_ns`; version 3 added `check` (and the `check` error class).
-pub const SCHEMA_VERSION: u32 = 3;
+/// Version 2 added `send_ns`; version 3 added `check` (and the `check` error class); version 4
+/// added `buffer_wait_ns`, and HTTP/2's `send_ns` includes the client's wait for a stream slot
+/// and flow-control capacity.
+pub const SCHEMA_VERSION: u32 = 4;
 
 /// Why a request did not produce the response the run expected.
 ///
@@ -133,11 +135,15 @@ pub struct RequestRecord {
     pub intended_ns: Option<i64>,
     pub latency_ns: i64,
     pub connect_ns: Option<i64>,
-    /// The last request byte handed to the socket (HTTP/1.1) or to the HTTP/2 stream, from
-    /// `start_ns`; `None` when not every byte could be sent.
+    /// The last request byte handed to the socket (HTTP/1.1) or accepted by the HTTP/2
+    /// stream once it had a slot and flow-control capacity, from `start_ns`; `None` when not
+    /// every byte could be sent.
     pub send_ns: Option<i64>,
     pub ttfb_ns: Option<i64>,
+    /// Producer-buffer: how long the worker waited on an empty buffer for this item.
     pub queue_wait_ns: Option<i64>,
+    /// Producer-buffer: how long the item waited between being produced and being taken.
+    pub buffer_wait_ns: Option<i64>,
     pub op: u16,
     pub status: u16,
     pub error: Option<ErrorClass>,
@@ -169,6 +175,7 @@ pub fn schema() -> SchemaRef {
         Field::new("send_ns", DataType::Int64, true),
         Field::new("ttfb_ns", DataType::Int64, true),
         Field::new("queue_wait_ns", DataType::Int64, true),
+        Field::new("buffer_wait_ns", DataType::Int64, true),
         dictionary("op", false),
         Field::new("status", DataType::UInt16, false),
         dictionary("error", true),

@@ -161,7 +161,8 @@ fn requests_line(summary: &RunSummary) -> Option<String> {
     Some(line)
 }
 
-/// Failed rows per check, or that all passed; nothing for a run without checks.
+/// Failed rows per check, that all passed, or that none was evaluated (no response had an
+/// expected status); nothing for a run without checks.
 fn checks_line(summary: &RunSummary) -> Option<String> {
     if summary.checks.is_empty() {
         return None;
@@ -172,7 +173,9 @@ fn checks_line(summary: &RunSummary) -> Option<String> {
         .filter(|(_, n)| **n > 0)
         .map(|(name, n)| format!("{name}: {n} failed"))
         .collect();
-    Some(if failed.is_empty() {
+    Some(if summary.checks_evaluated == 0 {
+        "not evaluated (no response had an expected status)".to_string()
+    } else if failed.is_empty() {
         format!("all {} passed", summary.checks.len())
     } else {
         failed.join("; ")

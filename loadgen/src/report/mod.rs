@@ -15,6 +15,7 @@ use std::path::Path;
 use serde::Serialize;
 
 use crate::record::Labels;
+use crate::stats::activity::Activity;
 use crate::stats::{Aggregator, OpAggregate};
 
 /// The numbers a run ends with; printed on the console and stored in run.json.
@@ -41,6 +42,9 @@ pub struct RunSummary {
     pub skipped: u64,
     /// Failed rows per check or extraction name (every name the run checks, failed or not).
     pub checks: BTreeMap<String, u64>,
+    /// Rows whose response had an expected status, so the op's checks were evaluated on it:
+    /// with none (every response a 500), no check was evaluated, and none passed.
+    pub checks_evaluated: u64,
     pub ops: Vec<OpSummary>,
     pub phases: Vec<PhaseSummary>,
     /// Open model: schedule keeping.
@@ -51,6 +55,72 @@ pub struct RunSummary {
     pub excluding_startup: Option<Span>,
     /// Total time workers spent blocked handing record batches to the writer thread.
     pub record_handoff_blocked_ns: u64,
+    /// Where the workers' time went, measured by each worker (not derived from the rows).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub workers: Option<WorkersSummary>,
+}
+
+/// The workers' time over the run and per phase (group, phase, `main`): how long they were
+/// alive, in a request (busy), and waiting for their next request (think time, the open
+/// schedule, the producer's buffer, retry backoff). Busy over alive is the share of the
+/// workers really in use: N_eff against the workers alive, from the engine's own clocks.
+#[derive(Debug, Clone, Serialize)]
+pub struct WorkersSummary {
+    pub started: u64,
+    pub alive_ns: i64,
+    pub busy_ns: i64,
+    pub waiting_ns: i64,
+    pub phases: Vec<PhaseWorkers>,
+}
+
+/// One phase's workers.
+#[derive(Debug, Clone, Serialize)]
+pub struct PhaseWorkers {
+    pub phase: String,
+    /// Workers started in this phase.
+    pub started: u64,
+    /// The first of them started, the last ended (ns since the anchor).
+    pub first_started_ns: i64,
+    pub last_ended_ns: i64,
+    pub alive_ns: i64,
+    pub busy_ns: i64,
+    pub waiting_ns: i64,
+    /// Requests they started.
+    pub sent: u64,
+}
+
+impl WorkersSummary {
+    /// Read from every worker's clock once they have all ended.
+    pub fn from_activity(activity: &Activity, phase_labels: &[String]) -> Self {
+        let phases = activity.by_phase(i64::MAX);
+        let total = Activity::total(&phases);
+        let phases = phases
+            .iter()
+            .zip(phase_labels)
+            .enumerate()
+            .filter(|(_, (t, _))| t.workers > 0)
+            .map(|(i, (t, label))| {
+                let (first_started_ns, last_ended_ns) = activity.span(i as u16).unwrap_or_default();
+                PhaseWorkers {
+                    phase: label.clone(),
+                    started: t.workers,
+                    first_started_ns,
+                    last_ended_ns,
+                    alive_ns: t.alive_ns,
+                    busy_ns: t.busy_ns,
+                    waiting_ns: t.waiting_ns,
+                    sent: t.sent,
+                }
+            })
+            .collect();
+        WorkersSummary {
+            started: total.workers,
+            alive_ns: total.alive_ns,
+            busy_ns: total.busy_ns,
+            waiting_ns: total.waiting_ns,
+            phases,
+        }
+    }
 }
 
 /// Per phase (group, phase, `main`).
@@ -104,6 +174,11 @@ pub struct OpenSummary {
     /// Sends that started more than `max_lateness_ns` after their intended time.
     pub late: u64,
     pub max_lateness_ns: i64,
+    /// The offered load: `scheduled` over the schedule's duration (or over the run's wall
+    /// time when the run stopped before the schedule ended), requests/s.
+    pub offered_rps: f64,
+    /// How long after its intended time each send started (ns, HDR precision).
+    pub send_lag: Option<LatencySummary>,
 }
 
 /// Latency percentiles in nanoseconds, at HDR precision (3 significant digits).
@@ -160,11 +235,13 @@ impl RunSummary {
                 .zip(&stats.check_failures)
                 .map(|(name, &n)| (name.clone(), n))
                 .collect(),
+            checks_evaluated: stats.checked,
             ops: op_summaries(stats, &labels.ops, skipped, wall_time_ns),
             phases: phase_summaries(stats, labels),
             open,
             excluding_startup: excluding_startup(stats, &labels.phases),
             record_handoff_blocked_ns: handoff_blocked_ns,
+            workers: None,
         }
     }
 }
@@ -259,7 +336,8 @@ fn per_second(requests: u64, wall_time_ns: i64) -> f64 {
     }
 }
 
-fn latency(h: &hdrhistogram::Histogram<u64>) -> Option<LatencySummary> {
+/// Percentiles of a histogram of nanoseconds; `None` when it is empty.
+pub fn latency(h: &hdrhistogram::Histogram<u64>) -> Option<LatencySummary> {
     (!h.is_empty()).then(|| LatencySummary {
         count: h.len(),
         mean_ns: h.mean(),

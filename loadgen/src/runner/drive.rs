@@ -39,9 +39,15 @@ pub(super) async fn drive(
     stop: &StopSignal,
 ) -> Result<Driven, RunError> {
     let transport = Arc::new(transport_config(config, target)?);
-    let live = Arc::new(LiveCounters::for_ops(config.workload.templates.len()));
+    let max_lateness_ns =
+        (config.model.plan().max_lateness()).map_or(i64::MAX, crate::clock::nanos);
+    let live = Arc::new(LiveCounters::for_run(
+        config.workload.templates.len(),
+        max_lateness_ns,
+    ));
     let sysmon = sysmon::start(SysmonConfig {
         path: output.run_dir.join("client-metrics.parquet"),
+        phase_labels: output.labels.phases.clone(),
         interval: std::time::Duration::from_secs(1),
         anchor: output.identity.anchor,
         live: live.clone(),

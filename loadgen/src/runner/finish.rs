@@ -12,10 +12,13 @@ use super::output::{RunIdentity, RunOutput};
 use super::target::PreparedTarget;
 use super::{RunError, RunJsonExtra};
 use crate::config::RunConfig;
+use crate::model::Limit;
 use crate::record::Labels;
 use crate::report::metrics::FinalMetrics;
 use crate::report::thresholds::{self, ThresholdResult};
-use crate::report::{console, write_json_atomically, OpenSummary, RunSummary};
+use crate::report::{
+    console, latency, write_json_atomically, OpenSummary, RunSummary, WorkersSummary,
+};
 use crate::stats::LiveCounters;
 use crate::stop::{ExitReason, StopSignal};
 use crate::store::s3::{Mirror, S3Store, Uploaded};
@@ -210,19 +213,47 @@ fn summarize(
         .model
         .plan()
         .max_lateness()
-        .map(|max_lateness| OpenSummary {
-            scheduled: live.scheduled.load(Ordering::Relaxed),
-            dropped: live.dropped.load(Ordering::Relaxed),
-            late: report.stats.late,
-            max_lateness_ns: crate::clock::nanos(max_lateness),
-        });
-    RunSummary::from_stats(
+        .map(|max_lateness| open_summary(config, live, report, max_lateness));
+    let mut summary = RunSummary::from_stats(
         &report.stats,
         labels,
         &live.skipped(),
         live.handoff_blocked_ns.load(Ordering::Relaxed),
         open,
-    )
+    );
+    summary.workers = Some(WorkersSummary::from_activity(
+        &live.activity,
+        &labels.phases,
+    ));
+    summary
+}
+
+/// How the open model kept its schedule: sends asked for, dropped, late, the offered load
+/// and the send lag.
+fn open_summary(
+    config: &RunConfig,
+    live: &LiveCounters,
+    report: &WriterReport,
+    max_lateness: std::time::Duration,
+) -> OpenSummary {
+    let scheduled = live.scheduled.load(Ordering::Relaxed);
+    let wall_ns = report.stats.last_end_ns.unwrap_or(0).max(0);
+    let schedule_ns = match config.model.plan().extent() {
+        Limit::Duration(d) => crate::clock::nanos(d).min(wall_ns.max(1)),
+        Limit::Requests(_) => wall_ns,
+    };
+    OpenSummary {
+        scheduled,
+        dropped: live.dropped.load(Ordering::Relaxed),
+        late: report.stats.late,
+        max_lateness_ns: crate::clock::nanos(max_lateness),
+        offered_rps: if schedule_ns > 0 {
+            scheduled as f64 * 1e9 / schedule_ns as f64
+        } else {
+            0.0
+        },
+        send_lag: report.stats.send_lag_ns.as_ref().and_then(latency),
+    }
 }
 
 /// Waits (at most `limit`, and only until a signal) for the mirror's segments, then

@@ -7,6 +7,7 @@
 //! digits). Latency statistics cover requests that got an HTTP response (`status > 0`);
 //! transport failures are counted by class but their time-to-failure is not a latency.
 
+pub mod activity;
 pub mod live;
 
 use std::collections::BTreeMap;
@@ -15,6 +16,7 @@ use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
 use hdrhistogram::Histogram;
 
 use crate::record::{ErrorClass, RequestRecord};
+use activity::Activity;
 
 /// Counters read by the progress line while the run goes on.
 #[derive(Debug, Default)]
@@ -35,6 +37,8 @@ pub struct LiveCounters {
     pub dropped: AtomicU64,
     /// Requests not sent, per op, because a value they use was not extracted (no rows).
     pub skipped: Box<[AtomicU64]>,
+    /// Each worker's busy, waiting and alive time (read by the sampler and the summary).
+    pub activity: Activity,
 }
 
 impl LiveCounters {
@@ -43,6 +47,15 @@ impl LiveCounters {
         LiveCounters {
             skipped: (0..op_count).map(|_| AtomicU64::new(0)).collect(),
             ..LiveCounters::default()
+        }
+    }
+
+    /// Counters for a run of `op_count` ops whose sends are late more than
+    /// `max_lateness_ns` after their intended time.
+    pub fn for_run(op_count: usize, max_lateness_ns: i64) -> Self {
+        LiveCounters {
+            activity: Activity::new(max_lateness_ns),
+            ..LiveCounters::for_ops(op_count)
         }
     }
 
@@ -165,10 +178,15 @@ pub struct Aggregator {
     pub failed_final: u64,
     /// Rows whose send started more than `max_lateness_ns` after its intended time.
     pub late: u64,
+    /// Open model: how long after its intended time each send started (`start_ns -
+    /// intended_ns`), over every row with an intended time.
+    pub send_lag_ns: Option<Histogram<u64>>,
     /// Failed rows per check or extraction (indexed by check id, the `check` column).
     pub check_failures: Vec<u64>,
     /// Rows of class `http_status` (an unexpected status) per status code.
     pub failed_statuses: BTreeMap<u16, u64>,
+    /// Rows whose response had an expected status: the ones checks were evaluated on.
+    pub checked: u64,
     max_attempts: u8,
     max_lateness_ns: i64,
 }
@@ -191,8 +209,10 @@ impl Aggregator {
             retries: 0,
             failed_final: 0,
             late: 0,
+            send_lag_ns: None,
             check_failures: vec![0; check_count],
             failed_statuses: BTreeMap::new(),
+            checked: 0,
             max_attempts: max_attempts.max(1),
             max_lateness_ns,
         }
@@ -201,13 +221,11 @@ impl Aggregator {
     pub fn observe(&mut self, r: &RequestRecord) {
         let end_ns = r.start_ns + r.latency_ns;
         // Open model: latency counts from when the request should have been sent.
-        let (from_ns, lateness_ns) = match r.intended_ns {
-            Some(intended) => (intended.min(r.start_ns), r.start_ns - intended),
-            None => (r.start_ns, 0),
+        let from_ns = match r.intended_ns {
+            Some(intended) => intended.min(r.start_ns),
+            None => r.start_ns,
         };
-        if lateness_ns > self.max_lateness_ns {
-            self.late += 1;
-        }
+        self.observe_schedule(r);
         let phase = &mut self.phases[usize::from(r.phase)];
         phase.requests += 1;
         let worker = r.worker as usize;
@@ -226,6 +244,9 @@ impl Aggregator {
         }
         if r.attempt > 1 {
             self.retries += 1;
+        }
+        if matches!(r.error, None | Some(ErrorClass::Check)) {
+            self.checked += 1;
         }
         let clamp = |ns: i64| u64::try_from(ns).unwrap_or(0).clamp(1, MAX_TRACKED_NS);
         let latency_ns = clamp(end_ns - from_ns);
@@ -270,6 +291,22 @@ impl Aggregator {
         let mut range = (self.first_start_ns, self.last_end_ns);
         widen(&mut range, r.start_ns, end_ns);
         (self.first_start_ns, self.last_end_ns) = range;
+    }
+
+    /// Open model: a send later than `max_lateness_ns` is late, and every send's lag behind its
+    /// intended time goes into the send-lag histogram.
+    fn observe_schedule(&mut self, r: &RequestRecord) {
+        let Some(intended) = r.intended_ns else {
+            return;
+        };
+        let lateness_ns = r.start_ns - intended;
+        if lateness_ns > self.max_lateness_ns {
+            self.late += 1;
+        }
+        let lag_ns = u64::try_from(lateness_ns).unwrap_or(0);
+        (self.send_lag_ns.get_or_insert_with(new_histogram))
+            .record(lag_ns.clamp(1, MAX_TRACKED_NS))
+            .expect("value clamped into range");
     }
 
     pub fn requests(&self) -> u64 {

@@ -123,6 +123,7 @@ struct Columns {
     send_ns: Int64Builder,
     ttfb_ns: Int64Builder,
     queue_wait_ns: Int64Builder,
+    buffer_wait_ns: Int64Builder,
     op: Vec<i32>,
     status: UInt16Builder,
     error: Vec<Option<i32>>,
@@ -147,6 +148,7 @@ impl Columns {
         self.send_ns.append_option(r.send_ns);
         self.ttfb_ns.append_option(r.ttfb_ns);
         self.queue_wait_ns.append_option(r.queue_wait_ns);
+        self.buffer_wait_ns.append_option(r.buffer_wait_ns);
         self.op.push(i32::from(r.op));
         self.status.append_value(r.status);
         self.error.push(r.error.map(|e| e.index() as i32));
@@ -174,6 +176,7 @@ impl Columns {
             Arc::new(self.send_ns.finish()),
             Arc::new(self.ttfb_ns.finish()),
             Arc::new(self.queue_wait_ns.finish()),
+            Arc::new(self.buffer_wait_ns.finish()),
             dict(Int32Array::from(std::mem::take(&mut self.op)), &dicts.ops),
             Arc::new(self.status.finish()),
             dict(
@@ -332,7 +335,7 @@ impl SegmentWriter {
                 .set_column_dictionary_enabled(ColumnPath::from(column), false)
                 .set_column_encoding(ColumnPath::from(column), Encoding::DELTA_BINARY_PACKED);
         }
-        for column in ["latency_ns", "ttfb_ns", "queue_wait_ns"] {
+        for column in ["latency_ns", "ttfb_ns", "queue_wait_ns", "buffer_wait_ns"] {
             props = props.set_column_dictionary_enabled(ColumnPath::from(column), false);
         }
         let path = self.config.dir.join(name);
@@ -384,6 +387,7 @@ mod tests {
             send_ns: some_if(!i.is_multiple_of(5), 30_000 + i as i64),
             ttfb_ns: some_if(!i.is_multiple_of(5), 40_000),
             queue_wait_ns: some_if(i.is_multiple_of(2), i as i64),
+            buffer_wait_ns: some_if(i.is_multiple_of(6), 7 * i as i64),
             op: (i % 2) as u16,
             status: if i.is_multiple_of(5) { 0 } else { 200 },
             error: i
@@ -462,6 +466,7 @@ mod tests {
                 assert_eq!(opt(&i64s("send_ns"), j), want.send_ns);
                 assert_eq!(opt(&i64s("ttfb_ns"), j), want.ttfb_ns);
                 assert_eq!(opt(&i64s("queue_wait_ns"), j), want.queue_wait_ns);
+                assert_eq!(opt(&i64s("buffer_wait_ns"), j), want.buffer_wait_ns);
                 assert_eq!(
                     label("op", j).unwrap(),
                     ["GET /a", "POST /b"][usize::from(want.op)]

@@ -10,7 +10,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use arrow_array::builder::{
-    Float64Builder, Int64Builder, ListBuilder, StructBuilder, UInt64Builder,
+    Float64Builder, Int64Builder, ListBuilder, StringBuilder, StructBuilder, UInt64Builder,
 };
 use arrow_array::{ArrayRef, RecordBatch};
 use arrow_schema::{DataType, Field, FieldRef, Fields, Schema, SchemaRef};
@@ -22,6 +22,7 @@ use super::cgroup::CpuLimit;
 use super::SCHEMA_VERSION;
 use crate::clock::Anchor;
 use crate::record::parquet_file::{FileError, ParquetFile};
+use crate::stats::activity::Totals;
 
 fn interface_fields() -> Fields {
     Fields::from(vec![
@@ -31,6 +32,21 @@ fn interface_fields() -> Fields {
         Field::new("rx_packets", DataType::UInt64, false),
         Field::new("tx_packets", DataType::UInt64, false),
     ])
+}
+
+fn phase_fields() -> Fields {
+    Fields::from(vec![
+        Field::new("phase", DataType::Utf8, false),
+        Field::new("workers_alive", DataType::Int64, false),
+        Field::new("alive_ns", DataType::Int64, false),
+        Field::new("busy_ns", DataType::Int64, false),
+        Field::new("waiting_ns", DataType::Int64, false),
+        Field::new("sent", DataType::UInt64, false),
+    ])
+}
+
+fn phase_item() -> FieldRef {
+    Arc::new(Field::new("item", DataType::Struct(phase_fields()), false))
 }
 
 fn core_item() -> FieldRef {
@@ -63,6 +79,15 @@ pub fn schema() -> SchemaRef {
         Field::new("requests_in_flight", DataType::Int64, false),
         Field::new("workers_alive", DataType::Int64, false),
         Field::new("buffer_depth", DataType::Int64, false),
+        Field::new("alive_ns", DataType::Int64, false),
+        Field::new("busy_ns", DataType::Int64, false),
+        Field::new("waiting_ns", DataType::Int64, false),
+        Field::new("sent", DataType::UInt64, false),
+        Field::new("scheduled", DataType::UInt64, false),
+        Field::new("dropped", DataType::UInt64, false),
+        Field::new("late", DataType::UInt64, false),
+        Field::new("send_lag_ns", DataType::Int64, false),
+        Field::new("phases", DataType::List(phase_item()), false),
     ]))
 }
 
@@ -83,7 +108,88 @@ pub(super) struct Columns {
     pub(super) requests_in_flight: Int64Builder,
     pub(super) workers_alive: Int64Builder,
     pub(super) buffer_depth: Int64Builder,
+    pub(super) activity: ActivityColumns,
     pub(super) rows: usize,
+}
+
+/// The workers' time and the open model's schedule in each interval.
+pub(super) struct ActivityColumns {
+    alive_ns: Int64Builder,
+    busy_ns: Int64Builder,
+    waiting_ns: Int64Builder,
+    sent: UInt64Builder,
+    scheduled: UInt64Builder,
+    dropped: UInt64Builder,
+    late: UInt64Builder,
+    send_lag_ns: Int64Builder,
+    phases: ListBuilder<StructBuilder>,
+}
+
+impl ActivityColumns {
+    fn new() -> Self {
+        ActivityColumns {
+            alive_ns: Int64Builder::new(),
+            busy_ns: Int64Builder::new(),
+            waiting_ns: Int64Builder::new(),
+            sent: UInt64Builder::new(),
+            scheduled: UInt64Builder::new(),
+            dropped: UInt64Builder::new(),
+            late: UInt64Builder::new(),
+            send_lag_ns: Int64Builder::new(),
+            phases: ListBuilder::new(StructBuilder::from_fields(phase_fields(), 0))
+                .with_field(phase_item()),
+        }
+    }
+
+    /// One interval: every worker's time (`total`), each phase's with its label, and the
+    /// sends the schedule asked for and dropped.
+    pub(super) fn append(
+        &mut self,
+        total: &Totals,
+        phases: &[(&str, Totals)],
+        scheduled: u64,
+        dropped: u64,
+    ) {
+        self.alive_ns.append_value(total.alive_ns);
+        self.busy_ns.append_value(total.busy_ns);
+        self.waiting_ns.append_value(total.waiting_ns);
+        self.sent.append_value(total.sent);
+        self.scheduled.append_value(scheduled);
+        self.dropped.append_value(dropped);
+        self.late.append_value(total.late);
+        self.send_lag_ns.append_value(total.send_lag_ns);
+        let items = self.phases.values();
+        for (label, t) in phases {
+            field::<StringBuilder>(items, 0).append_value(label);
+            field::<Int64Builder>(items, 1).append_value(t.workers_alive as i64);
+            field::<Int64Builder>(items, 2).append_value(t.alive_ns);
+            field::<Int64Builder>(items, 3).append_value(t.busy_ns);
+            field::<Int64Builder>(items, 4).append_value(t.waiting_ns);
+            field::<UInt64Builder>(items, 5).append_value(t.sent);
+            items.append(true);
+        }
+        self.phases.append(true);
+    }
+
+    fn finish(&mut self) -> Vec<ArrayRef> {
+        vec![
+            Arc::new(self.alive_ns.finish()),
+            Arc::new(self.busy_ns.finish()),
+            Arc::new(self.waiting_ns.finish()),
+            Arc::new(self.sent.finish()),
+            Arc::new(self.scheduled.finish()),
+            Arc::new(self.dropped.finish()),
+            Arc::new(self.late.finish()),
+            Arc::new(self.send_lag_ns.finish()),
+            Arc::new(self.phases.finish()),
+        ]
+    }
+}
+
+fn field<T: arrow_array::builder::ArrayBuilder>(items: &mut StructBuilder, i: usize) -> &mut T {
+    items
+        .field_builder::<T>(i)
+        .expect("phase fields are built in schema order")
 }
 
 impl Columns {
@@ -105,13 +211,14 @@ impl Columns {
             requests_in_flight: Int64Builder::new(),
             workers_alive: Int64Builder::new(),
             buffer_depth: Int64Builder::new(),
+            activity: ActivityColumns::new(),
             rows: 0,
         }
     }
 
     /// Builds a RecordBatch and leaves the builders empty for the next row group.
     pub(super) fn take(&mut self) -> RecordBatch {
-        let columns: Vec<ArrayRef> = vec![
+        let mut columns: Vec<ArrayRef> = vec![
             Arc::new(self.t_ns.finish()),
             Arc::new(self.interval_ns.finish()),
             Arc::new(self.cpu_user_ns.finish()),
@@ -128,6 +235,7 @@ impl Columns {
             Arc::new(self.workers_alive.finish()),
             Arc::new(self.buffer_depth.finish()),
         ];
+        columns.extend(self.activity.finish());
         self.rows = 0;
         RecordBatch::try_new(schema(), columns).expect("columns match the client-metrics schema")
     }

@@ -42,6 +42,7 @@ use std::time::{Duration, Instant};
 
 use crate::clock::Anchor;
 use crate::record::parquet_file::{FileError, ParquetFile};
+use crate::stats::activity::{Activity, Totals};
 use crate::stats::LiveCounters;
 use arrow_array::builder::{
     Float64Builder, ListBuilder, StringBuilder, StructBuilder, UInt64Builder,
@@ -59,8 +60,10 @@ pub const ROW_GROUP_EVERY: Duration = Duration::from_secs(10);
 
 /// The version in `loadgen.schema_version`; bump it when a column changes meaning.
 /// Version 2 added `throttled_ns`, `nr_periods`, `nr_throttled`, and measures
-/// `cpu_utilisation` against `loadgen.cpu_limit_cores`.
-pub const SCHEMA_VERSION: &str = "2";
+/// `cpu_utilisation` against `loadgen.cpu_limit_cores`. Version 3 added the workers' time
+/// (`alive_ns`, `busy_ns`, `waiting_ns`, per phase in `phases`) and the schedule's sends
+/// (`sent`, `scheduled`, `dropped`, `late`, `send_lag_ns`).
+pub const SCHEMA_VERSION: &str = "3";
 
 #[derive(Debug, thiserror::Error)]
 pub enum SysmonError {
@@ -87,6 +90,8 @@ pub struct SysmonConfig {
     /// The run's time base, so `t_ns` lines up with the request records' `start_ns`.
     pub anchor: Anchor,
     pub live: Arc<LiveCounters>,
+    /// The run's phase labels, by index (the `phases` column names them).
+    pub phase_labels: Vec<String>,
     /// The process's cgroups (`Cgroup::discover()` in a run; fixture directories in tests).
     pub cgroup: Cgroup,
     /// The interface carrying the target's traffic, recorded in the file's metadata.
@@ -159,6 +164,7 @@ fn start_with(config: SysmonConfig, row_group_every: Duration) -> Result<Sysmon,
         },
         first_stat: baseline.cpu_stat,
         last_stat: baseline.cpu_stat,
+        last_activity: Default::default(),
         limit,
         cpu_ns_total: 0,
         wall_ns_total: 0,
@@ -321,6 +327,8 @@ struct Sampler {
     /// The cgroup's throttling counters at the baseline and at the last row.
     first_stat: Option<CpuStat>,
     last_stat: Option<CpuStat>,
+    /// The workers' totals per phase, and the schedule's counters, at the last row.
+    last_activity: (Vec<Totals>, u64, u64),
 }
 
 impl Sampler {
@@ -396,6 +404,35 @@ impl Sampler {
         }
     }
 
+    /// The workers' time and the schedule's sends since the last row, as of `t_ns`.
+    fn record_activity(&mut self, t_ns: i64) {
+        let live = &self.config.live;
+        let phases = live.activity.by_phase(t_ns);
+        let scheduled = live.scheduled.load(Ordering::Relaxed);
+        let dropped = live.dropped.load(Ordering::Relaxed);
+        let (before, scheduled_before, dropped_before) = &self.last_activity;
+        let deltas: Vec<(&str, Totals)> = phases
+            .iter()
+            .enumerate()
+            .filter(|(_, now)| now.workers > 0)
+            .map(|(i, now)| {
+                let label = self.config.phase_labels.get(i).map_or("", String::as_str);
+                (
+                    label,
+                    now.since(&before.get(i).copied().unwrap_or_default()),
+                )
+            })
+            .collect();
+        let total = Activity::total(&phases).since(&Activity::total(before));
+        self.columns.activity.append(
+            &total,
+            &deltas,
+            scheduled.saturating_sub(*scheduled_before),
+            dropped.saturating_sub(*dropped_before),
+        );
+        self.last_activity = (phases, scheduled, dropped);
+    }
+
     /// Appends the row for the interval from `before` to `now`: its time, the process's CPU
     /// and the cgroup's throttling, every core, memory and descriptors, every interface, the
     /// run's gauges; then folds it into the summary.
@@ -440,7 +477,9 @@ impl Sampler {
             .append_value(live.workers_alive.load(Ordering::Relaxed));
         c.buffer_depth
             .append_value(live.buffer_depth.load(Ordering::Relaxed));
-        c.rows += 1;
+        let t_ns = self.config.anchor.offset_ns(now.at);
+        self.record_activity(t_ns);
+        self.columns.rows += 1;
 
         let s = &mut self.summary;
         s.samples += 1;
@@ -536,6 +575,7 @@ mod tests {
             interval,
             anchor: Anchor::now(),
             live,
+            phase_labels: vec!["main".into()],
             cgroup: Cgroup::discover(),
             target_interface: None,
         }
@@ -576,6 +616,8 @@ mod tests {
         live.in_flight.store(3, Ordering::Relaxed);
         live.workers_alive.store(4, Ordering::Relaxed);
         live.buffer_depth.store(5, Ordering::Relaxed);
+        // One worker in a request from the anchor on: busy for every nanosecond it is alive.
+        live.activity.register(0, 0).send(0, None);
         let interval = Duration::from_millis(500);
         let config = config(dir.path(), interval, live);
         let path = config.path.clone();
@@ -610,7 +652,7 @@ mod tests {
             .iter()
             .map(|kv| (kv.key.as_str(), kv.value.clone().unwrap_or_default()))
             .collect();
-        assert_eq!(kv["loadgen.schema_version"], "2");
+        assert_eq!(kv["loadgen.schema_version"], "3");
         assert_eq!(kv["loadgen.kind"], "client-metrics");
         assert_eq!(kv["loadgen.interval_ns"], "500000000");
 
@@ -683,6 +725,38 @@ mod tests {
         let names = first.as_struct().column_by_name("interface").unwrap();
         let names: Vec<_> = names.as_string::<i32>().iter().flatten().collect();
         assert!(names.contains(&"lo"), "{names:?}");
+
+        // The worker's time: every interval alive and busy throughout, one send in all.
+        let (alive, busy) = (column("alive_ns"), column("busy_ns"));
+        let (alive, busy) = (
+            alive.as_primitive::<Int64Type>(),
+            busy.as_primitive::<Int64Type>(),
+        );
+        for i in 1..rows {
+            assert_eq!(alive.value(i), busy.value(i), "row {i}");
+            assert!(
+                (alive.value(i) - interval_ns.value(i)).abs() < 1_000_000,
+                "row {i}"
+            );
+        }
+        let sent = column("sent");
+        assert_eq!(
+            sent.as_primitive::<UInt64Type>()
+                .values()
+                .iter()
+                .sum::<u64>(),
+            1
+        );
+        let phases = column("phases");
+        let phases = phases.as_list::<i32>();
+        for i in 0..rows {
+            let row = phases.value(i);
+            let row = row.as_struct();
+            let label = row.column_by_name("phase").unwrap();
+            assert_eq!(label.as_string::<i32>().value(0), "main", "row {i}");
+            let alive_workers = row.column_by_name("workers_alive").unwrap();
+            assert_eq!(alive_workers.as_primitive::<Int64Type>().value(0), 1);
+        }
 
         for (name, expected) in [
             ("requests_in_flight", 3),

@@ -17,11 +17,14 @@
 //! (as `name: value` text) and body — HPACK compression and frame overhead are not included.
 //!
 //! `send_ns`: the connection's task writes the stream's frames, so the time the last byte
-//! reached the socket is not visible to the worker. What is recorded is the moment the stream
-//! took the body's last chunk — it is then queued for sending, and HTTP/2 flow control may
-//! still hold part of it until the server opens its window — or, for a request without a
-//! body, the moment the request (its HEADERS frame with END_STREAM) was handed to the
-//! connection.
+//! reached the socket is not visible to the worker. What is recorded is the moment h2
+//! accepted the request's last frame *after* the client's own waits were over: a stream slot
+//! (a request beyond the server's SETTINGS_MAX_CONCURRENT_STREAMS waits inside the client
+//! until one frees) and flow-control capacity for every byte of the body (sent as the
+//! connection grants it). Those waits are the client's time, not the server's, so
+//! `ttfb_ns - send_ns` is time the request was in the server's hands (request schema
+//! version 4; before, a request that waited for a slot showed a `send_ns` of microseconds
+//! and its wait landed in `ttfb_ns`).
 
 use std::future::Future;
 use std::pin::Pin;
@@ -319,6 +322,35 @@ fn classify_h2(error: &h2::Error) -> ErrorClass {
     }
 }
 
+/// Sends the body as flow control grants capacity for it, so the last chunk is accepted only
+/// once every byte may go out (a stream is given capacity only once it has a slot).
+async fn send_body(stream: &mut h2::SendStream<Bytes>, body: &[Bytes]) -> Result<(), h2::Error> {
+    let Some(last) = body.len().checked_sub(1) else {
+        return Ok(());
+    };
+    for (i, chunk) in body.iter().enumerate() {
+        let mut rest = chunk.clone();
+        loop {
+            let granted = if rest.is_empty() {
+                0
+            } else {
+                stream.reserve_capacity(rest.len());
+                match std::future::poll_fn(|cx| stream.poll_capacity(cx)).await {
+                    Some(granted) => granted?,
+                    None => return Err(h2::Error::from(Reason::CANCEL)),
+                }
+            };
+            let piece = rest.split_to(granted.min(rest.len()));
+            let end = i == last && rest.is_empty();
+            stream.send_data(piece, end)?;
+            if rest.is_empty() {
+                break;
+            }
+        }
+    }
+    Ok(())
+}
+
 /// Size of a header block written out as HTTP/1.1 text (`name: value\r\n`).
 fn header_bytes(headers: &HeaderMap) -> u64 {
     headers
@@ -351,16 +383,14 @@ impl Hop for Http2Stream {
             .sender
             .send_request(head, body.is_empty())
             .map_err(|e| open.classify(&e))?;
-        if let Some((last, rest)) = body.split_last() {
-            for chunk in rest {
-                stream
-                    .send_data(chunk.clone(), false)
-                    .map_err(|e| open.classify(&e))?;
-            }
-            stream
-                .send_data(last.clone(), true)
-                .map_err(|e| open.classify(&e))?;
-        }
+        send_body(&mut stream, body)
+            .await
+            .map_err(|e| open.classify(&e))?;
+        // Beyond the server's stream limit the request waits in the client for a slot; this
+        // handle is ready again once its stream has one.
+        std::future::poll_fn(|cx| open.sender.poll_ready(cx))
+            .await
+            .map_err(|e| open.classify(&e))?;
         out.send_ns = Some(nanos(started.elapsed()));
         let response = response.await.map_err(|e| open.classify(&e))?;
         out.status = response.status().as_u16();

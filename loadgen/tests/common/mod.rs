@@ -72,6 +72,7 @@ row! {
     send_ns: Option<i64>,
     ttfb_ns: Option<i64>,
     queue_wait_ns: Option<i64>,
+    buffer_wait_ns: Option<i64>,
     op: String,
     status: u16,
     error: Option<String>,
