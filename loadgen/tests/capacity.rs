@@ -147,7 +147,10 @@ fn a_fast_server_and_a_client_under_a_cpu_quota_name_the_client() {
     assert_eq!(answer["limited_by"], "client", "{answer}");
     assert!(answer["capacity_rps"].as_f64().is_some(), "{answer}");
     assert!(
-        stderr.contains("warning: the client was saturated at the first failing level"),
+        stderr.contains(
+            "warning: the client was saturated or fell behind its schedule at the first failing \
+             level"
+        ),
         "{stderr}"
     );
     let first_failing = &answer["levels"][answer["first_failing_level"].as_u64().unwrap() as usize];
