@@ -2,7 +2,8 @@
 # Records the sample runs in data/runs/ against loadgen-server on 127.0.0.1, exactly as
 # data/README.md lists them. Rerun it only when the record schema changes: the samples are
 # meant to stay fixed so the notebooks and their figures do not drift.
-# `data/record-samples.sh courses` records only data/runs/courses/ (docs/courses.md's samples).
+# `data/record-samples.sh courses` records only data/runs/courses/ (docs/courses.md's samples);
+# `data/record-samples.sh capacity` only data/runs/capacity-w8-10ms (notebook 02's search).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 cargo build --release --locked -p loadgen -p loadgen-servers >&2
@@ -53,6 +54,19 @@ record_courses() {
   "$L" run --scenario skiers --set model.total=4000 --set model.requests_per_worker=50 \
     --url "$url" --no-progress --out "$c/skiers"
 }
+# Notebook 02's capacity section: the search against 8 workers × 10 ms, short levels.
+record_capacity() {
+  rm -rf data/runs/capacity-w8-10ms
+  start_server --workers 8 --service-time 10ms
+  "$L" capacity --url "$url/" --slo 'p99<50ms' --level-duration 2s --warmup 500ms \
+    --cool-down 300ms --tolerance 10% --confirm-levels 2 --no-progress \
+    --out data/runs/capacity-w8-10ms
+}
+if [ "${1:-}" = capacity ]; then
+  record_capacity
+  du -sh data/runs/capacity-w8-10ms
+  exit 0
+fi
 if [ "${1:-}" = courses ]; then
   record_courses
   du -sh data/runs/courses/*
@@ -80,4 +94,5 @@ for r in 1 2 3; do
   "$L" run --url "$url/" -c 8 -d 1s --no-progress --out "data/runs/regression/candidate-8ms/r$r"
 done
 record_courses
+record_capacity
 du -sh data/runs

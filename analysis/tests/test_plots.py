@@ -53,3 +53,25 @@ def test_timeline_leaves_out_the_sliver_after_the_last_whole_second(error_run: R
     drawn_t = list(ok_line.get_xdata())
     assert drawn_t == list(tl[tl["covered_s"] >= 0.5]["t_s"] + 0.5)
     assert min(ok_line.get_ydata()) > 0.5 * max(ok_line.get_ydata())
+
+
+def test_the_capacity_search_is_drawn_from_the_sample_capacity_directory() -> None:
+    """The sample of ``data/runs/capacity-w8-10ms`` (notebook 02's capacity section): both
+    capacity figures have data, and the search's table has one row per level run."""
+    from loadgen_analysis.report.capacity import (
+        levels_frame,
+        plot_capacity,
+        plot_capacity_search,
+        read_capacity,
+    )
+
+    before = plt.get_fignums()
+    sample = Path(__file__).parents[2] / "data" / "runs" / "capacity-w8-10ms"
+    capacity = read_capacity(sample)
+    frame = levels_frame(capacity)
+    assert len(frame) == len(capacity["levels"]) > 1
+    assert frame["passed"].any()
+    for fig in (plot_capacity(capacity), plot_capacity_search(capacity)):
+        assert isinstance(fig, Figure)
+        assert _has_data(fig)
+    assert plt.get_fignums() == before

@@ -1,39 +1,46 @@
 //! `loadgen capacity` against reference servers whose truth is known: 8 workers × 10 ms
 //! (capacity 800 req/s) must be found below 800 and never above it, limited by the server;
-//! a server failing 2 % of requests meets no `error_rate<1%`; bad input exits 2. Levels are
+//! a fast server and a client under a CPU quota name the client; a server failing 2 % of
+//! requests meets no `error_rate<1%`; bad input exits 2. Levels are
 //! short (2 s) and the tolerance wide (10 %) so the search fits CI's two cores. (Its own test
 //! binary, so no other test competes for the cores while it measures.)
 
 mod common;
 
+use common::quota::QuotaCgroup;
 use common::{loadgen_bin, ServerOnRuntime};
 use servers::ServerConfig;
 
 /// The testbeds measure: one at a time, so they do not compete for the cores.
 static MEASURING: std::sync::Mutex<()> = std::sync::Mutex::new(());
 
-/// Search settings for tests: short levels, a wide tolerance, a short confirmation.
-const QUICK: &[&str] = &[
-    "--level-duration",
-    "2s",
-    "--warmup",
-    "500ms",
-    "--cool-down",
-    "300ms",
-    "--tolerance",
-    "10%",
-    "--confirm-levels",
-    "2",
-    "--no-progress",
-    "--json",
+/// Search settings for tests: short levels, a wide tolerance, a short confirmation (each
+/// unless the test gives that flag itself).
+const QUICK: &[(&str, &str)] = &[
+    ("--level-duration", "2s"),
+    ("--warmup", "500ms"),
+    ("--cool-down", "300ms"),
+    ("--tolerance", "10%"),
+    ("--confirm-levels", "2"),
 ];
 
 fn capacity(url: &str, flags: &[&str], out: &std::path::Path) -> (i32, serde_json::Value, String) {
-    let output = loadgen_bin()
-        .args(["capacity", "--url", url])
-        .args(flags)
-        .args(QUICK)
-        .args(["--out", out.to_str().unwrap()])
+    capacity_by(loadgen_bin(), url, flags, out)
+}
+
+/// `loadgen capacity` run by `command` (the binary, or the binary inside a cgroup).
+fn capacity_by(
+    mut command: std::process::Command,
+    url: &str,
+    flags: &[&str],
+    out: &std::path::Path,
+) -> (i32, serde_json::Value, String) {
+    command.args(["capacity", "--url", url]).args(flags);
+    for (flag, value) in QUICK.iter().filter(|(flag, _)| !flags.contains(flag)) {
+        command.args([flag, value]);
+    }
+    let output = command
+        .args(["--no-progress", "--json", "--out", out.to_str().unwrap()])
         .output()
         .unwrap();
     let stderr = String::from_utf8_lossy(&output.stderr).into_owned();
@@ -96,6 +103,66 @@ fn the_capacity_of_8_workers_of_10ms_is_found_below_800_and_the_server_limits_it
         assert!(slo["low"].as_f64() <= slo["observed"].as_f64(), "{slo}");
         assert!(slo["observed"].as_f64() <= slo["high"].as_f64(), "{slo}");
     }
+}
+
+/// Issue 29's "against a fast server on the same cores it names the client": a server with no
+/// service time, and the client confined to 0.1 cores by a cgroup quota, so the client runs
+/// out long before the server does. The search must blame the client — its sends start late
+/// and it is throttled — warn that the limit is the client's, and still exit 0. The budget
+/// keeps the test short (the client is slow at everything under its quota, reading its rows
+/// back included); the answer it reports then is the bracket so far, which is enough to name
+/// the cause.
+#[test]
+fn a_fast_server_and_a_client_under_a_cpu_quota_name_the_client() {
+    let _alone = MEASURING.lock().unwrap_or_else(|e| e.into_inner());
+    let cgroup = match QuotaCgroup::create("capacity", 10_000) {
+        Ok(cgroup) => cgroup,
+        Err(why) => return eprintln!("skipped: {why}"),
+    };
+    let server = ServerOnRuntime::start(ServerConfig::default());
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("capacity");
+    // A lenient SLO: a throttled client delays sends by up to 90 ms of each 100 ms period;
+    // the level fails when the client cannot keep up at all.
+    let flags = [
+        "--slo",
+        "p99<500ms",
+        "--level-duration",
+        "1500ms",
+        "--warmup",
+        "300ms",
+        "--tolerance",
+        "50%",
+        "--confirm-levels",
+        "1",
+        "--budget",
+        "25s",
+        "--allow-unconverged",
+    ];
+    let (code, answer, stderr) =
+        capacity_by(cgroup.loadgen(), &server.url("/albums/1"), &flags, &out);
+    eprintln!("{} (in {:.0} s)", answer["answer"], answer["elapsed_s"]);
+    assert_eq!(code, 0, "{stderr}");
+    assert_eq!(answer["verdict"], "client", "{answer}");
+    assert_eq!(answer["limited_by"], "client", "{answer}");
+    assert!(answer["capacity_rps"].as_f64().is_some(), "{answer}");
+    assert!(
+        stderr.contains(
+            "warning: the client was saturated or fell behind its schedule at the first failing \
+             level"
+        ),
+        "{stderr}"
+    );
+    let first_failing = &answer["levels"][answer["first_failing_level"].as_u64().unwrap() as usize];
+    assert_eq!(first_failing["cause"], "client", "{first_failing}");
+    assert_eq!(first_failing["schedule"]["kept"], false, "{first_failing}");
+    assert!(
+        answer["evidence"].as_array().unwrap().iter().any(|e| e
+            .as_str()
+            .unwrap()
+            .starts_with("the client did not keep its schedule")),
+        "{answer}"
+    );
 }
 
 #[test]

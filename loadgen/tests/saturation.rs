@@ -9,69 +9,14 @@
 
 mod common;
 
-use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+use std::path::Path;
 
 use arrow_array::cast::AsArray;
 use arrow_array::types::Int64Type;
 use arrow_array::Array;
+use common::quota::QuotaCgroup;
 use common::{run_json, ServerOnRuntime};
-use loadgen::sysmon::cgroup::{Cgroup, CgroupVersion};
 use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
-
-/// A cgroup of this test process's making with a CPU quota; removed on drop.
-struct QuotaCgroup {
-    dir: PathBuf,
-}
-
-impl QuotaCgroup {
-    /// A new cgroup limited to `quota_us` per 100 ms period, or why there cannot be one.
-    fn create(name: &str, quota_us: u32) -> Result<QuotaCgroup, String> {
-        if !rustix::process::geteuid().is_root() {
-            return Err("not root: cannot create a cgroup".into());
-        }
-        let Some((version, mount, _)) = Cgroup::discover().cpu else {
-            return Err("no cgroup CPU controller on this machine".into());
-        };
-        let dir = mount.join(format!("loadgen-test-{name}-{}", std::process::id()));
-        std::fs::create_dir(&dir).map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
-        let cgroup = QuotaCgroup { dir };
-        let write = |file: &str, text: String| {
-            std::fs::write(cgroup.dir.join(file), text)
-                .map_err(|e| format!("cannot write {file} in {}: {e}", cgroup.dir.display()))
-        };
-        match version {
-            CgroupVersion::V1 => {
-                write("cpu.cfs_period_us", "100000".into())?;
-                write("cpu.cfs_quota_us", quota_us.to_string())?;
-            }
-            CgroupVersion::V2 => write("cpu.max", format!("{quota_us} 100000"))?,
-        }
-        Ok(cgroup)
-    }
-
-    /// Runs the loadgen binary with `args` inside the cgroup.
-    fn run_loadgen(&self, args: &[&str]) -> Output {
-        let procs = self.dir.join("cgroup.procs");
-        Command::new("sh")
-            .arg("-c")
-            .arg(r#"echo $$ > "$0" && exec "$@""#)
-            .arg(&procs)
-            .arg(env!("CARGO_BIN_EXE_loadgen"))
-            .args(args)
-            .output()
-            .expect("sh runs")
-    }
-}
-
-impl Drop for QuotaCgroup {
-    fn drop(&mut self) {
-        // Empty once loadgen has exited; a cgroup directory is removed with rmdir.
-        if let Err(e) = std::fs::remove_dir(&self.dir) {
-            eprintln!("could not remove {}: {e}", self.dir.display());
-        }
-    }
-}
 
 fn column_sum(path: &Path, name: &str) -> (usize, i64) {
     let file = std::fs::File::open(path).unwrap();

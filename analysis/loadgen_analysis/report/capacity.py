@@ -1,6 +1,6 @@
 """The report of a ``loadgen capacity`` directory: latency from intended time against the
 offered rate, every level with its confidence interval, the SLO's line, the answer's
-interval shaded, and the search's levels as a table.
+interval shaded, the search's levels in the order run, and the levels as a table.
 
 It draws what ``capacity.json`` (contract ``capacity_json``) says; the judgement of each level
 is the engine's, never recomputed here.
@@ -98,6 +98,41 @@ def plot_capacity(capacity: dict[str, Any]) -> Figure:
     return fig
 
 
+def plot_capacity_search(capacity: dict[str, Any]) -> Figure:
+    """The search in the order it ran: each level's offered rate (filled; green passed, red
+    failed) and achieved rate (hollow), labelled with its step; the answer's interval as a
+    band across."""
+    frame = levels_frame(capacity)
+    fig = Figure(figsize=(9, 4.2), layout="constrained")
+    ax = fig.subplots()
+    order = range(1, len(frame) + 1)
+    colours = ["#2e7d32" if passed else "#c44e52" for passed in frame["passed"]]
+    ax.plot(order, frame["offered_rps"], color="#999", linewidth=0.8, zorder=1)
+    ax.scatter(order, frame["offered_rps"], c=colours, s=40, zorder=2, label="offered")
+    ax.scatter(
+        order,
+        frame["achieved_rps"],
+        facecolors="none",
+        edgecolors=colours,
+        s=90,
+        zorder=2,
+        label="achieved",
+    )
+    labels = zip(order, frame["step"], frame["offered_rps"], strict=True)
+    for x, step, rate in labels:
+        ax.annotate(step, (x, rate), textcoords="offset points", xytext=(0, 8), fontsize=7)
+    interval = capacity.get("interval")
+    if interval:
+        low, high = interval[0], interval[1] if interval[1] is not None else interval[0]
+        ax.axhspan(low, max(high, low * 1.001), color="#4c72b0", alpha=0.15, label="answer")
+    ax.set_xlabel("level, in the order run")
+    ax.set_ylabel("rate (req/s)")
+    ax.set_xticks(list(order))
+    ax.set_title(f"search: {len(frame)} levels in {capacity['elapsed_s']:.0f} s", fontsize=9)
+    ax.legend(fontsize=8)
+    return fig
+
+
 def build_capacity_report(path: str | Path, title: str | None = None) -> str:
     """The HTML text of the report on a capacity directory."""
     capacity = read_capacity(path)
@@ -110,6 +145,7 @@ def build_capacity_report(path: str | Path, title: str | None = None) -> str:
         f"{html.escape('; '.join(capacity['evidence']))}</div>",
         *[f"<p class='note'>warning: {html.escape(w)}</p>" for w in capacity["warnings"]],
         figure_html(plot_capacity(capacity), "Latency from intended send vs offered rate."),
+        figure_html(plot_capacity_search(capacity), "The search, level by level."),
         "<h2>Levels, in the order run</h2>",
         table_html(levels_frame(capacity)),
     ]

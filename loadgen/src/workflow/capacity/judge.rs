@@ -32,6 +32,13 @@ const SLOPE_T: f64 = 3.0;
 /// ... and the growth over the level, as a share of the latency reference, that matters.
 const MATERIAL_GROWTH: f64 = 0.2;
 
+/// More than this share of a level's judged sends started late...
+pub const LATE_SHARE: f64 = 0.05;
+/// ... and the p99 send lag is at least this share of the p99 latency from intended time
+/// (the lag explains the latency, rather than a server queue): the client did not keep its
+/// schedule.
+pub const LAG_SHARE_OF_LATENCY: f64 = 0.5;
+
 /// Where an SLO's interval lies.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "snake_case")]
@@ -70,6 +77,56 @@ pub struct Sustainability {
     pub dropped: u64,
     /// Why not, each a sentence; empty when sustainable.
     pub problems: Vec<String>,
+}
+
+/// Whether the client kept the level's schedule. In the open model the dispatcher hands a
+/// send off at its intended time whatever the server does (at the in-flight cap it drops
+/// it), so a send that starts late was delayed by the client itself: its CPU, its quota, or
+/// other processes that kept it off the cores.
+#[derive(Debug, Clone, Serialize)]
+pub struct Schedule {
+    /// Share of the judged sends that started more than `max_lateness` after their
+    /// intended time.
+    pub late_share: f64,
+    /// The judged sends' p99 delay from intended time to start; `None` without rows.
+    pub send_lag_p99_ns: Option<f64>,
+    /// `send_lag_p99_ns` over the p99 latency from intended time; `None` without responses.
+    pub lag_share_of_latency: Option<f64>,
+    /// Later than this is late (the level's `max_lateness`).
+    pub max_lateness_ns: i64,
+    /// `late_share` is at most [`LATE_SHARE`], or `lag_share_of_latency` is below
+    /// [`LAG_SHARE_OF_LATENCY`].
+    pub kept: bool,
+}
+
+/// The schedule's judgement over the judged rows; late means later than `max_lateness_ns`.
+pub fn schedule(rows: &LevelRows, max_lateness_ns: i64) -> Schedule {
+    let mut lags: Vec<i64> = rows.judged.iter().map(|s| s.send_lag_ns).collect();
+    let late = lags.iter().filter(|&&lag| lag > max_lateness_ns).count();
+    let late_share = if lags.is_empty() {
+        0.0
+    } else {
+        late as f64 / lags.len() as f64
+    };
+    let send_lag_p99_ns = (!lags.is_empty()).then(|| quantile(&mut lags, 0.99) as f64);
+    let mut latencies: Vec<i64> = rows
+        .judged
+        .iter()
+        .filter(|s| s.responded)
+        .map(|s| s.from_intended_ns)
+        .collect();
+    let lag_share_of_latency = match (send_lag_p99_ns, latencies.is_empty()) {
+        (Some(lag), false) => Some(lag / (quantile(&mut latencies, 0.99) as f64).max(1.0)),
+        _ => None,
+    };
+    Schedule {
+        late_share,
+        send_lag_p99_ns,
+        lag_share_of_latency,
+        max_lateness_ns,
+        kept: late_share <= LATE_SHARE
+            || lag_share_of_latency.is_none_or(|share| share < LAG_SHARE_OF_LATENCY),
+    }
 }
 
 /// The blocks of the judged window: each sample's block index, and the block count.
@@ -360,6 +417,7 @@ mod tests {
                     intended_ns,
                     from_intended_ns: latency,
                     end_ns: intended_ns + latency,
+                    send_lag_ns: 0,
                     op: 0,
                     failed: false,
                     responded: true,
@@ -443,6 +501,25 @@ mod tests {
         );
         let missing = judge_slo(&threshold("p99[POST /x]<1s"), &level);
         assert_eq!((missing.outcome, missing.observed), (Outcome::Fail, None));
+    }
+
+    #[test]
+    fn sends_that_start_late_mean_the_client_did_not_keep_its_schedule() {
+        let mut level = rows(|_| 50_000_000, 200.0, 5.0);
+        assert!(schedule(&level, 10_000_000).kept);
+        for (i, s) in level.judged.iter_mut().enumerate() {
+            s.send_lag_ns = if i % 10 == 0 { 40_000_000 } else { 1_000 };
+        }
+        let judged = schedule(&level, 10_000_000);
+        assert!(!judged.kept, "{judged:?}");
+        assert!((judged.late_share - 0.1).abs() < 1e-9, "{judged:?}");
+        assert_eq!(judged.send_lag_p99_ns, Some(40e6));
+        assert_eq!(judged.lag_share_of_latency, Some(0.8));
+        // The same late sends under a server queue ten times longer: the server's latency.
+        for s in &mut level.judged {
+            s.from_intended_ns = 500_000_000;
+        }
+        assert!(schedule(&level, 10_000_000).kept);
     }
 
     #[test]

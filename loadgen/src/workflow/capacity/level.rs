@@ -13,7 +13,7 @@ use std::time::Duration;
 
 use serde::Serialize;
 
-use super::judge::{self, Outcome, SloJudgement, Sustainability};
+use super::judge::{self, Outcome, Schedule, SloJudgement, Sustainability};
 use super::rows::LevelRows;
 use super::search::Step;
 use crate::cli::{ArrivalsArg, RunArgs};
@@ -39,7 +39,8 @@ const SEGMENT_INTERVAL: Duration = Duration::from_secs(1);
 pub enum Cause {
     /// Requests failed: the error-rate SLO, or the abort at [`ABORT_ERROR_SHARE`].
     Errors,
-    /// The client was saturated (its CPU or quota): the load was not what was asked.
+    /// The client was saturated (its CPU or quota), or did not keep the schedule (its sends
+    /// started late): the load was not what was asked.
     Client,
     /// The server fell behind: latency over the SLO or growing, completions short.
     Server,
@@ -73,6 +74,8 @@ pub struct Level {
     pub latency: Vec<Percentile>,
     pub slos: Vec<SloJudgement>,
     pub sustainability: Sustainability,
+    /// Whether the client sent on time.
+    pub schedule: Schedule,
     /// Why the level was stopped early; `None` when it ran its course.
     pub aborted: Option<String>,
     pub passed: bool,
@@ -161,6 +164,7 @@ impl LevelPlan<'_> {
         let dropped = open.map_or(0, |o| o.dropped);
         let sustainability = judge::sustainability(rows, dropped, latency_reference(self.slos));
         let client = &outcome.run_json["client"];
+        let lateness_ns = i64::try_from(self.run.max_lateness.as_nanos()).unwrap_or(i64::MAX);
         let mut level = Level {
             step,
             offered_rps: rate_rps,
@@ -176,6 +180,7 @@ impl LevelPlan<'_> {
             uncertain: slos.iter().any(|s| s.outcome == Outcome::Uncertain),
             slos,
             sustainability,
+            schedule: judge::schedule(rows, lateness_ns),
             aborted,
             passed: false,
             reasons: Vec::new(),
@@ -183,7 +188,7 @@ impl LevelPlan<'_> {
             client_saturated: client["saturated"].as_bool().unwrap_or(false),
             server_shares_cores: client["server_shares_cores"].as_bool().unwrap_or(false),
         };
-        level.conclude();
+        level.conclude(&client_text(client));
         level
     }
 }
@@ -191,7 +196,11 @@ impl LevelPlan<'_> {
 impl Level {
     /// Sets `reasons`, `passed` and `cause` from the judgements. An uncertain SLO fails
     /// the level here; the caller extends an uncertain level before it takes that verdict.
-    fn conclude(&mut self) {
+    /// The client is the cause when the engine found it saturated, or when it did not keep
+    /// the schedule — only the client delays an open-model send, and a client starved by
+    /// other processes shows neither high CPU nor throttling, only late sends. `client`
+    /// describes the client's CPU for the evidence.
+    fn conclude(&mut self, client: &str) {
         let mut errors = false;
         if let Some(why) = &self.aborted {
             errors |= why.contains("failed");
@@ -212,12 +221,57 @@ impl Level {
         self.passed = self.reasons.is_empty();
         self.cause = (!self.passed).then_some(if errors {
             Cause::Errors
-        } else if self.client_saturated {
+        } else if self.client_saturated || !self.schedule.kept {
             Cause::Client
         } else {
             Cause::Server
         });
+        if self.cause == Some(Cause::Client) {
+            self.reasons.push(format!(
+                "the client {}: {client}",
+                if self.schedule.kept {
+                    "kept its schedule but was saturated".to_string()
+                } else {
+                    format!(
+                        "did not keep its schedule ({:.0}% of sends started more than {} \
+                         late, p99 send lag {})",
+                        self.schedule.late_share * 100.0,
+                        crate::units::duration(self.schedule.max_lateness_ns as f64),
+                        self.schedule
+                            .send_lag_p99_ns
+                            .map_or("-".to_string(), crate::units::duration)
+                    )
+                }
+            ));
+        }
     }
+}
+
+/// The client's CPU as run.json `client` has it: "peak CPU 100 % of 0.1 cores, throttled
+/// in 18 of 20 CFS periods, saturated by its CPU quota".
+fn client_text(client: &serde_json::Value) -> String {
+    let peak = client["peak_cpu_utilisation"].as_f64().unwrap_or(0.0);
+    let limit = client["cpu_limit_cores"].as_f64().unwrap_or(0.0);
+    let mut text = format!(
+        "peak CPU {} % of {limit} cores",
+        crate::sysmon::verdict::percent(peak)
+    );
+    if let (Some(throttled), Some(periods)) = (
+        client["nr_throttled"].as_u64(),
+        client["nr_periods"].as_u64(),
+    ) {
+        if throttled > 0 {
+            text += &format!(", throttled in {throttled} of {periods} CFS periods");
+        }
+    }
+    text += match client["saturation"].as_str() {
+        Some("cpu-quota") => ", saturated by its CPU quota",
+        Some(_) => ", saturated",
+        // Late sends without busy cores or throttling: the sends waited for a core that
+        // other processes (or one busy thread of its own) held.
+        None => ", not saturated by the engine's rule: its sends waited for a core",
+    };
+    text
 }
 
 /// "observed 61.2ms (95% CI 55.0ms–70.1ms)".

@@ -81,9 +81,9 @@ fn warnings(levels: &[Level], verdict: Option<Cause>) -> Vec<String> {
     let mut warnings = Vec::new();
     if verdict == Some(Cause::Client) {
         warnings.push(
-            "the client was saturated at the first failing level: this is the limit of this \
-             client, not of the service; run loadgen on a larger machine or shard it \
-             (--shard I/N) to measure the service"
+            "the client was saturated or fell behind its schedule at the first failing level: \
+             this is the limit of this client, not of the service; run loadgen on a larger \
+             machine (or a quieter one) or shard it (--shard I/N) to measure the service"
                 .to_string(),
         );
     }

@@ -26,6 +26,9 @@ pub struct Sample {
     pub from_intended_ns: i64,
     /// When it ended (ns from the run's anchor).
     pub end_ns: i64,
+    /// How long after its intended time the send started: the client's own delay (the open
+    /// model hands a send off at its time whatever the server does).
+    pub send_lag_ns: i64,
     /// Index into [`LevelRows::ops`].
     pub op: u16,
     pub failed: bool,
@@ -117,6 +120,7 @@ impl LevelRows {
                 intended_ns,
                 from_intended_ns: end_ns - intended_ns,
                 end_ns,
+                send_lag_ns: (start.value(i) - intended_ns).max(0),
                 op,
                 failed: error.is_valid(i),
                 responded: status.value(i) > 0,
