@@ -146,7 +146,9 @@ report = json.load(open(f"{run}.json"))
 user, system, _ = open(f"{run}.time").read().split()[-3:]
 codes = report.get("statusCodeDistribution", {})
 ok = int(codes.get("200", 0))
-failed = sum(int(n) for c, n in codes.items() if c != "200") + sum(report.get("errorDistribution", {}).values())
+# Requests still in flight when -z ends are "aborted due to deadline": not failures.
+errors = {k: v for k, v in report.get("errorDistribution", {}).items() if k != "aborted due to deadline"}
+failed = sum(int(n) for c, n in codes.items() if c != "200") + sum(errors.values())
 print("\t".join([str(ok), f"{ok / seconds:.0f}", f"{(float(user) + float(system)) / max(ok, 1) * 1e6:.2f}",
                  "", "", "", str(failed)]))
 PY
@@ -184,16 +186,25 @@ pilot() {
   python3 -c "print(float('$(cut -f2 <<<"$row")') / 20)"
 }
 
-# bench_protocol PROTOCOL RATES: the rounds for one protocol; rows to $out/open.tsv as
+# next_workers WORKERS RATE ROW: the closed worker count for the next round, scaled by how far
+# this round's run (ROW) was from RATE.
+next_workers() {
+  python3 -c "print(max(1, round($1 * $2 / max(float('$(cut -f2 <<<"$3")'), 1))))"
+}
+
+# bench_protocol PROTOCOL RATES: the rounds for one protocol; rows to $results as
 # protocol, rate, tool, round, then the run's row.
 bench_protocol() {
-  local protocol=$1 rates=$2 per_worker round rate workers http2=false
+  local protocol=$1 rates=$2 per_worker round rate row http2=false
+  local -A workers=()
   [ "$protocol" = h2 ] && http2=true
   per_worker=$(pilot "$protocol")
   echo "$protocol: a closed worker with 1 ms think time: $per_worker req/s" >&2
+  for rate in ${rates//,/ }; do
+    workers[$rate]=$(python3 -c "print(max(1, round($rate / $per_worker)))")
+  done
   for round in $(seq "$rounds"); do
     for rate in ${rates//,/ }; do
-      workers=$(python3 -c "print(max(1, round($rate / $per_worker)))")
       local tag="$protocol-$rate-$round"
       # shellcheck disable=SC2046
       {
@@ -202,20 +213,24 @@ bench_protocol() {
         printf '%s\t%s\tvegeta\t%s\t%s\n' "$protocol" "$rate" "$round" "$(run_vegeta "$tag-vegeta" "$rate" "$http2")"
         printf '%s\t%s\toha-q\t%s\t%s\n' "$protocol" "$rate" "$round" \
           "$(run_oha "$tag-oha" "$rate" $(oha_args "$protocol"))"
-        printf '%s\t%s\tloadgen-closed\t%s\t%s\n' "$protocol" "$rate" "$round" \
-          "$(run_loadgen "$tag-closed" $(closed_args "$protocol" "$workers") --think-time 1ms -d "${seconds}s")"
-      } | tee -a "$out/open.tsv" >&2
+      } | tee -a "$results" >&2
+      # shellcheck disable=SC2046
+      row=$(run_loadgen "$tag-closed" $(closed_args "$protocol" "${workers[$rate]}") --think-time 1ms -d "${seconds}s")
+      printf '%s\t%s\tloadgen-closed\t%s\t%s\n' "$protocol" "$rate" "$round" "$row" | tee -a "$results" >&2
+      workers[$rate]=$(next_workers "${workers[$rate]}" "$rate" "$row")
     done
     local max_workers=50
     [ "$protocol" = h2 ] && max_workers=200
     # shellcheck disable=SC2046
     printf '%s\tmax\tloadgen-closed\t%s\t%s\n' "$protocol" "$round" \
       "$(run_loadgen "$protocol-max-$round" $(closed_args "$protocol" "$max_workers") -d "${seconds}s")" \
-      | tee -a "$out/open.tsv" >&2
+      | tee -a "$results" >&2
   done
 }
 
 install_peers
+mkdir -p bench/out
+results=$PWD/bench/out/$(date -u +%Y%m%dT%H%M%SZ)-open.tsv
 report=$(mktemp)
 for protocol in ${protocols//,/ }; do
   case $protocol in
@@ -228,7 +243,7 @@ for protocol in ${protocols//,/ }; do
   bench_cleanup
 done
 
-python3 - "$out/open.tsv" <<'PY' | tee "$report"
+python3 - "$results" <<'PY' | tee "$report"
 import collections, statistics, sys
 rows = [line.rstrip("\n").split("\t") for line in open(sys.argv[1])]
 runs = collections.defaultdict(dict)  # (protocol, rate) -> tool -> round -> row
