@@ -149,3 +149,44 @@ async fn coordinated_omission_is_shown_not_hidden() {
     assert_eq!(summary.dropped, 0, "{figures}");
     server.shutdown().await;
 }
+
+/// The send lag (how long after its intended time each send started) is summed up from the
+/// rows in run.json and shown on the console's Schedule line, p50/p99/p99.9.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_schedule_line_and_run_json_show_the_rows_send_lag() {
+    let server = servers::start(ServerConfig::default()).await.unwrap();
+    let url = format!("{}/", server.url());
+    let (_dir, out, outcome) =
+        run_at(&url, &["--rate", "500", "-d", "1s"], StopSignal::new()).await;
+    let mut lags: Vec<i64> = read_rows(&out)
+        .iter()
+        .map(|r| r.start_ns - r.intended_ns.expect("open rows carry intended_ns"))
+        .collect();
+    lags.sort_unstable();
+    let lag = &run_json(&out)["summary"]["open"]["send_lag"];
+    assert_eq!(lag["count"].as_u64(), Some(lags.len() as u64), "{lag}");
+    let line = outcome
+        .console
+        .lines()
+        .find(|l| l.trim_start().starts_with("Schedule"))
+        .expect("a Schedule line");
+    for (label, field, q) in [
+        ("p50", "p50_ns", 0.5),
+        ("p99", "p99_ns", 0.99),
+        ("p99.9", "p999_ns", 0.999),
+    ] {
+        let reported = lag[field].as_i64().unwrap();
+        // The rows' quantile, at the HDR histogram's precision (3 significant digits) and
+        // allowing for a neighbouring rank.
+        let rank = ((q * lags.len() as f64).ceil() as usize).clamp(1, lags.len()) - 1;
+        let low = lags[rank.saturating_sub(1)];
+        let high = lags[(rank + 1).min(lags.len() - 1)];
+        assert!(
+            reported >= low - low / 500 - 1 && reported <= high + high / 500 + 1,
+            "{field} {reported} ns, the rows' {low}..{high} ns"
+        );
+        let shown = format!("{label} {}", loadgen::units::duration(reported as f64));
+        assert!(line.contains(&shown), "{shown:?} not in {line:?}");
+    }
+    server.shutdown().await;
+}

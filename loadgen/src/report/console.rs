@@ -26,18 +26,7 @@ const SUMMARY_LINES: &[SummaryLine] = &[
             s.throughput_rps, s.ok_throughput_rps
         ))
     }),
-    ("Schedule", |s| {
-        s.open.as_ref().map(|open| {
-            format!(
-                "{} scheduled, {} sent, {} dropped at --max-in-flight, {} late (> {} after intended)",
-                open.scheduled,
-                open.scheduled.saturating_sub(open.dropped),
-                open.dropped,
-                open.late,
-                duration(open.max_lateness_ns as f64)
-            )
-        })
-    }),
+    ("Schedule", schedule_line),
     ("Groups only", |s| {
         s.excluding_startup.as_ref().map(|groups| {
             format!(
@@ -156,6 +145,30 @@ fn requests_line(summary: &RunSummary) -> Option<String> {
             line,
             " ({} of them retries; {} failed after all retries)",
             summary.retries, summary.failed_final
+        );
+    }
+    Some(line)
+}
+
+/// Open model: how the schedule was kept — sends scheduled, sent, dropped, late — and how
+/// long after its intended time a send started (the send lag's p50/p99/p99.9).
+fn schedule_line(summary: &RunSummary) -> Option<String> {
+    let open = summary.open.as_ref()?;
+    let mut line = format!(
+        "{} scheduled, {} sent, {} dropped at --max-in-flight, {} late (> {} after intended)",
+        open.scheduled,
+        open.scheduled.saturating_sub(open.dropped),
+        open.dropped,
+        open.late,
+        duration(open.max_lateness_ns as f64)
+    );
+    if let Some(lag) = &open.send_lag {
+        let _ = write!(
+            line,
+            "; send lag p50 {}, p99 {}, p99.9 {}",
+            duration(lag.p50_ns as f64),
+            duration(lag.p99_ns as f64),
+            duration(lag.p999_ns as f64)
         );
     }
     Some(line)
