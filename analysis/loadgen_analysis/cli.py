@@ -34,7 +34,7 @@ from .thresholds import (
     parse_threshold,
 )
 
-#: One exit-code table for loadgen and loadgen-analyze (README, "When things go wrong").
+#: One exit-code table for loadgen and loadgen-analyze (docs/troubleshooting.md).
 EXIT_OK = 0
 EXIT_REGRESSION = 1
 EXIT_BAD_INPUT = 2
