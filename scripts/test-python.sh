@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Python checks of the analysis package: creates/refreshes the venv at .venv with the pinned
-# dependencies of analysis/requirements.lock, then runs ruff (lint + format), pytest and the
-# four notebooks headless. Needs the debug binaries (cargo build --workspace) for the tests
-# that record real runs; LOADGEN_BIN / LOADGEN_SERVER_BIN point elsewhere.
+# dependencies of analysis/requirements.lock, then runs ruff (lint + format), pytest (with
+# test_doc_commands.py, every runnable command of the docs) and the four notebooks headless.
+# Needs the debug binaries (cargo build --workspace) for the tests that record real runs;
+# LOADGEN_BIN / LOADGEN_SERVER_BIN point elsewhere.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -56,6 +57,7 @@ step "kubernetes manifests (deploy/kubernetes, offline schemas)"
 
 step "pytest analysis/tests"
 # Exit 5 (no tests collected) is a failure here too: pytest returns it non-zero.
+# Includes test_doc_commands.py: every runnable command of README.md, docs/ and deploy/.
 "$PY" -m pytest analysis/tests
 
 step "notebooks (papermill, headless)"

@@ -60,6 +60,11 @@ def _limit_parser(kind: str) -> Callable[[str], float | None]:
     return parse
 
 
+def _as_percent(value: float | None) -> str | None:
+    """A parsed limit as the percentage text Limits reads (1.5 → ``"150%"``)."""
+    return None if value is None else f"{value * 100:.12g}%"
+
+
 def _threshold_arg(text: str) -> Threshold:
     """argparse type of ``--threshold``: the message is loadgen's, not argparse's."""
     try:
@@ -377,13 +382,15 @@ def _compare(args: argparse.Namespace) -> int:
         return _error("--windows must be at least 2")
     baseline = load_runs([args.baseline])
     candidate = load_runs([args.candidate])
+    # The flags are parsed already; handed on as percentages, so an increase above 100 %
+    # (`--max-p99-increase 150%`, parsed to 1.5) is not refused as a bare 1.5 by Limits.
     limits = Limits(
-        max_p99_increase=args.max_p99_increase,
-        max_throughput_drop=args.max_throughput_drop,
-        max_error_rate=args.max_error_rate,
-        max_p50_increase=args.max_p50_increase,
-        max_p90_increase=args.max_p90_increase,
-        max_p999_increase=args.max_p999_increase,
+        max_p99_increase=_as_percent(args.max_p99_increase),
+        max_throughput_drop=_as_percent(args.max_throughput_drop),
+        max_error_rate=_as_percent(args.max_error_rate),
+        max_p50_increase=_as_percent(args.max_p50_increase),
+        max_p90_increase=_as_percent(args.max_p90_increase),
+        max_p999_increase=_as_percent(args.max_p999_increase),
     )
     result = compare(
         baseline, candidate, limits=limits, confidence=args.confidence, windows=args.windows
