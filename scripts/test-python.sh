@@ -60,13 +60,13 @@ step "pytest analysis/tests"
 # Includes test_doc_commands.py: every runnable command of README.md, docs/ and deploy/.
 "$PY" -m pytest analysis/tests
 
-step "notebooks (papermill, headless)"
+step "notebooks (papermill, headless, from a scratch directory: they run from anywhere)"
 out=$(mktemp -d)
 trap 'rm -rf "$out"' EXIT
 for notebook in analysis/notebooks/[0-9][0-9]-*.ipynb; do
   name=$(basename "$notebook")
   echo "  $name"
-  "$PY" -m papermill --log-level WARNING --kernel python3 --cwd analysis/notebooks \
+  "$PY" -m papermill --log-level WARNING --kernel python3 --cwd "$out" \
     "$notebook" "$out/$name"
 done
 count=$(find analysis/notebooks -maxdepth 1 -name '[0-9][0-9]-*.ipynb' | wc -l)

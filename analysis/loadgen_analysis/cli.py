@@ -119,7 +119,26 @@ def _parser() -> argparse.ArgumentParser:
     _add_summary(sub)
     _add_explain_and_report(sub)
     _add_compare(sub)
+    _add_notebook(sub)
     return parser
+
+
+def _add_notebook(sub: Any) -> None:
+    notebook = sub.add_parser(
+        "notebook",
+        help="run one of the notebooks headless against any run",
+        description="Execute a notebook of the package (01-run-overview, 02-littles-law, "
+        "03-bottleneck-attribution, 04-regression; by name or number) against the given runs "
+        "with papermill, into an executed notebook (.ipynb) or a page (.html). RUNs fill the "
+        "notebook's parameters in order: 01 run_dir; 02 sweep_dir; 03 sweep_dir "
+        "[client_limited_run]; 04 baseline candidate (run directories or folders of repeats). "
+        "Needs papermill: pip install './[notebooks]'.",
+    )
+    notebook.add_argument("name", metavar="NAME")
+    notebook.add_argument("runs", nargs="+", metavar="RUN")
+    notebook.add_argument(
+        "-o", "--out", type=Path, default=None, help="output .ipynb or .html (default NAME.html)"
+    )
 
 
 def _add_summary(sub: Any) -> None:
@@ -372,6 +391,15 @@ def _report(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def _notebook(args: argparse.Namespace) -> int:
+    from . import notebook
+
+    spec = notebook.find(args.name)
+    out = notebook.execute(spec, args.runs, args.out or Path(f"{spec.name}.html"))
+    print(f"wrote {out} ({spec.name} with {' '.join(args.runs)})")
+    return EXIT_OK
+
+
 def _compare(args: argparse.Namespace) -> int:
     from .regression import Limits, compare
     from .report.html import build_comparison_report
@@ -408,7 +436,13 @@ def _compare(args: argparse.Namespace) -> int:
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point; returns the exit code (also used by the console script)."""
     args = _parser().parse_args(argv)
-    handlers = {"summary": _summary, "explain": _explain, "report": _report, "compare": _compare}
+    handlers = {
+        "summary": _summary,
+        "explain": _explain,
+        "report": _report,
+        "compare": _compare,
+        "notebook": _notebook,
+    }
     from .reductions.cache import reuse_reductions
 
     try:
