@@ -13,13 +13,13 @@ import matplotlib as mpl
 import numpy as np
 import pandas as pd
 from matplotlib.figure import Figure
-from matplotlib.ticker import FixedLocator, FuncFormatter, NullLocator
+from matplotlib.ticker import FixedLocator, FuncFormatter, LogLocator, NullFormatter, NullLocator
 
 from ..io.load import RunsArg, as_runs
 from ..models.bounds import BoundsFit
 from ..models.littles_law import Calibration, calibration_from_sweep, predicted_throughput
 from ..models.usl import USLFit
-from ..reductions.percentiles import SPECTRUM_PERCENTILES, percentile_spectrum
+from ..reductions.percentiles import MIN_TAIL_SAMPLES, SPECTRUM_PERCENTILES, percentile_spectrum
 from ..reductions.summary import latency_components
 from ..reductions.timeline import phase_spans
 from ..reductions.timeline import timeline as timeline_frame
@@ -34,6 +34,21 @@ def _figure(width: float = 9.0, height: float = 4.5, rows: int = 1, sharex: bool
     return fig, axes
 
 
+def _ms_log_axis(axis) -> None:
+    """A log-scale latency axis labelled in plain milliseconds at 1, 2, 5 × 10ⁿ (``0.5``, ``2``,
+    ``50``), never ``6×10⁰``."""
+    axis.set_major_locator(LogLocator(base=10, subs=(1.0, 2.0, 5.0)))
+    axis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}"))
+    axis.set_minor_locator(LogLocator(base=10, subs=tuple(range(2, 10))))
+    axis.set_minor_formatter(NullFormatter())
+
+
+def _outside_legend(ax, entries: int) -> None:
+    """The legend to the right of the axes, outside the data."""
+    if entries:
+        ax.legend(fontsize="small", loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0)
+
+
 def _colour(i: int) -> str:
     cycle = mpl.rcParams["axes.prop_cycle"].by_key()["color"]
     return cycle[i % len(cycle)]
@@ -43,24 +58,38 @@ def plot_timeline(runs: RunsArg, bucket_s: float = 1.0) -> Figure:
     """Throughput (ok and failed) and p50/p99 latency per time bucket, phases shaded.
 
     One line per run. Phases are shaded when a run has more than one (the closed model's
-    single ``main`` phase is not). A bucket less than half inside its run (the sliver after the
-    last whole second: 10.003 s of run leave 3 ms in the eleventh bucket) is not drawn: its few
-    requests are no rate, and drawn they look like a drop that did not happen.
+    single ``main`` phase is not). Rates are per second of the bucket's part inside its run, so
+    the last, partial bucket is drawn normalised by its length, at the middle of that part, with
+    a hollow marker (issue 30: the last group of a thread-groups run fell there). A partial
+    bucket with fewer than ten requests (the 3 ms sliver 10.003 s of run leave) is no rate and
+    is not drawn: drawn, it looks like a drop that did not happen (issue 11).
     """
     runs = as_runs(runs)
     tl = timeline_frame(runs, bucket_s=bucket_s, by_phase=False)
-    whole = tl[tl["covered_s"] >= bucket_s / 2]
-    tl = whole if not whole.empty else tl
+    enough = tl[(tl["covered_s"] >= bucket_s / 2) | (tl["requests"] >= MIN_TAIL_SAMPLES)]
+    tl = enough if not enough.empty else tl
     spans = phase_spans(runs)
     fig, (ax_x, ax_r) = _figure(10, 6, rows=2, sharex=True)
     for i, (run, frame) in enumerate(tl.groupby("run", sort=False)):
         colour = _colour(i)
-        t = frame["t_s"] + bucket_s / 2
+        covered = frame["covered_s"].clip(upper=bucket_s)
+        t = frame["t_s"] + covered / 2
         ax_x.plot(t, frame["ok_throughput_rps"], color=colour, marker=".", label=f"{run} ok")
+        partial = covered < bucket_s * 0.999
+        if partial.any():
+            ax_x.plot(
+                t[partial],
+                frame["ok_throughput_rps"][partial],
+                color=colour,
+                marker="o",
+                markerfacecolor="none",
+                linestyle="none",
+                label=f"{run} partial interval (per second of it)",
+            )
         if frame["errors"].any():
             ax_x.plot(
                 t,
-                frame["errors"] / bucket_s,
+                frame["errors"] / covered,
                 color=colour,
                 linestyle=":",
                 marker="x",
@@ -90,7 +119,7 @@ def plot_timeline(runs: RunsArg, bucket_s: float = 1.0) -> Figure:
     ax_r.set_ylim(bottom=0)
     for ax in (ax_x, ax_r):
         ax.grid(alpha=0.3)
-        ax.legend(fontsize="small", ncol=2 if len(runs) > 3 else 1, loc="best")
+        _outside_legend(ax, 1)
     return fig
 
 
@@ -115,13 +144,16 @@ def plot_percentile_spectrum(
             return source
         return percentile_spectrum(source, SPECTRUM_PERCENTILES, by_op=by_op)
 
-    fig, (ax,) = _figure(9, 4.8)
+    fig, (ax,) = _figure(10, 4.8)
     series = [("", frame_of(runs), "-")]
     if baseline is not None:
         series = [("baseline ", frame_of(baseline), "--"), ("candidate ", series[0][1], "-")]
-    i = 0
+    i, top = 0, 0.0
     for prefix, frame, style in series:
         for (run, op), curve in frame.groupby(["run", "op"], sort=False):
+            if "supported" in curve:
+                curve = curve[curve["supported"]]
+            top = max(top, float(curve["percentile"].max()))
             label = f"{prefix}{run}" + (f" {op}" if op != "all" else "")
             ax.plot(
                 _spectrum_x(curve["percentile"]),
@@ -133,18 +165,19 @@ def plot_percentile_spectrum(
                 label=label,
             )
             i += 1
-    ticks = [0.0, 0.5, 0.9, 0.99, 0.999, 0.9999, 0.99999]
+    ticks = [q for q in (0.0, 0.5, 0.9, 0.99, 0.999, 0.9999, 0.99999) if q <= top]
     ax.xaxis.set_major_locator(FixedLocator(_spectrum_x(ticks)))
     ax.xaxis.set_minor_locator(NullLocator())
     ax.xaxis.set_major_formatter(
         FuncFormatter(lambda x, _: f"{100 * (1 - 10 ** (-x)):.5g}%" if x > 0 else "0%")
     )
-    ax.set_xlabel("percentile (log scale of 1/(1−p))")
+    ax.set_xlabel("percentile (log scale of 1/(1−p)); shown while n·(1−p) ≥ 10")
     ax.set_ylabel("latency (ms)")
     ax.set_yscale("log")
+    _ms_log_axis(ax.yaxis)
     ax.set_title("Latency percentile spectrum")
     ax.grid(alpha=0.3, which="both")
-    ax.legend(fontsize="small")
+    _outside_legend(ax, i)
     return fig
 
 
@@ -187,7 +220,7 @@ def plot_throughput_vs_n(
     ax.set_ylabel("throughput (requests/s)")
     ax.set_title("Throughput vs concurrency")
     ax.grid(alpha=0.3)
-    ax.legend(fontsize="small", loc="lower right")
+    _outside_legend(ax, 1)
     return fig
 
 
@@ -212,7 +245,7 @@ def plot_latency_vs_n(sweep: pd.DataFrame, fit: USLFit | BoundsFit | None = None
     ax.set_title("Latency vs concurrency")
     ax.set_ylim(bottom=0)
     ax.grid(alpha=0.3)
-    ax.legend(fontsize="small")
+    _outside_legend(ax, 1)
     return fig
 
 
@@ -232,7 +265,7 @@ def plot_n_eff(sweep: pd.DataFrame) -> Figure:
     ax.set_ylabel("effective concurrency N_eff")
     ax.set_title("Effective vs configured concurrency")
     ax.grid(alpha=0.3)
-    ax.legend(fontsize="small", loc="upper left")
+    _outside_legend(ax, 1)
     return fig
 
 
@@ -263,7 +296,7 @@ def plot_latency_components(runs: RunsArg | pd.DataFrame) -> Figure:
     ax.set_xlabel("mean latency (ms)")
     ax.set_title("Latency components")
     ax.grid(alpha=0.3, axis="x")
-    ax.legend(fontsize="small", loc="lower right")
+    _outside_legend(ax, 1)
     return fig
 
 
