@@ -194,6 +194,12 @@ def _add_explain_and_report(sub: Any) -> None:
     report.add_argument("-o", "--out", required=True, type=Path, help="HTML file to write")
     report.add_argument("--title", help="report title")
     report.add_argument(
+        "--plots",
+        type=Path,
+        metavar="DIR",
+        help="also write each figure as SVG and PNG (200 dpi) into DIR, for papers and slides",
+    )
+    report.add_argument(
         "--link-capacity",
         type=parse_bits_per_second,
         metavar="RATE",
@@ -386,8 +392,16 @@ def _report(args: argparse.Namespace) -> int:
         print(f"wrote {args.out} (capacity search)")
         return EXIT_OK
     runs = load_runs(args.runs)
-    out = write_report(runs, args.out, title=args.title, link_capacity_bps=args.link_capacity)
+    out = write_report(
+        runs,
+        args.out,
+        title=args.title,
+        link_capacity_bps=args.link_capacity,
+        plots_dir=args.plots,
+    )
     print(f"wrote {out} ({len(runs)} run(s))")
+    if args.plots is not None:
+        print(f"wrote its figures to {args.plots} (SVG and PNG)")
     return EXIT_OK
 
 

@@ -35,11 +35,11 @@ def _figure(width: float = 9.0, height: float = 4.5, rows: int = 1, sharex: bool
 
 
 def _ms_log_axis(axis) -> None:
-    """A log-scale latency axis labelled in plain milliseconds at 1, 2, 5 × 10ⁿ (``0.5``, ``2``,
+    """A log-scale latency axis labelled in plain milliseconds at 1, 2, 3, 5 × 10ⁿ (``0.5``, ``2``,
     ``50``), never ``6×10⁰``."""
-    axis.set_major_locator(LogLocator(base=10, subs=(1.0, 2.0, 5.0)))
+    axis.set_major_locator(LogLocator(base=10, subs=(1.0, 2.0, 3.0, 5.0)))
     axis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}"))
-    axis.set_minor_locator(LogLocator(base=10, subs=tuple(range(2, 10))))
+    axis.set_minor_locator(LogLocator(base=10, subs=(4.0, 6.0, 7.0, 8.0, 9.0)))
     axis.set_minor_formatter(NullFormatter())
 
 

@@ -1,0 +1,36 @@
+"""What issue 30 asked of the published outputs: ``report --plots DIR`` writes every figure of
+the report as SVG and PNG, and the compare page's main table is an HTML table, not a
+``<pre>`` dump. On the sample runs in ``data/runs``."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+from .conftest import run_cli
+
+DATA = Path(__file__).resolve().parents[2] / "data" / "runs"
+
+
+def test_report_plots_writes_each_figure_as_svg_and_png(tmp_path: Path) -> None:
+    proc = run_cli("report", DATA / "sweep-w8-10ms", "-o", tmp_path / "r.html", "--plots", tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    images = len(re.findall(r"<img ", (tmp_path / "r.html").read_text()))
+    svgs = sorted(tmp_path.glob("*.svg"))
+    pngs = sorted(tmp_path.glob("*.png"))
+    assert images >= 4 and len(svgs) == len(pngs) == images, (images, svgs, pngs)
+    assert [p.stem for p in svgs] == [p.stem for p in pngs]
+    assert all(p.read_text().lstrip().startswith("<?xml") for p in svgs)
+    assert all(p.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" for p in pngs)
+
+
+def test_the_compare_page_is_an_html_table(tmp_path: Path) -> None:
+    regression = DATA / "regression"
+    page = tmp_path / "c.html"
+    args = (regression / "baseline-5ms", regression / "candidate-8ms", "--html", page)
+    proc = run_cli("compare", *args)
+    assert proc.returncode == 1, proc.stderr  # 5 ms → 8 ms fails the default limits
+    text = page.read_text()
+    assert "<pre>" not in text
+    assert "<th>CI of Δ</th>" in text
+    assert text.count("class='status-limit'") == 2  # throughput and p99 exceeded
