@@ -1,11 +1,16 @@
 """What issue 30 asked of the published outputs: ``report --plots DIR`` writes every figure of
 the report as SVG and PNG, and the compare page's main table is an HTML table, not a
-``<pre>`` dump. On the sample runs in ``data/runs``."""
+``<pre>`` dump; an open-model report has a section on its schedule. On the sample runs in
+``data/runs``, and one open-model run recorded here."""
 
 from __future__ import annotations
 
 import re
+import subprocess
 from pathlib import Path
+
+import loadgen_analysis as la
+from loadgen_analysis.testing import harness
 
 from .conftest import run_cli
 
@@ -34,3 +39,20 @@ def test_the_compare_page_is_an_html_table(tmp_path: Path) -> None:
     assert "<pre>" not in text
     assert "<th>CI of Δ</th>" in text
     assert text.count("class='status-limit'") == 2  # throughput and p99 exceeded
+
+
+def test_an_open_model_report_shows_offered_against_achieved(binaries, tmp_path: Path) -> None:
+    with harness.Server(binary=binaries.server) as server:
+        out = tmp_path / "open"
+        command = [binaries.loadgen, "run", "--url", server.url + "/", "--rate", "200"]
+        command += ["-d", "1s", "--no-progress", "--out", out]
+        subprocess.run(command, check=True, capture_output=True, timeout=60)
+    table = la.open_model_table(out)
+    (row,) = table.itertuples(index=False)
+    assert row.scheduled == row.sent + row.dropped
+    assert 150 < row.offered_rps < 250 and row.lag_p50_ms <= row.lag_p99_ms <= row.lag_max_ms
+    proc = run_cli("report", out, "-o", tmp_path / "r.html")
+    assert proc.returncode == 0, proc.stderr
+    page = (tmp_path / "r.html").read_text()
+    assert "Open model: the schedule" in page and "send lag p99 (ms)" in page
+    assert la.open_model_table(DATA / "overview").empty  # a phased run has no schedule

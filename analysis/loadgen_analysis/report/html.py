@@ -25,6 +25,7 @@ from .sections import (
     attribution_html,
     distribution_section,
     header_section,
+    open_model_section,
     runs_section,
     summary_section,
     sweep_section,
@@ -53,6 +54,7 @@ def _build_report(runs: list[Run], title: str | None, link_capacity_bps: float |
         "<h2>Where throughput stops</h2>",
         attribution_html(result),
         *summary_section(runs),
+        *open_model_section(runs),
         *sweep_section(runs, result),
         *distribution_section(runs),
     ]
