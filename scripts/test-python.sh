@@ -55,6 +55,16 @@ step "kubernetes manifests (deploy/kubernetes, offline schemas)"
 "$VENV/bin/kubernetes-validate" --strict --quiet deploy/kubernetes/configmap.yaml \
   deploy/kubernetes/job.yaml deploy/kubernetes/serviceaccount.yaml
 
+step "Chromium (analysis/tests/test_report_browser.py opens the reports in it)"
+if command -v chromium >/dev/null 2>&1; then
+  echo "found $(command -v chromium)"
+elif command -v apt-get >/dev/null 2>&1 && [ "$(id -u)" = 0 ]; then
+  (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null) \
+    || echo "could not install Debian's chromium package: that test will say it skipped"
+else
+  echo "chromium is missing and needs apt-get as root to install: that test will say it skipped"
+fi
+
 step "pytest analysis/tests"
 # Exit 5 (no tests collected) is a failure here too: pytest returns it non-zero.
 # Includes test_doc_commands.py: every runnable command of README.md, docs/ and deploy/.
