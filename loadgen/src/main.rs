@@ -41,6 +41,7 @@ fn run(args: &loadgen::cli::RunArgs) -> i32 {
         Err(e) => return fail(&e.into()),
     };
     let json = config.json;
+    let junit = args.junit.clone();
     with_runtime(|stop| async move {
         match loadgen::run(config, stop.clone()).await {
             Ok(outcome) => {
@@ -54,6 +55,10 @@ fn run(args: &loadgen::cli::RunArgs) -> i32 {
                     emit_json(&summary);
                 } else {
                     emit(&outcome.console);
+                }
+                let judged = [(outcome.run_id.clone(), &outcome.thresholds[..])];
+                if let Err(code) = write_junit(junit.as_deref(), &judged) {
+                    return code;
                 }
                 outcome.linger_metrics(&stop).await;
                 outcome.exit_code()
@@ -106,6 +111,10 @@ fn calibrate(args: &loadgen::cli::CalibrateArgs) -> i32 {
                 } else {
                     emit(&calibrated.render());
                 }
+                let judged = [("calibration".to_string(), &calibrated.thresholds[..])];
+                if let Err(code) = write_junit(args.run.junit.as_deref(), &judged) {
+                    return code;
+                }
                 workflow_exit_code(&stop, calibrated.exit_code())
             }
             Err(e) => fail(&e),
@@ -132,6 +141,9 @@ fn sweep(args: &loadgen::cli::SweepArgs) -> i32 {
                     emit(&sweep.render());
                     emit("\n  N_eff = X · mean R (Little's Law); predicted = N / R(1), an upper bound.\n");
                     emit(&sweep.render_thresholds());
+                }
+                if let Err(code) = write_junit(args.run.junit.as_deref(), &sweep.judged()) {
+                    return code;
                 }
                 workflow_exit_code(&stop, sweep.exit_code())
             }
@@ -194,6 +206,19 @@ fn upload(args: &loadgen::cli::UploadArgs) -> i32 {
             }
             Err(e) => fail(&e.into()),
         }
+    })
+}
+
+/// `--junit FILE`: the judged thresholds as JUnit XML. A file that cannot be written is
+/// results not written: exit code 1, the run itself is on disk.
+fn write_junit(
+    path: Option<&std::path::Path>,
+    judged: &[(String, &[loadgen::report::thresholds::ThresholdResult])],
+) -> Result<(), i32> {
+    let Some(path) = path else { return Ok(()) };
+    loadgen::report::junit::write(path, judged).map_err(|e| {
+        eprintln!("error: cannot write --junit {}: {e}", path.display());
+        1
     })
 }
 
