@@ -251,6 +251,12 @@ def _add_compare(sub: Any) -> None:
     )
     compare.add_argument("--json", action="store_true", help="print JSON instead of a table")
     compare.add_argument("--html", type=Path, metavar="FILE", help="also write an HTML report")
+    compare.add_argument(
+        "--junit",
+        type=Path,
+        metavar="FILE",
+        help="also write JUnit XML for CI: a test case per op and metric, failed beyond its limit",
+    )
 
 
 def _show_warning(message: Warning | str, *_: object, **__: object) -> None:
@@ -444,6 +450,10 @@ def _compare(args: argparse.Namespace) -> int:
     if args.html:
         args.html.parent.mkdir(parents=True, exist_ok=True)
         args.html.write_text(build_comparison_report(result, baseline, candidate), encoding="utf-8")
+    if args.junit:
+        from .report.junit import write_comparison_junit
+
+        write_comparison_junit(result, args.junit)
     return result.exit_code
 
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 import re
 import subprocess
 from pathlib import Path
+from xml.etree import ElementTree
 
 import loadgen_analysis as la
 from loadgen_analysis.testing import harness
@@ -56,3 +57,20 @@ def test_an_open_model_report_shows_offered_against_achieved(binaries, tmp_path:
     page = (tmp_path / "r.html").read_text()
     assert "Open model: the schedule" in page and "send lag p99 (ms)" in page
     assert la.open_model_table(DATA / "overview").empty  # a phased run has no schedule
+
+
+def test_compare_junit_has_a_case_per_op_and_metric_and_fails_the_crossed_ones(
+    tmp_path: Path,
+) -> None:
+    regression = DATA / "regression"
+    junit = tmp_path / "compare.xml"
+    args = (regression / "baseline-5ms", regression / "candidate-8ms", "--junit", junit)
+    proc = run_cli("compare", *args)
+    assert proc.returncode == 1, proc.stderr
+    root = ElementTree.parse(junit).getroot()
+    cases = root.findall("./testsuite/testcase")
+    assert len(cases) == int(root.get("tests")) == 6  # one op × six metrics
+    failed = {c.get("name") for c in cases if c.find("failure") is not None}
+    assert failed == {"throughput", "p99"} and root.get("failures") == "2"
+    message = next(c.find("failure").get("message") for c in cases if c.get("name") == "p99")
+    assert "limit +10%" in message, message
