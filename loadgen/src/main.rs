@@ -169,7 +169,12 @@ fn capacity(args: &loadgen::cli::CapacityArgs) -> i32 {
                         &capacity, &dir,
                     ));
                 }
-                workflow_exit_code(&stop, capacity.exit_code(args.allow_unconverged))
+                let code = capacity.exit_code(args.allow_unconverged);
+                if let Err(code) = write_capacity_junit(args.run.junit.as_deref(), &capacity, code)
+                {
+                    return code;
+                }
+                workflow_exit_code(&stop, code)
             }
             Err(e) => fail(&e),
         }
@@ -217,6 +222,30 @@ fn write_junit(
 ) -> Result<(), i32> {
     let Some(path) = path else { return Ok(()) };
     loadgen::report::junit::write(path, judged).map_err(|e| {
+        eprintln!("error: cannot write --junit {}: {e}", path.display());
+        1
+    })
+}
+
+/// `capacity --junit FILE`: one test case per SLO, failed when the search found no rate that
+/// meets them (exit 99); the answer is each case's message.
+fn write_capacity_junit(
+    path: Option<&std::path::Path>,
+    capacity: &loadgen::workflow::capacity::Capacity,
+    code: i32,
+) -> Result<(), i32> {
+    use loadgen::report::junit::{write_cases, Case};
+    let Some(path) = path else { return Ok(()) };
+    let cases = capacity
+        .slos
+        .iter()
+        .map(|slo| Case {
+            name: slo.clone(),
+            failure: (code != 0).then(|| capacity.answer.clone()),
+            output: capacity.answer.clone(),
+        })
+        .collect();
+    write_cases(path, &[("capacity".to_string(), cases)]).map_err(|e| {
         eprintln!("error: cannot write --junit {}: {e}", path.display());
         1
     })

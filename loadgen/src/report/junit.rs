@@ -11,53 +11,77 @@ use std::path::Path;
 
 use super::thresholds::ThresholdResult;
 
+/// One test case: a name, and the failure message when it failed, else what was measured.
+pub struct Case {
+    pub name: String,
+    pub failure: Option<String>,
+    pub output: String,
+}
+
+impl Case {
+    fn of(result: &ThresholdResult) -> Case {
+        let observed = observed_text(result);
+        Case {
+            name: result.threshold.clone(),
+            failure: (!result.passed)
+                .then(|| format!("{} crossed: observed {observed}", result.threshold)),
+            output: format!("observed {observed}"),
+        }
+    }
+}
+
 /// The document for `suites` — (suite name, its judged thresholds) — with no suite left out,
 /// so a run with no thresholds is an empty suite rather than a missing file.
 pub fn document(suites: &[(String, &[ThresholdResult])]) -> String {
-    let tests: usize = suites.iter().map(|(_, r)| r.len()).sum();
-    let failures: usize = suites
+    let cases: Vec<(String, Vec<Case>)> = suites
         .iter()
-        .map(|(_, r)| r.iter().filter(|t| !t.passed).count())
-        .sum();
+        .map(|(name, results)| (name.clone(), results.iter().map(Case::of).collect()))
+        .collect();
+    document_of_cases(&cases)
+}
+
+/// The document for suites of ready-made [`Case`]s (`loadgen capacity`: one per SLO).
+pub fn document_of_cases(suites: &[(String, Vec<Case>)]) -> String {
+    let tests: usize = suites.iter().map(|(_, c)| c.len()).sum();
+    let failed = |cases: &[Case]| cases.iter().filter(|c| c.failure.is_some()).count();
+    let failures: usize = suites.iter().map(|(_, c)| failed(c)).sum();
     let mut xml = format!(
         "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n\
          <testsuites name=\"loadgen thresholds\" tests=\"{tests}\" failures=\"{failures}\">\n"
     );
-    for (name, results) in suites {
-        let failed = results.iter().filter(|t| !t.passed).count();
+    for (name, cases) in suites {
         let _ = writeln!(
             xml,
-            "  <testsuite name=\"{}\" tests=\"{}\" failures=\"{failed}\">",
+            "  <testsuite name=\"{}\" tests=\"{}\" failures=\"{}\">",
             escape(name),
-            results.len()
+            cases.len(),
+            failed(cases)
         );
-        for result in *results {
-            xml += &testcase(name, result);
+        for case in cases {
+            xml += &testcase(name, case);
         }
         xml += "  </testsuite>\n";
     }
     xml + "</testsuites>\n"
 }
 
-fn testcase(suite: &str, result: &ThresholdResult) -> String {
-    let name = escape(&result.threshold);
+fn testcase(suite: &str, case: &Case) -> String {
+    let name = escape(&case.name);
     let class = escape(&format!("loadgen.{suite}"));
-    let observed = observed_text(result);
-    if result.passed {
-        return format!(
+    match &case.failure {
+        None => format!(
             "    <testcase classname=\"{class}\" name=\"{name}\">\
-             <system-out>observed {}</system-out></testcase>\n",
-            escape(&observed)
-        );
+             <system-out>{}</system-out></testcase>\n",
+            escape(&case.output)
+        ),
+        Some(message) => {
+            let message = escape(message);
+            format!(
+                "    <testcase classname=\"{class}\" name=\"{name}\">\
+                 <failure message=\"{message}\" type=\"threshold\">{message}</failure></testcase>\n"
+            )
+        }
     }
-    let message = escape(&format!(
-        "{} crossed: observed {observed}",
-        result.threshold
-    ));
-    format!(
-        "    <testcase classname=\"{class}\" name=\"{name}\">\
-         <failure message=\"{message}\" type=\"threshold\">{message}</failure></testcase>\n"
-    )
 }
 
 /// What was observed, in the threshold's unit as the console shows it.
@@ -80,6 +104,11 @@ fn escape(text: &str) -> String {
 /// Writes [`document`] to `path` (its folder must exist).
 pub fn write(path: &Path, suites: &[(String, &[ThresholdResult])]) -> std::io::Result<()> {
     std::fs::write(path, document(suites))
+}
+
+/// Writes [`document_of_cases`] to `path` (its folder must exist).
+pub fn write_cases(path: &Path, suites: &[(String, Vec<Case>)]) -> std::io::Result<()> {
+    std::fs::write(path, document_of_cases(suites))
 }
 
 #[cfg(test)]
