@@ -45,20 +45,23 @@ def test_every_plot_returns_a_figure(
     assert plt.get_fignums() == before  # no pyplot state: nothing to show or leak
 
 
-def test_timeline_draws_the_last_partial_interval_normalised_or_leaves_out_a_sliver(
+def test_timeline_keeps_the_sliver_off_the_line_and_draws_it_as_a_marker(
     error_run: Recorded,
 ) -> None:
     # A 1 s run ends a few ms into its second bucket. Divided by the whole second, those few
-    # requests plotted as a drop (issue 11: 10.003 s of run); left out, the last group of a
-    # thread-groups run had no data (issue 30). Drawn per second of the part inside the run,
-    # at its middle — unless fewer than ten requests are no rate at all.
+    # requests plotted as a drop (issue 11: 10.003 s of run); left out, the requests that
+    # ended there were missing (issue 30). The line keeps to buckets at least half inside the
+    # run; the sliver is a hollow marker, per second of its part, at the middle of that part.
     tl = la.timeline(error_run.path, by_phase=False)
     assert tl["covered_s"].iloc[-1] < 0.5, tl  # the recording does have a sliver
     fig = plots.plot_timeline(error_run.path)
-    ok_line = fig.axes[0].lines[0]
-    shown = tl[(tl["covered_s"] >= 0.5) | (tl["requests"] >= 10)]
-    assert list(ok_line.get_xdata()) == list(shown["t_s"] + shown["covered_s"].clip(upper=1) / 2)
+    ok_line, partial = fig.axes[0].lines[:2]
+    assert list(ok_line.get_xdata()) == list(tl[tl["covered_s"] >= 0.5]["t_s"] + 0.5)
     assert min(ok_line.get_ydata()) > 0.5 * max(ok_line.get_ydata())
+    last = tl.iloc[-1]
+    assert partial.get_linestyle() == "None"
+    assert list(partial.get_xdata()) == [last["t_s"] + last["covered_s"] / 2]
+    assert list(partial.get_ydata()) == [last["ok"] / last["covered_s"]]
 
 
 def test_the_capacity_search_is_drawn_from_the_sample_capacity_directory() -> None:

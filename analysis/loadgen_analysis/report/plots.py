@@ -19,7 +19,7 @@ from ..io.load import RunsArg, as_runs
 from ..models.bounds import BoundsFit
 from ..models.littles_law import Calibration, calibration_from_sweep, predicted_throughput
 from ..models.usl import USLFit
-from ..reductions.percentiles import MIN_TAIL_SAMPLES, SPECTRUM_PERCENTILES, percentile_spectrum
+from ..reductions.percentiles import SPECTRUM_PERCENTILES, percentile_spectrum
 from ..reductions.summary import latency_components
 from ..reductions.timeline import phase_spans
 from ..reductions.timeline import timeline as timeline_frame
@@ -58,38 +58,28 @@ def plot_timeline(runs: RunsArg, bucket_s: float = 1.0) -> Figure:
     """Throughput (ok and failed) and p50/p99 latency per time bucket, phases shaded.
 
     One line per run. Phases are shaded when a run has more than one (the closed model's
-    single ``main`` phase is not). Rates are per second of the bucket's part inside its run, so
-    the last, partial bucket is drawn normalised by its length, at the middle of that part, with
-    a hollow marker (issue 30: the last group of a thread-groups run fell there). A partial
-    bucket with fewer than ten requests (the 3 ms sliver 10.003 s of run leave) is no rate and
-    is not drawn: drawn, it looks like a drop that did not happen (issue 11).
+    single ``main`` phase is not). Rates are per second of the bucket's part inside its run. A
+    bucket less than half inside its run (the sliver after the last whole second: 10.003 s of
+    run leave 3 ms in the eleventh bucket) stays off the line — mostly the drain after sending
+    stopped, drawn on it it looks like a drop that did not happen (issue 11) — but is drawn as
+    a hollow marker at the middle of its part, normalised by its length, so the requests that
+    ended there are not missing from the plot (issue 30).
     """
     runs = as_runs(runs)
-    tl = timeline_frame(runs, bucket_s=bucket_s, by_phase=False)
-    enough = tl[(tl["covered_s"] >= bucket_s / 2) | (tl["requests"] >= MIN_TAIL_SAMPLES)]
-    tl = enough if not enough.empty else tl
+    everything = timeline_frame(runs, bucket_s=bucket_s, by_phase=False)
+    whole = everything[everything["covered_s"] >= bucket_s / 2]
+    tl = whole if not whole.empty else everything
     spans = phase_spans(runs)
     fig, (ax_x, ax_r) = _figure(10, 6, rows=2, sharex=True)
     for i, (run, frame) in enumerate(tl.groupby("run", sort=False)):
         colour = _colour(i)
-        covered = frame["covered_s"].clip(upper=bucket_s)
-        t = frame["t_s"] + covered / 2
+        t = frame["t_s"] + bucket_s / 2
         ax_x.plot(t, frame["ok_throughput_rps"], color=colour, marker=".", label=f"{run} ok")
-        partial = covered < bucket_s * 0.999
-        if partial.any():
-            ax_x.plot(
-                t[partial],
-                frame["ok_throughput_rps"][partial],
-                color=colour,
-                marker="o",
-                markerfacecolor="none",
-                linestyle="none",
-                label=f"{run} partial interval (per second of it)",
-            )
+        _partial_markers(ax_x, everything[everything["run"] == run], bucket_s, colour, run)
         if frame["errors"].any():
             ax_x.plot(
                 t,
-                frame["errors"] / covered,
+                frame["errors"] / frame["covered_s"].clip(upper=bucket_s),
                 color=colour,
                 linestyle=":",
                 marker="x",
@@ -121,6 +111,23 @@ def plot_timeline(runs: RunsArg, bucket_s: float = 1.0) -> Figure:
         ax.grid(alpha=0.3)
         _outside_legend(ax, 1)
     return fig
+
+
+def _partial_markers(ax, frame: pd.DataFrame, bucket_s: float, colour: str, run: str) -> None:
+    """Hollow markers for a run's buckets kept off the line (less than half inside the run),
+    their rate per second of the part inside, at its middle; not joined to the line."""
+    partial = frame[(frame["covered_s"] < bucket_s / 2) & (frame["requests"] > 0)]
+    if partial.empty:
+        return
+    ax.plot(
+        partial["t_s"] + partial["covered_s"] / 2,
+        partial["ok_throughput_rps"],
+        color=colour,
+        marker="o",
+        markerfacecolor="none",
+        linestyle="none",
+        label=f"{run} partial interval (per second of it)",
+    )
 
 
 def _spectrum_x(p: np.ndarray | float) -> np.ndarray:
