@@ -8,7 +8,7 @@
 # `return 200`) is pinned to core 0 and both clients to core 1 when there are two cores.
 # Installs wrk (and nginx when asked for) from Debian's packages if missing. Leaves nothing
 # running; results go to bench/out/<timestamp>-<target>/. bench/perf.sh runs every figure of
-# the performance section of the README.
+# docs/reference/performance.md.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source bench/lib.sh

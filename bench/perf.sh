@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Every figure of the README's performance section, on this machine, in one run (~8 min):
+# Every figure of docs/reference/performance.md, on this machine, in one run (~8 min):
 # loadgen (every request recorded) against wrk, interleaved, target on core 0 and clients on
 # core 1 — against loadgen-server and nginx at 50 connections, nginx at 1,000 connections;
 # 10,000 connections held open against nginx; peak RSS of a 10 s and a 100 s run; bytes per

@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Python checks of the analysis package: creates/refreshes the venv at .venv with the pinned
-# dependencies of analysis/requirements.lock, then runs ruff (lint + format), pytest and the
-# four notebooks headless. Needs the debug binaries (cargo build --workspace) for the tests
-# that record real runs; LOADGEN_BIN / LOADGEN_SERVER_BIN point elsewhere.
+# dependencies of analysis/requirements.lock, then runs ruff (lint + format), pytest (with
+# test_doc_commands.py, every runnable command of the docs) and the four notebooks headless.
+# Needs the debug binaries (cargo build --workspace) for the tests that record real runs;
+# LOADGEN_BIN / LOADGEN_SERVER_BIN point elsewhere.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -54,17 +55,28 @@ step "kubernetes manifests (deploy/kubernetes, offline schemas)"
 "$VENV/bin/kubernetes-validate" --strict --quiet deploy/kubernetes/configmap.yaml \
   deploy/kubernetes/job.yaml deploy/kubernetes/serviceaccount.yaml
 
+step "Chromium (analysis/tests/test_report_browser.py opens the reports in it)"
+if command -v chromium >/dev/null 2>&1; then
+  echo "found $(command -v chromium)"
+elif command -v apt-get >/dev/null 2>&1 && [ "$(id -u)" = 0 ]; then
+  (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null) \
+    || echo "could not install Debian's chromium package: that test will say it skipped"
+else
+  echo "chromium is missing and needs apt-get as root to install: that test will say it skipped"
+fi
+
 step "pytest analysis/tests"
 # Exit 5 (no tests collected) is a failure here too: pytest returns it non-zero.
+# Includes test_doc_commands.py: every runnable command of README.md, docs/ and deploy/.
 "$PY" -m pytest analysis/tests
 
-step "notebooks (papermill, headless)"
+step "notebooks (papermill, headless, from a scratch directory: they run from anywhere)"
 out=$(mktemp -d)
 trap 'rm -rf "$out"' EXIT
 for notebook in analysis/notebooks/[0-9][0-9]-*.ipynb; do
   name=$(basename "$notebook")
   echo "  $name"
-  "$PY" -m papermill --log-level WARNING --kernel python3 --cwd analysis/notebooks \
+  "$PY" -m papermill --log-level WARNING --kernel python3 --cwd "$out" \
     "$notebook" "$out/$name"
 done
 count=$(find analysis/notebooks -maxdepth 1 -name '[0-9][0-9]-*.ipynb' | wc -l)

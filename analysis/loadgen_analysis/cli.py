@@ -34,7 +34,7 @@ from .thresholds import (
     parse_threshold,
 )
 
-#: One exit-code table for loadgen and loadgen-analyze (README, "When things go wrong").
+#: One exit-code table for loadgen and loadgen-analyze (docs/troubleshooting.md).
 EXIT_OK = 0
 EXIT_REGRESSION = 1
 EXIT_BAD_INPUT = 2
@@ -58,6 +58,11 @@ def _limit_parser(kind: str) -> Callable[[str], float | None]:
         return value
 
     return parse
+
+
+def _as_percent(value: float | None) -> str | None:
+    """A parsed limit as the percentage text Limits reads (1.5 → ``"150%"``)."""
+    return None if value is None else f"{value * 100:.12g}%"
 
 
 def _threshold_arg(text: str) -> Threshold:
@@ -114,7 +119,26 @@ def _parser() -> argparse.ArgumentParser:
     _add_summary(sub)
     _add_explain_and_report(sub)
     _add_compare(sub)
+    _add_notebook(sub)
     return parser
+
+
+def _add_notebook(sub: Any) -> None:
+    notebook = sub.add_parser(
+        "notebook",
+        help="run one of the notebooks headless against any run",
+        description="Execute a notebook of the package (01-run-overview, 02-littles-law, "
+        "03-bottleneck-attribution, 04-regression; by name or number) against the given runs "
+        "with papermill, into an executed notebook (.ipynb) or a page (.html). RUNs fill the "
+        "notebook's parameters in order: 01 run_dir; 02 sweep_dir; 03 sweep_dir "
+        "[client_limited_run]; 04 baseline candidate (run directories or folders of repeats). "
+        "Needs papermill: pip install './[notebooks]'.",
+    )
+    notebook.add_argument("name", metavar="NAME")
+    notebook.add_argument("runs", nargs="+", metavar="RUN")
+    notebook.add_argument(
+        "-o", "--out", type=Path, default=None, help="output .ipynb or .html (default NAME.html)"
+    )
 
 
 def _add_summary(sub: Any) -> None:
@@ -170,6 +194,12 @@ def _add_explain_and_report(sub: Any) -> None:
     report.add_argument("-o", "--out", required=True, type=Path, help="HTML file to write")
     report.add_argument("--title", help="report title")
     report.add_argument(
+        "--plots",
+        type=Path,
+        metavar="DIR",
+        help="also write each figure as SVG and PNG (200 dpi) into DIR, for papers and slides",
+    )
+    report.add_argument(
         "--link-capacity",
         type=parse_bits_per_second,
         metavar="RATE",
@@ -221,6 +251,12 @@ def _add_compare(sub: Any) -> None:
     )
     compare.add_argument("--json", action="store_true", help="print JSON instead of a table")
     compare.add_argument("--html", type=Path, metavar="FILE", help="also write an HTML report")
+    compare.add_argument(
+        "--junit",
+        type=Path,
+        metavar="FILE",
+        help="also write JUnit XML for CI: a test case per op and metric, failed beyond its limit",
+    )
 
 
 def _show_warning(message: Warning | str, *_: object, **__: object) -> None:
@@ -362,8 +398,25 @@ def _report(args: argparse.Namespace) -> int:
         print(f"wrote {args.out} (capacity search)")
         return EXIT_OK
     runs = load_runs(args.runs)
-    out = write_report(runs, args.out, title=args.title, link_capacity_bps=args.link_capacity)
+    out = write_report(
+        runs,
+        args.out,
+        title=args.title,
+        link_capacity_bps=args.link_capacity,
+        plots_dir=args.plots,
+    )
     print(f"wrote {out} ({len(runs)} run(s))")
+    if args.plots is not None:
+        print(f"wrote its figures to {args.plots} (SVG and PNG)")
+    return EXIT_OK
+
+
+def _notebook(args: argparse.Namespace) -> int:
+    from . import notebook
+
+    spec = notebook.find(args.name)
+    out = notebook.execute(spec, args.runs, args.out or Path(f"{spec.name}.html"))
+    print(f"wrote {out} ({spec.name} with {' '.join(args.runs)})")
     return EXIT_OK
 
 
@@ -377,13 +430,15 @@ def _compare(args: argparse.Namespace) -> int:
         return _error("--windows must be at least 2")
     baseline = load_runs([args.baseline])
     candidate = load_runs([args.candidate])
+    # The flags are parsed already; handed on as percentages, so an increase above 100 %
+    # (`--max-p99-increase 150%`, parsed to 1.5) is not refused as a bare 1.5 by Limits.
     limits = Limits(
-        max_p99_increase=args.max_p99_increase,
-        max_throughput_drop=args.max_throughput_drop,
-        max_error_rate=args.max_error_rate,
-        max_p50_increase=args.max_p50_increase,
-        max_p90_increase=args.max_p90_increase,
-        max_p999_increase=args.max_p999_increase,
+        max_p99_increase=_as_percent(args.max_p99_increase),
+        max_throughput_drop=_as_percent(args.max_throughput_drop),
+        max_error_rate=_as_percent(args.max_error_rate),
+        max_p50_increase=_as_percent(args.max_p50_increase),
+        max_p90_increase=_as_percent(args.max_p90_increase),
+        max_p999_increase=_as_percent(args.max_p999_increase),
     )
     result = compare(
         baseline, candidate, limits=limits, confidence=args.confidence, windows=args.windows
@@ -395,13 +450,23 @@ def _compare(args: argparse.Namespace) -> int:
     if args.html:
         args.html.parent.mkdir(parents=True, exist_ok=True)
         args.html.write_text(build_comparison_report(result, baseline, candidate), encoding="utf-8")
+    if args.junit:
+        from .report.junit import write_comparison_junit
+
+        write_comparison_junit(result, args.junit)
     return result.exit_code
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point; returns the exit code (also used by the console script)."""
     args = _parser().parse_args(argv)
-    handlers = {"summary": _summary, "explain": _explain, "report": _report, "compare": _compare}
+    handlers = {
+        "summary": _summary,
+        "explain": _explain,
+        "report": _report,
+        "compare": _compare,
+        "notebook": _notebook,
+    }
     from .reductions.cache import reuse_reductions
 
     try:

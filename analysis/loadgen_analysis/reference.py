@@ -1,4 +1,5 @@
-"""Published figures the analysis is checked against (``data/reference/``).
+"""Published figures the analysis is checked against (package data, ``reference_data/``), and
+where the checkout's sample runs (``data/runs``) are.
 
 Responsible for reading the course reports' Little's-Law tables into the sweep-frame shape the
 rest of the package uses, with the report's raw columns (threads, requests, wall time, mean
@@ -17,7 +18,7 @@ import pandas as pd
 from .models.littles_law import Calibration, Rounding
 
 #: How each report turned its calibration into a per-thread rate before multiplying by N, as
-#: its provenance (data/reference/README.md) records it.
+#: its provenance (data/README.md, "Published reference figures") records it.
 REPORT_ROUNDING: dict[str, Rounding] = {
     # "the report rounded the per-thread throughput to 61" — 1 / 16.1414 ms = 61.95, cut to 61
     "twinder-littles-law.csv": "floor",
@@ -27,8 +28,21 @@ REPORT_ROUNDING: dict[str, Rounding] = {
 
 
 def default_reference_dir() -> Path:
-    """``data/reference`` of the source checkout this package is installed from."""
-    return Path(__file__).resolve().parents[2] / "data" / "reference"
+    """The published tables the package ships (``loadgen_analysis/reference_data``)."""
+    return Path(__file__).resolve().parent / "reference_data"
+
+
+def sample_run(name: str) -> Path:
+    """A sample run of the checkout's ``data/runs`` (``"overview"``, ``"sweep-w8-10ms"``,
+    ``"regression/baseline-5ms"``…): the notebooks' defaults. The samples are not in the
+    package; installed from elsewhere, pass your own runs instead."""
+    path = Path(__file__).resolve().parents[2] / "data" / "runs" / name
+    if not path.is_dir():
+        raise FileNotFoundError(
+            f"the sample run {name!r} is not at {path}: the samples ship with the repository "
+            "checkout (data/runs); give the notebook your own run instead"
+        )
+    return path
 
 
 @dataclass(frozen=True)

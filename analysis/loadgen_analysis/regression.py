@@ -428,6 +428,18 @@ def _fmt_limit(metric: str, limit: float | None) -> str:
     return f"+{100 * limit:g}%"
 
 
+def formatted_cells(row: Any) -> dict[str, str]:
+    """A row of :attr:`Comparison.table` as ``compare`` shows it: baseline, candidate, delta,
+    ci and limit as text (the HTML table uses the same)."""
+    return {
+        "baseline": _fmt_value(row.column, row.baseline).strip(),
+        "candidate": _fmt_value(row.column, row.candidate).strip(),
+        "delta": _fmt_delta(row.column, row.delta).strip(),
+        "ci": _fmt_ci(row.column, row.ci_low, row.ci_high).strip(),
+        "limit": _fmt_limit(row.column, row.limit).strip(),
+    }
+
+
 def format_comparison(comparison: Comparison) -> str:
     """The table printed on stdout by ``loadgen-analyze compare``."""
     lines = [

@@ -64,3 +64,11 @@ def test_compare_help_prints_a_single_percent_sign() -> None:
     proc = run_cli("compare", "--help")
     assert proc.returncode == 0, proc.stderr
     assert "Δ%%" not in proc.stdout and "Δ%" in proc.stdout, proc.stdout
+
+
+def test_compare_takes_an_increase_limit_above_100_percent() -> None:
+    # Found by the docs' CI example (issue 30): the flag parsed `200%` to 2.0, which Limits
+    # then refused as a bare number ("did you mean 2%?").
+    proc = run_cli("compare", BASELINE, CANDIDATE, "--max-p99-increase", "200%")
+    assert proc.returncode in (0, 1), proc.stderr
+    assert "+200%" in proc.stdout, proc.stdout

@@ -12,6 +12,8 @@ from loadgen_analysis.report import plots
 
 from .conftest import Recorded
 
+DATA = Path(__file__).resolve().parents[2] / "data" / "runs"
+
 
 def _has_data(fig: Figure) -> bool:
     return any(ax.lines or ax.patches or ax.collections for ax in fig.axes)
@@ -43,16 +45,23 @@ def test_every_plot_returns_a_figure(
     assert plt.get_fignums() == before  # no pyplot state: nothing to show or leak
 
 
-def test_timeline_leaves_out_the_sliver_after_the_last_whole_second(error_run: Recorded) -> None:
-    # A 1 s run ends a few ms into its second bucket; those few requests divided by a tenth of
-    # a second plotted as a drop (issue 11: the README's first command, 10.003 s of run).
+def test_timeline_keeps_the_sliver_off_the_line_and_draws_it_as_a_marker(
+    error_run: Recorded,
+) -> None:
+    # A 1 s run ends a few ms into its second bucket. Divided by the whole second, those few
+    # requests plotted as a drop (issue 11: 10.003 s of run); left out, the requests that
+    # ended there were missing (issue 30). The line keeps to buckets at least half inside the
+    # run; the sliver is a hollow marker, per second of its part, at the middle of that part.
     tl = la.timeline(error_run.path, by_phase=False)
     assert tl["covered_s"].iloc[-1] < 0.5, tl  # the recording does have a sliver
     fig = plots.plot_timeline(error_run.path)
-    ok_line = fig.axes[0].lines[0]
-    drawn_t = list(ok_line.get_xdata())
-    assert drawn_t == list(tl[tl["covered_s"] >= 0.5]["t_s"] + 0.5)
+    ok_line, partial = fig.axes[0].lines[:2]
+    assert list(ok_line.get_xdata()) == list(tl[tl["covered_s"] >= 0.5]["t_s"] + 0.5)
     assert min(ok_line.get_ydata()) > 0.5 * max(ok_line.get_ydata())
+    last = tl.iloc[-1]
+    assert partial.get_linestyle() == "None"
+    assert list(partial.get_xdata()) == [last["t_s"] + last["covered_s"] / 2]
+    assert list(partial.get_ydata()) == [last["ok"] / last["covered_s"]]
 
 
 def test_the_capacity_search_is_drawn_from_the_sample_capacity_directory() -> None:
@@ -75,3 +84,21 @@ def test_the_capacity_search_is_drawn_from_the_sample_capacity_directory() -> No
         assert isinstance(fig, Figure)
         assert _has_data(fig)
     assert plt.get_fignums() == before
+
+
+def test_the_spectrum_stops_where_the_sample_does_and_labels_plain_milliseconds() -> None:
+    # Issue 30: a 352-request run's spectrum ran to 99.999 % (its maximum), and the log axis
+    # read `6×10⁰`. Shown only while n·(1−q) ≥ 10; ticks like 2, 5, 10.
+    run = DATA / "think-time"
+    spectrum = la.percentile_spectrum(run, by_op=False)
+    n = int(spectrum["responses"].iloc[0])
+    assert set(spectrum[spectrum["supported"]]["percentile"]) == {
+        q for q in spectrum["percentile"] if q == 0 or n * (1 - q) >= 10
+    }
+    fig = plots.plot_percentile_spectrum(run, by_op=False)
+    (ax,) = fig.axes
+    drawn = 1 - 10 ** -max(ax.lines[0].get_xdata())
+    assert n * (1 - drawn) >= 10 - 1e-6
+    fig.canvas.draw()
+    labels = [t.get_text() for t in ax.get_yticklabels() if t.get_text()]
+    assert labels and all(label.replace(".", "").isdigit() for label in labels), labels

@@ -1,5 +1,5 @@
-"""The course reports' Little's-Law tables (data/reference/): recompute their derived columns
-from their raw ones, and read the Twinder table's limit correctly."""
+"""The course reports' Little's-Law tables (package data, reference_data/): recompute their
+derived columns from their raw ones, and read the Twinder table's limit correctly."""
 
 from __future__ import annotations
 
@@ -9,10 +9,10 @@ import numpy as np
 import pytest
 
 from loadgen_analysis.models.littles_law import littles_law_table
-from loadgen_analysis.reference import read_course_table
+from loadgen_analysis.reference import default_reference_dir, read_course_table
 from loadgen_analysis.verdict.attribution import attribute
 
-REFERENCE = Path(__file__).resolve().parents[2] / "data" / "reference"
+REFERENCE = default_reference_dir()
 
 
 def test_reference_copies_match_the_shared_originals() -> None:

@@ -416,6 +416,12 @@ pub struct RunArgs {
     #[arg(long = "threshold", value_name = "EXPR")]
     pub thresholds: Vec<String>,
 
+    /// Also write the thresholds' results as JUnit XML to FILE, for CI systems to show: one
+    /// test case per threshold, a crossed one failed with what was observed (a sweep: one
+    /// suite per level).
+    #[arg(long, value_name = "FILE")]
+    pub junit: Option<PathBuf>,
+
     /// Serve the run's live metrics for Prometheus at http://ADDR/metrics while it runs
     /// (requests by op and outcome, in flight, latency histograms per op), e.g.
     /// 127.0.0.1:9464; port 0 picks a free one (printed at the start).

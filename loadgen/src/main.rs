@@ -41,6 +41,7 @@ fn run(args: &loadgen::cli::RunArgs) -> i32 {
         Err(e) => return fail(&e.into()),
     };
     let json = config.json;
+    let junit = args.junit.clone();
     with_runtime(|stop| async move {
         match loadgen::run(config, stop.clone()).await {
             Ok(outcome) => {
@@ -54,6 +55,10 @@ fn run(args: &loadgen::cli::RunArgs) -> i32 {
                     emit_json(&summary);
                 } else {
                     emit(&outcome.console);
+                }
+                let judged = [(outcome.run_id.clone(), &outcome.thresholds[..])];
+                if let Err(code) = write_junit(junit.as_deref(), &judged) {
+                    return code;
                 }
                 outcome.linger_metrics(&stop).await;
                 outcome.exit_code()
@@ -106,6 +111,10 @@ fn calibrate(args: &loadgen::cli::CalibrateArgs) -> i32 {
                 } else {
                     emit(&calibrated.render());
                 }
+                let judged = [("calibration".to_string(), &calibrated.thresholds[..])];
+                if let Err(code) = write_junit(args.run.junit.as_deref(), &judged) {
+                    return code;
+                }
                 workflow_exit_code(&stop, calibrated.exit_code())
             }
             Err(e) => fail(&e),
@@ -133,6 +142,9 @@ fn sweep(args: &loadgen::cli::SweepArgs) -> i32 {
                     emit("\n  N_eff = X · mean R (Little's Law); predicted = N / R(1), an upper bound.\n");
                     emit(&sweep.render_thresholds());
                 }
+                if let Err(code) = write_junit(args.run.junit.as_deref(), &sweep.judged()) {
+                    return code;
+                }
                 workflow_exit_code(&stop, sweep.exit_code())
             }
             Err(e) => fail(&e),
@@ -157,7 +169,12 @@ fn capacity(args: &loadgen::cli::CapacityArgs) -> i32 {
                         &capacity, &dir,
                     ));
                 }
-                workflow_exit_code(&stop, capacity.exit_code(args.allow_unconverged))
+                let code = capacity.exit_code(args.allow_unconverged);
+                if let Err(code) = write_capacity_junit(args.run.junit.as_deref(), &capacity, code)
+                {
+                    return code;
+                }
+                workflow_exit_code(&stop, code)
             }
             Err(e) => fail(&e),
         }
@@ -194,6 +211,43 @@ fn upload(args: &loadgen::cli::UploadArgs) -> i32 {
             }
             Err(e) => fail(&e.into()),
         }
+    })
+}
+
+/// `--junit FILE`: the judged thresholds as JUnit XML. A file that cannot be written is
+/// results not written: exit code 1, the run itself is on disk.
+fn write_junit(
+    path: Option<&std::path::Path>,
+    judged: &[(String, &[loadgen::report::thresholds::ThresholdResult])],
+) -> Result<(), i32> {
+    let Some(path) = path else { return Ok(()) };
+    loadgen::report::junit::write(path, judged).map_err(|e| {
+        eprintln!("error: cannot write --junit {}: {e}", path.display());
+        1
+    })
+}
+
+/// `capacity --junit FILE`: one test case per SLO, failed when the search found no rate that
+/// meets them (exit 99); the answer is each case's message.
+fn write_capacity_junit(
+    path: Option<&std::path::Path>,
+    capacity: &loadgen::workflow::capacity::Capacity,
+    code: i32,
+) -> Result<(), i32> {
+    use loadgen::report::junit::{write_cases, Case};
+    let Some(path) = path else { return Ok(()) };
+    let cases = capacity
+        .slos
+        .iter()
+        .map(|slo| Case {
+            name: slo.clone(),
+            failure: (code != 0).then(|| capacity.answer.clone()),
+            output: capacity.answer.clone(),
+        })
+        .collect();
+    write_cases(path, &[("capacity".to_string(), cases)]).map_err(|e| {
+        eprintln!("error: cannot write --junit {}: {e}", path.display());
+        1
     })
 }
 

@@ -248,14 +248,17 @@ fn count_live(
     ended: Instant,
 ) {
     ctx.live.count(error.is_some());
+    // As the summary: latency from the intended send time under the open model.
+    let latency_ns = nanos(ended.saturating_duration_since(work.intended.unwrap_or(started)));
+    if status != 0 {
+        ctx.live.latency.record(latency_ns.max(0) as u64);
+    }
     if let Some(metrics) = &ctx.metrics {
-        // As the summary: latency from the intended send time under the open model.
-        let since = work.intended.unwrap_or(started);
         metrics.observe(
             work.op,
             error,
             status != 0,
-            nanos(ended.saturating_duration_since(since)),
+            latency_ns,
             work.intended
                 .map(|t| nanos(started.saturating_duration_since(t))),
         );

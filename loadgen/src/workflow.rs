@@ -244,13 +244,16 @@ impl Sweep {
 
     /// The Thresholds block: each level's judgement, and which levels crossed.
     pub fn render_thresholds(&self) -> String {
+        thresholds::block(&self.judged())
+    }
+
+    /// Each level's name (`N = 8`, `rate = 400`) and its judged thresholds.
+    pub fn judged(&self) -> Vec<(String, &[ThresholdResult])> {
         let unit = if self.model == "open" { "rate" } else { "N" };
-        let judged: Vec<(String, &[ThresholdResult])> = self
-            .levels
+        self.levels
             .iter()
             .map(|l| (format!("{unit} = {}", l.level), &l.thresholds[..]))
-            .collect();
-        thresholds::block(&judged)
+            .collect()
     }
 
     pub fn render(&self) -> String {

@@ -228,11 +228,12 @@ fn the_error_classes_are_the_contracts() {
     assert_eq!(listed, code);
 }
 
-/// The README's schema tables are generated from the contract: this test renders them and
-/// compares them with the README's marked sections; `UPDATE_DOCS=1` rewrites the sections.
+/// The schema tables of docs/reference/files.md are generated from the contract: this test
+/// renders them and compares them with the page's marked sections; `UPDATE_DOCS=1` rewrites
+/// the sections.
 #[test]
-fn the_readme_schema_tables_are_generated_from_the_contract() {
-    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../README.md");
+fn the_docs_schema_tables_are_generated_from_the_contract() {
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../docs/reference/files.md");
     let readme = std::fs::read_to_string(&path).unwrap();
     let generated = ["requests", "client_metrics"]
         .into_iter()
@@ -246,7 +247,8 @@ fn the_readme_schema_tables_are_generated_from_the_contract() {
         std::fs::write(&path, generated).unwrap();
     } else {
         panic!(
-            "README.md's schema tables differ from contract/files.json; regenerate them with \
+            "docs/reference/files.md's schema tables differ from contract/files.json; regenerate \
+             them with \
              `UPDATE_DOCS=1 cargo test -p loadgen --test contract`"
         );
     }

@@ -20,7 +20,7 @@ use hyper_util::rt::TokioIo;
 const BODY_BYTES: usize = 1_200_000;
 const WORKERS: usize = 200;
 const REQUESTS: usize = 2000;
-/// The documented bound (README, "Checks, chaining and thresholds").
+/// The documented bound (docs/scenarios.md, "Checks and chaining").
 const MAX_RSS_BYTES: u64 = 100_000_000;
 
 /// Answers every request with the same 1.2 MB body (shared, not copied per response).

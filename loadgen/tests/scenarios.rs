@@ -615,15 +615,18 @@ fn set_overrides_and_scenario_listing() {
     assert_eq!(read_rows(&dir.path().join("run")).len(), 50);
 }
 
-/// The scenario file shown in the README runs as documented.
+/// The scenario file shown in docs/reference/scenario.md runs as documented.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn readme_scenario_example_runs() {
-    let readme =
-        std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../README.md")).unwrap();
-    let start = readme
+async fn documented_scenario_example_runs() {
+    let page = std::fs::read_to_string(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../docs/reference/scenario.md"
+    ))
+    .unwrap();
+    let start = page
         .find("A scenario file:\n\n```toml\n")
-        .expect("README shows a scenario file");
-    let block = &readme[start..];
+        .expect("docs/reference/scenario.md shows a scenario file");
+    let block = &page[start..];
     let body = &block[block.find("```toml\n").unwrap() + 8..];
     let text = &body[..body.find("```").unwrap()];
     let server = servers::start(ServerConfig::default()).await.unwrap();

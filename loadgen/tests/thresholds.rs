@@ -251,3 +251,41 @@ fn sweep_and_calibrate_exit_99_when_a_threshold_is_crossed() {
     assert_eq!(code, 0, "{text}");
     assert!(text.contains("calibration    all 1 passed"), "{text}");
 }
+
+/// `--junit FILE` (issue 30): one test case per threshold, a crossed one a `<failure>` with
+/// what was observed; a sweep writes one suite per level, a calibration one suite.
+#[test]
+fn junit_files_have_a_case_per_threshold_and_a_failure_per_crossed_one() {
+    let server = slow_server();
+    let dir = tempfile::tempdir().unwrap();
+    let path = |name: &str| dir.path().join(name).to_str().unwrap().to_string();
+    let judged = ["--threshold", "p99<5ms", "--threshold", "error_rate<1%"];
+    let runs: [(&str, &[&str]); 3] = [
+        ("run.xml", &["run", "-c", "2", "-n", "10"]),
+        ("sweep.xml", &["sweep", "--levels", "1,2", "-n", "10"]),
+        ("calibrate.xml", &["calibrate", "-n", "10", "--warmup", "0"]),
+    ];
+    for (file, command) in runs {
+        let mut args = command.to_vec();
+        let (url, junit, out) = (server.url("/"), path(file), path(&format!("{file}.out")));
+        args.extend([
+            "--url",
+            &url,
+            "--no-progress",
+            "--junit",
+            &junit,
+            "--out",
+            &out,
+        ]);
+        args.extend(judged);
+        let (code, text) = run(&args);
+        assert_eq!(code, 99, "{text}");
+        let xml = std::fs::read_to_string(&junit).unwrap();
+        let suites = if file == "sweep.xml" { 2 } else { 1 };
+        assert_eq!(xml.matches("<testsuite ").count(), suites, "{xml}");
+        assert_eq!(xml.matches("<testcase ").count(), 2 * suites, "{xml}");
+        assert_eq!(xml.matches("<failure ").count(), suites, "{xml}");
+        assert!(xml.contains("p99&lt;5ms crossed: observed "), "{xml}");
+        assert!(xml.contains(&format!("tests=\"{}\" failures=\"{suites}\"", 2 * suites)));
+    }
+}

@@ -1,8 +1,8 @@
 """Response checks: how many rows failed each check, per run and op, and how many requests
 were skipped because a value they use was not extracted.
 
-A scenario's ``check`` and ``extract`` rules (loadgen's README, "Checks, chaining and
-thresholds") make a response with an expected status a failure of error class ``check`` when
+A scenario's ``check`` and ``extract`` rules (docs/scenarios.md, "Checks and
+chaining") make a response with an expected status a failure of error class ``check`` when
 one of them fails; the row's ``check`` column (request schema 3) names the first that failed.
 Failures are counted from the rows, in DuckDB, so they hold at any run size. Skipped requests
 are never sent and so are not rows: they come from run.json (``summary.ops[].skipped``). Runs

@@ -18,8 +18,22 @@ import pandas as pd
 from ..io.engine import REPORTED_LATENCY
 from ..io.load import RunsArg, as_runs
 from ..io.run import Run
-from .cache import cached_connection, every_percentile_at_once, reused, runs_key, store, timed
+from .cache import (
+    cached_connection,
+    cached_rollup,
+    every_percentile_at_once,
+    reused,
+    runs_key,
+    store,
+    timed,
+)
 from .quantiles import exact_quantile_sets, exact_quantiles
+from .rollup import count_sql
+
+#: A percentile q of n latencies is shown only while n·(1−q) ≥ this many: at least 10 values
+#: at or beyond it, so p99.999 needs a million responses (issue 30: a 352-request run showed
+#: 99.999 %, which is its maximum).
+MIN_TAIL_SAMPLES = 10
 
 #: The latency of the rows with a response, as every table reports it (from the intended send
 #: time for the open model: :data:`~loadgen_analysis.io.engine.REPORTED_LATENCY`).
@@ -143,7 +157,8 @@ def percentile_spectrum(
     """Latency at many percentiles, exactly, for a spectrum plot.
 
     Long frame with columns run, op (``all`` when ``by_op`` is false), percentile (0–1),
-    latency_ms. Covers rows with a response.
+    latency_ms, responses (n) and supported (n·(1−q) ≥ :data:`MIN_TAIL_SAMPLES`; plots draw
+    only those). Covers rows with a response.
     """
     runs = as_runs(runs)
     if not percentiles:
@@ -159,8 +174,28 @@ def percentile_spectrum(
         relation = f"(SELECT run_index, {op_expr} AS op, {_ANSWERED})"
         frame = exact_quantiles(con, relation, ["run_index", "op"], "latency_ns", percentiles)
     frame = frame.sort_values(["run_index", "op"])
+    responses = _responses(runs, by_op)
     rows = []
     for record in frame.itertuples(index=False):
+        n = responses.get((int(record.run_index), record.op), 0)
         for p, value in zip(percentiles, record.q, strict=True):
-            rows.append((runs[int(record.run_index)].label, record.op, float(p), value / 1e6))
-    return pd.DataFrame(rows, columns=["run", "op", "percentile", "latency_ms"])
+            label = runs[int(record.run_index)].label
+            rows.append((label, record.op, float(p), value / 1e6, n, supported(p, n)))
+    columns = ["run", "op", "percentile", "latency_ms", "responses", "supported"]
+    return pd.DataFrame(rows, columns=columns)
+
+
+def supported(q: float, responses: int) -> bool:
+    """Whether ``responses`` latencies support percentile ``q``: n·(1−q) ≥ MIN_TAIL_SAMPLES
+    (the minimum, q = 0, always)."""
+    return q == 0.0 or responses * (1.0 - q) >= MIN_TAIL_SAMPLES - 1e-9
+
+
+def _responses(runs: list[Run], by_op: bool) -> dict[tuple[int, str], int]:
+    """Responses per (run index, op) from the rollup the report builds anyway."""
+    con, table = cached_rollup(runs)
+    op_expr = "op" if by_op else "'all'"
+    counts = con.execute(
+        f"SELECT run_index, {op_expr} AS op, {count_sql('responded')} FROM {table} GROUP BY ALL"
+    ).fetchall()
+    return {(int(run_index), op): int(n) for run_index, op, n in counts}

@@ -17,14 +17,15 @@ from ..io.load import RunsArg, as_runs
 from ..io.run import Run
 from ..reductions.cache import reuse_reductions
 from ..reductions.timeline import timeline
-from ..regression import Comparison, format_comparison
+from ..regression import Comparison, format_comparison, formatted_cells
 from ..verdict.attribution import attribute
 from . import plots
-from .markup import figure_html, page
+from .markup import collect_figures, figure_html, page, write_figures
 from .sections import (
     attribution_html,
     distribution_section,
     header_section,
+    open_model_section,
     runs_section,
     summary_section,
     sweep_section,
@@ -53,6 +54,7 @@ def _build_report(runs: list[Run], title: str | None, link_capacity_bps: float |
         "<h2>Where throughput stops</h2>",
         attribution_html(result),
         *summary_section(runs),
+        *open_model_section(runs),
         *sweep_section(runs, result),
         *distribution_section(runs),
     ]
@@ -64,12 +66,17 @@ def write_report(
     out: str | Path,
     title: str | None = None,
     link_capacity_bps: float | None = None,
+    plots_dir: str | Path | None = None,
 ) -> Path:
-    """Write :func:`build_report` to ``out`` (parent folders created) and return its path."""
+    """Write :func:`build_report` to ``out`` (parent folders created) and return its path;
+    with ``plots_dir``, also each of its figures as SVG and PNG there (for papers and slides)."""
     out = Path(out)
-    text = build_report(runs, title=title, link_capacity_bps=link_capacity_bps)
+    with collect_figures() as figures:
+        text = build_report(runs, title=title, link_capacity_bps=link_capacity_bps)
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(text, encoding="utf-8")
+    if plots_dir is not None:
+        write_figures(figures, Path(plots_dir))
     return out
 
 
@@ -83,7 +90,12 @@ def build_comparison_report(
     css = "server" if comparison.passed else "errors"
     body = [
         f"<h1>loadgen regression gate: {verdict}</h1>",
-        f"<div class='verdict {css}'><pre>{html.escape(format_comparison(comparison))}</pre></div>",
+        f"<div class='verdict {css}'>{html.escape(_verdict_line(comparison))}</div>",
+        f"<p class='meta'>baseline: {html.escape(', '.join(comparison.baseline))}<br>"
+        f"candidate: {html.escape(', '.join(comparison.candidate))}<br>"
+        f"CI {100 * comparison.confidence:g}%: {html.escape(comparison.method)}</p>",
+        *(f"<p class='note'>warning: {html.escape(w)}</p>" for w in comparison.warnings),
+        comparison_table_html(comparison),
         figure_html(
             plots.plot_comparison(comparison),
             "Change of each metric with its confidence interval; dashed ticks are the limits.",
@@ -94,3 +106,28 @@ def build_comparison_report(
         ),
     ]
     return page(f"loadgen regression gate: {verdict}", body)
+
+
+def _verdict_line(comparison: Comparison) -> str:
+    """The last line of ``compare``'s text: PASS, or FAIL and what exceeded its limit."""
+    return format_comparison(comparison).splitlines()[-1]
+
+
+def comparison_table_html(comparison: Comparison) -> str:
+    """``compare``'s table as HTML: one row per op and metric, failures marked."""
+    rows = []
+    for r in comparison.table.itertuples(index=False):
+        css = " class='status-limit'" if r.verdict == "fail" else ""
+        text = formatted_cells(r)
+        cells = [
+            r.op,
+            r.metric,
+            *(text[k] for k in ("baseline", "candidate", "delta", "ci", "limit")),
+        ]
+        tds = "".join(f"<td>{html.escape(str(c))}</td>" for c in cells)
+        rows.append(f"<tr{css}>{tds}<td>{html.escape(r.verdict.upper())}</td></tr>")
+    head = "".join(
+        f"<th>{h}</th>"
+        for h in ("op", "metric", "baseline", "candidate", "Δ", "CI of Δ", "limit", "verdict")
+    )
+    return f"<table><thead><tr>{head}</tr></thead><tbody>{''.join(rows)}</tbody></table>"

@@ -7,6 +7,11 @@ import base64
 import html
 import io
 import math
+import re
+from collections.abc import Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
+from pathlib import Path
 
 import pandas as pd
 from matplotlib.figure import Figure
@@ -41,7 +46,39 @@ def figure_to_data_uri(fig: Figure, dpi: int = 110) -> str:
     return "data:image/png;base64," + base64.b64encode(buffer.getvalue()).decode("ascii")
 
 
+#: While :func:`collect_figures` runs, every figure a report embeds, with its caption.
+_COLLECTED: ContextVar[list[tuple[Figure, str]] | None] = ContextVar("collected", default=None)
+
+
+@contextmanager
+def collect_figures() -> Iterator[list[tuple[Figure, str]]]:
+    """Collect the figures :func:`figure_html` embeds inside the block (for ``--plots``)."""
+    collected: list[tuple[Figure, str]] = []
+    token = _COLLECTED.set(collected)
+    try:
+        yield collected
+    finally:
+        _COLLECTED.reset(token)
+
+
+def write_figures(figures: list[tuple[Figure, str]], directory: Path) -> list[Path]:
+    """Each figure as ``NN-title.svg`` and ``NN-title.png`` (200 dpi) in ``directory``."""
+    directory.mkdir(parents=True, exist_ok=True)
+    written = []
+    for i, (fig, caption) in enumerate(figures, start=1):
+        title = next((ax.get_title() for ax in fig.axes if ax.get_title()), caption)
+        slug = re.sub(r"[^a-z0-9]+", "-", title.lower()).strip("-")[:60] or "figure"
+        for suffix, dpi in ((".svg", None), (".png", 200)):
+            path = directory / f"{i:02d}-{slug}{suffix}"
+            fig.savefig(path, dpi=dpi)
+            written.append(path)
+    return written
+
+
 def figure_html(fig: Figure, caption: str) -> str:
+    collected = _COLLECTED.get()
+    if collected is not None:
+        collected.append((fig, caption))
     return (
         f'<figure><img alt="{html.escape(caption)}" src="{figure_to_data_uri(fig)}">'
         f"<figcaption>{html.escape(caption)}</figcaption></figure>"

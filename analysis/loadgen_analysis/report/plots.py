@@ -13,7 +13,7 @@ import matplotlib as mpl
 import numpy as np
 import pandas as pd
 from matplotlib.figure import Figure
-from matplotlib.ticker import FixedLocator, FuncFormatter, NullLocator
+from matplotlib.ticker import FixedLocator, FuncFormatter, LogLocator, NullFormatter, NullLocator
 
 from ..io.load import RunsArg, as_runs
 from ..models.bounds import BoundsFit
@@ -34,6 +34,21 @@ def _figure(width: float = 9.0, height: float = 4.5, rows: int = 1, sharex: bool
     return fig, axes
 
 
+def _ms_log_axis(axis) -> None:
+    """A log-scale latency axis labelled in plain milliseconds at 1, 2, 3, 5 × 10ⁿ (``0.5``, ``2``,
+    ``50``), never ``6×10⁰``."""
+    axis.set_major_locator(LogLocator(base=10, subs=(1.0, 2.0, 3.0, 5.0)))
+    axis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}"))
+    axis.set_minor_locator(LogLocator(base=10, subs=(4.0, 6.0, 7.0, 8.0, 9.0)))
+    axis.set_minor_formatter(NullFormatter())
+
+
+def _outside_legend(ax, entries: int) -> None:
+    """The legend to the right of the axes, outside the data."""
+    if entries:
+        ax.legend(fontsize="small", loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0)
+
+
 def _colour(i: int) -> str:
     cycle = mpl.rcParams["axes.prop_cycle"].by_key()["color"]
     return cycle[i % len(cycle)]
@@ -43,24 +58,28 @@ def plot_timeline(runs: RunsArg, bucket_s: float = 1.0) -> Figure:
     """Throughput (ok and failed) and p50/p99 latency per time bucket, phases shaded.
 
     One line per run. Phases are shaded when a run has more than one (the closed model's
-    single ``main`` phase is not). A bucket less than half inside its run (the sliver after the
-    last whole second: 10.003 s of run leave 3 ms in the eleventh bucket) is not drawn: its few
-    requests are no rate, and drawn they look like a drop that did not happen.
+    single ``main`` phase is not). Rates are per second of the bucket's part inside its run. A
+    bucket less than half inside its run (the sliver after the last whole second: 10.003 s of
+    run leave 3 ms in the eleventh bucket) stays off the line — mostly the drain after sending
+    stopped, drawn on it it looks like a drop that did not happen (issue 11) — but is drawn as
+    a hollow marker at the middle of its part, normalised by its length, so the requests that
+    ended there are not missing from the plot (issue 30).
     """
     runs = as_runs(runs)
-    tl = timeline_frame(runs, bucket_s=bucket_s, by_phase=False)
-    whole = tl[tl["covered_s"] >= bucket_s / 2]
-    tl = whole if not whole.empty else tl
+    everything = timeline_frame(runs, bucket_s=bucket_s, by_phase=False)
+    whole = everything[everything["covered_s"] >= bucket_s / 2]
+    tl = whole if not whole.empty else everything
     spans = phase_spans(runs)
     fig, (ax_x, ax_r) = _figure(10, 6, rows=2, sharex=True)
     for i, (run, frame) in enumerate(tl.groupby("run", sort=False)):
         colour = _colour(i)
         t = frame["t_s"] + bucket_s / 2
         ax_x.plot(t, frame["ok_throughput_rps"], color=colour, marker=".", label=f"{run} ok")
+        _partial_markers(ax_x, everything[everything["run"] == run], bucket_s, colour, run)
         if frame["errors"].any():
             ax_x.plot(
                 t,
-                frame["errors"] / bucket_s,
+                frame["errors"] / frame["covered_s"].clip(upper=bucket_s),
                 color=colour,
                 linestyle=":",
                 marker="x",
@@ -90,8 +109,25 @@ def plot_timeline(runs: RunsArg, bucket_s: float = 1.0) -> Figure:
     ax_r.set_ylim(bottom=0)
     for ax in (ax_x, ax_r):
         ax.grid(alpha=0.3)
-        ax.legend(fontsize="small", ncol=2 if len(runs) > 3 else 1, loc="best")
+        _outside_legend(ax, 1)
     return fig
+
+
+def _partial_markers(ax, frame: pd.DataFrame, bucket_s: float, colour: str, run: str) -> None:
+    """Hollow markers for a run's buckets kept off the line (less than half inside the run),
+    their rate per second of the part inside, at its middle; not joined to the line."""
+    partial = frame[(frame["covered_s"] < bucket_s / 2) & (frame["requests"] > 0)]
+    if partial.empty:
+        return
+    ax.plot(
+        partial["t_s"] + partial["covered_s"] / 2,
+        partial["ok_throughput_rps"],
+        color=colour,
+        marker="o",
+        markerfacecolor="none",
+        linestyle="none",
+        label=f"{run} partial interval (per second of it)",
+    )
 
 
 def _spectrum_x(p: np.ndarray | float) -> np.ndarray:
@@ -115,13 +151,16 @@ def plot_percentile_spectrum(
             return source
         return percentile_spectrum(source, SPECTRUM_PERCENTILES, by_op=by_op)
 
-    fig, (ax,) = _figure(9, 4.8)
+    fig, (ax,) = _figure(10, 4.8)
     series = [("", frame_of(runs), "-")]
     if baseline is not None:
         series = [("baseline ", frame_of(baseline), "--"), ("candidate ", series[0][1], "-")]
-    i = 0
+    i, top = 0, 0.0
     for prefix, frame, style in series:
         for (run, op), curve in frame.groupby(["run", "op"], sort=False):
+            if "supported" in curve:
+                curve = curve[curve["supported"]]
+            top = max(top, float(curve["percentile"].max()))
             label = f"{prefix}{run}" + (f" {op}" if op != "all" else "")
             ax.plot(
                 _spectrum_x(curve["percentile"]),
@@ -133,18 +172,19 @@ def plot_percentile_spectrum(
                 label=label,
             )
             i += 1
-    ticks = [0.0, 0.5, 0.9, 0.99, 0.999, 0.9999, 0.99999]
+    ticks = [q for q in (0.0, 0.5, 0.9, 0.99, 0.999, 0.9999, 0.99999) if q <= top]
     ax.xaxis.set_major_locator(FixedLocator(_spectrum_x(ticks)))
     ax.xaxis.set_minor_locator(NullLocator())
     ax.xaxis.set_major_formatter(
         FuncFormatter(lambda x, _: f"{100 * (1 - 10 ** (-x)):.5g}%" if x > 0 else "0%")
     )
-    ax.set_xlabel("percentile (log scale of 1/(1−p))")
+    ax.set_xlabel("percentile (log scale of 1/(1−p)); shown while n·(1−p) ≥ 10")
     ax.set_ylabel("latency (ms)")
     ax.set_yscale("log")
+    _ms_log_axis(ax.yaxis)
     ax.set_title("Latency percentile spectrum")
     ax.grid(alpha=0.3, which="both")
-    ax.legend(fontsize="small")
+    _outside_legend(ax, i)
     return fig
 
 
@@ -187,7 +227,7 @@ def plot_throughput_vs_n(
     ax.set_ylabel("throughput (requests/s)")
     ax.set_title("Throughput vs concurrency")
     ax.grid(alpha=0.3)
-    ax.legend(fontsize="small", loc="lower right")
+    _outside_legend(ax, 1)
     return fig
 
 
@@ -212,7 +252,7 @@ def plot_latency_vs_n(sweep: pd.DataFrame, fit: USLFit | BoundsFit | None = None
     ax.set_title("Latency vs concurrency")
     ax.set_ylim(bottom=0)
     ax.grid(alpha=0.3)
-    ax.legend(fontsize="small")
+    _outside_legend(ax, 1)
     return fig
 
 
@@ -232,7 +272,7 @@ def plot_n_eff(sweep: pd.DataFrame) -> Figure:
     ax.set_ylabel("effective concurrency N_eff")
     ax.set_title("Effective vs configured concurrency")
     ax.grid(alpha=0.3)
-    ax.legend(fontsize="small", loc="upper left")
+    _outside_legend(ax, 1)
     return fig
 
 
@@ -263,7 +303,7 @@ def plot_latency_components(runs: RunsArg | pd.DataFrame) -> Figure:
     ax.set_xlabel("mean latency (ms)")
     ax.set_title("Latency components")
     ax.grid(alpha=0.3, axis="x")
-    ax.legend(fontsize="small", loc="lower right")
+    _outside_legend(ax, 1)
     return fig
 
 

@@ -20,6 +20,7 @@ from ..models.bounds import BoundsFit
 from ..models.littles_law import calibration_from_sweep, littles_law_table, sweep_table
 from ..models.usl import USLFit
 from ..reductions.checks import check_failures, checks_evaluated, skipped_requests
+from ..reductions.open_model import open_model_table
 from ..reductions.summary import error_breakdown, op_summary, run_table, shard_table
 from ..verdict.attribution import Attribution
 from . import plots
@@ -315,6 +316,40 @@ def summary_section(runs: list[Run]) -> list[str]:
     if not errors.empty:
         parts += ["<h3>Failures</h3>", table_html(errors, _ERROR_COLUMNS)]
     return parts + _checks_html(runs)
+
+
+_OPEN_COLUMNS = {
+    "run": "run",
+    "offered_rps": "offered (scheduled/s)",
+    "achieved_rps": "achieved (sent/s)",
+    "ok_rps": "ok/s",
+    "scheduled": "scheduled",
+    "sent": "sent",
+    "dropped": "dropped",
+    "dropped_share": "dropped share",
+    "late": "late",
+    "late_share": "late share",
+    "lag_p50_ms": "send lag p50 (ms)",
+    "lag_p99_ms": "send lag p99 (ms)",
+    "lag_max_ms": "send lag max (ms)",
+}
+
+
+def open_model_section(runs: list[Run]) -> list[str]:
+    """For open-model runs: the schedule offered against what was achieved, the sends dropped
+    at --max-in-flight and late beyond --max-lateness, and the send lag; nothing otherwise."""
+    table = open_model_table(runs)
+    if table.empty:
+        return []
+    note = (
+        "<p class='note'>Each send was scheduled at its intended time whatever the responses "
+        "did; latency counts from that time. <em>Dropped</em>: not sent, the client was at "
+        "--max-in-flight. <em>Late</em>: sent more than --max-lateness after its intended "
+        "time. <em>Send lag</em>: actual send − intended time. Drops, late sends or a lag of "
+        "milliseconds mean the client did not keep the schedule: then the latencies describe "
+        "the client as much as the server.</p>"
+    )
+    return ["<h2>Open model: the schedule</h2>", note, table_html(table, _OPEN_COLUMNS)]
 
 
 def sweep_section(runs: list[Run], result: Attribution) -> list[str]:

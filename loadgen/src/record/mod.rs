@@ -8,8 +8,8 @@
 //! The columns, their units and meanings and the segments' metadata keys are written down in
 //! `contract/files.json` (`files.requests`) at the repository root; `loadgen/tests/contract.rs`
 //! and the Python tests hold [`schema`], [`ErrorClass::ALL`], the tests' decoded row and real
-//! segments to it, and the README's table is generated from it, so change the contract with
-//! the code.
+//! segments to it, and the tables of docs/reference/files.md are generated from it, so change
+//! the contract with the code.
 
 pub mod parquet_file;
 

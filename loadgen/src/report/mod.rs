@@ -5,6 +5,7 @@
 //! decides how results are shown, not how they are measured.
 
 pub mod console;
+pub mod junit;
 pub mod metrics;
 pub mod progress;
 pub mod thresholds;

@@ -1,7 +1,10 @@
-//! The live progress line: elapsed time, requests, current rate, failures.
+//! The live progress line: elapsed time, requests, current rate, p50/p99 of the last second,
+//! failures, and the time remaining where the model knows its end (as oha and k6 show).
 //!
 //! It reads only the workers' relaxed atomics, a few times a second, so it costs the hot path
-//! nothing. It draws on stderr and hides itself when stderr is not a terminal.
+//! nothing but one increment per request. Its percentiles are coarse (quarter-octave
+//! buckets, [`crate::stats::LiveLatency`]) and for watching only; the summary's are exact. It
+//! draws on stderr and hides itself when stderr is not a terminal.
 
 use std::io::IsTerminal;
 use std::sync::Arc;
@@ -10,9 +13,11 @@ use std::time::{Duration, Instant};
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 
 use crate::model::Limit;
-use crate::stats::LiveCounters;
+use crate::stats::{LiveCounters, LiveLatency};
 
 const TICK: Duration = Duration::from_millis(250);
+/// The live percentiles cover the requests answered in the last this many ticks (1 s).
+const WINDOW_TICKS: usize = 4;
 
 /// A running progress line; [`Progress::finish`] clears it.
 pub struct Progress {
@@ -43,6 +48,7 @@ impl Progress {
         let task = tokio::spawn(async move {
             let started = Instant::now();
             let mut last = (Instant::now(), 0u64);
+            let mut window = std::collections::VecDeque::from([live.latency.snapshot()]);
             let mut interval = tokio::time::interval(TICK);
             loop {
                 interval.tick().await;
@@ -50,13 +56,19 @@ impl Progress {
                 let now = Instant::now();
                 let rate = (requests - last.1) as f64 / (now - last.0).as_secs_f64().max(1e-3);
                 last = (now, requests);
+                window.push_back(live.latency.snapshot());
+                if window.len() > WINDOW_TICKS + 1 {
+                    window.pop_front();
+                }
                 ticker.set_position(if unit_is_time {
                     started.elapsed().as_millis() as u64
                 } else {
                     requests
                 });
+                let latency = live_percentiles(&window[0], &window[window.len() - 1]);
+                let left = remaining(limit, started.elapsed(), requests, rate);
                 ticker.set_message(format!(
-                    "{requests} requests  {rate:.0} req/s  {} failed",
+                    "{requests} requests  {rate:.0} req/s  {latency}  {} failed{left}",
                     live.failures()
                 ));
             }
@@ -86,5 +98,56 @@ impl Progress {
             task.abort();
         }
         self.bar.finish_and_clear();
+    }
+}
+
+/// `p50 2.10ms p99 8.39ms` over the window between two snapshots; dashes when nothing was
+/// answered in it.
+fn live_percentiles(earlier: &[u64], later: &[u64]) -> String {
+    let show = |q| {
+        LiveLatency::quantile(earlier, later, q)
+            .map_or_else(|| "—".to_string(), |ns| crate::units::duration(ns as f64))
+    };
+    format!("p50 {} p99 {}", show(0.5), show(0.99))
+}
+
+/// `  12s left`: what remains of a duration, or of a request count at the current rate.
+fn remaining(limit: Limit, elapsed: Duration, requests: u64, rate: f64) -> String {
+    let seconds = match limit {
+        Limit::Duration(d) => d.saturating_sub(elapsed).as_secs_f64(),
+        Limit::Requests(n) if rate > 0.0 => n.saturating_sub(requests) as f64 / rate,
+        Limit::Requests(_) => return String::new(),
+    };
+    format!("  {seconds:.0}s left")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_live_percentiles_are_those_of_the_window_within_a_quarter_octave() {
+        let latency = LiveLatency::default();
+        latency.record(1_000_000);
+        let before = latency.snapshot();
+        for ms in 1..=100u64 {
+            latency.record(ms * 1_000_000);
+        }
+        let after = latency.snapshot();
+        let p50 = LiveLatency::quantile(&before, &after, 0.5).unwrap() as f64;
+        let p99 = LiveLatency::quantile(&before, &after, 0.99).unwrap() as f64;
+        assert!((0.8 * 50e6..=50e6).contains(&p50), "{p50}");
+        assert!((0.8 * 99e6..=99e6).contains(&p99), "{p99}");
+        assert_eq!(LiveLatency::quantile(&after, &after, 0.5), None);
+        assert_eq!(live_percentiles(&after, &after), "p50 — p99 —");
+    }
+
+    #[test]
+    fn time_left_is_the_duration_left_or_the_requests_left_at_the_rate() {
+        let d = Limit::Duration(Duration::from_secs(30));
+        assert_eq!(remaining(d, Duration::from_secs(12), 0, 0.0), "  18s left");
+        let n = Limit::Requests(1000);
+        assert_eq!(remaining(n, Duration::ZERO, 600, 100.0), "  4s left");
+        assert_eq!(remaining(n, Duration::ZERO, 0, 0.0), "");
     }
 }

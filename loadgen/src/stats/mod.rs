@@ -39,6 +39,82 @@ pub struct LiveCounters {
     pub skipped: Box<[AtomicU64]>,
     /// Each worker's busy, waiting and alive time (read by the sampler and the summary).
     pub activity: Activity,
+    /// Latency of answered requests, coarsely, for the progress line's live p50/p99.
+    pub latency: LiveLatency,
+}
+
+/// Buckets of a quarter octave (values within ±12 % share one) from 1 ns to 2⁶⁴ ns, as
+/// relaxed atomics: one increment per answered request. Only the progress line reads them;
+/// the results come from the exact aggregates of the rows.
+#[derive(Debug)]
+pub struct LiveLatency {
+    buckets: Box<[AtomicU64]>,
+}
+
+impl Default for LiveLatency {
+    fn default() -> Self {
+        LiveLatency {
+            buckets: (0..LiveLatency::BUCKETS)
+                .map(|_| AtomicU64::new(0))
+                .collect(),
+        }
+    }
+}
+
+impl LiveLatency {
+    const BUCKETS: usize = 64 * 4;
+
+    fn index(ns: u64) -> usize {
+        let octave = 63 - ns.max(1).leading_zeros() as usize;
+        let quarter = if octave >= 2 {
+            (ns >> (octave - 2)) & 3
+        } else {
+            0
+        } as usize;
+        octave * 4 + quarter
+    }
+
+    /// The smallest latency in bucket `index`, in ns.
+    fn lower_bound(index: usize) -> u64 {
+        let (octave, quarter) = (index / 4, (index % 4) as u64);
+        if octave < 2 {
+            1 << octave
+        } else {
+            (4 + quarter) << (octave - 2)
+        }
+    }
+
+    pub fn record(&self, ns: u64) {
+        self.buckets[Self::index(ns)].fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// The counts so far, to subtract an earlier snapshot from (a window).
+    pub fn snapshot(&self) -> Vec<u64> {
+        self.buckets
+            .iter()
+            .map(|b| b.load(Ordering::Relaxed))
+            .collect()
+    }
+
+    /// The `q` quantile (0–1) of the latencies counted between `earlier` and `later`
+    /// snapshots, in ns (a bucket's lower bound); None when none was.
+    pub fn quantile(earlier: &[u64], later: &[u64], q: f64) -> Option<u64> {
+        let counts: Vec<u64> = later
+            .iter()
+            .zip(earlier.iter().chain(std::iter::repeat(&0)))
+            .map(|(l, e)| l.saturating_sub(*e))
+            .collect();
+        let total: u64 = counts.iter().sum();
+        let rank = ((q * total as f64).ceil() as u64).max(1);
+        let mut seen = 0;
+        for (index, count) in counts.iter().enumerate() {
+            seen += count;
+            if total > 0 && seen >= rank {
+                return Some(Self::lower_bound(index));
+            }
+        }
+        None
+    }
 }
 
 impl LiveCounters {

@@ -259,7 +259,7 @@ pub fn rust_type(rust: &str) -> (String, bool) {
     (name.to_string(), nullable)
 }
 
-/// The README section generated from the contract's entry `name`: the file's path, schema
+/// The docs section (docs/reference/files.md) generated from the contract's entry `name`: the file's path, schema
 /// version and meaning, a table of its columns and one of its metadata keys.
 pub fn markdown(name: &str) -> String {
     let spec = file(name);

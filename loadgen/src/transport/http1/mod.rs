@@ -5,7 +5,7 @@
 //! the previous one closed or failed (or after every request with `--no-keepalive`), and
 //! reports the time that took as `connect_ns`. Doing the exchange inline, instead of through
 //! hyper's connection task and its channel, brought the client's CPU per request from 1.43×
-//! wrk's to about 1.03× (see the README's performance section). The module handles what
+//! wrk's to about 1.03× (see docs/reference/performance.md). The module handles what
 //! HTTP/1.1 servers send: `Content-Length`, chunked bodies with trailers, bodies delimited by
 //! the connection closing, interim `1xx` responses, `HEAD`/`204`/`304` without bodies, and
 //! `Connection: close`. After any failure the connection is dropped: its state is unknown.

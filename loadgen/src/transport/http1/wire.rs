@@ -9,10 +9,10 @@ use super::super::connect::Origin;
 use super::super::Outgoing;
 use crate::record::ErrorClass;
 
-/// Most header lines a response may have; more is a `protocol` error (README).
+/// Most header lines a response may have; more is a `protocol` error (docs/troubleshooting.md).
 const MAX_HEADERS: usize = 100;
 /// A response head (status line and headers) larger than this is a `protocol` error, however
-/// the reads happened to split it (README).
+/// the reads happened to split it (docs/troubleshooting.md).
 const MAX_HEAD_BYTES: usize = 64 * 1024;
 /// Request bodies up to this size are copied after the head and go out in one write; larger
 /// ones are written from their own chunks, never copied (a 64 MB upload per worker).
