@@ -191,8 +191,13 @@ pub struct CapacityArgs {
 
     /// A run directory written by `loadgen calibrate` whose R(1) gives the first rate,
     /// instead of a short calibration of its own.
-    #[arg(long, value_name = "DIR")]
+    #[arg(long, value_name = "DIR", conflicts_with = "start_rate")]
     pub calibration: Option<PathBuf>,
+
+    /// The first level's rate (requests/s), instead of a calibration's estimate: when you know
+    /// roughly where the limit is, or one worker's speed says little about it.
+    #[arg(long, value_name = "REQ/S", value_parser = parse_rate)]
+    pub start_rate: Option<f64>,
 
     /// Exit 0 even when the budget ran out before the bracket closed.
     #[arg(long)]

@@ -111,7 +111,9 @@ fn the_capacity_of_8_workers_of_10ms_is_found_below_800_and_the_server_limits_it
 /// and it is throttled — warn that the limit is the client's, and still exit 0. The budget
 /// keeps the test short (the client is slow at everything under its quota, reading its rows
 /// back included); the answer it reports then is the bracket so far, which is enough to name
-/// the cause.
+/// the cause. The search starts at 500 req/s (`--start-rate`), which the throttled client
+/// keeps up with: one unthrottled worker's speed, the calibration's estimate, is far above
+/// what the quota allows, and starting there could leave no passing level within the budget.
 #[test]
 fn a_fast_server_and_a_client_under_a_cpu_quota_name_the_client() {
     let _alone = MEASURING.lock().unwrap_or_else(|e| e.into_inner());
@@ -135,8 +137,10 @@ fn a_fast_server_and_a_client_under_a_cpu_quota_name_the_client() {
         "50%",
         "--confirm-levels",
         "1",
+        "--start-rate",
+        "500",
         "--budget",
-        "25s",
+        "40s",
         "--allow-unconverged",
     ];
     let (code, answer, stderr) =
@@ -217,6 +221,18 @@ fn bad_input_exits_2_with_one_sentence() {
         (
             vec!["--slo", "p99<50ms", "--tolerance", "150%"],
             "not a fraction",
+        ),
+        (vec!["--slo", "p99<50ms", "--start-rate", "0"], "not a rate"),
+        (
+            vec![
+                "--slo",
+                "p99<50ms",
+                "--start-rate",
+                "100",
+                "--calibration",
+                "x",
+            ],
+            "cannot be used with",
         ),
         (vec![], "--slo"),
     ] {

@@ -54,9 +54,10 @@ pub struct Settings {
 /// Where the first rate came from.
 #[derive(Debug, Clone, Serialize)]
 pub struct CalibrationUsed {
-    pub run_dir: PathBuf,
+    /// `None` with `--start-rate` (no calibration).
+    pub run_dir: Option<PathBuf>,
     pub r1_ns: f64,
-    /// The first level's rate: one worker's throughput, 1 / R(1).
+    /// The first level's rate: `--start-rate`, or one worker's throughput, 1 / R(1).
     pub start_rps: f64,
 }
 
@@ -252,13 +253,20 @@ fn settings(args: &CapacityArgs) -> Settings {
     }
 }
 
-/// R(1) from `--calibration DIR` or a short calibration run in `DIR/calibration`, and the
-/// first level's rate from it.
+/// The first level's rate: `--start-rate`, or from R(1) of `--calibration DIR` or of a short
+/// calibration run in `DIR/calibration`.
 async fn first_rate(
     args: &CapacityArgs,
     dir: &Path,
     stop: &StopSignal,
 ) -> Result<CalibrationUsed, RunError> {
+    if let Some(start_rps) = args.start_rate {
+        return Ok(CalibrationUsed {
+            run_dir: None,
+            r1_ns: f64::NAN,
+            start_rps: search::round_rate(start_rps.min(args.max_rate)),
+        });
+    }
     let (run_dir, r1_ns) = match &args.calibration {
         Some(path) => (path.clone(), super::read_calibration(path)?),
         None => {
@@ -289,7 +297,7 @@ async fn first_rate(
         1.0
     };
     Ok(CalibrationUsed {
-        run_dir,
+        run_dir: Some(run_dir),
         r1_ns,
         start_rps: search::round_rate(start_rps.min(args.max_rate)),
     })
