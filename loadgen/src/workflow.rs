@@ -168,6 +168,7 @@ fn refuse_model_flags(args: &crate::cli::RunArgs) -> Result<(), ConfigError> {
         (args.given.arrivals, "--arrivals"),
         (args.max_in_flight.is_some(), "--max-in-flight"),
         (args.given.max_lateness, "--max-lateness"),
+        (args.send_window.is_some(), "--send-window"),
     ];
     match given.iter().find(|(given, _)| *given) {
         Some((_, flag)) => Err(ConfigError::ModelFlag(format!(

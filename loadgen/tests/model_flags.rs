@@ -34,12 +34,13 @@ const KINDS: [(&str, Option<&str>); 6] = [
 ];
 
 /// Each flag under test, as given.
-const FLAGS: [(&str, &[&str]); 10] = [
+const FLAGS: [(&str, &[&str]); 11] = [
     ("--rate", &["--rate", "20", "-d", "300ms"]),
     ("--stages", &["--stages", "300ms:20"]),
     ("--arrivals", &["--arrivals", "poisson"]),
     ("--max-in-flight", &["--max-in-flight", "3"]),
     ("--max-lateness", &["--max-lateness", "50ms"]),
+    ("--send-window", &["--send-window", "1ms"]),
     ("-c", &["-c", "3"]),
     ("-d", &["-d", "300ms"]),
     ("-n", &["-n", "5"]),
@@ -72,7 +73,10 @@ fn expect(flag: &str, kind: &str) -> Expect {
         "--max-lateness" if open => {
             Applied(|doc| is(doc, "/config/definition/model/max_lateness", "50ms"))
         }
-        "--arrivals" | "--max-in-flight" | "--max-lateness" => Refused,
+        "--send-window" if open => {
+            Applied(|doc| is(doc, "/config/definition/model/send_window", "1ms"))
+        }
+        "--arrivals" | "--max-in-flight" | "--max-lateness" | "--send-window" => Refused,
         "-c" if closed_like => Applied(|doc| is(doc, "/config/definition/model/workers", 3)),
         "-c" => Refused,
         "-d" if closed_like || open => {

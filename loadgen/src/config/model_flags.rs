@@ -7,7 +7,7 @@
 //! | flag | closed (and a quick run) | open | thread-groups, producer-buffer, phased |
 //! |---|---|---|---|
 //! | `--rate`, `--stages` | switch to the open model over the sequence | set rate / stages | switch to the open model (the replaced model's parts are named in a note) |
-//! | `--arrivals`, `--max-in-flight`, `--max-lateness` | only with `--rate`/`--stages` | set | only with `--rate`/`--stages` |
+//! | `--arrivals`, `--max-in-flight`, `--max-lateness`, `--send-window` | only with `--rate`/`--stages` | set | only with `--rate`/`--stages` |
 //! | `-c` | sets workers | refused (hint `--set model.kind=closed`) | refused (same hint) |
 //! | `-d` | sets the duration | sets the duration (caps a ramp of stages) | caps the run time |
 //! | `-n` | sets requests, whole iterations | refused (rate × duration decides) | caps requests, whole iterations (producer-buffer: its `total`) |
@@ -40,6 +40,7 @@ pub(super) struct ModelFlags {
     arrivals: Option<Arrivals>,
     max_in_flight: Option<u32>,
     max_lateness: Option<Duration>,
+    send_window: Option<Duration>,
     duration: Option<Duration>,
     requests: Option<u64>,
     think_time: bool,
@@ -78,6 +79,7 @@ impl ModelFlags {
             }),
             max_in_flight: args.max_in_flight,
             max_lateness: args.given.max_lateness.then_some(args.max_lateness),
+            send_window: args.send_window,
             duration: args.duration,
             requests: args.requests,
             think_time: args.think_time.is_some(),
@@ -97,6 +99,7 @@ impl ModelFlags {
             (self.arrivals.is_some(), "--arrivals"),
             (self.max_in_flight.is_some(), "--max-in-flight"),
             (self.max_lateness.is_some(), "--max-lateness"),
+            (self.send_window.is_some(), "--send-window"),
         ]
         .into_iter()
         .find_map(|(given, name)| given.then_some(name))
@@ -186,6 +189,7 @@ fn empty_open() -> OpenSpec {
         arrivals: Arrivals::Uniform,
         max_in_flight: DEFAULT_MAX_IN_FLIGHT,
         max_lateness: Dur(Duration::from_millis(10)),
+        send_window: None,
         warmup: None,
     }
 }
@@ -242,6 +246,9 @@ fn apply_open(
     open.max_in_flight = flags.max_in_flight.unwrap_or(open.max_in_flight);
     if let Some(lateness) = flags.max_lateness {
         open.max_lateness = Dur(lateness);
+    }
+    if let Some(window) = flags.send_window {
+        open.send_window = Some(Dur(window));
     }
     Ok(())
 }

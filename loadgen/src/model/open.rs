@@ -62,6 +62,9 @@ pub struct OpenPlan {
     /// The first stretch of the schedule, whose sends carry the phase `warmup` (the rest
     /// `main`); zero: one phase, `main`.
     pub warmup: Duration,
+    /// The pacer wakes at most once per this: sends due in between wait for the next wake-up
+    /// (up to this late) and go out together. Zero: every send at its own time.
+    pub send_window: Duration,
 }
 
 impl OpenPlan {
@@ -283,6 +286,7 @@ impl Model for Open {
             Schedule::new(plan.stages.clone(), plan.arrivals, self.seed, plan.offset),
             start,
             plan.duration(),
+            plan.send_window,
             &self.stop,
         );
         loop {
@@ -422,6 +426,7 @@ fn pace(
     schedule: Schedule,
     start: std::time::Instant,
     duration: Duration,
+    window: Duration,
     stop: &StopSignal,
 ) -> flume::Receiver<Vec<std::time::Instant>> {
     let (tx, rx) = flume::bounded(1024);
@@ -432,15 +437,19 @@ fn pace(
         .spawn(move || {
             let mut schedule = schedule.map(|offset| start + offset).peekable();
             let mut handed_out = 0u64;
+            // Wake-ups are at least `window` apart: sends due in between wait for the next.
+            let mut earliest = start;
             while let Some(&due) = schedule.peek() {
+                let wake = due.max(earliest);
                 let now = std::time::Instant::now();
-                if due > now {
-                    std::thread::sleep(due - now);
+                if wake > now {
+                    std::thread::sleep(wake - now);
                 }
                 // Everything due by now goes in one message (up to a bound, so the clock is
                 // read again): at high rates one wake-up of the dispatcher serves several
                 // sends, each still stamped with its own time.
                 let now = std::time::Instant::now();
+                earliest = now + window;
                 if now > end {
                     eprintln!(
                         "warning: the open model fell behind its schedule and stopped at its \

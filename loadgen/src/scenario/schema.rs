@@ -334,6 +334,10 @@ pub struct OpenSpec {
     pub max_in_flight: u32,
     #[serde(default = "default_max_lateness")]
     pub max_lateness: Dur,
+    /// The pacer wakes at most once per this; sends due in between go out together at the
+    /// next wake-up (`--send-window`). None: every send at its own time.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub send_window: Option<Dur>,
     /// The schedule's first stretch, whose rows are labelled `warmup` (the rest `main`), so
     /// a judgement can leave it out (`loadgen capacity` does); none by default.
     #[serde(default, skip_serializing_if = "Option::is_none")]

@@ -1,5 +1,5 @@
 //! The open model's `[model]` section: a constant `rate` for `duration`, or `stages` that
-//! ramp it; arrivals, `max_in_flight` and `max_lateness` → [`OpenPlan`]. A rate beyond what
+//! ramp it; arrivals, `max_in_flight`, `max_lateness` and `send_window` → [`OpenPlan`]. A rate beyond what
 //! one process schedules is refused here.
 
 use std::sync::Arc;
@@ -27,11 +27,24 @@ impl CompileModel for OpenSpec {
                 "must be shorter than the schedule, which it begins",
             ));
         }
+        let send_window = self.send_window.map_or(std::time::Duration::ZERO, |d| d.0);
+        if send_window >= self.max_lateness.0 {
+            return Err(violation(
+                "model.send_window",
+                format!(
+                    "{} would make every batched send late: give one shorter than \
+                     max_lateness ({})",
+                    humantime::format_duration(send_window),
+                    humantime::format_duration(self.max_lateness.0)
+                ),
+            ));
+        }
         let plan = OpenPlan {
             stages,
             arrivals: self.arrivals,
             max_in_flight: self.max_in_flight,
             max_lateness: self.max_lateness.0,
+            send_window,
             // With a sequence of several requests, one arrival starts one iteration.
             chained: sequence.len() > 1,
             sequence,

@@ -110,6 +110,7 @@ impl LevelPlan<'_> {
             arrivals: arrivals(args.arrivals),
             max_in_flight: args.max_in_flight.unwrap_or(DEFAULT_MAX_IN_FLIGHT),
             max_lateness: Dur(args.max_lateness),
+            send_window: args.send_window.map(Dur),
             warmup: Some(Dur(self.warmup)),
         };
         Ok(RunConfig::with_model(&args, ModelSpec::Open(spec))?)
