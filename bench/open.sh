@@ -4,6 +4,8 @@
 # core 1, interleaved rounds, medians of the runs and of the rounds' own ratios.
 #
 #   loadgen open      --rate R: the open model, every request recorded; send lag from run.json
+#   loadgen open 1ms  the same with --send-window 1ms: sends due within a millisecond share a
+#                     wake-up, up to 1 ms late (how tools pacing on a 1 ms timer send)
 #   vegeta            attack -rate R: an open model too (new workers when all are busy), every
 #                     result recorded; send lag estimated from the results: the k-th send was
 #                     due at start + (k+1)/R, the start taken from the run's least-late send
@@ -210,6 +212,8 @@ bench_protocol() {
       {
         printf '%s\t%s\tloadgen-open\t%s\t%s\n' "$protocol" "$rate" "$round" \
           "$(run_loadgen "$tag-open" $(open_args "$protocol") --rate "$rate" -d "${seconds}s")"
+        printf '%s\t%s\tloadgen-open-1ms\t%s\t%s\n' "$protocol" "$rate" "$round" \
+          "$(run_loadgen "$tag-open-1ms" $(open_args "$protocol") --rate "$rate" -d "${seconds}s" --send-window 1ms)"
         printf '%s\t%s\tvegeta\t%s\t%s\n' "$protocol" "$rate" "$round" "$(run_vegeta "$tag-vegeta" "$rate" "$http2")"
         printf '%s\t%s\toha-q\t%s\t%s\n' "$protocol" "$rate" "$round" \
           "$(run_oha "$tag-oha" "$rate" $(oha_args "$protocol"))"
@@ -264,20 +268,21 @@ for (protocol, rate), tools in runs.items():
         lag = " / ".join(fmt(med(cols[i])) for i in (3, 4, 5))
         print(f"| {protocol} | {rate} | {tool} | {fmt(achieved)} | {ratio} | {fmt(med(cols[2]), '.2f')} | {lag} | {fmt(med(cols[6]))} |")
 print()
-print("loadgen open's CPU per request over each peer's: median of the rounds' own ratios (range)")
+print("loadgen open's CPU per request (exact sends; with --send-window 1ms) over each peer's: median of the rounds' own ratios (range)")
 maxes = {p: by for (p, r), t in runs.items() if r == "max" for by in [t["loadgen-closed"]]}
 for (protocol, rate), tools in runs.items():
     if rate == "max":
         continue
-    mine = tools["loadgen-open"]
     peers = [(t, tools[t]) for t in ("vegeta", "oha-q", "loadgen-closed") if t in tools]
     peers.append(("closed at max", maxes.get(protocol, {})))
-    parts = []
-    for name, theirs in peers:
-        ratios = sorted(float(mine[r][2]) / float(theirs[r][2]) for r in mine if r in theirs and float(theirs[r][2]))
-        if ratios:
-            parts.append(f"{name} {statistics.median(ratios):.2f} ({ratios[0]:.2f}–{ratios[-1]:.2f})")
-    print(f"{protocol} at {rate}/s: " + ", ".join(parts))
+    for variant in ("loadgen-open", "loadgen-open-1ms"):
+        mine = tools.get(variant, {})
+        parts = []
+        for name, theirs in peers:
+            ratios = sorted(float(mine[r][2]) / float(theirs[r][2]) for r in mine if r in theirs and float(theirs[r][2]))
+            if ratios:
+                parts.append(f"{name} {statistics.median(ratios):.2f} ({ratios[0]:.2f}–{ratios[-1]:.2f})")
+        print(f"{protocol} at {rate}/s, {variant}: " + ", ".join(parts))
 PY
 
 printf '\n==== summary (%s, %s, %s cores, load average %s) ====\n' "$(date -u '+%Y-%m-%d %H:%M UTC')" \
