@@ -108,7 +108,12 @@ async fn a_send_window_batches_sends_and_keeps_their_intended_times() {
     let server = servers::start(ServerConfig::default()).await.unwrap();
     let url = format!("{}/", server.url());
     let args = ["--rate", "2000", "-d", "1s", "--send-window", "4ms"];
-    let (_dir, out, _) = run_at(&url, &args, StopSignal::new()).await;
+    let (_dir, out, outcome) = run_at(&url, &args, StopSignal::new()).await;
+    assert!(
+        outcome.console.contains("sent in 4ms windows"),
+        "{}",
+        outcome.console
+    );
     let mut rows = read_rows(&out);
     assert!((1990..=2001).contains(&rows.len()), "{} rows", rows.len());
     let mut intended: Vec<i64> = rows.iter().map(|r| r.intended_ns.unwrap()).collect();

@@ -143,8 +143,17 @@ impl Plan for OpenPlan {
                 humantime::format_duration(self.warmup)
             )
         };
+        let window = if self.send_window.is_zero() {
+            String::new()
+        } else {
+            format!(
+                ", sent in {} windows",
+                humantime::format_duration(self.send_window)
+            )
+        };
         format!(
-            "open model: {}{warmup}, {:?} arrivals, {}{unit} scheduled, at most {} in flight",
+            "open model: {}{warmup}, {:?} arrivals{window}, {}{unit} scheduled, at most {} in \
+             flight",
             self.describe_schedule(),
             self.arrivals,
             self.scheduled(),
