@@ -182,7 +182,12 @@ async fn handshake(origin: &Origin, config: &TransportConfig) -> Result<Open, Er
     let connected = connect(origin, config.connect_timeout)
         .await
         .map_err(|f| f.class)?;
+    // Until the server's SETTINGS arrive, h2 would open any number of streams, and a server
+    // allowing fewer refuses the rest (REFUSED_STREAM): spurious `reset` rows at the start of
+    // every connection. One stream until then; the SETTINGS frame, the server's first, lifts
+    // it to the server's own limit one round trip later (the wait is in those rows' send_ns).
     let (sender, connection) = client::Builder::new()
+        .initial_max_send_streams(1)
         .enable_push(false)
         .initial_window_size(STREAM_WINDOW_BYTES)
         .initial_connection_window_size(CONNECTION_WINDOW_BYTES)
