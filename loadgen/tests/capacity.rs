@@ -107,11 +107,11 @@ fn the_capacity_of_8_workers_of_10ms_is_found_below_800_and_the_server_limits_it
 
 /// Issue 29's "against a fast server on the same cores it names the client": a server with no
 /// service time, and the client confined to 0.1 cores by a cgroup quota, so the client runs
-/// out long before the server does. The search must blame the client — its sends start late
-/// and it is throttled — warn that the limit is the client's, and still exit 0. The budget
+/// out long before the server does. The search must blame the client — it is throttled, and
+/// its sends start late or fall short of the schedule — warn that the limit is the client's, and still exit 0. The budget
 /// keeps the test short (the client is slow at everything under its quota, reading its rows
 /// back included); the answer it reports then is the bracket so far, which is enough to name
-/// the cause. The search starts at 500 req/s (`--start-rate`), which the throttled client
+/// the cause. The search starts at 1,000 req/s (`--start-rate`), which the throttled client
 /// keeps up with: one unthrottled worker's speed, the calibration's estimate, is far above
 /// what the quota allows, and starting there could leave no passing level within the budget.
 #[test]
@@ -138,7 +138,7 @@ fn a_fast_server_and_a_client_under_a_cpu_quota_name_the_client() {
         "--confirm-levels",
         "1",
         "--start-rate",
-        "500",
+        "1000",
         "--budget",
         "40s",
         "--allow-unconverged",
@@ -159,12 +159,14 @@ fn a_fast_server_and_a_client_under_a_cpu_quota_name_the_client() {
     );
     let first_failing = &answer["levels"][answer["first_failing_level"].as_u64().unwrap() as usize];
     assert_eq!(first_failing["cause"], "client", "{first_failing}");
-    assert_eq!(first_failing["schedule"]["kept"], false, "{first_failing}");
+    // The evidence names the quota (whether the throttled client also fell behind its
+    // schedule depends on where the level's sends fell in the quota's periods).
     assert!(
-        answer["evidence"].as_array().unwrap().iter().any(|e| e
-            .as_str()
+        answer["evidence"]
+            .as_array()
             .unwrap()
-            .starts_with("the client did not keep its schedule")),
+            .iter()
+            .any(|e| e.as_str().unwrap().contains("saturated by its CPU quota")),
         "{answer}"
     );
 }

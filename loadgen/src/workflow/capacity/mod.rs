@@ -18,7 +18,7 @@ pub mod rows;
 pub mod search;
 
 use std::path::{Path, PathBuf};
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use serde::Serialize;
 
@@ -148,6 +148,9 @@ async fn run_search(
     stop: &StopSignal,
 ) -> Result<(Vec<Level>, bool), RunError> {
     let mut levels = Vec::new();
+    // The most a level took beyond its sending (connecting, reading its rows back, the
+    // cool-down): counted when deciding whether the next one fits the budget.
+    let mut overhead = Duration::ZERO;
     loop {
         let Next::Run { rate_rps, step } = search.next() else {
             return Ok((levels, true));
@@ -156,9 +159,11 @@ async fn run_search(
             Step::Confirm => args.level_duration.mul_f64(args.confirm_levels),
             _ => args.level_duration,
         };
-        if started.elapsed() + duration > args.budget || stop.is_draining() {
+        if started.elapsed() + duration + overhead > args.budget || stop.is_draining() {
             return Ok((levels, false));
         }
+        let began = Instant::now();
+        let mut sent = duration;
         let mut level = plan
             .run(levels.len(), rate_rps, step, duration, stop)
             .await?;
@@ -167,6 +172,7 @@ async fn run_search(
             // Straddling the limit: look twice as long rather than guess.
             levels.push(level);
             cool_down(args, stop).await;
+            sent += duration * 2;
             level = plan
                 .run(levels.len(), rate_rps, Step::Extend, duration * 2, stop)
                 .await?;
@@ -175,6 +181,7 @@ async fn run_search(
         search.record(rate_rps, step, level.passed);
         levels.push(level);
         cool_down(args, stop).await;
+        overhead = overhead.max(began.elapsed().saturating_sub(sent));
     }
 }
 
