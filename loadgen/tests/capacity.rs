@@ -180,9 +180,23 @@ fn a_server_failing_2_percent_meets_no_error_rate_below_1_percent() {
     });
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("capacity");
-    let flags = ["--slo", "error_rate<1%", "--max-rate", "2000"];
+    // With an open-model flag of `run` too: it applies to every level, not to the calibration
+    // (one closed worker, which refuses it).
+    let flags = [
+        "--slo",
+        "error_rate<1%",
+        "--max-rate",
+        "2000",
+        "--send-window",
+        "1ms",
+    ];
     let (code, answer, stderr) = capacity(&server.url("/albums/1"), &flags, &out);
     assert_eq!(code, 99, "{stderr}");
+    for level in answer["levels"].as_array().unwrap() {
+        let run_dir = std::path::Path::new(level["run_dir"].as_str().unwrap());
+        let model = &common::run_json(run_dir)["config"]["definition"]["model"];
+        assert_eq!(model["send_window"], "1ms", "{}", run_dir.display());
+    }
     assert_eq!(answer["capacity_rps"], serde_json::Value::Null);
     assert_eq!(answer["verdict"], "errors");
     assert!(

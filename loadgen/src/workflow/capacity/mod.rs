@@ -282,6 +282,7 @@ async fn first_rate(
             run.requests = Some(CALIBRATION_REQUESTS);
             // The open model's flags are the levels'; the calibration is one closed worker.
             run.max_in_flight = None;
+            run.send_window = None;
             run.given = crate::cli::Given::default();
             let calibrate = CalibrateArgs {
                 run,
