@@ -213,6 +213,50 @@ fn a_server_failing_2_percent_meets_no_error_rate_below_1_percent() {
         .all(|l| l["passed"] == false));
 }
 
+/// A level far above a slow server's capacity (one worker × 50 ms: 20 req/s) fills the
+/// in-flight cap and is stopped early (latency past 10× the SLO); after its short `--grace`
+/// the requests in flight are cut off, and a real service would still be working through
+/// them. (A level that runs its course waits for every send it made, so leaves none.) The
+/// next level waits for that backlog — cut requests over the rate the level completed —
+/// rather than the 300 ms `--cool-down`, and capacity.json says how long it waited.
+#[test]
+fn requests_cut_off_in_flight_lengthen_the_cool_down() {
+    let _alone = MEASURING.lock().unwrap_or_else(|e| e.into_inner());
+    let server = ServerOnRuntime::start(ServerConfig {
+        service_time: "50ms".parse().unwrap(),
+        workers: Some(1),
+        ..ServerConfig::default()
+    });
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("capacity");
+    let flags = [
+        "--slo",
+        "p99<100ms",
+        "--start-rate",
+        "100",
+        "--max-in-flight",
+        "40",
+        "--grace",
+        "200ms",
+        "--level-duration",
+        "4s",
+        "--budget",
+        "14s",
+        "--allow-unconverged",
+    ];
+    let (code, answer, stderr) = capacity(&server.url("/albums/1"), &flags, &out);
+    assert_ne!(code, 2, "{stderr}");
+    let first = &answer["levels"][0];
+    let cut = first["cut_in_flight"].as_u64().unwrap();
+    let achieved = first["achieved_rps"].as_f64().unwrap();
+    assert!(first["aborted"].is_string(), "{first}");
+    assert!(cut >= 10, "{first}");
+    let expected_s = (cut as f64 / achieved.max(1.0)).clamp(0.3, 60.0);
+    let cool_down_s = first["cool_down_s"].as_f64().unwrap();
+    assert!((cool_down_s - expected_s).abs() < 1e-6, "{first}");
+    assert!(cool_down_s > 0.5, "{first}");
+}
+
 #[test]
 fn bad_input_exits_2_with_one_sentence() {
     let server = ServerOnRuntime::start(ServerConfig::default());

@@ -28,6 +28,8 @@ use crate::stop::{ExitReason, StopSignal};
 pub const ABORT_ERROR_SHARE: f64 = 0.05;
 /// ... or a latency SLO's statistic is this many times its limit.
 pub const ABORT_LATENCY_FACTOR: f64 = 10.0;
+/// The longest cool-down a level's cut-off backlog extends to.
+const MAX_BACKLOG_WAIT: Duration = Duration::from_secs(60);
 /// How often a running level's closed segments are read for the abort check.
 const WATCH_EVERY: Duration = Duration::from_millis(500);
 /// Segments close this often during a level, so the watcher sees its rows early.
@@ -70,6 +72,12 @@ pub struct Level {
     pub failed: u64,
     pub dropped: u64,
     pub late: u64,
+    /// Requests still in flight after the level's `--grace`, cut off (`cancelled` rows): a
+    /// real service may still be working through them when the next level starts.
+    pub cut_in_flight: u64,
+    /// The pause after this level before the next: `--cool-down`, or longer for the backlog
+    /// `cut_in_flight` left (see [`Level::cool_down`]).
+    pub cool_down_s: f64,
     /// p50, p90, p99 of latency from intended time over the judged rows.
     pub latency: Vec<Percentile>,
     pub slos: Vec<SloJudgement>,
@@ -177,6 +185,13 @@ impl LevelPlan<'_> {
             failed: outcome.summary.failed,
             dropped,
             late: open.map_or(0, |o| o.late),
+            cut_in_flight: outcome
+                .summary
+                .errors
+                .get("cancelled")
+                .copied()
+                .unwrap_or(0),
+            cool_down_s: 0.0,
             latency: [0.5, 0.9, 0.99].map(|q| percentile(rows, q)).to_vec(),
             uncertain: slos.iter().any(|s| s.outcome == Outcome::Uncertain),
             slos,
@@ -195,6 +210,13 @@ impl LevelPlan<'_> {
 }
 
 impl Level {
+    /// How long to wait before the next level: `cool_down`, or longer when requests were cut
+    /// off in flight — the time the service, at the rate it completed this level's requests,
+    /// needs to finish them (capped at `MAX_BACKLOG_WAIT`).
+    pub fn cool_down(&self, cool_down: Duration) -> Duration {
+        backlog_cool_down(cool_down, self.cut_in_flight, self.achieved_rps)
+    }
+
     /// Sets `reasons`, `passed` and `cause` from the judgements. An uncertain SLO fails
     /// the level here; the caller extends an uncertain level before it takes that verdict.
     /// The client is the cause when the engine found it saturated, or when it did not keep
@@ -384,4 +406,32 @@ fn blow_up(rows: &LevelRows, slos: &[Threshold]) -> Option<String> {
         }
     }
     None
+}
+
+/// `cool_down`, or the time `cut_in_flight` requests take at `achieved_rps` when longer (at
+/// most [`MAX_BACKLOG_WAIT`]; a level that completed almost nothing counts as 1 req/s).
+fn backlog_cool_down(cool_down: Duration, cut_in_flight: u64, achieved_rps: f64) -> Duration {
+    if cut_in_flight == 0 {
+        return cool_down;
+    }
+    let backlog_s = cut_in_flight as f64 / achieved_rps.max(1.0);
+    cool_down.max(Duration::from_secs_f64(backlog_s).min(MAX_BACKLOG_WAIT))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_cut_off_backlog_lengthens_the_cool_down_by_its_drain_time() {
+        let two_s = Duration::from_secs(2);
+        assert_eq!(backlog_cool_down(two_s, 0, 10.0), two_s);
+        // 400 requests at 50 req/s: 8 s of the service's work.
+        assert_eq!(backlog_cool_down(two_s, 400, 50.0), Duration::from_secs(8));
+        // A backlog shorter than the cool-down changes nothing.
+        assert_eq!(backlog_cool_down(two_s, 10, 50.0), two_s);
+        // A level that completed nothing: 1 req/s, and never more than a minute.
+        assert_eq!(backlog_cool_down(two_s, 30, 0.0), Duration::from_secs(30));
+        assert_eq!(backlog_cool_down(two_s, 1_000, 1.0), MAX_BACKLOG_WAIT);
+    }
 }

@@ -170,8 +170,10 @@ async fn run_search(
         announce(args, &level);
         if level.uncertain && level.aborted.is_none() && !stop.is_draining() {
             // Straddling the limit: look twice as long rather than guess.
+            let pause = level.cool_down(args.cool_down);
+            level.cool_down_s = pause.as_secs_f64();
             levels.push(level);
-            cool_down(args, stop).await;
+            cool_down(args, pause, stop).await;
             sent += duration * 2;
             level = plan
                 .run(levels.len(), rate_rps, Step::Extend, duration * 2, stop)
@@ -179,8 +181,10 @@ async fn run_search(
             announce(args, &level);
         }
         search.record(rate_rps, step, level.passed);
+        let pause = level.cool_down(args.cool_down);
+        level.cool_down_s = pause.as_secs_f64();
         levels.push(level);
-        cool_down(args, stop).await;
+        cool_down(args, pause, stop).await;
         overhead = overhead.max(began.elapsed().saturating_sub(sent));
     }
 }
@@ -191,9 +195,18 @@ fn announce(args: &CapacityArgs, level: &Level) {
     }
 }
 
-async fn cool_down(args: &CapacityArgs, stop: &StopSignal) {
+/// Waits `pause` between levels (saying so when a cut-off backlog made it longer than
+/// `--cool-down`), or until the user stops the search.
+async fn cool_down(args: &CapacityArgs, pause: Duration, stop: &StopSignal) {
+    if pause > args.cool_down && !args.run.json {
+        eprintln!(
+            "  cooling down {} (longer than --cool-down: requests were cut off in flight, and \
+             the service may still be working through them)",
+            crate::units::duration(pause.as_nanos() as f64)
+        );
+    }
     tokio::select! {
-        () = tokio::time::sleep(args.cool_down) => {}
+        () = tokio::time::sleep(pause) => {}
         () = stop.draining() => {}
     }
 }
