@@ -1,6 +1,6 @@
 //! The open model's `[model]` section: a constant `rate` for `duration`, or `stages` that
-//! ramp it; arrivals, `max_in_flight`, `max_lateness` and `send_window` → [`OpenPlan`]. A rate beyond what
-//! one process schedules is refused here.
+//! ramp it; arrivals, `max_in_flight`, `max_lateness` and `send_window` → [`OpenPlan`]. A
+//! rate beyond what one process schedules is refused here.
 
 use std::sync::Arc;
 
