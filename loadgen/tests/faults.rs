@@ -388,15 +388,17 @@ fn a_low_soft_open_files_limit_is_raised_and_the_run_completes() {
     let target = ServerOnRuntime::start(ServerConfig::default());
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("run");
+    // For a duration, not -n: with -n 400 a worker that started last could find the requests
+    // taken by faster ones (seen: 136 of 200 workers ran), and prove nothing about its socket.
     let output = loadgen_under_sh("ulimit -Sn 64")
-        .args(["run", "--url", &target.url("/"), "-c", "200", "-n", "400"])
+        .args(["run", "--url", &target.url("/"), "-c", "200", "-d", "1s"])
         .args(["--no-progress", "--out"])
         .arg(&out)
         .output()
         .unwrap();
     assert_exit(&output, 0);
     let (rows, summary) = rows_matching_summary(&out);
-    assert_eq!(rows.len(), 400);
+    assert!(rows.len() >= 200, "{summary}");
     assert_eq!(
         rows_with_error(&rows, "too_many_open_files"),
         0,
