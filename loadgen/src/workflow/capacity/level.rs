@@ -188,7 +188,7 @@ impl LevelPlan<'_> {
             cut_in_flight: outcome
                 .summary
                 .errors
-                .get("cancelled")
+                .get(crate::record::ErrorClass::Cancelled.as_str())
                 .copied()
                 .unwrap_or(0),
             cool_down_s: 0.0,
