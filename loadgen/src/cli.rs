@@ -8,9 +8,10 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
-use clap::parser::ValueSource;
-use clap::{ArgMatches, Args, CommandFactory, FromArgMatches, Parser, Subcommand, ValueEnum};
+use clap::builder::PossibleValue;
+use clap::{Args, Parser, Subcommand, ValueEnum};
 
+use crate::model::open::Arrivals;
 use crate::shard::Shard;
 use crate::units::{parse_duration, parse_link_capacity};
 
@@ -21,58 +22,6 @@ use crate::units::{parse_duration, parse_link_capacity};
 pub struct Cli {
     #[command(subcommand)]
     pub command: Command,
-}
-
-impl Cli {
-    /// Parses the command line as [`Parser::try_parse_from`] does, and also records which
-    /// flags with a default the user actually gave (clap's [`ValueSource`]), so that a flag
-    /// left at its default never changes the model (see [`Given`]).
-    pub fn try_parse_given<I, T>(args: I) -> Result<Self, clap::Error>
-    where
-        I: IntoIterator<Item = T>,
-        T: Into<std::ffi::OsString> + Clone,
-    {
-        let matches = Self::command().try_get_matches_from(args)?;
-        let mut cli =
-            Self::from_arg_matches(&matches).map_err(|e| e.format(&mut Self::command()))?;
-        // Only the commands with `RunArgs` have these ids (clap panics on an unknown one).
-        if let Some((_, sub)) = matches.subcommand() {
-            match &mut cli.command {
-                Command::Run(args) => args.given = Given::from_matches(sub),
-                Command::Calibrate(args) => args.run.given = Given::from_matches(sub),
-                Command::Sweep(args) => args.run.given = Given::from_matches(sub),
-                Command::Capacity(args) => args.run.given = Given::from_matches(sub),
-                Command::Scenarios(_) | Command::Upload(_) => {}
-            }
-        }
-        Ok(cli)
-    }
-}
-
-/// Model flags that have a default, and whether the user gave them on the command line; the
-/// others are `Option`s, given when `Some`.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct Given {
-    pub arrivals: bool,
-    pub max_lateness: bool,
-}
-
-impl Given {
-    fn from_matches(matches: &ArgMatches) -> Self {
-        let given = |id: &str| matches.value_source(id) == Some(ValueSource::CommandLine);
-        Given {
-            arrivals: given("arrivals"),
-            max_lateness: given("max_lateness"),
-        }
-    }
-}
-
-/// How a sweep gives each level's model value, so that the rules name the sweep's flag
-/// (`--levels`) rather than the `-c` it becomes.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum LevelFlag {
-    Levels,
-    RateLevels,
 }
 
 #[derive(Debug, Subcommand)]
@@ -121,6 +70,11 @@ pub struct UploadArgs {
     pub upload_timeout: Duration,
 }
 
+/// `loadgen calibrate -n`'s default: requests measured for R(1).
+pub const DEFAULT_CALIBRATION_REQUESTS: u64 = 1000;
+/// `loadgen calibrate --warmup`'s default.
+pub const DEFAULT_CALIBRATION_WARMUP: u64 = 100;
+
 const CALIBRATE_EXAMPLES: &str = "\
 Examples:
   loadgen calibrate --url http://127.0.0.1:8080/albums/1
@@ -143,13 +97,17 @@ capacity.json says limited_by \"client\"); 99 no level met the SLO, the answer i
 --min-capacity, or the search did not converge within --budget (0 with --allow-unconverged);
 2 bad input; 130 Ctrl-C; 143 SIGTERM.";
 
-/// Flags of `loadgen capacity`: the target, scenario and transport flags of `loadgen run`
-/// (the rate, duration and workers of each level are the search's), the SLOs and the
-/// search's settings. --out is the capacity directory (one run directory per level).
+/// Flags of `loadgen capacity`: the target and transport of `loadgen run`, the open model's
+/// pacing (each level's rate, length and workers are the search's), the output, the SLOs and
+/// the search's settings. --out is the capacity directory (one run directory per level).
 #[derive(Debug, Args, Clone)]
 pub struct CapacityArgs {
     #[command(flatten)]
-    pub run: RunArgs,
+    pub target: TargetArgs,
+    #[command(flatten)]
+    pub open: OpenArgs,
+    #[command(flatten)]
+    pub output: OutputArgs,
 
     /// The service level objective every level is judged by, in the --threshold language:
     /// 'p99<50ms', 'error_rate<0.1%', 'p99[GET /x]<20ms' (repeatable; all must hold).
@@ -204,16 +162,25 @@ pub struct CapacityArgs {
     pub allow_unconverged: bool,
 }
 
-/// Flags of `loadgen calibrate`: the target and workload flags of `loadgen run`; `-n` is the
-/// number of measured requests (default 1000); the other model flags (-c, -d, --rate, …) are
-/// refused, as one worker is the point.
+/// Flags of `loadgen calibrate`: the target, thresholds, output and shards of `loadgen run`,
+/// and the calibration's own: one worker is the point, so no model flags.
 #[derive(Debug, Args, Clone)]
 pub struct CalibrateArgs {
     #[command(flatten)]
-    pub run: RunArgs,
+    pub target: TargetArgs,
+    #[command(flatten)]
+    pub thresholds: ThresholdArgs,
+    #[command(flatten)]
+    pub output: OutputArgs,
+    #[command(flatten)]
+    pub shard: ShardArgs,
+
+    /// Requests measured for R(1), after the warm-up ones.
+    #[arg(short = 'n', long = "requests", value_name = "N", default_value_t = DEFAULT_CALIBRATION_REQUESTS)]
+    pub requests: u64,
 
     /// Requests sent (and not counted in R(1)) before measuring, to warm connections and caches.
-    #[arg(long, value_name = "N", default_value_t = 100)]
+    #[arg(long, value_name = "N", default_value_t = DEFAULT_CALIBRATION_WARMUP)]
     pub warmup: u64,
 
     /// Concurrency levels N for the prediction table.
@@ -226,25 +193,35 @@ pub struct CalibrateArgs {
     pub levels: Vec<u32>,
 }
 
-/// Flags of `loadgen sweep`: the flags of `loadgen run`, where -d or -n applies to each level
-/// and --out is the sweep's directory.
+/// Flags of `loadgen sweep`: the flags of `loadgen run` (but the S3 upload), where -d or -n
+/// applies to each level and --out is the sweep's directory.
 #[derive(Debug, Args, Clone)]
 pub struct SweepArgs {
     #[command(flatten)]
-    pub run: RunArgs,
+    pub target: TargetArgs,
+    #[command(flatten)]
+    pub model: ModelArgs,
+    #[command(flatten)]
+    pub open: OpenArgs,
+    #[command(flatten)]
+    pub thresholds: ThresholdArgs,
+    #[command(flatten)]
+    pub output: OutputArgs,
+    #[command(flatten)]
+    pub shard: ShardArgs,
 
-    /// Closed-model concurrency levels (workers), e.g. 1,10,20,50,100,200.
+    /// Closed-model concurrency levels (workers), e.g. 1,10,20,50,100,200: each level's -c.
     #[arg(
         long,
         value_name = "N,N,…",
         value_delimiter = ',',
         required_unless_present = "rate_levels",
-        conflicts_with = "rate_levels"
+        conflicts_with_all = ["rate_levels", "connections"]
     )]
     pub levels: Vec<u32>,
 
-    /// Sweep the open model instead, at these arrival rates (requests/s).
-    #[arg(long, value_name = "R,R,…", value_delimiter = ',')]
+    /// Sweep the open model instead, at these arrival rates (requests/s): each level's --rate.
+    #[arg(long, value_name = "R,R,…", value_delimiter = ',', conflicts_with_all = ["rate", "stages"])]
     pub rate_levels: Vec<f64>,
 
     /// A run directory written by `loadgen calibrate`, whose R(1) gives the predictions
@@ -283,9 +260,32 @@ Exit codes: 0 run finished (failed requests are counted, not fatal); 1 results c
 written; 2 bad input or unreachable target (nothing was run); 99 a --threshold was crossed;
 130 Ctrl-C; 143 SIGTERM.";
 
-/// Flags of `loadgen run`.
+/// Flags of `loadgen run`: every group.
 #[derive(Debug, Args, Clone)]
 pub struct RunArgs {
+    #[command(flatten)]
+    pub target: TargetArgs,
+    #[command(flatten)]
+    pub model: ModelArgs,
+    #[command(flatten)]
+    pub open: OpenArgs,
+    #[command(flatten)]
+    pub thresholds: ThresholdArgs,
+    #[command(flatten)]
+    pub output: OutputArgs,
+    #[command(flatten)]
+    pub shard: ShardArgs,
+
+    /// With --out s3://: the longest the end of the run waits for uploads still going; what
+    /// has not arrived by then stays in the local staging directory (exit 1).
+    #[arg(long, value_name = "DURATION", value_parser = parse_duration, default_value = "60s", hide_short_help = true)]
+    pub upload_timeout: Duration,
+}
+
+/// What to send and how to connect: the scenario or URL, the request, TLS, the protocol and the limits of one request.
+#[derive(Debug, Args, Clone)]
+#[command(next_help_heading = "Target and transport")]
+pub struct TargetArgs {
     /// Scenario file (TOML) describing requests, payloads and the client model.
     #[arg(value_name = "SCENARIO.toml", conflicts_with = "scenario")]
     pub file: Option<PathBuf>,
@@ -303,57 +303,6 @@ pub struct RunArgs {
     #[arg(long, value_name = "URL")]
     pub url: Option<String>,
 
-    /// Concurrent workers (virtual users), each with its own keep-alive connection [default: 50].
-    /// Closed model only: with a scenario of another kind, add --set model.kind=closed.
-    #[arg(short = 'c', long = "connections", value_name = "N", allow_negative_numbers = true, value_parser = parse_workers)]
-    pub connections: Option<u32>,
-
-    /// How long to send requests, e.g. 30s, 2m, 1500ms (default 10s unless -n is given): the
-    /// closed and open models' duration. With a scenario of another model (thread-groups,
-    /// producer-buffer, phased) it caps the run: sending stops after DURATION, exit reason
-    /// `duration elapsed`.
-    #[arg(short = 'd', long, value_name = "DURATION", value_parser = parse_duration, conflicts_with = "requests")]
-    pub duration: Option<Duration>,
-
-    /// Total number of requests to send, shared by all workers, rounded up to whole iterations
-    /// of the sequence: the closed model's count, a cap on thread-groups, producer-buffer and
-    /// phased (not with the open model, which sends rate × duration).
-    #[arg(short = 'n', long = "requests", value_name = "N")]
-    pub requests: Option<u64>,
-
-    /// Open model: this many arrivals per second, independent of responses (for -d). With a
-    /// scenario of any kind, runs its requests under the open model (one arrival = one
-    /// iteration of its sequence).
-    #[arg(long, value_name = "REQ/S", conflicts_with = "requests", allow_negative_numbers = true, value_parser = parse_rate)]
-    pub rate: Option<f64>,
-
-    /// Open model: a ramp of DURATION:RATE stages, linear between targets, e.g. 30s:100,60s:1000
-    /// (starting from --rate, or 0).
-    #[arg(long, value_name = "STAGES", conflicts_with_all = ["requests", "duration"])]
-    pub stages: Option<String>,
-
-    /// Open model only (--rate, --stages or an open scenario): how arrivals are spaced.
-    #[arg(long, value_enum, default_value = "uniform")]
-    pub arrivals: ArrivalsArg,
-
-    /// Open model only: most requests in flight at once (one connection each); a send due when
-    /// all are busy is dropped and counted [default: 1000].
-    #[arg(long, value_name = "N")]
-    pub max_in_flight: Option<u32>,
-
-    /// Open model only: a send starting later than this after its intended time is counted as
-    /// late.
-    #[arg(long, value_name = "DURATION", value_parser = parse_duration, default_value = "10ms")]
-    pub max_lateness: Duration,
-
-    /// Open model only: the pacer wakes at most once per this, and the sends due in between go
-    /// out together at the next wake-up, up to this late: fewer wake-ups, so less CPU per
-    /// request at high rates, for a known lateness (still counted from each send's intended
-    /// time). E.g. 1ms, as tools that pace on a millisecond timer do [default: 0, every send
-    /// at its own time].
-    #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
-    pub send_window: Option<Duration>,
-
     /// HTTP method [default: GET].
     #[arg(short = 'm', long, value_name = "METHOD")]
     pub method: Option<String>,
@@ -365,11 +314,6 @@ pub struct RunArgs {
     /// Request body: a literal string, or @FILE to send a file's contents.
     #[arg(short = 'b', long, value_name = "BODY")]
     pub body: Option<String>,
-
-    /// Pause each worker this long between its requests (a user's think time) [default: 0s];
-    /// every model but open.
-    #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
-    pub think_time: Option<Duration>,
 
     /// Trust the CA certificate(s) in this PEM file for https:// targets, instead of the
     /// system's roots (for servers with a private or self-signed certificate).
@@ -421,6 +365,89 @@ pub struct RunArgs {
     #[arg(long, value_name = "DURATION", value_parser = parse_duration, default_value = "5s")]
     pub grace: Duration,
 
+    /// The most of a response body kept per worker for JSON, regex and body checks and
+    /// extractions (a longer body is cut there; size and status checks keep nothing).
+    #[arg(long, value_name = "SIZE", value_parser = parse_byte_size, default_value = "1MiB", hide_short_help = true)]
+    pub max_body_kept: usize,
+
+    /// Capacity of the network link to the target, recorded in run.json for the analysis:
+    /// bits per second with an SI suffix (200mbit, 1gbit, 200e6) or bytes (25MB/s). Without
+    /// it, the speed the kernel reports for the target's interface, when it reports one.
+    #[arg(long, value_name = "RATE", value_parser = parse_link_capacity)]
+    pub link_capacity: Option<u64>,
+}
+
+/// When workers send: the closed model's workers and length, or the open model's rate (see config/model_flags.rs for what each does to a scenario's model).
+#[derive(Debug, Args, Clone)]
+#[command(next_help_heading = "Client model")]
+pub struct ModelArgs {
+    /// Concurrent workers (virtual users), each with its own keep-alive connection [default: 50].
+    /// Closed model only: with a scenario of another kind, add --set model.kind=closed.
+    #[arg(short = 'c', long = "connections", value_name = "N", allow_negative_numbers = true, value_parser = parse_workers)]
+    pub connections: Option<u32>,
+
+    /// How long to send requests, e.g. 30s, 2m, 1500ms [default: 10s unless -n is given]: the
+    /// closed and open models' duration. With a scenario of another model (thread-groups,
+    /// producer-buffer, phased) it caps the run: sending stops after DURATION, exit reason
+    /// `duration elapsed`.
+    #[arg(short = 'd', long, value_name = "DURATION", value_parser = parse_duration, conflicts_with = "requests")]
+    pub duration: Option<Duration>,
+
+    /// Total number of requests to send, shared by all workers, rounded up to whole iterations
+    /// of the sequence: the closed model's count, a cap on thread-groups, producer-buffer and
+    /// phased (not with the open model, which sends rate × duration).
+    #[arg(short = 'n', long = "requests", value_name = "N")]
+    pub requests: Option<u64>,
+
+    /// Open model: this many arrivals per second, independent of responses (for -d). With a
+    /// scenario of any kind, runs its requests under the open model (one arrival = one
+    /// iteration of its sequence).
+    #[arg(long, value_name = "REQ/S", conflicts_with = "requests", allow_negative_numbers = true, value_parser = parse_rate)]
+    pub rate: Option<f64>,
+
+    /// Open model: a ramp of DURATION:RATE stages, linear between targets, e.g. 30s:100,60s:1000
+    /// (starting from --rate, or 0).
+    #[arg(long, value_name = "STAGES", conflicts_with_all = ["requests", "duration"])]
+    pub stages: Option<String>,
+
+    /// Pause each worker this long between its requests (a user's think time) [default: 0s];
+    /// every model but open.
+    #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
+    pub think_time: Option<Duration>,
+}
+
+/// How the open model paces its sends (`loadgen run --rate`, `sweep --rate-levels`, and each level of `capacity`).
+#[derive(Debug, Args, Clone)]
+#[command(next_help_heading = "Open model")]
+pub struct OpenArgs {
+    /// Open model only (--rate, --stages or an open scenario): how arrivals are spaced
+    /// [default: uniform].
+    #[arg(long, value_enum)]
+    pub arrivals: Option<Arrivals>,
+
+    /// Open model only: most requests in flight at once (one connection each); a send due when
+    /// all are busy is dropped and counted [default: 1000].
+    #[arg(long, value_name = "N")]
+    pub max_in_flight: Option<u32>,
+
+    /// Open model only: a send starting later than this after its intended time is counted as
+    /// late [default: 10ms].
+    #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
+    pub max_lateness: Option<Duration>,
+
+    /// Open model only: the pacer wakes at most once per this, and the sends due in between go
+    /// out together at the next wake-up, up to this late: fewer wake-ups, so less CPU per
+    /// request at high rates, for a known lateness (still counted from each send's intended
+    /// time). E.g. 1ms, as tools that pace on a millisecond timer do [default: 0, every send
+    /// at its own time].
+    #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
+    pub send_window: Option<Duration>,
+}
+
+/// What the run must meet, judged at the end on every recorded row.
+#[derive(Debug, Args, Clone)]
+#[command(next_help_heading = "Thresholds")]
+pub struct ThresholdArgs {
     /// Fail the run (exit code 99) unless it meets this, judged at the end on every recorded
     /// row: METRIC[OP] CMP VALUE, with METRIC a latency percentile (p50, p95, p99.9, …),
     /// mean, max, error_rate or throughput; [OP] one request type's (else the whole run);
@@ -428,6 +455,27 @@ pub struct RunArgs {
     /// (repeatable; adds to a scenario's `thresholds`).
     #[arg(long = "threshold", value_name = "EXPR")]
     pub thresholds: Vec<String>,
+}
+
+/// Where the results go and what is shown while and after it runs.
+#[derive(Debug, Args, Clone)]
+#[command(next_help_heading = "Output and reporting")]
+pub struct OutputArgs {
+    /// Run directory to create [default: runs/<run-id>]. Must not exist or be empty.
+    /// `s3://BUCKET/PREFIX` instead uploads the run to `s3://BUCKET/PREFIX/<run-id>/` (every
+    /// shard can be given the same URL), each segment as soon as it closes; credentials come
+    /// from the standard AWS sources (environment, pod role, instance profile) and
+    /// AWS_ENDPOINT_URL names an S3-compatible store.
+    #[arg(short = 'o', long, value_name = "DIR|s3://BUCKET/PREFIX")]
+    pub out: Option<PathBuf>,
+
+    /// Print the summary as JSON on stdout instead of the table.
+    #[arg(long)]
+    pub json: bool,
+
+    /// Don't show the live progress line (it is hidden anyway when stderr is not a terminal).
+    #[arg(long)]
+    pub no_progress: bool,
 
     /// Also write the thresholds' results as JUnit XML to FILE, for CI systems to show: one
     /// test case per threshold, a crossed one failed with what was observed (a sweep: one
@@ -452,32 +500,16 @@ pub struct RunArgs {
     #[arg(long, value_name = "NAME")]
     pub run_group: Option<String>,
 
-    /// The most of a response body kept per worker for JSON, regex and body checks and
-    /// extractions (a longer body is cut there; size and status checks keep nothing).
-    #[arg(long, value_name = "SIZE", value_parser = parse_byte_size, default_value = "1MiB", hide_short_help = true)]
-    pub max_body_kept: usize,
+    /// How often the open Parquet segment is closed and a new one started; a killed run keeps
+    /// every closed segment.
+    #[arg(long, value_name = "DURATION", value_parser = parse_duration, default_value = "5s", hide_short_help = true)]
+    pub segment_interval: Duration,
+}
 
-    /// Run directory to create [default: runs/<run-id>]. Must not exist or be empty.
-    /// `s3://BUCKET/PREFIX` instead uploads the run to `s3://BUCKET/PREFIX/<run-id>/` (every
-    /// shard can be given the same URL), each segment as soon as it closes; credentials come
-    /// from the standard AWS sources (environment, pod role, instance profile) and
-    /// AWS_ENDPOINT_URL names an S3-compatible store.
-    #[arg(short = 'o', long, value_name = "DIR|s3://BUCKET/PREFIX")]
-    pub out: Option<PathBuf>,
-
-    /// With --out s3://: the longest the end of the run waits for uploads still going; what
-    /// has not arrived by then stays in the local staging directory (exit 1).
-    #[arg(long, value_name = "DURATION", value_parser = parse_duration, default_value = "60s", hide_short_help = true)]
-    pub upload_timeout: Duration,
-
-    /// Don't show the live progress line (it is hidden anyway when stderr is not a terminal).
-    #[arg(long)]
-    pub no_progress: bool,
-
-    /// Print the summary as JSON on stdout instead of the table.
-    #[arg(long)]
-    pub json: bool,
-
+/// Slices of one load on several machines.
+#[derive(Debug, Args, Clone)]
+#[command(next_help_heading = "Shards")]
+pub struct ShardArgs {
     /// Run only the I-th of N equal slices of the load (I from 0), so N loadgen processes on
     /// several machines together make exactly the load of one run, e.g. --shard 0/3.
     #[arg(long, value_name = "I/N", value_parser = parse_shard)]
@@ -487,25 +519,6 @@ pub struct RunArgs {
     /// milliseconds), so shards on several machines start together.
     #[arg(long, value_name = "TIME")]
     pub start_at: Option<String>,
-
-    /// Capacity of the network link to the target, recorded in run.json for the analysis:
-    /// bits per second with an SI suffix (200mbit, 1gbit, 200e6) or bytes (25MB/s). Without
-    /// it, the speed the kernel reports for the target's interface, when it reports one.
-    #[arg(long, value_name = "RATE", value_parser = parse_link_capacity)]
-    pub link_capacity: Option<u64>,
-
-    /// How often the open Parquet segment is closed and a new one started; a killed run keeps
-    /// every closed segment.
-    #[arg(long, value_name = "DURATION", value_parser = parse_duration, default_value = "5s", hide_short_help = true)]
-    pub segment_interval: Duration,
-
-    /// Which defaulted flags were given (filled by [`Cli::try_parse_given`]).
-    #[arg(skip)]
-    pub given: Given,
-
-    /// Set by `loadgen sweep` on each level's flags: `-c`/`--rate` hold the level.
-    #[arg(skip)]
-    pub level_flag: Option<LevelFlag>,
 }
 
 /// A size: bytes, or a number with a unit (`64KiB`, `1MiB`, `2MB`).
@@ -561,13 +574,19 @@ fn parse_per_second(text: &str) -> Result<f64, String> {
         .map_err(|_| format!("'{text}' is not a rate; give requests per second, e.g. 500/s"))
 }
 
-/// `--arrivals`: how the open model spaces its sends.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
-pub enum ArrivalsArg {
-    /// Evenly spaced at the current rate.
-    Uniform,
-    /// A Poisson process at the current rate (exponential gaps).
-    Poisson,
+/// `--arrivals`: the model's own enum, named on the command line as in a scenario.
+impl ValueEnum for Arrivals {
+    fn value_variants<'a>() -> &'a [Self] {
+        &[Arrivals::Uniform, Arrivals::Poisson]
+    }
+
+    fn to_possible_value(&self) -> Option<PossibleValue> {
+        let help = match self {
+            Arrivals::Uniform => "Evenly spaced at the current rate",
+            Arrivals::Poisson => "A Poisson process at the current rate (exponential gaps)",
+        };
+        Some(PossibleValue::new(self.name()).help(help))
+    }
 }
 
 /// `--follow-redirects[=WHERE]`: which redirects workers follow.

@@ -3,6 +3,7 @@
 
 use std::process::ExitCode;
 
+use clap::Parser;
 use loadgen::cli::{Cli, Command, ScenariosAction};
 use loadgen::config::RunConfig;
 use loadgen::stop::{ExitReason, StopSignal};
@@ -23,7 +24,7 @@ fn emit_json(value: &impl serde::Serialize) {
 }
 
 fn main() -> ExitCode {
-    let cli = Cli::try_parse_given(std::env::args_os()).unwrap_or_else(|e| e.exit());
+    let cli = Cli::try_parse_from(std::env::args_os()).unwrap_or_else(|e| e.exit());
     let code = match cli.command {
         Command::Run(args) => run(&args),
         Command::Calibrate(args) => calibrate(&args),
@@ -41,7 +42,7 @@ fn run(args: &loadgen::cli::RunArgs) -> i32 {
         Err(e) => return fail(&e.into()),
     };
     let json = config.json;
-    let junit = args.junit.clone();
+    let junit = args.output.junit.clone();
     with_runtime(|stop| async move {
         match loadgen::run(config, stop.clone()).await {
             Ok(outcome) => {
@@ -100,7 +101,7 @@ where
 
 /// `loadgen calibrate`.
 fn calibrate(args: &loadgen::cli::CalibrateArgs) -> i32 {
-    let json = args.run.json;
+    let json = args.output.json;
     let args = args.clone();
     with_runtime(|stop| async move {
         let args = &args;
@@ -112,7 +113,7 @@ fn calibrate(args: &loadgen::cli::CalibrateArgs) -> i32 {
                     emit(&calibrated.render());
                 }
                 let judged = [("calibration".to_string(), &calibrated.thresholds[..])];
-                if let Err(code) = write_junit(args.run.junit.as_deref(), &judged) {
+                if let Err(code) = write_junit(args.output.junit.as_deref(), &judged) {
                     return code;
                 }
                 workflow_exit_code(&stop, calibrated.exit_code())
@@ -124,7 +125,7 @@ fn calibrate(args: &loadgen::cli::CalibrateArgs) -> i32 {
 
 /// `loadgen sweep`.
 fn sweep(args: &loadgen::cli::SweepArgs) -> i32 {
-    let json = args.run.json;
+    let json = args.output.json;
     let args = args.clone();
     with_runtime(|stop| async move {
         let args = &args;
@@ -142,7 +143,7 @@ fn sweep(args: &loadgen::cli::SweepArgs) -> i32 {
                     emit("\n  N_eff = X · mean R (Little's Law); predicted = N / R(1), an upper bound.\n");
                     emit(&sweep.render_thresholds());
                 }
-                if let Err(code) = write_junit(args.run.junit.as_deref(), &sweep.judged()) {
+                if let Err(code) = write_junit(args.output.junit.as_deref(), &sweep.judged()) {
                     return code;
                 }
                 workflow_exit_code(&stop, sweep.exit_code())
@@ -159,7 +160,7 @@ fn capacity(args: &loadgen::cli::CapacityArgs) -> i32 {
         let args = &args;
         match loadgen::workflow::capacity::capacity(args, stop.clone()).await {
             Ok((capacity, dir)) => {
-                if args.run.json {
+                if args.output.json {
                     emit_json(&capacity);
                     for warning in &capacity.warnings {
                         eprintln!("warning: {warning}");
@@ -170,7 +171,8 @@ fn capacity(args: &loadgen::cli::CapacityArgs) -> i32 {
                     ));
                 }
                 let code = capacity.exit_code(args.allow_unconverged);
-                if let Err(code) = write_capacity_junit(args.run.junit.as_deref(), &capacity, code)
+                if let Err(code) =
+                    write_capacity_junit(args.output.junit.as_deref(), &capacity, code)
                 {
                     return code;
                 }

@@ -1,11 +1,14 @@
-//! The Little's-Law workflow from the command line: `calibrate` (one worker → R(1) and the
-//! prediction X(N) = N / R(1)) and `sweep` (a run per concurrency level or arrival rate,
-//! each compared with the prediction).
+//! The workflows: compositions of ordinary runs. `calibrate` (one worker → R(1) and the
+//! prediction X(N) = N / R(1)), `sweep` (a run per concurrency level or arrival rate, each
+//! compared with the prediction) and [`capacity`] (a search over open-model rates for the
+//! highest one meeting an SLO).
 //!
-//! Both are compositions of ordinary runs: each writes a normal run directory through
-//! [`crate::run`], and this module only chooses the model, reads the summaries and adds its
-//! own table and JSON (`calibration` in run.json, `sweep.json`). It never measures anything
-//! itself.
+//! Each reads its command line once into a [`RunInputs`] and makes every run from it with
+//! its own model and output folder ([`ModelChoice`]); each run writes a normal run directory
+//! through [`crate::run`] and hands back a typed [`RunOutcome`](crate::RunOutcome), so a
+//! workflow never edits flags or reads run.json back. This module only chooses the models,
+//! reads the outcomes and adds its own table and JSON (`calibration` in run.json,
+//! `sweep.json`, `capacity.json`). It never measures anything itself.
 
 pub mod capacity;
 
@@ -13,8 +16,8 @@ use std::path::{Path, PathBuf};
 
 use serde::Serialize;
 
-use crate::cli::{CalibrateArgs, LevelFlag, SweepArgs};
-use crate::config::{ConfigError, Output, RunConfig};
+use crate::cli::{CalibrateArgs, SweepArgs};
+use crate::config::{ConfigError, ModelChoice, Output, RunConfig, RunInputs, SweepLevel};
 use crate::report::thresholds::{self, ThresholdResult};
 use crate::report::{write_json_atomically, RunSummary};
 use crate::runner::{run, run_with, RunError, RunJsonExtra};
@@ -22,9 +25,9 @@ use crate::scenario::schema::{ModelSpec, PhaseSpec, PhasedSpec, WorkerCount};
 use crate::stop::StopSignal;
 use crate::units::duration;
 
-/// Phase labels of a calibration run.
-pub const WARMUP: &str = "warmup";
+/// The measured phase's label in a calibration run (the warm-up's is [`WARMUP`]).
 pub const CALIBRATION: &str = "calibration";
+use crate::record::phase::WARMUP;
 
 /// What `loadgen calibrate` measured and predicts.
 #[derive(Debug, Clone, Serialize)]
@@ -124,57 +127,56 @@ impl Calibrated {
 
 /// Runs a calibration; its run.json says `kind: calibration` and carries the result.
 pub async fn calibrate(args: &CalibrateArgs, stop: StopSignal) -> Result<Calibrated, RunError> {
-    refuse_model_flags(&args.run)?;
-    let mut run_args = args.run.clone();
-    let requests = run_args.requests.take().unwrap_or(1000);
-    if requests == 0 {
-        return Err(ConfigError::Zero {
-            flag: "-n/--requests",
-        }
-        .into());
-    }
-    // What runs, and what run.json records, is this spec: one worker, warm-up then the
-    // measured requests, compiled like any scenario's model.
-    let config = RunConfig::with_model(&run_args, calibration_model(args.warmup, requests))?;
-    local_only("calibrate", &config.out)?;
-    let levels = args.levels.clone();
-    let extra: RunJsonExtra = Box::new(move |summary| {
-        let calibration = Calibration::of(summary, &levels);
-        serde_json::Map::from_iter([
-            ("kind".to_string(), "calibration".into()),
-            (
-                "calibration".to_string(),
-                serde_json::to_value(&calibration).expect("plain data"),
-            ),
-        ])
-    });
-    let outcome = run_with(config, stop.clone(), Some(extra)).await?;
-    outcome.linger_metrics(&stop).await;
-    Ok(Calibrated {
-        calibration: Calibration::of(&outcome.summary, &args.levels),
-        run_dir: outcome.run_dir,
-        thresholds: outcome.thresholds,
-    })
+    let inputs = RunInputs::read(args.into())?;
+    local_only("calibrate", inputs.out())?;
+    let calibration = CalibrationRun {
+        warmup: args.warmup,
+        requests: args.requests,
+        levels: &args.levels,
+        out: None,
+    };
+    calibration.run(&inputs, stop).await
 }
 
-/// A calibration runs one worker for `-n` measured requests (its model is the point): the
-/// other model flags would change what R(1) means, so they are refused, not ignored.
-fn refuse_model_flags(args: &crate::cli::RunArgs) -> Result<(), ConfigError> {
-    let given = [
-        (args.connections.is_some(), "-c"),
-        (args.duration.is_some(), "-d"),
-        (args.rate.is_some(), "--rate"),
-        (args.stages.is_some(), "--stages"),
-        (args.given.arrivals, "--arrivals"),
-        (args.max_in_flight.is_some(), "--max-in-flight"),
-        (args.given.max_lateness, "--max-lateness"),
-        (args.send_window.is_some(), "--send-window"),
-    ];
-    match given.iter().find(|(given, _)| *given) {
-        Some((_, flag)) => Err(ConfigError::ModelFlag(format!(
-            "`loadgen calibrate` measures R(1) with one worker for -n requests, so {flag} does not apply; give -n (and --levels for the predictions), or use `loadgen run` or `loadgen sweep` for {flag}"
-        ))),
-        None => Ok(()),
+/// One calibration: its warm-up and measured requests, the levels to predict, where it goes
+/// (`None`: the command's `--out`).
+pub struct CalibrationRun<'a> {
+    pub warmup: u64,
+    pub requests: u64,
+    pub levels: &'a [u32],
+    pub out: Option<&'a Path>,
+}
+
+impl CalibrationRun<'_> {
+    /// Runs it as a run of `inputs` with one worker (warm-up, then the measured requests):
+    /// what runs, and what run.json records, is that spec, compiled like any scenario's model.
+    pub async fn run(&self, inputs: &RunInputs, stop: StopSignal) -> Result<Calibrated, RunError> {
+        if self.requests == 0 {
+            return Err(ConfigError::Zero {
+                flag: "-n/--requests",
+            }
+            .into());
+        }
+        let model = ModelChoice::Spec(calibration_model(self.warmup, self.requests));
+        let config = inputs.config(model, self.out)?;
+        let levels = self.levels.to_vec();
+        let extra: RunJsonExtra = Box::new(move |summary| {
+            let calibration = Calibration::of(summary, &levels);
+            serde_json::Map::from_iter([
+                ("kind".to_string(), "calibration".into()),
+                (
+                    "calibration".to_string(),
+                    serde_json::to_value(&calibration).expect("plain data"),
+                ),
+            ])
+        });
+        let outcome = run_with(config, stop.clone(), Some(extra)).await?;
+        outcome.linger_metrics(&stop).await;
+        Ok(Calibrated {
+            calibration: Calibration::of(&outcome.summary, self.levels),
+            run_dir: outcome.run_dir,
+            thresholds: outcome.thresholds,
+        })
     }
 }
 
@@ -313,19 +315,26 @@ fn workflow_dir(out: Option<&Path>, kind: &str) -> Result<PathBuf, RunError> {
 
 /// Runs every level of a sweep into `--out DIR/level-…`, then writes `DIR/sweep.json`.
 pub async fn sweep(args: &SweepArgs, stop: StopSignal) -> Result<(Sweep, PathBuf), RunError> {
-    local_only("sweep", &Output::from_arg(args.run.out.as_deref())?)?;
-    let dir = workflow_dir(args.run.out.as_deref(), "sweep")?;
+    let inputs = RunInputs::read(args.into())?;
+    local_only("sweep", inputs.out())?;
+    let dir = workflow_dir(args.output.out.as_deref(), "sweep")?;
     let mut calibration_r1_ns = match &args.calibration {
         Some(path) => Some(read_calibration(path)?),
         None => None,
     };
     let open = !args.rate_levels.is_empty();
-    let levels: Vec<f64> = if open {
-        args.rate_levels.clone()
+    let levels: Vec<SweepLevel> = if open {
+        args.rate_levels
+            .iter()
+            .map(|&r| SweepLevel::Rate(r))
+            .collect()
     } else {
-        args.levels.iter().map(|&n| f64::from(n)).collect()
+        args.levels
+            .iter()
+            .map(|&n| SweepLevel::Workers(n))
+            .collect()
     };
-    let configs = level_configs(args, &dir, &levels, open)?;
+    let configs = level_configs(&inputs, &dir, &levels)?;
     let mut results = Vec::new();
     let mut last_metrics = None;
     for (level, (name, config)) in levels.into_iter().zip(configs) {
@@ -336,9 +345,10 @@ pub async fn sweep(args: &SweepArgs, stop: StopSignal) -> Result<(Sweep, PathBuf
         drop(last_metrics.take());
         let outcome = run(config, stop.child()).await?;
         last_metrics = outcome.metrics.clone();
-        let mut level_result = summarize(level, &outcome.run_dir, &outcome.summary);
+        let value = level_value(level);
+        let mut level_result = summarize(value, &outcome.run_dir, &outcome.summary);
         level_result.thresholds = outcome.thresholds;
-        if !open && level == 1.0 && calibration_r1_ns.is_none() {
+        if level == SweepLevel::Workers(1) && calibration_r1_ns.is_none() {
             calibration_r1_ns = Some(level_result.mean_latency_ns);
         }
         results.push(level_result);
@@ -369,41 +379,44 @@ pub async fn sweep(args: &SweepArgs, stop: StopSignal) -> Result<(Sweep, PathBuf
     Ok((sweep, dir))
 }
 
-/// Every level's name and config, checked before the first level runs, so a bad or repeated
-/// level is refused up front instead of after the levels before it (with no sweep.json).
+/// A level's value as sweep.json records it: workers, or requests/s.
+fn level_value(level: SweepLevel) -> f64 {
+    match level {
+        SweepLevel::Workers(n) => f64::from(n),
+        SweepLevel::Rate(rate) => rate,
+    }
+}
+
+/// A level's folder under the sweep's directory.
+fn level_name(level: SweepLevel) -> String {
+    match level {
+        SweepLevel::Workers(n) => format!("level-{n:04}"),
+        SweepLevel::Rate(rate) => format!("rate-{rate}"),
+    }
+}
+
+/// Every level's name and config, made from `inputs` and checked before the first level
+/// runs, so a bad or repeated level is refused up front instead of after the levels before
+/// it (with no sweep.json).
 fn level_configs(
-    args: &SweepArgs,
+    inputs: &RunInputs,
     dir: &Path,
-    levels: &[f64],
-    open: bool,
+    levels: &[SweepLevel],
 ) -> Result<Vec<(String, RunConfig)>, RunError> {
     let mut configs: Vec<(String, RunConfig)> = Vec::new();
     for &level in levels {
-        let mut run_args = args.run.clone();
-        let name = if open {
-            refuse_level_flag(
-                run_args.rate.is_some() || run_args.stages.is_some(),
-                "--rate-levels",
-                "--rate or --stages",
-            )?;
-            run_args.rate = Some(level);
-            run_args.level_flag = Some(LevelFlag::RateLevels);
-            format!("rate-{level}")
-        } else {
-            refuse_level_flag(run_args.connections.is_some(), "--levels", "-c")?;
-            run_args.connections = Some(level as u32);
-            run_args.level_flag = Some(LevelFlag::Levels);
-            format!("level-{:04}", level as u32)
-        };
+        let name = level_name(level);
         if configs.iter().any(|(seen, _)| *seen == name) {
-            let flag = if open { "--rate-levels" } else { "--levels" };
+            let (flag, value) = match level {
+                SweepLevel::Workers(n) => ("--levels", n.to_string()),
+                SweepLevel::Rate(rate) => ("--rate-levels", rate.to_string()),
+            };
             return Err(ConfigError::SweepLevels(format!(
-                "{flag} lists {level} twice; give each level once, e.g. {flag} 1,2,4"
+                "{flag} lists {value} twice; give each level once, e.g. {flag} 1,2,4"
             ))
             .into());
         }
-        run_args.out = Some(dir.join(&name));
-        let mut config = RunConfig::from_args(&run_args)?;
+        let mut config = inputs.config(ModelChoice::Level(level), Some(&dir.join(&name)))?;
         if !configs.is_empty() {
             // Later levels start when the one before ends, not at --start-at: their lateness
             // after it is not skew and is not recorded.
@@ -417,16 +430,6 @@ fn level_configs(
         config.metrics_linger = std::time::Duration::ZERO;
     }
     Ok(configs)
-}
-
-/// A sweep's levels are the flag they replace; both given is refused, not one ignored.
-fn refuse_level_flag(given: bool, levels: &str, flag: &str) -> Result<(), ConfigError> {
-    if !given {
-        return Ok(());
-    }
-    Err(ConfigError::ModelFlag(format!(
-        "{levels} gives each level's {flag}, so {flag} itself does not apply to a sweep; drop it"
-    )))
 }
 
 fn summarize(level: f64, run_dir: &Path, summary: &RunSummary) -> Level {
@@ -456,9 +459,13 @@ fn read_calibration(dir: &Path) -> Result<f64, RunError> {
     };
     let text = std::fs::read_to_string(dir.join("run.json")).map_err(|e| bad(e.to_string()))?;
     let json: serde_json::Value = serde_json::from_str(&text).map_err(|e| bad(e.to_string()))?;
-    json["calibration"]["r1_ns"]
-        .as_f64()
-        .ok_or_else(|| bad("its run.json has no calibration.r1_ns".to_string()))
+    match json["calibration"]["r1_ns"].as_f64() {
+        Some(r1_ns) if r1_ns.is_finite() && r1_ns >= 1.0 => Ok(r1_ns),
+        Some(r1_ns) => Err(bad(format!(
+            "its calibration.r1_ns is {r1_ns}, not a positive duration of at least 1 ns"
+        ))),
+        None => Err(bad("its run.json has no calibration.r1_ns".to_string())),
+    }
 }
 
 #[cfg(test)]
@@ -489,7 +496,9 @@ mod tests {
             "--metrics-addr",
             "127.0.0.1:0",
         ]);
-        let configs = level_configs(&args, Path::new("unused"), &[1.0, 2.0, 4.0], false).unwrap();
+        let inputs = RunInputs::read((&args).into()).unwrap();
+        let levels = [1, 2, 4].map(SweepLevel::Workers);
+        let configs = level_configs(&inputs, Path::new("unused"), &levels).unwrap();
         let waits: Vec<bool> = configs.iter().map(|(_, c)| c.waits_for_start_at).collect();
         assert_eq!(waits, [true, false, false]);
         assert!(configs.iter().all(|(_, c)| c.start_at_unix_ns.is_some()));

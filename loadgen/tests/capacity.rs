@@ -166,7 +166,7 @@ fn a_fast_server_and_a_client_under_a_cpu_quota_name_the_client() {
             .as_array()
             .unwrap()
             .iter()
-            .any(|e| e.as_str().unwrap().contains("saturated by its CPU quota")),
+            .any(|e| e.as_str().unwrap().contains("saturated (CPU quota)")),
         "{answer}"
     );
 }
@@ -263,9 +263,14 @@ fn bad_input_exits_2_with_one_sentence() {
     let url = server.url("/");
     for (flags, needle) in [
         (vec!["--slo", "p99<50"], "without a unit"),
+        // A flag of `run` the search owns is not one of capacity's at all (issue 33).
         (
             vec!["--slo", "p99<50ms", "-d", "10s"],
-            "-d/--duration does not apply",
+            "unexpected argument '-d'",
+        ),
+        (
+            vec!["--slo", "p99<50ms", "--think-time", "1s"],
+            "unexpected argument '--think-time'",
         ),
         (
             vec![

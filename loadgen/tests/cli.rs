@@ -312,3 +312,94 @@ fn a_reader_that_stops_early_is_no_failure() {
     assert!(!stderr.contains("panicked"), "{stderr}");
     assert!(dir.path().join("run").join("run.json").exists());
 }
+
+/// Each command shows and accepts exactly the flags it uses (issue 33): `capacity` and
+/// `calibrate` have no model flags (the search and the one worker choose them), so they are
+/// neither in their `--help` nor accepted — clap refuses them, exit 2 — and a sweep's levels
+/// flag and the flag it gives each level cannot both be given.
+#[test]
+fn each_command_shows_and_accepts_only_its_own_flags() {
+    let model = [
+        "--connections",
+        "--duration",
+        "--requests",
+        "--rate",
+        "--stages",
+    ];
+    let cases: [(&str, Vec<&str>, Vec<&str>); 2] = [
+        (
+            "capacity",
+            [
+                &model[..],
+                &["--think-time", "--threshold", "--shard", "--start-at"],
+            ]
+            .concat(),
+            vec![
+                "--arrivals",
+                "--max-in-flight",
+                "--send-window",
+                "--slo",
+                "--url",
+            ],
+        ),
+        (
+            "calibrate",
+            vec![
+                "--connections",
+                "--duration",
+                "--rate",
+                "--stages",
+                "--think-time",
+                "--arrivals",
+                "--max-lateness",
+            ],
+            vec!["--requests", "--threshold", "--shard", "--url"],
+        ),
+    ];
+    for (command, absent, present) in cases {
+        let help = loadgen().args([command, "--help"]).output().unwrap();
+        let help = String::from_utf8_lossy(&help.stdout);
+        for flag in present {
+            assert!(lists(&help, flag), "{command} --help lacks {flag}:\n{help}");
+        }
+        for flag in absent {
+            assert!(
+                !lists(&help, flag),
+                "{command} --help shows {flag}:\n{help}"
+            );
+            let output = loadgen().args([command, flag, "1"]).output().unwrap();
+            let stderr = String::from_utf8_lossy(&output.stderr);
+            assert_eq!(output.status.code(), Some(2), "{command} {flag}: {stderr}");
+            assert!(
+                stderr.contains(&format!("unexpected argument '{flag}'")),
+                "{command} {flag}: {stderr}"
+            );
+        }
+    }
+    for flags in [
+        &["--levels", "1,2", "-c", "4"][..],
+        &["--rate-levels", "10", "--rate", "5"],
+        &["--rate-levels", "10", "--stages", "1s:5"],
+    ] {
+        let output = loadgen().arg("sweep").args(flags).output().unwrap();
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert_eq!(output.status.code(), Some(2), "{flags:?}: {stderr}");
+        assert!(
+            stderr.contains("cannot be used with"),
+            "{flags:?}: {stderr}"
+        );
+    }
+}
+
+/// Whether `--help` text lists `flag` as one of the command's options (`  -c, --connections
+/// <N>` or `      --rate <REQ/S>`), not merely mentions it in prose.
+fn lists(help: &str, flag: &str) -> bool {
+    help.lines().any(|line| {
+        let line = line.trim_start();
+        let line = match line.split_once(", ") {
+            Some((short, rest)) if short.len() == 2 && short.starts_with('-') => rest,
+            _ => line,
+        };
+        line.split_whitespace().next() == Some(flag)
+    })
+}

@@ -228,7 +228,7 @@ async fn start_at_starts_every_shard_at_the_instant() {
 
 /// The error `loadgen run ARGS…` gives before running anything.
 fn refused(args: &[&str]) -> String {
-    let cli = Cli::try_parse_given(["loadgen", "run"].iter().chain(args));
+    let cli = <Cli as clap::Parser>::try_parse_from(["loadgen", "run"].iter().chain(args));
     let run = match cli {
         Ok(Cli {
             command: Command::Run(run),

@@ -1,8 +1,10 @@
-//! From `loadgen run`'s flags to a scenario and its compiled plan: the flags are checked,
-//! a scenario is read (a file or a built-in) and patched by `-H`, or — for a quick run
-//! (`--url … -c … -d …`) — synthesized around a default closed model. Either way the model
-//! flags then shape its `[model]` by one set of rules (`model_flags`), and the scenario goes
-//! through `scenario::compile` once; this file never builds a plan itself.
+//! From a command's flags to a scenario and its compiled plan: the flags are checked, a
+//! scenario is read (a file or a built-in) and patched by `-H`, or — for a quick run
+//! (`--url … -c … -d …`) — synthesized around a default closed model; that happens once per
+//! command ([`Source::read`]). Each run made from it (`run`'s one, every level of a workflow)
+//! then shapes a copy of its `[model]` by one set of rules (`model_flags`), or takes a
+//! workflow's own model, and goes through `scenario::compile`; this file never builds a plan
+//! itself.
 
 use bytes::Bytes;
 use hyper::header::{HeaderName, HeaderValue};
@@ -10,7 +12,7 @@ use hyper::Method;
 
 use super::model_flags::{self, Applied, ModelFlags};
 use super::{ConfigError, ConnectionOptions, Target, TargetUrl};
-use crate::cli::{RedirectsArg, RunArgs};
+use crate::cli::{ModelArgs, OutputArgs, RedirectsArg, TargetArgs};
 use crate::model::DEFAULT_DURATION;
 use crate::scenario::schema::{ClosedSpec, Defaults, Dur, ModelSpec, RequestSpec};
 use crate::scenario::{self, builtin, Compiled, Scenario, ScenarioError};
@@ -22,27 +24,30 @@ use crate::workload::{RequestTemplate, StatusSet};
 const DEFAULT_CONNECTIONS: u32 = crate::scenario::schema::DEFAULT_WORKERS;
 
 /// `-c`, `-n`, `--streams-per-connection` and the durations: zero is a mistake.
-pub(super) fn check_counts(args: &RunArgs) -> Result<(), ConfigError> {
-    if args.connections == Some(0) {
-        return Err(ConfigError::Zero {
-            flag: "-c/--connections",
-        });
-    }
-    if args.streams_per_connection == Some(0) {
-        return Err(ConfigError::Zero {
-            flag: "--streams-per-connection",
-        });
-    }
-    if args.requests == Some(0) {
-        return Err(ConfigError::Zero {
-            flag: "-n/--requests",
-        });
+pub(super) fn check_counts(
+    target: &TargetArgs,
+    model: Option<&ModelArgs>,
+    output: &OutputArgs,
+) -> Result<(), ConfigError> {
+    let counts = [
+        (
+            "-c/--connections",
+            model.and_then(|m| m.connections.map(u64::from)),
+        ),
+        (
+            "--streams-per-connection",
+            target.streams_per_connection.map(u64::from),
+        ),
+        ("-n/--requests", model.and_then(|m| m.requests)),
+    ];
+    if let Some((flag, _)) = counts.iter().find(|(_, n)| *n == Some(0)) {
+        return Err(ConfigError::Zero { flag });
     }
     for (flag, value) in [
-        ("-d/--duration", args.duration),
-        ("--timeout", args.timeout),
-        ("--connect-timeout", args.connect_timeout),
-        ("--segment-interval", Some(args.segment_interval)),
+        ("-d/--duration", model.and_then(|m| m.duration)),
+        ("--timeout", target.timeout),
+        ("--connect-timeout", target.connect_timeout),
+        ("--segment-interval", Some(output.segment_interval)),
     ] {
         if let Some(value) = value.filter(|v| v.is_zero()) {
             return Err(ConfigError::ZeroDuration {
@@ -55,7 +60,7 @@ pub(super) fn check_counts(args: &RunArgs) -> Result<(), ConfigError> {
 }
 
 impl ConnectionOptions {
-    pub(super) fn from_args(args: &RunArgs) -> Self {
+    pub(super) fn from_args(args: &TargetArgs) -> Self {
         use crate::transport::tls::Verify;
         ConnectionOptions {
             verify: match (&args.cacert, args.insecure) {
@@ -82,7 +87,7 @@ impl ConnectionOptions {
 }
 
 /// The scenario text the flags name, with its origin: `--file`'s or a built-in's.
-pub(super) fn scenario_text(args: &RunArgs) -> Result<Option<(String, String)>, ConfigError> {
+fn scenario_text(args: &TargetArgs) -> Result<Option<(String, String)>, ConfigError> {
     Ok(match (&args.file, &args.scenario) {
         (Some(path), _) => Some((
             path.display().to_string(),
@@ -104,27 +109,77 @@ pub(super) fn scenario_text(args: &RunArgs) -> Result<Option<(String, String)>, 
     })
 }
 
-/// What the flags amount to: a target, the scenario as it will run, and its compilation.
-pub(super) struct Shaped {
+/// What a command's target flags amount to, read once: the target, the scenario as written
+/// (with `--set` and `-H` applied; a quick run's synthesized around the default closed
+/// model) and, for a quick run, its one request already compiled.
+#[derive(Debug, Clone)]
+pub(super) struct Source {
     pub target: Target,
     pub origin: String,
+    pub scenario: Scenario,
+    /// A quick run's request: its command-line path and body are literal, never templates.
+    quick_request: Option<RequestTemplate>,
+}
+
+/// A run's scenario with its model decided, and its compilation.
+pub(super) struct Shaped {
     pub scenario: Scenario,
     pub compiled: Compiled,
     /// What the model rules decided beside the spec: `-d`/`-n` caps and notes.
     pub applied: Applied,
 }
 
-/// A scenario file or built-in, with `--set`, `-H` and the model flags (or `model`, if
-/// given, in place of its own model) applied.
-pub(super) fn from_scenario(
-    args: &RunArgs,
+impl Source {
+    /// Reads the scenario the flags name (a file or a built-in, with `--set` and `-H`), or
+    /// synthesizes a quick run's.
+    pub(super) fn read(
+        args: &TargetArgs,
+        headers: &[(HeaderName, HeaderValue)],
+        connection: &ConnectionOptions,
+    ) -> Result<Self, ConfigError> {
+        let url = args.url.as_deref().map(TargetUrl::parse).transpose()?;
+        match scenario_text(args)? {
+            Some((origin, text)) => from_scenario(args, url, origin, &text, headers),
+            None => from_command_line(args, url, headers, connection),
+        }
+    }
+
+    /// The scenario with its model shaped by `flags` (see `model_flags`), or replaced by a
+    /// workflow's own `model` as it is, and compiled.
+    pub(super) fn shape(
+        &self,
+        flags: &ModelFlags,
+        model: Option<ModelSpec>,
+    ) -> Result<Shaped, ConfigError> {
+        let mut scenario = self.scenario.clone();
+        let applied = match model {
+            Some(model) => {
+                scenario.model = model;
+                Applied::default()
+            }
+            None => shape_model(&mut scenario, flags, self.quick_request.is_none())?,
+        };
+        let compiled = match &self.quick_request {
+            Some(request) => scenario::compile::compile_literal(&scenario, request.clone())
+                .map_err(|v| ConfigError::Template(format!("{}: {}", v.path, v.message)))?,
+            None => scenario::compile_scenario(&self.origin, &scenario, self.target.base_path())?,
+        };
+        Ok(Shaped {
+            scenario,
+            compiled,
+            applied,
+        })
+    }
+}
+
+/// A scenario file or built-in, with `--set` and `-H` applied.
+fn from_scenario(
+    args: &TargetArgs,
     url: Option<TargetUrl>,
     origin: String,
     text: &str,
     headers: &[(HeaderName, HeaderValue)],
-    connection: &ConnectionOptions,
-    model: Option<ModelSpec>,
-) -> Result<Shaped, ConfigError> {
+) -> Result<Source, ConfigError> {
     if args.method.is_some() || args.body.is_some() {
         return Err(ConfigError::QuickOnly);
     }
@@ -147,61 +202,46 @@ pub(super) fn from_scenario(
         })?),
         (None, None) => Target::Embedded,
     };
-    let applied = shape_model(&mut scenario, args, connection, model, true)?;
-    let compiled = scenario::compile_scenario(&origin, &scenario, target.base_path())?;
-    Ok(Shaped {
+    Ok(Source {
         target,
         origin,
         scenario,
-        compiled,
-        applied,
+        quick_request: None,
     })
 }
 
 /// A quick run: one request to `--url` (or the embedded server), its model the default
-/// closed one shaped by the model flags (or `model`, if given), compiled as a scenario.
-pub(super) fn from_command_line(
-    args: &RunArgs,
+/// closed one for the model flags to shape.
+fn from_command_line(
+    args: &TargetArgs,
     url: Option<TargetUrl>,
     headers: &[(HeaderName, HeaderValue)],
     connection: &ConnectionOptions,
-    model: Option<ModelSpec>,
-) -> Result<Shaped, ConfigError> {
+) -> Result<Source, ConfigError> {
     if !args.sets.is_empty() {
         return Err(ConfigError::SetWithoutScenario);
     }
     let target = url.map_or(Target::Embedded, Target::Url);
-    let (mut scenario, request) = quick_scenario(args, &target, headers, connection)?;
-    let applied = shape_model(&mut scenario, args, connection, model, false)?;
-    let compiled = scenario::compile::compile_literal(&scenario, request)
-        .map_err(|v| ConfigError::Template(format!("{}: {}", v.path, v.message)))?;
-    Ok(Shaped {
+    let (scenario, request) = quick_scenario(args, &target, headers, connection)?;
+    Ok(Source {
         target,
         origin: "command line".to_string(),
         scenario,
-        compiled,
-        applied,
+        quick_request: Some(request),
     })
 }
 
-/// The model the run gets: a workflow's `model` as it is (calibrate refuses the model flags
-/// itself), or the scenario's shaped by the model flags (see `model_flags`), with request
-/// counts rounded up to whole iterations of the sequence.
+/// The scenario's model shaped by the model flags (see `model_flags`), with request counts
+/// rounded up to whole iterations of the sequence. `from_scenario` is false for a quick run,
+/// whose model nobody wrote.
 fn shape_model(
     scenario: &mut Scenario,
-    args: &RunArgs,
-    connection: &ConnectionOptions,
-    model: Option<ModelSpec>,
+    flags: &ModelFlags,
     from_scenario: bool,
 ) -> Result<Applied, ConfigError> {
-    if let Some(model) = model {
-        scenario.model = model;
-        return Ok(Applied::default());
-    }
-    let flags = ModelFlags::from_args(args, connection.streams_per_connection)?;
-    let mut applied = model_flags::apply(&mut scenario.model, &flags, from_scenario)?;
+    let mut applied = model_flags::apply(&mut scenario.model, flags, from_scenario)?;
     let len = scenario.sequence.len();
-    let what = if args.requests.is_some() {
+    let what = if flags.requests().is_some() {
         "-n"
     } else {
         "model.requests"
@@ -233,7 +273,7 @@ fn shape_model(
 /// The scenario a quick `loadgen run --url … -c … -d …` amounts to, and its one request
 /// compiled directly (a command-line path or body is literal, never a template).
 fn quick_scenario(
-    args: &RunArgs,
+    args: &TargetArgs,
     target: &Target,
     headers: &[(HeaderName, HeaderValue)],
     connection: &ConnectionOptions,
@@ -293,7 +333,7 @@ fn quick_scenario(
 }
 
 /// `--body`: the text, or `@FILE`'s bytes.
-fn quick_body(args: &RunArgs) -> Result<Bytes, ConfigError> {
+fn quick_body(args: &TargetArgs) -> Result<Bytes, ConfigError> {
     Ok(match args.body.as_deref() {
         None => Bytes::new(),
         Some(text) => match text.strip_prefix('@') {
@@ -310,7 +350,7 @@ fn quick_body(args: &RunArgs) -> Result<Bytes, ConfigError> {
 
 /// The quick run's request as recorded in the scenario: the body only by its size (and
 /// file), as it may be large or secret.
-fn recorded_request(args: &RunArgs, method: &Method, path: String, body: &Bytes) -> RequestSpec {
+fn recorded_request(args: &TargetArgs, method: &Method, path: String, body: &Bytes) -> RequestSpec {
     RequestSpec {
         method: method.to_string(),
         path,

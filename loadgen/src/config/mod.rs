@@ -5,11 +5,15 @@
 //! The result, [`RunConfig`], is what the engine runs; its [`ResolvedConfig`] view (secrets
 //! redacted) is what run.json and the Parquet metadata store.
 //!
-//! This file tells the story (flags → scenario → one compile → slice → `RunConfig`);
+//! This file tells the story: a command's flags are read once into [`RunInputs`] (flags
+//! checked, the scenario read), and each run the command makes — `run`'s one, each level of
+//! a sweep or capacity search, a calibration — is a [`RunConfig`] made from it with its own
+//! model ([`ModelChoice`]) and output folder (model shaped → one compile → slice).
 //! `flags` turns the flags into a scenario (a file's, a built-in, or one a quick run
-//! synthesizes) that `scenario::compile` then validates — the one path every run, sweep
-//! level and calibration takes; `validate` checks single values (URL, `--out`,
-//! `--start-at`, `--stages`, headers); `redact` is what gets recorded, without secrets.
+//! synthesizes) that `scenario::compile` then validates — the one path every run takes;
+//! `model_flags` is the one rule table of what a model flag does to a scenario's model;
+//! `validate` checks single values (URL, `--out`, `--start-at`, `--stages`, headers);
+//! `redact` is what gets recorded, without secrets.
 
 mod flags;
 mod model_flags;
@@ -18,13 +22,19 @@ mod validate;
 
 use std::time::Duration;
 
-use crate::cli::RunArgs;
+use std::path::Path;
+
+use crate::cli::{
+    CalibrateArgs, CapacityArgs, ModelArgs, OpenArgs, OutputArgs, RunArgs, ShardArgs, SweepArgs,
+    TargetArgs,
+};
 use crate::model::ModelPlan;
 use crate::report::thresholds::Threshold;
 use crate::scenario::schema::ModelSpec;
 use crate::scenario::{Scenario, ScenarioError};
 use crate::workload::Workload;
 
+pub use model_flags::SweepLevel;
 pub use redact::ResolvedConfig;
 pub use validate::{Output, Target, TargetUrl};
 
@@ -153,99 +163,264 @@ pub struct ConnectionOptions {
     pub redirects: crate::transport::Redirects,
 }
 
-const DEFAULT_TIMEOUT: Duration = Duration::from_secs(30);
-const DEFAULT_CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
+/// `--timeout` when neither it nor the scenario says.
+pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(30);
+/// `--connect-timeout` when neither it nor the scenario says.
+pub const DEFAULT_CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
 
-impl RunConfig {
-    /// Validates the flags of `loadgen run` (and the scenario they name).
-    pub fn from_args(args: &RunArgs) -> Result<Self, ConfigError> {
-        Self::build(args, None)
+/// The groups of flags a command gives its runs (see `cli`); a command without a group gives
+/// `None`.
+#[derive(Debug, Clone, Copy)]
+pub struct CommandFlags<'a> {
+    pub target: &'a TargetArgs,
+    /// The model flags (`run`, `sweep`); `None`: each run takes a workflow's model.
+    pub model: Option<(&'a ModelArgs, &'a OpenArgs)>,
+    pub thresholds: &'a [String],
+    pub output: &'a OutputArgs,
+    pub shard: Option<&'a ShardArgs>,
+    /// `--upload-timeout` (`run`'s only: the workflows write locally, so zero).
+    pub upload_timeout: Duration,
+}
+
+impl<'a> From<&'a RunArgs> for CommandFlags<'a> {
+    fn from(args: &'a RunArgs) -> Self {
+        CommandFlags {
+            target: &args.target,
+            model: Some((&args.model, &args.open)),
+            thresholds: &args.thresholds.thresholds,
+            output: &args.output,
+            shard: Some(&args.shard),
+            upload_timeout: args.upload_timeout,
+        }
     }
+}
 
-    /// As [`RunConfig::from_args`], with `model` in place of the scenario's (or the quick
-    /// run's) model section: a workflow (calibrate) shapes the run as a spec, and the spec goes
-    /// through the same compiler and is what run.json records. The given model runs whole
-    /// under `--shard` (a calibration measures R(1) with one worker on every shard).
-    pub fn with_model(args: &RunArgs, model: ModelSpec) -> Result<Self, ConfigError> {
-        Self::build(args, Some(model))
+impl<'a> From<&'a SweepArgs> for CommandFlags<'a> {
+    fn from(args: &'a SweepArgs) -> Self {
+        CommandFlags {
+            target: &args.target,
+            model: Some((&args.model, &args.open)),
+            thresholds: &args.thresholds.thresholds,
+            output: &args.output,
+            shard: Some(&args.shard),
+            upload_timeout: Duration::ZERO,
+        }
     }
+}
 
-    fn build(args: &RunArgs, model: Option<ModelSpec>) -> Result<Self, ConfigError> {
-        let given_model = model.is_some();
-        let url = args.url.as_deref().map(TargetUrl::parse).transpose()?;
-        flags::check_counts(args)?;
-        let connection = ConnectionOptions::from_args(args);
-        let headers = args
+impl<'a> From<&'a CalibrateArgs> for CommandFlags<'a> {
+    fn from(args: &'a CalibrateArgs) -> Self {
+        CommandFlags {
+            target: &args.target,
+            model: None,
+            thresholds: &args.thresholds.thresholds,
+            output: &args.output,
+            shard: Some(&args.shard),
+            upload_timeout: Duration::ZERO,
+        }
+    }
+}
+
+/// Capacity: no model flags (each level is the search's), thresholds (its SLOs are judged
+/// by the search) or shards.
+impl<'a> From<&'a CapacityArgs> for CommandFlags<'a> {
+    fn from(args: &'a CapacityArgs) -> Self {
+        CommandFlags {
+            target: &args.target,
+            model: None,
+            thresholds: &[],
+            output: &args.output,
+            shard: None,
+            upload_timeout: Duration::ZERO,
+        }
+    }
+}
+
+/// The model a run made from [`RunInputs`] takes.
+#[derive(Debug, Clone)]
+pub enum ModelChoice {
+    /// The scenario's (or a quick run's) model, shaped by the command's model flags.
+    Flags,
+    /// As `Flags`, with a sweep's level in place of `-c` or `--rate`.
+    Level(SweepLevel),
+    /// A workflow's own model, as it is (calibrate's one worker, a capacity level's rate). It
+    /// runs whole under `--shard` (a calibration measures R(1) with one worker on every
+    /// shard).
+    Spec(ModelSpec),
+}
+
+/// A command's flags read once: checked, the scenario read and parsed, a quick run's request
+/// built. Every run of the command is a [`RunConfig`] made from it by [`RunInputs::config`],
+/// so a workflow never edits flags or reads a scenario twice.
+#[derive(Debug, Clone)]
+pub struct RunInputs {
+    source: flags::Source,
+    connection: ConnectionOptions,
+    model_flags: model_flags::ModelFlags,
+    think_time: Option<Duration>,
+    timeout: Option<Duration>,
+    connect_timeout: Option<Duration>,
+    grace: Duration,
+    max_body_kept: usize,
+    out: Output,
+    progress: bool,
+    json: bool,
+    segment_interval: Duration,
+    shard: crate::shard::Shard,
+    start_at_unix_ns: Option<i64>,
+    link_capacity_bps: Option<u64>,
+    thresholds: Vec<String>,
+    metrics_addr: Option<std::net::SocketAddr>,
+    metrics_linger: Duration,
+    run_group: Option<String>,
+    upload_timeout: Duration,
+}
+
+impl RunInputs {
+    /// Checks the flags and reads the scenario they name (bad input: one sentence, exit 2).
+    pub fn read(flags: CommandFlags<'_>) -> Result<Self, ConfigError> {
+        let (target, output) = (flags.target, flags.output);
+        flags::check_counts(target, flags.model.map(|(m, _)| m), output)?;
+        let connection = ConnectionOptions::from_args(target);
+        let headers = target
             .headers
             .iter()
             .map(|h| validate::parse_header(h))
             .collect::<Result<Vec<_>, _>>()?;
+        let source = flags::Source::read(target, &headers, &connection)?;
+        let model_flags = match flags.model {
+            Some((model, open)) => {
+                model_flags::ModelFlags::from_args(model, open, connection.streams_per_connection)?
+            }
+            None => model_flags::ModelFlags::none(),
+        };
+        let shard = flags.shard;
+        Ok(RunInputs {
+            source,
+            model_flags,
+            think_time: flags.model.and_then(|(m, _)| m.think_time),
+            timeout: target.timeout,
+            connect_timeout: target.connect_timeout,
+            grace: target.grace,
+            max_body_kept: target.max_body_kept,
+            out: Output::from_arg(output.out.as_deref())?,
+            progress: !output.no_progress && !output.json,
+            json: output.json,
+            segment_interval: output.segment_interval,
+            shard: shard.and_then(|s| s.shard).unwrap_or_default(),
+            start_at_unix_ns: shard
+                .and_then(|s| s.start_at.as_deref())
+                .map(validate::parse_start_at)
+                .transpose()?,
+            link_capacity_bps: target.link_capacity,
+            thresholds: flags.thresholds.to_vec(),
+            metrics_addr: output.metrics_addr,
+            metrics_linger: match output.metrics_addr {
+                Some(_) => output.metrics_linger.unwrap_or(DEFAULT_METRICS_LINGER),
+                None => Duration::ZERO,
+            },
+            run_group: output.run_group.clone(),
+            upload_timeout: flags.upload_timeout,
+            connection,
+        })
+    }
+
+    /// Where the command's results go (`--out`).
+    pub fn out(&self) -> &Output {
+        &self.out
+    }
+
+    /// Whether the command prints JSON (and so no progress or level lines).
+    pub fn json(&self) -> bool {
+        self.json
+    }
+
+    /// The scenario's thresholds and `--threshold`s, as written.
+    pub fn has_thresholds(&self) -> bool {
+        !self.thresholds.is_empty() || !self.source.scenario.thresholds.is_empty()
+    }
+
+    /// A run of `model` into `out` (`None`: the command's `--out`).
+    pub fn config(&self, model: ModelChoice, out: Option<&Path>) -> Result<RunConfig, ConfigError> {
+        let streams = self.connection.streams_per_connection;
+        let (flags, spec) = match model {
+            ModelChoice::Flags => (self.model_flags.clone(), None),
+            ModelChoice::Level(level) => (self.model_flags.at_level(level, streams), None),
+            ModelChoice::Spec(spec) => (model_flags::ModelFlags::none(), Some(spec)),
+        };
+        let whole = spec.is_some();
         let flags::Shaped {
-            target,
-            origin,
             scenario,
             mut compiled,
             applied,
-        } = match flags::scenario_text(args)? {
-            Some((origin, text)) => {
-                flags::from_scenario(args, url, origin, &text, &headers, &connection, model)?
-            }
-            None => flags::from_command_line(args, url, &headers, &connection, model)?,
-        };
+        } = self.source.shape(&flags, spec)?;
         for template in &mut compiled.workload.templates {
-            crate::workload::check::Rules::limit_kept(&mut template.capture, args.max_body_kept);
+            crate::workload::check::Rules::limit_kept(&mut template.capture, self.max_body_kept);
         }
-        let shard = args.shard.unwrap_or_default();
-        let model = match given_model {
+        let model = match whole {
             true => compiled.model,
-            false => shard.slice(&compiled.model).map_err(ConfigError::Shard)?,
+            false => self
+                .shard
+                .slice(&compiled.model)
+                .map_err(ConfigError::Shard)?,
         };
         let request_cap = applied
             .request_cap
-            .map(|n| shard_cap(&shard, n, model.plan().sequence().len()));
+            .map(|n| shard_cap(&self.shard, n, model.plan().sequence().len()));
         let thresholds = validate::thresholds(
-            scenario.thresholds.iter().chain(&args.thresholds),
+            scenario.thresholds.iter().chain(&self.thresholds),
             &compiled.workload.labels(),
         )?;
-        let start_at_unix_ns = args
-            .start_at
-            .as_deref()
-            .map(validate::parse_start_at)
-            .transpose()?;
         Ok(RunConfig {
-            target,
-            scenario_origin: origin,
+            target: self.source.target.clone(),
+            scenario_origin: self.source.origin.clone(),
             scenario: redact::redact(scenario),
             workload: compiled.workload,
             model,
-            think_time: args.think_time.or(compiled.think_time).unwrap_or_default(),
-            timeout: args.timeout.or(compiled.timeout).unwrap_or(DEFAULT_TIMEOUT),
-            connect_timeout: args
+            think_time: self.think_time.or(compiled.think_time).unwrap_or_default(),
+            timeout: self.timeout.or(compiled.timeout).unwrap_or(DEFAULT_TIMEOUT),
+            connect_timeout: self
                 .connect_timeout
                 .or(compiled.connect_timeout)
                 .unwrap_or(DEFAULT_CONNECT_TIMEOUT),
-            grace: args.grace,
-            out: Output::from_arg(args.out.as_deref())?,
-            progress: !args.no_progress && !args.json,
-            json: args.json,
-            segment_interval: args.segment_interval,
-            connection,
-            shard,
-            start_at_unix_ns,
+            grace: self.grace,
+            out: match out {
+                Some(dir) => Output::Dir(dir.to_path_buf()),
+                None => self.out.clone(),
+            },
+            progress: self.progress,
+            json: self.json,
+            segment_interval: self.segment_interval,
+            connection: self.connection.clone(),
+            shard: self.shard,
+            start_at_unix_ns: self.start_at_unix_ns,
             duration_cap: applied.duration_cap,
             request_cap,
             notes: applied.notes,
-            link_capacity_bps: args.link_capacity,
+            link_capacity_bps: self.link_capacity_bps,
             thresholds,
-            metrics_addr: args.metrics_addr,
-            metrics_linger: match args.metrics_addr {
-                Some(_) => args.metrics_linger.unwrap_or(DEFAULT_METRICS_LINGER),
-                None => Duration::ZERO,
-            },
-            run_group: args.run_group.clone(),
+            metrics_addr: self.metrics_addr,
+            metrics_linger: self.metrics_linger,
+            run_group: self.run_group.clone(),
             waits_for_start_at: true,
-            upload_timeout: args.upload_timeout,
+            upload_timeout: self.upload_timeout,
         })
+    }
+}
+
+impl RunConfig {
+    /// Validates the flags of `loadgen run` (and the scenario they name).
+    pub fn from_args(args: &RunArgs) -> Result<Self, ConfigError> {
+        RunInputs::read(args.into())?.config(ModelChoice::Flags, None)
+    }
+
+    /// From how late after its intended time a send counts as late, in ns: the open model's
+    /// `max_lateness`; `i64::MAX` for a model without a schedule.
+    pub fn max_lateness_ns(&self) -> i64 {
+        self.model
+            .plan()
+            .max_lateness()
+            .map_or(i64::MAX, crate::clock::nanos)
     }
 
     /// How long the run may send: a closed model's duration, or the `-d` cap of any other.
@@ -268,7 +443,8 @@ mod tests {
     use crate::scenario::schema::{PhaseSpec, PhasedSpec, WorkerCount};
 
     fn run_args(flags: &[&str]) -> RunArgs {
-        let cli = crate::cli::Cli::try_parse_given(["loadgen", "run"].iter().chain(flags))
+        use clap::Parser;
+        let cli = crate::cli::Cli::try_parse_from(["loadgen", "run"].iter().chain(flags))
             .expect("valid flags");
         let crate::cli::Command::Run(args) = cli.command else {
             panic!("not a run")
@@ -340,7 +516,11 @@ mod tests {
             ..Default::default()
         });
         for flags in [&[][..], &["--scenario", "albums"]] {
-            let config = RunConfig::with_model(&run_args(flags), spec.clone()).unwrap();
+            let args = run_args(flags);
+            let inputs = RunInputs::read((&args).into()).unwrap();
+            let config = inputs
+                .config(ModelChoice::Spec(spec.clone()), None)
+                .unwrap();
             let ModelPlan::Phased(plan) = &config.model else {
                 panic!("{flags:?}: {}", config.model.plan().kind())
             };
@@ -358,5 +538,60 @@ mod tests {
             assert_eq!(config.workload.phase_fields.len(), 2, "{flags:?}");
             assert_eq!(format!("{:?}", config.scenario.model), format!("{spec:?}"));
         }
+    }
+
+    /// Flags that are `Option`s (so that one not given leaves a scenario's value alone) state
+    /// their default in their help text; each such default is the constant the engine uses,
+    /// and every stated default is in this table.
+    #[test]
+    fn help_defaults_are_the_engines_constants() {
+        use crate::scenario::schema::{
+            DEFAULT_MAX_IN_FLIGHT, DEFAULT_MAX_LATENESS, DEFAULT_WORKERS,
+        };
+        use clap::CommandFactory;
+        let text = |d: Duration| humantime::format_duration(d).to_string();
+        let expected: Vec<(&str, String)> = vec![
+            ("connections", DEFAULT_WORKERS.to_string()),
+            ("duration", text(crate::model::DEFAULT_DURATION)),
+            ("max_in_flight", DEFAULT_MAX_IN_FLIGHT.to_string()),
+            ("max_lateness", text(DEFAULT_MAX_LATENESS)),
+            (
+                "arrivals",
+                crate::model::open::Arrivals::default().name().to_string(),
+            ),
+            ("timeout", text(DEFAULT_TIMEOUT)),
+            ("connect_timeout", text(DEFAULT_CONNECT_TIMEOUT)),
+            ("metrics_linger", text(DEFAULT_METRICS_LINGER)),
+            ("think_time", text(Duration::ZERO)),
+            ("send_window", "0".to_string()),
+            ("streams_per_connection", "1".to_string()),
+            ("method", "GET".to_string()),
+            ("out", "runs/<run-id>".to_string()),
+            ("run_group", "the".to_string()),
+        ];
+        let cli = crate::cli::Cli::command();
+        let mut checked = 0;
+        for command in cli.get_subcommands() {
+            for arg in command.get_arguments() {
+                let help = arg.get_help().map(|h| h.to_string()).unwrap_or_default();
+                let Some((_, after)) = help.split_once("[default: ") else {
+                    continue;
+                };
+                let stated = after.split([' ', ']', ',']).next().unwrap_or_default();
+                let id = arg.get_id().as_str();
+                let want = expected
+                    .iter()
+                    .find(|(name, _)| *name == id)
+                    .map(|(_, v)| v);
+                assert_eq!(
+                    Some(&stated.to_string()),
+                    want,
+                    "`{} --{id}` states [default: {stated}…]: add it to this table, or fix it",
+                    command.get_name()
+                );
+                checked += 1;
+            }
+        }
+        assert!(checked >= expected.len(), "{checked} stated defaults");
     }
 }

@@ -22,14 +22,24 @@ use std::time::Duration;
 
 use super::validate::parse_stages;
 use super::ConfigError;
-use crate::cli::{ArrivalsArg, LevelFlag, RunArgs};
+use crate::cli::{ModelArgs, OpenArgs};
 use crate::model::open::Arrivals;
 use crate::model::DEFAULT_DURATION;
 use crate::scenario::schema::{
     ClosedSpec, Dur, ModelSpec, OpenSpec, ProducerBufferSpec, StageSpec, DEFAULT_MAX_IN_FLIGHT,
+    DEFAULT_MAX_LATENESS,
 };
 
-/// The model flags given on the command line (or by a sweep level), with the names to use
+/// A level of `loadgen sweep`: the model value its levels flag gives each run.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum SweepLevel {
+    /// `--levels`: the closed model's workers (as `-c`).
+    Workers(u32),
+    /// `--rate-levels`: the open model's rate (as `--rate`).
+    Rate(f64),
+}
+
+/// The model flags given on the command line (and a sweep's level), with the names to use
 /// when one is refused.
 #[derive(Debug, Clone, Default)]
 pub(super) struct ModelFlags {
@@ -62,30 +72,57 @@ pub(super) struct Applied {
 }
 
 impl ModelFlags {
-    /// The model flags of `args`; `streams` workers share each `-c` connection.
-    pub(super) fn from_args(args: &RunArgs, streams: u32) -> Result<Self, ConfigError> {
-        let (workers_flag, rate_flag) = match args.level_flag {
-            Some(LevelFlag::Levels) => ("--levels", "--rate"),
-            Some(LevelFlag::RateLevels) => ("-c", "--rate-levels"),
-            None => ("-c", "--rate"),
-        };
+    /// The model flags given; `streams` workers share each `-c` connection.
+    pub(super) fn from_args(
+        model: &ModelArgs,
+        open: &OpenArgs,
+        streams: u32,
+    ) -> Result<Self, ConfigError> {
         Ok(ModelFlags {
-            workers: args.connections.map(|c| c.saturating_mul(streams)),
-            rate: args.rate,
-            stages: args.stages.as_deref().map(parse_stages).transpose()?,
-            arrivals: args.given.arrivals.then_some(match args.arrivals {
-                ArrivalsArg::Uniform => Arrivals::Uniform,
-                ArrivalsArg::Poisson => Arrivals::Poisson,
-            }),
-            max_in_flight: args.max_in_flight,
-            max_lateness: args.given.max_lateness.then_some(args.max_lateness),
-            send_window: args.send_window,
-            duration: args.duration,
-            requests: args.requests,
-            think_time: args.think_time.is_some(),
-            workers_flag,
-            rate_flag,
+            workers: model.connections.map(|c| c.saturating_mul(streams)),
+            rate: model.rate,
+            stages: model.stages.as_deref().map(parse_stages).transpose()?,
+            arrivals: open.arrivals,
+            max_in_flight: open.max_in_flight,
+            max_lateness: open.max_lateness,
+            send_window: open.send_window,
+            duration: model.duration,
+            requests: model.requests,
+            think_time: model.think_time.is_some(),
+            workers_flag: "-c",
+            rate_flag: "--rate",
         })
+    }
+
+    /// These flags with a sweep's `level` in place of the flag it gives (which clap keeps the
+    /// user from giving too); a refusal then names the sweep's flag.
+    pub(super) fn at_level(&self, level: SweepLevel, streams: u32) -> Self {
+        let mut flags = self.clone();
+        match level {
+            SweepLevel::Workers(n) => {
+                flags.workers = Some(n.saturating_mul(streams));
+                flags.workers_flag = "--levels";
+            }
+            SweepLevel::Rate(rate) => {
+                flags.rate = Some(rate);
+                flags.rate_flag = "--rate-levels";
+            }
+        }
+        flags
+    }
+
+    /// No model flags given (a command without them: its runs take a workflow's model).
+    pub(super) fn none() -> Self {
+        ModelFlags {
+            workers_flag: "-c",
+            rate_flag: "--rate",
+            ..ModelFlags::default()
+        }
+    }
+
+    /// `-n`, as given.
+    pub(super) fn requests(&self) -> Option<u64> {
+        self.requests
     }
 
     /// `--rate` or `--stages`: the open model is asked for.
@@ -186,9 +223,9 @@ fn empty_open() -> OpenSpec {
         rate: None,
         duration: None,
         stages: None,
-        arrivals: Arrivals::Uniform,
+        arrivals: Arrivals::default(),
         max_in_flight: DEFAULT_MAX_IN_FLIGHT,
-        max_lateness: Dur(Duration::from_millis(10)),
+        max_lateness: Dur(DEFAULT_MAX_LATENESS),
         send_window: None,
         warmup: None,
     }

@@ -119,7 +119,7 @@ mod tests {
 
     #[test]
     fn secrets_are_redacted() {
-        let cli = crate::cli::Cli::try_parse_given([
+        let cli = <crate::cli::Cli as clap::Parser>::try_parse_from([
             "loadgen",
             "run",
             "-H",

@@ -82,7 +82,7 @@ pub trait Plan: std::fmt::Debug + Send + Sync {
 
     /// The `phase` labels rows of this model carry, by index.
     fn phase_labels(&self) -> Vec<String> {
-        vec!["main".to_string()]
+        vec![crate::record::phase::MAIN.to_string()]
     }
 
     /// Most attempts one request can get (retries + 1).

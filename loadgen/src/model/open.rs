@@ -13,6 +13,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use super::{DriveContext, Driving, Limit, Model, ModelPlan, Plan};
+use crate::record::phase::{MAIN, WARMUP};
 use crate::shard::Shard;
 use crate::stop::StopSignal;
 use crate::worker::WorkerPool;
@@ -23,17 +24,26 @@ use crate::worker::{Work, WorkSource};
 /// (the pacer then ends the schedule at its duration anyway, see `pace`).
 pub const MAX_RATE_RPS: f64 = 1_000_000.0;
 
-/// The phase label of the schedule's first stretch when the plan has a `warmup`.
-pub const WARMUP: &str = "warmup";
-
-/// How arrivals are spaced.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+/// How arrivals are spaced: the one enum of the scenario (`model.arrivals`), the command line
+/// (`--arrivals`) and capacity.json (`arrivals`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Arrivals {
-    /// Evenly spaced at the current rate.
+    /// Evenly spaced at the current rate (the default).
+    #[default]
     Uniform,
     /// A Poisson process at the current rate (exponential gaps).
     Poisson,
+}
+
+impl Arrivals {
+    /// The name a scenario, the command line and capacity.json use.
+    pub fn name(self) -> &'static str {
+        match self {
+            Arrivals::Uniform => "uniform",
+            Arrivals::Poisson => "poisson",
+        }
+    }
 }
 
 /// A stretch of the schedule: the rate goes linearly from `from_rps` to `to_rps`.
@@ -113,7 +123,7 @@ impl Plan for OpenPlan {
     }
 
     fn phase_labels(&self) -> Vec<String> {
-        let main = "main".to_string();
+        let main = MAIN.to_string();
         if self.warmup.is_zero() {
             vec![main]
         } else {

@@ -12,6 +12,7 @@
 //! the contract with the code.
 
 pub mod parquet_file;
+pub mod phase;
 
 use std::sync::Arc;
 

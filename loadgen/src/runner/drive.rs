@@ -39,11 +39,9 @@ pub(super) async fn drive(
     stop: &StopSignal,
 ) -> Result<Driven, RunError> {
     let transport = Arc::new(transport_config(config, target)?);
-    let max_lateness_ns =
-        (config.model.plan().max_lateness()).map_or(i64::MAX, crate::clock::nanos);
     let live = Arc::new(LiveCounters::for_run(
         config.workload.templates.len(),
-        max_lateness_ns,
+        config.max_lateness_ns(),
     ));
     let sysmon = sysmon::start(SysmonConfig {
         path: output.run_dir.join("client-metrics.parquet"),
@@ -115,12 +113,10 @@ fn serve_metrics(
     output: &RunOutput,
     live: &Arc<LiveCounters>,
 ) -> Result<(Arc<LiveMetrics>, MetricsServer), RunError> {
-    let max_lateness_ns = config
-        .model
-        .plan()
-        .max_lateness()
-        .map_or(i64::MAX, crate::clock::nanos);
-    let metrics = Arc::new(LiveMetrics::new(output.labels.ops.len(), max_lateness_ns));
+    let metrics = Arc::new(LiveMetrics::new(
+        output.labels.ops.len(),
+        config.max_lateness_ns(),
+    ));
     let addr = config
         .metrics_addr
         .expect("a listener was bound for --metrics-addr");

@@ -46,6 +46,8 @@ pub struct RunOutcome {
     pub run_json: serde_json::Value,
     /// Each threshold judged against the run.
     pub thresholds: Vec<ThresholdResult>,
+    /// The engine's verdict on the client (run.json `client`); `None` when not sampled.
+    pub client: Option<ClientSummary>,
     /// The live metrics endpoint, still serving the final counts (`--metrics-addr`).
     pub metrics: Option<FinalMetrics>,
 }
@@ -166,6 +168,7 @@ pub(super) async fn finish(
         console,
         run_json,
         thresholds,
+        client,
         // Served to the end and beyond, so a last scrape sees the final counts.
         metrics: metrics_server.map(|server| server.after_run(config.metrics_linger)),
     })
@@ -394,18 +397,9 @@ impl RecordsInfo {
     }
 }
 
-/// Complete segments (`part-NNNNN.parquet`, not the hidden `.partial` ones) in `dir`.
+/// Complete segments (not the hidden `.partial` one) in `dir`.
 fn complete_segments(dir: &Path) -> usize {
-    std::fs::read_dir(dir).map_or(0, |entries| {
-        entries
-            .filter_map(|e| e.ok())
-            .filter(|e| {
-                let name = e.file_name();
-                let name = name.to_string_lossy();
-                !name.starts_with('.') && name.ends_with(".parquet")
-            })
-            .count()
-    })
+    crate::store::segments(dir).map_or(0, |segments| segments.len())
 }
 
 fn exit_reason_text(reason: ExitReason) -> &'static str {

@@ -338,7 +338,10 @@ mod tests {
     use super::*;
 
     fn config(flags: &[&str]) -> RunConfig {
-        let cli = crate::cli::Cli::try_parse_given([&["loadgen", "run"], flags].concat()).unwrap();
+        let cli = <crate::cli::Cli as clap::Parser>::try_parse_from(
+            [&["loadgen", "run"], flags].concat(),
+        )
+        .unwrap();
         let crate::cli::Command::Run(args) = cli.command else {
             unreachable!("a run command")
         };

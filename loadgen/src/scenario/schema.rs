@@ -328,7 +328,7 @@ pub struct OpenSpec {
     /// A ramp: the rate moves linearly to each stage's `rate` over its `duration`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub stages: Option<Vec<StageSpec>>,
-    #[serde(default = "default_arrivals")]
+    #[serde(default)]
     pub arrivals: crate::model::open::Arrivals,
     #[serde(default = "default_max_in_flight")]
     pub max_in_flight: u32,
@@ -351,10 +351,6 @@ pub struct StageSpec {
     pub rate: f64,
 }
 
-fn default_arrivals() -> crate::model::open::Arrivals {
-    crate::model::open::Arrivals::Uniform
-}
-
 pub const DEFAULT_MAX_IN_FLIGHT: u32 = 1000;
 
 /// Workers of a closed model that does not say (a quick run without `-c` too).
@@ -368,8 +364,11 @@ fn default_max_in_flight() -> u32 {
     DEFAULT_MAX_IN_FLIGHT
 }
 
+/// Lateness from which an open-model send counts as late, when the scenario does not say.
+pub const DEFAULT_MAX_LATENESS: Duration = Duration::from_millis(10);
+
 fn default_max_lateness() -> Dur {
-    Dur(Duration::from_millis(10))
+    Dur(DEFAULT_MAX_LATENESS)
 }
 
 fn default_buffer() -> usize {

@@ -299,17 +299,8 @@ pub async fn upload_run_dir(
     let run_id = run_id_of(dir)?;
     let store = S3Store::connect(&location).await?;
     let (segments, mirror) = store.mirror(&run_id, dir);
-    let mut parts: Vec<PathBuf> = std::fs::read_dir(dir.join("requests"))
-        .map(|entries| entries.filter_map(|e| e.ok().map(|e| e.path())).collect())
-        .unwrap_or_default();
     // Complete segments only: an open one is a hidden `.partial` file.
-    parts.retain(|p| {
-        let name = p
-            .file_name()
-            .map_or(String::new(), |n| n.to_string_lossy().into_owned());
-        !name.starts_with('.') && name.ends_with(".parquet")
-    });
-    parts.sort();
+    let parts = super::segments(&dir.join("requests")).unwrap_or_default();
     for part in parts {
         let _ = segments.send(part);
     }

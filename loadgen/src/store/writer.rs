@@ -311,7 +311,7 @@ impl SegmentWriter {
     }
 
     fn open_segment(&self) -> Result<ParquetFile, RecordError> {
-        let name = format!("part-{:05}.parquet", self.report.segments.len());
+        let name = super::segment_name(self.report.segments.len());
         let metadata = self
             .config
             .metadata

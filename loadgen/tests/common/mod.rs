@@ -18,7 +18,8 @@ use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
 
 /// A config exactly as `loadgen run ARGS…` would build it.
 pub fn config(args: &[&str]) -> RunConfig {
-    let cli = Cli::try_parse_given(["loadgen", "run"].iter().chain(args)).expect("valid flags");
+    let cli = <Cli as clap::Parser>::try_parse_from(["loadgen", "run"].iter().chain(args))
+        .expect("valid flags");
     let Command::Run(run) = cli.command else {
         panic!("not a run command")
     };

@@ -16,13 +16,15 @@ use serde::Serialize;
 use super::judge::{self, Outcome, Schedule, SloJudgement, Sustainability};
 use super::rows::LevelRows;
 use super::search::Step;
-use crate::cli::{ArrivalsArg, RunArgs};
-use crate::config::RunConfig;
-use crate::model::open::Arrivals;
+use crate::cli::OpenArgs;
+use crate::config::{ModelChoice, RunConfig, RunInputs};
 use crate::report::thresholds::{Comparison, Metric, Threshold};
 use crate::runner::{run, RunError, RunOutcome};
-use crate::scenario::schema::{Dur, ModelSpec, OpenSpec, DEFAULT_MAX_IN_FLIGHT};
+use crate::scenario::schema::{
+    Dur, ModelSpec, OpenSpec, DEFAULT_MAX_IN_FLIGHT, DEFAULT_MAX_LATENESS,
+};
 use crate::stop::{ExitReason, StopSignal};
+use crate::sysmon::ClientSummary;
 
 /// A level is stopped at once when this share of its requests failed...
 pub const ABORT_ERROR_SHARE: f64 = 0.05;
@@ -46,6 +48,45 @@ pub enum Cause {
     Client,
     /// The server fell behind: latency over the SLO or growing, completions short.
     Server,
+}
+
+/// Why a running level was stopped at once, far past the SLO; capacity.json has its sentence.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Abort {
+    /// This share of the requests so far failed.
+    Errors { failed_share: f64 },
+    /// A latency SLO's percentile reached this, over [`ABORT_LATENCY_FACTOR`] × its limit.
+    Latency {
+        percentile: f64,
+        value_ns: f64,
+        limit_ns: f64,
+    },
+}
+
+impl std::fmt::Display for Abort {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Abort::Errors { failed_share } => {
+                write!(f, "{:.1}% of requests failed", failed_share * 100.0)
+            }
+            Abort::Latency {
+                percentile,
+                value_ns,
+                limit_ns,
+            } => write!(
+                f,
+                "p{percentile} reached {}, over {ABORT_LATENCY_FACTOR}× the SLO's {}",
+                crate::units::duration(*value_ns),
+                crate::units::duration(*limit_ns)
+            ),
+        }
+    }
+}
+
+impl Serialize for Abort {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.collect_str(self)
+    }
 }
 
 /// One percentile of latency from intended time, with its interval.
@@ -85,7 +126,7 @@ pub struct Level {
     /// Whether the client sent on time.
     pub schedule: Schedule,
     /// Why the level was stopped early; `None` when it ran its course.
-    pub aborted: Option<String>,
+    pub aborted: Option<Abort>,
     pub passed: bool,
     /// Some SLO's interval straddled its limit.
     pub uncertain: bool,
@@ -99,7 +140,9 @@ pub struct Level {
 
 /// What every level shares.
 pub struct LevelPlan<'a> {
-    pub run: &'a RunArgs,
+    /// The command line, read once: each level is a run made from it.
+    pub inputs: &'a RunInputs,
+    pub open: &'a OpenArgs,
     pub slos: &'a [Threshold],
     pub warmup: Duration,
     pub dir: PathBuf,
@@ -108,20 +151,20 @@ pub struct LevelPlan<'a> {
 impl LevelPlan<'_> {
     /// The level's config: the user's target and workload, the open model at `rate_rps`.
     fn config(&self, name: &str, rate_rps: f64, duration: Duration) -> Result<RunConfig, RunError> {
-        let mut args = self.run.clone();
-        args.out = Some(self.dir.join(name));
-        args.segment_interval = SEGMENT_INTERVAL;
         let spec = OpenSpec {
             rate: Some(rate_rps),
             duration: Some(Dur(duration)),
             stages: None,
-            arrivals: arrivals(args.arrivals),
-            max_in_flight: args.max_in_flight.unwrap_or(DEFAULT_MAX_IN_FLIGHT),
-            max_lateness: Dur(args.max_lateness),
-            send_window: args.send_window.map(Dur),
+            arrivals: self.open.arrivals.unwrap_or_default(),
+            max_in_flight: self.open.max_in_flight.unwrap_or(DEFAULT_MAX_IN_FLIGHT),
+            max_lateness: Dur(self.open.max_lateness.unwrap_or(DEFAULT_MAX_LATENESS)),
+            send_window: self.open.send_window.map(Dur),
             warmup: Some(Dur(self.warmup)),
         };
-        Ok(RunConfig::with_model(&args, ModelSpec::Open(spec))?)
+        let model = ModelChoice::Spec(ModelSpec::Open(spec));
+        let mut config = self.inputs.config(model, Some(&self.dir.join(name)))?;
+        config.segment_interval = SEGMENT_INTERVAL;
+        Ok(config)
     }
 
     /// Runs and judges one level.
@@ -135,6 +178,7 @@ impl LevelPlan<'_> {
     ) -> Result<Level, RunError> {
         let name = format!("level-{index:02}-{rate_rps}rps");
         let config = self.config(&name, rate_rps, duration)?;
+        let lateness_ns = config.max_lateness_ns();
         let run_dir = self.dir.join(&name);
         let child = stop.child();
         let done = Arc::new(AtomicBool::new(false));
@@ -152,18 +196,24 @@ impl LevelPlan<'_> {
             path: outcome.run_dir.clone(),
             reason,
         })?;
-        Ok(self.judge(step, rate_rps, duration, &outcome, &rows, aborted))
+        let ran = Ran {
+            step,
+            rate_rps,
+            duration,
+            lateness_ns,
+            aborted,
+        };
+        Ok(self.judge(ran, &outcome, &rows))
     }
 
-    fn judge(
-        &self,
-        step: Step,
-        rate_rps: f64,
-        duration: Duration,
-        outcome: &RunOutcome,
-        rows: &LevelRows,
-        aborted: Option<String>,
-    ) -> Level {
+    fn judge(&self, ran: Ran, outcome: &RunOutcome, rows: &LevelRows) -> Level {
+        let Ran {
+            step,
+            rate_rps,
+            duration,
+            lateness_ns,
+            aborted,
+        } = ran;
         let slos: Vec<SloJudgement> = self
             .slos
             .iter()
@@ -172,8 +222,7 @@ impl LevelPlan<'_> {
         let open = outcome.summary.open.as_ref();
         let dropped = open.map_or(0, |o| o.dropped);
         let sustainability = judge::sustainability(rows, dropped, latency_reference(self.slos));
-        let client = &outcome.run_json["client"];
-        let lateness_ns = i64::try_from(self.run.max_lateness.as_nanos()).unwrap_or(i64::MAX);
+        let client = outcome.client.as_ref();
         let mut level = Level {
             step,
             offered_rps: rate_rps,
@@ -201,12 +250,22 @@ impl LevelPlan<'_> {
             passed: false,
             reasons: Vec::new(),
             cause: None,
-            client_saturated: client["saturated"].as_bool().unwrap_or(false),
-            server_shares_cores: client["server_shares_cores"].as_bool().unwrap_or(false),
+            client_saturated: client.is_some_and(|c| c.saturated),
+            server_shares_cores: client.is_some_and(|c| c.server_shares_cores),
         };
-        level.conclude(&client_text(client));
+        level.conclude(client);
         level
     }
+}
+
+/// How a level ran, for its judgement.
+struct Ran {
+    step: Step,
+    rate_rps: f64,
+    duration: Duration,
+    /// The open model's `max_lateness`, in ns.
+    lateness_ns: i64,
+    aborted: Option<Abort>,
 }
 
 impl Level {
@@ -222,12 +281,12 @@ impl Level {
     /// The client is the cause when the engine found it saturated, or when it did not keep
     /// the schedule — only the client delays an open-model send, and a client starved by
     /// other processes shows neither high CPU nor throttling, only late sends. `client`
-    /// describes the client's CPU for the evidence.
-    fn conclude(&mut self, client: &str) {
+    /// (the engine's verdict on it) describes the client's CPU for the evidence.
+    fn conclude(&mut self, client: Option<&ClientSummary>) {
         let mut errors = false;
-        if let Some(why) = &self.aborted {
-            errors |= why.contains("failed");
-            self.reasons.push(format!("stopped early: {why}"));
+        if let Some(abort) = &self.aborted {
+            errors |= matches!(abort, Abort::Errors { .. });
+            self.reasons.push(format!("stopped early: {abort}"));
         }
         for slo in &self.slos {
             let crossed = match slo.outcome {
@@ -250,6 +309,10 @@ impl Level {
             Cause::Server
         });
         if self.cause == Some(Cause::Client) {
+            let client = client.map_or_else(
+                || "its CPU was not sampled".to_string(),
+                ClientSummary::console_line,
+            );
             self.reasons.push(format!(
                 "the client {}: {client}",
                 if self.schedule.kept {
@@ -268,33 +331,6 @@ impl Level {
             ));
         }
     }
-}
-
-/// The client's CPU as run.json `client` has it: "peak CPU 100 % of 0.1 cores, throttled
-/// in 18 of 20 CFS periods, saturated by its CPU quota".
-fn client_text(client: &serde_json::Value) -> String {
-    let peak = client["peak_cpu_utilisation"].as_f64().unwrap_or(0.0);
-    let limit = client["cpu_limit_cores"].as_f64().unwrap_or(0.0);
-    let mut text = format!(
-        "peak CPU {} % of {limit} cores",
-        crate::sysmon::verdict::percent(peak)
-    );
-    if let (Some(throttled), Some(periods)) = (
-        client["nr_throttled"].as_u64(),
-        client["nr_periods"].as_u64(),
-    ) {
-        if throttled > 0 {
-            text += &format!(", throttled in {throttled} of {periods} CFS periods");
-        }
-    }
-    text += match client["saturation"].as_str() {
-        Some("cpu-quota") => ", saturated by its CPU quota",
-        Some(_) => ", saturated",
-        // Late sends without busy cores or throttling: the sends waited for a core that
-        // other processes (or one busy thread of its own) held.
-        None => ", not saturated by the engine's rule: its sends waited for a core",
-    };
-    text
 }
 
 /// "observed 61.2ms (95% CI 55.0ms–70.1ms)".
@@ -339,13 +375,6 @@ fn latency_reference(slos: &[Threshold]) -> Option<f64> {
         .reduce(f64::min)
 }
 
-fn arrivals(arg: ArrivalsArg) -> Arrivals {
-    match arg {
-        ArrivalsArg::Uniform => Arrivals::Uniform,
-        ArrivalsArg::Poisson => Arrivals::Poisson,
-    }
-}
-
 /// Reads the level's closed segments every [`WATCH_EVERY`] until `done`, and stops the level
 /// (drains `stop`) when its requests blow far past the SLO; returns why it stopped it.
 async fn watch(
@@ -353,7 +382,7 @@ async fn watch(
     slos: Vec<Threshold>,
     stop: StopSignal,
     done: Arc<AtomicBool>,
-) -> Option<String> {
+) -> Option<Abort> {
     while !done.load(Ordering::Relaxed) {
         tokio::time::sleep(WATCH_EVERY).await;
         let dir = run_dir.clone();
@@ -369,7 +398,7 @@ async fn watch(
 }
 
 /// Why the rows so far are far past the SLO, if they are.
-fn blow_up(rows: &LevelRows, slos: &[Threshold]) -> Option<String> {
+fn blow_up(rows: &LevelRows, slos: &[Threshold]) -> Option<Abort> {
     let all: Vec<_> = rows.warmup.iter().chain(&rows.judged).collect();
     if all.len() < 20 {
         return None;
@@ -381,7 +410,9 @@ fn blow_up(rows: &LevelRows, slos: &[Threshold]) -> Option<String> {
         .map(|t| t.limit * 2.0)
         .fold(ABORT_ERROR_SHARE, f64::max);
     if failed > error_limit {
-        return Some(format!("{:.1}% of requests failed", failed * 100.0));
+        return Some(Abort::Errors {
+            failed_share: failed,
+        });
     }
     let mut latencies: Vec<i64> = all
         .iter()
@@ -398,11 +429,11 @@ fn blow_up(rows: &LevelRows, slos: &[Threshold]) -> Option<String> {
         }
         let value = judge::quantile(&mut latencies, q / 100.0) as f64;
         if value > ABORT_LATENCY_FACTOR * slo.limit {
-            return Some(format!(
-                "p{q} reached {}, over {ABORT_LATENCY_FACTOR}× the SLO's {}",
-                crate::units::duration(value),
-                crate::units::duration(slo.limit)
-            ));
+            return Some(Abort::Latency {
+                percentile: q,
+                value_ns: value,
+                limit_ns: slo.limit,
+            });
         }
     }
     None

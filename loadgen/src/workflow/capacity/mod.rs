@@ -4,13 +4,15 @@
 //! A composition of ordinary runs, like `calibrate` and `sweep`: a short calibration (or
 //! `--calibration DIR`) gives the first rate, R(1)'s one-worker throughput; [`search`] picks
 //! each next rate; each level is an open-model run in its own run directory under the
-//! capacity directory ([`level`]), read back and judged from its rows ([`rows`], [`judge`]);
-//! the result goes to `capacity.json` (contract `capacity_json`) and the console
-//! ([`render`]). Latency is counted from the intended send time, so a server that falls
+//! capacity directory ([`level`]), judged from its rows ([`rows`], [`judge`]); what the
+//! search concluded is decided in [`conclude`] and goes to `capacity.json` (contract
+//! `capacity_json`) and the console ([`render`]). The command line is read once
+//! ([`RunInputs`]); the calibration and every level are runs made from it. Latency is counted from the intended send time, so a server that falls
 //! behind cannot hide. The cause at the first failing level comes from facts the engine
 //! wrote (the client verdict, dropped sends) and from which criterion failed; the network is
 //! not judged here (`loadgen-analyze explain DIR` does).
 
+pub mod conclude;
 pub mod judge;
 pub mod level;
 pub mod render;
@@ -20,91 +22,19 @@ pub mod search;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-use serde::Serialize;
+pub use self::conclude::{CalibrationUsed, Capacity, Settings, EXIT_NOT_MET};
 
-use self::level::{Cause, Level, LevelPlan};
+use self::conclude::Searched;
+use self::level::{Level, LevelPlan};
 use self::search::{Next, Search, Step};
-use crate::cli::{ArrivalsArg, CalibrateArgs, CapacityArgs};
-use crate::config::{ConfigError, Output};
+use crate::cli::CapacityArgs;
+use crate::config::{ConfigError, RunInputs};
 use crate::report::thresholds::Threshold;
 use crate::report::write_json_atomically;
 use crate::runner::RunError;
 use crate::stop::StopSignal;
-
-/// The exit code when no rate met the SLO, the answer is below `--min-capacity`, or the
-/// search did not converge (without `--allow-unconverged`): the thresholds' code.
-pub const EXIT_NOT_MET: i32 = crate::report::thresholds::EXIT_CODE;
 /// Requests of the short calibration (after a few warm-up ones).
 const CALIBRATION_REQUESTS: u64 = 100;
-
-/// The search's settings, as capacity.json records them.
-#[derive(Debug, Clone, Serialize)]
-pub struct Settings {
-    pub level_duration_s: f64,
-    pub warmup_s: f64,
-    pub tolerance: f64,
-    pub confirm_duration_s: f64,
-    pub budget_s: f64,
-    pub max_rate_rps: f64,
-    pub min_capacity_rps: Option<f64>,
-    pub cool_down_s: f64,
-    pub confidence: f64,
-}
-
-/// Where the first rate came from.
-#[derive(Debug, Clone, Serialize)]
-pub struct CalibrationUsed {
-    /// `None` with `--start-rate` (no calibration).
-    pub run_dir: Option<PathBuf>,
-    pub r1_ns: f64,
-    /// The first level's rate: `--start-rate`, or one worker's throughput, 1 / R(1).
-    pub start_rps: f64,
-}
-
-/// capacity.json.
-#[derive(Debug, Clone, Serialize)]
-pub struct Capacity {
-    pub kind: &'static str,
-    pub slos: Vec<String>,
-    /// `uniform` or `poisson`: the answer depends on it.
-    pub arrivals: &'static str,
-    pub settings: Settings,
-    pub calibration: CalibrationUsed,
-    pub levels: Vec<Level>,
-    /// The highest rate that met the SLO (confirmed when `converged`); `None`: none did.
-    pub capacity_rps: Option<f64>,
-    /// [highest passing, lowest failing] rate: the limit lies between; the high end is
-    /// `None` when no level failed (the search stopped at `--max-rate`).
-    pub interval: Option<(f64, Option<f64>)>,
-    pub converged: bool,
-    /// What stopped the first failing level.
-    pub verdict: Option<Cause>,
-    /// What bounds the answer: the verdict, or `max_rate`.
-    pub limited_by: Option<&'static str>,
-    /// Index into `levels` of the first failing level (the lowest rate that failed).
-    pub first_failing_level: Option<usize>,
-    pub evidence: Vec<String>,
-    pub warnings: Vec<String>,
-    pub answer: String,
-    pub elapsed_s: f64,
-}
-
-impl Capacity {
-    /// 0 found; [`EXIT_NOT_MET`] none met, below `min_capacity_rps`, or unconverged
-    /// (unless allowed).
-    pub fn exit_code(&self, allow_unconverged: bool) -> i32 {
-        let below = match (self.capacity_rps, self.settings.min_capacity_rps) {
-            (None, _) => true,
-            (Some(found), Some(min)) => found < min,
-            (Some(_), None) => false,
-        };
-        if below || !(self.converged || allow_unconverged) {
-            EXIT_NOT_MET
-        } else {
-            0
-        }
-    }
-}
 
 /// Runs the search into `--out DIR` (default `runs/capacity-<time>`), writes
 /// `DIR/capacity.json` and returns it with the directory.
@@ -113,26 +43,30 @@ pub async fn capacity(
     stop: StopSignal,
 ) -> Result<(Capacity, PathBuf), RunError> {
     let slos = check(args)?;
-    let dir = super::workflow_dir(args.run.out.as_deref(), "capacity")?;
+    let inputs = RunInputs::read(args.into())?;
+    super::local_only("capacity", inputs.out())?;
+    let dir = super::workflow_dir(args.output.out.as_deref(), "capacity")?;
     let started = Instant::now();
-    let calibration = first_rate(args, &dir, &stop).await?;
+    let calibration = first_rate(args, &inputs, &dir, &stop).await?;
     let plan = LevelPlan {
-        run: &args.run,
+        inputs: &inputs,
+        open: &args.open,
         slos: &slos,
         warmup: args.warmup,
         dir: dir.clone(),
     };
     let mut search = Search::new(calibration.start_rps, args.tolerance, args.max_rate);
     let (levels, converged) = run_search(args, &plan, &mut search, started, &stop).await?;
-    let capacity = render::conclude(
-        args,
-        settings(args),
+    let searched = Searched {
+        slos: args.slos.iter().map(|s| s.trim().to_string()).collect(),
+        arrivals: args.open.arrivals.unwrap_or_default(),
+        settings: settings(args),
         calibration,
         levels,
-        &search,
         converged,
-        started.elapsed(),
-    );
+        elapsed: started.elapsed(),
+    };
+    let capacity = conclude::conclude(searched, &search);
     let path = dir.join("capacity.json");
     write_json_atomically(&path, &capacity).map_err(|source| RunError::Write { path, source })?;
     Ok((capacity, dir))
@@ -190,7 +124,7 @@ async fn run_search(
 }
 
 fn announce(args: &CapacityArgs, level: &Level) {
-    if !args.run.json {
+    if !args.output.json {
         eprintln!("{}", render::level_line(level));
     }
 }
@@ -198,7 +132,7 @@ fn announce(args: &CapacityArgs, level: &Level) {
 /// Waits `pause` between levels (saying so when a cut-off backlog made it longer than
 /// `--cool-down`), or until the user stops the search.
 async fn cool_down(args: &CapacityArgs, pause: Duration, stop: &StopSignal) {
-    if pause > args.cool_down && !args.run.json {
+    if pause > args.cool_down && !args.output.json {
         eprintln!(
             "  cooling down {} (longer than --cool-down: requests were cut off in flight, and \
              the service may still be working through them)",
@@ -211,27 +145,10 @@ async fn cool_down(args: &CapacityArgs, pause: Duration, stop: &StopSignal) {
     }
 }
 
-/// Refuses the flags the search owns and bad settings (one sentence each); parses the SLOs.
+/// Refuses bad settings (one sentence each); parses the SLOs. The flags the search owns
+/// (workers, rate, duration) are not among its flags at all.
 fn check(args: &CapacityArgs) -> Result<Vec<Threshold>, RunError> {
     let bad = |text: String| RunError::Config(ConfigError::Capacity(text));
-    let run = &args.run;
-    let owned = [
-        ("-c/--connections", run.connections.is_some()),
-        ("-d/--duration", run.duration.is_some()),
-        ("-n/--requests", run.requests.is_some()),
-        ("--rate", run.rate.is_some()),
-        ("--stages", run.stages.is_some()),
-        ("--shard", run.shard.is_some()),
-        ("--start-at", run.start_at.is_some()),
-        ("--threshold", !run.thresholds.is_empty()),
-    ];
-    if let Some((flag, _)) = owned.iter().find(|(_, given)| *given) {
-        return Err(bad(format!(
-            "`loadgen capacity` chooses each level's rate, length and workers itself, so \
-             {flag} does not apply; drop it (--level-duration sets how long a level lasts, \
-             --slo what it must meet)"
-        )));
-    }
     if args.warmup >= args.level_duration {
         return Err(bad(format!(
             "--warmup {} is not shorter than --level-duration {}; give a warm-up shorter than \
@@ -246,7 +163,6 @@ fn check(args: &CapacityArgs) -> Result<Vec<Threshold>, RunError> {
             args.confirm_levels
         )));
     }
-    super::local_only("capacity", &Output::from_arg(run.out.as_deref())?)?;
     args.slos
         .iter()
         .map(|text| {
@@ -277,6 +193,7 @@ fn settings(args: &CapacityArgs) -> Settings {
 /// calibration run in `DIR/calibration`.
 async fn first_rate(
     args: &CapacityArgs,
+    inputs: &RunInputs,
     dir: &Path,
     stop: &StopSignal,
 ) -> Result<CalibrationUsed, RunError> {
@@ -290,24 +207,18 @@ async fn first_rate(
     let (run_dir, r1_ns) = match &args.calibration {
         Some(path) => (path.clone(), super::read_calibration(path)?),
         None => {
-            let mut run = args.run.clone();
-            run.out = Some(dir.join("calibration"));
-            run.requests = Some(CALIBRATION_REQUESTS);
-            // The open model's flags are the levels'; the calibration is one closed worker.
-            run.max_in_flight = None;
-            run.send_window = None;
-            run.given = crate::cli::Given::default();
-            let calibrate = CalibrateArgs {
-                run,
-                warmup: CALIBRATION_REQUESTS / 10,
-                levels: vec![1],
-            };
-            if !args.run.json {
+            if !inputs.json() {
                 eprintln!(
                     "capacity: calibrating with one worker ({CALIBRATION_REQUESTS} requests)"
                 );
             }
-            let calibrated = super::calibrate(&calibrate, stop.child()).await?;
+            let calibration = super::CalibrationRun {
+                warmup: CALIBRATION_REQUESTS / 10,
+                requests: CALIBRATION_REQUESTS,
+                levels: &[1],
+                out: Some(&dir.join("calibration")),
+            };
+            let calibrated = calibration.run(inputs, stop.child()).await?;
             (calibrated.run_dir, calibrated.calibration.r1_ns)
         }
     };
@@ -322,12 +233,4 @@ async fn first_rate(
         r1_ns,
         start_rps: search::round_rate(start_rps.min(args.max_rate)),
     })
-}
-
-/// `uniform` or `poisson`.
-fn arrivals_name(arg: ArrivalsArg) -> &'static str {
-    match arg {
-        ArrivalsArg::Uniform => "uniform",
-        ArrivalsArg::Poisson => "poisson",
-    }
 }

@@ -14,7 +14,7 @@ use arrow_array::{Array, RecordBatch};
 use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
 use parquet::arrow::ProjectionMask;
 
-use crate::model::open::WARMUP;
+use crate::record::phase::WARMUP;
 
 /// One request as the judgement sees it.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -152,18 +152,7 @@ impl LevelRows {
 
 /// The closed segments in `requests/`, in order (a `.partial` file is still being written).
 fn segments(dir: &Path) -> Result<Vec<std::path::PathBuf>, String> {
-    let entries = std::fs::read_dir(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
-    let mut paths: Vec<_> = entries
-        .filter_map(Result::ok)
-        .map(|e| e.path())
-        .filter(|p| {
-            p.file_name()
-                .and_then(|n| n.to_str())
-                .is_some_and(|n| n.starts_with("part-") && n.ends_with(".parquet"))
-        })
-        .collect();
-    paths.sort();
-    Ok(paths)
+    crate::store::segments(dir).map_err(|e| format!("{}: {e}", dir.display()))
 }
 
 /// A dictionary (or plain) string column as owned strings; nulls as "".
