@@ -182,15 +182,29 @@ pub struct CommandFlags<'a> {
     pub upload_timeout: Duration,
 }
 
+impl<'a> CommandFlags<'a> {
+    /// A command's target and output alone: no model flags (its runs take a workflow's
+    /// model), thresholds, shards or upload (it writes locally).
+    fn local(target: &'a TargetArgs, output: &'a OutputArgs) -> Self {
+        CommandFlags {
+            target,
+            model: None,
+            thresholds: &[],
+            output,
+            shard: None,
+            upload_timeout: Duration::ZERO,
+        }
+    }
+}
+
 impl<'a> From<&'a RunArgs> for CommandFlags<'a> {
     fn from(args: &'a RunArgs) -> Self {
         CommandFlags {
-            target: &args.target,
             model: Some((&args.model, &args.open)),
             thresholds: &args.thresholds.thresholds,
-            output: &args.output,
             shard: Some(&args.shard),
             upload_timeout: args.upload_timeout,
+            ..CommandFlags::local(&args.target, &args.output)
         }
     }
 }
@@ -198,12 +212,10 @@ impl<'a> From<&'a RunArgs> for CommandFlags<'a> {
 impl<'a> From<&'a SweepArgs> for CommandFlags<'a> {
     fn from(args: &'a SweepArgs) -> Self {
         CommandFlags {
-            target: &args.target,
             model: Some((&args.model, &args.open)),
             thresholds: &args.thresholds.thresholds,
-            output: &args.output,
             shard: Some(&args.shard),
-            upload_timeout: Duration::ZERO,
+            ..CommandFlags::local(&args.target, &args.output)
         }
     }
 }
@@ -211,12 +223,9 @@ impl<'a> From<&'a SweepArgs> for CommandFlags<'a> {
 impl<'a> From<&'a CalibrateArgs> for CommandFlags<'a> {
     fn from(args: &'a CalibrateArgs) -> Self {
         CommandFlags {
-            target: &args.target,
-            model: None,
             thresholds: &args.thresholds.thresholds,
-            output: &args.output,
             shard: Some(&args.shard),
-            upload_timeout: Duration::ZERO,
+            ..CommandFlags::local(&args.target, &args.output)
         }
     }
 }
@@ -225,14 +234,7 @@ impl<'a> From<&'a CalibrateArgs> for CommandFlags<'a> {
 /// by the search) or shards.
 impl<'a> From<&'a CapacityArgs> for CommandFlags<'a> {
     fn from(args: &'a CapacityArgs) -> Self {
-        CommandFlags {
-            target: &args.target,
-            model: None,
-            thresholds: &[],
-            output: &args.output,
-            shard: None,
-            upload_timeout: Duration::ZERO,
-        }
+        CommandFlags::local(&args.target, &args.output)
     }
 }
 
