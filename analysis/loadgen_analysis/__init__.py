@@ -6,9 +6,9 @@ client, network or server (:mod:`.verdict`) — and whether a candidate regresse
 baseline (:mod:`.regression`). Runs are read from local directories or ``s3://`` prefixes and
 checked against the file contract (:mod:`.io`); the shard directories of one sharded run are
 analysed as one run. Raw records are reduced in DuckDB (:mod:`.reductions`); plots and HTML
-reports (:mod:`.report`) only see the small frames that come out. Imports point one way:
-``io`` → ``reductions`` → ``models`` → ``verdict`` / ``regression`` → ``report`` → ``cli``.
-:mod:`.testing` (test and bench helpers) is not part of the installed package.
+reports (:mod:`.report`) only see the small frames that come out. Imports point one way, down
+the layers of docs/architecture.md ("analysis"). :mod:`.testing` (test and bench helpers) is
+not part of the installed package.
 """
 
 import importlib

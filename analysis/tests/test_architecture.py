@@ -1,10 +1,13 @@
-"""The package's shape: modules import each other in one direction, no module is long, and the
-test helpers stay out of the production code.
+"""The package's shape: modules import each other in one direction, down the documented
+layers; no module is long, and the test helpers stay out of the production code.
 
-Every relative import (``from ..io.run import …``, ``from . import s3``, also inside functions)
-is an arrow between modules (``io.load``, ``reductions.summary``, …). A cycle between modules
-— or between subpackages (``io``, ``reductions``, ``models``, ``verdict``, ``report``) — fails
-here with the cycle named; so does a module over :data:`MAX_LINES` lines and any import of
+Every import of the package's own modules (``from ..io.run import …``, ``from . import s3``,
+``from loadgen_analysis.io import …``, also inside functions) is an arrow between modules
+(``io.load``, ``reductions.summary``, …). Between top-level modules (a subpackage, or a module
+directly in the package) the arrows point down :data:`LAYERS`, which docs/architecture.md
+("analysis") writes out for people: an import up or sideways fails here with its file and
+line, and so does a table that differs from :data:`LAYERS`. A cycle between modules fails
+with the cycle named; so does a module over :data:`MAX_LINES` lines and any import of
 ``loadgen_analysis.testing`` from the package proper (the wheel leaves ``testing`` out).
 """
 
@@ -16,6 +19,21 @@ from pathlib import Path
 import loadgen_analysis
 
 PACKAGE = Path(loadgen_analysis.__file__).parent
+DOCS = Path(__file__).resolve().parents[2] / "docs" / "architecture.md"
+
+#: Top to bottom: a top-level module imports only modules of later rows. ``__init__`` is the
+#: package's own (its public names, imported on first use).
+LAYERS: tuple[tuple[str, ...], ...] = (
+    ("__init__", "testing"),  # the public names; test and bench helpers (not in the wheel)
+    ("cli",),  # loadgen-analyze
+    ("notebook", "report"),  # notebooks run headless; plots, HTML, JUnit
+    ("regression",),  # baseline against candidate
+    ("reference", "thresholds", "verdict"),  # published figures; thresholds; the attribution
+    ("models",),  # Little's Law, USL, bounds
+    ("reductions",),  # DuckDB reductions of the records
+    ("io",),  # runs, shards, S3, the contract
+    ("errors", "jsonable"),  # leaves
+)
 
 #: The longest a module may be; past it, split it by what its parts do.
 MAX_LINES = 500
@@ -32,25 +50,93 @@ def modules() -> dict[str, Path]:
     return {module_name(p): p for p in sorted(PACKAGE.rglob("*.py"))}
 
 
-def imports(name: str, path: Path, known: set[str]) -> set[str]:
-    """The package modules that module ``name`` (at ``path``) imports, by dotted name."""
+def import_lines(name: str, path: Path, known: set[str]) -> list[tuple[int, str]]:
+    """Each import of a package module by module ``name`` (at ``path``): its line and the
+    imported module's dotted name."""
     package = name.split(".") if path.name == "__init__.py" else name.split(".")[:-1]
     package = [p for p in package if p]
-    found = set()
+    found = []
     for node in ast.walk(ast.parse(path.read_text())):
-        if not isinstance(node, ast.ImportFrom) or node.level == 0:
+        if isinstance(node, ast.Import):
+            for alias in node.names:
+                parts = alias.name.split(".")
+                if parts[0] == PACKAGE.name:
+                    found.append((node.lineno, ".".join(parts[1:])))
             continue
-        base = package[: len(package) - (node.level - 1)]
-        target = [*base, *(node.module.split(".") if node.module else [])]
+        if not isinstance(node, ast.ImportFrom):
+            continue
+        parts = node.module.split(".") if node.module else []
+        if node.level > 0:
+            target = [*package[: len(package) - (node.level - 1)], *parts]
+        elif parts[0] == PACKAGE.name:
+            target = parts[1:]
+        else:
+            continue
         for alias in node.names:
             submodule = ".".join([*target, alias.name])
-            found.add(submodule if submodule in known else ".".join(target))
-    return found - {name}
+            found.append((node.lineno, submodule if submodule in known else ".".join(target)))
+    return [(line, target) for line, target in found if target != name]
+
+
+def imports(name: str, path: Path, known: set[str]) -> set[str]:
+    """The package modules that module ``name`` (at ``path``) imports, by dotted name."""
+    return {target for _, target in import_lines(name, path, known)}
 
 
 def graph() -> dict[str, set[str]]:
     found = modules()
     return {name: imports(name, path, set(found)) & found.keys() for name, path in found.items()}
+
+
+def top_level(name: str) -> str:
+    """The top-level module a module counts for: ``io.load`` → ``io``; the package's own
+    ``__init__`` (dotted name ``""``) is ``__init__``."""
+    return name.split(".")[0] or "__init__"
+
+
+def upward_imports(
+    layers: tuple[tuple[str, ...], ...], imports: dict[str, list[tuple[int, str]]]
+) -> list[str]:
+    """The imports (``{module: [(line, imported module), …]}``) that point up or sideways
+    between top-level modules, or into one without a layer, as messages."""
+    layer_of = {module: i for i, row in enumerate(layers) for module in row}
+    found = []
+    for name, targets in sorted(imports.items()):
+        source = top_level(name)
+        for line, target in targets:
+            to = top_level(target)
+            if to == source:
+                continue
+            unplaced = [m for m in (source, to) if m not in layer_of]
+            if unplaced:
+                found.append(f"{name}:{line} imports {target}, and {unplaced[0]} has no layer")
+            elif layer_of[to] <= layer_of[source]:
+                where = "sideways" if layer_of[to] == layer_of[source] else "up"
+                found.append(
+                    f"{name}:{line} imports {target}: {to} (layer {layer_of[to] + 1}) is {where} "
+                    f"from {source} (layer {layer_of[source] + 1})"
+                )
+    return found
+
+
+def docs_layers(markdown: str, heading: str = "### analysis") -> tuple[tuple[str, ...], ...]:
+    """The layers of the ``| layer | module | …`` table under ``heading``: rows of one layer
+    number make one layer; ``io/`` and ``cli.py`` are ``io`` and ``cli``."""
+    lines = markdown.splitlines()
+    assert heading in lines, f"docs/architecture.md has no heading {heading!r}"
+    lines = lines[lines.index(heading) :]
+    start = next(i for i, line in enumerate(lines) if line.startswith("| layer | module |"))
+    layers: list[list[str]] = []
+    for row in lines[start + 2 :]:  # past the header and the |---| line
+        if not row.startswith("|"):
+            break
+        number, modules = (cell.strip() for cell in row.split("|")[1:3])
+        if int(number) == len(layers) + 1:
+            layers.append([])
+        assert int(number) == len(layers), f"layer numbers out of order at {row!r}"
+        for module in modules.split(","):
+            layers[-1].append(module.strip().strip("`").removesuffix("/").removesuffix(".py"))
+    return tuple(tuple(layer) for layer in layers)
 
 
 def subpackage_graph() -> dict[str, set[str]]:
@@ -84,6 +170,57 @@ def find_cycle(edges: dict[str, set[str]]) -> list[str] | None:
             if cycle:
                 return cycle
     return None
+
+
+def test_every_module_has_a_place_in_the_layers():
+    tops = {top_level(name) for name in modules()}
+    placed = {module for layer in LAYERS for module in layer}
+    assert tops - placed == set(), f"modules without a place in LAYERS: {sorted(tops - placed)}"
+    assert placed - tops == set(), f"LAYERS names modules that do not exist: {placed - tops}"
+
+
+def test_imports_point_down_the_layers():
+    found = modules()
+    lines = {name: import_lines(name, path, set(found)) for name, path in found.items()}
+    upward = upward_imports(LAYERS, lines)
+    assert upward == [], "imports against the layers (docs/architecture.md):\n" + "\n".join(upward)
+
+
+def test_the_docs_name_the_same_layers_in_the_same_order():
+    assert docs_layers(DOCS.read_text()) == LAYERS, (
+        "docs/architecture.md's analysis table (left) differs from LAYERS (right)"
+    )
+
+
+def test_an_upward_or_sideways_import_is_seen():
+    layers = (("report",), ("verdict", "thresholds"), ("io",))
+    imports = {
+        "io.load": [(3, "errors"), (4, "verdict.findings"), (5, "io.run")],
+        "thresholds": [(7, "verdict"), (8, "io.contract")],
+    }
+    assert upward_imports(layers, imports) == [
+        "io.load:3 imports errors, and errors has no layer",
+        "io.load:4 imports verdict.findings: verdict (layer 2) is up from io (layer 3)",
+        "thresholds:7 imports verdict: verdict (layer 2) is sideways from thresholds (layer 2)",
+    ]
+    table = "### analysis\n\n| layer | module | what |\n|---|---|---|\n"
+    table += "| 1 | `report/` | x |\n| 2 | `verdict/` | x |\n| 2 | `thresholds.py` | x |\n"
+    table += "| 3 | `io/` | x |\n\nafter\n"
+    assert docs_layers(table) == layers
+
+
+def test_absolute_imports_of_the_package_are_arrows_too(tmp_path: Path):
+    path = tmp_path / "load.py"
+    path.write_text(
+        "from loadgen_analysis.report import plots\n"
+        "import loadgen_analysis.verdict.findings\n"
+        "import numpy\nfrom . import run\n"
+    )
+    assert import_lines("io.load", path, set(modules())) == [
+        (1, "report.plots"),
+        (2, "verdict.findings"),
+        (4, "io.run"),
+    ]
 
 
 def test_package_imports_form_no_cycle():

@@ -1,5 +1,7 @@
 """The contract file against real files: a ``loadgen run``, ``sweep`` and ``capacity`` by the
-debug binaries against ``loadgen-server`` on 127.0.0.1, read back with pyarrow and json.
+debug binaries against ``loadgen-server`` on 127.0.0.1, and the capacity sample in
+``data/runs``, read back with pyarrow and json. Which files a directory holds is the
+contract's (each file's ``path``), and every file of the contract is held to a real one.
 A column or field renamed on the Rust side fails here; one renamed in the contract fails
 in Rust too (loadgen/tests/contract.rs)."""
 
@@ -24,18 +26,36 @@ def _metadata(path: Path) -> dict[str, str]:
     return {k.decode(): v.decode() for k, v in raw.items()}
 
 
+#: The contract's files in a run directory, in a sweep's and in a capacity search's (whose
+#: levels are run directories).
+RUN_FILES = {"requests", "client_metrics", "run_json"}
+SWEEP_FILES = {"sweep_json"}
+CAPACITY_FILES = {"capacity_json"}
+
+SAMPLE_CAPACITY = Path(__file__).resolve().parents[2] / "data" / "runs" / "capacity-w8-10ms"
+
+
+def _file_problems(name: str, path: Path) -> list[str]:
+    """One file against its entry in the contract, read as the entry's ``format`` says."""
+    if contract.file(name)["format"] == "parquet":
+        schema = contract.schema_problems(name, pq.read_schema(path))
+        return schema + contract.metadata_problems(name, _metadata(path))
+    return contract.json_problems(name, json.loads(path.read_text()))
+
+
+def _check_dir(directory: Path, expected: set[str]) -> list[str]:
+    """The contract's files found in ``directory`` (each entry's ``path`` there) must be
+    ``expected``; returns what differs from the contract in them."""
+    found = {name: sorted(directory.glob(contract.file(name)["path"])) for name in contract.names()}
+    found = {name: paths for name, paths in found.items() if paths}
+    assert set(found) == expected, f"{directory}: the contract's files {sorted(found)}"
+    return [
+        p for name, paths in found.items() for path in paths for p in _file_problems(name, path)
+    ]
+
+
 def _check_run_dir(run_dir: Path) -> list[str]:
-    problems = []
-    segments = sorted((run_dir / "requests").glob("*.parquet"))
-    assert segments, f"no segments in {run_dir}"
-    for segment in segments:
-        problems += contract.schema_problems("requests", pq.read_schema(segment))
-        problems += contract.metadata_problems("requests", _metadata(segment))
-    metrics = run_dir / "client-metrics.parquet"
-    problems += contract.schema_problems("client_metrics", pq.read_schema(metrics))
-    problems += contract.metadata_problems("client_metrics", _metadata(metrics))
-    problems += contract.json_problems("run_json", json.loads((run_dir / "run.json").read_text()))
-    return problems
+    return _check_dir(run_dir, RUN_FILES)
 
 
 def _loadgen(binaries: Binaries, *args: str) -> None:
@@ -83,19 +103,33 @@ def test_a_real_run_matches_the_contract(contract_runs: dict[str, Path], kind: s
 
 
 def test_a_real_sweep_matches_the_contract(contract_runs: dict[str, Path]) -> None:
+    assert _check_dir(contract_runs["sweep"], SWEEP_FILES) == []
     sweep = json.loads((contract_runs["sweep"] / "sweep.json").read_text())
-    assert contract.json_problems("sweep_json", sweep) == []
     assert len(sweep["levels"]) == 2
     for level in sweep["levels"]:
         assert _check_run_dir(Path(level["run_dir"])) == []
 
 
 def test_a_real_capacity_search_matches_the_contract(contract_runs: dict[str, Path]) -> None:
+    assert _check_dir(contract_runs["capacity"], CAPACITY_FILES) == []
     capacity = json.loads((contract_runs["capacity"] / "capacity.json").read_text())
-    assert contract.json_problems("capacity_json", capacity) == []
     assert capacity["capacity_rps"] == 50.0
     for level in capacity["levels"]:
         assert _check_run_dir(Path(level["run_dir"])) == []
+
+
+def test_the_capacity_sample_matches_the_contract() -> None:
+    """``data/runs/capacity-w8-10ms`` is what notebook 02 and docs/analysis.md read; when
+    capacity.json changes, re-record it (``data/record-samples.sh capacity``)."""
+    assert _check_dir(SAMPLE_CAPACITY, CAPACITY_FILES) == []
+    capacity = json.loads((SAMPLE_CAPACITY / "capacity.json").read_text())
+    assert len(capacity["levels"]) >= 2 and capacity["capacity_rps"] > 0
+
+
+def test_every_file_of_the_contract_is_held_to_a_real_one() -> None:
+    """A file added to the contract fails here until a test above reads a real one."""
+    held = RUN_FILES | SWEEP_FILES | CAPACITY_FILES
+    assert held == set(contract.names()), f"not held to a real file: {set(contract.names()) - held}"
 
 
 def test_the_columns_the_analysis_requires_come_from_the_contract() -> None:

@@ -88,7 +88,8 @@ def _v2_copy(
     src: Path, dst: Path, client: dict, cpu: float | None = None, throttled: float | None = None
 ) -> Path:
     """A real run with run.json's `client` object and client-metrics' columns as record format
-    2 writes them (AGREED-11). Values the real run measured are kept unless given."""
+    2 writes them (both in contract/files.json). Values the real run measured are kept unless
+    given."""
     shutil.copytree(src, dst)
     meta = json.loads((dst / "run.json").read_text())
     meta["client"] = {**meta.get("client", {}), **client}
@@ -187,7 +188,7 @@ def test_names_the_client_evidence_reads_are_in_the_contract() -> None:
         if version >= since:
             assert set(columns) <= names, (since, set(columns) - names)
     paths = {f["path"] for f in contract.file("run_json")["fields"]}
-    if "client.cpu_quota_cores" in paths:  # run.json's `client` object of AGREED-11
+    if "client.cpu_quota_cores" in paths:  # run.json's `client` object, as the contract has it
         assert set(client.RUN_JSON_READS) <= paths, set(client.RUN_JSON_READS) - paths
     assert "send_ns" in contract.column_names("requests")
 

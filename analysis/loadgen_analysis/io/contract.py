@@ -4,9 +4,9 @@ The package carries it as package data (``contract.json`` here is a link to the 
 file, which the wheel build copies), so it is read the same way from a checkout and from an
 installed wheel.
 
-Every file loadgen writes (request segments, ``client-metrics.parquet``, ``run.json``,
-``sweep.json``) is described there — column names, Arrow types, nullability, units,
-meanings, metadata keys, JSON field paths. The Rust tests (``loadgen/tests/contract.rs``) and
+Every file loadgen writes is described there (:func:`names` lists their keys) — where it lies
+in its directory, column names, Arrow types, nullability, units, meanings, metadata keys, JSON
+field paths. The Rust tests (``loadgen/tests/contract.rs``) and
 ``analysis/tests/test_contract.py`` hold real files to it, so a name changed on one side fails
 the other side's tests. Analysis code can take names from here (``columns("requests")``)
 instead of typing them again.
@@ -29,9 +29,6 @@ import pyarrow as pa
 
 #: The contract as package data (a link to ``contract/files.json`` in a checkout).
 CONTRACT_PATH: Traversable = files(__package__) / "contract.json"
-
-#: The files the contract describes.
-FILES = ("requests", "client_metrics", "run_json", "sweep_json")
 
 
 @dataclass(frozen=True)
@@ -59,8 +56,13 @@ def load(path: Traversable = CONTRACT_PATH) -> dict[str, Any]:
     return json.loads(path.read_text())
 
 
+def names() -> tuple[str, ...]:
+    """The keys of every file the contract describes, in its order (``requests``, …)."""
+    return tuple(load()["files"])
+
+
 def file(name: str) -> dict[str, Any]:
-    """One file's entry (``requests``, ``client_metrics``, ``run_json``, ``sweep_json``)."""
+    """One file's entry, by its key in :func:`names`."""
     files = load()["files"]
     if name not in files:
         raise KeyError(f"{name!r} is not in the contract; it has {', '.join(files)}")
@@ -77,7 +79,8 @@ def column_names(name: str) -> list[str]:
 
 
 def fields(name: str) -> dict[str, dict[str, Any]]:
-    """The JSON fields of ``run_json`` or ``sweep_json``, by path (``summary.requests``)."""
+    """The fields of a JSON file of the contract (``run_json``, …), by path
+    (``summary.requests``)."""
     return {f["path"]: f for f in file(name)["fields"]}
 
 

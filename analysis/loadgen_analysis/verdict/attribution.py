@@ -78,7 +78,8 @@ class Attribution:
         return jsonable(out)
 
     def explain_dict(self, run: str) -> dict[str, Any]:
-        """The object ``loadgen-analyze explain --json`` prints (AGREED-11's contract)."""
+        """The object ``loadgen-analyze explain --json`` prints; its keys are this method's,
+        held by tests/test_explain.py."""
         out: dict[str, Any] = {
             "run": run,
             "verdict": self.verdict,

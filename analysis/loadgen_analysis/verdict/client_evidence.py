@@ -37,7 +37,7 @@ READS = {
     1: (CPU_UTILISATION, NETWORK, INTERVAL_NS),
     2: (THROTTLED_NS, NR_PERIODS, NR_THROTTLED),
 }
-#: The run.json fields this module reads (under ``client``, AGREED-11).
+#: The run.json fields this module reads (under ``client``; contract/files.json's ``run_json``).
 RUN_JSON_READS = (
     "client.cpu_quota_cores",
     "client.cpu_limit_cores",

@@ -1,8 +1,8 @@
 //! Reporting: the run summary (derived from the recorded rows), the console table, run.json,
 //! and the live progress line.
 //!
-//! Raw records are the interface; everything here is derived from them (STYLE.md). This module
-//! decides how results are shown, not how they are measured.
+//! Raw records are the interface; everything here is derived from them (docs/architecture.md,
+//! "The data flow"). This module decides how results are shown, not how they are measured.
 
 pub mod console;
 pub mod junit;

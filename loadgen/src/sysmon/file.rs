@@ -1,9 +1,10 @@
-//! The client-metrics file: its Arrow schema, the columns of the rows not yet written, and
-//! the Parquet file (a [`ParquetFile`]: hidden as `.partial` until the sampler closes it).
+//! The client-metrics file: its Arrow schema, the rows not yet written, and the Parquet file
+//! (a [`ParquetFile`]: hidden as `.partial` until the sampler closes it).
 //!
 //! Column names, units and meanings are in `contract/files.json` (`files.client_metrics`);
 //! [`schema`] must match it (loadgen/tests/contract.rs). What a row holds is decided by the
-//! sampler (`mod.rs`); this module only builds and writes.
+//! sampler (`mod.rs`, from `probe`'s readings) and handed over as a typed [`Row`]; this module
+//! turns rows into columns and writes them.
 
 use std::path::Path;
 use std::sync::Arc;
@@ -18,7 +19,8 @@ use parquet::basic::{Compression, ZstdLevel};
 use parquet::file::metadata::KeyValue;
 use parquet::file::properties::WriterProperties;
 
-use super::cgroup::CpuLimit;
+use super::cgroup::{CpuLimit, CpuStat};
+use super::probe::{Change, NetCounters};
 use super::SCHEMA_VERSION;
 use crate::clock::Anchor;
 use crate::record::parquet_file::{FileError, ParquetFile};
@@ -91,29 +93,52 @@ pub fn schema() -> SchemaRef {
     ]))
 }
 
-/// Rows accumulated since the last row group (the sampler appends to each builder).
+/// One row of the file: an interval's change as the probe saw it, the run's gauges at its
+/// end, and the workers' time in it.
+pub(super) struct Row<'a> {
+    /// The end of the interval, on the run's time base.
+    pub(super) t_ns: i64,
+    pub(super) change: &'a Change<'a>,
+    /// The process's CPU time over the interval's wall time, against the CPU limit.
+    pub(super) cpu_utilisation: Option<f64>,
+    pub(super) requests_in_flight: i64,
+    pub(super) workers_alive: i64,
+    pub(super) buffer_depth: i64,
+    pub(super) activity: ActivityRow<'a>,
+}
+
+/// The workers' time and the schedule's sends in one interval: every worker's time
+/// (`total`), each phase's with its label, and the sends the schedule asked for and dropped.
+pub(super) struct ActivityRow<'a> {
+    pub(super) total: Totals,
+    pub(super) phases: Vec<(&'a str, Totals)>,
+    pub(super) scheduled: u64,
+    pub(super) dropped: u64,
+}
+
+/// Rows accumulated since the last row group.
 pub(super) struct Columns {
-    pub(super) t_ns: Int64Builder,
-    pub(super) interval_ns: Int64Builder,
-    pub(super) cpu_user_ns: Int64Builder,
-    pub(super) cpu_sys_ns: Int64Builder,
-    pub(super) cpu_utilisation: Float64Builder,
-    pub(super) throttled_ns: Int64Builder,
-    pub(super) nr_periods: Int64Builder,
-    pub(super) nr_throttled: Int64Builder,
-    pub(super) core_utilisation: ListBuilder<Float64Builder>,
-    pub(super) rss_bytes: UInt64Builder,
-    pub(super) open_fds: UInt64Builder,
-    pub(super) network: ListBuilder<StructBuilder>,
-    pub(super) requests_in_flight: Int64Builder,
-    pub(super) workers_alive: Int64Builder,
-    pub(super) buffer_depth: Int64Builder,
-    pub(super) activity: ActivityColumns,
-    pub(super) rows: usize,
+    t_ns: Int64Builder,
+    interval_ns: Int64Builder,
+    cpu_user_ns: Int64Builder,
+    cpu_sys_ns: Int64Builder,
+    cpu_utilisation: Float64Builder,
+    throttled_ns: Int64Builder,
+    nr_periods: Int64Builder,
+    nr_throttled: Int64Builder,
+    core_utilisation: ListBuilder<Float64Builder>,
+    rss_bytes: UInt64Builder,
+    open_fds: UInt64Builder,
+    network: ListBuilder<StructBuilder>,
+    requests_in_flight: Int64Builder,
+    workers_alive: Int64Builder,
+    buffer_depth: Int64Builder,
+    activity: ActivityColumns,
+    rows: usize,
 }
 
 /// The workers' time and the open model's schedule in each interval.
-pub(super) struct ActivityColumns {
+struct ActivityColumns {
     alive_ns: Int64Builder,
     busy_ns: Int64Builder,
     waiting_ns: Int64Builder,
@@ -141,25 +166,18 @@ impl ActivityColumns {
         }
     }
 
-    /// One interval: every worker's time (`total`), each phase's with its label, and the
-    /// sends the schedule asked for and dropped.
-    pub(super) fn append(
-        &mut self,
-        total: &Totals,
-        phases: &[(&str, Totals)],
-        scheduled: u64,
-        dropped: u64,
-    ) {
+    fn append(&mut self, row: &ActivityRow) {
+        let total = &row.total;
         self.alive_ns.append_value(total.alive_ns);
         self.busy_ns.append_value(total.busy_ns);
         self.waiting_ns.append_value(total.waiting_ns);
         self.sent.append_value(total.sent);
-        self.scheduled.append_value(scheduled);
-        self.dropped.append_value(dropped);
+        self.scheduled.append_value(row.scheduled);
+        self.dropped.append_value(row.dropped);
         self.late.append_value(total.late);
         self.send_lag_ns.append_value(total.send_lag_ns);
         let items = self.phases.values();
-        for (label, t) in phases {
+        for (label, t) in &row.phases {
             field::<StringBuilder>(items, 0).append_value(label);
             field::<Int64Builder>(items, 1).append_value(t.workers_alive as i64);
             field::<Int64Builder>(items, 2).append_value(t.alive_ns);
@@ -186,10 +204,12 @@ impl ActivityColumns {
     }
 }
 
+/// The builder of a struct item's `i`-th field, in the order of [`phase_fields`] or
+/// [`interface_fields`].
 fn field<T: arrow_array::builder::ArrayBuilder>(items: &mut StructBuilder, i: usize) -> &mut T {
     items
         .field_builder::<T>(i)
-        .expect("phase fields are built in schema order")
+        .expect("struct fields are built in schema order")
 }
 
 impl Columns {
@@ -216,6 +236,40 @@ impl Columns {
         }
     }
 
+    /// Rows appended since the last [`Columns::take`].
+    pub(super) fn rows(&self) -> usize {
+        self.rows
+    }
+
+    /// Appends one row (null where the probe could not read /proc).
+    pub(super) fn append(&mut self, row: &Row) {
+        let change = row.change;
+        self.t_ns.append_value(row.t_ns);
+        self.interval_ns.append_value(change.wall_ns);
+        let cpu = change.cpu;
+        self.cpu_user_ns
+            .append_option(cpu.map(|c| c.user_ns as i64));
+        self.cpu_sys_ns.append_option(cpu.map(|c| c.sys_ns as i64));
+        self.cpu_utilisation.append_option(row.cpu_utilisation);
+        let throttling = change.throttling;
+        let counter = |pick: fn(&CpuStat) -> u64| throttling.as_ref().map(|t| pick(t) as i64);
+        self.throttled_ns.append_option(counter(|t| t.throttled_ns));
+        self.nr_periods.append_option(counter(|t| t.nr_periods));
+        self.nr_throttled.append_option(counter(|t| t.nr_throttled));
+        append_cores(
+            &mut self.core_utilisation,
+            change.core_utilisation.as_deref(),
+        );
+        self.rss_bytes.append_option(change.rss_bytes);
+        self.open_fds.append_option(change.open_fds);
+        append_network(&mut self.network, change.network.as_deref());
+        self.requests_in_flight.append_value(row.requests_in_flight);
+        self.workers_alive.append_value(row.workers_alive);
+        self.buffer_depth.append_value(row.buffer_depth);
+        self.activity.append(&row.activity);
+        self.rows += 1;
+    }
+
     /// Builds a RecordBatch and leaves the builders empty for the next row group.
     pub(super) fn take(&mut self) -> RecordBatch {
         let mut columns: Vec<ArrayRef> = vec![
@@ -239,6 +293,34 @@ impl Columns {
         self.rows = 0;
         RecordBatch::try_new(schema(), columns).expect("columns match the client-metrics schema")
     }
+}
+
+/// The `core_utilisation` cell: each core's busy share, or null.
+fn append_cores(list: &mut ListBuilder<Float64Builder>, cores: Option<&[f64]>) {
+    let Some(cores) = cores else {
+        list.append(false);
+        return;
+    };
+    list.values().append_slice(cores);
+    list.append(true);
+}
+
+/// The `network` cell: each interface's bytes and packets, or null.
+fn append_network(list: &mut ListBuilder<StructBuilder>, network: Option<&[(&str, NetCounters)]>) {
+    let Some(network) = network else {
+        list.append(false);
+        return;
+    };
+    let items = list.values();
+    for (name, counters) in network {
+        field::<StringBuilder>(items, 0).append_value(name);
+        field::<UInt64Builder>(items, 1).append_value(counters.rx_bytes);
+        field::<UInt64Builder>(items, 2).append_value(counters.tx_bytes);
+        field::<UInt64Builder>(items, 3).append_value(counters.rx_packets);
+        field::<UInt64Builder>(items, 4).append_value(counters.tx_packets);
+        items.append(true);
+    }
+    list.append(true);
 }
 
 /// Starts the client-metrics file at `path` (hidden as `.partial` until the sampler closes

@@ -13,10 +13,12 @@
 //! client, and flags one thing — a saturated client — in [`ClientSummary`] (the rule is in
 //! [`verdict`]). Utilisation is measured against the CPU the process may use: its cores, or
 //! its cgroup CPU quota when that is smaller, whose throttling counters are sampled too
-//! ([`cgroup`]); the interface carrying the target's traffic is [`link`]'s to find. The file
-//! itself — schema, row builders, `.partial` handling — is `file`'s. A process killed mid-run
-//! leaves only the `.partial` file (no Parquet footer); the request records are what must
-//! survive a kill, and they do so on their own.
+//! ([`cgroup`]); the interface carrying the target's traffic is [`link`]'s to find. Reading
+//! /proc and what its counters mean (ticks, deltas between readings) is `probe`'s; the file
+//! itself — schema, typed rows into columns, `.partial` handling — is `file`'s; this module
+//! runs the sampler thread, puts each row together and keeps the summary. A process killed
+//! mid-run leaves only the `.partial` file (no Parquet footer); the request records are what
+//! must survive a kill, and they do so on their own.
 //!
 //! ## Columns
 //!
@@ -30,9 +32,9 @@
 pub mod cgroup;
 mod file;
 pub mod link;
+mod probe;
 pub mod verdict;
 
-use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::sync::atomic::Ordering;
 use std::sync::mpsc::{self, RecvTimeoutError};
@@ -44,14 +46,11 @@ use crate::clock::Anchor;
 use crate::record::parquet_file::{FileError, ParquetFile};
 use crate::stats::activity::{Activity, Totals};
 use crate::stats::LiveCounters;
-use arrow_array::builder::{
-    Float64Builder, ListBuilder, StringBuilder, StructBuilder, UInt64Builder,
-};
 use cgroup::{Cgroup, CpuLimit, CpuStat};
 pub use file::schema;
-use file::Columns;
-use procfs::process::Process;
-use procfs::{CurrentSI, ProcError};
+use file::{ActivityRow, Columns, Row};
+use probe::{Probe, Reading};
+use procfs::ProcError;
 pub use verdict::ClientSummary;
 
 /// A row group is written at least this often, so a long run never holds its samples in
@@ -164,7 +163,7 @@ fn start_with(config: SysmonConfig, row_group_every: Duration) -> Result<Sysmon,
         },
         first_stat: baseline.cpu_stat,
         last_stat: baseline.cpu_stat,
-        last_activity: Default::default(),
+        activity: LastActivity::default(),
         limit,
         cpu_ns_total: 0,
         wall_ns_total: 0,
@@ -174,142 +173,6 @@ fn start_with(config: SysmonConfig, row_group_every: Duration) -> Result<Sysmon,
     let thread = crate::background::spawn("loadgen-sysmon", move || sampler.run(baseline, stopped))
         .map_err(SysmonError::Thread)?;
     Ok(Sysmon { stop, thread })
-}
-
-/// Cumulative counters and gauges read at one instant.
-struct Reading {
-    at: Instant,
-    process: Option<ProcessReading>,
-    open_fds: Option<u64>,
-    cores: Option<Vec<CoreTicks>>,
-    net: Option<BTreeMap<String, NetCounters>>,
-    cpu_stat: Option<CpuStat>,
-}
-
-#[derive(Clone, Copy)]
-struct ProcessReading {
-    user_ticks: u64,
-    sys_ticks: u64,
-    rss_bytes: u64,
-}
-
-#[derive(Clone, Copy)]
-struct CoreTicks {
-    busy: u64,
-    total: u64,
-}
-
-#[derive(Clone, Copy)]
-struct NetCounters {
-    rx_bytes: u64,
-    tx_bytes: u64,
-    rx_packets: u64,
-    tx_packets: u64,
-}
-
-/// The sampler's handles on /proc and the cgroup.
-struct Probe {
-    me: Process,
-    ns_per_tick: u64,
-    /// The cgroup whose `cpu.stat` counts this process's throttling.
-    stat_dir: Option<(cgroup::CgroupVersion, PathBuf)>,
-}
-
-impl Probe {
-    fn new(stat_dir: Option<(cgroup::CgroupVersion, PathBuf)>) -> Result<Self, SysmonError> {
-        let me = Process::myself().map_err(|source| SysmonError::Proc {
-            what: "/proc/self",
-            source,
-        })?;
-        // USER_HZ is 100 on every Linux we know of; guard against 0 all the same.
-        let ns_per_tick = 1_000_000_000 / procfs::ticks_per_second().max(1);
-        Ok(Probe {
-            me,
-            ns_per_tick,
-            stat_dir,
-        })
-    }
-
-    /// The first reading, where any failure is reported: a sampler that cannot read /proc
-    /// at all should say so instead of writing a file of nulls.
-    fn baseline(&self) -> Result<Reading, SysmonError> {
-        let proc = |what| move |source| SysmonError::Proc { what, source };
-        Ok(Reading {
-            at: Instant::now(),
-            process: Some(self.process().map_err(proc("/proc/self/stat"))?),
-            open_fds: Some(self.open_fds().map_err(proc("/proc/self/fd"))?),
-            cores: Some(cores().map_err(proc("/proc/stat"))?),
-            net: Some(net().map_err(proc("/proc/net/dev"))?),
-            cpu_stat: self.cpu_stat(),
-        })
-    }
-
-    fn read(&self) -> Reading {
-        Reading {
-            at: Instant::now(),
-            process: self.process().ok(),
-            open_fds: self.open_fds().ok(),
-            cores: cores().ok(),
-            net: net().ok(),
-            cpu_stat: self.cpu_stat(),
-        }
-    }
-
-    fn cpu_stat(&self) -> Option<CpuStat> {
-        let (version, dir) = self.stat_dir.as_ref()?;
-        cgroup::cpu_stat(*version, dir)
-    }
-
-    fn process(&self) -> Result<ProcessReading, ProcError> {
-        // /proc/self/stat (not thread-self) sums every thread of the process.
-        let stat = self.me.stat()?;
-        Ok(ProcessReading {
-            user_ticks: stat.utime,
-            sys_ticks: stat.stime,
-            rss_bytes: stat.rss.saturating_mul(procfs::page_size()),
-        })
-    }
-
-    fn open_fds(&self) -> Result<u64, ProcError> {
-        self.me.fd_count().map(|n| n as u64)
-    }
-}
-
-fn cores() -> Result<Vec<CoreTicks>, ProcError> {
-    Ok(procfs::KernelStats::current()?
-        .cpu_time
-        .iter()
-        .map(|c| {
-            // iowait is idle time as far as the CPU is concerned; guest time is already
-            // included in user and nice.
-            let idle = c.idle + c.iowait.unwrap_or(0);
-            let busy = c.user
-                + c.nice
-                + c.system
-                + c.irq.unwrap_or(0)
-                + c.softirq.unwrap_or(0)
-                + c.steal.unwrap_or(0);
-            CoreTicks {
-                busy,
-                total: busy + idle,
-            }
-        })
-        .collect())
-}
-
-fn net() -> Result<BTreeMap<String, NetCounters>, ProcError> {
-    Ok(procfs::net::dev_status()?
-        .into_iter()
-        .map(|(name, d)| {
-            let counters = NetCounters {
-                rx_bytes: d.recv_bytes,
-                tx_bytes: d.sent_bytes,
-                rx_packets: d.recv_packets,
-                tx_packets: d.sent_packets,
-            };
-            (name, counters)
-        })
-        .collect())
 }
 
 /// The sampler thread's state.
@@ -327,8 +190,7 @@ struct Sampler {
     /// The cgroup's throttling counters at the baseline and at the last row.
     first_stat: Option<CpuStat>,
     last_stat: Option<CpuStat>,
-    /// The workers' totals per phase, and the schedule's counters, at the last row.
-    last_activity: (Vec<Totals>, u64, u64),
+    activity: LastActivity,
 }
 
 impl Sampler {
@@ -383,7 +245,7 @@ impl Sampler {
                 self.record(&previous, &now);
                 previous = now;
             }
-            if self.columns.rows > 0
+            if self.columns.rows() > 0
                 && (stopping || row_group_started.elapsed() >= self.row_group_every)
             {
                 // One row group a few seconds, on disk now rather than at close.
@@ -404,159 +266,90 @@ impl Sampler {
         }
     }
 
-    /// The workers' time and the schedule's sends since the last row, as of `t_ns`.
-    fn record_activity(&mut self, t_ns: i64) {
+    /// Appends the row for the interval from `before` to `now` (what the probe saw, the
+    /// run's gauges, the workers' time), then folds it into the summary.
+    fn record(&mut self, before: &Reading, now: &Reading) {
+        let change = now.since(before);
+        let limit_cores = self.limit.limit_cores;
+        let cpu_utilisation = change
+            .cpu
+            .map(|c| c.total_ns() as f64 / change.wall_ns as f64 / limit_cores);
+        if now.cpu_stat.is_some() {
+            self.last_stat = now.cpu_stat;
+        }
+        let t_ns = self.config.anchor.offset_ns(now.at);
         let live = &self.config.live;
+        let row = Row {
+            t_ns,
+            change: &change,
+            cpu_utilisation,
+            requests_in_flight: live.in_flight.load(Ordering::Relaxed),
+            workers_alive: live.workers_alive.load(Ordering::Relaxed),
+            buffer_depth: live.buffer_depth.load(Ordering::Relaxed),
+            activity: self
+                .activity
+                .since_last_row(live, &self.config.phase_labels, t_ns),
+        };
+        self.columns.append(&row);
+
+        let s = &mut self.summary;
+        s.samples += 1;
+        if let (Some(cpu), Some(u)) = (change.cpu, cpu_utilisation) {
+            self.cpu_ns_total += cpu.total_ns();
+            self.wall_ns_total += change.wall_ns as u64;
+            s.peak_cpu_utilisation = s.peak_cpu_utilisation.max(u);
+        }
+        s.peak_rss_bytes = s.peak_rss_bytes.max(change.rss_bytes.unwrap_or(0));
+    }
+}
+
+/// The workers' totals per phase, and the schedule's counters, at the last row.
+#[derive(Default)]
+struct LastActivity {
+    phases: Vec<Totals>,
+    scheduled: u64,
+    dropped: u64,
+}
+
+impl LastActivity {
+    /// The workers' time and the schedule's sends since the last row, as of `t_ns`.
+    fn since_last_row<'a>(
+        &mut self,
+        live: &LiveCounters,
+        phase_labels: &'a [String],
+        t_ns: i64,
+    ) -> ActivityRow<'a> {
         let phases = live.activity.by_phase(t_ns);
         let scheduled = live.scheduled.load(Ordering::Relaxed);
         let dropped = live.dropped.load(Ordering::Relaxed);
-        let (before, scheduled_before, dropped_before) = &self.last_activity;
-        let deltas: Vec<(&str, Totals)> = phases
+        let deltas = phases
             .iter()
             .enumerate()
             .filter(|(_, now)| now.workers > 0)
             .map(|(i, now)| {
-                let label = self.config.phase_labels.get(i).map_or("", String::as_str);
-                (
-                    label,
-                    now.since(&before.get(i).copied().unwrap_or_default()),
-                )
+                let label = phase_labels.get(i).map_or("", String::as_str);
+                let before = self.phases.get(i).copied().unwrap_or_default();
+                (label, now.since(&before))
             })
             .collect();
-        let total = Activity::total(&phases).since(&Activity::total(before));
-        self.columns.activity.append(
-            &total,
-            &deltas,
-            scheduled.saturating_sub(*scheduled_before),
-            dropped.saturating_sub(*dropped_before),
-        );
-        self.last_activity = (phases, scheduled, dropped);
+        let row = ActivityRow {
+            total: Activity::total(&phases).since(&Activity::total(&self.phases)),
+            phases: deltas,
+            scheduled: scheduled.saturating_sub(self.scheduled),
+            dropped: dropped.saturating_sub(self.dropped),
+        };
+        *self = LastActivity {
+            phases,
+            scheduled,
+            dropped,
+        };
+        row
     }
-
-    /// Appends the row for the interval from `before` to `now`: its time, the process's CPU
-    /// and the cgroup's throttling, every core, memory and descriptors, every interface, the
-    /// run's gauges; then folds it into the summary.
-    fn record(&mut self, before: &Reading, now: &Reading) {
-        let c = &mut self.columns;
-        let wall_ns = crate::clock::nanos(now.at - before.at).max(1);
-        c.t_ns.append_value(self.config.anchor.offset_ns(now.at));
-        c.interval_ns.append_value(wall_ns);
-
-        let cpu = before.process.zip(now.process).map(|(b, n)| {
-            let user_ns = n.user_ticks.saturating_sub(b.user_ticks) * self.probe.ns_per_tick;
-            let sys_ns = n.sys_ticks.saturating_sub(b.sys_ticks) * self.probe.ns_per_tick;
-            (user_ns, sys_ns)
-        });
-        let limit_cores = self.limit.limit_cores;
-        let utilisation = cpu.map(|(user, sys)| (user + sys) as f64 / wall_ns as f64 / limit_cores);
-        c.cpu_user_ns
-            .append_option(cpu.map(|(user, _)| user as i64));
-        c.cpu_sys_ns.append_option(cpu.map(|(_, sys)| sys as i64));
-        c.cpu_utilisation.append_option(utilisation);
-        let throttling = now.cpu_stat.zip(before.cpu_stat).map(|(n, b)| n.since(&b));
-        c.throttled_ns
-            .append_option(throttling.map(|t| t.throttled_ns as i64));
-        c.nr_periods
-            .append_option(throttling.map(|t| t.nr_periods as i64));
-        c.nr_throttled
-            .append_option(throttling.map(|t| t.nr_throttled as i64));
-        if now.cpu_stat.is_some() {
-            self.last_stat = now.cpu_stat;
-        }
-
-        append_cores(&mut c.core_utilisation, &before.cores, &now.cores);
-        let rss_bytes = now.process.map(|p| p.rss_bytes);
-        c.rss_bytes.append_option(rss_bytes);
-        c.open_fds.append_option(now.open_fds);
-        append_network(&mut c.network, &before.net, &now.net);
-
-        let live = &self.config.live;
-        c.requests_in_flight
-            .append_value(live.in_flight.load(Ordering::Relaxed));
-        c.workers_alive
-            .append_value(live.workers_alive.load(Ordering::Relaxed));
-        c.buffer_depth
-            .append_value(live.buffer_depth.load(Ordering::Relaxed));
-        let t_ns = self.config.anchor.offset_ns(now.at);
-        self.record_activity(t_ns);
-        self.columns.rows += 1;
-
-        let s = &mut self.summary;
-        s.samples += 1;
-        if let (Some((user, sys)), Some(u)) = (cpu, utilisation) {
-            self.cpu_ns_total += user + sys;
-            self.wall_ns_total += wall_ns as u64;
-            s.peak_cpu_utilisation = s.peak_cpu_utilisation.max(u);
-        }
-        s.peak_rss_bytes = s.peak_rss_bytes.max(rss_bytes.unwrap_or(0));
-    }
-}
-
-/// The `core_utilisation` cell: each core's busy share between two readings (null when
-/// either could not be read).
-fn append_cores(
-    list: &mut ListBuilder<Float64Builder>,
-    before: &Option<Vec<CoreTicks>>,
-    now: &Option<Vec<CoreTicks>>,
-) {
-    let (Some(b), Some(n)) = (before, now) else {
-        list.append(false);
-        return;
-    };
-    for (i, core) in n.iter().enumerate() {
-        // A CPU that came online mid-run counts from zero, i.e. since boot.
-        let prior = b.get(i).copied().unwrap_or(CoreTicks { busy: 0, total: 0 });
-        // iowait can go backwards (see proc(5)), hence saturating.
-        let total = core.total.saturating_sub(prior.total);
-        let busy = core.busy.saturating_sub(prior.busy).min(total);
-        list.values().append_value(if total == 0 {
-            0.0
-        } else {
-            busy as f64 / total as f64
-        });
-    }
-    list.append(true);
-}
-
-/// The `network` cell: each interface's bytes and packets between two readings (an interface
-/// new in `now` counts 0; null when either could not be read).
-fn append_network(
-    list: &mut ListBuilder<StructBuilder>,
-    before: &Option<BTreeMap<String, NetCounters>>,
-    now: &Option<BTreeMap<String, NetCounters>>,
-) {
-    let (Some(b), Some(n)) = (before, now) else {
-        list.append(false);
-        return;
-    };
-    let interfaces = list.values();
-    for (name, counters) in n {
-        let prior = b.get(name).copied().unwrap_or(*counters);
-        interfaces
-            .field_builder::<StringBuilder>(0)
-            .expect("interface is a string")
-            .append_value(name);
-        for (i, value) in [
-            counters.rx_bytes.saturating_sub(prior.rx_bytes),
-            counters.tx_bytes.saturating_sub(prior.tx_bytes),
-            counters.rx_packets.saturating_sub(prior.rx_packets),
-            counters.tx_packets.saturating_sub(prior.tx_packets),
-        ]
-        .into_iter()
-        .enumerate()
-        {
-            interfaces
-                .field_builder::<UInt64Builder>(i + 1)
-                .expect("counters are uint64")
-                .append_value(value);
-        }
-        interfaces.append(true);
-    }
-    list.append(true);
 }
 
 #[cfg(test)]
 mod tests {
+    use std::collections::BTreeMap;
     use std::sync::atomic::AtomicBool;
 
     use arrow_array::cast::AsArray;

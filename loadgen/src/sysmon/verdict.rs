@@ -37,7 +37,8 @@ pub enum Saturation {
     CpuQuota,
 }
 
-/// The client's side of the story (run.json `client`; names agreed in notes AGREED-11).
+/// The client's side of the story: run.json's `client` object, whose keys and meanings are
+/// `contract/files.json`'s (`files.run_json`, the `client.*` fields).
 #[derive(Debug, Clone, Serialize)]
 pub struct ClientSummary {
     /// Rows in client-metrics.parquet.
