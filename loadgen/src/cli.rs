@@ -139,6 +139,11 @@ pub struct CapacityArgs {
     #[arg(long, value_name = "REQ/S", value_parser = parse_rate, default_value = "100000")]
     pub max_rate: f64,
 
+    /// The lowest rate offered (requests/s): when levels keep failing, the search halves the
+    /// rate down to this floor before it answers that no rate met the SLO.
+    #[arg(long, value_name = "REQ/S", value_parser = parse_rate, default_value = "1")]
+    pub min_rate: f64,
+
     /// Exit 99 when the capacity found is below this (requests/s), e.g. 500/s.
     #[arg(long, value_name = "REQ/S", value_parser = parse_per_second)]
     pub min_capacity: Option<f64>,

@@ -74,13 +74,23 @@ fn the_capacity_of_8_workers_of_10ms_is_found_below_800_and_the_server_limits_it
     assert!(high > low && high <= 1.6 * 800.0, "{interval:?}");
     assert_eq!(answer["converged"], true);
     assert_eq!(answer["verdict"], "server", "{stderr}");
+    let levels = answer["levels"].as_array().unwrap();
+    if answer["ended"] == "noise_floor" {
+        // The confirmation of a rate that had passed failed: the machine's noise floor, where
+        // the search stops (issue 34) with that rate as the interval's high end.
+        let last = levels.last().unwrap();
+        assert_eq!(last["step"], "confirm", "{last}");
+        assert_eq!(last["passed"], false, "{last}");
+        assert_eq!(last["offered_rps"].as_f64(), Some(high));
+        return;
+    }
+    assert_eq!(answer["ended"], "converged", "{answer}");
     assert_eq!(answer["limited_by"], "server");
     assert_eq!(answer["arrivals"], "uniform");
     assert!(answer["answer"]
         .as_str()
         .unwrap()
         .starts_with(&format!("sustains {found} req/s")));
-    let levels = answer["levels"].as_array().unwrap();
     // The answer was confirmed last (over a longer window, extended if it straddled the SLO).
     let confirm = levels.last().unwrap();
     assert!(
@@ -149,6 +159,11 @@ fn a_fast_server_and_a_client_under_a_cpu_quota_name_the_client() {
     assert_eq!(code, 0, "{stderr}");
     assert_eq!(answer["verdict"], "client", "{answer}");
     assert_eq!(answer["limited_by"], "client", "{answer}");
+    // The first level the client failed ends the search (issue 34): higher rates would only
+    // measure the client again.
+    assert_eq!(answer["ended"], "client_limit", "{answer}");
+    let levels = answer["levels"].as_array().unwrap();
+    assert_eq!(levels.last().unwrap()["cause"], "client", "{answer}");
     assert!(answer["capacity_rps"].as_f64().is_some(), "{answer}");
     assert!(
         stderr.contains(
@@ -187,6 +202,8 @@ fn a_server_failing_2_percent_meets_no_error_rate_below_1_percent() {
         "error_rate<1%",
         "--max-rate",
         "2000",
+        "--min-rate",
+        "100",
         "--send-window",
         "1ms",
     ];
@@ -204,6 +221,15 @@ fn a_server_failing_2_percent_meets_no_error_rate_below_1_percent() {
             .as_str()
             .unwrap()
             .starts_with("no rate met error_rate<1%"),
+        "{answer}"
+    );
+    // Every level down to the floor failed: that, and only that, is "even --min-rate failed".
+    assert_eq!(answer["ended"], "floor", "{answer}");
+    assert!(
+        answer["answer"]
+            .as_str()
+            .unwrap()
+            .contains("even --min-rate 100 req/s failed"),
         "{answer}"
     );
     assert!(answer["levels"]
@@ -300,14 +326,66 @@ fn bad_input_exits_2_with_one_sentence() {
             "cannot be used with",
         ),
         (vec![], "--slo"),
+        // Issues 34 and 36: refused before anything is sent, not a search that blames the
+        // server for a typo or a limit nothing can meet.
+        (
+            vec!["--slo", "p99[no-such-op]<20ms"],
+            "names op 'no-such-op', which this run does not send",
+        ),
+        (vec!["--slo", "p99<0ms"], "can never be met"),
+        (vec!["--slo", "max<0ns"], "can never be met"),
+        (
+            vec!["--slo", "p99<50ms", "--min-capacity", "1000000"],
+            "is above --max-rate",
+        ),
+        (
+            vec!["--slo", "p99<50ms", "--budget", "1s"],
+            "shorter than one level",
+        ),
     ] {
+        let dir = tempfile::tempdir().unwrap();
+        let out = dir.path().join("capacity");
         let output = loadgen_bin()
             .args(["capacity", "--url", &url])
             .args(&flags)
+            .arg("--out")
+            .arg(&out)
             .output()
             .unwrap();
         let stderr = String::from_utf8_lossy(&output.stderr);
         assert_eq!(output.status.code(), Some(2), "{flags:?}: {stderr}");
         assert!(stderr.contains(needle), "{flags:?}: {stderr}");
+        // Nothing ran: no calibration, no level, no directory.
+        assert!(!out.exists(), "{flags:?}: {} was written", out.display());
+    }
+}
+
+/// Issue 34: a server that rejects what comes faster than 300 req/s with 503 (as an API
+/// gateway or nginx's `limit_req` does) is found within 10 % of 300 req/s, limited by
+/// `errors` with the status named. The calibration's R(1) comes from its successes only, and
+/// the descent from its (far too high) first rate goes on until a level passes.
+#[test]
+fn a_rate_limited_server_is_found_and_limited_by_errors() {
+    let _alone = MEASURING.lock().unwrap_or_else(|e| e.into_inner());
+    let server = ServerOnRuntime::start(ServerConfig {
+        rate_limit: Some(300.0),
+        ..ServerConfig::default()
+    });
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("capacity");
+    let flags = ["--slo", "p99<50ms", "--confirm-levels", "1"];
+    let (code, answer, stderr) = capacity(&server.url("/albums/1"), &flags, &out);
+    eprintln!("{} (in {:.0} s)", answer["answer"], answer["elapsed_s"]);
+    assert_eq!(code, 0, "{stderr}");
+    let found = answer["capacity_rps"].as_f64().unwrap();
+    assert!((270.0..=330.0).contains(&found), "{found}: {answer}");
+    assert_eq!(answer["limited_by"], "errors", "{answer}");
+    let evidence = answer["evidence"].to_string();
+    assert!(evidence.contains("503"), "{evidence}");
+    // Every level that failed was rejected, none blamed on the server or the client.
+    for level in answer["levels"].as_array().unwrap() {
+        if level["passed"] == false {
+            assert_eq!(level["cause"], "errors", "{level}");
+        }
     }
 }

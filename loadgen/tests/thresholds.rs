@@ -7,6 +7,42 @@
 
 mod common;
 
+/// Issue 34: a threshold may name an op by its request's name in the scenario (`get_album`)
+/// as well as by its label; it is judged on the op's rows either way, and a name that is
+/// neither is refused before anything is sent, listing both.
+#[test]
+fn an_op_is_named_by_its_request_name_or_its_label() {
+    let server = ServerOnRuntime::start(ServerConfig::default());
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("run");
+    let output = common::loadgen_bin()
+        .args(["run", "--scenario", "albums", "--url", &server.url("")])
+        .args(["-n", "20", "--no-progress", "--threshold"])
+        .arg("p99[get_album]<10s")
+        .arg("--out")
+        .arg(&out)
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(0), "{stderr}");
+    let judged = &common::run_json(&out)["thresholds"][0];
+    assert_eq!(judged["op"], "GET /albums/{album_id}", "{judged}");
+    assert!(judged["observed"].as_f64().is_some(), "{judged}");
+    let output = common::loadgen_bin()
+        .args(["run", "--scenario", "albums", "--url", &server.url("")])
+        .args(["-n", "20", "--threshold", "p99[get_albums]<10s", "--out"])
+        .arg(dir.path().join("refused"))
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(2), "{stderr}");
+    assert!(
+        stderr.contains("GET /albums/{album_id} (get_album)"),
+        "{stderr}"
+    );
+    assert!(!dir.path().join("refused").exists());
+}
+
 use common::{loadgen_bin, read_rows, run_json, ServerOnRuntime};
 use servers::ServerConfig;
 

@@ -51,6 +51,9 @@ pub struct ServerConfig {
     /// At most this many client connections open at once; one accepted beyond that is reset
     /// at once. `None` is unlimited.
     pub max_connections: Option<usize>,
+    /// At most this many API requests per second are served; faster ones are answered `503`
+    /// at once (an API gateway's or nginx's `limit_req`). `None` is unlimited.
+    pub rate_limit: Option<f64>,
     /// Periodic stalls: the whole server stops answering API requests for a while.
     pub stall: Option<Stall>,
     /// Serve HTTPS (HTTP/1.1 and HTTP/2, chosen by ALPN) instead of cleartext HTTP.
@@ -88,6 +91,7 @@ impl Default for ServerConfig {
             garbage_rate: 0.0,
             slow_body: None,
             max_connections: None,
+            rate_limit: None,
             stall: None,
             tls: None,
             h2_max_streams: None,
@@ -120,6 +124,9 @@ impl ServerConfig {
                     duration: stall.duration,
                 });
             }
+        }
+        if let Some(rate) = self.rate_limit.filter(|r| !(r.is_finite() && *r > 0.0)) {
+            return Err(ConfigError::RateLimit(rate));
         }
         if self.workers == Some(0) {
             // Zero permits would make every request wait forever.

@@ -12,6 +12,8 @@ use crate::fault::Fault;
 pub enum ConfigError {
     #[error("error rate must be a fraction between 0 and 1 (e.g. 0.05 for 5 %), got {0}")]
     ErrorRate(f64),
+    #[error("--rate-limit must be requests per second above 0 (e.g. 300), got {0}")]
+    RateLimit(f64),
     #[error("workers must be at least 1 (leave it unset for unlimited), got 0")]
     ZeroWorkers,
     #[error(

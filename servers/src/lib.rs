@@ -25,7 +25,7 @@
 //! module does):
 //!
 //! `server` → `api` | `config` → `body` | `state` | `tls` → `error` | `metrics` → `delay` |
-//! `fault` | `reply` | `router` | `service_time`
+//! `fault` | `rate_limit` | `reply` | `router` | `service_time`
 //!
 //! ```no_run
 //! # async fn demo() -> std::io::Result<()> {
@@ -48,6 +48,7 @@ mod delay;
 mod error;
 mod fault;
 mod metrics;
+mod rate_limit;
 mod reply;
 mod router;
 mod server;

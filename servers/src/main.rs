@@ -41,6 +41,12 @@ struct Cli {
     #[arg(long, default_value_t = 0.0, value_name = "P", value_parser = parse_fraction)]
     error_rate: f64,
 
+    /// At most REQ/S API requests per second are served; faster ones are answered 503 at once
+    /// (as an API gateway or nginx's limit_req does), allowing a burst of 10. Unlimited when
+    /// not given.
+    #[arg(long, value_name = "REQ/S")]
+    rate_limit: Option<f64>,
+
     /// Fraction (0..=1) of API requests answered with a TCP reset (RST) instead of a
     /// response; the client sees ECONNRESET.
     #[arg(long, default_value_t = 0.0, value_name = "P", value_parser = parse_fraction)]
@@ -154,6 +160,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             .transpose()
             .context("--workers is too large")?,
         error_rate: cli.error_rate,
+        rate_limit: cli.rate_limit,
         reset_rate: cli.reset_rate,
         close_mid_body_rate: cli.close_mid_body_rate,
         garbage_rate: cli.garbage_rate,

@@ -59,6 +59,7 @@ struct Shared {
     app: AppState,
     service_time: ServiceTime,
     workers: Option<Semaphore>,
+    rate_limit: Option<crate::rate_limit::RateLimit>,
     error_rate: f64,
     /// Each fault with its rate, in draw order; empty when no fault is configured.
     fault_rates: Vec<(Fault, f64)>,
@@ -105,6 +106,7 @@ pub async fn start(config: ServerConfig) -> io::Result<RunningServer> {
         app: AppState::new(config.lenient),
         service_time: config.service_time,
         workers: config.workers.map(Semaphore::new),
+        rate_limit: config.rate_limit.map(crate::rate_limit::RateLimit::new),
         error_rate: config.error_rate,
         fault_rates: config
             .fault_rates()
@@ -403,6 +405,14 @@ async fn serve_api(
     shared: &Shared,
 ) -> (Reply, Option<Fault>) {
     let _in_flight = shared.app.metrics.enter();
+    if shared
+        .rate_limit
+        .as_ref()
+        .is_some_and(|limit| !limit.admit())
+    {
+        reply::discard_body(body).await;
+        return (reply::empty(hyper::StatusCode::SERVICE_UNAVAILABLE), None);
+    }
     hold_during_stall(shared).await;
     let _worker = match &shared.workers {
         Some(workers) => {

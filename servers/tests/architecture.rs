@@ -16,7 +16,14 @@ const LAYERS: layers::Layers = &[
     &["api", "config"],        // the course APIs; ServerConfig and its validation
     &["body", "state", "tls"], // body shapes on the wire; what handlers share; PEM → rustls
     &["error", "metrics"],     // ConfigError; counters and /metrics
-    &["delay", "fault", "reply", "router", "service_time"], // leaves
+    &[
+        "delay",
+        "fault",
+        "rate_limit",
+        "reply",
+        "router",
+        "service_time",
+    ], // leaves
 ];
 
 const MAP: layers::Map = layers::Map {

@@ -342,6 +342,20 @@ impl RunInputs {
         !self.thresholds.is_empty() || !self.source.scenario.thresholds.is_empty()
     }
 
+    /// `texts` (a workflow's SLOs) parsed, each op selector resolved against the workload's
+    /// ops as a run's thresholds are; one naming no op is refused before anything is sent.
+    pub fn thresholds(&self, texts: &[String]) -> Result<Vec<Threshold>, ConfigError> {
+        let one_request = ModelSpec::Closed(crate::scenario::schema::ClosedSpec {
+            workers: 1,
+            requests: Some(1),
+            duration: None,
+        });
+        let shaped = self
+            .source
+            .shape(&model_flags::ModelFlags::none(), Some(one_request))?;
+        validate::thresholds(texts.iter(), &shaped.compiled.workload)
+    }
+
     /// A run of `model` into `out` (`None`: the command's `--out`).
     pub fn config(&self, model: ModelChoice, out: Option<&Path>) -> Result<RunConfig, ConfigError> {
         let streams = self.connection.streams_per_connection;
@@ -371,7 +385,7 @@ impl RunInputs {
             .map(|n| shard_cap(&self.shard, n, model.plan().sequence().len()));
         let thresholds = validate::thresholds(
             scenario.thresholds.iter().chain(&self.thresholds),
-            &compiled.workload.labels(),
+            &compiled.workload,
         )?;
         Ok(RunConfig {
             target: self.source.target.clone(),

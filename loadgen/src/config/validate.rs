@@ -13,6 +13,7 @@ use super::ConfigError;
 use crate::report::thresholds::Threshold;
 use crate::scenario::schema::{Dur, StageSpec};
 use crate::store::s3::S3Location;
+use crate::workload::Workload;
 
 /// A parsed `http://` or `https://` target.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -171,34 +172,29 @@ pub(super) fn parse_header(text: &str) -> Result<(HeaderName, HeaderValue), Conf
     Ok((name, value))
 }
 
-/// `labels` without repeats, in order (two requests may share a label).
-fn distinct(labels: &[String]) -> Vec<&str> {
-    let mut seen = Vec::new();
-    for label in labels {
-        if !seen.contains(&label.as_str()) {
-            seen.push(label.as_str());
-        }
-    }
-    seen
-}
-
-/// The scenario's `thresholds` and `--threshold`s, parsed; an op a threshold names must be one
-/// the run sends (`labels`), so a typo is an error, not a threshold that can never be judged.
+/// Parses thresholds (`--threshold`, `--slo`, a scenario's) and resolves the op each names —
+/// by its label or its request's name in the scenario — to the label the rows carry; one that
+/// names no op of `workload` is refused with the ops it could name, so a typo is an error, not
+/// a threshold that can never be judged.
 pub(super) fn thresholds<'a>(
     texts: impl Iterator<Item = &'a String>,
-    labels: &[String],
+    workload: &Workload,
 ) -> Result<Vec<Threshold>, ConfigError> {
     texts
         .map(|text| {
-            let threshold: Threshold = text.parse().map_err(ConfigError::Threshold)?;
-            match &threshold.op {
-                Some(op) if !labels.contains(op) => Err(ConfigError::Threshold(format!(
-                    "threshold '{text}' names op '{op}', which this run does not send; its ops (as the \
-                     summary names them) are: {}",
-                    distinct(labels).join(", ")
-                ))),
-                _ => Ok(threshold),
+            let mut threshold: Threshold = text.parse().map_err(ConfigError::Threshold)?;
+            if let Some(op) = &threshold.op {
+                let label = workload.op_label(op).ok_or_else(|| {
+                    ConfigError::Threshold(format!(
+                        "'{}' names op '{op}', which this run does not send; its ops (by label, \
+                         and by request name in parentheses) are: {}",
+                        text.trim(),
+                        workload.op_names().join(", ")
+                    ))
+                })?;
+                threshold.op = Some(label.to_string());
             }
+            Ok(threshold)
         })
         .collect()
 }

@@ -234,6 +234,12 @@ impl Threshold {
         }
     }
 
+    /// Whether no run can meet it: an upper limit that even a measurement of 0 does not pass
+    /// (latencies, error rates and throughputs are never below 0), e.g. `p99<0ms`.
+    pub fn unmeetable(&self) -> bool {
+        matches!(self.comparison, Comparison::Below | Comparison::AtMost) && !self.passes(0.0)
+    }
+
     /// The unit of the limit and of what is observed: `ns`, `fraction` or `1/s`.
     pub fn unit(&self) -> &'static str {
         self.metric.unit()

@@ -11,6 +11,17 @@ use crate::store::writer::RecordError;
 use crate::transport::tls::TlsSetupError;
 use crate::transport::ConnectFailure;
 
+impl RunError {
+    /// The target could not be reached (resolved, connected to, trusted): a workflow that
+    /// already ran against it lost it, rather than was given bad input.
+    pub fn is_target_lost(&self) -> bool {
+        matches!(
+            self,
+            RunError::Dns { .. } | RunError::Unreachable { .. } | RunError::Certificate { .. }
+        )
+    }
+}
+
 /// Why a run could not be carried out. [`RunError::exit_code`] maps each to the process exit.
 #[derive(Debug, thiserror::Error)]
 pub enum RunError {

@@ -190,6 +190,9 @@ pub struct Workload {
     pub check_names: Vec<String>,
     /// Fields drawn for requests of each phase (phases may narrow payload ranges).
     pub phase_fields: Vec<Fields>,
+    /// The scenario's name of each template's request (`get_album`), by op; empty for a
+    /// quick run, whose one request is named by its label only.
+    pub request_names: Vec<String>,
 }
 
 impl Workload {
@@ -197,6 +200,7 @@ impl Workload {
     pub fn single(template: RequestTemplate) -> Self {
         Workload {
             templates: vec![template],
+            request_names: Vec::new(),
             check_names: Vec::new(),
             phase_fields: vec![Fields::default()],
         }
@@ -204,5 +208,33 @@ impl Workload {
 
     pub fn labels(&self) -> Vec<String> {
         self.templates.iter().map(|t| t.label.clone()).collect()
+    }
+
+    /// The label of the op a selector names: its label (`GET /albums/{album_id}`), or its
+    /// request's name in the scenario (`get_album`); `None` when it names no op.
+    pub fn op_label(&self, selector: &str) -> Option<&str> {
+        let by_label = self.templates.iter().find(|t| t.label == selector);
+        let by_name = || {
+            let op = self.request_names.iter().position(|n| n == selector)?;
+            self.templates.get(op)
+        };
+        by_label.or_else(by_name).map(|t| t.label.as_str())
+    }
+
+    /// Every op as a selector may name it: `label` or `label (name)`.
+    pub fn op_names(&self) -> Vec<String> {
+        let mut names: Vec<String> = Vec::new();
+        for (op, template) in self.templates.iter().enumerate() {
+            let name = match self.request_names.get(op) {
+                Some(request) if *request != template.label => {
+                    format!("{} ({request})", template.label)
+                }
+                _ => template.label.clone(),
+            };
+            if !names.contains(&name) {
+                names.push(name);
+            }
+        }
+        names
     }
 }

@@ -84,6 +84,7 @@ pub fn compile(scenario: &Scenario, base_path: &str) -> Result<Compiled, Violati
     rules::check_chain(&op_names, &sequence, &templates, &fields)?;
     let mut compiled = finish(scenario, templates, sequence, &fields)?;
     compiled.workload.check_names = check_names.into_names();
+    compiled.workload.request_names = op_names.iter().map(|n| n.to_string()).collect();
     chain_iterations(&mut compiled, &op_names)?;
     Ok(compiled)
 }
@@ -138,6 +139,7 @@ fn finish(
         workload: Workload {
             templates,
             check_names: Vec::new(),
+            request_names: Vec::new(),
             phase_fields,
         },
         model,

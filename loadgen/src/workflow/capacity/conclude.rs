@@ -25,6 +25,8 @@ pub struct Settings {
     pub confirm_duration_s: f64,
     pub budget_s: f64,
     pub max_rate_rps: f64,
+    /// The lowest rate ever offered: a failing descent stops there.
+    pub min_rate_rps: f64,
     pub min_capacity_rps: Option<f64>,
     pub cool_down_s: f64,
     pub confidence: f64,
@@ -35,9 +37,70 @@ pub struct Settings {
 pub struct CalibrationUsed {
     /// `None` with `--start-rate` (no calibration).
     pub run_dir: Option<PathBuf>,
+    /// Mean latency of the calibration's successful responses (its failures left out).
     pub r1_ns: f64,
+    /// The calibration's measured requests that failed (not in R(1)).
+    pub failed_requests: u64,
     /// The first level's rate: `--start-rate`, or one worker's throughput, 1 / R(1).
     pub start_rps: f64,
+}
+
+/// How the search loop stopped.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Stopped {
+    /// The search had nothing more to run.
+    Done,
+    /// A level failed because the client could not send its load.
+    ClientLimit,
+    /// The target could no longer be reached (why).
+    TargetLost(String),
+    /// The next level would not fit in `--budget`.
+    Budget,
+    /// Ctrl-C or SIGTERM.
+    Interrupted,
+}
+
+/// How the search ended, as capacity.json records it (`ended`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Ended {
+    /// The bracket closed within the tolerance and its low end was confirmed (or no level up
+    /// to `--max-rate` failed).
+    Converged,
+    /// A rate passed once and failed once: the bracket is as narrow as the machine allows.
+    NoiseFloor,
+    /// Every level down to `--min-rate` failed.
+    Floor,
+    /// The client could not send the failing level's load: its limit, not the service's.
+    ClientLimit,
+    /// The target could no longer be reached.
+    TargetLost,
+    /// `--budget` ran out first.
+    Budget,
+    /// Ctrl-C or SIGTERM stopped it.
+    Interrupted,
+}
+
+impl Ended {
+    /// Whether the search came to its answer (the rest were cut short).
+    pub fn answered(self) -> bool {
+        matches!(
+            self,
+            Ended::Converged | Ended::NoiseFloor | Ended::Floor | Ended::ClientLimit
+        )
+    }
+
+    fn of(stopped: &Stopped, search: &Search) -> Ended {
+        match stopped {
+            Stopped::Done if search.noisy().is_some() => Ended::NoiseFloor,
+            Stopped::Done if search.floor_failed() => Ended::Floor,
+            Stopped::Done => Ended::Converged,
+            Stopped::ClientLimit => Ended::ClientLimit,
+            Stopped::TargetLost(_) => Ended::TargetLost,
+            Stopped::Budget => Ended::Budget,
+            Stopped::Interrupted => Ended::Interrupted,
+        }
+    }
 }
 
 /// capacity.json.
@@ -55,10 +118,13 @@ pub struct Capacity {
     /// [highest passing, lowest failing] rate: the limit lies between; the high end is
     /// `None` when no level failed (the search stopped at `--max-rate`).
     pub interval: Option<(f64, Option<f64>)>,
+    /// The search came to its answer (`ended` is converged, noise_floor, floor or
+    /// client_limit), rather than being cut short.
     pub converged: bool,
+    pub ended: Ended,
     /// What stopped the first failing level.
     pub verdict: Option<Cause>,
-    /// What bounds the answer: the verdict, or `max_rate`.
+    /// What bounds the answer: the verdict, `errors` when the target was lost, or `max_rate`.
     pub limited_by: Option<&'static str>,
     /// Index into `levels` of the first failing level (the lowest rate that failed).
     pub first_failing_level: Option<usize>,
@@ -70,17 +136,25 @@ pub struct Capacity {
 
 impl Capacity {
     /// 0 found; [`EXIT_NOT_MET`] none met, below `min_capacity_rps`, or unconverged
-    /// (unless allowed).
+    /// (unless allowed); 1 when the target was lost before any level could be judged.
     pub fn exit_code(&self, allow_unconverged: bool) -> i32 {
-        let below = match (self.capacity_rps, self.settings.min_capacity_rps) {
-            (None, _) => true,
-            (Some(found), Some(min)) => found < min,
-            (Some(_), None) => false,
-        };
-        if below || !(self.converged || allow_unconverged) {
+        let judged = self.levels.iter().any(|l| !l.interrupted);
+        if self.ended == Ended::TargetLost && !judged {
+            return 1;
+        }
+        if self.below_min_capacity() || !(self.converged || allow_unconverged) {
             EXIT_NOT_MET
         } else {
             0
+        }
+    }
+
+    /// No rate met the SLO, or the one found is below `--min-capacity`.
+    fn below_min_capacity(&self) -> bool {
+        match (self.capacity_rps, self.settings.min_capacity_rps) {
+            (None, _) => true,
+            (Some(found), Some(min)) => found < min,
+            (Some(_), None) => false,
         }
     }
 }
@@ -92,7 +166,7 @@ pub struct Searched {
     pub settings: Settings,
     pub calibration: CalibrationUsed,
     pub levels: Vec<Level>,
-    pub converged: bool,
+    pub stopped: Stopped,
     pub elapsed: Duration,
 }
 
@@ -108,13 +182,14 @@ pub fn conclude(searched: Searched, search: &Search) -> Capacity {
         settings,
         calibration,
         levels,
-        converged,
+        stopped,
         elapsed,
     } = searched;
-    let capacity_rps = if converged {
-        search.confirmed()
-    } else {
-        search.highest_passing()
+    let ended = Ended::of(&stopped, search);
+    let capacity_rps = match ended {
+        Ended::Converged => search.confirmed(),
+        Ended::Floor => None,
+        _ => search.highest_passing(),
     };
     let failing_rps = search.lowest_failing();
     // The last verdict on that rate: an extended level's, not the straddling one before it.
@@ -125,14 +200,26 @@ pub fn conclude(searched: Searched, search: &Search) -> Capacity {
     });
     let first_failing = first_failing_level.map(|i| &levels[i]);
     let verdict = first_failing.and_then(|l| l.cause);
-    let limited_by = match (verdict, capacity_rps) {
-        (Some(cause), _) => Some(cause_name(cause)),
-        (None, Some(rps)) if rps >= settings.max_rate_rps => Some("max_rate"),
+    let limited_by = match (ended, verdict, capacity_rps) {
+        (Ended::TargetLost, ..) => Some("errors"),
+        (_, Some(cause), _) => Some(cause_name(cause)),
+        (_, None, Some(rps)) if rps >= settings.max_rate_rps => Some("max_rate"),
         _ => None,
     };
     let mut evidence: Vec<String> = first_failing.map(|l| l.reasons.clone()).unwrap_or_default();
+    if let Stopped::TargetLost(why) = &stopped {
+        evidence.push(format!("the target could no longer be reached: {why}"));
+    }
     if first_failing.is_some() {
         evidence.push(NETWORK_NOTE.to_string());
+    }
+    let mut warnings = warnings(&levels, verdict, settings.min_capacity_rps, capacity_rps);
+    if calibration.failed_requests > 0 {
+        warnings.push(format!(
+            "{} of the calibration's requests failed: they are left out of R(1), which set \
+             the first rate",
+            calibration.failed_requests
+        ));
     }
     let mut capacity = Capacity {
         kind: "capacity",
@@ -142,12 +229,13 @@ pub fn conclude(searched: Searched, search: &Search) -> Capacity {
         calibration,
         capacity_rps,
         interval: capacity_rps.map(|lo| (lo, failing_rps)),
-        converged,
+        converged: ended.answered(),
+        ended,
         verdict,
         limited_by,
         first_failing_level,
         evidence,
-        warnings: warnings(&levels, verdict),
+        warnings,
         answer: String::new(),
         elapsed_s: elapsed.as_secs_f64(),
         levels,
@@ -165,8 +253,20 @@ pub fn cause_name(cause: Cause) -> &'static str {
 }
 
 /// When the client or the machine, not the service, set the limit.
-fn warnings(levels: &[Level], verdict: Option<Cause>) -> Vec<String> {
+fn warnings(
+    levels: &[Level],
+    verdict: Option<Cause>,
+    min_capacity: Option<f64>,
+    found: Option<f64>,
+) -> Vec<String> {
     let mut warnings = Vec::new();
+    if let (Some(min), Some(found)) = (min_capacity, found) {
+        if found < min {
+            warnings.push(format!(
+                "the capacity found, {found} req/s, is below --min-capacity {min} req/s (exit 99)"
+            ));
+        }
+    }
     if verdict == Some(Cause::Client) {
         warnings.push(
             "the client was saturated or fell behind its schedule at the first failing level: \
@@ -186,37 +286,74 @@ fn warnings(levels: &[Level], verdict: Option<Cause>) -> Vec<String> {
 }
 
 /// "sustains 750 req/s (the limit lies between 750 and 800 req/s) with p99<50ms, uniform
-/// arrivals; at 800 req/s p99<50ms crossed: observed …".
+/// arrivals; at 800 req/s p99<50ms crossed: observed …", and how the search ended when it was
+/// not the usual way.
 fn answer(c: &Capacity) -> String {
     let slos = c.slos.join(" and ");
     let failing = c.first_failing_level.map(|i| &c.levels[i]);
     let why = failing.map_or(String::new(), |l| {
         format!("; at {} req/s {}", l.offered_rps, l.reasons.join("; "))
     });
-    match (c.capacity_rps, c.interval) {
+    let mut text = match (c.capacity_rps, c.interval) {
+        _ if c.levels.is_empty() => format!("no level ran, because {}", ending(c)),
+        (None, _) if c.ended == Ended::Floor => format!(
+            "no rate met {slos} ({} arrivals): even --min-rate {} req/s failed{why}",
+            c.arrivals, c.settings.min_rate_rps
+        ),
         (None, _) => format!(
-            "no rate met {slos} ({} arrivals): even the lowest level failed{why}",
+            "no rate met {slos} ({} arrivals) before {}{why}",
+            c.arrivals,
+            ending(c)
+        ),
+        (Some(rps), _) if c.ended == Ended::ClientLimit => format!(
+            "the service sustains at least {rps} req/s with {slos}, {} arrivals; above that \
+             this client could not send the load, so the service's limit was not reached: \
+             measure from a larger machine, or from several at once (`loadgen run --shard \
+             I/N --rate R` on each){why}",
             c.arrivals
         ),
         (Some(rps), Some((_, Some(hi)))) => format!(
             "sustains {rps} req/s (the limit lies between {rps} and {hi} req/s) with {slos}, \
              {} arrivals{}{why}",
             c.arrivals,
-            if c.converged {
-                ""
-            } else {
-                " — UNCONVERGED: the budget ran out first"
-            }
+            suffix(c)
         ),
         (Some(rps), _) => format!(
             "sustains at least {rps} req/s with {slos}, {} arrivals: no level up to \
              --max-rate failed{}",
             c.arrivals,
-            if c.converged {
-                ""
-            } else {
-                " — UNCONVERGED: the budget ran out first"
-            }
+            suffix(c)
         ),
+    };
+    if let (Some(found), Some(min)) = (c.capacity_rps, c.settings.min_capacity_rps) {
+        if found < min {
+            text += &format!(" — below --min-capacity {min} req/s");
+        }
+    }
+    text
+}
+
+/// What cut the search short, as the end of "no level ran, because …".
+fn ending(c: &Capacity) -> &'static str {
+    match c.ended {
+        Ended::Interrupted => "the search was interrupted (Ctrl-C or SIGTERM)",
+        Ended::Budget => "the budget ran out",
+        Ended::TargetLost => "the target could no longer be reached",
+        _ => "the search ended",
+    }
+}
+
+/// How an answer with a passing level ended, when not the usual way.
+fn suffix(c: &Capacity) -> String {
+    match c.ended {
+        Ended::Budget => " — UNCONVERGED: the budget ran out first".to_string(),
+        Ended::Interrupted => " — INTERRUPTED: the search was stopped before it converged".into(),
+        Ended::TargetLost => " — the target could no longer be reached".into(),
+        Ended::NoiseFloor => format!(
+            " — as narrow as this machine and service allow: {} req/s passed once and failed \
+             once",
+            c.interval.and_then(|(_, hi)| hi).unwrap_or_default()
+        ),
+        _ => String::new(),
     }
 }

@@ -384,8 +384,9 @@ pub fn sustainability(rows: &LevelRows, dropped: u64, reference_ns: Option<f64>)
     }
 }
 
-/// Completions per second inside the judged window (warm-up rows ending in it included), and
-/// sends scheduled per second in it.
+/// Successful completions per second inside the judged window (warm-up rows ending in it
+/// included) — a request answered with an error was not served — and sends scheduled per
+/// second in it.
 fn rates(rows: &LevelRows) -> (f64, f64) {
     let Some((first, last)) = rows.window_ns() else {
         return (0.0, 0.0);
@@ -395,7 +396,7 @@ fn rates(rows: &LevelRows) -> (f64, f64) {
         .warmup
         .iter()
         .chain(&rows.judged)
-        .filter(|s| s.end_ns >= first && s.end_ns <= last)
+        .filter(|s| !s.failed && s.end_ns >= first && s.end_ns <= last)
         .count();
     // The window holds every judged send but the last one's gap: n − 1 gaps.
     let scheduled = rows.judged.len().saturating_sub(1);

@@ -108,8 +108,12 @@ pub struct Level {
     pub duration_s: f64,
     pub run_dir: PathBuf,
     pub requests: u64,
-    /// Rows after the warm-up.
+    /// Rows after the warm-up (all of them when the level stopped in its warm-up).
     pub judged_requests: u64,
+    /// Judged rows that failed.
+    pub judged_failed: u64,
+    /// The statuses of failed responses (`"503"`), with their counts.
+    pub failed_statuses: std::collections::BTreeMap<String, u64>,
     pub failed: u64,
     pub dropped: u64,
     pub late: u64,
@@ -127,6 +131,9 @@ pub struct Level {
     pub schedule: Schedule,
     /// Why the level was stopped early; `None` when it ran its course.
     pub aborted: Option<Abort>,
+    /// Ctrl-C or SIGTERM cut it short: it is recorded (its real `duration_s` and
+    /// `requests`) but not judged.
+    pub interrupted: bool,
     pub passed: bool,
     /// Some SLO's interval straddled its limit.
     pub uncertain: bool,
@@ -192,16 +199,19 @@ impl LevelPlan<'_> {
         done.store(true, Ordering::Relaxed);
         let aborted = watcher.await.ok().flatten();
         let outcome = outcome?;
-        let rows = LevelRows::read(&outcome.run_dir).map_err(|reason| RunError::ReadBack {
-            path: outcome.run_dir.clone(),
-            reason,
-        })?;
+        let rows = LevelRows::read(&outcome.run_dir)
+            .map_err(|reason| RunError::ReadBack {
+                path: outcome.run_dir.clone(),
+                reason,
+            })?
+            .or_warmup();
         let ran = Ran {
             step,
             rate_rps,
             duration,
             lateness_ns,
             aborted,
+            interrupted: stop.is_draining(),
         };
         Ok(self.judge(ran, &outcome, &rows))
     }
@@ -213,6 +223,7 @@ impl LevelPlan<'_> {
             duration,
             lateness_ns,
             aborted,
+            interrupted,
         } = ran;
         let slos: Vec<SloJudgement> = self
             .slos
@@ -231,6 +242,8 @@ impl LevelPlan<'_> {
             run_dir: outcome.run_dir.clone(),
             requests: outcome.summary.requests,
             judged_requests: rows.judged.len() as u64,
+            judged_failed: rows.judged.iter().filter(|s| s.failed).count() as u64,
+            failed_statuses: outcome.summary.failed_statuses.clone(),
             failed: outcome.summary.failed,
             dropped,
             late: open.map_or(0, |o| o.late),
@@ -247,13 +260,23 @@ impl LevelPlan<'_> {
             sustainability,
             schedule: judge::schedule(rows, lateness_ns),
             aborted,
+            interrupted,
             passed: false,
             reasons: Vec::new(),
             cause: None,
             client_saturated: client.is_some_and(|c| c.saturated),
             server_shares_cores: client.is_some_and(|c| c.server_shares_cores),
         };
-        level.conclude(client);
+        if interrupted {
+            level.duration_s = outcome.summary.wall_time_ns as f64 / 1e9;
+            level.reasons.push(format!(
+                "interrupted after {:.1} s of {:.0} s: not judged",
+                level.duration_s,
+                duration.as_secs_f64()
+            ));
+        } else {
+            level.conclude(client);
+        }
         level
     }
 }
@@ -266,9 +289,17 @@ struct Ran {
     /// The open model's `max_lateness`, in ns.
     lateness_ns: i64,
     aborted: Option<Abort>,
+    /// The user stopped the search during it.
+    interrupted: bool,
 }
 
 impl Level {
+    /// Whether an SLO's interval straddled its limit in a level that ran its course: it is
+    /// run again, twice as long, rather than guessed (an extension itself is final).
+    pub fn needs_extension(&self) -> bool {
+        self.uncertain && self.aborted.is_none() && !self.interrupted && self.step != Step::Extend
+    }
+
     /// How long to wait before the next level: `cool_down`, or longer when requests were cut
     /// off in flight — the time the service, at the rate it completed this level's requests,
     /// needs to finish them (capped at `MAX_BACKLOG_WAIT`).
@@ -287,6 +318,17 @@ impl Level {
         if let Some(abort) = &self.aborted {
             errors |= matches!(abort, Abort::Errors { .. });
             self.reasons.push(format!("stopped early: {abort}"));
+        }
+        let failed_share = self.judged_failed as f64 / self.judged_requests.max(1) as f64;
+        if failed_share > judge::ACHIEVED_SHORTFALL {
+            // More failed than the achieved rate may fall short by: what the service
+            // rejected or lost, not what it was slow to serve.
+            errors = true;
+            self.reasons.push(format!(
+                "{:.1}% of its requests failed{}",
+                failed_share * 100.0,
+                statuses_text(&self.failed_statuses)
+            ));
         }
         for slo in &self.slos {
             let crossed = match slo.outcome {
@@ -330,6 +372,20 @@ impl Level {
                 }
             ));
         }
+    }
+}
+
+/// " (503 ×412, 500 ×3)": the statuses of failed responses, most first; empty without any.
+fn statuses_text(statuses: &std::collections::BTreeMap<String, u64>) -> String {
+    let mut by_count: Vec<(&String, &u64)> = statuses.iter().collect();
+    by_count.sort_by(|a, b| b.1.cmp(a.1));
+    let parts: Vec<String> = by_count
+        .iter()
+        .map(|(status, n)| format!("{status} ×{n}"))
+        .collect();
+    match parts.is_empty() {
+        true => String::new(),
+        false => format!(" ({})", parts.join(", ")),
     }
 }
 

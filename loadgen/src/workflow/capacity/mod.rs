@@ -22,10 +22,11 @@ pub mod search;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-pub use self::conclude::{CalibrationUsed, Capacity, Settings, EXIT_NOT_MET};
+pub use self::conclude::{CalibrationUsed, Capacity, Ended, Settings, Stopped, EXIT_NOT_MET};
 
 use self::conclude::Searched;
-use self::level::{Level, LevelPlan};
+use self::level::{Cause, Level, LevelPlan};
+use self::rows::LevelRows;
 use self::search::{Next, Search, Step};
 use crate::cli::CapacityArgs;
 use crate::config::{ConfigError, RunInputs};
@@ -42,8 +43,8 @@ pub async fn capacity(
     args: &CapacityArgs,
     stop: StopSignal,
 ) -> Result<(Capacity, PathBuf), RunError> {
-    let slos = check(args)?;
     let inputs = RunInputs::read(args.into())?;
+    let slos = check(args, &inputs)?;
     super::local_only("capacity", inputs.out())?;
     let dir = super::workflow_dir(args.output.out.as_deref(), "capacity")?;
     let started = Instant::now();
@@ -55,15 +56,19 @@ pub async fn capacity(
         warmup: args.warmup,
         dir: dir.clone(),
     };
-    let mut search = Search::new(calibration.start_rps, args.tolerance, args.max_rate);
-    let (levels, converged) = run_search(args, &plan, &mut search, started, &stop).await?;
+    let mut search = Search::new(
+        calibration.start_rps,
+        args.tolerance,
+        (args.min_rate, args.max_rate),
+    );
+    let (levels, stopped) = run_search(args, &plan, &mut search, started, &stop).await?;
     let searched = Searched {
         slos: args.slos.iter().map(|s| s.trim().to_string()).collect(),
         arrivals: args.open.arrivals.unwrap_or_default(),
         settings: settings(args),
         calibration,
         levels,
-        converged,
+        stopped,
         elapsed: started.elapsed(),
     };
     let capacity = conclude::conclude(searched, &search);
@@ -72,55 +77,105 @@ pub async fn capacity(
     Ok((capacity, dir))
 }
 
-/// Levels until the search is done, the budget is spent or the user stops it; whether it
-/// converged.
+/// Levels until the search is done, the budget is spent, the client or the target gives out,
+/// or the user stops it; how it ended (with why the target was lost, when it was).
 async fn run_search(
     args: &CapacityArgs,
     plan: &LevelPlan<'_>,
     search: &mut Search,
     started: Instant,
     stop: &StopSignal,
-) -> Result<(Vec<Level>, bool), RunError> {
+) -> Result<(Vec<Level>, Stopped), RunError> {
     let mut levels = Vec::new();
     // The most a level took beyond its sending (connecting, reading its rows back, the
     // cool-down): counted when deciding whether the next one fits the budget.
     let mut overhead = Duration::ZERO;
     loop {
         let Next::Run { rate_rps, step } = search.next() else {
-            return Ok((levels, true));
+            return Ok((levels, Stopped::Done));
         };
         let duration = match step {
             Step::Confirm => args.level_duration.mul_f64(args.confirm_levels),
             _ => args.level_duration,
         };
-        if started.elapsed() + duration + overhead > args.budget || stop.is_draining() {
-            return Ok((levels, false));
+        if stop.is_draining() {
+            return Ok((levels, Stopped::Interrupted));
+        }
+        // The first level always runs: --budget is at least one level long.
+        if !levels.is_empty() && started.elapsed() + duration + overhead > args.budget {
+            return Ok((levels, Stopped::Budget));
         }
         let began = Instant::now();
-        let mut sent = duration;
-        let mut level = plan
-            .run(levels.len(), rate_rps, step, duration, stop)
-            .await?;
-        announce(args, &level);
-        if level.uncertain && level.aborted.is_none() && !stop.is_draining() {
-            // Straddling the limit: look twice as long rather than guess.
-            let pause = level.cool_down(args.cool_down);
-            level.cool_down_s = pause.as_secs_f64();
+        let level = LevelRun {
+            rate_rps,
+            step,
+            duration,
+        };
+        let (mut level, sent) = match measure(args, plan, &mut levels, level, stop).await {
+            Ok(measured) => measured,
+            Err(lost) if lost.is_target_lost() => {
+                return Ok((levels, Stopped::TargetLost(lost.to_string())));
+            }
+            Err(other) => return Err(other),
+        };
+        if level.interrupted {
             levels.push(level);
-            cool_down(args, pause, stop).await;
-            sent += duration * 2;
-            level = plan
-                .run(levels.len(), rate_rps, Step::Extend, duration * 2, stop)
-                .await?;
-            announce(args, &level);
+            return Ok((levels, Stopped::Interrupted));
         }
         search.record(rate_rps, step, level.passed);
+        let client_limit = level.cause == Some(Cause::Client);
+        let pause = level.cool_down(args.cool_down);
+        level.cool_down_s = pause.as_secs_f64();
+        levels.push(level);
+        if client_limit {
+            // This client cannot send more: higher rates would measure it, not the service.
+            return Ok((levels, Stopped::ClientLimit));
+        }
+        cool_down(args, pause, stop).await;
+        overhead = overhead.max(began.elapsed().saturating_sub(sent));
+    }
+}
+
+/// The rate, step and length of a level to run.
+#[derive(Debug, Clone, Copy)]
+struct LevelRun {
+    rate_rps: f64,
+    step: Step,
+    duration: Duration,
+}
+
+/// Runs one level — twice as long again when an SLO's interval straddled its limit (the
+/// straddling one goes into `levels`) — and returns it with how long it sent.
+async fn measure(
+    args: &CapacityArgs,
+    plan: &LevelPlan<'_>,
+    levels: &mut Vec<Level>,
+    run: LevelRun,
+    stop: &StopSignal,
+) -> Result<(Level, Duration), RunError> {
+    let LevelRun {
+        rate_rps,
+        step,
+        duration,
+    } = run;
+    let mut level = plan
+        .run(levels.len(), rate_rps, step, duration, stop)
+        .await?;
+    announce(args, &level);
+    let mut sent = duration;
+    if level.needs_extension() {
+        // Straddling the limit: look twice as long rather than guess.
         let pause = level.cool_down(args.cool_down);
         level.cool_down_s = pause.as_secs_f64();
         levels.push(level);
         cool_down(args, pause, stop).await;
-        overhead = overhead.max(began.elapsed().saturating_sub(sent));
+        sent += duration * 2;
+        level = plan
+            .run(levels.len(), rate_rps, Step::Extend, duration * 2, stop)
+            .await?;
+        announce(args, &level);
     }
+    Ok((level, sent))
 }
 
 fn announce(args: &CapacityArgs, level: &Level) {
@@ -147,8 +202,30 @@ async fn cool_down(args: &CapacityArgs, pause: Duration, stop: &StopSignal) {
 
 /// Refuses bad settings (one sentence each); parses the SLOs. The flags the search owns
 /// (workers, rate, duration) are not among its flags at all.
-fn check(args: &CapacityArgs) -> Result<Vec<Threshold>, RunError> {
+fn check(args: &CapacityArgs, inputs: &RunInputs) -> Result<Vec<Threshold>, RunError> {
     let bad = |text: String| RunError::Config(ConfigError::Capacity(text));
+    if args.budget < args.level_duration {
+        return Err(bad(format!(
+            "--budget {} is shorter than one level (--level-duration {}), so no level could \
+             run; give --budget {} or more",
+            humantime::format_duration(args.budget),
+            humantime::format_duration(args.level_duration),
+            humantime::format_duration(args.level_duration)
+        )));
+    }
+    if let Some(min) = args.min_capacity.filter(|&min| min > args.max_rate) {
+        return Err(bad(format!(
+            "--min-capacity {min}/s is above --max-rate {}/s, so the search could never meet \
+             it; lower --min-capacity or raise --max-rate",
+            args.max_rate
+        )));
+    }
+    if args.min_rate > args.max_rate {
+        return Err(bad(format!(
+            "--min-rate {}/s is above --max-rate {}/s; give a floor below the ceiling",
+            args.min_rate, args.max_rate
+        )));
+    }
     if args.warmup >= args.level_duration {
         return Err(bad(format!(
             "--warmup {} is not shorter than --level-duration {}; give a warm-up shorter than \
@@ -163,13 +240,17 @@ fn check(args: &CapacityArgs) -> Result<Vec<Threshold>, RunError> {
             args.confirm_levels
         )));
     }
-    args.slos
-        .iter()
-        .map(|text| {
-            text.parse::<Threshold>()
-                .map_err(|e| bad(format!("--slo: {e}")))
-        })
-        .collect()
+    let slos = inputs
+        .thresholds(&args.slos)
+        .map_err(|e| bad(format!("--slo {e}")))?;
+    match slos.iter().find(|slo| slo.unmeetable()) {
+        Some(slo) => Err(bad(format!(
+            "--slo '{}' can never be met: what it measures is never below 0; give a limit \
+             above 0",
+            slo.text.trim()
+        ))),
+        None => Ok(slos),
+    }
 }
 
 fn settings(args: &CapacityArgs) -> Settings {
@@ -183,6 +264,7 @@ fn settings(args: &CapacityArgs) -> Settings {
             .as_secs_f64(),
         budget_s: args.budget.as_secs_f64(),
         max_rate_rps: args.max_rate,
+        min_rate_rps: args.min_rate,
         min_capacity_rps: args.min_capacity,
         cool_down_s: args.cool_down.as_secs_f64(),
         confidence: judge::CONFIDENCE,
@@ -201,11 +283,12 @@ async fn first_rate(
         return Ok(CalibrationUsed {
             run_dir: None,
             r1_ns: f64::NAN,
-            start_rps: search::round_rate(start_rps.min(args.max_rate)),
+            failed_requests: 0,
+            start_rps: search::round_rate(start_rps.clamp(args.min_rate, args.max_rate)),
         });
     }
-    let (run_dir, r1_ns) = match &args.calibration {
-        Some(path) => (path.clone(), super::read_calibration(path)?),
+    let (run_dir, r1_ns, failed_requests) = match &args.calibration {
+        Some(path) => (path.clone(), super::read_calibration(path)?, 0),
         None => {
             if !inputs.json() {
                 eprintln!(
@@ -219,18 +302,27 @@ async fn first_rate(
                 out: Some(&dir.join("calibration")),
             };
             let calibrated = calibration.run(inputs, stop.child()).await?;
-            (calibrated.run_dir, calibrated.calibration.r1_ns)
+            // R(1) of the successful responses only: fast errors (a rate limiter's 503s)
+            // would set the first rate far above what the service serves.
+            let rows =
+                LevelRows::read(&calibrated.run_dir).map_err(|reason| RunError::ReadBack {
+                    path: calibrated.run_dir.clone(),
+                    reason,
+                })?;
+            let (r1_ns, failed) = rows.successful_mean_ns();
+            (calibrated.run_dir, r1_ns, failed)
         }
     };
-    // No response at all: start low and let the levels say why.
+    // No successful response at all: start at the floor and let the levels say why.
     let start_rps: f64 = if r1_ns.is_finite() && r1_ns > 0.0 {
         1e9 / r1_ns
     } else {
-        1.0
+        args.min_rate
     };
     Ok(CalibrationUsed {
         run_dir: Some(run_dir),
         r1_ns,
-        start_rps: search::round_rate(start_rps.min(args.max_rate)),
+        failed_requests,
+        start_rps: search::round_rate(start_rps.clamp(args.min_rate, args.max_rate)),
     })
 }

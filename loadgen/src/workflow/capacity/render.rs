@@ -1,7 +1,7 @@
 //! The search's console lines: one per level as it goes, and the report of what
 //! [`conclude`](super::conclude) decided. Nothing here decides anything.
 
-use super::conclude::{cause_name, Capacity};
+use super::conclude::{cause_name, Capacity, Ended};
 use super::level::{observed_text, Level};
 
 /// One line per level, printed as the search goes.
@@ -14,6 +14,10 @@ pub fn level_line(l: &Level) -> String {
         .map_or("-".to_string(), crate::units::duration);
     let verdict = if l.passed {
         "pass".to_string()
+    } else if l.interrupted {
+        "interrupted (not judged)".to_string()
+    } else if l.needs_extension() {
+        format!("inconclusive ({}): extending", l.reasons.join("; "))
     } else {
         format!("FAIL ({})", l.reasons.join("; "))
     };
@@ -53,10 +57,14 @@ pub fn render(c: &Capacity, dir: &std::path::Path) -> String {
         "  Search     {} levels in {:.0}s, {}\n",
         c.levels.len(),
         c.elapsed_s,
-        if c.converged {
-            "converged"
-        } else {
-            "NOT converged (budget)"
+        match c.ended {
+            Ended::Converged => "converged",
+            Ended::NoiseFloor => "stopped at the noise floor (a rate passed once and failed once)",
+            Ended::Floor => "every level down to --min-rate failed",
+            Ended::ClientLimit => "stopped at this client's limit",
+            Ended::TargetLost => "stopped: the target could no longer be reached",
+            Ended::Budget => "NOT converged (budget)",
+            Ended::Interrupted => "INTERRUPTED",
         }
     );
     for warning in &c.warnings {

@@ -134,6 +134,29 @@ impl LevelRows {
         Ok(())
     }
 
+    /// These rows with the warm-up judged when nothing came after it (a level stopped early,
+    /// in its warm-up): what it measured is then all it has to show.
+    pub fn or_warmup(mut self) -> Self {
+        if self.judged.is_empty() {
+            self.judged = std::mem::take(&mut self.warmup);
+        }
+        self
+    }
+
+    /// Mean latency of the judged rows that succeeded (a calibration's R(1): an error answered
+    /// fast says nothing of how long a request takes), and how many judged rows failed.
+    pub fn successful_mean_ns(&self) -> (f64, u64) {
+        let ok: Vec<i64> = self
+            .judged
+            .iter()
+            .filter(|s| !s.failed)
+            .map(|s| s.from_intended_ns)
+            .collect();
+        let failed = (self.judged.len() - ok.len()) as u64;
+        let mean = ok.iter().sum::<i64>() as f64 / ok.len() as f64;
+        (if ok.is_empty() { f64::NAN } else { mean }, failed)
+    }
+
     /// The judged window: from the first judged send's intended time to the last one's.
     pub fn window_ns(&self) -> Option<(i64, i64)> {
         let first = self.judged.first()?.intended_ns;

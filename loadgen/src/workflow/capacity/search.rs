@@ -1,8 +1,10 @@
 //! The search over arrival rates, as plain state: which rate to try next, given what passed
 //! and what failed. Grow ×2 from the first estimate until a level fails (or halve until one
-//! passes), then bisect between the highest passing and the lowest failing rate until they
-//! are within the tolerance, then confirm the highest passing rate over a longer window; a
-//! confirmation that fails moves the bracket down and the search goes on.
+//! passes, down to the floor `--min-rate`), then bisect between the highest passing and the
+//! lowest failing rate until they are within the tolerance, then confirm the highest passing
+//! rate over a longer window. A rate that passed once and failed once (a confirmation that
+//! fails) is the noise floor of this machine and service: the bracket is as narrow as they
+//! allow, and the search stops there rather than spend its budget on noise.
 //!
 //! It runs nothing: the caller runs each level and records whether it passed.
 
@@ -35,17 +37,17 @@ pub enum Next {
     Done,
 }
 
-/// Levels halve at most this many times below the first estimate before the search gives up.
-const MAX_HALVINGS: i32 = 3;
-
 #[derive(Debug, Clone)]
 pub struct Search {
     start_rps: f64,
     tolerance: f64,
+    min_rps: f64,
     max_rps: f64,
     passing: Vec<f64>,
     failing: Vec<f64>,
     confirmed: Option<f64>,
+    /// A rate that passed once and failed once.
+    noisy: Option<f64>,
 }
 
 /// Rates as a person writes them: whole numbers from 10 req/s, two decimals below.
@@ -58,15 +60,29 @@ pub fn round_rate(rate_rps: f64) -> f64 {
 }
 
 impl Search {
-    pub fn new(start_rps: f64, tolerance: f64, max_rps: f64) -> Self {
+    /// A search from `start_rps`, never offering less than `min_rps` or more than `max_rps`.
+    pub fn new(start_rps: f64, tolerance: f64, (min_rps, max_rps): (f64, f64)) -> Self {
         Search {
-            start_rps: round_rate(start_rps.min(max_rps)).max(0.01),
+            start_rps: round_rate(start_rps.clamp(min_rps, max_rps)).max(0.01),
             tolerance,
+            min_rps,
             max_rps,
             passing: Vec::new(),
             failing: Vec::new(),
             confirmed: None,
+            noisy: None,
         }
+    }
+
+    /// The rate that passed once and failed once, when the search stopped at the noise floor.
+    pub fn noisy(&self) -> Option<f64> {
+        self.noisy
+    }
+
+    /// Whether nothing passed down to the floor (`--min-rate` itself failed).
+    pub fn floor_failed(&self) -> bool {
+        self.highest_passing().is_none()
+            && self.lowest_failing().is_some_and(|lo| lo <= self.min_rps)
     }
 
     /// The highest rate that passed (and was not disproven by a failed confirmation).
@@ -88,20 +104,16 @@ impl Search {
         let run = |rate_rps: f64, step| Next::Run { rate_rps, step };
         match (self.highest_passing(), self.lowest_failing()) {
             (None, None) => run(self.start_rps, Step::Grow),
-            (None, Some(hi)) => {
-                let floor = self.start_rps / 2f64.powi(MAX_HALVINGS);
-                let lower = round_rate(hi / 2.0);
-                if lower < floor * 0.99 || lower <= 0.0 {
-                    Next::Done
-                } else {
-                    run(lower, Step::Descend)
-                }
-            }
+            (None, Some(hi)) if hi <= self.min_rps => Next::Done,
+            (None, Some(hi)) => run(round_rate(hi / 2.0).max(self.min_rps), Step::Descend),
             (Some(lo), hi) => self.within_bracket(lo, hi),
         }
     }
 
     fn within_bracket(&self, lo: f64, hi: Option<f64>) -> Next {
+        if self.noisy.is_some() {
+            return Next::Done;
+        }
         let confirm = || match self.confirmed {
             Some(rate) if rate == lo => Next::Done,
             _ => Next::Run {
@@ -136,6 +148,7 @@ impl Search {
             (Step::Confirm, false) => {
                 self.passing.retain(|&r| r < rate_rps);
                 self.failing.push(rate_rps);
+                self.noisy = Some(rate_rps);
             }
             (_, true) => self.passing.push(rate_rps),
             (_, false) => self.failing.push(rate_rps),
@@ -154,7 +167,7 @@ mod tests {
         tolerance: f64,
         max: f64,
     ) -> (Search, Vec<(f64, Step)>) {
-        let mut search = Search::new(start, tolerance, max);
+        let mut search = Search::new(start, tolerance, (1.0, max));
         let mut steps = Vec::new();
         while let Next::Run { rate_rps, step } = search.next() {
             steps.push((rate_rps, step));
@@ -181,14 +194,20 @@ mod tests {
         assert_eq!(search.confirmed(), Some(lo));
     }
 
+    /// Issue 34: a rate-limited service far below the first estimate is found, not given up
+    /// on after three halvings; "nothing met it" is said only of the floor.
     #[test]
-    fn halves_when_the_first_level_fails_and_gives_up_below_an_eighth() {
+    fn halves_until_a_level_passes_or_the_floor_fails() {
         let (search, steps) = search_for(30.0, 100.0, 0.05, 1e5);
         assert_eq!(steps[1], (50.0, Step::Descend));
         assert!(search.confirmed().unwrap() <= 30.0);
-        let (search, steps) = search_for(1.0, 100.0, 0.05, 1e5);
+        let (search, _) = search_for(300.0, 13_181.0, 0.05, 1e5);
+        let found = search.confirmed().unwrap();
+        assert!((300.0 * 0.95..=300.0).contains(&found), "{found}");
+        let (search, steps) = search_for(0.5, 100.0, 0.05, 1e5);
         assert_eq!(search.confirmed(), None);
-        assert_eq!(steps.len(), 4, "{steps:?}");
+        assert!(search.floor_failed());
+        assert_eq!(steps.last().unwrap(), &(1.0, Step::Descend), "{steps:?}");
     }
 
     #[test]
@@ -199,8 +218,8 @@ mod tests {
     }
 
     #[test]
-    fn a_failed_confirmation_moves_the_bracket_down() {
-        let mut search = Search::new(100.0, 0.05, 1e5);
+    fn a_failed_confirmation_is_the_noise_floor_and_ends_the_search() {
+        let mut search = Search::new(100.0, 0.05, (1.0, 1e5));
         for (rate, passed) in [(100.0, true), (200.0, false), (150.0, true), (175.0, false)] {
             search.record(rate, Step::Bisect, passed);
         }
@@ -215,12 +234,10 @@ mod tests {
         );
         search.record(162.0, Step::Confirm, false);
         assert_eq!(search.highest_passing(), Some(150.0));
-        assert_eq!(
-            search.next(),
-            Next::Run {
-                rate_rps: 156.0,
-                step: Step::Bisect
-            }
-        );
+        // 162 passed once and failed once: the machine's noise floor, where the search stops
+        // (issue 34) with the limit between 150 and 162.
+        assert_eq!(search.noisy(), Some(162.0));
+        assert_eq!(search.lowest_failing(), Some(162.0));
+        assert_eq!(search.next(), Next::Done);
     }
 }
