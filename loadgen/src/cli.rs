@@ -499,6 +499,27 @@ pub struct RunArgs {
     #[arg(long, value_name = "DURATION", value_parser = parse_duration, default_value = "5s", hide_short_help = true)]
     pub segment_interval: Duration,
 
+    // issue 38 flags
+    /// Don't show the latency histogram under the op table (`--json` never has it).
+    #[arg(long)]
+    pub no_histogram: bool,
+
+    /// Send the requests of a vegeta targets file instead of one --url: paragraphs of
+    /// `METHOD URL`, then `Header: value` lines and an optional `@body-file` line, every URL
+    /// on one origin. Each iteration sends every target once, in file order.
+    #[arg(long, value_name = "FILE", conflicts_with_all = ["file", "scenario", "url", "method", "body"])]
+    pub targets: Option<PathBuf>,
+
+    /// With --targets: how many times each target is sent per iteration, in file order, e.g.
+    /// 1,2,1 sends the second target twice as often as the others.
+    #[arg(
+        long,
+        value_name = "W,W,...",
+        value_delimiter = ',',
+        requires = "targets"
+    )]
+    pub targets_weights: Vec<u32>,
+
     /// Which defaulted flags were given (filled by [`Cli::try_parse_given`]).
     #[arg(skip)]
     pub given: Given,

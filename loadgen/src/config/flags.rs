@@ -170,6 +170,9 @@ pub(super) fn from_command_line(
     if !args.sets.is_empty() {
         return Err(ConfigError::SetWithoutScenario);
     }
+    if let Some(path) = &args.targets {
+        return from_targets(args, path, headers, connection, model);
+    }
     let target = url.map_or(Target::Embedded, Target::Url);
     let (mut scenario, request) = quick_scenario(args, &target, headers, connection)?;
     let applied = shape_model(&mut scenario, args, connection, model, false)?;
@@ -178,6 +181,47 @@ pub(super) fn from_command_line(
     Ok(Shaped {
         target,
         origin: "command line".to_string(),
+        scenario,
+        compiled,
+        applied,
+    })
+}
+
+/// A `--targets` file's run: its requests (`scenario::targets`) around the quick run's default
+/// model, shaped by the same model flags.
+fn from_targets(
+    args: &RunArgs,
+    path: &std::path::Path,
+    headers: &[(HeaderName, HeaderValue)],
+    connection: &ConnectionOptions,
+    model: Option<ModelSpec>,
+) -> Result<Shaped, ConfigError> {
+    let origin = path.display().to_string();
+    let text = std::fs::read_to_string(path).map_err(|source| ConfigError::ScenarioFile {
+        path: origin.clone(),
+        source,
+    })?;
+    let default_model = ModelSpec::Closed(ClosedSpec {
+        workers: connection.workers_for(DEFAULT_CONNECTIONS),
+        requests: None,
+        duration: Some(Dur(DEFAULT_DURATION)),
+    });
+    let targets = scenario::targets::scenario(
+        &origin,
+        &text,
+        &args.targets_weights,
+        headers,
+        default_model,
+    )?;
+    let target = Target::Url(TargetUrl::parse(&targets.origin_url)?);
+    let mut scenario = targets.scenario;
+    let applied = shape_model(&mut scenario, args, connection, model, false)?;
+    let compiled =
+        scenario::compile::compile_literals(&scenario, targets.templates, targets.sequence)
+            .map_err(|v| ConfigError::Template(format!("{}: {}", v.path, v.message)))?;
+    Ok(Shaped {
+        target,
+        origin,
         scenario,
         compiled,
         applied,

@@ -134,6 +134,8 @@ pub struct RunConfig {
     /// True when this run waits for `--start-at` and records how late it started: false for
     /// a sweep's later levels, which start when the level before them ends.
     pub waits_for_start_at: bool,
+    /// The console shows the latency histogram (not `--no-histogram`).
+    pub histogram: bool,
     /// `--upload-timeout`: the longest the end of an `--out s3://` run waits for uploads.
     pub upload_timeout: Duration,
 }
@@ -244,6 +246,7 @@ impl RunConfig {
             },
             run_group: args.run_group.clone(),
             waits_for_start_at: true,
+            histogram: !args.no_histogram,
             upload_timeout: args.upload_timeout,
         })
     }
