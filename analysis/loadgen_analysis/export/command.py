@@ -43,10 +43,10 @@ def export(args: argparse.Namespace) -> int:
 
     runs = load_runs([args.run])
     if len(runs) != 1:
-        names = ", ".join(r.label for r in runs[:3])
+        names = ", ".join(r.label for r in runs[:3]) + (", …" if len(runs) > 3 else "")
         raise ValueError(
-            f"{args.run} holds {len(runs)} runs ({names}, …); export takes one: give one of "
-            "its run directories"
+            f"{args.run} holds {len(runs)} runs ({names}); export takes one: give one of its "
+            "run directories"
         )
     run = runs[0]
     partial = args.out.with_name(args.out.name + ".partial") if args.out else None

@@ -27,7 +27,8 @@ from hdrh.log import HistogramLogWriter
 from ..io.engine import REPORTED_LATENCY, connect
 from ..io.run import Run
 
-#: loadgen's histogram range and precision (``loadgen/src/stats``): 1 ns to 1 h, 3 digits.
+#: The exported histograms' range and precision: 1 ns to 1 h at 3 significant digits, the usual
+#: HdrHistogram setting for latencies in nanoseconds (a longer latency is counted as 1 h).
 LOWEST_NS, HIGHEST_NS, DIGITS = 1, 3_600_000_000_000, 3
 
 #: ``log2`` of half the sub-buckets of a 3-digit histogram (2048 sub-buckets).

@@ -197,9 +197,11 @@ fn from_targets(
     model: Option<ModelSpec>,
 ) -> Result<Shaped, ConfigError> {
     let origin = path.display().to_string();
-    let text = std::fs::read_to_string(path).map_err(|source| ConfigError::ScenarioFile {
-        path: origin.clone(),
-        source,
+    let text = std::fs::read_to_string(path).map_err(|e| ScenarioError {
+        origin: origin.clone(),
+        line: None,
+        path: String::new(),
+        message: format!("cannot read the targets file ({e}); check the path"),
     })?;
     let default_model = ModelSpec::Closed(ClosedSpec {
         workers: connection.workers_for(DEFAULT_CONNECTIONS),
