@@ -24,7 +24,11 @@ fn histogram_counts(stdout: &str) -> Vec<u64> {
 fn the_console_histogram_counts_every_request_and_no_histogram_hides_it() {
     let server = ServerOnRuntime::start(ServerConfig::default());
     let dir = tempfile::tempdir().unwrap();
-    for (name, extra) in [("shown", None), ("hidden", Some("--no-histogram"))] {
+    for (name, extra) in [
+        ("shown", None),
+        ("hidden", Some("--no-histogram")),
+        ("json", Some("--json")),
+    ] {
         let out = dir.path().join(name);
         let mut command = loadgen_bin();
         command.args(["run", "--url", &server.url("/"), "-c", "4", "-n", "400"]);
@@ -35,6 +39,13 @@ fn the_console_histogram_counts_every_request_and_no_histogram_hides_it() {
         let counts = histogram_counts(&stdout);
         if extra.is_some() {
             assert!(!stdout.contains("Latency histogram"), "{stdout}");
+            if extra == Some("--json") {
+                let json: serde_json::Value = serde_json::from_str(&stdout).unwrap();
+                assert!(
+                    json["summary"].get("latency_histogram").is_none(),
+                    "{stdout}"
+                );
+            }
             continue;
         }
         assert!(counts.len() > 1, "{stdout}");
@@ -99,6 +110,31 @@ fn a_three_url_targets_file_sends_each_url_a_third_of_the_requests() {
     let rows = read_rows(&out);
     assert_eq!(rows.len(), 300);
     assert!(rows.iter().all(|r| r.error.is_none()), "{rows:?}");
+
+    // Weighted: the second target twice as often as the others.
+    let weighted = dir.path().join("weighted");
+    let output = loadgen_bin()
+        .args([
+            "run",
+            "--targets",
+            targets.to_str().unwrap(),
+            "-c",
+            "2",
+            "-n",
+            "400",
+        ])
+        .args([
+            "--targets-weights",
+            "1,2,1",
+            "--out",
+            weighted.to_str().unwrap(),
+        ])
+        .output()
+        .unwrap();
+    assert!(output.status.success(), "{output:?}");
+    for (route, total) in [("root", 200), ("albums_get", 300), ("swipe_post", 200)] {
+        assert_eq!(served(&server, route), total, "route {route}");
+    }
 }
 
 #[test]
