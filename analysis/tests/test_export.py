@@ -21,6 +21,8 @@ from hdrh.log import HistogramLogReader
 from loadgen_analysis.cli import main
 from loadgen_analysis.export.hlog import new_histogram, tag
 from loadgen_analysis.io import contract
+from loadgen_analysis.io.engine import connect
+from loadgen_analysis.io.load import load_runs
 from loadgen_analysis.testing import harness
 
 from .conftest import Binaries
@@ -88,3 +90,13 @@ def test_the_hlog_read_back_gives_the_runs_p50_and_p99(open_run, tmp_path) -> No
             from_hlog = histogram.get_value_at_percentile(100 * rank / len(values))
             assert histogram.values_are_equivalent(from_hlog, values[rank - 1]), (op, q)
             assert histogram.values_are_equivalent(from_hlog, summary[op][key]), (op, q)
+
+
+def test_a_sharded_runs_rows_are_rebased_as_the_analysis_reads_them(shard_sets, tmp_path) -> None:
+    """One file of a shard set, its times on the earliest shard's anchor (as ``connect``'s)."""
+    folder = shard_sets["closed"].folder
+    assert main(["export", str(folder), "--format", "csv", "-o", str(tmp_path / "r.csv")]) == 0
+    exported = sorted(pacsv.read_csv(tmp_path / "r.csv")["start_ns"].to_pylist())
+    con = connect(load_runs([folder]))
+    assert exported == sorted(v for (v,) in con.execute("SELECT start_ns FROM records").fetchall())
+    assert len(exported) == 600
