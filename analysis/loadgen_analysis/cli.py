@@ -3,10 +3,11 @@
 Responsible for parsing arguments, calling the package and choosing the exit code — nothing
 else. Subcommands: ``summary`` (per-op table of runs, and the shards of sharded runs),
 ``explain`` (where throughput stopped: the verdict and every check's evidence, ``--json`` for
-scripts), ``report`` (self-contained HTML) and ``compare`` (the regression gate: exit 0 pass, 1
-a limit exceeded, 2 bad input). Bad input is one line on stderr and exit 2. Every RUN is a run
-directory, a folder of them, or an ``s3://`` URL of either; warnings (an incomplete sharded
-run, a run without run.json) go to stderr.
+scripts), ``report`` (self-contained HTML), ``compare`` (the regression gate: exit 0 pass, 1
+a limit exceeded, 2 bad input) and ``export`` (CSV, JSON lines, HdrHistogram log; its own
+module). Bad input is one line on stderr and exit 2. Every RUN is a run directory, a folder of
+them, or an ``s3://`` URL of either; warnings (an incomplete sharded run, a run without
+run.json) go to stderr.
 """
 
 from __future__ import annotations
@@ -21,7 +22,8 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, NoReturn
 
-from .errors import RunLoadError
+from .errors import RunLoadError, os_error_text
+from .export.command import add_export_parser, export
 from .io.load import load_runs
 from .io.run import Run
 from .thresholds import (
@@ -120,6 +122,7 @@ def _parser() -> argparse.ArgumentParser:
     _add_explain_and_report(sub)
     _add_compare(sub)
     _add_notebook(sub)
+    add_export_parser(sub)
     return parser
 
 
@@ -466,6 +469,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         "report": _report,
         "compare": _compare,
         "notebook": _notebook,
+        "export": export,
     }
     from .reductions.cache import reuse_reductions
 
@@ -481,18 +485,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return EXIT_OK
     except OSError as exc:  # an output (or input) path the system refuses: not a verdict
-        return _error(_os_error_text(exc))
+        return _error(os_error_text(exc))
     except Exception as exc:  # never a traceback and never 1, which means "limit exceeded"
         return _error(f"unexpected {type(exc).__name__}: {exc}")
-
-
-def _os_error_text(exc: OSError) -> str:
-    """``cannot write /proc/r.html: Permission denied`` and the like, in one line."""
-    path = exc.filename if exc.filename is not None else ""
-    reason = exc.strerror or str(exc)
-    if not path:
-        return reason
-    return f"cannot use {path}: {reason}; check the path (and that its folder is writable)"
 
 
 if __name__ == "__main__":

@@ -16,6 +16,7 @@ import duckdb
 import numpy as np
 import pandas as pd
 import pyarrow.parquet as pq
+import pytest
 
 from loadgen_analysis.reductions.quantiles import exact_quantile_sets, exact_quantiles
 from loadgen_analysis.testing.synthetic import synthesise
@@ -63,13 +64,26 @@ def _peak_rss_mb(tmp_path: Path, *args: str | Path, code: str | None = None) -> 
     return int(done.stdout.strip().splitlines()[-1]) / 1024  # Linux reports KiB
 
 
-def test_report_on_millions_of_rows_needs_less_memory_than_holding_its_rows(
-    error_run: Recorded, tmp_path: Path
-) -> None:
-    big = synthesise(error_run.path, tmp_path / "big", ROWS, rows_per_segment=1_000_000)
-    segments = sorted((big / "requests").glob("*.parquet"))
+@pytest.fixture(scope="module")
+def big(error_run: Recorded, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The error run tiled to :data:`ROWS` rows, in segments of a million."""
+    out = synthesise(
+        error_run.path, tmp_path_factory.mktemp("scale") / "big", ROWS, rows_per_segment=1_000_000
+    )
+    segments = sorted((out / "requests").glob("*.parquet"))
     assert sum(pq.read_metadata(s).num_rows for s in segments) == ROWS
-    columns = len(pq.read_schema(segments[0]).names)
+    return out
+
+
+def _per_row_frame_mb(big: Path) -> float:
+    """What a per-row frame of the run needs at least: 8 bytes per column and row."""
+    columns = len(pq.read_schema(next((big / "requests").glob("*.parquet"))).names)
+    return ROWS * columns * 8 / 2**20
+
+
+def test_report_on_millions_of_rows_needs_less_memory_than_holding_its_rows(
+    error_run: Recorded, big: Path, tmp_path: Path
+) -> None:
 
     small_mb = _peak_rss_mb(tmp_path, "report", error_run.path, "-o", tmp_path / "small.html")
     big_mb = _peak_rss_mb(tmp_path, "report", big, "-o", tmp_path / "big.html")
@@ -77,7 +91,7 @@ def test_report_on_millions_of_rows_needs_less_memory_than_holding_its_rows(
 
     # A per-row frame of the run needs at least 8 bytes per column and row on top of what the
     # small run's report needs; allow the big run half of that.
-    per_row_frame_mb = ROWS * columns * 8 / 2**20
+    per_row_frame_mb = _per_row_frame_mb(big)
     assert big_mb - small_mb < per_row_frame_mb / 2, (
         f"report on {ROWS} rows peaked at {big_mb:.0f} MB, {big_mb - small_mb:.0f} MB more than "
         f"on {error_run.path.name} ({small_mb:.0f} MB); a per-row frame would need "
@@ -145,3 +159,21 @@ def test_quantile_sets_equal_quantile_disc_per_grouping() -> None:
         assert len(mine) == len(theirs)
         for a, b in zip(mine["q"], theirs["q"], strict=True):
             assert list(a) == list(b)
+
+
+def test_exports_of_millions_of_rows_hold_every_row_in_bounded_memory(
+    error_run: Recorded, big: Path, tmp_path: Path
+) -> None:
+    """Issue 38: ``export --format csv|jsonl`` streams, so the big run's export needs less
+    memory over the small run's than its rows would (docs/analysis.md has 10 M rows)."""
+    for form in ("csv", "jsonl"):
+        small_mb = _peak_rss_mb(
+            tmp_path, "export", error_run.path, "--format", form, "-o", tmp_path / "s"
+        )
+        out = tmp_path / f"big.{form}"
+        big_mb = _peak_rss_mb(tmp_path, "export", big, "--format", form, "-o", out)
+        with out.open("rb") as text:
+            lines = sum(chunk.count(b"\n") for chunk in iter(lambda: text.read(1 << 24), b""))
+        assert lines == ROWS + (form == "csv")  # the CSV's header line
+        assert big_mb - small_mb < _per_row_frame_mb(big) / 2, (form, big_mb, small_mb)
+        out.unlink()

@@ -316,6 +316,22 @@ pub struct TargetArgs {
     #[arg(short = 'H', long = "header", value_name = "HEADER")]
     pub headers: Vec<String>,
 
+    /// Send the requests of a vegeta targets file instead of one --url: paragraphs of
+    /// `METHOD URL`, then `Header: value` lines and an optional `@body-file` line, every URL
+    /// on one origin. Each iteration sends every target once, in file order.
+    #[arg(long, value_name = "FILE", conflicts_with_all = ["file", "scenario", "url", "method", "body"])]
+    pub targets: Option<PathBuf>,
+
+    /// With --targets: how many times each target is sent per iteration, in file order, e.g.
+    /// 1,2,1 sends the second target twice as often as the others.
+    #[arg(
+        long,
+        value_name = "W,W,...",
+        value_delimiter = ',',
+        requires = "targets"
+    )]
+    pub targets_weights: Vec<u32>,
+
     /// Request body: a literal string, or @FILE to send a file's contents.
     #[arg(short = 'b', long, value_name = "BODY")]
     pub body: Option<String>,
@@ -477,6 +493,10 @@ pub struct OutputArgs {
     /// Print the summary as JSON on stdout instead of the table.
     #[arg(long)]
     pub json: bool,
+
+    /// Don't show the latency histogram under the op table (`--json` never has it).
+    #[arg(long)]
+    pub no_histogram: bool,
 
     /// Don't show the live progress line (it is hidden anyway when stderr is not a terminal).
     #[arg(long)]

@@ -117,8 +117,16 @@ pub(super) struct Source {
     pub target: Target,
     pub origin: String,
     pub scenario: Scenario,
-    /// A quick run's request: its command-line path and body are literal, never templates.
-    quick_request: Option<RequestTemplate>,
+    /// The requests of a quick run or a targets file, already compiled.
+    literal: Option<Literal>,
+}
+
+/// Requests given already compiled — a quick run's one, a targets file's — because their
+/// paths and bodies are literal, never templates; with the sequence of one iteration.
+#[derive(Debug, Clone)]
+struct Literal {
+    templates: Vec<RequestTemplate>,
+    sequence: Vec<u16>,
 }
 
 /// A run's scenario with its model decided, and its compilation.
@@ -157,11 +165,15 @@ impl Source {
                 scenario.model = model;
                 Applied::default()
             }
-            None => shape_model(&mut scenario, flags, self.quick_request.is_none())?,
+            None => shape_model(&mut scenario, flags, self.literal.is_none())?,
         };
-        let compiled = match &self.quick_request {
-            Some(request) => scenario::compile::compile_literal(&scenario, request.clone())
-                .map_err(|v| ConfigError::Template(format!("{}: {}", v.path, v.message)))?,
+        let compiled = match &self.literal {
+            Some(literal) => scenario::compile::compile_literals(
+                &scenario,
+                literal.templates.clone(),
+                literal.sequence.clone(),
+            )
+            .map_err(|v| ConfigError::Template(format!("{}: {}", v.path, v.message)))?,
             None => scenario::compile_scenario(&self.origin, &scenario, self.target.base_path())?,
         };
         Ok(Shaped {
@@ -206,7 +218,7 @@ fn from_scenario(
         target,
         origin,
         scenario,
-        quick_request: None,
+        literal: None,
     })
 }
 
@@ -221,13 +233,57 @@ fn from_command_line(
     if !args.sets.is_empty() {
         return Err(ConfigError::SetWithoutScenario);
     }
+    if let Some(path) = &args.targets {
+        return from_targets(args, path, headers, connection);
+    }
     let target = url.map_or(Target::Embedded, Target::Url);
     let (scenario, request) = quick_scenario(args, &target, headers, connection)?;
     Ok(Source {
         target,
         origin: "command line".to_string(),
         scenario,
-        quick_request: Some(request),
+        literal: Some(Literal {
+            templates: vec![request],
+            sequence: vec![0],
+        }),
+    })
+}
+
+/// A `--targets` file's requests (`scenario::targets`) around the quick run's default model,
+/// for the model flags to shape.
+fn from_targets(
+    args: &TargetArgs,
+    path: &std::path::Path,
+    headers: &[(HeaderName, HeaderValue)],
+    connection: &ConnectionOptions,
+) -> Result<Source, ConfigError> {
+    let origin = path.display().to_string();
+    let text = std::fs::read_to_string(path).map_err(|e| ScenarioError {
+        origin: origin.clone(),
+        line: None,
+        path: String::new(),
+        message: format!("cannot read the targets file ({e}); check the path"),
+    })?;
+    let default_model = ModelSpec::Closed(ClosedSpec {
+        workers: connection.workers_for(DEFAULT_CONNECTIONS),
+        requests: None,
+        duration: Some(Dur(DEFAULT_DURATION)),
+    });
+    let targets = scenario::targets::scenario(
+        &origin,
+        &text,
+        &args.targets_weights,
+        headers,
+        default_model,
+    )?;
+    Ok(Source {
+        target: Target::Url(TargetUrl::parse(&targets.origin_url)?),
+        origin,
+        scenario: targets.scenario,
+        literal: Some(Literal {
+            templates: targets.templates,
+            sequence: targets.sequence,
+        }),
     })
 }
 

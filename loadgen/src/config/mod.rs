@@ -144,6 +144,8 @@ pub struct RunConfig {
     /// True when this run waits for `--start-at` and records how late it started: false for
     /// a sweep's later levels, which start when the level before them ends.
     pub waits_for_start_at: bool,
+    /// The console shows the latency histogram (not `--no-histogram`).
+    pub histogram: bool,
     /// `--upload-timeout`: the longest the end of an `--out s3://` run waits for uploads.
     pub upload_timeout: Duration,
 }
@@ -267,6 +269,7 @@ pub struct RunInputs {
     out: Output,
     progress: bool,
     json: bool,
+    histogram: bool,
     segment_interval: Duration,
     shard: crate::shard::Shard,
     start_at_unix_ns: Option<i64>,
@@ -308,6 +311,7 @@ impl RunInputs {
             out: Output::from_arg(output.out.as_deref())?,
             progress: !output.no_progress && !output.json,
             json: output.json,
+            histogram: !output.no_histogram,
             segment_interval: output.segment_interval,
             shard: shard.and_then(|s| s.shard).unwrap_or_default(),
             start_at_unix_ns: shard
@@ -419,6 +423,7 @@ impl RunInputs {
             metrics_linger: self.metrics_linger,
             run_group: self.run_group.clone(),
             waits_for_start_at: true,
+            histogram: self.histogram,
             upload_timeout: self.upload_timeout,
         })
     }

@@ -106,6 +106,10 @@ pub fn render(summary: &RunSummary, header: &str, footer: &[(&str, String)]) -> 
             "  (latency counts from each request's intended send time; the line below each op counts from the actual send)"
         );
     }
+    if let Some(histogram) = &summary.latency_histogram {
+        let _ = writeln!(out);
+        histogram.render(&mut out);
+    }
     // One phase is the whole run: a per-phase table would repeat the lines above.
     if summary.phases.len() > 1 {
         let _ = writeln!(out);

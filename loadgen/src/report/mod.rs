@@ -5,6 +5,7 @@
 //! "The data flow"). This module decides how results are shown, not how they are measured.
 
 pub mod console;
+pub mod histogram;
 pub mod junit;
 pub mod metrics;
 pub mod progress;
@@ -59,6 +60,10 @@ pub struct RunSummary {
     /// Where the workers' time went, measured by each worker (not derived from the rows).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub workers: Option<WorkersSummary>,
+    /// The console's latency histogram of every response (not in run.json, whose ops hold
+    /// the percentiles); `None` without responses or with `--no-histogram`.
+    #[serde(skip)]
+    pub latency_histogram: Option<histogram::LatencyHistogram>,
 }
 
 /// The workers' time over the run and per phase (group, phase, `main`): how long they were
@@ -243,6 +248,9 @@ impl RunSummary {
             excluding_startup: excluding_startup(stats, &labels.phases),
             record_handoff_blocked_ns: handoff_blocked_ns,
             workers: None,
+            latency_histogram: histogram::LatencyHistogram::from_ops(
+                stats.ops.iter().map(|o| &o.latency_ns),
+            ),
         }
     }
 }

@@ -224,6 +224,9 @@ fn summarize(
         live.handoff_blocked_ns.load(Ordering::Relaxed),
         open,
     );
+    if !config.histogram {
+        summary.latency_histogram = None;
+    }
     summary.workers = Some(WorkersSummary::from_activity(
         &live.activity,
         &labels.phases,

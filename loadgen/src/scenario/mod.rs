@@ -8,6 +8,7 @@
 pub mod builtin;
 pub mod compile;
 pub mod schema;
+pub mod targets;
 
 pub use compile::{compile, Compiled};
 pub use schema::Scenario;

@@ -119,8 +119,18 @@ pub fn compile_literal(
     scenario: &Scenario,
     request: RequestTemplate,
 ) -> Result<Compiled, Violation> {
+    compile_literals(scenario, vec![request], vec![0])
+}
+
+/// As [`compile_literal`], for several literal requests and the sequence of one iteration
+/// (indices into `requests`): a `--targets` file's.
+pub fn compile_literals(
+    scenario: &Scenario,
+    requests: Vec<RequestTemplate>,
+    sequence: Vec<u16>,
+) -> Result<Compiled, Violation> {
     let fields = workload::compile_fields(&scenario.fields, "fields", &Fields::default())?;
-    finish(scenario, vec![request], vec![0], &fields)
+    finish(scenario, requests, sequence, &fields)
 }
 
 /// The model plan and the scenario-wide defaults, around compiled templates.
