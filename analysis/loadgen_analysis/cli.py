@@ -380,9 +380,11 @@ def _summary(args: argparse.Namespace) -> int:
 
 def _explain(args: argparse.Namespace) -> int:
     from .verdict.attribution import attribute
+    from .verdict.engine import decided
 
-    runs = load_runs(args.runs)
-    result = attribute(runs, link_capacity_bps=args.link_capacity)
+    # What the engine decided (a capacity search, a capacity level) is shown as it is.
+    engine = decided(args.runs[0]) if len(args.runs) == 1 else None
+    result = engine or attribute(load_runs(args.runs), link_capacity_bps=args.link_capacity)
     if args.json:
         label = " ".join(args.runs)
         print(json.dumps(result.explain_dict(label), indent=2, ensure_ascii=False))
@@ -392,7 +394,8 @@ def _explain(args: argparse.Namespace) -> int:
 
 
 def _report(args: argparse.Namespace) -> int:
-    from .report.capacity import build_capacity_report, is_capacity_dir
+    from .io.capacity import is_capacity_dir
+    from .report.capacity import build_capacity_report
     from .report.html import write_report
 
     if len(args.runs) == 1 and is_capacity_dir(args.runs[0]):

@@ -9,26 +9,16 @@ is the engine's, never recomputed here.
 from __future__ import annotations
 
 import html
-import json
 from pathlib import Path
 from typing import Any
 
 import pandas as pd
 from matplotlib.figure import Figure
 
+from ..io.capacity import is_capacity_dir, read_capacity
 from .markup import figure_html, page, table_html
 
-CAPACITY_FILE = "capacity.json"
-
-
-def is_capacity_dir(path: str | Path) -> bool:
-    """True when ``path`` is a directory written by ``loadgen capacity``."""
-    return (Path(path) / CAPACITY_FILE).is_file()
-
-
-def read_capacity(path: str | Path) -> dict[str, Any]:
-    """The ``capacity.json`` of a capacity directory."""
-    return json.loads((Path(path) / CAPACITY_FILE).read_text(encoding="utf-8"))
+__all__ = ["build_capacity_report", "is_capacity_dir", "levels_frame", "read_capacity"]
 
 
 def levels_frame(capacity: dict[str, Any]) -> pd.DataFrame:
@@ -137,13 +127,20 @@ def build_capacity_report(path: str | Path, title: str | None = None) -> str:
     """The HTML text of the report on a capacity directory."""
     capacity = read_capacity(path)
     title = title or f"loadgen capacity: {Path(path).name}"
-    verdict = capacity.get("verdict") or "none"
+    limited_by = capacity.get("limited_by") or "none"
     body = [
         f"<h1>{html.escape(title)}</h1>",
-        f"<div class='verdict {html.escape(verdict)}'><b>{html.escape(capacity['answer'])}"
-        f"</b><br>stops at: {html.escape(verdict)} — "
+        f"<div class='verdict {html.escape(limited_by)}'><b>{html.escape(capacity['answer'])}"
+        f"</b><br>stops at: {html.escape(limited_by)} — "
         f"{html.escape('; '.join(capacity['evidence']))}</div>",
         *[f"<p class='note'>warning: {html.escape(w)}</p>" for w in capacity["warnings"]],
+    ]
+    if not capacity["levels"]:
+        # A search cut short before its first level (Ctrl-C during the calibration): the
+        # answer says why; there is nothing to draw.
+        body.append("<p>No level ran, so there is nothing to draw.</p>")
+        return page(title, body)
+    body += [
         figure_html(plot_capacity(capacity), "Latency from intended send vs offered rate."),
         figure_html(plot_capacity_search(capacity), "The search, level by level."),
         "<h2>Levels, in the order run</h2>",

@@ -213,7 +213,9 @@ impl LevelPlan<'_> {
             aborted,
             interrupted: stop.is_draining(),
         };
-        Ok(self.judge(ran, &outcome, &rows))
+        let level = self.judge(ran, &outcome, &rows);
+        record_verdict(&outcome, &level)?;
+        Ok(level)
     }
 
     fn judge(&self, ran: Ran, outcome: &RunOutcome, rows: &LevelRows) -> Level {
@@ -279,6 +281,47 @@ impl LevelPlan<'_> {
         }
         level
     }
+}
+
+/// The level's verdict as its run.json records it (`verdict`), so that whatever reads the
+/// level's directory alone — `loadgen-analyze explain` — shows the search's judgement of it
+/// rather than judging it again.
+#[derive(Debug, Serialize)]
+struct LevelVerdict<'a> {
+    decided_by: &'static str,
+    /// False when the level was interrupted: recorded, not judged.
+    judged: bool,
+    passed: bool,
+    /// What stopped it; `None` when it passed (or was not judged).
+    cause: Option<Cause>,
+    /// The SLOs it crossed or could not be told apart from.
+    slos_crossed: Vec<&'a str>,
+    evidence: &'a [String],
+}
+
+/// Adds the level's verdict to its run.json (the document the run wrote, in memory).
+fn record_verdict(outcome: &RunOutcome, level: &Level) -> Result<(), RunError> {
+    let verdict = LevelVerdict {
+        decided_by: "loadgen capacity",
+        judged: !level.interrupted,
+        passed: level.passed,
+        cause: level.cause,
+        slos_crossed: level
+            .slos
+            .iter()
+            .filter(|s| s.outcome != Outcome::Pass)
+            .map(|s| s.slo.as_str())
+            .collect(),
+        evidence: &level.reasons,
+    };
+    let mut run_json = outcome.run_json.clone();
+    if let Some(fields) = run_json.as_object_mut() {
+        let value = serde_json::to_value(&verdict).expect("plain data");
+        fields.insert("verdict".to_string(), value);
+    }
+    let path = outcome.run_dir.join("run.json");
+    crate::report::write_json_atomically(&path, &run_json)
+        .map_err(|source| RunError::Write { path, source })
 }
 
 /// How a level ran, for its judgement.
