@@ -31,7 +31,7 @@ import pyarrow as pa
 CONTRACT_PATH: Traversable = files(__package__) / "contract.json"
 
 #: The files the contract describes.
-FILES = ("requests", "client_metrics", "run_json", "sweep_json")
+FILES = ("requests", "client_metrics", "run_json", "sweep_json", "capacity_json", "history_run")
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,10 @@
+"""A history of runs for regression checks across many runs, not only pairs (issue 37).
+
+:mod:`.record` turns a run (or a ``loadgen capacity`` directory) into the rows of one small
+Parquet file: when it ran, its labels (commit, branch, build), a fingerprint of what was tested
+and its figures per op. :mod:`.store` writes that file into a store — a local folder or an
+``s3://`` prefix, one file per run and never a read-modify-write, so CI jobs appending at once
+lose nothing — and reads the whole store back with DuckDB by glob. :mod:`.changes` finds change
+points per series and metric with Apache Otava's E-divisive means, and judges the newest ones
+(the gate of ``loadgen-analyze history check``); :mod:`.trend` draws the trend report.
+"""
