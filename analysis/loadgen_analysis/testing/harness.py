@@ -60,11 +60,11 @@ def server_bin() -> Path:
 
 class Server:
     """``loadgen-server --port 0 ARGS…`` on 127.0.0.1 for the length of a ``with`` block
-(``port`` another port: a second server on the port of one stopped before, so runs against
-both have the same target).
+    (``port`` another port: a second server on the port of one stopped before, so runs against
+    both have the same target).
 
-    ``bind`` and ``prefix`` put it elsewhere: e.g. ``ShapedLink.server`` starts it inside a
-    network namespace (prefix ``ip netns exec NS``) bound to the namespace's address.
+        ``bind`` and ``prefix`` put it elsewhere: e.g. ``ShapedLink.server`` starts it inside a
+        network namespace (prefix ``ip netns exec NS``) bound to the namespace's address.
     """
 
     def __init__(
