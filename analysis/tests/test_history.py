@@ -131,6 +131,10 @@ def test_two_adds_at_once_lose_nothing(service_series: dict, tmp_path: Path) -> 
     history = store.read(str(where))
     assert sorted(history["run_id"]) == sorted(_run_id(p) for p in runs)
     assert not [p for p in where.iterdir() if p.name.startswith(".")]  # no temporary left
+    # A run added again (a retried job) is a new file, and still one run.
+    assert run_cli("history", "add", runs[0], "--store", where).returncode == 0
+    assert len(list(where.glob("*.parquet"))) == len(runs) + 1
+    assert sorted(store.read(str(where))["run_id"]) == sorted(_run_id(p) for p in runs)
 
 
 def test_a_damaged_file_is_one_clear_line(service_series: dict, tmp_path: Path) -> None:

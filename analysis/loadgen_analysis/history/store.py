@@ -24,6 +24,7 @@ import pyarrow.parquet as pq
 
 from ..errors import RunLoadError
 from ..io import contract, s3
+from ..io.engine import engine_settings
 
 #: The contract's name of a store's file.
 FILE = "history_run"
@@ -96,7 +97,8 @@ def local_folder(store: str) -> Path:
 
 
 def read(store: str) -> pd.DataFrame:
-    """Every row of every file of ``store``, oldest run first (by start time, then run id)."""
+    """Every run of ``store`` (a run added more than once: its newest rows), one row per op,
+    oldest run first (by start time, then run id)."""
     folder = local_folder(store)
     files = sorted(p for p in folder.glob("*.parquet") if not p.name.startswith("."))
     if not files:
@@ -105,12 +107,16 @@ def read(store: str) -> pd.DataFrame:
             f"`loadgen-analyze history add RUN --store {store}`"
         )
     pattern = str(folder / "*.parquet").replace("'", "''")
+    # A run added twice (a retried CI job) counts once: its newest file's rows.
     query = (
         f"SELECT * FROM read_parquet('{pattern}', union_by_name = true) "
+        "QUALIFY row_number() OVER (PARTITION BY run_id, op ORDER BY added_unix_ns DESC) = 1 "
         "ORDER BY started_unix_ns, run_id, op"
     )
     try:
-        return duckdb.connect().execute(query).df()
+        with duckdb.connect(config=engine_settings()) as con:
+            con.execute("SET enable_progress_bar = false")
+            return con.execute(query).df()
     except duckdb.Error as exc:
         raise _damaged(store, files, exc) from exc
 
