@@ -13,6 +13,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+from .history import DEFAULT_GATED, DEFAULT_MAX_PVALUE, MIN_RUNS, MIN_RUNS_AFTER
 from .thresholds import parse_proportion
 
 _STORE_HELP = "the history store: a folder, or s3://BUCKET/PREFIX"
@@ -51,9 +52,9 @@ def _add_filters(parser: argparse.ArgumentParser, what: str) -> None:
     parser.add_argument(
         "--max-pvalue",
         type=_pvalue,
-        default=0.001,
+        default=DEFAULT_MAX_PVALUE,
         metavar="P",
-        help="significance a change point needs (default 0.001, Otava's)",
+        help=f"significance a change point needs (default {DEFAULT_MAX_PVALUE:g}, Otava's)",
     )
 
 
@@ -108,10 +109,10 @@ def add_parser(sub: Any) -> None:
         "check",
         help="gate: exit 99 when the newest runs lie after a change beyond --max-regression",
         description="Judge the newest run's series: exit 99 when the newest change point (with "
-        "3 or more runs after it) makes a metric worse by more than --max-regression; "
-        "improvements are reported, not failed; a series of fewer than 6 runs is too short to "
-        "judge (exit 0, said). Default metrics: throughput_rps, p50_ms, p99_ms, error_rate, "
-        "capacity_rps. Exit codes: 0 pass, 2 bad input, 99 a regression.",
+        f"{MIN_RUNS_AFTER} or more runs after it) makes a metric worse by more than "
+        "--max-regression; improvements are reported, not failed; a series of fewer than "
+        f"{MIN_RUNS} runs is too short to judge (exit 0, said). Default metrics: "
+        f"{', '.join(DEFAULT_GATED)}. Exit codes: 0 pass, 2 bad input, 99 a regression.",
     )
     _add_filters(check, "judge")
     check.add_argument(
@@ -201,7 +202,7 @@ def _check(args: argparse.Namespace) -> int:
     from .history import gate, store
 
     history = store.read(args.store)
-    metrics = _metrics(args, gate.DEFAULT_GATED)
+    metrics = _metrics(args, DEFAULT_GATED)
     result = gate.check(history, args.max_regression, metrics, _ops(args), args.max_pvalue)
     if args.json:
         print(json.dumps(result.as_dict(), indent=2, ensure_ascii=False, default=str))

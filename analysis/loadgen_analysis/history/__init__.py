@@ -8,3 +8,15 @@ lose nothing — and reads the whole store back with DuckDB by glob. :mod:`.chan
 points per series and metric with Apache Otava's E-divisive means, and judges the newest ones
 (the gate of ``loadgen-analyze history check``); :mod:`.trend` draws the trend report.
 """
+
+#: Otava's significance level for a change point (its own default); ``--max-pvalue``.
+DEFAULT_MAX_PVALUE = 0.001
+
+#: What ``history check`` judges unless told otherwise (``--metric``).
+DEFAULT_GATED = ("throughput_rps", "p50_ms", "p99_ms", "error_rate", "capacity_rps")
+
+#: A series shorter than this is not judged (too few runs to tell a change from noise).
+MIN_RUNS = 6
+
+#: A change point needs this many runs after it before it can fail the gate.
+MIN_RUNS_AFTER = 3

@@ -20,6 +20,7 @@ from typing import Any
 import pandas as pd
 from otava.analysis import compute_change_points
 
+from . import DEFAULT_MAX_PVALUE
 from .record import FINGERPRINT_FIELDS, METRICS
 
 #: Every metric a series may have (a capacity search's answer besides the runs' figures).
@@ -30,9 +31,6 @@ HIGHER_IS_WORSE = frozenset({"p50_ms", "p90_ms", "p99_ms", "p999_ms", "error_rat
 
 #: Metrics whose change is absolute (percentage points), not relative: a rate that starts at 0.
 ABSOLUTE = frozenset({"error_rate"})
-
-#: Otava's significance level for a change point (its own default).
-DEFAULT_MAX_PVALUE = 0.001
 
 #: Otava's sliding window for the split step, in runs (its own default).
 WINDOW_RUNS = 50

@@ -20,16 +20,8 @@ from xml.sax.saxutils import quoteattr
 import pandas as pd
 
 from ..thresholds import EXIT_THRESHOLD
-from .changes import DEFAULT_MAX_PVALUE, ChangePoint, change_points, series
-
-#: What ``history check`` judges unless told otherwise.
-DEFAULT_GATED = ("throughput_rps", "p50_ms", "p99_ms", "error_rate", "capacity_rps")
-
-#: A series shorter than this is not judged (too few runs to tell a change from noise).
-MIN_RUNS = 6
-
-#: A change point needs this many runs after it before it can fail the gate.
-MIN_RUNS_AFTER = 3
+from . import DEFAULT_GATED, DEFAULT_MAX_PVALUE, MIN_RUNS, MIN_RUNS_AFTER
+from .changes import ChangePoint, change_points, series
 
 
 @dataclass(frozen=True)
