@@ -188,6 +188,22 @@ def test_a_sharded_run_and_a_capacity_search_go_in_as_one_run_each(
     assert run["requests"] == 600  # the three shards' rows together
     answer = history[history["kind"] == "capacity"].iloc[0]
     assert (answer["capacity_rps"], answer["capacity_low_rps"]) == (784.0, 784.0)
+    # Two fingerprints: the newer run starts a new series, and show says what changed.
+    shown = run_cli("history", "show", "--store", where)
+    (mark,) = [line for line in shown.stdout.splitlines() if line.startswith("new series")]
+    assert run["run_id"] in mark and "target" in mark and "model 'capacity" in mark, mark
+
+
+def test_the_trend_report_draws_each_metric_and_tables_the_changes(tmp_path: Path) -> None:
+    out, plots = tmp_path / "trend.html", tmp_path / "figures"
+    step = REPO / "data" / "history" / "step"
+    proc = run_cli("history", "report", "--store", step, "-o", out, "--plots", plots)
+    assert proc.returncode == 0, proc.stderr
+    page = out.read_text()
+    # One panel per metric the series has: throughput, p50, p90, p99, p99.9, error rate.
+    assert page.count("<img") == 6
+    assert "11 of 15" in page and "Change points" in page
+    assert len(list(plots.glob("*.svg"))) == page.count("<img")
 
 
 def test_an_s3_store(service_series: dict, s3_bucket: S3Bucket, tmp_path: Path) -> None:
