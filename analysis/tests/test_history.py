@@ -14,11 +14,12 @@ import sys
 from itertools import pairwise
 from pathlib import Path
 
+import pandas as pd
 import pyarrow.parquet as pq
 import pytest
 
 import loadgen_analysis as la
-from loadgen_analysis.history import store
+from loadgen_analysis.history import gate, store
 from loadgen_analysis.io import contract
 from loadgen_analysis.testing import change_series, harness
 
@@ -229,3 +230,37 @@ def test_precision_and_recall_on_synthetic_series() -> None:
     # …and outliers and noise alone rarely raise one (at most 2 of 20 draws).
     for case in ("2 outliers (3×) under 2% noise, no step", "no change, 2% noise"):
         assert frame.loc[case, "fp"] <= 2, frame.loc[case]
+
+
+def _series(p50_ms: list[float]) -> pd.DataFrame:
+    """A history of one series with these p50s, in order (as store.read returns it)."""
+    n = len(p50_ms)
+    return pd.DataFrame(
+        {
+            "fingerprint": "f",
+            "op": "op",
+            "run_id": [f"r{i:02d}" for i in range(n)],
+            "started_unix_ns": range(n),
+            "build": None,
+            "commit": None,
+            "p50_ms": p50_ms,
+        }
+    )
+
+
+def test_an_improvement_passes_and_a_last_outlier_waits_for_more_runs() -> None:
+    flat = [5.0, 5.05, 4.95, 5.02, 4.98, 5.01, 4.99, 5.03, 4.97, 5.0]
+    better = gate.check(_series([*flat, 4.0, 4.05, 3.95, 4.02]), 0.05, ("p50_ms",))
+    (judged,) = better.judgements
+    assert judged.status == "improvement" and better.exit_code == 0
+    assert judged.point is not None and judged.point.index == 10
+    slow_last = gate.check(_series([*flat, 9.0]), 0.05, ("p50_ms",))
+    (judged,) = slow_last.judgements
+    assert judged.status == "no change" and slow_last.exit_code == 0
+    assert judged.unconfirmed is not None and judged.unconfirmed.index == 10
+    small = gate.check(_series([*flat, 5.2, 5.25, 5.15, 5.22]), 0.05, ("p50_ms",))
+    assert [j.status for j in small.judgements] == ["within limit"]
+    worse = gate.check(_series([*flat, 6.0, 6.05, 5.95, 6.02]), 0.05, ("p50_ms",))
+    assert [j.status for j in worse.judgements] == ["regression"] and worse.exit_code == 99
+    with pytest.raises(ValueError, match="its ops are op"):
+        gate.check(_series(flat), 0.05, ("p50_ms",), ops=("nope",))

@@ -144,6 +144,13 @@ def check(
         for metric in metrics:
             if metric in rows and rows[metric].notna().any():
                 judgements.append(_judge(rows, metric, limit, max_pvalue))
+    if not judgements:
+        judged = history[history["fingerprint"].astype(str).isin(fingerprints)]
+        raise ValueError(
+            f"nothing to judge: the newest run's series has no {', '.join(metrics)} for "
+            f"{'op ' + ', '.join(ops) if ops else 'any op'}; its ops are "
+            f"{', '.join(sorted(judged['op'].astype(str).unique()))}"
+        )
     return GateResult(newest, limit, judgements)
 
 
