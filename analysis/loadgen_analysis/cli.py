@@ -4,10 +4,10 @@ Responsible for parsing arguments, calling the package and choosing the exit cod
 else. Subcommands: ``summary`` (per-op table of runs, and the shards of sharded runs),
 ``explain`` (where throughput stopped: the verdict and every check's evidence, ``--json`` for
 scripts), ``report`` (self-contained HTML), ``compare`` (the regression gate: exit 0 pass, 1
-a limit exceeded, 2 bad input) and ``export`` (CSV, JSON lines, HdrHistogram log; its own
-module). Bad input is one line on stderr and exit 2. Every RUN is a run directory, a folder of
-them, or an ``s3://`` URL of either; warnings (an incomplete sharded run, a run without
-run.json) go to stderr.
+a limit exceeded, 2 bad input), ``export`` (CSV, JSON lines, HdrHistogram log; its own
+module) and ``history`` (:mod:`.cli_history`). Bad input is one line on stderr and exit 2.
+Every RUN is a run directory, a folder of them, or an ``s3://`` URL of either; warnings (an
+incomplete sharded run, a run without run.json) go to stderr.
 """
 
 from __future__ import annotations
@@ -15,13 +15,13 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import re
 import sys
 import warnings
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, NoReturn
 
+from . import cli_history
 from .errors import RunLoadError, os_error_text
 from .export.command import add_export_parser, export
 from .io.load import load_runs
@@ -35,6 +35,7 @@ from .thresholds import (
     parse_proportion,
     parse_threshold,
 )
+from .units import parse_bits_per_second
 
 #: One exit-code table for loadgen and loadgen-analyze (docs/troubleshooting.md).
 EXIT_OK = 0
@@ -75,29 +76,6 @@ def _threshold_arg(text: str) -> Threshold:
         raise argparse.ArgumentTypeError(str(exc)) from None
 
 
-_RATE = re.compile(
-    r"^\s*([0-9]*\.?[0-9]+(?:[eE][+-]?[0-9]+)?)\s*([kKmMgGtT]?)"
-    r"([bB][iI][tT](?:/s)?|bps|b/s|B/s|Bps|B)?\s*$"
-)
-
-
-def parse_bits_per_second(text: str) -> float:
-    """``1Gbit``, ``100Mbit/s``, ``200mbit``, ``10g``, ``200e6`` → bits per second; a capital
-    ``B`` means bytes (``25MB/s`` = 200e6 bits/s). k/m/g/t are powers of 1000."""
-    match = _RATE.match(text)
-    if not match:
-        raise argparse.ArgumentTypeError(
-            f"'{text}' is not a link capacity; use e.g. 1Gbit, 200mbit, 200e6 (bits per second) "
-            "or 25MB/s (bytes per second)"
-        )
-    number, prefix, unit = float(match.group(1)), match.group(2).lower(), match.group(3) or ""
-    scale = {"": 1, "k": 1e3, "m": 1e6, "g": 1e9, "t": 1e12}[prefix]
-    scale *= 8 if unit.startswith("B") and unit[:3].lower() != "bit" else 1
-    if number <= 0:
-        raise argparse.ArgumentTypeError(f"'{text}': the link capacity must be positive")
-    return number * scale
-
-
 _RUN_HELP = (
     "run directory, a folder of them (a sweep, or the shard directories of one sharded run), "
     "or an s3://BUCKET/PREFIX of either"
@@ -123,6 +101,7 @@ def _parser() -> argparse.ArgumentParser:
     _add_compare(sub)
     _add_notebook(sub)
     add_export_parser(sub)
+    cli_history.add_parser(sub)
     return parser
 
 
@@ -358,8 +337,7 @@ def _summary(args: argparse.Namespace) -> int:
         print(json.dumps(doc, indent=2, ensure_ascii=False))
     elif args.json:
         print(frame.to_json(orient="records", indent=2))
-        # stdout stays the JSON list; shards and checks are for the reader
-        for text in (shards, checks):
+        for text in (shards, checks):  # stdout stays the JSON list; these are for the reader
             if text:
                 print(text, file=sys.stderr)
     else:
@@ -473,6 +451,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         "compare": _compare,
         "notebook": _notebook,
         "export": export,
+        "history": cli_history.run,
     }
     from .reductions.cache import reuse_reductions
 

@@ -45,6 +45,18 @@ def sample_run(name: str) -> Path:
     return path
 
 
+def sample_history(name: str) -> Path:
+    """A sample history store of the checkout's ``data/history`` (``"step"``, ``"steady"``):
+    notebook 04's default. Not in the package, as the sample runs."""
+    path = Path(__file__).resolve().parents[2] / "data" / "history" / name
+    if not path.is_dir():
+        raise FileNotFoundError(
+            f"the sample history {name!r} is not at {path}: the samples ship with the "
+            "repository checkout (data/history); give the notebook your own store instead"
+        )
+    return path
+
+
 @dataclass(frozen=True)
 class CourseTable:
     """A course report's Little's-Law table."""

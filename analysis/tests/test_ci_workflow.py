@@ -1,12 +1,13 @@
-"""The GitHub Actions workflow of docs/ci.md and examples/ci/loadtest.yml (issue 30): the two
-are the same text, the file is a well-formed workflow, and its steps run here as they would on
-a runner — baseline, candidate with thresholds, the compare gate, the report — against the
+"""The GitHub Actions workflows of docs/ci.md and examples/ci/ (issues 30 and 37): each file is
+shown on the page as it is, is a well-formed workflow, and its steps run here as they would on
+a runner — loadtest.yml's baseline, candidate with thresholds, the compare gate and the report;
+nightly.yml's run, ``history add``, ``history check`` and the trend report — against the
 debug binaries, with their JUnit files checked.
 
 Steps that use an action (``uses:``) or set up the machine (named ``Set up: …``: the release
 build, ``pip install``) are not run: the binaries and this venv stand in for them. ``-d 5s``
-runs for 2 s here, to keep the suite short. GITHUB_PATH and GITHUB_STEP_SUMMARY are files in
-the scratch directory, as on a runner.
+and ``-d 10s`` run for 2 s here, to keep the suite short. GITHUB_PATH and GITHUB_STEP_SUMMARY
+are files in the scratch directory, as on a runner.
 """
 
 from __future__ import annotations
@@ -26,27 +27,35 @@ import yaml
 
 REPO = Path(__file__).resolve().parents[2]
 WORKFLOW = REPO / "examples" / "ci" / "loadtest.yml"
+NIGHTLY = REPO / "examples" / "ci" / "nightly.yml"
+#: Each workflow and its triggers.
+WORKFLOWS = {
+    WORKFLOW: {"pull_request", "workflow_dispatch"},
+    NIGHTLY: {"schedule", "workflow_dispatch"},
+}
 
 
-def _workflow() -> dict:
-    return yaml.safe_load(WORKFLOW.read_text())
+def _workflow(path: Path = WORKFLOW) -> dict:
+    return yaml.safe_load(path.read_text())
 
 
-def _steps() -> list[dict]:
-    (job,) = _workflow()["jobs"].values()
+def _steps(path: Path = WORKFLOW) -> list[dict]:
+    (job,) = _workflow(path)["jobs"].values()
     return job["steps"]
 
 
-def test_the_docs_show_the_example_workflow_as_it_is() -> None:
+@pytest.mark.parametrize("path", WORKFLOWS, ids=lambda p: p.name)
+def test_the_docs_show_the_example_workflow_as_it_is(path: Path) -> None:
     page = (REPO / "docs" / "ci.md").read_text()
     blocks = re.findall(r"```yaml\n(.*?)```", page, re.S)
-    assert WORKFLOW.read_text() in blocks, "docs/ci.md must show examples/ci/loadtest.yml verbatim"
+    assert path.read_text() in blocks, f"docs/ci.md must show examples/ci/{path.name} verbatim"
 
 
-def test_the_workflow_is_well_formed() -> None:
-    workflow = _workflow()
+@pytest.mark.parametrize("path", WORKFLOWS, ids=lambda p: p.name)
+def test_the_workflow_is_well_formed(path: Path) -> None:
+    workflow = _workflow(path)
     # YAML 1.1 reads the key `on` as True; GitHub reads it as the triggers.
-    assert set(workflow.get("on") or workflow.get(True)) == {"pull_request", "workflow_dispatch"}
+    assert set(workflow.get("on") or workflow.get(True)) == WORKFLOWS[path]
     (job,) = workflow["jobs"].values()
     assert job["runs-on"] and job["timeout-minutes"] <= 90
     names = [s.get("name") for s in job["steps"] if s.get("name")]
@@ -54,7 +63,7 @@ def test_the_workflow_is_well_formed() -> None:
     for step in job["steps"]:
         assert ("uses" in step) != ("run" in step), step
         if "uses" in step:
-            assert re.fullmatch(r"[\w.-]+/[\w.-]+@v\d+", step["uses"]), step["uses"]
+            assert re.fullmatch(r"[\w.-]+/[\w./-]+@v\d+", step["uses"]), step["uses"]
         else:
             proc = subprocess.run(["bash", "-n"], input=step["run"], text=True, check=False)
             assert proc.returncode == 0, step["name"]
@@ -66,7 +75,8 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
-def test_the_workflow_steps_run_locally(binaries, tmp_path: Path) -> None:
+def _run_steps(path: Path, binaries, tmp_path: Path) -> Path:
+    """Run the workflow's steps in a scratch checkout; returns it."""
     if shutil.which("curl") is None:
         pytest.skip("curl is not installed (the 'Start the service' step uses it)")
     bin_dir = tmp_path / "bin"
@@ -77,7 +87,7 @@ def test_the_workflow_steps_run_locally(binaries, tmp_path: Path) -> None:
     work.mkdir()
     env = {
         **os.environ,
-        **{k: str(v) for k, v in _workflow()["env"].items()},
+        **{k: str(v) for k, v in _workflow(path)["env"].items()},
         "PORT": str(_free_port()),
         "PATH": os.pathsep.join(
             [str(bin_dir), str(Path(sys.executable).parent), os.environ["PATH"]]
@@ -86,10 +96,10 @@ def test_the_workflow_steps_run_locally(binaries, tmp_path: Path) -> None:
         "GITHUB_STEP_SUMMARY": str(tmp_path / "step_summary.md"),
     }
     try:
-        for step in _steps():
+        for step in _steps(path):
             if "uses" in step or step["name"].startswith("Set up:"):
                 continue
-            script = step["run"].replace("-d 5s", "-d 2s")
+            script = step["run"].replace("-d 5s", "-d 2s").replace("-d 10s", "-d 2s")
             proc = subprocess.run(
                 ["bash", "-e", "-o", "pipefail", "-c", script],
                 cwd=work,
@@ -104,8 +114,23 @@ def test_the_workflow_steps_run_locally(binaries, tmp_path: Path) -> None:
         pid_file = work / "server.pid"
         if pid_file.exists():
             os.kill(int(pid_file.read_text()), signal.SIGTERM)
+    return work
+
+
+def test_the_workflow_steps_run_locally(binaries, tmp_path: Path) -> None:
+    work = _run_steps(WORKFLOW, binaries, tmp_path)
     for name in ("baseline", "candidate", "compare"):
         root = ElementTree.parse(work / "junit" / f"{name}.xml").getroot()
         assert int(root.get("tests")) >= 1 and root.get("failures") == "0", name
     assert (work / "report.html").exists() and list((work / "figures").glob("*.svg"))
     assert "verdict" in (tmp_path / "step_summary.md").read_text().lower()
+
+
+def test_the_nightly_workflow_steps_run_locally(binaries, tmp_path: Path) -> None:
+    work = _run_steps(NIGHTLY, binaries, tmp_path)
+    # The first night: one run in the history, too few to judge, so the gate passes.
+    assert len(list((work / "history").glob("run-*.parquet"))) == 1
+    root = ElementTree.parse(work / "junit" / "history.xml").getroot()
+    assert int(root.get("tests")) >= 1 and root.get("failures") == "0"
+    assert (work / "trend.html").exists() and list((work / "trend-figures").glob("*.svg"))
+    assert "change points" in (tmp_path / "step_summary.md").read_text()

@@ -18,7 +18,7 @@ import pytest
 from loadgen_analysis.io import contract
 from loadgen_analysis.testing import harness
 
-from .conftest import Binaries
+from .conftest import Binaries, run_cli
 
 
 def _metadata(path: Path) -> dict[str, str]:
@@ -128,8 +128,27 @@ def test_the_capacity_sample_matches_the_contract() -> None:
 
 def test_every_file_of_the_contract_is_held_to_a_real_one() -> None:
     """A file added to the contract fails here until a test above reads a real one."""
-    held = RUN_FILES | SWEEP_FILES | CAPACITY_FILES
+    held = RUN_FILES | SWEEP_FILES | CAPACITY_FILES | {"history_run"}
     assert held == set(contract.names()), f"not held to a real file: {set(contract.names()) - held}"
+
+
+def test_a_history_store_file_matches_the_contract(
+    contract_runs: dict[str, Path], tmp_path: Path
+) -> None:
+    """``loadgen-analyze history add`` (Python, not loadgen) writes the contract's
+    ``history_run``: an open run (latency from the intended send) and a capacity search."""
+    store = tmp_path / "history"
+    for kind in ("open", "capacity"):
+        proc = run_cli("history", "add", contract_runs[kind], "--store", store)
+        assert proc.returncode == 0, proc.stderr
+    files = sorted(store.glob("*.parquet"))
+    assert len(files) == 2
+    for path in files:
+        assert contract.schema_problems("history_run", pq.read_schema(path)) == []
+        assert contract.metadata_problems("history_run", _metadata(path)) == []
+    rows = pa.concat_tables([pq.read_table(p) for p in files]).to_pylist()
+    assert {r["latency_from"] for r in rows} == {"intended send", None}
+    assert [r["capacity_rps"] for r in rows if r["kind"] == "capacity"] == [50.0]
 
 
 def test_the_columns_the_analysis_requires_come_from_the_contract() -> None:

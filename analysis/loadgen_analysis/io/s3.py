@@ -5,7 +5,8 @@ and ``client-metrics.parquet`` of every run directory under a prefix — into a 
 for turning S3 failures into one-sentence :class:`~loadgen_analysis.errors.RunLoadError`\\ s. The
 mirror is then read by :mod:`.load` like any local folder, so every reduction
 stays in DuckDB over local Parquet files (DuckDB's httpfs extension is not needed). Not
-responsible for writing to S3 (``loadgen run --out s3://…`` does that).
+responsible for writing runs to S3 (``loadgen run --out s3://…`` does that); a history
+store's files (:mod:`..history.store`) are mirrored the same way, with :func:`mirror_files`.
 
 Configuration is the standard AWS one: credentials from the AWS default chain (environment,
 ``AWS_PROFILE`` and ``~/.aws``, web identity, container or instance role — pyarrow's AWS SDK
@@ -20,7 +21,7 @@ from __future__ import annotations
 
 import os
 import re
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path, PurePosixPath
 from urllib.parse import urlsplit
@@ -121,7 +122,7 @@ def _credentials_visible() -> bool:
     return any(Path(f).is_file() for f in files)
 
 
-def _explain(url: str, exc: BaseException) -> RunLoadError:
+def explain(url: str, exc: BaseException) -> RunLoadError:
     """One sentence naming the URL, what went wrong and the fix."""
     text = str(exc)
     upper = text.upper()
@@ -181,7 +182,7 @@ def _listing(fs: pafs.S3FileSystem, url: str) -> list[pafs.FileInfo]:
     except FileNotFoundError:
         infos = []
     except OSError as exc:
-        raise _explain(url, exc) from exc
+        raise explain(url, exc) from exc
     return [i for i in infos if i.type == pafs.FileType.File]
 
 
@@ -201,10 +202,10 @@ def _download(fs: pafs.S3FileSystem, source: str, dest: Path, mtime_ns: int | No
         temp.unlink(missing_ok=True)
 
 
-def _cached_files(root: Path) -> Iterator[Path]:
+def _cached_files(root: Path, wanted: Callable[[PurePosixPath], bool]) -> Iterator[Path]:
     if root.is_dir():
         for path in root.rglob("*"):
-            if path.is_file() and _wanted(PurePosixPath(path.relative_to(root).as_posix())):
+            if path.is_file() and wanted(PurePosixPath(path.relative_to(root).as_posix())):
                 yield path
 
 
@@ -216,23 +217,27 @@ def mirror(url: str) -> Path:
     bucket does not exist, nothing of a run is under the prefix, access is denied, or the
     endpoint cannot be reached.
     """
+    nothing = "no loadgen run under this prefix (no run.json or requests/*.parquet)"
+    return mirror_files(url, _wanted, nothing)
+
+
+def mirror_files(url: str, wanted: Callable[[PurePosixPath], bool], nothing: str) -> Path:
+    """Mirror the files under ``url`` whose path relative to it is ``wanted`` into the local
+    cache (as :func:`mirror`); ``nothing`` says what was looked for when none is there."""
     url = normalise_url(url)
     bucket, prefix = parse_url(url)
     try:
         fs = filesystem()
     except (OSError, ValueError) as exc:
-        raise _explain(url, exc) from exc
+        raise explain(url, exc) from exc
     base = f"{bucket}/{prefix}" if prefix else bucket
     remote: dict[PurePosixPath, pafs.FileInfo] = {}
     for info in _listing(fs, url):
         rel = PurePosixPath(info.path[len(base) :].lstrip("/"))
-        if _wanted(rel):
+        if wanted(rel):
             remote[rel] = info
     if not remote:
-        raise RunLoadError(
-            f"{url}: no loadgen run under this prefix (no run.json or requests/*.parquet); "
-            f"check the prefix, e.g. with `aws s3 ls {url}/`"
-        )
+        raise RunLoadError(f"{url}: {nothing}; check the prefix, e.g. with `aws s3 ls {url}/`")
     root = cache_root() / "s3" / _endpoint_key() / bucket / prefix
     todo = []
     for rel, info in remote.items():
@@ -249,10 +254,10 @@ def mirror(url: str) -> Path:
             for future in [pool.submit(_download, fs, *job) for job in todo]:
                 future.result()
     except OSError as exc:
-        raise _explain(url, exc) from exc
-    wanted = {root / rel for rel in remote}
-    for path in list(_cached_files(root)):
-        if path not in wanted:
+        raise explain(url, exc) from exc
+    present = {root / rel for rel in remote}
+    for path in list(_cached_files(root, wanted)):
+        if path not in present:
             path.unlink()  # deleted remotely: a stale segment would add rows that no longer exist
     # Folders emptied by that go too: an empty requests/ would still look like a run.
     for folder in sorted((p for p in root.rglob("*") if p.is_dir()), reverse=True):

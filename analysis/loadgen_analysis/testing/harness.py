@@ -59,10 +59,12 @@ def server_bin() -> Path:
 
 
 class Server:
-    """``loadgen-server --port 0 ARGS…`` on 127.0.0.1 for the length of a ``with`` block.
+    """``loadgen-server --port 0 ARGS…`` on 127.0.0.1 for the length of a ``with`` block
+    (``port`` another port: a second server on the port of one stopped before, so runs against
+    both have the same target).
 
-    ``bind`` and ``prefix`` put it elsewhere: e.g. ``ShapedLink.server`` starts it inside a
-    network namespace (prefix ``ip netns exec NS``) bound to the namespace's address.
+        ``bind`` and ``prefix`` put it elsewhere: e.g. ``ShapedLink.server`` starts it inside a
+        network namespace (prefix ``ip netns exec NS``) bound to the namespace's address.
     """
 
     def __init__(
@@ -72,8 +74,10 @@ class Server:
         start_timeout_s: float = 15.0,
         bind: str = "127.0.0.1",
         prefix: Sequence[str] = (),
+        port: int = 0,
     ) -> None:
         self.binary = binary or server_bin()
+        self.port = port
         self.args = list(args)
         self.start_timeout_s = start_timeout_s
         self.bind = bind
@@ -85,7 +89,11 @@ class Server:
 
     def start(self) -> Server:
         # Output goes to a file, not a pipe: a chatty server must never block on a full pipe.
-        command = [*self.prefix, str(self.binary), "--bind", self.bind, "--port", "0", *self.args]
+        command = [
+            *self.prefix,
+            str(self.binary),
+            *("--bind", self.bind, "--port", str(self.port), *self.args),
+        ]
         self._proc = subprocess.Popen(command, stdout=self._log, stderr=subprocess.STDOUT)
         deadline = time.monotonic() + self.start_timeout_s
         while time.monotonic() < deadline:

@@ -1,0 +1,220 @@
+"""``loadgen-analyze history``: the run history's subcommands, parsed and run.
+
+``add`` appends runs to a store, ``show`` prints its series and change points, ``report``
+writes the trend report, ``check`` is the gate (exit 0 pass, 99 a regression beyond the limit,
+2 bad input). The work is :mod:`.history`'s; this module only parses, prints and picks the
+exit code, as :mod:`.cli` does for the other commands.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+from typing import Any
+
+from .history import DEFAULT_GATED, DEFAULT_MAX_PVALUE, MIN_RUNS, MIN_RUNS_AFTER
+from .thresholds import parse_proportion
+
+_STORE_HELP = "the history store: a folder, or s3://BUCKET/PREFIX"
+
+
+def _limit(text: str) -> float:
+    try:
+        return parse_proportion(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc).removeprefix("has ")) from None
+
+
+def _pvalue(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        value = -1.0
+    if not 0 < value < 1:
+        raise argparse.ArgumentTypeError(f"'{text}' is not a p-value between 0 and 1, e.g. 0.001")
+    return value
+
+
+def _add_filters(parser: argparse.ArgumentParser, what: str) -> None:
+    parser.add_argument("--store", required=True, help=_STORE_HELP)
+    parser.add_argument(
+        "--metric",
+        dest="metrics",
+        action="append",
+        metavar="NAME",
+        help=f"a metric to {what} (repeatable): throughput_rps, p50_ms, p90_ms, p99_ms, "
+        "p999_ms, error_rate, capacity_rps",
+    )
+    parser.add_argument(
+        "--op", dest="ops", action="append", metavar="OP", help="only this op (repeatable)"
+    )
+    parser.add_argument(
+        "--max-pvalue",
+        type=_pvalue,
+        default=DEFAULT_MAX_PVALUE,
+        metavar="P",
+        help=f"significance a change point needs (default {DEFAULT_MAX_PVALUE:g}, Otava's)",
+    )
+
+
+def add_parser(sub: Any) -> None:
+    """The ``history`` command and its subcommands, on ``loadgen-analyze``'s subparsers."""
+    history = sub.add_parser(
+        "history",
+        help="a history of runs: add runs, show series and change points, trend report, gate",
+        description="Keep every run of a recurring test (one small Parquet file per run, in a "
+        "folder or s3:// prefix), find change points in each series with E-divisive means "
+        "(Apache Otava) and gate on the newest. See docs/ci.md.",
+    )
+    commands = history.add_subparsers(dest="history_command", required=True)
+    add = commands.add_parser(
+        "add",
+        help="add runs to a store (one new file per run; CI jobs may add at once)",
+        description="Add each RUN (a run directory, a folder of them, a sharded run's "
+        "directories — one run — or a `loadgen capacity` directory) to the store as one new "
+        "file. Labels commit, branch and build come from the CI's variables (GITHUB_SHA, "
+        "CI_COMMIT_SHA, …) when set; --label adds or overrides.",
+    )
+    add.add_argument("runs", nargs="+", metavar="RUN")
+    add.add_argument("--store", required=True, help=_STORE_HELP)
+    add.add_argument(
+        "--label",
+        dest="labels",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="a label of the runs, e.g. commit=abc123 (repeatable)",
+    )
+    show = commands.add_parser(
+        "show",
+        help="print each series and its change points",
+        description="Print the store's "
+        "series (runs of one scenario, target, model, protocol and loadgen version, per op), "
+        "where a new series starts, and each metric's change points.",
+    )
+    _add_filters(show, "show")
+    show.add_argument("--json", action="store_true", help="print JSON instead of tables")
+    report = commands.add_parser(
+        "report",
+        help="write the trend report (HTML)",
+        description="Write a self-contained "
+        "HTML page: per metric the runs in time order, each segment's mean, the change points "
+        "with their size, the newest run highlighted, and a table of the change points.",
+    )
+    _add_filters(report, "draw")
+    report.add_argument("-o", "--out", required=True, type=Path, help="HTML file to write")
+    report.add_argument("--plots", type=Path, metavar="DIR", help="also write SVG and PNG figures")
+    check = commands.add_parser(
+        "check",
+        help="gate: exit 99 when the newest runs lie after a change beyond --max-regression",
+        description="Judge the newest run's series: exit 99 when the newest change point (with "
+        f"{MIN_RUNS_AFTER} or more runs after it) makes a metric worse by more than "
+        "--max-regression; improvements are reported, not failed; a series of fewer than "
+        f"{MIN_RUNS} runs is too short to judge (exit 0, said). Default metrics: "
+        f"{', '.join(DEFAULT_GATED)}. Exit codes: 0 pass, 2 bad input, 99 a regression.",
+    )
+    _add_filters(check, "judge")
+    check.add_argument(
+        "--max-regression",
+        type=_limit,
+        default=0.05,
+        metavar="PCT",
+        help="the largest worsening that passes, e.g. 5%% (default 5%%)",
+    )
+    check.add_argument("--junit", type=Path, metavar="FILE", help="also write JUnit XML")
+    check.add_argument("--json", action="store_true", help="print JSON instead of text")
+
+
+def _metrics(args: argparse.Namespace, default: tuple[str, ...]) -> tuple[str, ...]:
+    from .history.changes import ALL_METRICS
+
+    chosen = tuple(args.metrics or default)
+    unknown = [m for m in chosen if m not in ALL_METRICS]
+    if unknown:
+        raise ValueError(
+            f"--metric {unknown[0]} is not a history metric; use one of {', '.join(ALL_METRICS)}"
+        )
+    return chosen
+
+
+def _add(args: argparse.Namespace) -> int:
+    from .history import record, store
+    from .io.load import load_runs
+
+    given = record.labels(dict(record.parse_label(text) for text in args.labels))
+    for path in args.runs:
+        if record.is_capacity(path):
+            tables = [(path, record.capacity_rows(Path(path), given))]
+        else:
+            tables = [(run.location, record.run_rows(run, given)) for run in load_runs([path])]
+        for source, rows in tables:
+            print(f"added {source} ({len(rows)} op(s)) as {store.add(rows, args.store)}")
+    return 0
+
+
+def _show(args: argparse.Namespace) -> int:
+    from .history import changes, store
+
+    history = store.read(args.store)
+    points = changes.all_change_points(
+        history, _metrics(args, changes.ALL_METRICS), _ops(args), args.max_pvalue
+    )
+    table, starts = changes.series_table(history), changes.series_starts(history)
+    if args.json:
+        doc = {
+            "series": json.loads(table.to_json(orient="records", date_format="iso")),
+            "series_starts": json.loads(starts.to_json(orient="records")),
+            "change_points": [p.as_dict() for p in points],
+        }
+        print(json.dumps(doc, indent=2, ensure_ascii=False))
+        return 0
+    print("series\n" + table.to_string(index=False))
+    for mark in starts.to_dict("records"):
+        print(
+            f"new series {mark['fingerprint']} from run {mark['run_id']}: "
+            + "; ".join(mark["changed"])
+        )
+    print(f"\nchange points (E-divisive means, p ≤ {args.max_pvalue:g})")
+    print("\n".join(f"  {p.describe()}" for p in points) or "  none")
+    return 0
+
+
+def _ops(args: argparse.Namespace) -> tuple[str, ...] | None:
+    return tuple(args.ops) if args.ops else None
+
+
+def _report(args: argparse.Namespace) -> int:
+    from .history import changes, store, trend
+
+    history = store.read(args.store)
+    metrics = _metrics(args, changes.ALL_METRICS)
+    out = trend.write_trend_report(
+        history, args.out, metrics, _ops(args), args.max_pvalue, plots_dir=args.plots
+    )
+    print(f"wrote {out} ({history['run_id'].nunique()} run(s))")
+    if args.plots is not None:
+        print(f"wrote its figures to {args.plots} (SVG and PNG)")
+    return 0
+
+
+def _check(args: argparse.Namespace) -> int:
+    from .history import gate, store
+
+    history = store.read(args.store)
+    metrics = _metrics(args, DEFAULT_GATED)
+    result = gate.check(history, args.max_regression, metrics, _ops(args), args.max_pvalue)
+    if args.json:
+        print(json.dumps(result.as_dict(), indent=2, ensure_ascii=False, default=str))
+    else:
+        print(result.to_text())
+    if args.junit:
+        args.junit.parent.mkdir(parents=True, exist_ok=True)
+        args.junit.write_text(gate.gate_junit(result), encoding="utf-8")
+    return result.exit_code
+
+
+def run(args: argparse.Namespace) -> int:
+    """Run the parsed ``history`` subcommand; returns the exit code."""
+    handlers = {"add": _add, "show": _show, "report": _report, "check": _check}
+    return handlers[args.history_command](args)

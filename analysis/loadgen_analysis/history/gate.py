@@ -1,0 +1,178 @@
+"""The gate of ``loadgen-analyze history check``: do the newest runs lie after a change point
+that made a metric worse by more than the limit?
+
+Judged are the series the newest run belongs to (and, when runs carry a ``build`` label, every
+series with a run of the newest run's build), per op and gated metric. The newest change point
+with at least ``min_runs_after`` runs after it is the one judged: a worsening beyond the limit
+is a regression (exit 99), an improvement or a change within the limit is reported and passes.
+A change point with fewer runs after it is reported as not yet confirmed — one slow run at the
+end of a series is an outlier until more runs agree. A series with fewer than ``min_runs`` runs
+is too short to judge: said, and exit 0. Latency and throughput changes are relative (5 % =
+0.05); the error rate's is absolute (5 % = five percentage points).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+from xml.sax.saxutils import quoteattr
+
+import pandas as pd
+
+from ..thresholds import EXIT_THRESHOLD
+from . import DEFAULT_GATED, DEFAULT_MAX_PVALUE, MIN_RUNS, MIN_RUNS_AFTER
+from .changes import ChangePoint, change_points, series
+
+
+@dataclass(frozen=True)
+class Judgement:
+    """One series' metric: ``status`` is ``regression``, ``improvement``, ``within limit``,
+    ``no change`` or ``too few runs``; ``point`` the change judged, ``unconfirmed`` a newer one
+    with too few runs after it."""
+
+    fingerprint: str
+    op: str
+    metric: str
+    runs: int
+    status: str
+    point: ChangePoint | None = None
+    unconfirmed: ChangePoint | None = None
+
+    def describe(self, limit: float) -> str:
+        head = f"{self.status.upper() if self.status == 'regression' else self.status}:"
+        if self.status == "too few runs":
+            text = f"{head} {self.metric} of op {self.op} has {self.runs} runs, needs {MIN_RUNS}"
+        elif self.point is not None:
+            text = f"{head} {self.point.describe()} (limit {limit:.0%})"
+        else:
+            text = f"{head} {self.metric} of op {self.op}, no change point in {self.runs} runs"
+        if self.unconfirmed is not None:
+            text += (
+                f"; not yet confirmed: {self.unconfirmed.describe()} "
+                f"({self.unconfirmed.runs_after} run(s) after it, judged at {MIN_RUNS_AFTER})"
+            )
+        return text
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "fingerprint": self.fingerprint,
+            "op": self.op,
+            "metric": self.metric,
+            "runs": self.runs,
+            "status": self.status,
+            "change_point": self.point.as_dict() if self.point else None,
+            "unconfirmed": self.unconfirmed.as_dict() if self.unconfirmed else None,
+        }
+
+
+@dataclass(frozen=True)
+class GateResult:
+    newest_run: str
+    limit: float
+    judgements: list[Judgement] = field(default_factory=list)
+
+    @property
+    def regressions(self) -> list[Judgement]:
+        return [j for j in self.judgements if j.status == "regression"]
+
+    @property
+    def exit_code(self) -> int:
+        return EXIT_THRESHOLD if self.regressions else 0
+
+    def to_text(self) -> str:
+        lines = [f"newest run {self.newest_run}; limit {self.limit:.0%}"]
+        lines += [j.describe(self.limit) for j in self.judgements]
+        if self.judgements and all(j.status == "too few runs" for j in self.judgements):
+            lines.append(f"too few runs to judge (a series needs {MIN_RUNS}): passed")
+        elif self.regressions:
+            lines.append(f"{len(self.regressions)} regression(s) beyond {self.limit:.0%}")
+        else:
+            lines.append("no regression beyond the limit")
+        return "\n".join(lines)
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "newest_run": self.newest_run,
+            "limit": self.limit,
+            "passed": not self.regressions,
+            "judgements": [j.as_dict() for j in self.judgements],
+        }
+
+
+def _judged_fingerprints(history: pd.DataFrame) -> tuple[str, set[str]]:
+    ordered = history.sort_values(["started_unix_ns", "run_id"])
+    newest = ordered.iloc[-1]
+    fingerprints = {str(newest["fingerprint"])}
+    build = newest.get("build")
+    if isinstance(build, str):
+        fingerprints |= set(ordered.loc[ordered["build"] == build, "fingerprint"].astype(str))
+    return str(newest["run_id"]), fingerprints
+
+
+def _judge(rows: pd.DataFrame, metric: str, limit: float, max_pvalue: float) -> Judgement:
+    fp, op = str(rows["fingerprint"].iloc[0]), str(rows["op"].iloc[0])
+    runs = int(rows[metric].notna().sum())
+    if runs < MIN_RUNS:
+        return Judgement(fp, op, metric, runs, "too few runs")
+    points = change_points(rows, metric, max_pvalue)
+    confirmed = [p for p in points if p.runs_after >= MIN_RUNS_AFTER]
+    newer = [p for p in points if p.runs_after < MIN_RUNS_AFTER]
+    unconfirmed = newer[-1] if newer else None
+    if not confirmed:
+        return Judgement(fp, op, metric, runs, "no change", None, unconfirmed)
+    point = confirmed[-1]
+    if not point.worse:
+        status = "improvement"
+    else:
+        status = "regression" if abs(point.change) > limit else "within limit"
+    return Judgement(fp, op, metric, runs, status, point, unconfirmed)
+
+
+def check(
+    history: pd.DataFrame,
+    limit: float,
+    metrics: tuple[str, ...] = DEFAULT_GATED,
+    ops: tuple[str, ...] | None = None,
+    max_pvalue: float = DEFAULT_MAX_PVALUE,
+) -> GateResult:
+    """Judge the newest runs' series (module docs)."""
+    newest, fingerprints = _judged_fingerprints(history)
+    judgements = []
+    for (fp, op), rows in series(history).items():
+        if fp not in fingerprints or (ops is not None and op not in ops):
+            continue
+        for metric in metrics:
+            if metric in rows and rows[metric].notna().any():
+                judgements.append(_judge(rows, metric, limit, max_pvalue))
+    if not judgements:
+        judged = history[history["fingerprint"].astype(str).isin(fingerprints)]
+        raise ValueError(
+            f"nothing to judge: the newest run's series has no {', '.join(metrics)} for "
+            f"{'op ' + ', '.join(ops) if ops else 'any op'}; its ops are "
+            f"{', '.join(sorted(judged['op'].astype(str).unique()))}"
+        )
+    return GateResult(newest, limit, judgements)
+
+
+def gate_junit(result: GateResult) -> str:
+    """JUnit XML: one test case per series op and metric, a regression failed."""
+    failures = len(result.regressions)
+    lines = [
+        '<?xml version="1.0" encoding="UTF-8"?>',
+        f'<testsuites name="loadgen-analyze history check" tests="{len(result.judgements)}" '
+        f'failures="{failures}">',
+        f'  <testsuite name="history" tests="{len(result.judgements)}" failures="{failures}">',
+    ]
+    for j in result.judgements:
+        text = j.describe(result.limit)
+        head = (
+            f"    <testcase classname={quoteattr(f'history.{j.fingerprint}.{j.op}')} "
+            f"name={quoteattr(j.metric)}>"
+        )
+        if j.status == "regression":
+            lines.append(f'{head}<failure message={quoteattr(text)} type="regression"/></testcase>')
+        else:
+            body = text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+            lines.append(f"{head}<system-out>{body}</system-out></testcase>")
+    lines += ["  </testsuite>", "</testsuites>"]
+    return "\n".join(lines) + "\n"

@@ -1,0 +1,164 @@
+"""One run as the rows of its history file (contract ``history_run``): one row per op.
+
+Each row carries when the run started, its labels (commit, branch, build — from ``--label``
+and from the CI variables of GitHub Actions, GitLab, Buildkite, CircleCI and Jenkins when
+present), the fingerprint of what was tested (scenario, target, model, protocol, loadgen
+version: a change of any starts a new series) and the op's figures: throughput, p50/p90/p99/
+p99.9 in the one latency definition of the run kind (:func:`~..reductions.summary.op_summary`;
+from the intended send time under the open model), error rate, and the run's verdict. A
+``loadgen capacity`` directory is one row (op ``all``) with ``capacity_rps`` and its interval.
+A sharded run's shard directories are one run, as everywhere in the package.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import time
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from ..io.load import load_run
+from ..io.run import Run
+from ..reductions.summary import op_summary
+from ..report.capacity import is_capacity_dir, read_capacity
+from ..verdict.attribution import attribute
+
+#: Label → the CI variables it is read from, first present wins; ``--label`` overrides.
+CI_LABELS = {
+    "commit": ("GITHUB_SHA", "CI_COMMIT_SHA", "BUILDKITE_COMMIT", "CIRCLE_SHA1", "GIT_COMMIT"),
+    "branch": (
+        "GITHUB_REF_NAME",
+        "CI_COMMIT_REF_NAME",
+        "BUILDKITE_BRANCH",
+        "CIRCLE_BRANCH",
+        "GIT_BRANCH",
+    ),
+    "build": (
+        "GITHUB_RUN_ID",
+        "CI_PIPELINE_ID",
+        "BUILDKITE_BUILD_NUMBER",
+        "CIRCLE_BUILD_NUM",
+        "BUILD_NUMBER",
+    ),
+}
+
+#: The figures a history row holds per op, as in op_summary (the metrics of ``history show``).
+METRICS = ("throughput_rps", "p50_ms", "p90_ms", "p99_ms", "p999_ms", "error_rate")
+
+#: What identifies a series: runs that differ in any of these are not compared.
+FINGERPRINT_FIELDS = ("scenario", "target", "model", "protocol", "loadgen_version")
+
+
+def parse_label(text: str) -> tuple[str, str]:
+    """``key=value`` → (key, value); ValueError naming the fix otherwise."""
+    key, sep, value = text.partition("=")
+    if not sep or not key.strip():
+        raise ValueError(f"--label '{text}' is not key=value; write e.g. --label commit=abc123")
+    return key.strip(), value.strip()
+
+
+def labels(given: Mapping[str, str], environ: Mapping[str, str] = os.environ) -> dict[str, str]:
+    """The CI variables' commit/branch/build (when set), then ``given`` on top."""
+    found = {}
+    for label, names in CI_LABELS.items():
+        value = next((environ[n] for n in names if environ.get(n)), None)
+        if value is not None:
+            found[label] = value
+    return {**found, **given}
+
+
+def _model_text(model: Mapping[str, Any]) -> str:
+    """``closed, duration=1s, workers=8``: the model's kind, then its settings sorted."""
+    rest = ", ".join(f"{k}={model[k]}" for k in sorted(model) if k != "kind")
+    kind = str(model.get("kind", "unknown"))
+    return f"{kind}, {rest}" if rest else kind
+
+
+def fingerprint_of(run: Run) -> dict[str, str]:
+    """Scenario, target, model, protocol and loadgen version of ``run``, and their hash."""
+    config = run.config
+    definition = config.get("definition") if isinstance(config.get("definition"), dict) else {}
+    parts = {
+        "scenario": str(config.get("scenario") or "unknown"),
+        "target": str(config.get("url") or definition.get("target") or "unknown"),
+        "model": _model_text(run.model_config),
+        "protocol": str(config.get("protocol") or "HTTP/1.1"),
+        "loadgen_version": str(
+            run.meta.get("loadgen_version") or run.parquet_meta.get("loadgen.version") or "unknown"
+        ),
+    }
+    return {"fingerprint": _digest(parts), **parts}
+
+
+def _digest(parts: Mapping[str, str]) -> str:
+    """The fingerprint: 12 hex digits of the SHA-256 of the parts as sorted JSON."""
+    return hashlib.sha256(json.dumps(dict(parts), sort_keys=True).encode()).hexdigest()[:12]
+
+
+def _identity(run: Run, kind: str, given: dict[str, str]) -> dict[str, Any]:
+    if run.anchor_unix_ns is None:
+        raise ValueError(f"{run.location}: the run has no start time (loadgen.anchor_unix_ns)")
+    return {
+        "started_unix_ns": run.anchor_unix_ns,
+        "added_unix_ns": time.time_ns(),
+        "run_id": run.run_id,
+        "source": run.location,
+        "kind": kind,
+        **{k: given.get(k) for k in CI_LABELS},
+        "labels": json.dumps(given, sort_keys=True, ensure_ascii=False),
+        **fingerprint_of(run),
+    }
+
+
+def run_rows(run: Run, given: dict[str, str]) -> pd.DataFrame:
+    """The rows of one run: its identity and, per op, its figures and the run's verdict."""
+    summary = op_summary(run)
+    identity = _identity(run, "run", given)
+    verdict = attribute([run]).verdict
+    rows = []
+    for row in summary.to_dict("records"):
+        latency_from = row.get("latency_from")
+        rows.append(
+            {
+                **identity,
+                "op": row["op"],
+                "requests": int(row["requests"]),
+                **{metric: float(row[metric]) for metric in METRICS},
+                "latency_from": latency_from if isinstance(latency_from, str) else "start",
+                "verdict": verdict,
+            }
+        )
+    return pd.DataFrame(rows)
+
+
+def capacity_rows(path: Path, given: dict[str, str]) -> pd.DataFrame:
+    """One row for a ``loadgen capacity`` directory: its answer and interval, identified by its
+    calibration run (the same target and scenario), with ``capacity`` as its model's kind."""
+    capacity = read_capacity(path)
+    calibration = load_run(path / "calibration")
+    identity = _identity(calibration, "capacity", given)
+    slos = ", ".join(str(s) for s in capacity.get("slos") or [])
+    identity["model"] = f"capacity, slos={slos}, arrivals={capacity.get('arrivals')}"
+    identity["fingerprint"] = _digest({k: identity[k] for k in FINGERPRINT_FIELDS})
+    interval = capacity.get("interval") or [None, None]
+    row = {
+        **identity,
+        "op": "all",
+        "verdict": capacity.get("verdict"),
+        "capacity_rps": capacity.get("capacity_rps"),
+        "capacity_low_rps": interval[0],
+        "capacity_high_rps": interval[1],
+        "run_id": f"capacity-{calibration.run_id}",
+        "source": str(path),
+    }
+    return pd.DataFrame([row])
+
+
+def is_capacity(path: str | Path) -> bool:
+    """Whether ``path`` (local) is a ``loadgen capacity`` directory."""
+    return not str(path).startswith("s3://") and is_capacity_dir(path)

@@ -1,0 +1,135 @@
+"""The history store: a folder or an ``s3://`` prefix of small Parquet files, one per run.
+
+Adding writes a new file under a name no other writer picks (start time, run id and random
+digits) and never touches another file: locally written to a hidden temporary file in the
+store and renamed into place (a reader never sees half a file), on S3 one PUT (atomic there).
+So two CI jobs adding at once lose nothing, and there is no shared file to corrupt.
+
+Reading is one DuckDB query over the glob ``STORE/*.parquet``; an ``s3://`` store is first
+mirrored into the local cache (:func:`~..io.s3.mirror_files`, only new or changed files are
+downloaded). A file DuckDB cannot read is named in one sentence with the fix.
+"""
+
+from __future__ import annotations
+
+import os
+import secrets
+from datetime import UTC, datetime
+from pathlib import Path, PurePosixPath
+
+import duckdb
+import pandas as pd
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from ..errors import RunLoadError
+from ..io import contract, s3
+from ..io.engine import engine_settings
+
+#: The contract's name of a store's file.
+FILE = "history_run"
+
+_TYPES = {"int64": pa.int64(), "float64": pa.float64(), "utf8": pa.string()}
+
+
+def schema() -> pa.Schema:
+    """The Arrow schema of a history file, from the contract (the one place it is written)."""
+    fields = [pa.field(c.name, _TYPES[c.type], nullable=c.nullable) for c in contract.columns(FILE)]
+    metadata = {
+        "loadgen.schema_version": str(contract.schema_version(FILE)),
+        "loadgen.kind": "history-run",
+    }
+    return pa.schema(fields, metadata=metadata)
+
+
+def file_name(rows: pd.DataFrame) -> str:
+    """``run-20261126T210000Z-<run_id>-<8 hex>.parquet``: sorted by time, never reused."""
+    started = datetime.fromtimestamp(int(rows["started_unix_ns"].iloc[0]) / 1e9, tz=UTC)
+    run_id = "".join(ch if ch.isalnum() or ch in "-_" else "_" for ch in rows["run_id"].iloc[0])
+    return f"run-{started:%Y%m%dT%H%M%SZ}-{run_id[:60]}-{secrets.token_hex(4)}.parquet"
+
+
+def _table(rows: pd.DataFrame) -> pa.Table:
+    full = rows.reindex(columns=schema().names)
+    return pa.Table.from_pandas(full, schema=schema(), preserve_index=False)
+
+
+def add(rows: pd.DataFrame, store: str) -> str:
+    """Write ``rows`` (one run's) as a new file of ``store``; returns where it went."""
+    table = _table(rows)
+    name = file_name(rows)
+    if store.startswith("s3://"):
+        bucket, prefix = s3.parse_url(store)
+        key = str(PurePosixPath(bucket, prefix, name)) if prefix else f"{bucket}/{name}"
+        try:
+            pq.write_table(table, key, filesystem=s3.filesystem())
+        except OSError as exc:
+            raise s3.explain(store, exc) from exc
+        return f"s3://{key}"
+    folder = Path(store)
+    folder.mkdir(parents=True, exist_ok=True)
+    final = folder / name
+    temp = folder / f".{name}.{os.getpid()}.partial"
+    try:
+        pq.write_table(table, temp)
+        temp.replace(final)
+    finally:
+        temp.unlink(missing_ok=True)
+    return str(final)
+
+
+def _is_history_file(rel: PurePosixPath) -> bool:
+    return len(rel.parts) == 1 and rel.suffix == ".parquet" and not rel.name.startswith(".")
+
+
+def local_folder(store: str) -> Path:
+    """The local folder holding ``store``'s files (an ``s3://`` store mirrored first)."""
+    if store.startswith("s3://"):
+        nothing = "no history file (run-*.parquet) under this prefix"
+        return s3.mirror_files(store, _is_history_file, nothing)
+    folder = Path(store)
+    if not folder.is_dir():
+        raise RunLoadError(
+            f"{store}: no such history store; create it with "
+            f"`loadgen-analyze history add RUN --store {store}`"
+        )
+    return folder
+
+
+def read(store: str) -> pd.DataFrame:
+    """Every run of ``store`` (a run added more than once: its newest rows), one row per op,
+    oldest run first (by start time, then run id)."""
+    folder = local_folder(store)
+    files = sorted(p for p in folder.glob("*.parquet") if not p.name.startswith("."))
+    if not files:
+        raise RunLoadError(
+            f"{store}: the history store holds no runs; add some with "
+            f"`loadgen-analyze history add RUN --store {store}`"
+        )
+    pattern = str(folder / "*.parquet").replace("'", "''")
+    # A run added twice (a retried CI job) counts once: its newest file's rows.
+    query = (
+        f"SELECT * FROM read_parquet('{pattern}', union_by_name = true) "
+        "QUALIFY row_number() OVER (PARTITION BY run_id, op ORDER BY added_unix_ns DESC) = 1 "
+        "ORDER BY started_unix_ns, run_id, op"
+    )
+    try:
+        with duckdb.connect(config=engine_settings()) as con:
+            con.execute("SET enable_progress_bar = false")
+            return con.execute(query).df()
+    except duckdb.Error as exc:
+        raise _damaged(store, files, exc) from exc
+
+
+def _damaged(store: str, files: list[Path], exc: Exception) -> RunLoadError:
+    """The first file of ``files`` that is not a readable Parquet file, named with the fix."""
+    for path in files:
+        try:
+            pq.read_table(path)
+        except Exception as error:  # pyarrow raises several types for a damaged file
+            reason = str(error).splitlines()[0] if str(error) else type(error).__name__
+            return RunLoadError(
+                f"{store}: {path.name} is not a readable history file ({reason}); remove it "
+                "(and add its run again with `loadgen-analyze history add`)"
+            )
+    return RunLoadError(f"{store}: cannot read the history store ({exc})")

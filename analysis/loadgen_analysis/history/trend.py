@@ -1,0 +1,130 @@
+"""The trend report of a history store: one panel per series and metric — the runs as points
+in time order, each segment's mean between change points, the change points marked with their
+size, the newest run highlighted — and a table of the change points, as one HTML page (and,
+with ``plots_dir``, each figure as SVG and PNG). Draws what :mod:`.changes` found; finds
+nothing itself."""
+
+from __future__ import annotations
+
+import html
+from itertools import pairwise
+from pathlib import Path
+
+import pandas as pd
+from matplotlib.figure import Figure
+
+from ..report.markup import collect_figures, figure_html, page, table_html, write_figures
+from .changes import ChangePoint, change_points, series, series_starts, series_table
+
+_POINTS = "#4c72b0"
+_WORSE, _BETTER = "#c44e52", "#55a868"
+
+
+def plot_trend(rows: pd.DataFrame, metric: str, points: list[ChangePoint]) -> Figure:
+    """One series' ``metric`` by run (oldest left), segment means, change points, newest run."""
+    present = rows[rows[metric].notna()].reset_index(drop=True)
+    values = present[metric].to_numpy(dtype=float)
+    positions = list(range(1, len(values) + 1))
+    fig = Figure(figsize=(9.0, 3.2), layout="constrained")
+    ax = fig.subplots()
+    ax.plot(positions, values, "o", color=_POINTS, markersize=4, label="run")
+    ax.plot(
+        positions[-1:],
+        values[-1:],
+        "o",
+        color="black",
+        markersize=9,
+        mfc="none",
+        label="newest run",
+    )
+    bounds = [0, *(p.index for p in points), len(values)]
+    for start, end in pairwise(bounds):
+        mean = values[start:end].mean()
+        ax.hlines(mean, start + 0.6, end + 0.4, colors="#555", linewidth=1.5)
+    for point in points:
+        colour = _WORSE if point.worse else _BETTER
+        ax.axvline(point.index + 0.5, color=colour, linestyle="--", linewidth=1)
+        ax.annotate(
+            f"{point.change * 100:+.1f}" + (" pts" if metric == "error_rate" else " %"),
+            (point.index + 0.5, 1.0),
+            xycoords=("data", "axes fraction"),
+            ha="left",
+            va="top",
+            color=colour,
+            fontsize="small",
+        )
+    op, fp = present["op"].iloc[0], present["fingerprint"].iloc[0]
+    ax.set_title(f"{metric} — op {op}, series {fp}")
+    ax.set_xlabel("run (in start-time order)")
+    ax.set_ylabel(metric)
+    ax.legend(fontsize="small", loc="best")
+    return fig
+
+
+def _points_table(points: list[ChangePoint]) -> pd.DataFrame:
+    return pd.DataFrame(
+        [
+            {
+                "series": p.fingerprint,
+                "op": p.op,
+                "metric": p.metric,
+                "run": f"{p.index + 1} of {p.runs}",
+                "first run after": p.run_after,
+                "commit": p.commit_after or "",
+                "before": p.mean_before,
+                "after": p.mean_after,
+                "change %": p.change * 100,
+                "p-value": p.pvalue,
+                "worse": "yes" if p.worse else "no",
+            }
+            for p in points
+        ]
+    )
+
+
+def build_trend_report(
+    history: pd.DataFrame,
+    metrics: tuple[str, ...],
+    ops: tuple[str, ...] | None,
+    max_pvalue: float,
+) -> str:
+    """The HTML page (module docs)."""
+    body = [f"<h1>Trend of {history['run_id'].nunique()} run(s)</h1>"]
+    body += ["<h2>Series</h2>", table_html(series_table(history))]
+    for mark in series_starts(history).to_dict("records"):
+        changed = html.escape("; ".join(mark["changed"]))
+        body.append(f"<p class='note'>new series from run {mark['run_id']}: {changed}</p>")
+    found: list[ChangePoint] = []
+    panels = []
+    for (_, op), rows in series(history).items():
+        if ops is not None and op not in ops:
+            continue
+        for metric in metrics:
+            if metric not in rows or not rows[metric].notna().any():
+                continue
+            points = change_points(rows, metric, max_pvalue)
+            found += points
+            caption = f"{metric}: {len(points)} change point(s) at p ≤ {max_pvalue:g}"
+            panels.append(figure_html(plot_trend(rows, metric, points), caption))
+    body += [f"<h2>Change points (E-divisive means, p ≤ {max_pvalue:g})</h2>"]
+    body.append(table_html(_points_table(found)) if found else "<p>none</p>")
+    body += ["<h2>Metrics over the runs</h2>", *panels]
+    return page("loadgen history", body)
+
+
+def write_trend_report(
+    history: pd.DataFrame,
+    out: Path,
+    metrics: tuple[str, ...],
+    ops: tuple[str, ...] | None,
+    max_pvalue: float,
+    plots_dir: Path | None = None,
+) -> Path:
+    """Write :func:`build_trend_report` to ``out`` (and its figures into ``plots_dir``)."""
+    with collect_figures() as figures:
+        text = build_trend_report(history, metrics, ops, max_pvalue)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(text, encoding="utf-8")
+    if plots_dir is not None:
+        write_figures(figures, plots_dir)
+    return out

@@ -1,0 +1,30 @@
+"""Units on the command line: link capacities (``1Gbit``, ``200mbit``, ``25MB/s``) as bits per
+second, for ``--link-capacity``. An argparse type: bad text is an ``ArgumentTypeError`` that
+says what to write instead."""
+
+from __future__ import annotations
+
+import argparse
+import re
+
+_RATE = re.compile(
+    r"^\s*([0-9]*\.?[0-9]+(?:[eE][+-]?[0-9]+)?)\s*([kKmMgGtT]?)"
+    r"([bB][iI][tT](?:/s)?|bps|b/s|B/s|Bps|B)?\s*$"
+)
+
+
+def parse_bits_per_second(text: str) -> float:
+    """``1Gbit``, ``100Mbit/s``, ``200mbit``, ``10g``, ``200e6`` → bits per second; a capital
+    ``B`` means bytes (``25MB/s`` = 200e6 bits/s). k/m/g/t are powers of 1000."""
+    match = _RATE.match(text)
+    if not match:
+        raise argparse.ArgumentTypeError(
+            f"'{text}' is not a link capacity; use e.g. 1Gbit, 200mbit, 200e6 (bits per second) "
+            "or 25MB/s (bytes per second)"
+        )
+    number, prefix, unit = float(match.group(1)), match.group(2).lower(), match.group(3) or ""
+    scale = {"": 1, "k": 1e3, "m": 1e6, "g": 1e9, "t": 1e12}[prefix]
+    scale *= 8 if unit.startswith("B") and unit[:3].lower() != "bit" else 1
+    if number <= 0:
+        raise argparse.ArgumentTypeError(f"'{text}': the link capacity must be positive")
+    return number * scale
