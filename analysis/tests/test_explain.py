@@ -119,7 +119,9 @@ def test_throttled_quota_makes_the_client_the_limit(
     service_time_runs: dict[str, list[Path]], tmp_path: Path
 ) -> None:
     src = service_time_runs["5ms"][0]
-    assert _explain_json(src)["verdict"] == "server"
+    # One level of a 5 ms server: the time is spent at the server, which one level cannot
+    # show to be its capacity (issue 34).
+    assert _explain_json(src)["verdict"] == "inconclusive"
     quota = {"cpu_quota_cores": 0.25, "cpu_limit_cores": 0.25, "cpu_quota_source": "cgroup-v2"}
     run = _v2_copy(src, tmp_path / "quota", quota, throttled=0.6)
     out = _explain_json(run)
@@ -129,7 +131,7 @@ def test_throttled_quota_makes_the_client_the_limit(
     assert client["values"]["throttled_share"] == pytest.approx(0.6)
     # A quota that throttles rarely is not the limit.
     light = _v2_copy(src, tmp_path / "light", quota, throttled=0.02)
-    assert _explain_json(light)["verdict"] == "server"
+    assert _explain_json(light)["verdict"] == "inconclusive"
 
 
 def test_saturated_cores_shared_with_the_server_are_named(

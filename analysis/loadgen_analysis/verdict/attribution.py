@@ -214,7 +214,8 @@ def _verdict(
     elif limit is None:
         verdict = "inconclusive"
         strength = "weak"
-        headline = server.summary if server.status == "ok" else "no check found a limit"
+        said = server.status == "ok" or server.evidence.get("one_level")
+        headline = server.summary if said else "no check found a limit"
     else:
         verdict, headline = limit.check, limit.summary
         direct = capacity is not None or "offered_rps" in limit.evidence

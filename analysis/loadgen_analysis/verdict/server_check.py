@@ -203,10 +203,14 @@ def _check_one_run(ev: Evidence, t: Thresholds, evidence: dict[str, Any]) -> Fin
             evidence,
         )
     if wait >= t.min_ttfb_share:
+        # Where the time goes, not that the server is at its capacity: a server using half
+        # its capacity looks the same from one level (issue 34).
         what = "after the request was sent " if "server_wait_share" in evidence else ""
+        evidence["one_level"] = True
         text = (
-            f"waiting for the first byte {what}is {pct(wait)} of latency: requests spend "
-            "their time waiting on the server (one level only: run a sweep to see its capacity)"
+            f"waiting for the first byte {what}is {pct(wait)} of latency: the time is spent at "
+            "the server, but one level cannot tell a server at its capacity from one with room "
+            "to spare; run `loadgen capacity` or a sweep to find where it stops"
         )
-        return Finding("server", "limit", text, evidence)
+        return Finding("server", "not measured", text, evidence)
     return Finding("server", "ok", "no sign of a server-side limit", evidence)
