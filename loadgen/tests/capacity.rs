@@ -389,3 +389,132 @@ fn a_rate_limited_server_is_found_and_limited_by_errors() {
         }
     }
 }
+
+/// Issue 36: Ctrl-C during a level ends the search as `interrupted` — exit 130, capacity.json
+/// written (also with `--json`), the level cut short recorded with its real duration and not
+/// judged — instead of "the budget ran out" over a partial level judged as passed.
+#[test]
+fn an_interrupted_search_says_so_and_keeps_what_it_measured() {
+    let _alone = MEASURING.lock().unwrap_or_else(|e| e.into_inner());
+    let server = ServerOnRuntime::start(ServerConfig {
+        service_time: "5ms".parse().unwrap(),
+        ..ServerConfig::default()
+    });
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("capacity");
+    let child = loadgen_bin()
+        .args([
+            "capacity",
+            "--url",
+            &server.url("/albums/1"),
+            "--slo",
+            "p99<50ms",
+        ])
+        .args([
+            "--start-rate",
+            "50",
+            "--level-duration",
+            "20s",
+            "--warmup",
+            "1s",
+        ])
+        .args(["--no-progress", "--json", "--out", out.to_str().unwrap()])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    // Into the first level (50 req/s): its rows start to arrive.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    while server.server().requests_total() < 100 {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the level never got going"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    let status = std::process::Command::new("kill")
+        .args(["-INT", &child.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(status.success());
+    let output = child.wait_with_output().unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(130), "{stderr}");
+    let printed: serde_json::Value = serde_json::from_slice(&output.stdout).unwrap();
+    let answer = common::contract::read_json(&out.join("capacity.json"));
+    assert_eq!(printed, answer);
+    assert_eq!(answer["ended"], "interrupted", "{answer}");
+    assert_eq!(answer["converged"], false, "{answer}");
+    let levels = answer["levels"].as_array().unwrap();
+    assert_eq!(levels.len(), 1, "{answer}");
+    let level = &levels[0];
+    assert_eq!(level["interrupted"], true, "{level}");
+    assert_eq!(level["passed"], false, "{level}");
+    assert_eq!(level["cause"], serde_json::Value::Null, "{level}");
+    // Its real length, not the 20 s it was meant to send.
+    assert!(level["duration_s"].as_f64().unwrap() < 15.0, "{level}");
+    assert!(
+        answer["answer"].as_str().unwrap().contains("interrupted"),
+        "{answer}"
+    );
+    // Its run directory says the same, for `explain` on it alone.
+    let run_dir = std::path::Path::new(level["run_dir"].as_str().unwrap());
+    assert_eq!(common::run_json(run_dir)["verdict"]["judged"], false);
+}
+
+/// Issue 36: a target that goes away between levels ends the search with what it measured —
+/// capacity.json written, `ended: target_lost`, `limited_by: errors`, exit 99 — never exit 2
+/// ("nothing ran") after a level ran.
+#[test]
+fn a_target_lost_between_levels_ends_the_search_with_what_it_measured() {
+    let _alone = MEASURING.lock().unwrap_or_else(|e| e.into_inner());
+    let mut server = ServerOnRuntime::start(ServerConfig::default());
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("capacity");
+    let child = loadgen_bin()
+        .args([
+            "capacity",
+            "--url",
+            &server.url("/albums/1"),
+            "--slo",
+            "p99<50ms",
+        ])
+        .args([
+            "--start-rate",
+            "50",
+            "--level-duration",
+            "1500ms",
+            "--warmup",
+            "300ms",
+        ])
+        .args(["--cool-down", "3s", "--confirm-levels", "1"])
+        .args(["--no-progress", "--json", "--out", out.to_str().unwrap()])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    // The first level wrote its run.json: the search is in its cool-down. Stop the server.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    let first = out.join("level-00-50rps").join("run.json");
+    while !first.exists() {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the first level never ended"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    server.stop();
+    let output = child.wait_with_output().unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(99), "{stderr}");
+    let answer = common::contract::read_json(&out.join("capacity.json"));
+    assert_eq!(answer["ended"], "target_lost", "{answer}");
+    assert_eq!(answer["limited_by"], "errors", "{answer}");
+    assert!(
+        answer["evidence"]
+            .to_string()
+            .contains("the target could no longer be reached"),
+        "{answer}"
+    );
+    assert_eq!(answer["levels"][0]["passed"], true, "{answer}");
+}

@@ -516,7 +516,11 @@ mod tests {
         drop(tx);
         let report = thread.finish().unwrap();
         assert_eq!(report.rows, 4);
-        assert_eq!(report.segments.len(), 4, "{:?}", report.segments);
+        // Each batch comes 3.5 intervals after the one before, so each would open a segment
+        // of its own; a writer thread starved on a loaded machine may take two in one, so
+        // what holds whatever the load is that time rotated segments at all.
+        let segments = report.segments.len();
+        assert!((2..=4).contains(&segments), "{:?}", report.segments);
         for (n, path) in report.segments.iter().enumerate() {
             assert!(path.ends_with(format!("part-{n:05}.parquet")));
         }
