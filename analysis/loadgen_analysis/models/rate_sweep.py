@@ -6,7 +6,8 @@ An open run's workers are not a concurrency level (the engine starts as many as 
 needs in flight), so Little's Law over N, the bounds model and the USL are never fitted to it.
 Instead each level is marked with what the engine recorded: sends dropped at --max-in-flight,
 sends late beyond --max-lateness, and the responses completed in the schedule's second half
-against the sends intended in it (:func:`~loadgen_analysis.reductions.open_model.steady_completions`).
+against the sends intended in it
+(:func:`~loadgen_analysis.reductions.open_model.steady_completions`).
 A level *kept up* when nothing was dropped and completions fell short of sends by no more than
 the shared tolerance ``achieved_shortfall`` of ``contract/sustainability.json`` — the number
 capacity's sustainability uses; it is not written here. Late sends are shown, not judged: a
