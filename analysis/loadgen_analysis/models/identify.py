@@ -12,7 +12,8 @@ The rule, with its numbers: a fit is not identifiable when
   16 workers may place a knee up to N = 64, not further), or
 - its X_max lies beyond :data:`MAX_XMAX_BEYOND_X` × the largest throughput measured (1.5×: the
   model may say the server would give half again what was seen, not more), or
-- either is not a finite positive number (the USL without coherency has no peak).
+- either is not a finite number, or X_max not positive (the USL without coherency has no
+  peak; a USL peak below one worker, N_max = 0, is a peak the first level already passed).
 
 Responsible for that rule only; the fits are :mod:`.usl` and :mod:`.bounds`.
 """
@@ -42,7 +43,7 @@ def not_identifiable(
     top_n = float(np.nanmax(np.asarray(connections, dtype=float)))
     top_x = float(np.nanmax(np.asarray(throughput, dtype=float)))
     n_max, x_max = fit.n_max, fit.x_max
-    if not (math.isfinite(n_max) and math.isfinite(x_max)) or n_max <= 0 or x_max <= 0:
+    if not (math.isfinite(n_max) and math.isfinite(x_max)) or n_max < 0 or x_max <= 0:
         return (
             f"the {fit.name} fit has no finite knee (N_max {n_max:.3g}, X_max {x_max:.3g} "
             "req/s): the sweep did not reach one"
