@@ -10,7 +10,6 @@ from __future__ import annotations
 import html
 import json
 import math
-import subprocess
 from pathlib import Path
 
 import pytest
@@ -24,44 +23,22 @@ from loadgen_analysis.models.identify import (
 )
 from loadgen_analysis.models.rate_sweep import achieved_shortfall, kept_up, rate_sweep
 from loadgen_analysis.models.usl import fit_usl
-from loadgen_analysis.testing import harness
+from loadgen_analysis.testing import model_testbeds, testbeds
 
-from .conftest import CAPACITY_RPS, CAPACITY_SERVER, Binaries, run_cli
+from .conftest import CAPACITY_RPS, Binaries, run_cli
 
 CONTRACT = Path(__file__).resolve().parents[2] / "contract" / "sustainability.json"
 #: Two rates far below the 800 req/s capacity and one at twice it.
-RATE_LEVELS = (100, 200, 1600)
+RATE_LEVELS = model_testbeds.RATE_SWEEP_RPS
 #: The report's heading of a sweep over N.
 LITTLE_HEADING = "<h2>Little's Law</h2>"
 
 
 @pytest.fixture(scope="module")
 def open_sweep(binaries: Binaries, runs_root: Path) -> Path:
-    """``loadgen sweep --rate-levels 100,200,1600`` against the 800 req/s server; at most 64
-    in flight, so the overloaded level drops sends at once instead of opening 1000 sockets."""
-    out = runs_root / "open-rate-sweep"
-    with harness.Server(CAPACITY_SERVER, binary=binaries.server) as server:
-        subprocess.run(
-            [
-                str(binaries.loadgen),
-                "sweep",
-                "--url",
-                server.url + "/",
-                "--rate-levels",
-                ",".join(map(str, RATE_LEVELS)),
-                "-d",
-                "1500ms",
-                "--max-in-flight",
-                "64",
-                "--no-progress",
-                "--out",
-                str(out),
-            ],
-            capture_output=True,
-            timeout=120,
-            check=True,
-        )
-    return out
+    """The open-rate sweep testbed: ``loadgen sweep --rate-levels 100,200,1600`` against the
+    800 req/s server, at most 64 in flight (the overloaded level drops sends at once)."""
+    return model_testbeds.record_rate_sweep(binaries, runs_root / "open-rate-sweep").path
 
 
 # --------------------------------------------------------------------------- the rules
@@ -114,6 +91,13 @@ def test_an_open_rate_sweep_gets_its_knee_from_achieved_against_offered(open_swe
     assert result.capacity_model is None and result.usl is None and result.bounds is None
     assert result.verdict == "server" and result.capacity_rps == 200.0
     assert "kept up to 200 req/s" in result.finding("server").summary
+
+
+def test_the_open_rate_sweep_testbed_row_is_right(open_sweep: Path) -> None:
+    testbed = model_testbeds.by_name("open-rate sweep")
+    verdict = testbeds.explain(testbeds.Recording(open_sweep, {}))
+    assert testbed.right(verdict), verdict["summary"]
+    assert not testbed.right({**verdict, "capacity_model": {"name": "usl"}})
 
 
 def test_explain_and_report_of_an_open_sweep_agree_and_draw_no_n_model(
