@@ -12,6 +12,7 @@ import json
 import math
 from pathlib import Path
 
+import pandas as pd
 import pytest
 
 import loadgen_analysis as la
@@ -71,6 +72,32 @@ def test_a_knee_inside_the_range_is_identifiable_and_one_outside_is_not() -> Non
     # An X_max 5× what was measured is beyond 1.5×.
     reason = not_identifiable(inside, [4, 4], [100.0, 100.0])
     assert reason is not None and "X_max 500" in reason
+
+
+def test_the_bounds_need_two_points_on_their_plateau() -> None:
+    n = [1, 2, 4, 8]
+    rising = fit_bounds(n, [100.0, 200.0, 400.0, 800.0])
+    assert rising.plateau_points < 2
+    assert "on its plateau" in (not_identifiable(rising, n, [100, 200, 400, 800]) or "")
+    # The last level a little under the line: one point is not a plateau.
+    dipped = [100.0, 200.0, 400.0, 760.0]
+    one = fit_bounds(n, dipped)
+    assert one.plateau_points == 1 and not_identifiable(one, n, dipped) is not None
+    flat = [100.0, 200.0, 400.0, 400.0]
+    two = fit_bounds(n, flat)
+    assert two.plateau_points >= 2 and not_identifiable(two, n, flat) is None
+
+
+def test_a_sweep_that_never_bent_gets_no_model_and_says_why() -> None:
+    """The issue's example: levels that all still rise. explain and report read the same
+    Attribution: no capacity model, and a note per fit saying why it is not identifiable."""
+    table = pd.DataFrame({"connections": [1, 2, 4], "throughput_rps": [100.0, 200.0, 400.0]})
+    result = la.attribute(table)
+    assert result.capacity_model is None
+    assert result.usl is not None and result.bounds is not None
+    notes = [c for c in result.caveats if "not identifiable, not drawn" in c]
+    assert {n.split()[0] for n in notes} == {"usl", "bounds"}
+    assert "capacity_model" not in result.explain_dict("table")
 
 
 # --------------------------------------------------------------------------- real sweeps

@@ -12,6 +12,9 @@ The rule, with its numbers: a fit is not identifiable when
   16 workers may place a knee up to N = 64, not further), or
 - its X_max lies beyond :data:`MAX_XMAX_BEYOND_X` × the largest throughput measured (1.5×: the
   model may say the server would give half again what was seen, not more), or
+- it is the bounds model with fewer than :data:`MIN_PLATEAU_POINTS` (2) levels on its plateau
+  (every level still on the rising line makes X_max only the largest rate seen, a lower bound;
+  one level under the line is noise as much as a plateau), or
 - either is not a finite number, or X_max not positive (the USL without coherency has no
   peak; a USL peak below one worker, N_max = 0, is a peak the first level already passed).
 
@@ -32,6 +35,8 @@ from .usl import USLFit
 MAX_KNEE_BEYOND_N = 4.0
 #: An X_max beyond this multiple of the largest measured throughput is not identified either.
 MAX_XMAX_BEYOND_X = 1.5
+#: The bounds model's plateau must hold at least this many measured points.
+MIN_PLATEAU_POINTS = 2
 
 
 def not_identifiable(
@@ -47,6 +52,12 @@ def not_identifiable(
         return (
             f"the {fit.name} fit has no finite knee (N_max {n_max:.3g}, X_max {x_max:.3g} "
             "req/s): the sweep did not reach one"
+        )
+    if isinstance(fit, BoundsFit) and fit.plateau_points < MIN_PLATEAU_POINTS:
+        return (
+            f"the bounds fit has {fit.plateau_points} point(s) on its plateau, fewer than "
+            f"{MIN_PLATEAU_POINTS}: its X_max {x_max:.0f} req/s is not a plateau the sweep "
+            "reached"
         )
     if n_max > MAX_KNEE_BEYOND_N * top_n:
         return (
