@@ -35,6 +35,9 @@ class BoundsFit:
     points: int
     #: Observed minus fitted X at each point, in the order given (req/s).
     residuals: tuple[float, ...] = ()
+    #: Points on the flat part (N above the knee); 0 when every level was still on the rising
+    #: line, and X_max is only the largest rate seen (a lower bound of the capacity).
+    plateau_points: int = 0
 
     name = "bounds"
 
@@ -75,6 +78,7 @@ class BoundsFit:
             "rmse": self.rmse,
             "points": self.points,
             "residuals": list(self.residuals),
+            "plateau_points": self.plateau_points,
         }
 
 
@@ -97,16 +101,16 @@ def fit_bounds(
         raise ValueError(
             f"a bounds fit needs at least 3 points at 2 or more concurrency levels, got {len(n)}"
         )
-    best: tuple[float, float, float] | None = None
+    best: tuple[float, float, float, int] | None = None
     for knee in levels:  # the last level still on the rising line
         low, high = n <= knee, n > knee
         lam = float(np.sum(x[low] * n[low]) / np.sum(n[low] ** 2))
         x_max = float(np.mean(x[high])) if high.any() else math.inf
         sse = float(np.sum((x - np.minimum(lam * n, x_max)) ** 2))
         if best is None or sse < best[0]:
-            best = (sse, lam, x_max)
+            best = (sse, lam, x_max, int(high.sum()))
     assert best is not None
-    sse, lam, x_max = best
+    sse, lam, x_max, plateau_points = best
     if not math.isfinite(x_max):  # no plateau: the line's end is the largest rate seen
         x_max = float(lam * levels.max())
     fitted = np.minimum(lam * n, x_max)
@@ -118,6 +122,7 @@ def fit_bounds(
         rmse=math.sqrt(sse / len(n)),
         points=len(n),
         residuals=tuple(float(v) for v in x - fitted),
+        plateau_points=plateau_points,
     )
 
 

@@ -85,3 +85,35 @@ def _send_lags(runs: list[Run], indices: list[int]) -> dict[int, tuple[float, ..
         int(r.run_index): (*(v / 1e6 for v in r.q), maxima[r.run_index] / 1e6)
         for r in quantiles.itertuples(index=False)
     }
+
+
+def steady_completions(runs: RunsArg) -> pd.DataFrame:
+    """Per open-model run, its steady window — the second half of its schedule, from the
+    middle of the intended send times to the last — the sends intended in it and the responses
+    that completed in it (any outcome). Both counts shift by the same latency, so in a level that
+    kept up they match whatever the latency; in one that fell behind, completions run at the
+    system's capacity. Columns: run, window_s, sent, completed."""
+    runs = as_runs(runs)
+    con = cached_connection(runs)
+    rows = con.execute(
+        """
+        WITH bounds AS (
+            SELECT run_index, (min(intended_ns) + max(intended_ns)) / 2 AS mid_ns,
+                max(intended_ns) AS end_ns
+            FROM records WHERE intended_ns IS NOT NULL GROUP BY run_index)
+        SELECT b.run_index, any_value(b.end_ns - b.mid_ns) / 1e9 AS window_s,
+            count(*) FILTER (WHERE r.intended_ns >= b.mid_ns) AS sent,
+            count(*) FILTER (
+                WHERE r.start_ns + r.latency_ns >= b.mid_ns
+                AND r.start_ns + r.latency_ns <= b.end_ns) AS completed
+        FROM records r JOIN bounds b USING (run_index)
+        GROUP BY b.run_index ORDER BY b.run_index
+        """
+    ).fetchall()
+    return pd.DataFrame(
+        [
+            {"run": runs[int(i)].label, "window_s": float(w), "sent": int(s), "completed": int(c)}
+            for i, w, s, c in rows
+        ],
+        columns=["run", "window_s", "sent", "completed"],
+    )

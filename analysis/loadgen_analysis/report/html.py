@@ -3,8 +3,8 @@ external links, so it can be mailed, attached to a CI job or opened offline.
 
 :func:`build_report` is the run report as named stages (its sections are in :mod:`.sections`,
 the HTML building blocks in :mod:`.markup`): run descriptions, the shards of a sharded run,
-the per-op summary, the attribution verdict with its evidence, the Little's-Law table and
-capacity models when several concurrency levels are given, and the plots.
+the per-op summary, the attribution verdict with its evidence, the sweep (:mod:`.sweeps`:
+over N, or over the offered rate for open-model runs), and the plots.
 :func:`build_comparison_report` is the report of the regression gate.
 """
 
@@ -28,8 +28,8 @@ from .sections import (
     open_model_section,
     runs_section,
     summary_section,
-    sweep_section,
 )
+from .sweeps import sweep_section
 
 
 def build_report(

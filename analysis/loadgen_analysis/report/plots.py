@@ -256,6 +256,46 @@ def plot_latency_vs_n(sweep: pd.DataFrame, fit: USLFit | BoundsFit | None = None
     return fig
 
 
+def plot_rate_sweep(levels: pd.DataFrame, knee_rps: float | None = None) -> Figure:
+    """An open-rate sweep (:func:`~loadgen_analysis.models.rate_sweep.rate_sweep_table`):
+    achieved against offered rate, with the line achieved = offered, and latency (from the
+    intended send time) against offered rate; levels that did not keep up hollow, the knee
+    (the highest rate kept) a dotted line."""
+    offered = levels["offered_rps"].astype(float)
+    kept = levels["kept"].astype(bool)
+    fig, (ax_x, ax_r) = _figure(9, 7, rows=2, sharex=True)
+    top = float(max(offered.max(), levels["achieved_rps"].max())) * 1.05
+    ax_x.plot([0, top], [0, top], color="grey", linestyle="--", label="achieved = offered")
+    for mask, label, face in ((kept, "kept up", None), (~kept, "did not keep up", "none")):
+        ax_x.plot(
+            offered[mask],
+            levels.loc[mask, "achieved_rps"],
+            marker="o",
+            markerfacecolor=face,
+            linestyle="none",
+            color="#4c72b0" if face is None else "#c44e52",
+            label=label,
+        )
+    for column, marker in (("p50_ms", "o"), ("p99_ms", "^")):
+        ax_r.plot(offered, levels[column], marker=marker, label=column.replace("_ms", ""))
+    if knee_rps is not None:
+        for ax in (ax_x, ax_r):
+            ax.axvline(knee_rps, color="#c44e52", linestyle=":", label=None)
+        ax_x.plot([], [], color="#c44e52", linestyle=":", label=f"knee: {knee_rps:g} req/s kept")
+    ax_x.set_xlim(0, top)
+    ax_x.set_ylim(0, top)
+    ax_x.set_ylabel("achieved (completions/s)")
+    ax_x.set_title("Open-rate sweep: achieved against offered rate")
+    ax_r.set_yscale("log")
+    _ms_log_axis(ax_r.yaxis)
+    ax_r.set_xlabel("offered rate (requests/s)")
+    ax_r.set_ylabel("latency from intended send (ms)")
+    for ax in (ax_x, ax_r):
+        ax.grid(alpha=0.3)
+        _outside_legend(ax, 1)
+    return fig
+
+
 def plot_n_eff(sweep: pd.DataFrame) -> Figure:
     """Effective concurrency N_eff = X · R̄ against configured N; the diagonal is N_eff = N."""
     if "n_eff" not in sweep:

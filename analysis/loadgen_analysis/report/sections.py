@@ -1,6 +1,6 @@
 """The sections of a run report, in the order the page shows them: header, runs (with shards
-and thresholds), the verdict, the summary per op (with failures and checks), the sweep
-(Little's Law, capacity models, scalability plots) and the distributions over time.
+and thresholds), the verdict, the summary per op (with failures and checks) and the
+distributions over time; the sweep's sections are in :mod:`.sweeps`.
 
 Each section takes runs or a computed result and returns its HTML parts; it lays out what the
 other subpackages compute and computes nothing of its own.
@@ -16,9 +16,6 @@ from importlib.metadata import PackageNotFoundError, version
 import pandas as pd
 
 from ..io.run import Run
-from ..models.bounds import BoundsFit
-from ..models.littles_law import calibration_from_sweep, littles_law_table, sweep_table
-from ..models.usl import USLFit
 from ..reductions.checks import check_failures, checks_evaluated, skipped_requests
 from ..reductions.open_model import open_model_table
 from ..reductions.summary import error_breakdown, op_summary, run_table, shard_table
@@ -228,54 +225,6 @@ _SUMMARY_COLUMNS = {
 }
 
 
-_LITTLE_COLUMNS = {
-    "connections": "N",
-    "run": "run",
-    "throughput_rps": "observed X (req/s)",
-    "predicted_rps": "predicted N/R(1)",
-    "efficiency": "observed/predicted",
-    "mean_latency_ms": "mean R (ms)",
-    "latency_growth": "R(N)/R(1)",
-    "n_eff": "N_eff = X·R̄",
-    "n_eff_ratio": "N_eff/N",
-}
-
-
-def _models_html(result: Attribution) -> str:
-    """Both capacity models with their fit quality, and which one the verdict and plots use."""
-    rows = []
-    for fit in (result.usl, result.bounds):
-        if fit is None:
-            continue
-        params = (
-            f"σ={fit.sigma:.3g}, κ={fit.kappa:.3g}, λ={fit.lam:.4g}/s"
-            if isinstance(fit, USLFit)
-            else f"R(1)={fit.r1_ms:.3g} ms, λ=1/R(1)={fit.lam:.4g}/s"
-        )
-        worst = max((abs(r) for r in fit.residuals), default=float("nan"))
-        rows.append(
-            {
-                "model": "USL" if isinstance(fit, USLFit) else "bounds min(N/R(1), X_max)",
-                "used": "✔" if fit is result.capacity_model else "",
-                "parameters": params,
-                "knee N": fit.n_max,
-                "X_max (req/s)": fit.x_max,
-                "R²": fit.r_squared,
-                "RMSE (req/s)": fit.rmse,
-                "largest residual (req/s)": worst,
-                "points": fit.points,
-            }
-        )
-    if not rows:
-        return "<p class='note'>No capacity model could be fitted to these levels.</p>"
-    return (
-        "<p>The USL describes contention and coherency; the operational-law bounds X(N) ≤ "
-        "min(N / R(1), X_max), knee N* = R(1)·X_max, describe a fixed capacity. The verdict "
-        "and the plots use the one that fits better (higher R²).</p>"
-        + table_html(pd.DataFrame(rows))
-    )
-
-
 def header_section(runs: list[Run], title: str) -> list[str]:
     """The title, when and from what the report was made, and a warning per incomplete run."""
     now = dt.datetime.now(dt.UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
@@ -350,49 +299,6 @@ def open_model_section(runs: list[Run]) -> list[str]:
         "the client as much as the server.</p>"
     )
     return ["<h2>Open model: the schedule</h2>", note, table_html(table, _OPEN_COLUMNS)]
-
-
-def sweep_section(runs: list[Run], result: Attribution) -> list[str]:
-    """With two concurrency levels or more: Little's Law, the capacity models (three levels or
-    more) and the scalability plots; nothing for a single level."""
-    levels = {r.connections for r in runs if r.connections is not None}
-    if len(levels) < 2 or any(r.connections is None for r in runs):
-        return []
-    sweep = sweep_table(runs)
-    calibration = calibration_from_sweep(sweep)
-    parts = [
-        "<h2>Little's Law</h2>",
-        f"<p>Calibration R(1) = {calibration.r1_s * 1e3:.3f} ms from run "
-        f"<b>{html.escape(calibration.source)}</b> ({calibration.workers} worker(s))"
-        + (
-            ""
-            if calibration.workers == 1
-            else " — no one-worker run given, so the smallest level stands in"
-        )
-        + "; predicted X(N) = N / R(1). N_eff = X · R̄ is how many workers were busy on "
-        "average.</p>",
-        table_html(littles_law_table(sweep, calibration), _LITTLE_COLUMNS),
-    ]
-    if len(levels) >= 3:
-        parts += ["<h2>Capacity model: USL and operational-law bounds</h2>", _models_html(result)]
-    fit: USLFit | BoundsFit | None = result.capacity_model
-    figures = (
-        (
-            plots.plot_throughput_vs_n(sweep, calibration, fit),
-            "Observed throughput against Little's-Law prediction and the capacity model "
-            f"that fits better ({fit.name if fit else 'none'}); the star marks the knee.",
-        ),
-        (
-            plots.plot_latency_vs_n(sweep, fit),
-            "Mean and p99 latency against concurrency: on a plateau, latency grows ∝ N.",
-        ),
-        (
-            plots.plot_n_eff(sweep),
-            "Effective concurrency against configured: points under the dotted line mean "
-            "the client did not keep its workers busy.",
-        ),
-    )
-    return [*parts, "<h2>Scalability plots</h2>", *(figure_html(f, c) for f, c in figures)]
 
 
 def distribution_section(runs: list[Run]) -> list[str]:

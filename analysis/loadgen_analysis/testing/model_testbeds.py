@@ -33,6 +33,9 @@ OPEN_KEPT_UP_RPS = 300
 OPEN_OVER_RPS = 1200
 #: Open model in a CPU quota: a rate a quarter of a core cannot schedule on time.
 OPEN_LAGGING_RPS = 4000
+#: Open-rate sweep: two rates the capacity server keeps up with and one twice its capacity
+#: (at most 64 in flight, so that level drops sends at once); its knee is the middle one.
+RATE_SWEEP_RPS = (100, 200, 1600)
 #: HTTP/2: streams each connection carries, against a server that allows one at a time.
 H2_STREAMS = 8
 
@@ -110,6 +113,24 @@ def record_open(rate: int) -> Callable[[Binaries, Path], Recording]:
     return record
 
 
+def record_rate_sweep(binaries: Binaries, out: Path) -> Recording:
+    """``loadgen sweep --rate-levels 100,200,1600`` against the capacity server."""
+    rates = ",".join(map(str, RATE_SWEEP_RPS))
+    with (
+        favoured() as prefix,
+        harness.Server(CAPACITY_SERVER, binary=binaries.server, prefix=prefix) as server,
+    ):
+        args = ["sweep", "--rate-levels", rates, "-d", "1500ms", "--max-in-flight", "64"]
+        summary = loadgen_json(
+            binaries, [*args, "--url", server.url + "/", "--out", str(out)], prefix
+        )
+    measured = ", ".join(
+        f"{level['throughput_rps']:.0f} of {level['level']:.0f} req/s"
+        for level in summary["levels"]
+    )
+    return Recording(out, summary, {"measured": measured})
+
+
 def record_scenario(model: str) -> Callable[[Binaries, Path], Recording]:
     scenario, values = SCENARIOS[model]
 
@@ -160,6 +181,14 @@ MODEL_TESTBEDS = (
         "client",
         record_open_lagging,
         why_not=harness.why_no_cpu_cgroup,
+    ),
+    Testbed(
+        f"open-rate sweep: {', '.join(map(str, RATE_SWEEP_RPS))} req/s, server of 8 workers "
+        "× 10 ms",
+        "server",
+        record_rate_sweep,
+        summary_says=f"kept up to {RATE_SWEEP_RPS[1]} req/s",
+        no_n_model=True,
     ),
     # One level of a server-bound run: the time is spent at the server, but one level cannot
     # tell a server at its capacity from one with room to spare (issue 34), and says so.

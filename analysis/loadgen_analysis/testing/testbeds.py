@@ -313,9 +313,12 @@ class Testbed:
     why_not: Callable[[], str | None] = _no_limit  # why it cannot run here (None: it can)
     summary_says: str | None = None  # text the verdict's summary must contain
     capacity_rps: float | None = None  # the capacity model's X_max must be within 10 % of it
+    no_n_model: bool = False  # no capacity model over N may be given (an open-rate sweep)
 
     def right(self, verdict: dict[str, Any]) -> bool:
         """Whether ``explain --json``'s answer matches this testbed's truth."""
+        if self.no_n_model and verdict.get("capacity_model") is not None:
+            return False
         if self.capacity_rps is not None:
             found = x_max_rps(verdict)
             if found is None or abs(found - self.capacity_rps) > 0.1 * self.capacity_rps:

@@ -35,6 +35,7 @@ from ..io.load import RunsArg, as_runs
 from ..io.run import Run
 from ..jsonable import jsonable
 from ..models.bounds import BoundsFit
+from ..models.rate_sweep import RateSweep, is_rate_sweep, rate_sweep
 from ..models.usl import USLFit
 from ..reductions.gap_tables import gap_summary
 from ..reductions.summary import error_breakdown, latency_components, run_table
@@ -66,6 +67,8 @@ class Attribution:
     caveats: tuple[str, ...] = ()
     #: Thread groups and phases: a verdict per phase, on the workers alive in it.
     phases: tuple[dict[str, Any], ...] = ()
+    #: Several open-model runs: achieved against offered rate per level, and the knee.
+    rate_sweep: RateSweep | None = None
 
     def finding(self, check: Check) -> Finding:
         return next(f for f in self.findings if f.check == check)
@@ -75,6 +78,7 @@ class Attribution:
         out["usl"] = self.usl.as_dict() if self.usl else None
         out["bounds"] = self.bounds.as_dict() if self.bounds else None
         out["capacity_model"] = self.capacity_model.as_dict() if self.capacity_model else None
+        out["rate_sweep"] = self.rate_sweep.as_dict() if self.rate_sweep else None
         return jsonable(out)
 
     def explain_dict(self, run: str) -> dict[str, Any]:
@@ -98,6 +102,8 @@ class Attribution:
                 "usl": self.usl.as_dict() if self.usl else None,
                 "bounds": self.bounds.as_dict() if self.bounds else None,
             }
+        if self.rate_sweep is not None:
+            out["rate_sweep"] = self.rate_sweep.as_dict()
         return jsonable(out)
 
     def to_text(self) -> str:
@@ -128,6 +134,8 @@ def _row_traffic(runs: list[Run]) -> pd.DataFrame:
 
 def _evidence_from_runs(runs: list[Run]) -> Evidence:
     return Evidence(
+        models=tuple(r.model for r in runs),
+        rate_sweep=rate_sweep(runs) if is_rate_sweep(runs) else None,
         sweep=run_table(runs),
         errors=error_breakdown(runs),
         gaps=gap_summary(runs),
@@ -184,8 +192,9 @@ def attribute(
         usl=models.usl,
         bounds=models.bounds,
         capacity_model=models.chosen,
-        caveats=_caveats(client, network, ev),
+        caveats=_caveats(client, network, ev) + models.notes,
         phases=tuple(phases),
+        rate_sweep=ev.rate_sweep,
     )
 
 
@@ -214,11 +223,11 @@ def _verdict(
     elif limit is None:
         verdict = "inconclusive"
         strength = "weak"
-        said = server.status == "ok" or server.evidence.get("one_level")
-        headline = server.summary if said else "no check found a limit"
+        headline = server.summary
     else:
         verdict, headline = limit.check, limit.summary
         direct = capacity is not None or "offered_rps" in limit.evidence
+        direct = direct or "rate_sweep" in limit.evidence
         strength = "strong" if limit.check != "server" or direct else "weak"
     client = next(f for f in findings if f.check == "client")
     if verdict in ("client", "server", "inconclusive") and client.evidence.get(

@@ -12,6 +12,7 @@ from typing import Any, Literal
 import numpy as np
 import pandas as pd
 
+from ..models.rate_sweep import RateSweep
 from .client_evidence import ClientEvidence
 from .model_facts import RunFacts
 
@@ -103,6 +104,22 @@ class Evidence:
     facts: list[RunFacts] = field(default_factory=list)
     #: Whether each run went over HTTP/2 (run.json ``config.protocol``).
     http2: bool = False
+    #: Each run's model (run.json ``config``), in order; empty for a published table.
+    models: tuple[str | None, ...] = ()
+    #: Several open-model runs: the sweep over the offered rate (never modelled over N).
+    rate_sweep: RateSweep | None = None
+
+    @property
+    def mixed_models(self) -> bool:
+        """Runs of different models: their workers are not one axis of N."""
+        return len(set(self.models)) > 1
+
+    @property
+    def over_n(self) -> bool:
+        """Whether the levels may be modelled over N (Little's Law, bounds, USL): runs of one
+        model in which workers wait for their responses — not the open model, whose workers
+        are what the schedule needed in flight."""
+        return not self.mixed_models and "open" not in self.models
 
 
 def top_level(sweep: pd.DataFrame) -> pd.DataFrame:

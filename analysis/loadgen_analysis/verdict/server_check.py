@@ -1,7 +1,9 @@
-"""The server check: over a sweep, throughput on a plateau while latency grows ∝ N (requests
-queue behind a fixed capacity; the capacity model that fits better — the USL or the
-operational-law bounds — gives X_max and the knee); for one run, the wait between the last
-request byte sent and the first response byte dominating latency."""
+"""The server check: over a sweep of workers, throughput on a plateau while latency grows ∝ N
+(requests queue behind a fixed capacity; the capacity model that fits better — the USL or the
+operational-law bounds — gives X_max and the knee, when the sweep identifies it); over an
+open-rate sweep, the levels the system did not keep up with (the knee is the highest rate
+kept); for one run, the wait between the last request byte sent and the first response byte
+dominating latency. Runs of different models are not one sweep and get no model."""
 
 from __future__ import annotations
 
@@ -13,6 +15,8 @@ import numpy as np
 import pandas as pd
 
 from ..models.bounds import BoundsFit, better_fit, fit_bounds
+from ..models.identify import not_identifiable
+from ..models.rate_sweep import RateSweep
 from ..models.usl import USLFit, fit_usl
 from .findings import Evidence, Finding, Thresholds, mean_share, pct, top_level
 from .model_facts import OpenFacts
@@ -58,27 +62,44 @@ def _plateau(sweep: pd.DataFrame, t: Thresholds) -> dict[str, Any] | None:
 class Models:
     usl: USLFit | None = None
     bounds: BoundsFit | None = None
+    #: Why a fit is not identifiable by the sweep (model name → reason): it is not used.
+    unidentified: tuple[tuple[str, str], ...] = ()
 
     @property
     def chosen(self) -> CapacityModel | None:
-        return better_fit(self.usl, self.bounds)
+        """The better of the identifiable fits; None when neither is."""
+        rejected = dict(self.unidentified)
+        usl = self.usl if self.usl is not None and "usl" not in rejected else None
+        bounds = self.bounds if self.bounds is not None and "bounds" not in rejected else None
+        return better_fit(usl, bounds)
+
+    @property
+    def notes(self) -> tuple[str, ...]:
+        return tuple(
+            f"{name} not identifiable, not drawn: {why}" for name, why in self.unidentified
+        )
 
 
 def _fit_models(sweep: pd.DataFrame) -> Models:
     fits: dict[str, Any] = {}
+    unidentified = []
     for name, fit in (("usl", fit_usl), ("bounds", fit_bounds)):
         try:
             fits[name] = fit(sweep["connections"], sweep["throughput_rps"])
         except ValueError:
             fits[name] = None
-    return Models(**fits)
+            continue
+        why = not_identifiable(fits[name], sweep["connections"], sweep["throughput_rps"])
+        if why is not None:
+            unidentified.append((name, why))
+    return Models(**fits, unidentified=tuple(unidentified))
 
 
 def model_text(models: Models) -> str:
     """Which capacity model fits better, with both fits' quality."""
     chosen = models.chosen
     if chosen is None:
-        return ""
+        return "no capacity model is identifiable from these levels" if models.unidentified else ""
     other = models.bounds if chosen is models.usl else models.usl
     if isinstance(chosen, BoundsFit):
         text = (
@@ -128,6 +149,8 @@ def _check_sweep(
             evidence[name] = getattr(models, name).as_dict()
     if models.chosen is not None:
         evidence["capacity_model"] = models.chosen.name
+    if models.unidentified:
+        evidence["not_identifiable"] = dict(models.unidentified)
     plateau = _plateau(sweep, t)
     if plateau is not None:
         evidence["plateau"] = plateau
@@ -146,13 +169,36 @@ def _check_sweep(
 def check_server(ev: Evidence, t: Thresholds) -> tuple[Finding, float | None, Models]:
     evidence: dict[str, Any] = {}
     _server_wait(ev, evidence)
+    if ev.rate_sweep is not None:
+        return _check_rate_sweep(ev.rate_sweep, evidence), ev.rate_sweep.knee_rps, Models()
+    if ev.mixed_models:
+        kinds = ", ".join(sorted({str(m) for m in ev.models}))
+        text = (
+            f"runs of different models ({kinds}) are not one sweep: their workers are not one "
+            "axis of N, so no capacity model is fitted; explain each model's runs apart"
+        )
+        return Finding("server", "not measured", text, evidence), None, Models()
     levels = ev.sweep["connections"].nunique() if "connections" in ev.sweep else 0
-    if levels >= 3:
+    if levels >= 3 and ev.over_n:
         return _check_sweep(ev, t, evidence)
     schedules = [f.open for f in ev.facts if f.open is not None]
     if schedules:
         return _check_schedule(schedules[-1], t, evidence), None, Models()
     return _check_one_run(ev, t, evidence), None, Models()
+
+
+def _check_rate_sweep(sweep: RateSweep, evidence: dict[str, Any]) -> Finding:
+    """Open-rate sweep: a level the system did not keep up with is where it stops (the knee,
+    the highest rate kept, is capacity's definition); every level kept up is no limit."""
+    evidence["rate_sweep"] = sweep.as_dict()
+    if sweep.first_failed is None:
+        evidence["kept_up"] = True
+        return Finding("server", "ok", sweep.summary(), evidence)
+    text = sweep.summary()
+    wait = evidence.get("server_wait_share", evidence.get("ttfb_share"))
+    if wait is not None:
+        text += f"; waiting for the first byte is {pct(wait)} of latency"
+    return Finding("server", "limit", text, evidence)
 
 
 def _check_schedule(schedule: OpenFacts, t: Thresholds, evidence: dict[str, Any]) -> Finding:

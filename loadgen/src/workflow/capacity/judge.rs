@@ -10,10 +10,14 @@
 //!
 //! Sustainable means: latency from the intended send time does not trend up through the
 //! level (a least-squares slope over its blocks, significant and material), no send was
-//! dropped at the in-flight cap, and the rate of completions is within 2 % of the offered
-//! one. This module computes; it runs nothing and reads nothing.
+//! dropped at the in-flight cap, and the rate of successful completions is within
+//! `achieved_shortfall` of the offered one — a number the analysis's open-rate sweeps judge by
+//! too, so it lives in `contract/sustainability.json` with test vectors, compiled in here. This
+//! module computes; it runs nothing and reads nothing.
 
-use serde::Serialize;
+use std::sync::LazyLock;
+
+use serde::{Deserialize, Serialize};
 
 use super::rows::{LevelRows, Sample};
 use crate::report::thresholds::{Comparison, Metric, Threshold};
@@ -25,8 +29,29 @@ const BLOCKS: i64 = 20;
 const MAX_BLOCK_NS: i64 = 1_000_000_000;
 /// Confidence of the intervals.
 pub const CONFIDENCE: f64 = 0.95;
-/// A level whose completions fall more than this below the offered rate is not sustainable.
-pub const ACHIEVED_SHORTFALL: f64 = 0.02;
+/// `contract/sustainability.json`: when an open-model level kept up, shared with the analysis.
+const SUSTAINABILITY_JSON: &str = include_str!("../../../../contract/sustainability.json");
+
+#[derive(Debug, Deserialize)]
+struct SustainabilityRule {
+    achieved_shortfall: f64,
+}
+
+static RULE: LazyLock<SustainabilityRule> = LazyLock::new(|| {
+    serde_json::from_str(SUSTAINABILITY_JSON).expect("contract/sustainability.json is valid")
+});
+
+/// A level whose completions fall more than this share below the offered rate is not
+/// sustainable (the contract's `achieved_shortfall`).
+pub fn achieved_shortfall() -> f64 {
+    RULE.achieved_shortfall
+}
+
+/// Whether a level kept up: nothing dropped, and `completed` (requests or a rate) at least
+/// `1 - achieved_shortfall` of `sent` (the contract's rule and vectors).
+pub fn kept_up(dropped: u64, sent: f64, completed: f64) -> bool {
+    dropped == 0 && sent > 0.0 && completed >= (1.0 - achieved_shortfall()) * sent
+}
 /// The slope's t statistic from which latency is trending up.
 const SLOPE_T: f64 = 3.0;
 /// ... and the growth over the level, as a share of the latency reference, that matters.
@@ -367,10 +392,10 @@ pub fn sustainability(rows: &LevelRows, dropped: u64, reference_ns: Option<f64>)
     if dropped > 0 {
         problems.push(format!("{dropped} sends were dropped at the in-flight cap"));
     }
-    if offered_rps > 0.0 && achieved_rps + excused_rps < (1.0 - ACHIEVED_SHORTFALL) * offered_rps {
+    if offered_rps > 0.0 && !kept_up(0, offered_rps, achieved_rps + excused_rps) {
         problems.push(format!(
             "achieved {achieved_rps:.1} req/s, more than {}% below the {offered_rps:.1} req/s offered",
-            ACHIEVED_SHORTFALL * 100.0
+            achieved_shortfall() * 100.0
         ));
     }
     Sustainability {
@@ -434,6 +459,22 @@ mod tests {
 
     fn threshold(text: &str) -> Threshold {
         text.parse().unwrap()
+    }
+
+    /// The contract's vectors, which the analysis's open-rate sweeps are held to as well.
+    #[test]
+    fn kept_up_follows_the_contracts_vectors() {
+        let contract: serde_json::Value = serde_json::from_str(SUSTAINABILITY_JSON).unwrap();
+        let vectors = contract["vectors"].as_array().unwrap();
+        assert!(vectors.len() >= 5);
+        for v in vectors {
+            let (dropped, sent, completed) = (
+                v["dropped"].as_u64().unwrap(),
+                v["sent"].as_f64().unwrap(),
+                v["completed"].as_f64().unwrap(),
+            );
+            assert_eq!(kept_up(dropped, sent, completed), v["kept"] == true, "{v}");
+        }
     }
 
     #[test]

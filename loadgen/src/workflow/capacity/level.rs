@@ -363,7 +363,7 @@ impl Level {
             self.reasons.push(format!("stopped early: {abort}"));
         }
         let failed_share = self.judged_failed as f64 / self.judged_requests.max(1) as f64;
-        if failed_share > judge::ACHIEVED_SHORTFALL {
+        if failed_share > judge::achieved_shortfall() {
             // More failed than the achieved rate may fall short by: what the service
             // rejected or lost, not what it was slow to serve.
             errors = true;
