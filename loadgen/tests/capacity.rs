@@ -402,27 +402,8 @@ fn an_interrupted_search_says_so_and_keeps_what_it_measured() {
     });
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("capacity");
-    let child = loadgen_bin()
-        .args([
-            "capacity",
-            "--url",
-            &server.url("/albums/1"),
-            "--slo",
-            "p99<50ms",
-        ])
-        .args([
-            "--start-rate",
-            "50",
-            "--level-duration",
-            "20s",
-            "--warmup",
-            "1s",
-        ])
-        .args(["--no-progress", "--json", "--out", out.to_str().unwrap()])
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
+    let flags = ["--level-duration", "20s", "--warmup", "1s"];
+    let child = spawn_capacity(&server.url("/albums/1"), &flags, &out);
     // Into the first level (50 req/s): its rows start to arrive.
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
     while server.server().requests_total() < 100 {
@@ -471,28 +452,15 @@ fn a_target_lost_between_levels_ends_the_search_with_what_it_measured() {
     let mut server = ServerOnRuntime::start(ServerConfig::default());
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("capacity");
-    let child = loadgen_bin()
-        .args([
-            "capacity",
-            "--url",
-            &server.url("/albums/1"),
-            "--slo",
-            "p99<50ms",
-        ])
-        .args([
-            "--start-rate",
-            "50",
-            "--level-duration",
-            "1500ms",
-            "--warmup",
-            "300ms",
-        ])
-        .args(["--cool-down", "3s", "--confirm-levels", "1"])
-        .args(["--no-progress", "--json", "--out", out.to_str().unwrap()])
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
+    let flags = [
+        "--level-duration",
+        "1500ms",
+        "--warmup",
+        "300ms",
+        "--cool-down",
+        "3s",
+    ];
+    let child = spawn_capacity(&server.url("/albums/1"), &flags, &out);
     // The first level wrote its run.json: the search is in its cool-down. Stop the server.
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
     let first = out.join("level-00-50rps").join("run.json");
@@ -517,4 +485,26 @@ fn a_target_lost_between_levels_ends_the_search_with_what_it_measured() {
         "{answer}"
     );
     assert_eq!(answer["levels"][0]["passed"], true, "{answer}");
+}
+
+/// `loadgen capacity` at `url` under `p99<50ms` from 50 req/s with `flags`, into `out`, as a
+/// child process to signal or outlive its server (its stdout the `--json` capacity.json).
+fn spawn_capacity(url: &str, flags: &[&str], out: &std::path::Path) -> std::process::Child {
+    loadgen_bin()
+        .args([
+            "capacity",
+            "--url",
+            url,
+            "--slo",
+            "p99<50ms",
+            "--start-rate",
+            "50",
+        ])
+        .args(["--confirm-levels", "1"])
+        .args(flags)
+        .args(["--no-progress", "--json", "--out", out.to_str().unwrap()])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap()
 }

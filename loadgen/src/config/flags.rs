@@ -369,13 +369,7 @@ fn quick_scenario(
             Target::Url(url) => Some(url.url.clone()),
             Target::Embedded => None,
         },
-        defaults: Defaults {
-            headers: headers
-                .iter()
-                .map(|(n, v)| (n.to_string(), v.to_str().unwrap_or("<binary>").to_string()))
-                .collect(),
-            ..Defaults::default()
-        },
+        defaults: Defaults::with_headers(headers),
         fields: Default::default(),
         requests: [(
             "main".to_string(),

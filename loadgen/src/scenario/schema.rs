@@ -54,6 +54,22 @@ pub struct Defaults {
     pub headers: BTreeMap<String, String>,
 }
 
+impl Defaults {
+    /// The defaults of a scenario made from the command line (a quick run, a targets file):
+    /// its `-H` headers, recorded as text.
+    pub fn with_headers(
+        headers: &[(hyper::header::HeaderName, hyper::header::HeaderValue)],
+    ) -> Self {
+        Defaults {
+            headers: headers
+                .iter()
+                .map(|(n, v)| (n.to_string(), v.to_str().unwrap_or("<binary>").to_string()))
+                .collect(),
+            ..Defaults::default()
+        }
+    }
+}
+
 /// One request template.
 #[derive(Debug, Clone, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]

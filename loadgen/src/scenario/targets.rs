@@ -75,13 +75,7 @@ pub fn scenario(
         description: Some(format!("from the targets file {name}")),
         thresholds: Vec::new(),
         target: Some(origin_url.clone()),
-        defaults: Defaults {
-            headers: headers
-                .iter()
-                .map(|(n, v)| (n.to_string(), v.to_str().unwrap_or("<binary>").to_string()))
-                .collect(),
-            ..Defaults::default()
-        },
+        defaults: Defaults::with_headers(headers),
         fields: Default::default(),
         requests,
         sequence: sequence
