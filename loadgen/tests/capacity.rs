@@ -287,6 +287,20 @@ fn requests_cut_off_in_flight_lengthen_the_cool_down() {
 fn bad_input_exits_2_with_one_sentence() {
     let server = ServerOnRuntime::start(ServerConfig::default());
     let url = server.url("/");
+    // A calibration whose R(1) is no duration (issue 36: 1e-300 started at --max-rate).
+    let calibrations = tempfile::tempdir().unwrap();
+    let calibration = |name: &str, r1_ns: &str| {
+        let dir = calibrations.path().join(name);
+        std::fs::create_dir_all(&dir).unwrap();
+        let doc = format!("{{\"kind\": \"calibration\", \"calibration\": {{\"r1_ns\": {r1_ns}}}}}");
+        std::fs::write(dir.join("run.json"), doc).unwrap();
+        dir.to_str().unwrap().to_string()
+    };
+    let (zero, negative, tiny) = (
+        calibration("zero", "0"),
+        calibration("negative", "-5"),
+        calibration("tiny", "1e-300"),
+    );
     for (flags, needle) in [
         (vec!["--slo", "p99<50"], "without a unit"),
         // A flag of `run` the search owns is not one of capacity's at all (issue 33).
@@ -341,6 +355,18 @@ fn bad_input_exits_2_with_one_sentence() {
         (
             vec!["--slo", "p99<50ms", "--budget", "1s"],
             "shorter than one level",
+        ),
+        (
+            vec!["--slo", "p99<50ms", "--calibration", &zero],
+            "not a positive duration",
+        ),
+        (
+            vec!["--slo", "p99<50ms", "--calibration", &negative],
+            "not a positive duration",
+        ),
+        (
+            vec!["--slo", "p99<50ms", "--calibration", &tiny],
+            "not a positive duration",
         ),
     ] {
         let dir = tempfile::tempdir().unwrap();
