@@ -287,20 +287,6 @@ fn requests_cut_off_in_flight_lengthen_the_cool_down() {
 fn bad_input_exits_2_with_one_sentence() {
     let server = ServerOnRuntime::start(ServerConfig::default());
     let url = server.url("/");
-    // A calibration whose R(1) is no duration (issue 36: 1e-300 started at --max-rate).
-    let calibrations = tempfile::tempdir().unwrap();
-    let calibration = |name: &str, r1_ns: &str| {
-        let dir = calibrations.path().join(name);
-        std::fs::create_dir_all(&dir).unwrap();
-        let doc = format!("{{\"kind\": \"calibration\", \"calibration\": {{\"r1_ns\": {r1_ns}}}}}");
-        std::fs::write(dir.join("run.json"), doc).unwrap();
-        dir.to_str().unwrap().to_string()
-    };
-    let (zero, negative, tiny) = (
-        calibration("zero", "0"),
-        calibration("negative", "-5"),
-        calibration("tiny", "1e-300"),
-    );
     for (flags, needle) in [
         (vec!["--slo", "p99<50"], "without a unit"),
         // A flag of `run` the search owns is not one of capacity's at all (issue 33).
@@ -356,34 +342,53 @@ fn bad_input_exits_2_with_one_sentence() {
             vec!["--slo", "p99<50ms", "--budget", "1s"],
             "shorter than one level",
         ),
-        (
-            vec!["--slo", "p99<50ms", "--calibration", &zero],
-            "not a positive duration",
-        ),
-        (
-            vec!["--slo", "p99<50ms", "--calibration", &negative],
-            "not a positive duration",
-        ),
-        (
-            vec!["--slo", "p99<50ms", "--calibration", &tiny],
-            "not a positive duration",
-        ),
     ] {
-        let dir = tempfile::tempdir().unwrap();
-        let out = dir.path().join("capacity");
-        let output = loadgen_bin()
-            .args(["capacity", "--url", &url])
-            .args(&flags)
-            .arg("--out")
-            .arg(&out)
-            .output()
-            .unwrap();
-        let stderr = String::from_utf8_lossy(&output.stderr);
-        assert_eq!(output.status.code(), Some(2), "{flags:?}: {stderr}");
-        assert!(stderr.contains(needle), "{flags:?}: {stderr}");
-        // Nothing ran: no calibration, no level, no directory.
-        assert!(!out.exists(), "{flags:?}: {} was written", out.display());
+        refused(&url, &flags, needle);
     }
+}
+
+/// Issue 36: a calibration whose R(1) is no duration (1e-300 started the search at
+/// --max-rate) is refused before anything runs.
+#[test]
+fn a_calibration_without_a_positive_r1_is_refused() {
+    let server = ServerOnRuntime::start(ServerConfig::default());
+    // A calibration whose R(1) is no duration (issue 36: 1e-300 started at --max-rate).
+    let calibrations = tempfile::tempdir().unwrap();
+    let calibration = |name: &str, r1_ns: &str| {
+        let dir = calibrations.path().join(name);
+        std::fs::create_dir_all(&dir).unwrap();
+        let doc = format!("{{\"kind\": \"calibration\", \"calibration\": {{\"r1_ns\": {r1_ns}}}}}");
+        std::fs::write(dir.join("run.json"), doc).unwrap();
+        dir.to_str().unwrap().to_string()
+    };
+    let (zero, negative, tiny) = (
+        calibration("zero", "0"),
+        calibration("negative", "-5"),
+        calibration("tiny", "1e-300"),
+    );
+    for calibration in [zero, negative, tiny] {
+        let flags = ["--slo", "p99<50ms", "--calibration", &calibration];
+        refused(&server.url("/"), &flags, "not a positive duration");
+    }
+}
+
+/// `loadgen capacity --url URL FLAGS…` exits 2 saying `needle`, and nothing ran: no
+/// calibration, no level, no directory.
+fn refused(url: &str, flags: &[&str], needle: &str) {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("capacity");
+    let output = loadgen_bin()
+        .args(["capacity", "--url", url])
+        .args(flags)
+        .arg("--out")
+        .arg(&out)
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(2), "{flags:?}: {stderr}");
+    assert!(stderr.contains(needle), "{flags:?}: {stderr}");
+    // Nothing ran: no calibration, no level, no directory.
+    assert!(!out.exists(), "{flags:?}: {} was written", out.display());
 }
 
 /// Issue 34: a server that rejects what comes faster than 300 req/s with 503 (as an API
