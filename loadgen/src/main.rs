@@ -36,6 +36,9 @@ fn main() -> ExitCode {
 }
 
 fn run(args: &loadgen::cli::RunArgs) -> i32 {
+    if let Err(code) = outputs_clear(args, None) {
+        return code;
+    }
     let config = match RunConfig::from_args(args) {
         Ok(config) => config,
         Err(e) => return fail(&e.into()),
@@ -100,6 +103,9 @@ where
 
 /// `loadgen calibrate`.
 fn calibrate(args: &loadgen::cli::CalibrateArgs) -> i32 {
+    if let Err(code) = outputs_clear(&args.run, None) {
+        return code;
+    }
     let json = args.run.json;
     let args = args.clone();
     with_runtime(|stop| async move {
@@ -124,6 +130,9 @@ fn calibrate(args: &loadgen::cli::CalibrateArgs) -> i32 {
 
 /// `loadgen sweep`.
 fn sweep(args: &loadgen::cli::SweepArgs) -> i32 {
+    if let Err(code) = outputs_clear(&args.run, args.calibration.as_deref()) {
+        return code;
+    }
     let json = args.run.json;
     let args = args.clone();
     with_runtime(|stop| async move {
@@ -154,6 +163,9 @@ fn sweep(args: &loadgen::cli::SweepArgs) -> i32 {
 
 /// `loadgen capacity`.
 fn capacity(args: &loadgen::cli::CapacityArgs) -> i32 {
+    if let Err(code) = outputs_clear(&args.run, args.calibration.as_deref()) {
+        return code;
+    }
     let args = args.clone();
     with_runtime(|stop| async move {
         let args = &args;
@@ -211,6 +223,34 @@ fn upload(args: &loadgen::cli::UploadArgs) -> i32 {
             }
             Err(e) => fail(&e.into()),
         }
+    })
+}
+
+/// Refuses, before anything runs or is written, a `--junit` or a workflow's `--out` that
+/// lands on or inside a run directory the command writes (`--out`) or reads
+/// (`--calibration`): exit 2, nothing lost.
+fn outputs_clear(
+    run: &loadgen::cli::RunArgs,
+    calibration: Option<&std::path::Path>,
+) -> Result<(), i32> {
+    use loadgen::config::Output;
+    let local_out = (run.out.as_deref())
+        .filter(|out| matches!(Output::from_arg(Some(out)), Ok(Output::Dir(_))));
+    let mut outputs = Vec::new();
+    let mut runs = Vec::new();
+    if let Some(junit) = run.junit.as_deref() {
+        outputs.push(("--junit", junit));
+    }
+    if let Some(out) = local_out {
+        outputs.push(("--out", out));
+        runs.push(("--out", out));
+    }
+    if let Some(calibration) = calibration {
+        runs.push(("--calibration", calibration));
+    }
+    loadgen::output_guard::check(&outputs, &runs).map_err(|e| {
+        eprintln!("error: {e}");
+        2
     })
 }
 
