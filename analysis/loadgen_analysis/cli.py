@@ -23,6 +23,7 @@ from typing import Any, NoReturn
 
 from .errors import RunLoadError
 from .io.load import load_runs
+from .io.outputs import refuse_outputs_on_runs
 from .io.run import Run
 from .thresholds import (
     EXIT_THRESHOLD,
@@ -300,25 +301,6 @@ def _shards_text(runs: list[Run]) -> str:
     return "\n\n".join(blocks)
 
 
-def _checks_text(runs: list[Run]) -> str:
-    """Failed checks per run, op and check, and skipped requests; empty without checks."""
-    from .reductions.checks import check_failures, checks_evaluated, skipped_requests
-
-    blocks = []
-    failures = check_failures(runs)
-    if not failures.empty:
-        table = failures.to_string(index=False, float_format=lambda v: f"{v:.3f}")
-        if not failures["failed"].any() and not checks_evaluated(runs):
-            table += "\nnot evaluated: no response had an expected status, so no check ran"
-        blocks.append("checks\n" + table)
-    skipped = skipped_requests(runs)
-    if not skipped.empty:
-        blocks.append(
-            "skipped (a value they use was not extracted)\n" + skipped.to_string(index=False)
-        )
-    return "\n\n".join(blocks)
-
-
 def _judged(runs: list[Run], frame: Any, thresholds: list[Threshold]) -> list[tuple[Run, list]]:
     """Each run with its thresholds judged; an op no run sends is bad input, as in loadgen."""
     ops = set(frame["op"])
@@ -332,6 +314,7 @@ def _judged(runs: list[Run], frame: Any, thresholds: list[Threshold]) -> list[tu
 
 
 def _summary(args: argparse.Namespace) -> int:
+    from .reductions.checks import checks_text
     from .reductions.summary import op_summary
 
     runs = load_runs(args.runs)
@@ -339,7 +322,7 @@ def _summary(args: argparse.Namespace) -> int:
     judged = _judged(runs, frame, args.thresholds) if args.thresholds else []
     crossed = any(not r.passed for _, results in judged for r in results)
     code = EXIT_THRESHOLD if crossed else EXIT_OK
-    shards, checks = _shards_text(runs), _checks_text(runs)
+    shards, checks = _shards_text(runs), checks_text(runs)
     if judged and args.json:
         doc = {
             "ops": json.loads(frame.to_json(orient="records")),
@@ -415,7 +398,9 @@ def _notebook(args: argparse.Namespace) -> int:
     from . import notebook
 
     spec = notebook.find(args.name)
-    out = notebook.execute(spec, args.runs, args.out or Path(f"{spec.name}.html"))
+    out = args.out or Path(f"{spec.name}.html")
+    refuse_outputs_on_runs({"-o": out}, args.runs)
+    out = notebook.execute(spec, args.runs, out)
     print(f"wrote {out} ({spec.name} with {' '.join(args.runs)})")
     return EXIT_OK
 
@@ -457,6 +442,10 @@ def _compare(args: argparse.Namespace) -> int:
     return result.exit_code
 
 
+#: The flags that name a file or folder to write, by argparse destination.
+_OUTPUTS = {"out": "-o", "plots": "--plots", "html": "--html", "junit": "--junit"}
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point; returns the exit code (also used by the console script)."""
     args = _parser().parse_args(argv)
@@ -473,6 +462,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         with warnings.catch_warnings(), reuse_reductions():
             warnings.simplefilter("always")
             warnings.showwarning = _show_warning
+            outputs = {flag: getattr(args, dest, None) for dest, flag in _OUTPUTS.items()}
+            runs = args.runs if "runs" in args else [args.baseline, args.candidate]
+            refuse_outputs_on_runs(outputs, runs)
             return handlers[args.command](args)
     except (RunLoadError, ValueError) as exc:
         return _error(str(exc))
