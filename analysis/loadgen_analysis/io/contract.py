@@ -166,7 +166,8 @@ def json_problems(name: str, document: Any) -> list[str]:
     """Differences between a JSON document and the contract's fields of ``name``.
 
     An object is closed (every key must be listed) when any of its keys is listed; an object
-    listed without keys is an open map. ``a[]`` is an element of array ``a``.
+    listed without keys is an open map. ``a[]`` is an element of array ``a``: an object when
+    the contract lists fields of it (``a[].x``).
     """
     problems: list[str] = []
     _walk(fields(name), "", document, problems)
@@ -178,7 +179,11 @@ def _child(parent: str, key: str) -> str:
 
 
 def _walk(fields: dict[str, Any], path: str, value: Any, problems: list[str]) -> None:
-    if path and not path.endswith("[]"):
+    element = path.endswith("[]")
+    if element and not isinstance(value, dict) and any(p.startswith(f"{path}.") for p in fields):
+        problems.append(f"{path} holds {value!r}, the contract says object")
+        return
+    if path and not element:
         spec = fields[path]
         if value is None:
             if not spec["nullable"]:
