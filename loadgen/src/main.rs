@@ -80,6 +80,16 @@ fn with_runtime<F>(body: impl FnOnce(StopSignal) -> F) -> i32
 where
     F: std::future::Future<Output = i32> + Send + 'static,
 {
+    let on_signal =
+        "stopping: letting requests in flight finish (press Ctrl-C again to cut them off)";
+    with_runtime_saying(on_signal.to_string(), body)
+}
+
+/// [`with_runtime`], saying `on_signal` at the first Ctrl-C / SIGTERM.
+fn with_runtime_saying<F>(on_signal: String, body: impl FnOnce(StopSignal) -> F) -> i32
+where
+    F: std::future::Future<Output = i32> + Send + 'static,
+{
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
@@ -92,7 +102,7 @@ where
     };
     runtime.block_on(async {
         let stop = StopSignal::new();
-        tokio::spawn(watch_signals(stop.clone()));
+        tokio::spawn(watch_signals(stop.clone(), on_signal));
         match tokio::spawn(body(stop)).await {
             Ok(code) => code,
             Err(e) if e.is_panic() => std::panic::resume_unwind(e.into_panic()),
@@ -196,7 +206,11 @@ fn capacity(args: &loadgen::cli::CapacityArgs) -> i32 {
 /// `loadgen upload DIR s3://BUCKET/PREFIX`.
 fn upload(args: &loadgen::cli::UploadArgs) -> i32 {
     let args = args.clone();
-    with_runtime(|stop| async move {
+    let on_signal = format!(
+        "stopping the upload; {} stays as it is, so it can be uploaded again",
+        args.dir.display()
+    );
+    with_runtime_saying(on_signal, |stop| async move {
         let uploaded =
             loadgen::store::s3::upload_run_dir(&args.dir, &args.to, args.upload_timeout, &stop);
         match uploaded.await {
@@ -210,14 +224,11 @@ fn upload(args: &loadgen::cli::UploadArgs) -> i32 {
                     return 0;
                 }
                 eprintln!(
-                    "error: {} did not reach {url}: {}; {} is unchanged, run this again to retry",
-                    if uploaded.stopped_by.is_some() {
-                        "the run"
-                    } else {
-                        "some files"
-                    },
+                    "error: not every file reached {url}: {}; {dir} is unchanged: retry with \
+                     `loadgen upload {dir} {to}`",
                     report.failed.join("; "),
-                    args.dir.display()
+                    dir = args.dir.display(),
+                    to = args.to,
                 );
                 uploaded.stopped_by.map_or(1, ExitReason::exit_code)
             }
@@ -335,8 +346,9 @@ fn fail(error: &loadgen::RunError) -> i32 {
     error.exit_code()
 }
 
-/// First Ctrl-C / SIGTERM: stop sending, let requests in flight finish. Second: cut them off.
-async fn watch_signals(stop: StopSignal) {
+/// First Ctrl-C / SIGTERM: say `on_signal` and stop (a run stops sending and lets requests
+/// in flight finish). Second: cut them off.
+async fn watch_signals(stop: StopSignal, on_signal: String) {
     use tokio::signal::unix::{signal, SignalKind};
     let (Ok(mut int), Ok(mut term)) = (
         signal(SignalKind::interrupt()),
@@ -350,7 +362,7 @@ async fn watch_signals(stop: StopSignal) {
             _ = term.recv() => ExitReason::Terminated,
         };
         if !stop.is_draining() {
-            eprintln!("\nstopping: letting requests in flight finish (press Ctrl-C again to cut them off)");
+            eprintln!("\n{on_signal}");
         }
         stop.signal(reason);
     }
