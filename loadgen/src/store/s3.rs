@@ -124,10 +124,9 @@ pub enum S3Error {
         #[source]
         source: std::io::Error,
     },
-    #[error("cannot upload {key}: {cause}")]
+    #[error("cannot upload {key}: {}", cause(.source))]
     Upload {
         key: String,
-        cause: String,
         #[source]
         source: object_store::Error,
     },
@@ -197,11 +196,7 @@ impl S3Store {
             .put(&ObjectPath::from(key.as_str()), bytes.into())
             .await
             .map(|_| ())
-            .map_err(|source| S3Error::Upload {
-                key,
-                cause: cause(&source),
-                source,
-            })
+            .map_err(|source| S3Error::Upload { key, source })
     }
 
     /// Uploads the file at `staging/relative` as `relative` inside run `run_id`'s directory.
