@@ -137,6 +137,15 @@ HOSTILE = [
     (("host",), "vm"),
     (("schema_version",), "1"),
     (("records", "segments"), {}),
+    (("summary", "workers", "started"), 10**30),
+    (("summary", "throughput_rps"), float("inf")),
+]
+
+#: Odd but well-typed run.json files — a field missing, an open map emptied or odd — are read.
+ODD = [
+    (("summary", "workers", "phases", 0), {}),
+    (("config",), {}),
+    (("summary", "errors"), {"reset": "many"}),
 ]
 
 
@@ -160,3 +169,8 @@ def test_hostile_run_json_is_one_line_and_exit_2_for_every_command(
         assert err.startswith(f"loadgen-analyze: error: {run_dir / 'run.json'}: "), err
         assert "unexpected" not in err, err
         assert not (tmp_path / "r.html").exists()
+    for path, value in ODD:
+        (run_dir / "run.json").write_text(json.dumps(_with(document, path, value)))
+        code = main(args)
+        err = capsys.readouterr().err
+        assert code in (0, 1), (path, value, err)

@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from functools import cache
 from importlib.resources import files
 from importlib.resources.abc import Traversable
+from math import isfinite
 from typing import Any
 
 import pyarrow as pa
@@ -152,9 +153,11 @@ def metadata_problems(name: str, metadata: dict[str, str]) -> list[str]:
     return problems
 
 
+#: JSON types as loadgen writes them: an integer fits in 64 bits (i64 or u64), a number is
+#: finite (``1e999`` and ``NaN`` parse in Python, but are never written).
 _JSON_TYPES = {
-    "integer": lambda v: isinstance(v, int) and not isinstance(v, bool),
-    "number": lambda v: isinstance(v, int | float) and not isinstance(v, bool),
+    "integer": lambda v: isinstance(v, int) and not isinstance(v, bool) and -(2**63) <= v < 2**64,
+    "number": lambda v: isinstance(v, int | float) and not isinstance(v, bool) and isfinite(v),
     "string": lambda v: isinstance(v, str),
     "boolean": lambda v: isinstance(v, bool),
     "object": lambda v: isinstance(v, dict),
