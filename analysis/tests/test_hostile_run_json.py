@@ -139,11 +139,13 @@ HOSTILE = [
     (("records", "segments"), {}),
     (("summary", "workers", "started"), 10**30),
     (("summary", "throughput_rps"), float("inf")),
+    (("summary", "workers", "phases", 0), {}),
+    (("thresholds",), [{"threshold": "p99<1s"}]),
 ]
 
 #: Odd but well-typed run.json files — a field missing, an open map emptied or odd — are read.
 ODD = [
-    (("summary", "workers", "phases", 0), {}),
+    (("client",), None),
     (("config",), {}),
     (("summary", "errors"), {"reset": "many"}),
 ]

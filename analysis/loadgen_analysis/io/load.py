@@ -170,9 +170,10 @@ def _load_directory(path: Path) -> Run:
 
 def _read_run_json(run_json: Path) -> dict[str, Any]:
     """run.json, parsed and held to the contract: an object whose fields have the contract's
-    types at every level. Fields missing (older loadgens wrote fewer) or not in the contract
-    (newer ones write more) are let through; a value of the wrong type is one line naming it,
-    as no reduction can trust the file then."""
+    types at every level, and whose array elements (ops, phases, thresholds) have every field
+    the contract requires of them. Other fields missing (older loadgens wrote fewer) or not in
+    the contract (newer ones write more) are let through; anything else is one line naming
+    it, as no reduction can trust the file then."""
     fix = "restore it, or move it aside to read the run from its Parquet segments alone"
     try:
         meta = json.loads(run_json.read_text())
@@ -192,6 +193,7 @@ def _read_run_json(run_json: Path) -> dict[str, Any]:
         problem
         for problem in contract.json_problems("run_json", meta)
         if not problem.endswith(("is missing", "is not in the contract"))
+        or (problem.endswith("is missing") and "[]." in problem)
     ]
     if wrong:
         more = f" (and {len(wrong) - 1} more)" if len(wrong) > 1 else ""
