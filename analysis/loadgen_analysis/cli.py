@@ -25,6 +25,7 @@ from . import cli_history
 from .errors import RunLoadError, os_error_text
 from .export.command import add_export_parser, export
 from .io.load import load_runs
+from .io.outputs import refuse_outputs_on_runs
 from .io.run import Run
 from .thresholds import (
     EXIT_THRESHOLD,
@@ -282,25 +283,6 @@ def _shards_text(runs: list[Run]) -> str:
     return "\n\n".join(blocks)
 
 
-def _checks_text(runs: list[Run]) -> str:
-    """Failed checks per run, op and check, and skipped requests; empty without checks."""
-    from .reductions.checks import check_failures, checks_evaluated, skipped_requests
-
-    blocks = []
-    failures = check_failures(runs)
-    if not failures.empty:
-        table = failures.to_string(index=False, float_format=lambda v: f"{v:.3f}")
-        if not failures["failed"].any() and not checks_evaluated(runs):
-            table += "\nnot evaluated: no response had an expected status, so no check ran"
-        blocks.append("checks\n" + table)
-    skipped = skipped_requests(runs)
-    if not skipped.empty:
-        blocks.append(
-            "skipped (a value they use was not extracted)\n" + skipped.to_string(index=False)
-        )
-    return "\n\n".join(blocks)
-
-
 def _judged(runs: list[Run], frame: Any, thresholds: list[Threshold]) -> list[tuple[Run, list]]:
     """Each run with its thresholds judged; an op no run sends is bad input, as in loadgen."""
     ops = set(frame["op"])
@@ -314,6 +296,7 @@ def _judged(runs: list[Run], frame: Any, thresholds: list[Threshold]) -> list[tu
 
 
 def _summary(args: argparse.Namespace) -> int:
+    from .reductions.checks import checks_text
     from .reductions.summary import op_summary
 
     runs = load_runs(args.runs)
@@ -321,7 +304,7 @@ def _summary(args: argparse.Namespace) -> int:
     judged = _judged(runs, frame, args.thresholds) if args.thresholds else []
     crossed = any(not r.passed for _, results in judged for r in results)
     code = EXIT_THRESHOLD if crossed else EXIT_OK
-    shards, checks = _shards_text(runs), _checks_text(runs)
+    shards, checks = _shards_text(runs), checks_text(runs)
     if judged and args.json:
         doc = {
             "ops": json.loads(frame.to_json(orient="records")),
@@ -399,7 +382,9 @@ def _notebook(args: argparse.Namespace) -> int:
     from . import notebook
 
     spec = notebook.find(args.name)
-    out = notebook.execute(spec, args.runs, args.out or Path(f"{spec.name}.html"))
+    out = args.out or Path(f"{spec.name}.html")
+    refuse_outputs_on_runs({"-o": out}, args.runs)
+    out = notebook.execute(spec, args.runs, out)
     print(f"wrote {out} ({spec.name} with {' '.join(args.runs)})")
     return EXIT_OK
 
@@ -441,6 +426,18 @@ def _compare(args: argparse.Namespace) -> int:
     return result.exit_code
 
 
+#: The flags that name a file or folder to write, by argparse destination.
+_OUTPUTS = {"out": "-o", "plots": "--plots", "html": "--html", "junit": "--junit"}
+
+
+def _read(args: argparse.Namespace) -> list[str]:
+    """What a command reads, which no output may land on: its RUNs (``export``'s one,
+    ``compare``'s two) and a history ``--store``."""
+    read = [*(getattr(args, "runs", None) or [])]
+    read += [getattr(args, name, None) for name in ("run", "baseline", "candidate", "store")]
+    return [str(path) for path in read if path is not None]
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point; returns the exit code (also used by the console script)."""
     args = _parser().parse_args(argv)
@@ -459,6 +456,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         with warnings.catch_warnings(), reuse_reductions():
             warnings.simplefilter("always")
             warnings.showwarning = _show_warning
+            outputs = {flag: getattr(args, dest, None) for dest, flag in _OUTPUTS.items()}
+            refuse_outputs_on_runs(outputs, _read(args))
             return handlers[args.command](args)
     except (RunLoadError, ValueError) as exc:
         return _error(str(exc))

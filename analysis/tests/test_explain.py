@@ -175,7 +175,7 @@ def test_target_interface_counters_are_preferred_to_the_rows_except_on_lo(
     # A recorded capacity (as `loadgen run --link-capacity` writes it) that the busier
     # direction fills to 95 % makes the network the limit.
     busier = max(network.evidence["peak_tx_bytes_per_s"], network.evidence["peak_rx_bytes_per_s"])
-    full = _v2_copy(src, tmp_path / "full", {"link_capacity_bps": busier * 8 / 0.95})
+    full = _v2_copy(src, tmp_path / "full", {"link_capacity_bps": int(busier * 8 / 0.95)})
     assert _explain_json(full)["verdict"] == "network"
 
 

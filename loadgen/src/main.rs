@@ -37,6 +37,9 @@ fn main() -> ExitCode {
 }
 
 fn run(args: &loadgen::cli::RunArgs) -> i32 {
+    if let Err(code) = outputs_clear(&args.output, None) {
+        return code;
+    }
     let config = match RunConfig::from_args(args) {
         Ok(config) => config,
         Err(e) => return fail(&e.into()),
@@ -78,6 +81,16 @@ fn with_runtime<F>(body: impl FnOnce(StopSignal) -> F) -> i32
 where
     F: std::future::Future<Output = i32> + Send + 'static,
 {
+    let on_signal =
+        "stopping: letting requests in flight finish (press Ctrl-C again to cut them off)";
+    with_runtime_saying(on_signal.to_string(), body)
+}
+
+/// [`with_runtime`], saying `on_signal` at the first Ctrl-C / SIGTERM.
+fn with_runtime_saying<F>(on_signal: String, body: impl FnOnce(StopSignal) -> F) -> i32
+where
+    F: std::future::Future<Output = i32> + Send + 'static,
+{
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
@@ -90,7 +103,7 @@ where
     };
     runtime.block_on(async {
         let stop = StopSignal::new();
-        tokio::spawn(watch_signals(stop.clone()));
+        tokio::spawn(watch_signals(stop.clone(), on_signal));
         match tokio::spawn(body(stop)).await {
             Ok(code) => code,
             Err(e) if e.is_panic() => std::panic::resume_unwind(e.into_panic()),
@@ -101,6 +114,9 @@ where
 
 /// `loadgen calibrate`.
 fn calibrate(args: &loadgen::cli::CalibrateArgs) -> i32 {
+    if let Err(code) = outputs_clear(&args.output, None) {
+        return code;
+    }
     let json = args.output.json;
     let args = args.clone();
     with_runtime(|stop| async move {
@@ -125,6 +141,9 @@ fn calibrate(args: &loadgen::cli::CalibrateArgs) -> i32 {
 
 /// `loadgen sweep`.
 fn sweep(args: &loadgen::cli::SweepArgs) -> i32 {
+    if let Err(code) = outputs_clear(&args.output, args.calibration.as_deref()) {
+        return code;
+    }
     let json = args.output.json;
     let args = args.clone();
     with_runtime(|stop| async move {
@@ -155,6 +174,9 @@ fn sweep(args: &loadgen::cli::SweepArgs) -> i32 {
 
 /// `loadgen capacity`.
 fn capacity(args: &loadgen::cli::CapacityArgs) -> i32 {
+    if let Err(code) = outputs_clear(&args.output, args.calibration.as_deref()) {
+        return code;
+    }
     let args = args.clone();
     with_runtime(|stop| async move {
         let args = &args;
@@ -186,7 +208,11 @@ fn capacity(args: &loadgen::cli::CapacityArgs) -> i32 {
 /// `loadgen upload DIR s3://BUCKET/PREFIX`.
 fn upload(args: &loadgen::cli::UploadArgs) -> i32 {
     let args = args.clone();
-    with_runtime(|stop| async move {
+    let on_signal = format!(
+        "stopping the upload; {} stays as it is, so it can be uploaded again",
+        args.dir.display()
+    );
+    with_runtime_saying(on_signal, |stop| async move {
         let uploaded =
             loadgen::store::s3::upload_run_dir(&args.dir, &args.to, args.upload_timeout, &stop);
         match uploaded.await {
@@ -200,19 +226,44 @@ fn upload(args: &loadgen::cli::UploadArgs) -> i32 {
                     return 0;
                 }
                 eprintln!(
-                    "error: {} did not reach {url}: {}; {} is unchanged, run this again to retry",
-                    if uploaded.stopped_by.is_some() {
-                        "the run"
-                    } else {
-                        "some files"
-                    },
+                    "error: not every file reached {url}: {}; {dir} is unchanged: retry with \
+                     `loadgen upload {dir} {to}`",
                     report.failed.join("; "),
-                    args.dir.display()
+                    dir = args.dir.display(),
+                    to = args.to,
                 );
                 uploaded.stopped_by.map_or(1, ExitReason::exit_code)
             }
             Err(e) => fail(&e.into()),
         }
+    })
+}
+
+/// Refuses, before anything runs or is written, a `--junit` or a workflow's `--out` that
+/// lands on or inside a run directory the command writes (`--out`) or reads
+/// (`--calibration`): exit 2, nothing lost.
+fn outputs_clear(
+    run: &loadgen::cli::OutputArgs,
+    calibration: Option<&std::path::Path>,
+) -> Result<(), i32> {
+    use loadgen::config::Output;
+    let local_out = (run.out.as_deref())
+        .filter(|out| matches!(Output::from_arg(Some(out)), Ok(Output::Dir(_))));
+    let mut outputs = Vec::new();
+    let mut runs = Vec::new();
+    if let Some(junit) = run.junit.as_deref() {
+        outputs.push(("--junit", junit));
+    }
+    if let Some(out) = local_out {
+        outputs.push(("--out", out));
+        runs.push(("--out", out));
+    }
+    if let Some(calibration) = calibration {
+        runs.push(("--calibration", calibration));
+    }
+    loadgen::output_guard::check(&outputs, &runs).map_err(|e| {
+        eprintln!("error: {e}");
+        2
     })
 }
 
@@ -297,8 +348,9 @@ fn fail(error: &loadgen::RunError) -> i32 {
     error.exit_code()
 }
 
-/// First Ctrl-C / SIGTERM: stop sending, let requests in flight finish. Second: cut them off.
-async fn watch_signals(stop: StopSignal) {
+/// First Ctrl-C / SIGTERM: say `on_signal` and stop (a run stops sending and lets requests
+/// in flight finish). Second: cut them off.
+async fn watch_signals(stop: StopSignal, on_signal: String) {
     use tokio::signal::unix::{signal, SignalKind};
     let (Ok(mut int), Ok(mut term)) = (
         signal(SignalKind::interrupt()),
@@ -312,7 +364,7 @@ async fn watch_signals(stop: StopSignal) {
             _ = term.recv() => ExitReason::Terminated,
         };
         if !stop.is_draining() {
-            eprintln!("\nstopping: letting requests in flight finish (press Ctrl-C again to cut them off)");
+            eprintln!("\n{on_signal}");
         }
         stop.signal(reason);
     }

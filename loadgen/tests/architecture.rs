@@ -23,7 +23,14 @@ const LAYERS: layers::Layers = &[
     &["store", "transport"], // Parquet segments + S3; HTTP/1.1 and HTTP/2 connections
     &["stats", "workload"],  // exact aggregates; request templates and payload fields
     &["record"],             // the row, its schema, the Parquet-file helper
-    &["background", "clock", "shard", "stop", "units"], // leaves
+    &[
+        "background",
+        "clock",
+        "output_guard",
+        "shard",
+        "stop",
+        "units",
+    ], // leaves
 ];
 
 const MAP: layers::Map = layers::Map {

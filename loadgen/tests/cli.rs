@@ -151,6 +151,97 @@ fn bad_input_is_exit_2_with_a_message_naming_the_fix() {
     }
 }
 
+/// Every file under `dir` with its bytes.
+fn snapshot(dir: &std::path::Path) -> Vec<(std::path::PathBuf, Vec<u8>)> {
+    let mut files = Vec::new();
+    let mut pending = vec![dir.to_path_buf()];
+    while let Some(dir) = pending.pop() {
+        for entry in std::fs::read_dir(&dir).unwrap() {
+            let path = entry.unwrap().path();
+            if path.is_dir() {
+                pending.push(path);
+            } else {
+                files.push((path.clone(), std::fs::read(&path).unwrap()));
+            }
+        }
+    }
+    files.sort();
+    files
+}
+
+/// Issue 36: `--junit` on a run's own files (a segment, run.json, capacity.json, the
+/// --calibration run read) overwrote them after the run, exit 0, every row gone. Now each is
+/// refused before anything runs: exit 2, no directory created, the calibration untouched.
+#[test]
+fn regression_an_output_on_a_run_is_refused_before_anything_is_written() {
+    let tmp = tempfile::tempdir().unwrap();
+    let at = |name: &str| tmp.path().join(name).to_str().unwrap().to_string();
+    let cal = at("cal");
+    let recorded = loadgen()
+        .args(["calibrate", "-n", "50", "--warmup", "5", "--no-progress"])
+        .args(["--out", &cal])
+        .output()
+        .unwrap();
+    assert!(recorded.status.success(), "{recorded:?}");
+    std::os::unix::fs::symlink(&cal, at("link")).unwrap();
+    let before = snapshot(tmp.path());
+    let (jout, jcap) = (at("jout"), at("jcap"));
+    let slo = "--slo p99<1s";
+    let cases = [
+        "run --out {jout} --junit {jout}/requests/part-00000.parquet",
+        "run --out {jout} --junit {jout}/run.json",
+        "run --out {jout} --junit {jout}",
+        "calibrate --out {jout} --junit {jout}/./run.json",
+        "capacity {slo} --start-rate 50 --out {jcap} --junit {jcap}/capacity.json",
+        "sweep --levels 1 --calibration {cal} --junit {cal}/run.json",
+        "sweep --levels 1 --calibration {cal} --out {cal}/requests",
+        "capacity {slo} --calibration {cal} --junit {link}/requests/part-00000.parquet",
+    ]
+    .map(|case| {
+        let case = (case.replace("{jout}", &jout).replace("{jcap}", &jcap))
+            .replace("{slo}", slo)
+            .replace("{cal}", &cal)
+            .replace("{link}", &at("link"));
+        case.split_whitespace()
+            .map(String::from)
+            .collect::<Vec<_>>()
+    });
+    for args in cases {
+        let output = loadgen()
+            .args(&args)
+            .args(["-n", "20", "--no-progress"])
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert_eq!(output.status.code(), Some(2), "{args:?}: {stderr}");
+        assert!(
+            stderr.contains("would overwrite that run's files"),
+            "{args:?}: {stderr}"
+        );
+        assert_eq!(stderr.lines().count(), 1, "{stderr}");
+        assert!(
+            !std::path::Path::new(&jout).exists(),
+            "{args:?} wrote {jout}"
+        );
+        assert!(
+            !std::path::Path::new(&jcap).exists(),
+            "{args:?} wrote {jcap}"
+        );
+        assert!(
+            snapshot(tmp.path()) == before,
+            "{args:?} changed the calibration"
+        );
+    }
+    // Beside the run, the same --junit is written as before.
+    let output = loadgen()
+        .args(["run", "-n", "20", "--no-progress", "--out", &jout])
+        .args(["--junit", &at("jout.xml")])
+        .output()
+        .unwrap();
+    assert!(output.status.success(), "{output:?}");
+    assert!(tmp.path().join("jout.xml").is_file());
+}
+
 #[test]
 fn out_dir_that_holds_a_run_is_refused() {
     let dir = tempfile::tempdir().unwrap();

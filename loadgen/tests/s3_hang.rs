@@ -5,13 +5,17 @@
 //! `--upload-timeout` with exit 1, or at once on a signal with 130 / 143, keeping the whole
 //! run in the staging directory and saying how to upload it later; `loadgen upload` then
 //! puts it where the run would have, against the same stand-in answering again.
+//!
+//! Issue 36: the same stand-in refusing segments (500 for `requests/part-*` only) shows that
+//! `loadgen upload` keeps run.json back when a file before it did not arrive, and says what
+//! failed and the command to retry; hanging, it shows that a signal speaks of the upload.
 
 mod common;
 
 use std::convert::Infallible;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Output};
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -21,26 +25,52 @@ use http_body_util::{BodyExt, Full};
 use hyper::{Request, Response};
 use hyper_util::rt::TokioIo;
 
-/// The stand-in: answers the first `answered` PUTs (recording their keys), hangs on the rest.
+/// The stand-in: answers the first `answered` PUTs (recording their keys), hangs on the rest;
+/// with `refuse_parts` set, answers 500 to every segment instead. `puts` counts PUTs received.
 struct StubS3 {
     url: String,
     answered: Arc<AtomicUsize>,
     keys: Arc<Mutex<Vec<String>>>,
+    refuse_parts: Arc<AtomicBool>,
+    puts: Arc<AtomicUsize>,
+}
+
+/// What the stand-in shares with each connection.
+#[derive(Clone)]
+struct Behaviour {
+    answered: Arc<AtomicUsize>,
+    keys: Arc<Mutex<Vec<String>>>,
+    refuse_parts: Arc<AtomicBool>,
+    puts: Arc<AtomicUsize>,
 }
 
 const LIST: &str = "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\
     <ListBucketResult><Name>bucket</Name><Prefix></Prefix><KeyCount>0</KeyCount>\
     <MaxKeys>1000</MaxKeys><IsTruncated>false</IsTruncated></ListBucketResult>";
 
+const INTERNAL_ERROR: &str = "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\
+    <Error><Code>InternalError</Code><Message>We encountered an internal error.</Message></Error>";
+
 async fn answer(
     request: Request<hyper::body::Incoming>,
-    answered: Arc<AtomicUsize>,
-    keys: Arc<Mutex<Vec<String>>>,
+    Behaviour {
+        answered,
+        keys,
+        refuse_parts,
+        puts,
+    }: Behaviour,
 ) -> Result<Response<Full<Bytes>>, Infallible> {
     if request.method() != hyper::Method::PUT {
         return Ok(Response::new(Full::new(Bytes::from_static(
             LIST.as_bytes(),
         ))));
+    }
+    puts.fetch_add(1, Ordering::SeqCst);
+    if refuse_parts.load(Ordering::SeqCst) && request.uri().path().contains("/requests/part-") {
+        return Ok(Response::builder()
+            .status(500)
+            .body(Full::new(Bytes::from_static(INTERNAL_ERROR.as_bytes())))
+            .unwrap());
     }
     let take = answered
         .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| n.checked_sub(1))
@@ -64,15 +94,18 @@ impl StubS3 {
             .block_on(tokio::net::TcpListener::bind("127.0.0.1:0"))
             .unwrap();
         let url = format!("http://{}", listener.local_addr().unwrap());
-        let answered = Arc::new(AtomicUsize::new(answered));
-        let keys = Arc::new(Mutex::new(Vec::new()));
-        let (count, seen) = (answered.clone(), keys.clone());
+        let behaviour = Behaviour {
+            answered: Arc::new(AtomicUsize::new(answered)),
+            keys: Arc::new(Mutex::new(Vec::new())),
+            refuse_parts: Arc::new(AtomicBool::new(false)),
+            puts: Arc::new(AtomicUsize::new(0)),
+        };
+        let shared = behaviour.clone();
         runtime.spawn(async move {
             while let Ok((stream, _)) = listener.accept().await {
-                let (answered, keys) = (answered.clone(), keys.clone());
-                let service = hyper::service::service_fn(move |request| {
-                    answer(request, answered.clone(), keys.clone())
-                });
+                let behaviour = behaviour.clone();
+                let service =
+                    hyper::service::service_fn(move |request| answer(request, behaviour.clone()));
                 tokio::spawn(async move {
                     let _ = hyper::server::conn::http1::Builder::new()
                         .serve_connection(TokioIo::new(stream), service)
@@ -82,8 +115,10 @@ impl StubS3 {
         });
         StubS3 {
             url,
-            answered: count,
-            keys: seen,
+            answered: shared.answered,
+            keys: shared.keys,
+            refuse_parts: shared.refuse_parts,
+            puts: shared.puts,
         }
     }
 
@@ -258,4 +293,97 @@ fn regression_a_bad_tmpdir_names_tmpdir_not_out() {
         "{stderr}"
     );
     assert!(!stderr.contains("with --out"), "{stderr}");
+}
+
+/// A run kept locally (`--out DIR`), to be uploaded.
+fn local_run(target: &str, dir: &Path) {
+    let output = loadgen_bin()
+        .args([
+            "run",
+            "--url",
+            target,
+            "-c",
+            "2",
+            "-n",
+            "100",
+            "--no-progress",
+            "--out",
+        ])
+        .arg(dir)
+        .output()
+        .unwrap();
+    assert!(output.status.success(), "{output:?}");
+}
+
+/// Issue 36: with a store answering 500 to segments only, `loadgen upload` exited 1 but left a
+/// run.json saying `completed` in the bucket, without rows. Now run.json stays back, the
+/// message names the segment and the command to retry, and that command then works.
+#[test]
+fn regression_upload_keeps_run_json_back_when_a_segment_did_not_arrive() {
+    let server = ServerOnRuntime::start(servers::ServerConfig::default());
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("run");
+    local_run(&server.url("/"), &dir);
+    let s3 = StubS3::start(&server.runtime, usize::MAX);
+    s3.refuse_parts.store(true, Ordering::SeqCst);
+    let dir_arg = dir.to_str().unwrap();
+    let child = s3.loadgen(tmp.path(), &["upload", dir_arg, "s3://bucket/run"]);
+    let (output, _) = finish_within(child, Duration::from_secs(120), Instant::now());
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(1), "{stderr}");
+    let keys = s3.keys.lock().unwrap().clone();
+    assert!(!keys.iter().any(|k| k.ends_with("/run.json")), "{keys:?}");
+    for needle in [
+        "requests/part-00000.parquet",
+        "run.json held back",
+        "InternalError (We encountered an internal error.)",
+        &format!("retry with `loadgen upload {dir_arg} s3://bucket/run`"),
+    ] {
+        assert!(stderr.contains(needle), "no `{needle}` in: {stderr}");
+    }
+    assert_eq!(stderr.lines().count(), 1, "{stderr}");
+
+    s3.refuse_parts.store(false, Ordering::SeqCst);
+    let child = s3.loadgen(tmp.path(), &["upload", dir_arg, "s3://bucket/run"]);
+    let (output, _) = finish_within(child, Duration::from_secs(60), Instant::now());
+    assert!(output.status.success(), "{output:?}");
+    let keys = s3.keys.lock().unwrap().clone();
+    assert!(keys.last().unwrap().ends_with("/run.json"), "{keys:?}");
+    assert!(keys
+        .iter()
+        .any(|k| k.ends_with("/requests/part-00000.parquet")));
+}
+
+/// Issue 36: a signal during `loadgen upload` said "letting requests in flight finish"; it
+/// speaks of the upload, and the upload ends at once as signalled.
+#[test]
+fn regression_a_signal_during_loadgen_upload_speaks_of_the_upload() {
+    let server = ServerOnRuntime::start(servers::ServerConfig::default());
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("run");
+    local_run(&server.url("/"), &dir);
+    let s3 = StubS3::start(&server.runtime, 0);
+    let child = s3.loadgen(
+        tmp.path(),
+        &["upload", dir.to_str().unwrap(), "s3://bucket/run"],
+    );
+    let started = Instant::now();
+    while s3.puts.load(Ordering::SeqCst) == 0 {
+        assert!(
+            started.elapsed() < Duration::from_secs(30),
+            "no upload began"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let status = std::process::Command::new("kill")
+        .args(["-TERM", &child.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(status.success());
+    let (output, _) = finish_within(child, Duration::from_secs(20), Instant::now());
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(143), "{stderr}");
+    assert!(stderr.contains("stopping the upload"), "{stderr}");
+    assert!(!stderr.contains("requests in flight"), "{stderr}");
+    assert!(stderr.contains("retry with `loadgen upload"), "{stderr}");
 }

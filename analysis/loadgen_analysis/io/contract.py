@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from functools import cache
 from importlib.resources import files
 from importlib.resources.abc import Traversable
+from math import isfinite
 from typing import Any
 
 import pyarrow as pa
@@ -155,9 +156,11 @@ def metadata_problems(name: str, metadata: dict[str, str]) -> list[str]:
     return problems
 
 
+#: JSON types as loadgen writes them: an integer fits in 64 bits (i64 or u64), a number is
+#: finite (``1e999`` and ``NaN`` parse in Python, but are never written).
 _JSON_TYPES = {
-    "integer": lambda v: isinstance(v, int) and not isinstance(v, bool),
-    "number": lambda v: isinstance(v, int | float) and not isinstance(v, bool),
+    "integer": lambda v: isinstance(v, int) and not isinstance(v, bool) and -(2**63) <= v < 2**64,
+    "number": lambda v: isinstance(v, int | float) and not isinstance(v, bool) and isfinite(v),
     "string": lambda v: isinstance(v, str),
     "boolean": lambda v: isinstance(v, bool),
     "object": lambda v: isinstance(v, dict),
@@ -169,7 +172,8 @@ def json_problems(name: str, document: Any) -> list[str]:
     """Differences between a JSON document and the contract's fields of ``name``.
 
     An object is closed (every key must be listed) when any of its keys is listed; an object
-    listed without keys is an open map. ``a[]`` is an element of array ``a``.
+    listed without keys is an open map. ``a[]`` is an element of array ``a``: an object when
+    the contract lists fields of it (``a[].x``).
     """
     problems: list[str] = []
     _walk(fields(name), "", document, problems)
@@ -181,7 +185,11 @@ def _child(parent: str, key: str) -> str:
 
 
 def _walk(fields: dict[str, Any], path: str, value: Any, problems: list[str]) -> None:
-    if path and not path.endswith("[]"):
+    element = path.endswith("[]")
+    if element and not isinstance(value, dict) and any(p.startswith(f"{path}.") for p in fields):
+        problems.append(f"{path} holds {value!r}, the contract says object")
+        return
+    if path and not element:
         spec = fields[path]
         if value is None:
             if not spec["nullable"]:

@@ -137,17 +137,7 @@ def _load_directory(path: Path) -> Run:
 
     meta: dict[str, Any] = {}
     if run_json.is_file():
-        try:
-            meta = json.loads(run_json.read_text())
-        except json.JSONDecodeError as exc:
-            raise RunLoadError(f"{run_json}: not valid JSON ({exc})") from exc
-        version = meta.get("schema_version")
-        if version is not None and int(version) not in SUPPORTED_SCHEMA_VERSIONS:
-            raise RunLoadError(
-                f"{run_json}: schema version {version} is not supported "
-                f"(this loadgen-analysis reads version "
-                f"{', '.join(str(v) for v in sorted(SUPPORTED_SCHEMA_VERSIONS))})"
-            )
+        meta = _read_run_json(run_json)
         if meta.get("exit_reason") == "running":
             # The run.json written at the start (S3 output), never replaced by the final one.
             warnings.warn(
@@ -176,6 +166,44 @@ def _load_directory(path: Path) -> Run:
     if rows == 0:
         raise RunLoadError(f"{path}: empty run: its {len(segments)} segment(s) hold no rows")
     return Run(path=path, segments=segments, rows=rows, meta=meta, parquet_meta=parquet_meta)
+
+
+def _read_run_json(run_json: Path) -> dict[str, Any]:
+    """run.json, parsed and held to the contract: an object whose fields have the contract's
+    types at every level, and whose array elements (ops, phases, thresholds) have every field
+    the contract requires of them. Other fields missing (older loadgens wrote fewer) or not in
+    the contract (newer ones write more) are let through; anything else is one line naming
+    it, as no reduction can trust the file then."""
+    fix = "restore it, or move it aside to read the run from its Parquet segments alone"
+    try:
+        meta = json.loads(run_json.read_text())
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        raise RunLoadError(f"{run_json}: not valid JSON ({exc}); {fix}") from exc
+    if not isinstance(meta, dict):
+        kind = {list: "an array", str: "a string", bool: "true or false"}.get(type(meta), meta)
+        raise RunLoadError(f"{run_json}: a run.json is a JSON object, this one is {kind}; {fix}")
+    version = meta.get("schema_version")
+    if isinstance(version, int) and version not in SUPPORTED_SCHEMA_VERSIONS:
+        raise RunLoadError(
+            f"{run_json}: schema version {version} is not supported "
+            f"(this loadgen-analysis reads version "
+            f"{', '.join(str(v) for v in sorted(SUPPORTED_SCHEMA_VERSIONS))})"
+        )
+    wrong = [
+        problem
+        for problem in contract.json_problems("run_json", meta)
+        if not problem.endswith(("is missing", "is not in the contract"))
+        or (problem.endswith("is missing") and "[]." in problem)
+    ]
+    if wrong:
+        more = f" (and {len(wrong) - 1} more)" if len(wrong) > 1 else ""
+        raise RunLoadError(f"{run_json}: {_shorten(wrong[0])}{more}; {fix}")
+    return meta
+
+
+def _shorten(problem: str, limit: int = 200) -> str:
+    """A problem line with a long value (a whole object) cut to fit one line."""
+    return problem if len(problem) <= limit else problem[: limit - 1] + "…"
 
 
 def _child_runs(path: Path) -> list[Path]:

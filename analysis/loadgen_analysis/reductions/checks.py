@@ -6,7 +6,8 @@ chaining") make a response with an expected status a failure of error class ``ch
 one of them fails; the row's ``check`` column (request schema 3) names the first that failed.
 Failures are counted from the rows, in DuckDB, so they hold at any run size. Skipped requests
 are never sent and so are not rows: they come from run.json (``summary.ops[].skipped``). Runs
-recorded before schema 3 have neither and give empty frames.
+recorded before schema 3 have neither and give empty frames. :func:`checks_text` is both as
+the block ``loadgen-analyze summary`` prints.
 """
 
 from __future__ import annotations
@@ -93,3 +94,21 @@ def skipped_requests(runs: RunsArg) -> pd.DataFrame:
             if op.get("skipped"):
                 rows.append({"run": run.label, "op": op["op"], "skipped": int(op["skipped"])})
     return pd.DataFrame(rows, columns=["run", "op", "skipped"])
+
+
+def checks_text(runs: RunsArg) -> str:
+    """The console block of ``loadgen-analyze summary``: failed checks per run, op and check,
+    and skipped requests; empty without checks."""
+    blocks = []
+    failures = check_failures(runs)
+    if not failures.empty:
+        table = failures.to_string(index=False, float_format=lambda v: f"{v:.3f}")
+        if not failures["failed"].any() and not checks_evaluated(runs):
+            table += "\nnot evaluated: no response had an expected status, so no check ran"
+        blocks.append("checks\n" + table)
+    skipped = skipped_requests(runs)
+    if not skipped.empty:
+        blocks.append(
+            "skipped (a value they use was not extracted)\n" + skipped.to_string(index=False)
+        )
+    return "\n\n".join(blocks)

@@ -3,7 +3,8 @@
 //! The run is written to a local staging directory exactly as any run is; this module mirrors
 //! it into `s3://bucket/prefix/<run-id>/` as files close: a first `run.json` (marked
 //! `"exit_reason": "running"`) before any request, each Parquet segment as soon as the writer
-//! closes it, and `client-metrics.parquet` and the final `run.json` at the end. A lost machine
+//! closes it, and `client-metrics.parquet` and the final `run.json` at the end, the latter only
+//! when every file before it arrived (a finished run.json means the rows are all there). A lost machine
 //! therefore loses at most its open segment. The S3 client is `object_store`'s, configured the
 //! AWS way: credentials from the environment, a web-identity token (EKS IRSA), EKS Pod
 //! Identity, the ECS task role or the EC2 instance profile; region from `AWS_REGION` /
@@ -123,7 +124,7 @@ pub enum S3Error {
         #[source]
         source: std::io::Error,
     },
-    #[error("cannot upload {key}: {source}")]
+    #[error("cannot upload {key}: {}", cause(.source))]
     Upload {
         key: String,
         #[source]
@@ -239,8 +240,9 @@ struct Files {
 
 impl Files {
     /// Uploads every segment announced on `segments`, several at once, until the writer is
-    /// done; then, once all of them are in, the `finals` in order (run.json last, so a
-    /// finished run.json in the bucket means every file before it is there).
+    /// done; then, once all of them are in, the `finals` in order — run.json last and only
+    /// when every file before it arrived, so a finished run.json in the bucket means every
+    /// file of the run is there.
     async fn mirror(
         self,
         mut segments: mpsc::UnboundedReceiver<PathBuf>,
@@ -254,8 +256,7 @@ impl Files {
             let relative = relative_name(&self.staging, &path);
             uploads.spawn(async move {
                 let _slot = slots.acquire_owned().await;
-                let outcome = files.put(&relative).await;
-                (relative, outcome)
+                files.put(&relative).await
             });
             while let Some(done) = uploads.try_join_next() {
                 report.record_joined(done);
@@ -265,8 +266,14 @@ impl Files {
             report.record_joined(done);
         }
         for relative in finals.await.unwrap_or_default() {
+            if relative == SEAL && !report.failed.is_empty() {
+                report.failed.push(format!(
+                    "{SEAL} held back, so the bucket shows no finished run without its files"
+                ));
+                continue;
+            }
             let outcome = self.put(&relative).await;
-            report.record(&relative, outcome);
+            report.record(outcome);
         }
         report
     }
@@ -309,10 +316,14 @@ pub async fn upload_run_dir(
     Ok((location.run_url(&run_id), uploaded))
 }
 
+/// The file that seals a run in the bucket: uploaded last, and only when every file before
+/// it arrived, so a finished run.json there means every row is there too.
+const SEAL: &str = "run.json";
+
 /// The files uploaded after every segment, in order, that `dir` has: run.json goes last, so a
 /// finished run.json in the bucket means everything before it is there.
 pub fn final_files(dir: &Path) -> Vec<String> {
-    ["client-metrics.parquet", "run.json"]
+    ["client-metrics.parquet", SEAL]
         .into_iter()
         .filter(|relative| dir.join(relative).exists())
         .map(String::from)
@@ -399,23 +410,20 @@ pub struct UploadReport {
 }
 
 impl UploadReport {
-    /// Adds the outcome of uploading `relative`.
-    pub fn record(&mut self, relative: &str, outcome: Result<u64, S3Error>) {
+    /// Adds the outcome of uploading a file (an error names the file).
+    pub fn record(&mut self, outcome: Result<u64, S3Error>) {
         match outcome {
             Ok(len) => {
                 self.files += 1;
                 self.bytes += len;
             }
-            Err(e) => self.failed.push(format!("{relative}: {e}")),
+            Err(e) => self.failed.push(e.to_string()),
         }
     }
 
-    fn record_joined(
-        &mut self,
-        joined: Result<(String, Result<u64, S3Error>), tokio::task::JoinError>,
-    ) {
+    fn record_joined(&mut self, joined: Result<Result<u64, S3Error>, tokio::task::JoinError>) {
         match joined {
-            Ok((relative, outcome)) => self.record(&relative, outcome),
+            Ok(outcome) => self.record(outcome),
             Err(e) => self.failed.push(format!("an upload ended abnormally: {e}")),
         }
     }

@@ -41,6 +41,9 @@ use hyper::http::uri::{Authority, Scheme};
 use hyper::{Method, Request, Uri};
 use tokio::sync::Mutex;
 
+mod preface;
+
+use self::preface::{ServerPreface, Watched};
 use super::connect::{connect, Origin};
 use super::{classify_io, location, Exchange, Hop, Outgoing, TransportConfig};
 use crate::clock::nanos;
@@ -76,6 +79,9 @@ pub(crate) struct Open {
     /// this class (an HTTP/1.1-only server's answer is `protocol` every time, whichever of
     /// the connection and the stream hears of it first).
     ended: Arc<OnceLock<ErrorClass>>,
+    /// What the server's first bytes said: a server that answered in another protocol makes
+    /// every failure on the connection `protocol`, also when its close beat its answer.
+    preface: Arc<ServerPreface>,
 }
 
 impl Open {
@@ -88,6 +94,9 @@ impl Open {
     fn classify(&self, error: &h2::Error) -> ErrorClass {
         if error.is_go_away() {
             self.closed.store(true, Ordering::Relaxed);
+        }
+        if self.preface.not_http2() {
+            return ErrorClass::Protocol;
         }
         match (self.ended.get(), error.is_reset() && error.is_remote()) {
             (Some(&class), false) => class,
@@ -186,19 +195,21 @@ async fn handshake(origin: &Origin, config: &TransportConfig) -> Result<Open, Er
     // allowing fewer refuses the rest (REFUSED_STREAM): spurious `reset` rows at the start of
     // every connection. One stream until then; the SETTINGS frame, the server's first, lifts
     // it to the server's own limit one round trip later (the wait is in those rows' send_ns).
+    let (io, preface) = Watched::new(connected.io);
     let (sender, connection) = client::Builder::new()
         .initial_max_send_streams(1)
         .enable_push(false)
         .initial_window_size(STREAM_WINDOW_BYTES)
         .initial_connection_window_size(CONNECTION_WINDOW_BYTES)
         .max_send_buffer_size(MAX_SEND_BUFFER_BYTES)
-        .handshake::<_, Bytes>(connected.io)
+        .handshake::<_, Bytes>(io)
         .await
         .map_err(|e| classify_h2(&e))?;
     let open = Open {
         sender,
         closed: Arc::default(),
         ended: Arc::default(),
+        preface: preface.clone(),
     };
     let (closed, ended) = (open.closed.clone(), open.ended.clone());
     tokio::spawn(async move {
@@ -208,7 +219,10 @@ async fn handshake(origin: &Origin, config: &TransportConfig) -> Result<Open, Er
         })
         .await
         {
-            let _ = ended.set(classify_h2(&e));
+            let _ = ended.set(match preface.not_http2() {
+                true => ErrorClass::Protocol,
+                false => classify_h2(&e),
+            });
         }
         closed.store(true, Ordering::Relaxed);
     });
