@@ -25,6 +25,8 @@ pub enum ExitReason {
     Terminated,
     /// The record writer failed; the run stopped because results could not be kept.
     WriterFailed,
+    /// `--abort-on-fail`: a threshold was lost for good on the rows so far.
+    Threshold,
 }
 
 impl ExitReason {
@@ -35,6 +37,7 @@ impl ExitReason {
             ExitReason::Interrupted => 130,
             ExitReason::Terminated => 143,
             ExitReason::WriterFailed => 1,
+            ExitReason::Threshold => crate::report::thresholds::EXIT_CODE,
         }
     }
 }
