@@ -30,8 +30,8 @@ use crate::cli::{ModelArgs, OpenArgs};
 use crate::model::open::Arrivals;
 use crate::model::DEFAULT_DURATION;
 use crate::scenario::schema::{
-    ClosedSpec, Dur, ModelSpec, OpenSpec, ProducerBufferSpec, RampSpec, RampStageSpec,
-    StageSpec, DEFAULT_MAX_IN_FLIGHT, DEFAULT_MAX_LATENESS,
+    ClosedSpec, Dur, ModelSpec, OpenSpec, ProducerBufferSpec, RampSpec, RampStageSpec, StageSpec,
+    DEFAULT_MAX_IN_FLIGHT, DEFAULT_MAX_LATENESS,
 };
 
 /// A level of `loadgen sweep`: the model value its levels flag gives each run.

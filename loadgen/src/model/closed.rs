@@ -272,7 +272,12 @@ impl SequenceSource {
     }
 
     fn take(&mut self) -> Option<Work> {
-        if self.stop.is_draining() || self.retire.as_ref().is_some_and(|r| r.load(Ordering::Relaxed)) {
+        if self.stop.is_draining()
+            || self
+                .retire
+                .as_ref()
+                .is_some_and(|r| r.load(Ordering::Relaxed))
+        {
             return None;
         }
         let len = self.sequence.len() as u64;

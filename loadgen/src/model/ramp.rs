@@ -83,7 +83,9 @@ impl Plan for RampPlan {
     }
 
     fn phase_labels(&self) -> Vec<String> {
-        (1..=self.stages.len()).map(|i| format!("stage{i}")).collect()
+        (1..=self.stages.len())
+            .map(|i| format!("stage{i}"))
+            .collect()
     }
 
     fn extent(&self) -> Limit {
@@ -161,11 +163,16 @@ impl Model for Ramp {
             let target = self.plan.workers_at(elapsed) as usize;
             while staying.len() < target {
                 let leave = Arc::new(AtomicBool::new(false));
-                let source =
-                    SequenceSource::new(self.plan.sequence.clone(), 0, None, self.think_time, &self.stop)
-                        .with_budget(self.budget.clone())
-                        .timed(clock.clone())
-                        .retirable(leave.clone());
+                let source = SequenceSource::new(
+                    self.plan.sequence.clone(),
+                    0,
+                    None,
+                    self.think_time,
+                    &self.stop,
+                )
+                .with_budget(self.budget.clone())
+                .timed(clock.clone())
+                .retirable(leave.clone());
                 let stage = clock.phase_at(std::time::Instant::now());
                 staying.push((pool.spawn(stage, source), leave));
             }
@@ -205,10 +212,21 @@ mod tests {
         let ramp = plan(&[(2, 10), (4, 50), (2, 0)]);
         let at = |ms: u64| ramp.workers_at(Duration::from_millis(ms));
         assert_eq!(
-            [at(0), at(1000), at(2000), at(4000), at(6000), at(7000), at(9000)],
+            [
+                at(0),
+                at(1000),
+                at(2000),
+                at(4000),
+                at(6000),
+                at(7000),
+                at(9000)
+            ],
             [0, 5, 10, 30, 50, 25, 0]
         );
-        assert_eq!(ramp.stage_ends(), [Duration::from_secs(2), Duration::from_secs(6)]);
+        assert_eq!(
+            ramp.stage_ends(),
+            [Duration::from_secs(2), Duration::from_secs(6)]
+        );
         assert_eq!(ramp.phase_labels(), ["stage1", "stage2", "stage3"]);
         assert_eq!(ramp.max_workers(), 50);
     }

@@ -124,7 +124,7 @@ impl WorkersSummary {
             })
             .collect();
         WorkersSummary {
-            started: total.workers,
+            started: activity.started(),
             alive_ns: total.alive_ns,
             busy_ns: total.busy_ns,
             waiting_ns: total.waiting_ns,
