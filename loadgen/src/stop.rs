@@ -37,10 +37,14 @@ impl ExitReason {
             ExitReason::Interrupted => 130,
             ExitReason::Terminated => 143,
             ExitReason::WriterFailed => 1,
-            ExitReason::Threshold => crate::report::thresholds::EXIT_CODE,
+            ExitReason::Threshold => THRESHOLD_EXIT_CODE,
         }
     }
 }
+
+/// The exit code of a run that crossed (or, with `--abort-on-fail`, lost) a threshold: k6's,
+/// distinct from 1 (results not written) and 2 (bad input).
+pub const THRESHOLD_EXIT_CODE: i32 = 99;
 
 // Level 0 is running.
 const DRAINING: u8 = 1;

@@ -1,8 +1,11 @@
 """The DuckDB connection every reduction runs on, with bounded memory.
 
-:func:`connect` hands out a connection on which the view ``records`` stacks every run's rows
-(with ``run_index``, ``run``, ``connections`` and ``shard_index`` columns added, and a sharded
-run's times rebased on its earliest wall-clock anchor). This module never aggregates:
+:func:`connect` hands out a connection on which the view ``records`` stacks every run's judged
+rows (with ``run_index``, ``run``, ``connections`` and ``shard_index`` columns added, and a
+sharded run's times rebased on its earliest wall-clock anchor): every row but the warm-up's
+(the phase the contract names ``warmup``, :data:`WARMUP_PHASE`), which the engine records and
+every judgement leaves out — the summary, thresholds, verdict, report and compare all read
+``records``. The view ``records_all`` has the warm-up rows too. This module never aggregates:
 reductions live in :mod:`loadgen_analysis.reductions`.
 """
 
@@ -15,8 +18,13 @@ from pathlib import Path
 
 import duckdb
 
+from . import contract
 from .load import as_runs
 from .run import Run
+
+#: The phase label of the warm-up rows (``--warmup``, a capacity level's warm-up), read from
+#: the contract's ``requests.phase_labels``, where the engine's label is held to it.
+WARMUP_PHASE: str = contract.file("requests")["phase_labels"]["warmup"]["label"]
 
 
 def _sql_string(text: str) -> str:
@@ -59,7 +67,8 @@ _REPORTED_SQL = (
 
 
 def connect(runs: Run | Sequence[Run]) -> duckdb.DuckDBPyConnection:
-    """An in-memory DuckDB connection whose view ``records`` stacks every run's rows.
+    """An in-memory DuckDB connection whose view ``records`` stacks every run's judged rows
+    (all but the warm-up's; ``records_all`` has those too).
 
     Extra columns: ``run_index`` (position in ``runs``), ``run`` (label), ``connections``
     (the workers the run started, may be NULL), ``shard_index`` (I of the row's shard
@@ -98,5 +107,9 @@ def connect(runs: Run | Sequence[Run]) -> duckdb.DuckDBPyConnection:
                 f"{_REPORTED_SQL} AS {REPORTED_LATENCY} "
                 f"FROM read_parquet([{files}])"
             )
-    con.execute("CREATE VIEW records AS " + " UNION ALL BY NAME ".join(parts))
+    con.execute("CREATE VIEW records_all AS " + " UNION ALL BY NAME ".join(parts))
+    con.execute(
+        "CREATE VIEW records AS SELECT * FROM records_all "
+        f"WHERE phase_name <> {_sql_string(WARMUP_PHASE)}"
+    )
     return con

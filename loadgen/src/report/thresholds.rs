@@ -19,7 +19,7 @@ use crate::stats::Aggregator;
 
 /// The exit code of a run that crossed a threshold (k6's), distinct from 1 (results not
 /// written) and 2 (bad input).
-pub const EXIT_CODE: i32 = 99;
+pub const EXIT_CODE: i32 = crate::stop::THRESHOLD_EXIT_CODE;
 
 /// `--abort-after`'s default: how long a run goes before `--abort-on-fail` judges it.
 pub const DEFAULT_ABORT_AFTER: std::time::Duration = std::time::Duration::from_secs(5);
