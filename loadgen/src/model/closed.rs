@@ -49,6 +49,10 @@ impl Plan for ClosedPlan {
         }
     }
 
+    fn warmup_phase(&self) -> Option<u16> {
+        (!self.warmup.is_zero()).then_some(0)
+    }
+
     fn extent(&self) -> Limit {
         self.limit
     }

@@ -86,6 +86,13 @@ pub trait Plan: std::fmt::Debug + Send + Sync {
         vec![crate::record::phase::MAIN.to_string()]
     }
 
+    /// The phase of the warm-up this plan labels ([`WARMUP`](crate::record::phase::WARMUP):
+    /// the closed and open models' `warmup`), whose rows every judgement leaves out; `None`
+    /// without one. A scenario's own phase that happens to be called `warmup` is not it.
+    fn warmup_phase(&self) -> Option<u16> {
+        None
+    }
+
     /// Most attempts one request can get (retries + 1).
     fn max_attempts(&self) -> u8 {
         1

@@ -99,6 +99,7 @@ impl RunOutput {
                 .max_lateness()
                 .map_or(i64::MAX, crate::clock::nanos),
             closed,
+            warmup_phase: config.model.plan().warmup_phase(),
             publish: published
                 .clone()
                 .map(|p| (p, crate::report::thresholds::ABORT_EVERY / 4)),

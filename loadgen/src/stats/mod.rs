@@ -287,7 +287,7 @@ pub struct Aggregator {
     /// Rows whose response had an expected status: the ones checks were evaluated on.
     pub checked: u64,
     /// The phase whose rows are recorded but left out of everything above but `phases`: the
-    /// warm-up ([`crate::record::phase::WARMUP`]), when the run has one.
+    /// warm-up (labelled [`crate::record::phase::WARMUP`]), when the run has one.
     pub left_out_phase: Option<u16>,
     /// Rows of `left_out_phase`.
     pub left_out_rows: u64,
@@ -324,14 +324,11 @@ impl Aggregator {
         }
     }
 
-    /// The same aggregator, leaving the rows of the phase labelled
-    /// [`WARMUP`](crate::record::phase::WARMUP) in `phase_labels` (if any) out of every
-    /// aggregate but their phase's.
-    pub fn leaving_out_warmup(mut self, phase_labels: &[String]) -> Self {
-        self.left_out_phase = phase_labels
-            .iter()
-            .position(|label| label == crate::record::phase::WARMUP)
-            .map(|i| i as u16);
+    /// The same aggregator, leaving the rows of the warm-up phase (the plan's
+    /// [`warmup_phase`](crate::model::Plan::warmup_phase)), if any, out of every aggregate
+    /// but their phase's.
+    pub fn leaving_out(mut self, warmup_phase: Option<u16>) -> Self {
+        self.left_out_phase = warmup_phase;
         self
     }
 

@@ -73,6 +73,8 @@ pub struct WriterConfig {
     pub max_lateness_ns: i64,
     /// Told the path of every segment once it is closed (the S3 mirror uploads it).
     pub closed: Option<super::s3::SegmentSender>,
+    /// The warm-up's phase, left out of the aggregates (see [`Aggregator::leaving_out`]).
+    pub warmup_phase: Option<u16>,
     /// Where to copy the aggregates so far, and how often (`--abort-on-fail`).
     pub publish: Option<(Arc<Published>, Duration)>,
 }
@@ -241,7 +243,7 @@ impl SegmentWriter {
             config.max_attempts,
             config.max_lateness_ns,
         )
-        .leaving_out_warmup(&config.labels.phases);
+        .leaving_out(config.warmup_phase);
         SegmentWriter {
             config,
             dicts,
@@ -435,6 +437,7 @@ mod tests {
             max_attempts: 1,
             max_lateness_ns: i64::MAX,
             closed: None,
+            warmup_phase: None,
             publish: None,
         })
         .unwrap();
@@ -525,6 +528,7 @@ mod tests {
             max_attempts: 1,
             max_lateness_ns: i64::MAX,
             closed: None,
+            warmup_phase: None,
             publish: None,
         })
         .unwrap();
