@@ -230,3 +230,34 @@ fn abort_on_fail_ends_the_run_once_a_threshold_is_lost() {
     );
     assert!(text.contains("threshold error_rate<1% lost"), "{text}");
 }
+
+/// Bad input is refused before anything runs: one sentence naming the flag, exit 2.
+#[test]
+fn bad_warmups_ramps_and_aborts_are_refused() {
+    let server = server("0ms", 0.0);
+    let url = server.url("/");
+    let dir = tempfile::tempdir().unwrap();
+    let cases: [(&[&str], &str); 6] = [
+        (&["--abort-on-fail", "-d", "1s"], "--abort-on-fail"),
+        (
+            &["--abort-after", "1s", "--threshold", "p99<1s"],
+            "--abort-on-fail",
+        ),
+        (&["--ramp", "1s:4", "--warmup", "500ms"], "--warmup"),
+        (&["--ramp", "1s-4"], "--ramp"),
+        (&["--ramp", "1s:0"], "workers"),
+        (&["-d", "1s", "--warmup", "2s"], "model.warmup"),
+    ];
+    for (i, (args, named)) in cases.iter().enumerate() {
+        let out = dir.path().join(format!("refused-{i}"));
+        let (code, text) = run(&[&["run", "--url", &url][..], args].concat(), &out);
+        assert_eq!(code, 2, "{args:?}: {text}");
+        let errors: Vec<&str> = text.lines().filter(|l| l.starts_with("error:")).collect();
+        // clap names a missing flag on the line under its one error line.
+        assert!(
+            errors.len() == 1 && text.contains(named),
+            "{args:?}: {text}"
+        );
+        assert!(!out.exists(), "{args:?} left a directory");
+    }
+}

@@ -417,6 +417,56 @@ mod tests {
         text.parse().unwrap()
     }
 
+    /// A row of op 0: phase 0 is the warm-up, 1 the judged part; `error` a 500.
+    fn row(phase: u16, latency_ms: i64, error: bool) -> crate::record::RequestRecord {
+        crate::record::RequestRecord {
+            start_ns: 0,
+            intended_ns: None,
+            latency_ns: latency_ms * 1_000_000,
+            connect_ns: None,
+            send_ns: None,
+            ttfb_ns: None,
+            queue_wait_ns: None,
+            buffer_wait_ns: None,
+            op: 0,
+            status: if error { 500 } else { 200 },
+            error: error.then_some(crate::record::ErrorClass::HttpStatus),
+            bytes_sent: 0,
+            bytes_received: 0,
+            worker: 0,
+            phase,
+            attempt: 1,
+            check: None,
+        }
+    }
+
+    /// `--abort-on-fail` judges upper limits on what is recorded, never a lower limit or
+    /// throughput, and never the warm-up's rows.
+    #[test]
+    fn a_threshold_is_lost_so_far_on_the_judged_rows_only() {
+        let mut stats = Aggregator::new(1, 2, 0, 1, i64::MAX).leaving_out(Some(0));
+        for _ in 0..50 {
+            stats.observe(&row(0, 900, true)); // A slow, failing warm-up: left out.
+        }
+        for i in 0..100 {
+            stats.observe(&row(1, 10 + i % 10, i % 10 == 0));
+        }
+        assert_eq!((stats.requests(), stats.left_out_rows), (100, 50));
+        let ops = ["GET /".to_string()];
+        let lost = |texts: &[&str]| {
+            let thresholds: Vec<Threshold> = texts.iter().map(|t| parse(t)).collect();
+            lost_so_far(&thresholds, &stats, &ops).map(|r| r.threshold)
+        };
+        assert_eq!(lost(&["p99<1s", "max<100ms", "error_rate<20%"]), None);
+        assert_eq!(
+            lost(&["p99<1s", "error_rate<5%"]).as_deref(),
+            Some("error_rate<5%")
+        );
+        assert_eq!(lost(&["max<=15ms"]).as_deref(), Some("max<=15ms"));
+        // Only judged at the end: a lower limit and throughput.
+        assert_eq!(lost(&["p50>1s", "error_rate>50%", "throughput<1/s"]), None);
+    }
+
     /// The shared test vectors (`contract/thresholds.json`), which the Python parser's tests
     /// read too: the two languages cannot disagree on what a threshold means.
     fn vectors() -> serde_json::Value {
