@@ -14,6 +14,7 @@ import pytest
 import loadgen_analysis as la
 from loadgen_analysis.io.load import load_run
 from loadgen_analysis.reductions.timeline import PHASE_PERCENTILES
+from loadgen_analysis.report.html import build_report
 from loadgen_analysis.testing import harness
 from loadgen_analysis.thresholds import judge, parse_threshold
 
@@ -207,3 +208,4 @@ def test_a_warmup_is_left_out_as_loadgen_leaves_it_out(binaries: Binaries, runs_
     (ours_judged,) = judge(load_run(run.path), [parse_threshold("throughput>1/s")])
     (loadgens,) = json.loads((run.path / "run.json").read_text())["thresholds"]
     assert ours_judged.observed == pytest.approx(loadgens["observed"], rel=1e-9)
+    assert f"{warmup} warm-up requests" in build_report(run.path)
