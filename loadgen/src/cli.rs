@@ -258,12 +258,13 @@ Examples:
   loadgen run my-scenario.toml --url http://10.0.0.5:8080
   loadgen run --url http://127.0.0.1:8080/ -c 50 -d 30s
   loadgen run --url http://host:8080/albums/1 -c 32 -n 100000 --json
+  loadgen run --url http://host:8080/ --ramp 30s:10,1m:50,30s:0 --threshold 'p99<50ms' --abort-on-fail
   loadgen run --url http://host:8080/swipe/left/ --method POST \\
       -H 'Content-Type: application/json' --body @swipe.json -c 20 -d 1m
 
 Exit codes: 0 run finished (failed requests are counted, not fatal); 1 results could not be
-written; 2 bad input or unreachable target (nothing was run); 99 a --threshold was crossed;
-130 Ctrl-C; 143 SIGTERM.";
+written; 2 bad input or unreachable target (nothing was run); 99 a --threshold was crossed
+(or lost, with --abort-on-fail); 130 Ctrl-C; 143 SIGTERM.";
 
 /// Flags of `loadgen run`: every group.
 #[derive(Debug, Args, Clone)]
@@ -477,7 +478,7 @@ pub struct OpenArgs {
     pub send_window: Option<Duration>,
 }
 
-/// What the run must meet, judged at the end on every recorded row.
+/// What the run must meet, judged at the end on every recorded row (and, with --abort-on-fail, on the rows so far while it runs).
 #[derive(Debug, Args, Clone)]
 #[command(next_help_heading = "Thresholds")]
 pub struct ThresholdArgs {
