@@ -169,7 +169,8 @@ def _blocks(runs: list[Run], windows: int) -> dict[str, _Blocks]:
     walls = ", ".join(f"({i}, CAST({w} AS BIGINT))" for i, w in run_walls_ns(runs).items())
     wall = f"wall AS (SELECT * FROM (VALUES {walls}) t(run_index, wall_ns))"
     window = (
-        f"least(CAST(floor((start_ns + latency_ns) * {windows}.0 / wall_ns) AS BIGINT), "
+        f"least(CAST(floor((start_ns + latency_ns - judged_from_ns) * {windows}.0 / wall_ns) "
+        "AS BIGINT), "
         f"{windows - 1})"
     )
     # One pass: per op, run, window and latency bucket (NULL for rows without a response)

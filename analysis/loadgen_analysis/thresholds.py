@@ -198,7 +198,9 @@ class ThresholdResult:
 def judge(run: Run, thresholds: Sequence[Threshold]) -> list[ThresholdResult]:
     """Each threshold judged on ``run`` (a merged sharded run: all its shards' rows)."""
     con = connect([run])
-    wall_ns = con.execute("SELECT max(start_ns + latency_ns) FROM records").fetchone()[0]
+    wall_ns = con.execute(
+        "SELECT max(start_ns + latency_ns - judged_from_ns) FROM records"
+    ).fetchone()[0]
     results = []
     for threshold in thresholds:
         observed = _observe(con, threshold, wall_ns)

@@ -3,13 +3,15 @@ and a server that fails requests."""
 
 from __future__ import annotations
 
+import subprocess
 from pathlib import Path
 
 import pytest
 
 import loadgen_analysis as la
+from loadgen_analysis.testing import harness
 
-from .conftest import CAPACITY_RPS, Recorded
+from .conftest import CAPACITY_RPS, CAPACITY_SERVER, Binaries, Recorded
 
 OVERVIEW = Path(__file__).resolve().parents[2] / "data" / "runs" / "overview"
 
@@ -110,3 +112,24 @@ def test_attribution_serialises(capacity_sweep: list[Path]) -> None:
     assert data["verdict"] == "server"
     assert data["capacity_model"]["name"] == "bounds"
     assert [f["check"] for f in data["findings"]] == ["errors", "client", "network", "server"]
+
+
+def test_a_ramp_of_workers_gets_a_verdict_per_stage(binaries: Binaries, runs_root: Path) -> None:
+    """``--ramp``: each stage is a phase of the rows and of the workers' time, so the verdict
+    judges each stage on the workers alive in it, as it does a phased run's phases."""
+    out = runs_root / "ramp"
+    with harness.Server(CAPACITY_SERVER, binary=binaries.server) as server:
+        subprocess.run(
+            [
+                str(binaries.loadgen),
+                *("run", "--url", server.url + "/", "--ramp", "1s:16,1s:0"),
+                *("--no-progress", "--out", str(out)),
+            ],
+            check=True,
+            capture_output=True,
+            timeout=60,
+        )
+    result = la.attribute(out)
+    assert [p["phase"] for p in result.phases] == ["stage1", "stage2"], result.to_text()
+    assert all(p["verdict"] for p in result.phases), result.to_text()
+    assert "phase stage1:" in result.to_text()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import math
 import subprocess
 from pathlib import Path
@@ -11,10 +12,13 @@ import pyarrow.parquet as pq
 import pytest
 
 import loadgen_analysis as la
+from loadgen_analysis.io.load import load_run
 from loadgen_analysis.reductions.timeline import PHASE_PERCENTILES
+from loadgen_analysis.report.html import build_report
 from loadgen_analysis.testing import harness
+from loadgen_analysis.thresholds import judge, parse_threshold
 
-from .conftest import Binaries, Recorded
+from .conftest import Binaries, Recorded, record
 
 # An HDR histogram with 3 significant digits reports a value within 1/1024 of the exact one.
 HDR_REL = 1e-3
@@ -176,3 +180,32 @@ def test_phase_table_reports_each_phases_workers_wall_time_and_exact_percentiles
         starts = rows.loc[rows["phase"] == phase["phase"], "start_ns"]
         ends = starts + rows.loc[rows["phase"] == phase["phase"], "latency_ns"]
         assert phase["wall_s"] == pytest.approx((ends.max() - starts.min()) / 1e9)
+
+
+def test_a_warmup_is_left_out_as_loadgen_leaves_it_out(binaries: Binaries, runs_root: Path) -> None:
+    """``--warmup``: the analysis leaves out exactly the rows labelled with the contract's
+    warm-up phase, and its tables, thresholds and wall time agree with loadgen's summary."""
+    run = record(
+        binaries,
+        ("--service-time", "2ms", "--error-rate", "0.05"),
+        runs_root / "warmup",
+        4,
+        "1500ms",
+        extra=("--warmup", "500ms", "--threshold", "throughput>1/s"),
+    )
+    phases = pq.read_table(run.path / "requests", columns=["phase"]).column("phase").to_pylist()
+    warmup, judged = phases.count("warmup"), len(phases) - phases.count("warmup")
+    printed = run.summary["summary"]
+    assert warmup > 0 and judged > 0
+    assert printed["warmup_requests"] == warmup
+    assert printed["requests"] == judged
+    ours = la.op_summary(run.path)
+    assert int(ours["requests"].sum()) == judged
+    assert int(ours["failed"].sum()) == printed["failed"]
+    table = la.run_table(run.path).iloc[0]
+    assert table["wall_s"] * 1e9 == pytest.approx(printed["wall_time_ns"], abs=1)
+    assert table["throughput_rps"] == pytest.approx(printed["throughput_rps"], rel=1e-9)
+    (ours_judged,) = judge(load_run(run.path), [parse_threshold("throughput>1/s")])
+    (loadgens,) = json.loads((run.path / "run.json").read_text())["thresholds"]
+    assert ours_judged.observed == pytest.approx(loadgens["observed"], rel=1e-9)
+    assert f"{warmup} warm-up requests" in build_report(run.path)

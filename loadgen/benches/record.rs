@@ -64,6 +64,8 @@ fn record_path(c: &mut Criterion) {
                 max_attempts: 1,
                 max_lateness_ns: i64::MAX,
                 closed: None,
+                warmup_phase: None,
+                publish: None,
             })
             .unwrap();
             for batch in &batches {

@@ -258,12 +258,13 @@ Examples:
   loadgen run my-scenario.toml --url http://10.0.0.5:8080
   loadgen run --url http://127.0.0.1:8080/ -c 50 -d 30s
   loadgen run --url http://host:8080/albums/1 -c 32 -n 100000 --json
+  loadgen run --url http://host:8080/ --ramp 30s:10,1m:50,30s:0 --threshold 'p99<50ms' --abort-on-fail
   loadgen run --url http://host:8080/swipe/left/ --method POST \\
       -H 'Content-Type: application/json' --body @swipe.json -c 20 -d 1m
 
 Exit codes: 0 run finished (failed requests are counted, not fatal); 1 results could not be
-written; 2 bad input or unreachable target (nothing was run); 99 a --threshold was crossed;
-130 Ctrl-C; 143 SIGTERM.";
+written; 2 bad input or unreachable target (nothing was run); 99 a --threshold was crossed
+(or lost, with --abort-on-fail); 130 Ctrl-C; 143 SIGTERM.";
 
 /// Flags of `loadgen run`: every group.
 #[derive(Debug, Args, Clone)]
@@ -435,6 +436,18 @@ pub struct ModelArgs {
     /// every model but open.
     #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
     pub think_time: Option<Duration>,
+
+    /// Label the run's first DURATION `warmup`: it sends as usual (part of -d), and its rows
+    /// are recorded but left out of the summary, thresholds, verdict, report and compare
+    /// [default: 0s]. Closed and open models (a sweep: each level's).
+    #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
+    pub warmup: Option<Duration>,
+
+    /// Closed model: a ramp of workers, DURATION:WORKERS stages, linear between targets from
+    /// 0, e.g. 30s:10,1m:50,30s:0 (as k6's ramping-vus); a worker over the target leaves at
+    /// the end of its request. Each stage is a phase of the rows (stage1, stage2, …).
+    #[arg(long, value_name = "STAGES", conflicts_with_all = ["connections", "rate", "stages", "requests", "duration"])]
+    pub ramp: Option<String>,
 }
 
 /// How the open model paces its sends (`loadgen run --rate`, `sweep --rate-levels`, and each level of `capacity`).
@@ -465,7 +478,7 @@ pub struct OpenArgs {
     pub send_window: Option<Duration>,
 }
 
-/// What the run must meet, judged at the end on every recorded row.
+/// What the run must meet, judged at the end on every recorded row (and, with --abort-on-fail, on the rows so far while it runs).
 #[derive(Debug, Args, Clone)]
 #[command(next_help_heading = "Thresholds")]
 pub struct ThresholdArgs {
@@ -476,6 +489,28 @@ pub struct ThresholdArgs {
     /// (repeatable; adds to a scenario's `thresholds`).
     #[arg(long = "threshold", value_name = "EXPR")]
     pub thresholds: Vec<String>,
+
+    /// End the run early (exit 99, exit reason `threshold`, every completed row kept) as soon
+    /// as a threshold is lost on the rows so far, judged once a second after --abort-after:
+    /// an upper limit on error_rate, a percentile, mean or max (a lower limit and throughput
+    /// are judged at the end only).
+    #[arg(long)]
+    pub abort_on_fail: bool,
+
+    /// With --abort-on-fail: judge only after the run has gone this long, so the first
+    /// requests alone do not end it [default: 5s].
+    #[arg(long, value_name = "DURATION", value_parser = parse_duration, requires = "abort_on_fail")]
+    pub abort_after: Option<Duration>,
+}
+
+impl ThresholdArgs {
+    /// `--abort-on-fail`'s delay: `--abort-after`, else its default; `None` without it.
+    pub fn abort_after(&self) -> Option<Duration> {
+        self.abort_on_fail.then(|| {
+            self.abort_after
+                .unwrap_or(crate::report::thresholds::DEFAULT_ABORT_AFTER)
+        })
+    }
 }
 
 /// Where the results go and what is shown while and after it runs.

@@ -25,6 +25,8 @@ pub enum ExitReason {
     Terminated,
     /// The record writer failed; the run stopped because results could not be kept.
     WriterFailed,
+    /// `--abort-on-fail`: a threshold was lost for good on the rows so far.
+    Threshold,
 }
 
 impl ExitReason {
@@ -35,9 +37,14 @@ impl ExitReason {
             ExitReason::Interrupted => 130,
             ExitReason::Terminated => 143,
             ExitReason::WriterFailed => 1,
+            ExitReason::Threshold => THRESHOLD_EXIT_CODE,
         }
     }
 }
+
+/// The exit code of a run that crossed (or, with `--abort-on-fail`, lost) a threshold: k6's,
+/// distinct from 1 (results not written) and 2 (bad input).
+pub const THRESHOLD_EXIT_CODE: i32 = 99;
 
 // Level 0 is running.
 const DRAINING: u8 = 1;

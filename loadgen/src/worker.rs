@@ -109,7 +109,7 @@ pub async fn run_worker<T: Transport, S: WorkSource>(
     mut source: S,
     ctx: Arc<WorkerContext>,
     records: RecordSender,
-    clock: Arc<WorkerClock>,
+    clock: &mut Arc<WorkerClock>,
 ) {
     let mut batch: Vec<RequestRecord> = Vec::new();
     let mut batch_started = Instant::now();
@@ -133,7 +133,7 @@ pub async fn run_worker<T: Transport, S: WorkSource>(
             batch_started,
             &mut idle_timer,
             &records,
-            (&ctx, &clock),
+            (&ctx, &**clock),
         );
         let Some(work) = next.await else { break };
         let template = &ctx.workload.templates[usize::from(work.op)];
@@ -146,6 +146,11 @@ pub async fn run_worker<T: Transport, S: WorkSource>(
         };
         template.rules.forget_extracted(&mut session);
         let started = Instant::now();
+        if work.phase != clock.phase() {
+            // The model moved this worker's work to another phase (a warm-up's end, a ramp's
+            // next stage): its time from here on is that phase's.
+            *clock = (ctx.live.activity).moved(clock, work.phase, ctx.anchor.offset_ns(started));
+        }
         clock.send(
             ctx.anchor.offset_ns(started),
             work.intended
@@ -440,10 +445,10 @@ impl WorkerPool {
     ) {
         let (ctx, records) = (self.ctx.clone(), self.records.clone());
         ctx.live.workers_alive.fetch_add(1, Ordering::Relaxed);
-        let clock = (ctx.live.activity).register(phase, ctx.anchor.offset_ns(Instant::now()));
+        let mut clock = (ctx.live.activity).register(phase, ctx.anchor.offset_ns(Instant::now()));
         self.running.spawn(async move {
             let (live, anchor) = (ctx.live.clone(), ctx.anchor);
-            run_worker(worker, transport, source, ctx, records, clock.clone()).await;
+            run_worker(worker, transport, source, ctx, records, &mut clock).await;
             clock.end(anchor.offset_ns(Instant::now()));
             live.workers_alive.fetch_sub(1, Ordering::Relaxed);
             WorkerDone { worker, phase }

@@ -67,12 +67,14 @@ fn calibrate_measures_r1_and_predicts_with_littles_law() {
     }
     assert_eq!(measured["calibration"]["requests"], 150);
     // The run directory is an ordinary run, tagged as a calibration; warm-up rows are phase
-    // `warmup`, so R(1) covers only the measured ones.
+    // `warmup`, so R(1) covers only the measured ones; the summary has them all (a phased
+    // model's phases are its own, judged together).
     let run_json: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(dir.path().join("slow/run.json")).unwrap())
             .unwrap();
     assert_eq!(run_json["kind"], "calibration");
     assert_eq!(run_json["summary"]["requests"], 160);
+    assert!(run_json["summary"].get("warmup_requests").is_none());
     assert_eq!(slow.requests_total(), 160);
     runtime.block_on(async {
         fast.shutdown().await;

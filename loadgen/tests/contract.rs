@@ -30,6 +30,16 @@ fn the_arrow_schemas_the_code_builds_are_the_contracts() {
     assert_eq!(version, loadgen::sysmon::SCHEMA_VERSION);
 }
 
+/// The phase labels the engine writes by itself are the contract's, which the analysis reads
+/// (it leaves the `warmup` rows out of every judgement by this label).
+#[test]
+fn the_engines_phase_labels_are_the_contracts() {
+    let labels = contract::file("requests")["phase_labels"].clone();
+    assert_eq!(labels["warmup"]["label"], loadgen::record::phase::WARMUP);
+    assert_eq!(labels["main"]["label"], loadgen::record::phase::MAIN);
+    assert_eq!(labels.as_object().unwrap().len(), 2, "{labels}");
+}
+
 /// The checker is not blind: a renamed column, a retyped one and a renamed run.json field
 /// are each reported.
 #[test]

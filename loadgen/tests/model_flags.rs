@@ -3,7 +3,7 @@
 //! visible in run.json — or refused with exit code 2, one sentence naming the flag, and
 //! nothing written. No flag is silently ignored (issue 26).
 //!
-//! Runs are tiny (300 ms, or a handful of requests) and the six kinds run side by side, so
+//! Runs are tiny (300 ms, or a handful of requests) and the seven kinds run side by side, so
 //! the whole matrix takes a few seconds.
 
 mod common;
@@ -15,7 +15,7 @@ use serde_json::Value;
 use servers::ServerConfig;
 
 /// The model kinds a scenario can have, and a tiny `[model]` of each; `None` is a quick run.
-const KINDS: [(&str, Option<&str>); 6] = [
+const KINDS: [(&str, Option<&str>); 7] = [
     ("none", None),
     ("closed", Some("kind = \"closed\"\nworkers = 2\nrequests = 10")),
     ("open", Some("kind = \"open\"\nrate = 20\nduration = \"300ms\"")),
@@ -31,10 +31,14 @@ const KINDS: [(&str, Option<&str>); 6] = [
         "phased",
         Some("kind = \"phased\"\nmax_workers = 2\nphases = [{ name = \"p\", workers = 1.0, requests_per_worker = 4 }]"),
     ),
+    (
+        "ramp",
+        Some("kind = \"ramp\"\nstages = [{ duration = \"300ms\", workers = 2 }]"),
+    ),
 ];
 
 /// Each flag under test, as given.
-const FLAGS: [(&str, &[&str]); 11] = [
+const FLAGS: [(&str, &[&str]); 13] = [
     ("--rate", &["--rate", "20", "-d", "300ms"]),
     ("--stages", &["--stages", "300ms:20"]),
     ("--arrivals", &["--arrivals", "poisson"]),
@@ -45,6 +49,8 @@ const FLAGS: [(&str, &[&str]); 11] = [
     ("-d", &["-d", "300ms"]),
     ("-n", &["-n", "5"]),
     ("--think-time", &["--think-time", "10ms"]),
+    ("--warmup", &["--warmup", "100ms"]),
+    ("--ramp", &["--ramp", "300ms:2"]),
     (
         "--streams-per-connection",
         &["--http2", "--streams-per-connection", "2"],
@@ -101,6 +107,15 @@ fn expect(flag: &str, kind: &str) -> Expect {
         }),
         "--think-time" if open => Refused,
         "--think-time" => Applied(|doc| is(doc, "/config/think_time", "10ms")),
+        "--warmup" if closed_like || open => {
+            Applied(|doc| is(doc, "/config/definition/model/warmup", "100ms"))
+        }
+        "--warmup" => Refused,
+        "--ramp" if closed_like || kind == "ramp" => Applied(|doc| {
+            is(doc, "/config/definition/model/kind", "ramp")?;
+            is(doc, "/config/definition/model/stages/0/workers", 2)
+        }),
+        "--ramp" => Refused,
         "--streams-per-connection" => Applied(|doc| {
             is(doc, "/config/streams_per_connection", 2)?;
             is(doc, "/config/protocol", "HTTP/2")
@@ -162,7 +177,9 @@ fn cell(
         .args(["--url", url, "--no-progress"]);
     command.args(given).arg("--out").arg(&out);
     // A quick run lasts 10 s unless told otherwise: shorten it where the flag leaves room.
-    let shortened = ["-d", "-n", "--stages"].iter().all(|f| !given.contains(f));
+    let shortened = ["-d", "-n", "--stages", "--ramp"]
+        .iter()
+        .all(|f| !given.contains(f));
     if scenario.is_none() && shortened {
         command.args(["-d", "300ms"]);
     }

@@ -1,9 +1,16 @@
 """The DuckDB connection every reduction runs on, with bounded memory.
 
-:func:`connect` hands out a connection on which the view ``records`` stacks every run's rows
-(with ``run_index``, ``run``, ``connections`` and ``shard_index`` columns added, and a sharded
-run's times rebased on its earliest wall-clock anchor). This module never aggregates:
-reductions live in :mod:`loadgen_analysis.reductions`.
+:func:`connect` hands out a connection on which the view ``records`` stacks every run's judged
+rows (with ``run_index``, ``run``, ``connections`` and ``shard_index`` columns added, and a
+sharded run's times rebased on its earliest wall-clock anchor): every row but the warm-up's (the
+phase the contract names ``warmup``, :data:`WARMUP_PHASE`, in a run whose run.json counts them
+in ``summary.warmup_requests``), which the engine records and every judgement leaves out — the
+summary, thresholds, verdict, report and compare all read ``records``. Its column
+``judged_from_ns`` is where a run's judged part starts: 0 (the anchor), or after a warm-up the
+first judged request's start, as loadgen's ``summary.wall_time_ns`` counts it; a run's wall
+time is ``max(start_ns + latency_ns - judged_from_ns)``. The view ``records_all`` has the
+warm-up rows too. This module never aggregates: reductions live in
+:mod:`loadgen_analysis.reductions`.
 """
 
 from __future__ import annotations
@@ -15,8 +22,13 @@ from pathlib import Path
 
 import duckdb
 
+from . import contract
 from .load import as_runs
 from .run import Run
+
+#: The phase label of the warm-up rows (``--warmup``, a capacity level's warm-up), read from
+#: the contract's ``requests.phase_labels``, where the engine's label is held to it.
+WARMUP_PHASE: str = contract.file("requests")["phase_labels"]["warmup"]["label"]
 
 
 def _sql_string(text: str) -> str:
@@ -59,7 +71,8 @@ _REPORTED_SQL = (
 
 
 def connect(runs: Run | Sequence[Run]) -> duckdb.DuckDBPyConnection:
-    """An in-memory DuckDB connection whose view ``records`` stacks every run's rows.
+    """An in-memory DuckDB connection whose view ``records`` stacks every run's judged rows
+    (all but the warm-up's; ``records_all`` has those too).
 
     Extra columns: ``run_index`` (position in ``runs``), ``run`` (label), ``connections``
     (the workers the run started, may be NULL), ``shard_index`` (I of the row's shard
@@ -98,5 +111,40 @@ def connect(runs: Run | Sequence[Run]) -> duckdb.DuckDBPyConnection:
                 f"{_REPORTED_SQL} AS {REPORTED_LATENCY} "
                 f"FROM read_parquet([{files}])"
             )
-    con.execute("CREATE VIEW records AS " + " UNION ALL BY NAME ".join(parts))
+    con.execute("CREATE VIEW records_all AS " + " UNION ALL BY NAME ".join(parts))
+    _create_judged_view(con, runs)
     return con
+
+
+def _create_judged_view(con: duckdb.DuckDBPyConnection, runs: Sequence[Run]) -> None:
+    """The view ``records``: ``records_all`` without the warm-up rows of the runs that had a
+    warm-up (run.json ``summary.warmup_requests``), with ``judged_from_ns``."""
+    warm = [
+        i
+        for i, run in enumerate(runs)
+        if any("warmup_requests" in (part.summary or {}) for part in run.parts)
+    ]
+    if not warm:
+        con.execute("CREATE VIEW records AS SELECT *, 0::BIGINT AS judged_from_ns FROM records_all")
+        return
+    judged = f"NOT (phase_name = {_sql_string(WARMUP_PHASE)} AND run_index IN ({_list(warm)}))"
+    judged_from = _judged_from_sql(con, warm, judged)
+    con.execute(
+        f"CREATE VIEW records AS SELECT *, {judged_from} AS judged_from_ns FROM records_all "
+        f"WHERE {judged}"
+    )
+
+
+def _list(indexes: Sequence[int]) -> str:
+    return ", ".join(str(int(i)) for i in indexes)
+
+
+def _judged_from_sql(con: duckdb.DuckDBPyConnection, warm: Sequence[int], judged: str) -> str:
+    """The SQL of ``judged_from_ns``: for each run of ``warm`` (its run.json counts warm-up
+    rows), its first judged request's start (one pass over that run); 0 for the others."""
+    starts = con.execute(
+        f"SELECT run_index, min(start_ns) FROM records_all "
+        f"WHERE run_index IN ({_list(warm)}) AND {judged} GROUP BY run_index"
+    ).fetchall()
+    cases = " ".join(f"WHEN {int(i)} THEN {int(start)}" for i, start in starts)
+    return f"CAST(CASE run_index {cases} ELSE 0 END AS BIGINT)" if cases else "CAST(0 AS BIGINT)"

@@ -53,6 +53,7 @@ _AGGREGATES = {
     "first_start_ns": "min(start_ns)",
     "last_start_ns": "max(start_ns)",
     "last_end_ns": "max(start_ns + latency_ns)",
+    "judged_from_ns": "max(judged_from_ns)",
 }
 
 

@@ -8,7 +8,9 @@ for interpreting them (see :mod:`loadgen_analysis.models`, :mod:`loadgen_analysi
 
 Semantics match ``loadgen``'s summary: a request *failed* when ``error`` is set; latency
 statistics cover rows with ``status > 0``; a run's wall time is the end of its last request
-(``max(start_ns + latency_ns)``, from the anchor at 0); throughput is requests / wall time.
+(``max(start_ns + latency_ns)``, from the anchor at 0, or after a warm-up from the first judged
+request's start: ``judged_from_ns``); throughput is requests / wall time. Warm-up rows are not
+in ``records``.
 A sharded run is one run: its shards' rows together, timed from its earliest shard's anchor.
 """
 
@@ -32,7 +34,9 @@ def run_walls_ns(runs: RunsArg) -> dict[int, int]:
     """Per run_index: the run's wall time (ns), the end of its last request. From the rollup,
     which inside :func:`reuse_reductions` the other tables share."""
     con, rollup = cached_rollup(as_runs(runs))
-    query = f"SELECT run_index, max(last_end_ns) FROM {rollup} GROUP BY run_index"
+    query = (
+        f"SELECT run_index, max(last_end_ns) - max(judged_from_ns) FROM {rollup} GROUP BY run_index"
+    )
     return {int(i): int(wall) for i, wall in con.execute(query).fetchall()}
 
 
@@ -65,7 +69,7 @@ def op_summary(runs: RunsArg) -> pd.DataFrame:
                 max(reported_max_ns) FILTER (WHERE responded) / 1e6 AS max_ms,
                 sum(bytes_sent)::BIGINT AS bytes_sent,
                 sum(bytes_received)::BIGINT AS bytes_received,
-                max(last_end_ns) AS end_ns,
+                max(last_end_ns) - max(judged_from_ns) AS end_ns,
                 sum(intended) AS intended
             FROM {rollup} GROUP BY run_index, op
         )
@@ -152,7 +156,7 @@ def run_table(runs: RunsArg) -> pd.DataFrame:
             {count_sql()} AS requests,
             {count_sql("error IS NULL")} AS ok,
             {count_sql("error IS NOT NULL")} AS failed,
-            max(last_end_ns) AS wall_ns,
+            max(last_end_ns) - max(judged_from_ns) AS wall_ns,
             {mean_sql("reported_ns", "requests", "responded")} / 1e6 AS mean_latency_ms,
             {mean_sql("ttfb_ns", "requests", "responded AND timed")} / 1e6 AS mean_ttfb_ms,
             sum(latency_ns) AS busy_ns,

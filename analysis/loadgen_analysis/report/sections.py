@@ -15,6 +15,7 @@ from importlib.metadata import PackageNotFoundError, version
 
 import pandas as pd
 
+from ..io.engine import WARMUP_PHASE
 from ..io.run import Run
 from ..reductions.checks import check_failures, checks_evaluated, skipped_requests
 from ..reductions.open_model import open_model_table
@@ -261,10 +262,25 @@ _ERROR_COLUMNS = {
 def summary_section(runs: list[Run]) -> list[str]:
     """The per-op summary, the failures (when some failed) and the checks (when there are)."""
     parts = ["<h2>Summary per op</h2>", table_html(op_summary(runs), _SUMMARY_COLUMNS)]
+    parts += _warmup_html(runs)
     errors = error_breakdown(runs)
     if not errors.empty:
         parts += ["<h3>Failures</h3>", table_html(errors, _ERROR_COLUMNS)]
     return parts + _checks_html(runs)
+
+
+def _warmup_html(runs: list[Run]) -> list[str]:
+    """A line per run with a warm-up: how many of its rows this report leaves out."""
+    lines = []
+    for run in runs:
+        left_out = sum(int((p.summary or {}).get("warmup_requests", 0)) for p in run.parts)
+        if any("warmup_requests" in (p.summary or {}) for p in run.parts):
+            lines.append(
+                f"<p>{html.escape(run.label)}: {left_out} warm-up requests (phase "
+                f"<code>{html.escape(WARMUP_PHASE)}</code>) are recorded and left out of this "
+                "report.</p>"
+            )
+    return lines
 
 
 _OPEN_COLUMNS = {

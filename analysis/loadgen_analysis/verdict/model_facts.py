@@ -195,7 +195,7 @@ def _open_facts(run: Run, con: duckdb.DuckDBPyConnection) -> OpenFacts | None:
     if not opens or not all(isinstance(o, dict) for o in opens):
         return None
     requests, wall_ns = con.execute(
-        "SELECT count(*), max(start_ns + latency_ns) FROM records"
+        "SELECT count(*), max(start_ns + latency_ns - judged_from_ns) FROM records"
     ).fetchone()
     wall_s = max((wall_ns or 0) / 1e9, 1e-9)
     scheduled = sum(int(o["scheduled"]) for o in opens)

@@ -268,6 +268,7 @@ fn from_targets(
         workers: connection.workers_for(DEFAULT_CONNECTIONS),
         requests: None,
         duration: Some(Dur(DEFAULT_DURATION)),
+        warmup: None,
     });
     let targets = scenario::targets::scenario(
         &origin,
@@ -360,6 +361,7 @@ fn quick_scenario(
         workers: connection.workers_for(DEFAULT_CONNECTIONS),
         requests: None,
         duration: Some(Dur(DEFAULT_DURATION)),
+        warmup: None,
     });
     let scenario = Scenario {
         name: None,

@@ -134,6 +134,9 @@ pub struct RunConfig {
     pub link_capacity_bps: Option<u64>,
     /// The scenario's `thresholds` and `--threshold`s, judged at the end.
     pub thresholds: Vec<Threshold>,
+    /// `--abort-on-fail`: judge the thresholds on the rows so far once a second after this
+    /// long, and end the run when one is lost.
+    pub abort_after: Option<Duration>,
     /// `--metrics-addr`: where live metrics are served for Prometheus.
     pub metrics_addr: Option<std::net::SocketAddr>,
     /// How long the metrics endpoint serves the final counts after the run (`--metrics-linger`,
@@ -178,6 +181,8 @@ pub struct CommandFlags<'a> {
     /// The model flags (`run`, `sweep`); `None`: each run takes a workflow's model.
     pub model: Option<(&'a ModelArgs, &'a OpenArgs)>,
     pub thresholds: &'a [String],
+    /// `--abort-on-fail`'s delay (`--abort-after` or its default); `None` without it.
+    pub abort_after: Option<Duration>,
     pub output: &'a OutputArgs,
     pub shard: Option<&'a ShardArgs>,
     /// `--upload-timeout` (`run`'s only: the workflows write locally, so zero).
@@ -192,6 +197,7 @@ impl<'a> CommandFlags<'a> {
             target,
             model: None,
             thresholds: &[],
+            abort_after: None,
             output,
             shard: None,
             upload_timeout: Duration::ZERO,
@@ -204,6 +210,7 @@ impl<'a> From<&'a RunArgs> for CommandFlags<'a> {
         CommandFlags {
             model: Some((&args.model, &args.open)),
             thresholds: &args.thresholds.thresholds,
+            abort_after: args.thresholds.abort_after(),
             shard: Some(&args.shard),
             upload_timeout: args.upload_timeout,
             ..CommandFlags::local(&args.target, &args.output)
@@ -216,6 +223,7 @@ impl<'a> From<&'a SweepArgs> for CommandFlags<'a> {
         CommandFlags {
             model: Some((&args.model, &args.open)),
             thresholds: &args.thresholds.thresholds,
+            abort_after: args.thresholds.abort_after(),
             shard: Some(&args.shard),
             ..CommandFlags::local(&args.target, &args.output)
         }
@@ -226,6 +234,7 @@ impl<'a> From<&'a CalibrateArgs> for CommandFlags<'a> {
     fn from(args: &'a CalibrateArgs) -> Self {
         CommandFlags {
             thresholds: &args.thresholds.thresholds,
+            abort_after: args.thresholds.abort_after(),
             shard: Some(&args.shard),
             ..CommandFlags::local(&args.target, &args.output)
         }
@@ -275,6 +284,7 @@ pub struct RunInputs {
     start_at_unix_ns: Option<i64>,
     link_capacity_bps: Option<u64>,
     thresholds: Vec<String>,
+    abort_after: Option<Duration>,
     metrics_addr: Option<std::net::SocketAddr>,
     metrics_linger: Duration,
     run_group: Option<String>,
@@ -320,6 +330,7 @@ impl RunInputs {
                 .transpose()?,
             link_capacity_bps: target.link_capacity,
             thresholds: flags.thresholds.to_vec(),
+            abort_after: flags.abort_after,
             metrics_addr: output.metrics_addr,
             metrics_linger: match output.metrics_addr {
                 Some(_) => output.metrics_linger.unwrap_or(DEFAULT_METRICS_LINGER),
@@ -353,6 +364,7 @@ impl RunInputs {
             workers: 1,
             requests: Some(1),
             duration: None,
+            warmup: None,
         });
         let shaped = self
             .source
@@ -391,6 +403,13 @@ impl RunInputs {
             scenario.thresholds.iter().chain(&self.thresholds),
             &compiled.workload,
         )?;
+        if self.abort_after.is_some() && thresholds.is_empty() {
+            return Err(ConfigError::Threshold(
+                "--abort-on-fail ends the run when a threshold is lost, and this run has none; \
+                 give one with --threshold, e.g. --threshold 'p99<50ms'"
+                    .to_string(),
+            ));
+        }
         Ok(RunConfig {
             target: self.source.target.clone(),
             scenario_origin: self.source.origin.clone(),
@@ -419,6 +438,7 @@ impl RunInputs {
             notes: applied.notes,
             link_capacity_bps: self.link_capacity_bps,
             thresholds,
+            abort_after: self.abort_after,
             metrics_addr: self.metrics_addr,
             metrics_linger: self.metrics_linger,
             run_group: self.run_group.clone(),
@@ -584,6 +604,11 @@ mod tests {
             ("connect_timeout", text(DEFAULT_CONNECT_TIMEOUT)),
             ("metrics_linger", text(DEFAULT_METRICS_LINGER)),
             ("think_time", text(Duration::ZERO)),
+            ("warmup", text(Duration::ZERO)),
+            (
+                "abort_after",
+                text(crate::report::thresholds::DEFAULT_ABORT_AFTER),
+            ),
             ("send_window", "0".to_string()),
             ("streams_per_connection", "1".to_string()),
             ("method", "GET".to_string()),

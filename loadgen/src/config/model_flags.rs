@@ -1,33 +1,37 @@
 //! The model rules: what the model flags (`--rate`, `--stages`, `--arrivals`,
-//! `--max-in-flight`, `--max-lateness`, `-c`, `-d`, `-n`, `--think-time`) do to a scenario's
+//! `--max-in-flight`, `--max-lateness`, `-c`, `-d`, `-n`, `--think-time`, `--warmup`,
+//! `--ramp`) do to a scenario's
 //! `[model]` — a file's, a built-in's, or the closed model a quick run starts from. The
 //! scenario says *what* is sent; these flags say *when*. Every flag is either applied (and
 //! visible in run.json) or refused with one sentence; none is ignored.
 //!
-//! | flag | closed (and a quick run) | open | thread-groups, producer-buffer, phased |
-//! |---|---|---|---|
-//! | `--rate`, `--stages` | switch to the open model over the sequence | set rate / stages | switch to the open model (the replaced model's parts are named in a note) |
-//! | `--arrivals`, `--max-in-flight`, `--max-lateness`, `--send-window` | only with `--rate`/`--stages` | set | only with `--rate`/`--stages` |
-//! | `-c` | sets workers | refused (hint `--set model.kind=closed`) | refused (same hint) |
-//! | `-d` | sets the duration | sets the duration (caps a ramp of stages) | caps the run time |
-//! | `-n` | sets requests, whole iterations | refused (rate × duration decides) | caps requests, whole iterations (producer-buffer: its `total`) |
-//! | `--think-time` | applies | refused | applies |
+//! | flag | closed (and a quick run) | open | ramp | thread-groups, producer-buffer, phased |
+//! |---|---|---|---|---|
+//! | `--rate`, `--stages` | switch to the open model over the sequence | set rate / stages | switch to the open model | switch to the open model (the replaced model's parts are named in a note) |
+//! | `--arrivals`, `--max-in-flight`, `--max-lateness`, `--send-window` | only with `--rate`/`--stages` | set | only with `--rate`/`--stages` | only with `--rate`/`--stages` |
+//! | `--ramp` | switch to the ramp model over the sequence | refused (hint `--stages`) | set stages | refused (hint `--set model.kind=closed`) |
+//! | `-c` | sets workers | refused (hint `--set model.kind=closed`) | refused (same hint) | refused (same hint) |
+//! | `-d` | sets the duration | sets the duration (caps a ramp of stages) | caps the run time | caps the run time |
+//! | `-n` | sets requests, whole iterations | refused (rate × duration decides) | caps requests | caps requests, whole iterations (producer-buffer: its `total`) |
+//! | `--think-time` | applies | refused | applies | applies |
+//! | `--warmup` | sets `warmup` | sets `warmup` (at the schedule's start) | refused (each stage is judged) | refused (their phases are their own) |
 //!
 //! `-c` with `--rate`/`--stages`, and `--think-time` or `-n` with them, are refused whatever
-//! the scenario. `--streams-per-connection` groups any model's workers on HTTP/2 connections
+//! the scenario; so are `--ramp` with `-c`, `-d`, `-n`, `--rate` or `--stages` (clap) and
+//! `--ramp` with `--warmup`. `--streams-per-connection` groups any model's workers on HTTP/2 connections
 //! (and multiplies `-c`); it is not a model rule. This file only edits the spec: checking the
 //! values is `scenario::compile`'s job, as for any scenario.
 
 use std::time::Duration;
 
-use super::validate::parse_stages;
+use super::validate::{parse_ramp, parse_stages};
 use super::ConfigError;
 use crate::cli::{ModelArgs, OpenArgs};
 use crate::model::open::Arrivals;
 use crate::model::DEFAULT_DURATION;
 use crate::scenario::schema::{
-    ClosedSpec, Dur, ModelSpec, OpenSpec, ProducerBufferSpec, StageSpec, DEFAULT_MAX_IN_FLIGHT,
-    DEFAULT_MAX_LATENESS,
+    ClosedSpec, Dur, ModelSpec, OpenSpec, ProducerBufferSpec, RampSpec, RampStageSpec, StageSpec,
+    DEFAULT_MAX_IN_FLIGHT, DEFAULT_MAX_LATENESS,
 };
 
 /// A level of `loadgen sweep`: the model value its levels flag gives each run.
@@ -54,6 +58,8 @@ pub(super) struct ModelFlags {
     duration: Option<Duration>,
     requests: Option<u64>,
     think_time: bool,
+    warmup: Option<Duration>,
+    ramp: Option<Vec<RampStageSpec>>,
     /// How `-c` and `--rate` were written: `-c`/`--rate`, or a sweep's `--levels`.
     workers_flag: &'static str,
     rate_flag: &'static str,
@@ -89,6 +95,8 @@ impl ModelFlags {
             duration: model.duration,
             requests: model.requests,
             think_time: model.think_time.is_some(),
+            warmup: model.warmup,
+            ramp: model.ramp.as_deref().map(parse_ramp).transpose()?,
             workers_flag: "-c",
             rate_flag: "--rate",
         })
@@ -172,6 +180,8 @@ pub(super) fn apply(
         }
         *spec = ModelSpec::Open(empty_open());
     }
+    apply_ramp(spec, flags, scenario, &mut applied)?;
+    refuse_warmup(spec, flags)?;
     match spec {
         ModelSpec::Closed(closed) => apply_closed(closed, flags),
         ModelSpec::Open(open) => apply_open(open, flags, &mut applied)?,
@@ -179,6 +189,76 @@ pub(super) fn apply(
         other => apply_caps(other.kind(), flags, &mut applied)?,
     }
     Ok(applied)
+}
+
+/// `--ramp`: a closed model (or a quick run's) becomes the ramp model over its sequence, a
+/// ramp's stages are replaced; any other model refuses it.
+fn apply_ramp(
+    spec: &mut ModelSpec,
+    flags: &ModelFlags,
+    scenario: bool,
+    applied: &mut Applied,
+) -> Result<(), ConfigError> {
+    let Some(stages) = &flags.ramp else {
+        return Ok(());
+    };
+    if flags.warmup.is_some() {
+        return Err(refuse(
+            "--warmup labels a run's first stretch, and --ramp labels each stage its own \
+             phase (each judged apart); drop --warmup, or make the ramp's first stage the \
+             warm-up"
+                .to_string(),
+        ));
+    }
+    match spec {
+        ModelSpec::Closed(_) => {
+            if scenario {
+                applied.notes.push(replaced_note(spec, "--ramp"));
+            }
+        }
+        ModelSpec::Ramp(_) => {}
+        ModelSpec::Open(_) => {
+            return Err(refuse(
+                "--ramp ramps a closed model's workers, and this scenario's model is open; \
+                 ramp its rate with --stages, or run it closed with --set model.kind=closed"
+                    .to_string(),
+            ))
+        }
+        other => {
+            return Err(refuse(format!(
+                "--ramp ramps a closed model's workers, and this scenario's model is {}; \
+                 run it closed with --set model.kind=closed --ramp {}",
+                other.kind(),
+                ramp_text(stages)
+            )))
+        }
+    }
+    *spec = ModelSpec::Ramp(RampSpec {
+        stages: stages.clone(),
+    });
+    Ok(())
+}
+
+fn ramp_text(stages: &[RampStageSpec]) -> String {
+    let parts: Vec<String> = stages
+        .iter()
+        .map(|s| format!("{}:{}", humantime::format_duration(s.duration.0), s.workers))
+        .collect();
+    parts.join(",")
+}
+
+/// `--warmup` on a model that is neither closed nor open.
+fn refuse_warmup(spec: &ModelSpec, flags: &ModelFlags) -> Result<(), ConfigError> {
+    match spec {
+        _ if flags.warmup.is_none() => Ok(()),
+        ModelSpec::Closed(_) | ModelSpec::Open(_) => Ok(()),
+        other => Err(refuse(format!(
+            "--warmup labels the first stretch of a closed or open model's run, and this \
+             scenario's model is {}, whose phases are its own; drop --warmup, or run it \
+             closed with --set model.kind=closed",
+            other.kind()
+        ))),
+    }
 }
 
 /// The refusals that hold whatever the scenario: `-c`, `-n` or `--think-time` with a rate,
@@ -250,6 +330,9 @@ fn apply_closed(closed: &mut ClosedSpec, flags: &ModelFlags) {
     if let Some(workers) = flags.workers {
         closed.workers = workers;
     }
+    if let Some(warmup) = flags.warmup {
+        closed.warmup = Some(Dur(warmup));
+    }
     if let Some(d) = flags.duration {
         closed.duration = Some(Dur(d));
         closed.requests = None;
@@ -286,6 +369,9 @@ fn apply_open(
     }
     if let Some(window) = flags.send_window {
         open.send_window = Some(Dur(window));
+    }
+    if let Some(warmup) = flags.warmup {
+        open.warmup = Some(Dur(warmup));
     }
     Ok(())
 }

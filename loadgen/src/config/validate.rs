@@ -11,7 +11,7 @@ use hyper::Uri;
 
 use super::ConfigError;
 use crate::report::thresholds::Threshold;
-use crate::scenario::schema::{Dur, StageSpec};
+use crate::scenario::schema::{Dur, RampStageSpec, StageSpec};
 use crate::store::s3::S3Location;
 use crate::workload::Workload;
 
@@ -159,6 +159,25 @@ pub(super) fn parse_stages(text: &str) -> Result<Vec<StageSpec>, ConfigError> {
             Ok(StageSpec {
                 duration: Dur(crate::units::parse_duration(duration).map_err(|_| bad())?),
                 rate: rate.trim().parse().map_err(|_| bad())?,
+            })
+        })
+        .collect()
+}
+
+/// `30s:10,1m:50,30s:0` → a ramp's stages (duration, workers to reach).
+pub(super) fn parse_ramp(text: &str) -> Result<Vec<RampStageSpec>, ConfigError> {
+    text.split(',')
+        .map(|part| {
+            let bad = || {
+                ConfigError::ModelFlag(format!(
+                    "--ramp '{text}' is not a ramp of workers; write DURATION:WORKERS stages, \
+                     e.g. 30s:10,1m:50,30s:0"
+                ))
+            };
+            let (duration, workers) = part.trim().split_once(':').ok_or_else(bad)?;
+            Ok(RampStageSpec {
+                duration: Dur(crate::units::parse_duration(duration).map_err(|_| bad())?),
+                workers: workers.trim().parse().map_err(|_| bad())?,
             })
         })
         .collect()

@@ -9,13 +9,17 @@
 //! the pause is not part of any request's latency.
 //!
 //! [`ClosedPlan`] is the closed model's validated parameters and its [`Plan`]: workers, and
-//! a duration or a request budget.
+//! a duration or a request budget, and an optional warm-up: a [`PhaseClock`] labels the
+//! requests sent in the run's first stretch `warmup` and the rest `main`. The same clock
+//! labels a ramp's requests with their stage (`ramp.rs`); a source can also be told to
+//! [`retire`](SequenceSource::retirable) at the end of its current request.
 
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use super::{DriveContext, Driving, Limit, Model, ModelPlan, Plan};
+use crate::record::phase::{MAIN, WARMUP};
 use crate::shard::Shard;
 use crate::stop::StopSignal;
 use crate::worker::WorkerPool;
@@ -28,11 +32,25 @@ pub struct ClosedPlan {
     pub workers: u32,
     pub limit: Limit,
     pub sequence: Arc<[u16]>,
+    /// The run's first stretch, whose requests carry the phase `warmup` (zero: none).
+    pub warmup: Duration,
 }
 
 impl Plan for ClosedPlan {
     fn kind(&self) -> &'static str {
         "closed"
+    }
+
+    fn phase_labels(&self) -> Vec<String> {
+        if self.warmup.is_zero() {
+            vec![MAIN.to_string()]
+        } else {
+            vec![WARMUP.to_string(), MAIN.to_string()]
+        }
+    }
+
+    fn warmup_phase(&self) -> Option<u16> {
+        (!self.warmup.is_zero()).then_some(0)
     }
 
     fn extent(&self) -> Limit {
@@ -55,7 +73,15 @@ impl Plan for ClosedPlan {
             Limit::Duration(d) => format!("for {}", humantime::format_duration(d)),
             Limit::Requests(n) => format!("{n} requests"),
         };
-        format!("closed model, {} workers, {limit}", self.workers)
+        let warmup = if self.warmup.is_zero() {
+            String::new()
+        } else {
+            format!(
+                " (the first {} is warmup)",
+                humantime::format_duration(self.warmup)
+            )
+        };
+        format!("closed model, {} workers, {limit}{warmup}", self.workers)
     }
 
     fn sequence(&self) -> &Arc<[u16]> {
@@ -83,6 +109,7 @@ impl Plan for ClosedPlan {
             sequence: self.sequence.clone(),
             think_time: context.think_time,
             stop: context.stop,
+            warmup: self.warmup,
         };
         Box::pin(model.drive(pool))
     }
@@ -96,16 +123,46 @@ pub struct Closed {
     pub sequence: Arc<[u16]>,
     pub think_time: Duration,
     pub stop: StopSignal,
+    /// Requests sent this long from the start carry phase 0 (`warmup`), later ones phase 1.
+    pub warmup: Duration,
 }
 
 impl Model for Closed {
     async fn drive(self, pool: &mut WorkerPool) {
         let budget = self.requests.map(|n| Arc::new(AtomicU64::new(n)));
+        let clock = (!self.warmup.is_zero()).then(|| PhaseClock::new(vec![self.warmup]));
         for _ in 0..self.workers {
-            let source =
+            let mut source =
                 SequenceSource::new(self.sequence.clone(), 0, None, self.think_time, &self.stop);
+            if let Some(clock) = &clock {
+                source = source.timed(clock.clone());
+            }
             pool.spawn(0, source.with_budget(budget.clone()));
         }
+    }
+}
+
+/// Phases by time since a start: a request sent after `ends[i]` (from the start) is in phase
+/// `i + 1` of its source, before `ends[0]` in phase 0. The warm-up's end, a ramp's stages.
+#[derive(Debug, Clone)]
+pub struct PhaseClock {
+    start: Instant,
+    ends: Arc<[Duration]>,
+}
+
+impl PhaseClock {
+    /// A clock starting now, with phases ending at `ends` (ascending offsets).
+    pub fn new(ends: Vec<Duration>) -> Self {
+        PhaseClock {
+            start: Instant::now(),
+            ends: ends.into(),
+        }
+    }
+
+    /// The phase (counted from the source's first) a request sent at `now` belongs to.
+    pub fn phase_at(&self, now: Instant) -> u16 {
+        let elapsed = now.saturating_duration_since(self.start);
+        self.ends.iter().take_while(|end| elapsed >= **end).count() as u16
     }
 }
 
@@ -140,6 +197,10 @@ pub struct SequenceSource {
     stop: StopSignal,
     /// A field this worker walks through (the phased model's `walk`), with its own rng.
     walk: Option<(Walk, fastrand::Rng)>,
+    /// Phases by send time (a warm-up, a ramp's stages), counted from `phase`.
+    clock: Option<PhaseClock>,
+    /// Set by the model to have this worker leave at the end of its current request.
+    retire: Option<Arc<AtomicBool>>,
 }
 
 /// A field a worker walks through: `steps` consecutive integers from `from`, each for
@@ -184,7 +245,21 @@ impl SequenceSource {
             sent: 0,
             stop: stop.clone(),
             walk: None,
+            clock: None,
+            retire: None,
         }
+    }
+
+    /// The same source, its requests' phase decided by when they are sent (see [`PhaseClock`]).
+    pub fn timed(mut self, clock: PhaseClock) -> Self {
+        self.clock = Some(clock);
+        self
+    }
+
+    /// The same source, leaving (no more work) once `retire` is set: a ramp's worker.
+    pub fn retirable(mut self, retire: Arc<AtomicBool>) -> Self {
+        self.retire = Some(retire);
+        self
     }
 
     /// The same source, walking a field (see [`Walk`]).
@@ -201,7 +276,12 @@ impl SequenceSource {
     }
 
     fn take(&mut self) -> Option<Work> {
-        if self.stop.is_draining() {
+        if self.stop.is_draining()
+            || self
+                .retire
+                .as_ref()
+                .is_some_and(|r| r.load(Ordering::Relaxed))
+        {
             return None;
         }
         let len = self.sequence.len() as u64;
@@ -216,7 +296,11 @@ impl SequenceSource {
             }
         }
         let op = self.sequence[(self.sent % len) as usize];
-        let mut work = Work::new(op, self.phase);
+        let phase = match &self.clock {
+            Some(clock) => self.phase + clock.phase_at(Instant::now()),
+            None => self.phase,
+        };
+        let mut work = Work::new(op, phase);
         if let Some((walk, rng)) = &mut self.walk {
             let mut values = walk.fields.draw(rng);
             values[walk.field] = Value::Int(walk.value_at(self.sent / len));

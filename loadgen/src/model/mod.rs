@@ -8,7 +8,7 @@
 //! Each model owns its knowledge in one file: its validated parameters (a plan type), what
 //! the runner and the console ask about them ([`Plan`]: kind, phase labels, extent, peak
 //! workers, description), how a shard's slice of it looks, and how it is driven. Those files
-//! are [`closed`], [`thread_groups`], [`producer_buffer`], [`phased`] and [`open`].
+//! are [`closed`], [`thread_groups`], [`producer_buffer`], [`phased`], [`open`] and [`ramp`].
 //! [`ModelPlan`] is the one name callers hold: an enum with one variant per model, so callers
 //! and tests can still look at a particular model's plan, whose only `match` is
 //! [`ModelPlan::plan`]; callers ask the trait through it (`model.plan().describe()`), so a
@@ -26,6 +26,7 @@ pub mod closed;
 pub mod open;
 pub mod phased;
 pub mod producer_buffer;
+pub mod ramp;
 pub mod shard;
 pub mod thread_groups;
 
@@ -85,6 +86,13 @@ pub trait Plan: std::fmt::Debug + Send + Sync {
         vec![crate::record::phase::MAIN.to_string()]
     }
 
+    /// The phase of the warm-up this plan labels ([`WARMUP`](crate::record::phase::WARMUP):
+    /// the closed and open models' `warmup`), whose rows every judgement leaves out; `None`
+    /// without one. A scenario's own phase that happens to be called `warmup` is not it.
+    fn warmup_phase(&self) -> Option<u16> {
+        None
+    }
+
     /// Most attempts one request can get (retries + 1).
     fn max_attempts(&self) -> u8 {
         1
@@ -129,6 +137,7 @@ pub enum ModelPlan {
     ProducerBuffer(producer_buffer::ProducerBufferPlan),
     Phased(phased::PhasedPlan),
     Open(open::OpenPlan),
+    Ramp(ramp::RampPlan),
 }
 
 impl ModelPlan {
@@ -140,6 +149,7 @@ impl ModelPlan {
             ModelPlan::ProducerBuffer(plan) => plan,
             ModelPlan::Phased(plan) => plan,
             ModelPlan::Open(plan) => plan,
+            ModelPlan::Ramp(plan) => plan,
         }
     }
 }

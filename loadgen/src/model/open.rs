@@ -131,6 +131,10 @@ impl Plan for OpenPlan {
         }
     }
 
+    fn warmup_phase(&self) -> Option<u16> {
+        (!self.warmup.is_zero()).then_some(0)
+    }
+
     fn extent(&self) -> Limit {
         Limit::Duration(self.duration())
     }

@@ -52,6 +52,10 @@ pub struct RunSummary {
     /// Open model: schedule keeping.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub open: Option<OpenSummary>,
+    /// Rows of the phase `warmup` (`--warmup`): recorded, and left out of every figure here
+    /// but `phases` (wall time and rates start with the first request after the warm-up).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub warmup_requests: Option<u64>,
     /// The run without its `startup` phase (thread-groups), as the courses report it.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub excluding_startup: Option<Span>,
@@ -120,7 +124,7 @@ impl WorkersSummary {
             })
             .collect();
         WorkersSummary {
-            started: total.workers,
+            started: activity.started(),
             alive_ns: total.alive_ns,
             busy_ns: total.busy_ns,
             waiting_ns: total.waiting_ns,
@@ -209,7 +213,14 @@ impl RunSummary {
         handoff_blocked_ns: u64,
         open: Option<OpenSummary>,
     ) -> Self {
-        let wall_time_ns = stats.last_end_ns.unwrap_or(0).max(0);
+        let warmup_requests = stats.left_out_phase.map(|_| stats.left_out_rows);
+        // Without a warm-up the run's wall time starts at its anchor; after one, with the
+        // first request judged.
+        let judged_from_ns = match warmup_requests {
+            Some(_) => stats.first_start_ns.unwrap_or(0),
+            None => 0,
+        };
+        let wall_time_ns = (stats.last_end_ns.unwrap_or(0) - judged_from_ns).max(0);
         let rate = |n: u64| per_second(n, wall_time_ns);
         let requests = stats.requests();
         let failed = stats.failures();
@@ -245,6 +256,7 @@ impl RunSummary {
             ops: op_summaries(stats, &labels.ops, skipped, wall_time_ns),
             phases: phase_summaries(stats, labels),
             open,
+            warmup_requests,
             excluding_startup: excluding_startup(stats, &labels.phases),
             record_handoff_blocked_ns: handoff_blocked_ns,
             workers: None,

@@ -19,7 +19,13 @@ use crate::stats::Aggregator;
 
 /// The exit code of a run that crossed a threshold (k6's), distinct from 1 (results not
 /// written) and 2 (bad input).
-pub const EXIT_CODE: i32 = 99;
+pub const EXIT_CODE: i32 = crate::stop::THRESHOLD_EXIT_CODE;
+
+/// `--abort-after`'s default: how long a run goes before `--abort-on-fail` judges it.
+pub const DEFAULT_ABORT_AFTER: std::time::Duration = std::time::Duration::from_secs(5);
+
+/// How often `--abort-on-fail` judges the rows so far.
+pub const ABORT_EVERY: std::time::Duration = std::time::Duration::from_secs(1);
 
 /// What a threshold measures.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -248,22 +254,38 @@ impl Threshold {
     /// What the run did on this threshold's metric; `None` when nothing was measured. An op
     /// label two requests share counts both.
     fn observe(&self, stats: &Aggregator, summary: &RunSummary) -> Option<f64> {
+        let ops: Vec<String> = summary.ops.iter().map(|o| o.op.clone()).collect();
+        if self.metric != Metric::Throughput {
+            return self.observe_recorded(stats, &ops);
+        }
         let chosen: Vec<usize> = (0..summary.ops.len())
             .filter(|&i| self.op.as_ref().is_none_or(|op| &summary.ops[i].op == op))
             .collect();
         if chosen.is_empty() {
             return None;
         }
+        Some(match self.op {
+            Some(_) => chosen.iter().map(|&i| summary.ops[i].throughput_rps).sum(),
+            None => summary.throughput_rps,
+        })
+    }
+
+    /// What the rows aggregated in `stats` (ops labelled `ops`) show for any metric but
+    /// throughput, which needs the run's wall time.
+    fn observe_recorded(&self, stats: &Aggregator, ops: &[String]) -> Option<f64> {
+        let chosen: Vec<usize> = (0..ops.len().min(stats.ops.len()))
+            .filter(|&i| self.op.as_ref().is_none_or(|op| &ops[i] == op))
+            .collect();
+        if chosen.is_empty() {
+            return None;
+        }
         match self.metric {
             Metric::ErrorRate => {
-                let failed: u64 = chosen.iter().map(|&i| summary.ops[i].failed).sum();
-                let requests: u64 = chosen.iter().map(|&i| summary.ops[i].requests).sum();
+                let failed: u64 = chosen.iter().map(|&i| stats.ops[i].failures).sum();
+                let requests: u64 = chosen.iter().map(|&i| stats.ops[i].requests).sum();
                 (requests > 0).then(|| failed as f64 / requests as f64)
             }
-            Metric::Throughput => Some(match self.op {
-                Some(_) => chosen.iter().map(|&i| summary.ops[i].throughput_rps).sum(),
-                None => summary.throughput_rps,
-            }),
+            Metric::Throughput => None,
             latency => {
                 let mut histogram = hdrhistogram::Histogram::<u64>::new(3).ok()?;
                 for &i in &chosen {
@@ -283,6 +305,32 @@ impl Threshold {
 }
 
 /// Judges every threshold against the run's exact aggregates and its summary.
+/// `--abort-on-fail`: the first threshold the rows so far (`stats`, ops labelled `ops`) have
+/// lost — an upper limit (`<`, `<=`) on the error rate, a percentile, the mean or the max,
+/// crossed by what is recorded. A lower limit and throughput are left to the end, where
+/// the whole run is judged.
+pub fn lost_so_far(
+    thresholds: &[Threshold],
+    stats: &Aggregator,
+    ops: &[String],
+) -> Option<ThresholdResult> {
+    thresholds
+        .iter()
+        .filter(|t| matches!(t.comparison, Comparison::Below | Comparison::AtMost))
+        .filter(|t| t.metric != Metric::Throughput)
+        .find_map(|threshold| {
+            let observed = threshold.observe_recorded(stats, ops)?;
+            (!threshold.passes(observed)).then(|| ThresholdResult {
+                threshold: threshold.text.clone(),
+                op: threshold.op.clone(),
+                observed: Some(observed),
+                limit: threshold.limit,
+                unit: threshold.metric.unit(),
+                passed: false,
+            })
+        })
+}
+
 pub fn evaluate(
     thresholds: &[Threshold],
     stats: &Aggregator,
@@ -309,15 +357,7 @@ pub fn console_line(results: &[ThresholdResult]) -> String {
     let crossed: Vec<String> = results
         .iter()
         .filter(|r| !r.passed)
-        .map(|r| {
-            let observed = match (r.observed, r.unit) {
-                (None, _) => "nothing measured".to_string(),
-                (Some(ns), "ns") => crate::units::duration(ns),
-                (Some(rate), "fraction") => format!("{:.2}%", rate * 100.0),
-                (Some(rps), _) => format!("{rps:.1}/s"),
-            };
-            format!("{} (observed {observed})", r.threshold)
-        })
+        .map(|r| format!("{} (observed {})", r.threshold, observed_text(r)))
         .collect();
     match crossed.len() {
         0 => format!("all {} passed", results.len()),
@@ -326,6 +366,16 @@ pub fn console_line(results: &[ThresholdResult]) -> String {
             results.len(),
             crossed.join("; ")
         ),
+    }
+}
+
+/// What a threshold's result observed, in its unit (`12.3ms`, `9.80%`, `1500.0/s`).
+pub fn observed_text(result: &ThresholdResult) -> String {
+    match (result.observed, result.unit) {
+        (None, _) => "nothing measured".to_string(),
+        (Some(ns), "ns") => crate::units::duration(ns),
+        (Some(rate), "fraction") => format!("{:.2}%", rate * 100.0),
+        (Some(rps), _) => format!("{rps:.1}/s"),
     }
 }
 
@@ -365,6 +415,56 @@ mod tests {
 
     fn parse(text: &str) -> Threshold {
         text.parse().unwrap()
+    }
+
+    /// A row of op 0: phase 0 is the warm-up, 1 the judged part; `error` a 500.
+    fn row(phase: u16, latency_ms: i64, error: bool) -> crate::record::RequestRecord {
+        crate::record::RequestRecord {
+            start_ns: 0,
+            intended_ns: None,
+            latency_ns: latency_ms * 1_000_000,
+            connect_ns: None,
+            send_ns: None,
+            ttfb_ns: None,
+            queue_wait_ns: None,
+            buffer_wait_ns: None,
+            op: 0,
+            status: if error { 500 } else { 200 },
+            error: error.then_some(crate::record::ErrorClass::HttpStatus),
+            bytes_sent: 0,
+            bytes_received: 0,
+            worker: 0,
+            phase,
+            attempt: 1,
+            check: None,
+        }
+    }
+
+    /// `--abort-on-fail` judges upper limits on what is recorded, never a lower limit or
+    /// throughput, and never the warm-up's rows.
+    #[test]
+    fn a_threshold_is_lost_so_far_on_the_judged_rows_only() {
+        let mut stats = Aggregator::new(1, 2, 0, 1, i64::MAX).leaving_out(Some(0));
+        for _ in 0..50 {
+            stats.observe(&row(0, 900, true)); // A slow, failing warm-up: left out.
+        }
+        for i in 0..100 {
+            stats.observe(&row(1, 10 + i % 10, i % 10 == 0));
+        }
+        assert_eq!((stats.requests(), stats.left_out_rows), (100, 50));
+        let ops = ["GET /".to_string()];
+        let lost = |texts: &[&str]| {
+            let thresholds: Vec<Threshold> = texts.iter().map(|t| parse(t)).collect();
+            lost_so_far(&thresholds, &stats, &ops).map(|r| r.threshold)
+        };
+        assert_eq!(lost(&["p99<1s", "max<100ms", "error_rate<20%"]), None);
+        assert_eq!(
+            lost(&["p99<1s", "error_rate<5%"]).as_deref(),
+            Some("error_rate<5%")
+        );
+        assert_eq!(lost(&["max<=15ms"]).as_deref(), Some("max<=15ms"));
+        // Only judged at the end: a lower limit and throughput.
+        assert_eq!(lost(&["p50>1s", "error_rate>50%", "throughput<1/s"]), None);
     }
 
     /// The shared test vectors (`contract/thresholds.json`), which the Python parser's tests

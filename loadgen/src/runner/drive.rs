@@ -9,9 +9,10 @@ use super::output::RunOutput;
 use super::target::PreparedTarget;
 use super::RunError;
 use crate::config::RunConfig;
-use crate::model::DriveContext;
+use crate::model::{Announcer, DriveContext};
 use crate::report::metrics::{MetricsListener, MetricsServer, MetricsSource};
 use crate::report::progress::Progress;
+use crate::report::thresholds::{self, ABORT_EVERY};
 use crate::stats::live::LiveMetrics;
 use crate::stats::LiveCounters;
 use crate::stop::{ExitReason, StopSignal};
@@ -80,6 +81,7 @@ pub(super) async fn drive(
     let announce = progress.announcer(!config.json);
     let mut pool = WorkerPool::new(ctx, transport, records, config.shard);
     let timer = duration_timer(config, stop);
+    let judge = abort_on_fail(config, output, stop, announce.clone());
     // A model stops starting workers as soon as the run drains; workers already running
     // finish (or are cut off after the grace period).
     let context = DriveContext {
@@ -95,8 +97,8 @@ pub(super) async fn drive(
     }
     pool.wait_all(config.grace).await;
     drop(pool);
-    if let Some(timer) = timer {
-        timer.abort();
+    for task in [timer, judge].into_iter().flatten() {
+        task.abort();
     }
     progress.finish();
     Ok(Driven {
@@ -165,6 +167,42 @@ fn transport_config(
         connect_timeout: config.connect_timeout,
         request_timeout: config.timeout,
     })
+}
+
+/// `--abort-on-fail`: after `--abort-after`, once every [`ABORT_EVERY`], the thresholds are
+/// judged on the writer's aggregates so far; the first one lost drains the run (exit reason
+/// `threshold`). Off the workers' path: the writer thread copies its aggregates out.
+fn abort_on_fail(
+    config: &RunConfig,
+    output: &RunOutput,
+    stop: &StopSignal,
+    announce: Announcer,
+) -> Option<tokio::task::JoinHandle<()>> {
+    let after = config.abort_after?;
+    let published = output.published.clone()?;
+    let (thresholds, ops) = (config.thresholds.clone(), output.labels.ops.clone());
+    let stop = stop.clone();
+    Some(tokio::spawn(async move {
+        tokio::time::sleep(after).await;
+        let mut every = tokio::time::interval(ABORT_EVERY);
+        loop {
+            every.tick().await;
+            let Some(stats) = published.take() else {
+                continue;
+            };
+            if let Some(lost) = thresholds::lost_so_far(&thresholds, &stats, &ops) {
+                announce(format!(
+                    "threshold {} lost on the first {} requests (observed {}): ending the run \
+                     (--abort-on-fail)",
+                    lost.threshold,
+                    stats.requests(),
+                    thresholds::observed_text(&lost)
+                ));
+                stop.drain(ExitReason::Threshold);
+                return;
+            }
+        }
+    }))
 }
 
 /// `-d` (a closed model's duration, or a cap on any other model) drains the run when it

@@ -109,6 +109,7 @@ pub(super) async fn finish(
         mirror,
         writer,
         labels,
+        ..
     } = output;
     let report = wait_for_writer(writer, &run_dir).await?;
     let exit_reason = stop.reason().unwrap_or(ExitReason::Completed);
@@ -350,6 +351,16 @@ fn footer<'a>(
         ),
         ("Ended", exit_reason_text(exit_reason).to_string()),
     ];
+    if report.stats.left_out_phase.is_some() {
+        footer.push((
+            "Warm-up",
+            format!(
+                "{} requests (phase {}) recorded and left out of the summary and thresholds",
+                report.stats.left_out_rows,
+                crate::record::phase::WARMUP
+            ),
+        ));
+    }
     if !thresholds.is_empty() {
         footer.push(("Thresholds", thresholds::console_line(thresholds)));
     }
@@ -412,5 +423,8 @@ fn exit_reason_text(reason: ExitReason) -> &'static str {
         ExitReason::Interrupted => "interrupted (Ctrl-C); every completed request is recorded",
         ExitReason::Terminated => "terminated (SIGTERM); every completed request is recorded",
         ExitReason::WriterFailed => "the record writer failed",
+        ExitReason::Threshold => {
+            "a threshold was lost (--abort-on-fail); every completed request is recorded"
+        }
     }
 }

@@ -4,6 +4,7 @@
 //! every segment's metadata say of the run from its first request on.
 
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use serde::Serialize;
 
@@ -13,6 +14,7 @@ use crate::clock::Anchor;
 use crate::config::{Output, ResolvedConfig, RunConfig};
 use crate::record::{Labels, SCHEMA_VERSION};
 use crate::shard::Shard;
+use crate::stats::Published;
 use crate::stop::{ExitReason, StopSignal};
 use crate::store::s3::{Mirror, S3Error, S3Store, FIRST_UPLOAD_TIMEOUT};
 use crate::store::writer::{self, RecordSender, WriterConfig, WriterThread};
@@ -30,6 +32,8 @@ pub(super) struct RunOutput {
     pub writer: WriterThread,
     /// What the rows' `op`, `phase` and `check` indexes stand for.
     pub labels: Labels,
+    /// The writer's aggregates so far, for `--abort-on-fail` to judge.
+    pub published: Option<Arc<Published>>,
 }
 
 impl RunOutput {
@@ -82,6 +86,7 @@ impl RunOutput {
             phases: config.model.plan().phase_labels(),
             checks: config.workload.check_names.clone(),
         };
+        let published = config.abort_after.map(|_| Arc::new(Published::default()));
         let (records, writer) = writer::spawn(WriterConfig {
             dir: run_dir.join("requests"),
             metadata: identity.parquet_metadata(),
@@ -94,6 +99,10 @@ impl RunOutput {
                 .max_lateness()
                 .map_or(i64::MAX, crate::clock::nanos),
             closed,
+            warmup_phase: config.model.plan().warmup_phase(),
+            publish: published
+                .clone()
+                .map(|p| (p, crate::report::thresholds::ABORT_EVERY / 4)),
         })?;
         let output = RunOutput {
             run_id,
@@ -104,6 +113,7 @@ impl RunOutput {
             mirror,
             writer,
             labels,
+            published,
         };
         Ok((output, records))
     }

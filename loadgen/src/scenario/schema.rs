@@ -190,9 +190,10 @@ pub enum ModelSpec {
     ProducerBuffer(ProducerBufferSpec),
     Phased(PhasedSpec),
     Open(OpenSpec),
+    Ramp(RampSpec),
 }
 
-const MODEL_KINDS: &str = "closed, thread-groups, producer-buffer, phased, open";
+const MODEL_KINDS: &str = "closed, thread-groups, producer-buffer, phased, open, ramp";
 
 impl ModelSpec {
     /// The model's `kind`, as written in a scenario.
@@ -203,6 +204,7 @@ impl ModelSpec {
             ModelSpec::ProducerBuffer(_) => "producer-buffer",
             ModelSpec::Phased(_) => "phased",
             ModelSpec::Open(_) => "open",
+            ModelSpec::Ramp(_) => "ramp",
         }
     }
 }
@@ -243,6 +245,7 @@ impl<'de> Deserialize<'de> for ModelSpec {
             "producer-buffer" => variant(table).map(ModelSpec::ProducerBuffer),
             "phased" => variant(table).map(ModelSpec::Phased),
             "open" => variant(table).map(ModelSpec::Open),
+            "ramp" => variant(table).map(ModelSpec::Ramp),
             other => Err(D::Error::custom(format!(
                 "kind = \"{other}\" is not a model; use one of {MODEL_KINDS}"
             ))),
@@ -261,6 +264,25 @@ pub struct ClosedSpec {
     pub requests: Option<u64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub duration: Option<Dur>,
+    /// The run's first stretch, whose rows are labelled `warmup` (the rest `main`) and left
+    /// out of the summary and thresholds (`--warmup`); none by default.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub warmup: Option<Dur>,
+}
+
+/// Workers over time: `stages` of a duration and the workers to reach by its end, linear
+/// from the previous stage's (the first from 0), as k6's ramping-vus (`--ramp`).
+#[derive(Debug, Clone, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct RampSpec {
+    pub stages: Vec<RampStageSpec>,
+}
+
+#[derive(Debug, Clone, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct RampStageSpec {
+    pub duration: Dur,
+    pub workers: u32,
 }
 
 /// Optional startup group, then `groups` groups of `group_size`, `delay` apart.
@@ -354,8 +376,9 @@ pub struct OpenSpec {
     /// next wake-up (`--send-window`). None: every send at its own time.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub send_window: Option<Dur>,
-    /// The schedule's first stretch, whose rows are labelled `warmup` (the rest `main`), so
-    /// a judgement can leave it out (`loadgen capacity` does); none by default.
+    /// The schedule's first stretch, whose rows are labelled `warmup` (the rest `main`) and
+    /// left out of the summary and thresholds (`--warmup`; each `loadgen capacity` level has
+    /// one); none by default.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub warmup: Option<Dur>,
 }

@@ -12,8 +12,10 @@
 //! Each worker owns one [`WorkerClock`] and is its only writer: a state change is a handful
 //! of relaxed stores inside a sequence counter (a seqlock), so the worker never locks and
 //! never waits, and the sampler, which may retry a read, always sees a consistent clock. The
-//! registry of clocks ([`Activity`]) is locked only when a worker starts and when the sampler
-//! reads it, never by a running worker. Not responsible for writing anything: the sampler
+//! registry of clocks ([`Activity`]) is locked only when a worker starts, when its work moves
+//! to another phase (a warm-up's end, a ramp's next stage: once per phase, never per request;
+//! its time from then on is the new phase's, on a clock that [continues](Activity::moved) it)
+//! and when the sampler reads it. Not responsible for writing anything: the sampler
 //! (`sysmon`) and the summary (`report`) do.
 
 use std::sync::atomic::{fence, AtomicI64, AtomicU64, AtomicU8, Ordering};
@@ -92,6 +94,9 @@ pub struct WorkerClock {
     ended_ns: AtomicI64,
     started_ns: i64,
     phase: u16,
+    /// True for the clock of a worker that moved here from another phase: the same worker,
+    /// not counted again as started.
+    continued: bool,
     max_lateness_ns: i64,
 }
 
@@ -109,6 +114,7 @@ impl WorkerClock {
             ended_ns: AtomicI64::new(i64::MAX),
             started_ns,
             phase,
+            continued: false,
             max_lateness_ns,
         }
     }
@@ -249,6 +255,22 @@ impl Activity {
         let clock = Arc::new(WorkerClock::new(phase, started_ns, self.max_lateness_ns));
         self.lock().push(clock.clone());
         clock
+    }
+
+    /// A worker whose work moved to `phase` at `at_ns`: its clock so far ends there, and a
+    /// clock of the new phase continues it (the worker is not counted as started again).
+    pub fn moved(&self, from: &WorkerClock, phase: u16, at_ns: i64) -> Arc<WorkerClock> {
+        from.end(at_ns);
+        let mut clock = WorkerClock::new(phase, at_ns, self.max_lateness_ns);
+        clock.continued = true;
+        let clock = Arc::new(clock);
+        self.lock().push(clock.clone());
+        clock
+    }
+
+    /// Workers started (a worker that moved between phases counts once).
+    pub fn started(&self) -> u64 {
+        self.lock().iter().filter(|c| !c.continued).count() as u64
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, Vec<Arc<WorkerClock>>> {

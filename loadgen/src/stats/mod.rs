@@ -166,6 +166,29 @@ impl LiveCounters {
     }
 }
 
+/// The aggregates so far, copied out by the record writer thread now and then for a judge
+/// that watches the run (`--abort-on-fail`): the writer locks it for the copy, the judge
+/// to take it; workers never see it.
+#[derive(Debug, Default)]
+pub struct Published {
+    latest: std::sync::Mutex<Option<Aggregator>>,
+}
+
+impl Published {
+    /// Replaces the copy with `stats`.
+    pub fn publish(&self, stats: &Aggregator) {
+        let copy = stats.clone();
+        if let Ok(mut latest) = self.latest.lock() {
+            *latest = Some(copy);
+        }
+    }
+
+    /// The latest copy, if one came since the last take.
+    pub fn take(&self) -> Option<Aggregator> {
+        self.latest.lock().ok().and_then(|mut latest| latest.take())
+    }
+}
+
 /// Longest latency the histograms track exactly; longer values are clamped to it.
 const MAX_TRACKED_NS: u64 = 3_600 * 1_000_000_000;
 
@@ -263,6 +286,11 @@ pub struct Aggregator {
     pub failed_statuses: BTreeMap<u16, u64>,
     /// Rows whose response had an expected status: the ones checks were evaluated on.
     pub checked: u64,
+    /// The phase whose rows are recorded but left out of everything above but `phases`: the
+    /// warm-up (labelled [`crate::record::phase::WARMUP`]), when the run has one.
+    pub left_out_phase: Option<u16>,
+    /// Rows of `left_out_phase`.
+    pub left_out_rows: u64,
     max_attempts: u8,
     max_lateness_ns: i64,
 }
@@ -289,9 +317,19 @@ impl Aggregator {
             check_failures: vec![0; check_count],
             failed_statuses: BTreeMap::new(),
             checked: 0,
+            left_out_phase: None,
+            left_out_rows: 0,
             max_attempts: max_attempts.max(1),
             max_lateness_ns,
         }
+    }
+
+    /// The same aggregator, leaving the rows of the warm-up phase (the plan's
+    /// [`warmup_phase`](crate::model::Plan::warmup_phase)), if any, out of every aggregate
+    /// but their phase's.
+    pub fn leaving_out(mut self, warmup_phase: Option<u16>) -> Self {
+        self.left_out_phase = warmup_phase;
+        self
     }
 
     pub fn observe(&mut self, r: &RequestRecord) {
@@ -301,7 +339,31 @@ impl Aggregator {
             Some(intended) => intended.min(r.start_ns),
             None => r.start_ns,
         };
+        let clamp = |ns: i64| u64::try_from(ns).unwrap_or(0).clamp(1, MAX_TRACKED_NS);
+        let latency_ns = clamp(end_ns - from_ns);
+        self.observe_phase(r, end_ns, latency_ns);
+        if self.left_out_phase == Some(r.phase) {
+            self.left_out_rows += 1;
+            return;
+        }
         self.observe_schedule(r);
+        if r.error.is_some() && r.attempt >= self.max_attempts {
+            self.failed_final += 1;
+        }
+        if r.attempt > 1 {
+            self.retries += 1;
+        }
+        if matches!(r.error, None | Some(ErrorClass::Check)) {
+            self.checked += 1;
+        }
+        self.observe_op(r, latency_ns, clamp(r.latency_ns));
+        let mut range = (self.first_start_ns, self.last_end_ns);
+        widen(&mut range, r.start_ns, end_ns);
+        (self.first_start_ns, self.last_end_ns) = range;
+    }
+
+    /// The row's phase: its count, workers, span and latency.
+    fn observe_phase(&mut self, r: &RequestRecord, end_ns: i64, latency_ns: u64) {
         let phase = &mut self.phases[usize::from(r.phase)];
         phase.requests += 1;
         let worker = r.worker as usize;
@@ -314,18 +376,7 @@ impl Aggregator {
         (phase.first_start_ns, phase.last_end_ns) = range;
         if r.error.is_some() {
             phase.failures += 1;
-            if r.attempt >= self.max_attempts {
-                self.failed_final += 1;
-            }
         }
-        if r.attempt > 1 {
-            self.retries += 1;
-        }
-        if matches!(r.error, None | Some(ErrorClass::Check)) {
-            self.checked += 1;
-        }
-        let clamp = |ns: i64| u64::try_from(ns).unwrap_or(0).clamp(1, MAX_TRACKED_NS);
-        let latency_ns = clamp(end_ns - from_ns);
         if r.status > 0 {
             phase
                 .latency_ns
@@ -335,7 +386,11 @@ impl Aggregator {
             *count += 1;
             *sum += u128::from(latency_ns);
         }
+    }
 
+    /// The row's op: counts, bytes, errors, failed checks and latency (`uncorrected_ns` from
+    /// the actual send).
+    fn observe_op(&mut self, r: &RequestRecord, latency_ns: u64, uncorrected_ns: u64) {
         let op = &mut self.ops[usize::from(r.op)];
         op.requests += 1;
         op.bytes_sent += r.bytes_sent;
@@ -360,13 +415,10 @@ impl Aggregator {
             if r.intended_ns.is_some() {
                 op.uncorrected_latency_ns
                     .get_or_insert_with(new_histogram)
-                    .record(clamp(r.latency_ns))
+                    .record(uncorrected_ns)
                     .expect("value clamped into range");
             }
         }
-        let mut range = (self.first_start_ns, self.last_end_ns);
-        widen(&mut range, r.start_ns, end_ns);
-        (self.first_start_ns, self.last_end_ns) = range;
     }
 
     /// Open model: a send later than `max_lateness_ns` is late, and every send's lag behind its

@@ -23,7 +23,7 @@ use parquet::schema::types::ColumnPath;
 
 use crate::record::parquet_file::{FileError, ParquetFile};
 use crate::record::{schema, ErrorClass, Labels, RequestRecord};
-use crate::stats::Aggregator;
+use crate::stats::{Aggregator, Published};
 
 /// Rows encoded per Arrow batch handed to the Parquet writer. Small enough that one encode
 /// takes a fraction of a millisecond: on a one-core client a longer burst holds the core and
@@ -73,6 +73,10 @@ pub struct WriterConfig {
     pub max_lateness_ns: i64,
     /// Told the path of every segment once it is closed (the S3 mirror uploads it).
     pub closed: Option<super::s3::SegmentSender>,
+    /// The warm-up's phase, left out of the aggregates (see [`Aggregator::leaving_out`]).
+    pub warmup_phase: Option<u16>,
+    /// Where to copy the aggregates so far, and how often (`--abort-on-fail`).
+    pub publish: Option<(Arc<Published>, Duration)>,
 }
 
 /// What the writer produced.
@@ -215,6 +219,8 @@ struct SegmentWriter {
     /// When the first row of the current (open or pending) segment arrived.
     segment_started: Option<Instant>,
     report: WriterReport,
+    /// When the aggregates were last published.
+    published_at: Instant,
 }
 
 impl SegmentWriter {
@@ -236,13 +242,15 @@ impl SegmentWriter {
             config.labels.checks.len(),
             config.max_attempts,
             config.max_lateness_ns,
-        );
+        )
+        .leaving_out(config.warmup_phase);
         SegmentWriter {
             config,
             dicts,
             columns: Columns::default(),
             open: None,
             segment_started: None,
+            published_at: Instant::now(),
             report: WriterReport {
                 segments: Vec::new(),
                 rows: 0,
@@ -285,6 +293,7 @@ impl SegmentWriter {
                 Err(flume::RecvTimeoutError::Timeout) => {}
                 Err(flume::RecvTimeoutError::Disconnected) => break,
             }
+            self.publish();
             if self
                 .segment_started
                 .is_some_and(|t| t.elapsed() >= self.config.segment_interval)
@@ -293,6 +302,16 @@ impl SegmentWriter {
             }
         }
         self.close_segment()
+    }
+
+    /// Copies the aggregates out when a judge asked for them and the last copy is old enough.
+    fn publish(&mut self) {
+        if let Some((published, every)) = &self.config.publish {
+            if self.published_at.elapsed() >= *every {
+                published.publish(&self.report.stats);
+                self.published_at = Instant::now();
+            }
+        }
     }
 
     fn encode_pending(&mut self) -> Result<(), RecordError> {
@@ -418,6 +437,8 @@ mod tests {
             max_attempts: 1,
             max_lateness_ns: i64::MAX,
             closed: None,
+            warmup_phase: None,
+            publish: None,
         })
         .unwrap();
         let records: Vec<RequestRecord> = (0..70_000).map(sample).collect();
@@ -507,6 +528,8 @@ mod tests {
             max_attempts: 1,
             max_lateness_ns: i64::MAX,
             closed: None,
+            warmup_phase: None,
+            publish: None,
         })
         .unwrap();
         for i in 0..4 {

@@ -1,5 +1,5 @@
-//! The closed model's `[model]` section: `workers`, and `requests` or `duration` (10 s when
-//! neither is given) → [`ClosedPlan`].
+//! The closed model's `[model]` section: `workers`, `requests` or `duration` (10 s when
+//! neither is given), and an optional `warmup` shorter than the duration → [`ClosedPlan`].
 
 use std::sync::Arc;
 
@@ -30,10 +30,18 @@ impl CompileModel for ClosedSpec {
             (None, Some(d)) => Limit::Duration(d.0),
             (None, None) => Limit::Duration(DEFAULT_DURATION),
         };
+        let warmup = self.warmup.map_or(std::time::Duration::ZERO, |d| d.0);
+        if matches!(limit, Limit::Duration(d) if warmup >= d) {
+            return Err(violation(
+                "model.warmup",
+                "must be shorter than the duration, which it begins",
+            ));
+        }
         let plan = ClosedPlan {
             workers: self.workers,
             limit,
             sequence,
+            warmup,
         };
         Ok(without_overrides(ModelPlan::Closed(plan)))
     }

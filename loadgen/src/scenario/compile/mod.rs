@@ -15,6 +15,7 @@ mod closed;
 mod open;
 mod phased;
 mod producer_buffer;
+mod ramp;
 mod rules;
 mod thread_groups;
 mod workload;
@@ -226,6 +227,7 @@ pub fn compile_model(
         ModelSpec::ProducerBuffer(spec) => spec.compile(sequence, fields),
         ModelSpec::Phased(spec) => spec.compile(sequence, fields),
         ModelSpec::Open(spec) => spec.compile(sequence, fields),
+        ModelSpec::Ramp(spec) => spec.compile(sequence, fields),
     }
 }
 
