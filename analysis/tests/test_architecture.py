@@ -26,13 +26,15 @@ DOCS = Path(__file__).resolve().parents[2] / "docs" / "architecture.md"
 LAYERS: tuple[tuple[str, ...], ...] = (
     ("__init__", "testing"),  # the public names; test and bench helpers (not in the wheel)
     ("cli",),  # loadgen-analyze
+    ("cli_history",),  # loadgen-analyze history's subcommands
+    ("export", "history"),  # CSV, JSON lines, hlog; the run history store and its gate
     ("notebook", "report"),  # notebooks run headless; plots, HTML, JUnit
     ("regression",),  # baseline against candidate
     ("reference", "thresholds", "verdict"),  # published figures; thresholds; the attribution
     ("models",),  # Little's Law, USL, bounds
     ("reductions",),  # DuckDB reductions of the records
     ("io",),  # runs, shards, S3, the contract
-    ("errors", "jsonable"),  # leaves
+    ("errors", "jsonable", "units"),  # leaves
 )
 
 #: The longest a module may be; past it, split it by what its parts do.

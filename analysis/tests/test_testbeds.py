@@ -168,7 +168,10 @@ def test_testbed_table_judges_by_the_truth() -> None:
     assert server.right(sweep)
     assert not server.right({**sweep, "capacity_model": {"name": "usl", "x_max_rps": 1000.0}})
     assert network.right({"verdict": "network"}) and not network.right({"verdict": "server"})
-    assert contrast.right({"verdict": "server"})
+    # One level against the capacity server: right when it says one level cannot tell.
+    said = f"… the time is spent at the server, but {tb.ONE_LEVEL_SAYS} from one with room …"
+    assert contrast.right({"verdict": "inconclusive", "summary": said})
+    assert not contrast.right({"verdict": "server", "summary": "waiting on the server"})
     assert not contrast.right({"verdict": "network"})
     assert demo.right({"verdict": "server", "summary": "… client and server share the cores."})
     assert not demo.right({"verdict": "client", "summary": "client CPU saturated"})

@@ -25,7 +25,7 @@ import pandas as pd
 from ..io.load import load_run
 from ..io.run import Run
 from ..reductions.summary import op_summary
-from ..report.capacity import is_capacity_dir, read_capacity
+from ..io.capacity import is_capacity_dir, read_capacity
 from ..verdict.attribution import attribute
 
 #: Label → the CI variables it is read from, first present wins; ``--label`` overrides.
