@@ -22,10 +22,10 @@ from typing import Any
 
 import pandas as pd
 
+from ..io.capacity import is_capacity_dir, read_capacity
 from ..io.load import load_run
 from ..io.run import Run
 from ..reductions.summary import op_summary
-from ..io.capacity import is_capacity_dir, read_capacity
 from ..verdict.attribution import attribute
 
 #: Label → the CI variables it is read from, first present wins; ``--label`` overrides.
