@@ -252,3 +252,42 @@ def test_real_cpu_quota_run_is_client_and_says_quota(binaries: Binaries, tmp_pat
     result = _explain_json(out)
     assert result["verdict"] == "client", result["summary"]
     assert "CPU quota of 0.05 cores" in result["summary"]
+
+
+@pytest.fixture(scope="module")
+def capacity_search(binaries: Binaries, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """`loadgen capacity` against one worker of 20 ms (50 req/s): 40 req/s passes, 80 fails."""
+    out = tmp_path_factory.mktemp("capacity") / "search"
+    args = ("--service-time", "20ms", "--workers", "1")
+    with harness.Server(args, binary=binaries.server) as server:
+        search = ("--slo", "p99<100ms", "--start-rate", "40", "--tolerance", "50%")
+        search += ("--level-duration", "1500ms", "--warmup", "300ms", "--confirm-levels", "1")
+        search += ("--cool-down", "500ms", "--budget", "60s", "--allow-unconverged")
+        subprocess.run(
+            [str(binaries.loadgen), "capacity", "--url", server.url + "/", *search]
+            + ["--no-progress", "--json", "--out", str(out)],
+            capture_output=True,
+            timeout=120,
+            check=True,
+        )
+    return out
+
+
+def test_explain_says_what_capacity_decided_on_its_directory_and_its_levels(
+    capacity_search: Path,
+) -> None:
+    """Issue 34: capacity and explain agree by construction — explain on the capacity
+    directory gives capacity.json's limited_by and answer; on a level's directory, the cause
+    the search gave that level (a failed level is never "none")."""
+    capacity = json.loads((capacity_search / "capacity.json").read_text())
+    out = _explain_json(capacity_search)
+    assert capacity["limited_by"] in ("server", "client"), capacity["answer"]
+    assert out["verdict"] == capacity["limited_by"]
+    assert out["summary"] == capacity["answer"]
+    for level in capacity["levels"]:
+        verdict = _explain_json(level["run_dir"])
+        if level["passed"]:
+            assert verdict["verdict"] == "none", verdict
+        else:
+            assert verdict["verdict"] == level["cause"], (level["reasons"], verdict)
+            assert verdict["verdict"] != "none"
