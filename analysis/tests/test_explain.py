@@ -263,9 +263,9 @@ def capacity_search(binaries: Binaries, tmp_path_factory: pytest.TempPathFactory
         search = ("--slo", "p99<100ms", "--start-rate", "40", "--tolerance", "50%")
         search += ("--level-duration", "1500ms", "--warmup", "300ms", "--confirm-levels", "1")
         search += ("--cool-down", "500ms", "--budget", "60s", "--allow-unconverged")
+        search += ("--no-progress", "--json", "--out", str(out))
         subprocess.run(
-            [str(binaries.loadgen), "capacity", "--url", server.url + "/", *search]
-            + ["--no-progress", "--json", "--out", str(out)],
+            [str(binaries.loadgen), "capacity", "--url", server.url + "/", *search],
             capture_output=True,
             timeout=120,
             check=True,
