@@ -123,28 +123,44 @@ def test_throttled_quota_makes_the_client_the_limit(
     # show to be its capacity (issue 34).
     assert _explain_json(src)["verdict"] == "inconclusive"
     quota = {"cpu_quota_cores": 0.25, "cpu_limit_cores": 0.25, "cpu_quota_source": "cgroup-v2"}
-    run = _v2_copy(src, tmp_path / "quota", quota, throttled=0.6)
+    # The engine judged the quota saturated (its rule, issue 34: the analysis shows it with
+    # the numbers, never judges again).
+    judged = {**quota, "saturated": True, "saturation": "cpu-quota"}
+    run = _v2_copy(src, tmp_path / "quota", judged, throttled=0.6)
     out = _explain_json(run)
     assert out["verdict"] == "client"
     assert "CPU quota of 0.25 cores" in out["summary"]
+    assert "the run's console judged it saturated" in out["summary"]
     client = next(c for c in out["checks"] if c["name"] == "client")
     assert client["values"]["throttled_share"] == pytest.approx(0.6)
-    # A quota that throttles rarely is not the limit.
-    light = _v2_copy(src, tmp_path / "light", quota, throttled=0.02)
-    assert _explain_json(light)["verdict"] == "inconclusive"
+    # The same throttling the engine did not judge saturating is evidence, not the limit:
+    # the analysis has no threshold of its own to judge it by.
+    unjudged = {**quota, "saturated": False, "saturation": None}
+    light = _v2_copy(src, tmp_path / "light", unjudged, throttled=0.6)
+    out = _explain_json(light)
+    assert out["verdict"] == "inconclusive"
+    client = next(c for c in out["checks"] if c["name"] == "client")
+    assert client["values"]["throttled_share"] == pytest.approx(0.6)
 
 
 def test_saturated_cores_shared_with_the_server_are_named(
     service_time_runs: dict[str, list[Path]], tmp_path: Path
 ) -> None:
+    busy = {"saturated": True, "saturation": "cpu"}  # the engine's verdict on a busy client
     run = _v2_copy(
-        service_time_runs["5ms"][0], tmp_path / "shared", {"server_shares_cores": True}, cpu=0.97
+        service_time_runs["5ms"][0],
+        tmp_path / "shared",
+        {**busy, "server_shares_cores": True},
+        cpu=0.97,
     )
     out = _explain_json(run)
     assert out["verdict"] == "client"
     assert "client and server share the cores" in out["summary"]
     apart = _v2_copy(
-        service_time_runs["5ms"][1], tmp_path / "apart", {"server_shares_cores": False}, cpu=0.97
+        service_time_runs["5ms"][1],
+        tmp_path / "apart",
+        {**busy, "server_shares_cores": False},
+        cpu=0.97,
     )
     out = _explain_json(apart)
     assert out["verdict"] == "client"

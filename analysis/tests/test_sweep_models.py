@@ -188,3 +188,29 @@ def test_open_and_closed_runs_are_never_on_one_axis_of_n(
     table = little[1].split("</table>")[0]
     assert "c0001" in table
     assert not any(f"rate-{r}" in table for r in RATE_LEVELS)
+
+
+def test_the_contract_vectors_decide_whether_a_schedule_was_kept() -> None:
+    """The late-send rule capacity's levels and the open-model client check share (issue 34):
+    its numbers and vectors live in the contract, held in both languages."""
+    from loadgen_analysis.io.rules import schedule_kept
+
+    contract = json.loads(CONTRACT.read_text())
+    for v in contract["schedule_vectors"]:
+        assert schedule_kept(v["late_share"], v["lag_share_of_latency"]) is v["kept"], v
+
+
+def test_no_verdict_threshold_is_written_in_two_languages() -> None:
+    """The client and schedule rules have one owner each: the engine's client verdict
+    (run.json ``client.saturation``) and the contract's schedule rule; the analysis keeps no
+    threshold of its own for them, and capacity's judge.rs no literal of the contract's."""
+    from loadgen_analysis.verdict.findings import Thresholds
+
+    own = set(vars(Thresholds()))
+    for gone in ("max_client_cpu", "max_throttled_share", "max_throttled_wall_share"):
+        assert gone not in own, gone
+    assert "max_late_share" not in own
+    judge = CONTRACT.parents[1] / "loadgen" / "src" / "workflow" / "capacity" / "judge.rs"
+    text = judge.read_text()
+    for name in ("LATE_SHARE", "LAG_SHARE_OF_LATENCY", "ACHIEVED_SHORTFALL"):
+        assert re.search(rf"const {name}: f64", text) is None, name

@@ -18,14 +18,13 @@ Responsible for the per-level table and the knee; not for what they mean for the
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from functools import cache
-from importlib.resources import files
 
 import pandas as pd
 
 from ..io.load import RunsArg, as_runs
+from ..io.rules import sustainability
 from ..io.run import Run
 from ..reductions.open_model import open_model_table, steady_completions
 from ..reductions.summary import run_table
@@ -35,8 +34,7 @@ from ..reductions.summary import run_table
 def achieved_shortfall() -> float:
     """The share by which completions may fall short of sends in a level that kept up
     (``contract/sustainability.json``)."""
-    path = files("loadgen_analysis.io") / "sustainability.json"
-    return float(json.loads(path.read_text(encoding="utf-8"))["achieved_shortfall"])
+    return float(sustainability()["achieved_shortfall"])
 
 
 def kept_up(dropped: int, sent: int, completed: int) -> bool:

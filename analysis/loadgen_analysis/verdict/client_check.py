@@ -12,7 +12,7 @@ from typing import Any
 
 import pandas as pd
 
-from .client_evidence import ClientEvidence
+from .client_evidence import QUOTA_SATURATION, ClientEvidence
 from .findings import Evidence, Finding, Thresholds, max_of, mean_share, pct, top_level
 from .pacing import fell_behind, late_sends, worker_time
 
@@ -192,30 +192,33 @@ def _client_ok_text(evidence: dict[str, Any]) -> str:
 def _client_resources(
     clients: list[ClientEvidence], t: Thresholds, reasons: list[str], evidence: dict[str, Any]
 ) -> bool:
-    """The client's CPU against its limit and its CFS throttling; True when either was read."""
+    """The client's CPU against its limit and its CFS throttling, as evidence; whether they
+    held the client back is the engine's verdict (run.json ``client.saturation``, the
+    console's Client line), shown here, never judged again; True when either was read."""
     quota = max_of(clients, "cpu_quota_cores")
     evidence["server_shares_cores"] = any(c.server_shares_cores for c in clients)
     evidence.update(cpu_quota_cores=quota, cpu_limit_cores=max_of(clients, "cpu_limit_cores"))
-    throttled = _throttling(clients, t, evidence)
-    if throttled:
+    saturation = next((c.console_saturation for c in clients if c.console_saturation), None)
+    throttled = _throttling(clients, evidence)
+    cpu = _cpu(clients, evidence)
+    evidence.update(console_saturation=saturation, client_cpu_saturated=saturation is not None)
+    if saturation == QUOTA_SATURATION and throttled:
         reasons.append(f"CPU quota{f' of {quota:g} cores' if quota else ''}: {throttled}")
-    # The console's "saturated by its quota" is the throttling reason when there is one.
-    cpu = _cpu(clients, t, evidence, console_quota_counts=not throttled)
-    if cpu:
-        reasons.append(cpu)
+    if saturation is not None:
+        what = cpu or "the client's CPU"
+        reasons.append(f"{what}; the run's console judged it saturated")
     return "client_cpu_p90" in evidence or "throttled_share" in evidence
 
 
-def _throttling(clients: list[ClientEvidence], t: Thresholds, evidence: dict[str, Any]) -> str:
-    """Why the quota held the client back ('' when it did not): throttled in a material share
-    of the CFS periods or of the wall time."""
+def _throttling(clients: list[ClientEvidence], evidence: dict[str, Any]) -> str:
+    """How much the quota held the client back ('' when it never throttled it)."""
     share = max_of(clients, "throttled_share")
     wall = max_of(clients, "throttled_wall_share")
     if share is None and wall is None:
         return ""
     seconds = max_of(clients, "throttled_s")
     evidence.update(throttled_share=share, throttled_wall_share=wall, throttled_s=seconds)
-    if (share or 0.0) <= t.max_throttled_share and (wall or 0.0) <= t.max_throttled_wall_share:
+    if not (share or wall):
         return ""
     text = "the client was throttled"
     if share is not None:
@@ -226,29 +229,14 @@ def _throttling(clients: list[ClientEvidence], t: Thresholds, evidence: dict[str
     return text
 
 
-def _cpu(
-    clients: list[ClientEvidence],
-    t: Thresholds,
-    evidence: dict[str, Any],
-    console_quota_counts: bool = True,
-) -> str:
-    """Why the client's CPU was the limit ('' when it was not): its p90 over the limit, or the
-    console's own verdict (run.json ``client.saturation``), so the two never disagree."""
+def _cpu(clients: list[ClientEvidence], evidence: dict[str, Any]) -> str:
+    """The client's CPU against its limit ('' when not sampled)."""
     cpu = max_of(clients, "cpu_p90")
-    console = next((c.console_saturation for c in clients if c.console_saturation), None)
     if cpu is None:
         return ""
     quota, limit = evidence["cpu_quota_cores"], evidence["cpu_limit_cores"]
-    saturated = (
-        cpu > t.max_client_cpu
-        or console == "cpu"
-        or (console == "cpu-quota" and console_quota_counts)
-    )
-    evidence.update(client_cpu_p90=cpu, client_cpu_saturated=saturated, console_saturation=console)
-    if not saturated:
-        return ""
+    evidence["client_cpu_p90"] = cpu
     of = f"its {limit:g} cores" if limit else "its cores"
     if quota and limit == quota:
         of = f"its CPU quota of {quota:g} cores"
-    text = f"client CPU at {pct(cpu)} of {of} (p90 of 1 s samples)"
-    return text + ("; the run's console judged it saturated" if console else "")
+    return f"client CPU at {pct(cpu)} of {of} (p90 of 1 s samples)"

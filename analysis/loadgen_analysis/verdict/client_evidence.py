@@ -51,6 +51,9 @@ RUN_JSON_READS = (
     "client.link_capacity_bps",
     "client.link_capacity_source",
 )
+#: run.json ``client.saturation`` when the engine judged the client saturated by its CPU
+#: quota (contract/files.json); the other value is ``cpu``. The engine owns the rule.
+QUOTA_SATURATION = "cpu-quota"
 #: Rows covering less than this share of a second are not a rate (the last row may be short).
 MIN_INTERVAL_NS = 500_000_000
 

@@ -71,6 +71,8 @@ class OpenFacts:
     #: Median latency from the intended send time, first and second half of the schedule.
     first_half_p50_ms: float | None = None
     second_half_p50_ms: float | None = None
+    #: p99 latency from the intended send time, of the requests that got a response.
+    latency_p99_ms: float | None = None
 
 
 @dataclass(frozen=True)
@@ -181,9 +183,19 @@ def _open_rows(con: duckdb.DuckDBPyConnection) -> dict[str, Any]:
         "v",
         [0.5],
     )
+    latency = exact_quantiles(
+        con,
+        "(SELECT 0 AS k, start_ns + latency_ns - least(intended_ns, start_ns) AS v "
+        "FROM records WHERE intended_ns IS NOT NULL AND status > 0)",
+        ["k"],
+        "v",
+        [0.99],
+    )
     out: dict[str, Any] = {}
     if not lag.empty:
         out["lag_p50_ms"], out["lag_p99_ms"] = (v / 1e6 for v in lag["q"].iloc[0])
+    if not latency.empty:
+        out["latency_p99_ms"] = latency["q"].iloc[0][0] / 1e6
     by_half = {int(r.half): r.q[0] / 1e6 for r in halves.itertuples()}
     out["first_half_p50_ms"] = by_half.get(0)
     out["second_half_p50_ms"] = by_half.get(1)

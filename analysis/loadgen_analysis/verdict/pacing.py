@@ -18,6 +18,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from ..io.rules import schedule_kept
 from .findings import Thresholds, pct
 from .model_facts import OpenFacts, PhaseTime, RunFacts
 
@@ -102,8 +103,12 @@ def late_sends(facts: RunFacts, t: Thresholds, evidence: dict[str, Any]) -> str:
     if schedule is None:
         return ""
     late_share = schedule.late / schedule.scheduled if schedule.scheduled else 0.0
-    evidence.update(late_share=late_share, send_lag_p99_ms=schedule.lag_p99_ms)
-    if late_share <= t.max_late_share:
+    lag, latency = schedule.lag_p99_ms, schedule.latency_p99_ms
+    lag_share = lag / max(latency, 1e-6) if lag is not None and latency is not None else None
+    evidence.update(late_share=late_share, send_lag_p99_ms=lag, lag_share_of_latency=lag_share)
+    # The contract's rule, the one capacity's levels are judged by: few late sends, or a lag
+    # that does not explain the latency (the server's queue does), is a schedule kept.
+    if schedule_kept(late_share, lag_share):
         return ""
     lag = f" (p99 send lag {schedule.lag_p99_ms:.1f} ms)" if schedule.lag_p99_ms else ""
     return (

@@ -35,6 +35,12 @@ const SUSTAINABILITY_JSON: &str = include_str!("../../../../contract/sustainabil
 #[derive(Debug, Deserialize)]
 struct SustainabilityRule {
     achieved_shortfall: f64,
+    /// More than this share of a level's judged sends started late...
+    late_share: f64,
+    /// ... and the p99 send lag is at least this share of the p99 latency from intended time
+    /// (the lag explains the latency, rather than a server queue): the client did not keep
+    /// its schedule.
+    lag_share_of_latency: f64,
 }
 
 static RULE: LazyLock<SustainabilityRule> = LazyLock::new(|| {
@@ -47,6 +53,13 @@ pub fn achieved_shortfall() -> f64 {
     RULE.achieved_shortfall
 }
 
+/// Whether a level's sends were on time (the contract's rule): at most `late_share` of them
+/// late, or a lag that does not explain the latency (`None`: nothing measured).
+pub fn schedule_kept(late_share: f64, lag_share_of_latency: Option<f64>) -> bool {
+    late_share <= RULE.late_share
+        || lag_share_of_latency.is_none_or(|share| share < RULE.lag_share_of_latency)
+}
+
 /// Whether a level kept up: nothing dropped, and `completed` (requests or a rate) at least
 /// `1 - achieved_shortfall` of `sent` (the contract's rule and vectors).
 pub fn kept_up(dropped: u64, sent: f64, completed: f64) -> bool {
@@ -56,13 +69,6 @@ pub fn kept_up(dropped: u64, sent: f64, completed: f64) -> bool {
 const SLOPE_T: f64 = 3.0;
 /// ... and the growth over the level, as a share of the latency reference, that matters.
 const MATERIAL_GROWTH: f64 = 0.2;
-
-/// More than this share of a level's judged sends started late...
-pub const LATE_SHARE: f64 = 0.05;
-/// ... and the p99 send lag is at least this share of the p99 latency from intended time
-/// (the lag explains the latency, rather than a server queue): the client did not keep its
-/// schedule.
-pub const LAG_SHARE_OF_LATENCY: f64 = 0.5;
 
 /// Where an SLO's interval lies.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -119,8 +125,7 @@ pub struct Schedule {
     pub lag_share_of_latency: Option<f64>,
     /// Later than this is late (the level's `max_lateness`).
     pub max_lateness_ns: i64,
-    /// `late_share` is at most [`LATE_SHARE`], or `lag_share_of_latency` is below
-    /// [`LAG_SHARE_OF_LATENCY`].
+    /// the contract's rule, [`schedule_kept`].
     pub kept: bool,
 }
 
@@ -149,8 +154,7 @@ pub fn schedule(rows: &LevelRows, max_lateness_ns: i64) -> Schedule {
         send_lag_p99_ns,
         lag_share_of_latency,
         max_lateness_ns,
-        kept: late_share <= LATE_SHARE
-            || lag_share_of_latency.is_none_or(|share| share < LAG_SHARE_OF_LATENCY),
+        kept: schedule_kept(late_share, lag_share_of_latency),
     }
 }
 
@@ -474,6 +478,13 @@ mod tests {
                 v["completed"].as_f64().unwrap(),
             );
             assert_eq!(kept_up(dropped, sent, completed), v["kept"] == true, "{v}");
+        }
+        for v in contract["schedule_vectors"].as_array().unwrap() {
+            let (late, lag) = (
+                v["late_share"].as_f64().unwrap(),
+                v["lag_share_of_latency"].as_f64(),
+            );
+            assert_eq!(schedule_kept(late, lag), v["kept"] == true, "{v}");
         }
     }
 
