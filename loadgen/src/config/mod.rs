@@ -90,6 +90,8 @@ pub enum ConfigError {
     StartAt { value: String, reason: String },
     #[error("{0}")]
     Out(String),
+    #[error("--server-metrics '{url}' {reason}; give the endpoint's URL, e.g. http://10.0.0.5:9100/metrics")]
+    ServerMetrics { url: String, reason: String },
     #[error("--body @{path}: cannot read the file ({source}); check the path")]
     BodyFile {
         path: String,
@@ -148,6 +150,17 @@ pub struct RunConfig {
     pub histogram: bool,
     /// `--upload-timeout`: the longest the end of an `--out s3://` run waits for uploads.
     pub upload_timeout: Duration,
+    /// The server's endpoints to scrape (`--server-metrics`, a scenario's `server_metrics`).
+    pub server_metrics: ServerMetrics,
+    /// `--trace`: the share of requests whose `traceparent` is sampled (`--trace-sample`).
+    pub trace_sample: Option<f64>,
+}
+
+/// The server's Prometheus endpoints scraped during a run; none: no scraper, no file.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct ServerMetrics {
+    pub sources: Vec<String>,
+    pub timeout: Duration,
 }
 
 /// `--metrics-linger` when `--metrics-addr` is given without it: three scrapes at Prometheus's
@@ -279,6 +292,8 @@ pub struct RunInputs {
     metrics_linger: Duration,
     run_group: Option<String>,
     upload_timeout: Duration,
+    server_metrics: ServerMetrics,
+    trace_sample: Option<f64>,
 }
 
 impl RunInputs {
@@ -300,7 +315,20 @@ impl RunInputs {
             None => model_flags::ModelFlags::none(),
         };
         let shard = flags.shard;
+        let evidence = &output.evidence;
+        let server_metrics = ServerMetrics {
+            sources: validate::server_metrics(
+                source
+                    .scenario
+                    .server_metrics
+                    .iter()
+                    .chain(&evidence.server_metrics),
+            )?,
+            timeout: evidence.server_metrics_timeout,
+        };
         Ok(RunInputs {
+            server_metrics,
+            trace_sample: evidence.trace.then_some(evidence.trace_sample),
             source,
             model_flags,
             think_time: flags.model.and_then(|(m, _)| m.think_time),
@@ -425,6 +453,8 @@ impl RunInputs {
             waits_for_start_at: true,
             histogram: self.histogram,
             upload_timeout: self.upload_timeout,
+            server_metrics: self.server_metrics.clone(),
+            trace_sample: self.trace_sample,
         })
     }
 }
