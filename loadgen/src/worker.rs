@@ -15,6 +15,7 @@ use std::task::Poll;
 use std::time::{Duration, Instant};
 
 use crate::clock::{nanos, Anchor};
+use crate::record::trace::{TraceParent, TRACEPARENT};
 use crate::record::{ErrorClass, RequestRecord};
 use crate::stats::activity::{State, WorkerClock};
 use crate::stats::live::LiveMetrics;
@@ -96,6 +97,8 @@ pub struct WorkerContext {
     /// Per-op live metrics, when the run serves them (`--metrics-addr`).
     pub metrics: Option<Arc<LiveMetrics>>,
     pub stop: StopSignal,
+    /// `--trace`: the share of `traceparent` headers sampled; `None` sends none.
+    pub trace_sample: Option<f64>,
 }
 
 /// Runs one worker until its source is exhausted or the run stops.
@@ -138,13 +141,16 @@ pub async fn run_worker<T: Transport, S: WorkSource>(
         let Some(work) = next.await else { break };
         let template = &ctx.workload.templates[usize::from(work.op)];
         // Rendering happens before the clock starts: it is the client's work, not latency.
-        let Some(prepared) = prepare(template, &work, &ctx, &mut rng, &session) else {
+        let Some(mut prepared) = prepare(template, &work, &ctx, &mut rng, &session) else {
             // A value this request uses was not extracted: it is not sent, and it is counted.
             ctx.live.skip(work.op);
             source.finished(&work, false);
             continue;
         };
         template.rules.forget_extracted(&mut session);
+        let trace_id = ctx
+            .trace_sample
+            .and_then(|sample| trace(template, sample, &mut rng, &mut prepared));
         let started = Instant::now();
         clock.send(
             ctx.anchor.offset_ns(started),
@@ -169,7 +175,7 @@ pub async fn run_worker<T: Transport, S: WorkSource>(
         if batch.is_empty() {
             batch_started = ended;
         }
-        batch.push(row(
+        let mut record = row(
             worker,
             &ctx,
             &work,
@@ -177,7 +183,9 @@ pub async fn run_worker<T: Transport, S: WorkSource>(
             (error, check),
             started,
             ended,
-        ));
+        );
+        record.trace_id = trace_id;
+        batch.push(record);
         if error == Some(ErrorClass::Cancelled) {
             break;
         }
@@ -294,7 +302,25 @@ fn row(
         phase: work.phase,
         attempt: work.attempt,
         check,
+        trace_id: None,
     }
+}
+
+/// `--trace`: the trace id the request carries — the template's own `traceparent` kept as
+/// it is, or a new one drawn and handed to the transport to send.
+#[inline]
+fn trace(
+    template: &RequestTemplate,
+    sample: f64,
+    rng: &mut fastrand::Rng,
+    prepared: &mut Prepared,
+) -> Option<u128> {
+    if let Some(own) = template.headers.get(TRACEPARENT) {
+        return TraceParent::trace_id_of(own.as_bytes());
+    }
+    let context = TraceParent::draw(rng, sample);
+    prepared.trace = Some(context);
+    Some(context.trace_id)
 }
 
 /// The request `work` asks for, rendered; `None` when it uses an extracted value the session

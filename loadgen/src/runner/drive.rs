@@ -69,6 +69,7 @@ pub(super) async fn drive(
         live: live.clone(),
         metrics: live_metrics,
         stop: stop.clone(),
+        trace_sample: config.trace_sample,
     });
     if !config.json {
         eprintln!(
