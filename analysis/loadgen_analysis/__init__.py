@@ -50,6 +50,8 @@ _MODULES = {
     "phase_table": "reductions.timeline",
     "predicted_throughput": "models.littles_law",
     "run_table": "reductions.summary",
+    "scrape_failures": "io.server_metrics",
+    "server_metrics": "io.server_metrics",
     "shard_table": "reductions.summary",
     "sweep_table": "models.littles_law",
     "timeline": "reductions.timeline",

@@ -26,6 +26,7 @@ from .errors import RunLoadError, os_error_text
 from .export.command import add_export_parser, export
 from .io.load import load_runs
 from .io.run import Run
+from .jsonable import jsonable
 from .thresholds import (
     EXIT_THRESHOLD,
     Threshold,
@@ -379,15 +380,18 @@ def _summary(args: argparse.Namespace) -> int:
 
 
 def _explain(args: argparse.Namespace) -> int:
+    from .reductions.traces import traced_requests, traces_text
     from .verdict.attribution import attribute
 
     runs = load_runs(args.runs)
     result = attribute(runs, link_capacity_bps=args.link_capacity)
+    traces = traced_requests(runs)
     if args.json:
-        label = " ".join(args.runs)
-        print(json.dumps(result.explain_dict(label), indent=2, ensure_ascii=False))
+        document = result.explain_dict(" ".join(args.runs))
+        document["traces"] = jsonable(traces.to_dict(orient="records"))
+        print(json.dumps(document, indent=2, ensure_ascii=False))
     else:
-        print(result.to_text())
+        print("\n\n".join(filter(None, (result.to_text(), traces_text(traces)))))
     return EXIT_OK
 
 
