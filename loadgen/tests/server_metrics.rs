@@ -180,6 +180,41 @@ async fn a_node_exporter_killed_mid_run_costs_no_request() {
     server.shutdown().await;
 }
 
+/// A node_exporter that stops answering (SIGSTOP: its socket still accepts) mid-run: the
+/// scrapes time out, the run does not wait for them.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_node_exporter_stalled_mid_run_costs_no_request() {
+    let Some((exporter, scrape)) = start_node_exporter() else {
+        return;
+    };
+    let server = servers::start(ServerConfig::default()).await.unwrap();
+    let url = format!("{}/", server.url());
+    let pid = exporter.0.id().to_string();
+    let staller = std::thread::spawn(move || {
+        std::thread::sleep(Duration::from_millis(1300));
+        Command::new("kill").args(["-STOP", &pid]).status().unwrap()
+    });
+    let flags = ["-c", "2", "-d", "3s", "--server-metrics", &scrape];
+    let flags = [&flags[..], &["--server-metrics-timeout", "300ms"]].concat();
+    let (_dir, out, outcome) = run_at(&url, &flags, StopSignal::new()).await;
+    assert!(staller.join().unwrap().success());
+    assert_eq!(run_json(&out)["exit_reason"], "duration_elapsed");
+    assert_eq!(read_rows(&out).len() as u64, server.requests_total());
+    assert_eq!(outcome.summary.requests, server.requests_total());
+    let samples = server_metrics(&out);
+    assert!(
+        samples.iter().any(|s| s.metric.is_some()),
+        "no scrape before the stall"
+    );
+    let timeouts = samples
+        .iter()
+        .filter(|s| s.error.as_deref() == Some("timeout"))
+        .count();
+    assert!(timeouts >= 1, "{samples:?}");
+    drop(exporter);
+    server.shutdown().await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_reference_servers_saturation_gauges_reach_its_worker_limit() {
     let server = servers::start(ServerConfig {

@@ -34,6 +34,10 @@ pub const ROW_GROUP_EVERY: Duration = Duration::from_secs(10);
 /// The version in `loadgen.schema_version`; bump it when a column changes meaning.
 pub const SCHEMA_VERSION: &str = "1";
 
+/// The longest the scrape at the end of a run may take (less when `--server-metrics-timeout`
+/// is shorter).
+pub const LAST_SCRAPE_TIMEOUT: Duration = Duration::from_millis(500);
+
 /// The interval between scrapes in a run.
 pub const INTERVAL: Duration = Duration::from_secs(1);
 
@@ -149,38 +153,70 @@ struct Scraped {
 impl Scraper {
     async fn run(
         mut self,
-        mut stopped: tokio::sync::oneshot::Receiver<()>,
+        stopped: tokio::sync::oneshot::Receiver<()>,
     ) -> Result<Vec<SourceSummary>, ServerMonError> {
-        let mut ticks = tokio::time::interval(self.config.interval);
-        ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
-        let mut row_group_started = Instant::now();
-        loop {
-            let stopping = tokio::select! {
-                _ = ticks.tick() => false,
-                _ = &mut stopped => true,
-            };
-            self.scrape_all().await;
-            if self.columns.rows() > 0
-                && (stopping || row_group_started.elapsed() >= ROW_GROUP_EVERY)
-            {
-                if let Err(e) = self.file.write(&self.columns.take()) {
-                    self.file.discard();
-                    return Err(e.into());
-                }
-                row_group_started = Instant::now();
-            }
-            if stopping {
+        match self.scrape_until_stopped(stopped).await {
+            Ok(()) => {
                 self.file.close()?;
-                return Ok(self.summaries);
+                Ok(self.summaries)
+            }
+            Err(e) => {
+                // Nothing half-written is left behind.
+                self.file.discard();
+                Err(e)
             }
         }
     }
 
+    /// Scrapes every interval until stopped. A scrape in progress when the run ends is
+    /// abandoned; the last scrape then waits at most [`LAST_SCRAPE_TIMEOUT`], so a stalled
+    /// endpoint delays the end of a run by that much at most.
+    async fn scrape_until_stopped(
+        &mut self,
+        mut stopped: tokio::sync::oneshot::Receiver<()>,
+    ) -> Result<(), ServerMonError> {
+        let mut ticks = tokio::time::interval(self.config.interval);
+        ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
+        let mut row_group_started = Instant::now();
+        let mut last_scrape = Instant::now();
+        loop {
+            tokio::select! {
+                _ = ticks.tick() => {}
+                _ = &mut stopped => break,
+            }
+            last_scrape = Instant::now();
+            tokio::select! {
+                () = self.scrape_all(self.config.timeout) => {}
+                _ = &mut stopped => break,
+            }
+            if self.columns.rows() > 0 && row_group_started.elapsed() >= ROW_GROUP_EVERY {
+                self.write_row_group()?;
+                row_group_started = Instant::now();
+            }
+        }
+        // The counters' values at the end, unless the last scrape was just now.
+        if last_scrape.elapsed() >= self.config.interval / 4 {
+            let timeout = self.config.timeout.min(LAST_SCRAPE_TIMEOUT);
+            self.scrape_all(timeout).await;
+        }
+        if self.columns.rows() > 0 {
+            self.write_row_group()?;
+        }
+        Ok(())
+    }
+
+    /// Writes the rows so far as a row group and pushes it to the disk.
+    fn write_row_group(&mut self) -> Result<(), ServerMonError> {
+        self.file.write(&self.columns.take())?;
+        self.file.sync()?;
+        Ok(())
+    }
+
     /// Scrapes every source at once and records what each returned.
-    async fn scrape_all(&mut self) {
+    async fn scrape_all(&mut self, timeout: Duration) {
         let mut tasks = tokio::task::JoinSet::new();
         for (i, source) in self.config.sources.iter().enumerate() {
-            let request = self.client.get(source);
+            let request = self.client.get(source).timeout(timeout);
             tasks.spawn(async move { (i, scrape(request).await) });
         }
         while let Some(done) = tasks.join_next().await {
