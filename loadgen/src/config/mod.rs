@@ -503,6 +503,46 @@ mod tests {
         *args
     }
 
+    /// A scenario's `server_metrics` and `--server-metrics` add up, a URL given twice once;
+    /// a URL that is not http(s) is refused naming the flag.
+    #[test]
+    fn server_metrics_come_from_the_scenario_and_the_flags() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("s.toml");
+        let scenario = "server_metrics = [\"http://a:9100/metrics\"]\nsequence = [\"get\"]\n\
+                        [requests.get]\npath = \"/\"\n[model]\nkind = \"closed\"\nworkers = 1\n";
+        std::fs::write(&path, scenario).unwrap();
+        let file = path.to_str().unwrap();
+        let url = "http://127.0.0.1:1";
+        let flags = [file, "--url", url, "--server-metrics", "http://b/metrics"];
+        let config = RunConfig::from_args(&run_args(&flags)).unwrap();
+        let expected = ["http://a:9100/metrics", "http://b/metrics"];
+        assert_eq!(config.server_metrics.sources, expected);
+        let twice = [
+            file,
+            "--url",
+            url,
+            "--server-metrics",
+            "http://a:9100/metrics",
+        ];
+        let config = RunConfig::from_args(&run_args(&twice)).unwrap();
+        assert_eq!(config.server_metrics.sources, ["http://a:9100/metrics"]);
+        let bad = ["--url", url, "--server-metrics", "file:///metrics"];
+        let error = RunConfig::from_args(&run_args(&bad))
+            .unwrap_err()
+            .to_string();
+        assert!(
+            error.starts_with("--server-metrics 'file:///metrics'"),
+            "{error}"
+        );
+        assert_eq!(
+            RunConfig::from_args(&run_args(&["--url", url]))
+                .unwrap()
+                .trace_sample,
+            None
+        );
+    }
+
     /// The scenario a config records, written out as a file and run through the scenario
     /// path: the plan it compiles to.
     fn plan_of_recorded_scenario(config: &RunConfig) -> ModelPlan {
