@@ -120,6 +120,10 @@ async fn node_exporter_is_scraped_during_a_run() {
     let url = format!("{}/", server.url());
     let flags = ["-c", "2", "-d", "2s", "--server-metrics", &scrape];
     let (_dir, out, _) = run_at(&url, &flags, StopSignal::new()).await;
+    assert_eq!(
+        run_json(&out)["config"]["server_metrics"],
+        serde_json::json!([scrape])
+    );
     let samples = server_metrics(&out);
     assert!(samples.iter().all(|s| s.error.is_none()), "a scrape failed");
     let cpu: Vec<&Sample> = samples
