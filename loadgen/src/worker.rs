@@ -9,6 +9,7 @@
 //! measured where it happens.
 
 use std::future::Future;
+use std::num::NonZeroU128;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::task::Poll;
@@ -314,13 +315,13 @@ fn trace(
     sample: f64,
     rng: &mut fastrand::Rng,
     prepared: &mut Prepared,
-) -> Option<u128> {
+) -> Option<NonZeroU128> {
     if let Some(own) = template.headers.get(TRACEPARENT) {
-        return TraceParent::trace_id_of(own.as_bytes());
+        return TraceParent::trace_id_of(own.as_bytes()).and_then(NonZeroU128::new);
     }
     let context = TraceParent::draw(rng, sample);
     prepared.trace = Some(context);
-    Some(context.trace_id)
+    NonZeroU128::new(context.trace_id)
 }
 
 /// The request `work` asks for, rendered; `None` when it uses an extracted value the session

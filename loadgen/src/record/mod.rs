@@ -157,8 +157,9 @@ pub struct RequestRecord {
     /// The check or extraction that failed (error class `check`), indexing the run's check
     /// names.
     pub check: Option<u16>,
-    /// The W3C trace id of the `traceparent` the request carried (`--trace`).
-    pub trace_id: Option<u128>,
+    /// The W3C trace id of the `traceparent` the request carried (`--trace`); never zero
+    /// (an invalid id), which keeps the field as small as the id.
+    pub trace_id: Option<std::num::NonZeroU128>,
 }
 
 fn dictionary(name: &str, nullable: bool) -> Field {

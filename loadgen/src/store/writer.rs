@@ -162,7 +162,7 @@ impl Columns {
         match r.trace_id {
             Some(id) => self
                 .trace_id
-                .append_value(crate::record::trace::Hex32::new(id).as_str()),
+                .append_value(crate::record::trace::Hex32::new(id.get()).as_str()),
             None => self.trace_id.append_null(),
         }
     }
