@@ -250,7 +250,7 @@ async fn the_reference_servers_saturation_gauges_reach_its_worker_limit() {
     server.shutdown().await;
 }
 
-/// A tiny HTTP/1.1 server that records the `traceparent` header of every request (or
+/// A tiny HTTP/1.1 and HTTP/2 (prior knowledge) server that records the `traceparent` header of every request (or
 /// `<none>`) and answers 200.
 async fn recording_server() -> (String, Arc<Mutex<Vec<String>>>) {
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
@@ -275,10 +275,12 @@ async fn recording_server() -> (String, Arc<Mutex<Vec<String>>>) {
                     ))
                 }
             });
-            tokio::spawn(
-                hyper::server::conn::http1::Builder::new()
-                    .serve_connection(hyper_util::rt::TokioIo::new(stream), service),
-            );
+            tokio::spawn(async move {
+                let io = hyper_util::rt::TokioIo::new(stream);
+                hyper_util::server::conn::auto::Builder::new(hyper_util::rt::TokioExecutor::new())
+                    .serve_connection(io, service)
+                    .await
+            });
         }
     });
     (url, received)
@@ -286,29 +288,32 @@ async fn recording_server() -> (String, Arc<Mutex<Vec<String>>>) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn every_request_carries_a_traceparent_and_its_row_keeps_the_id() {
-    let (url, received) = recording_server().await;
-    let flags = ["-c", "4", "-n", "400", "--trace", "--trace-sample", "50%"];
-    let (_dir, out, _) = run_at(&url, &flags, StopSignal::new()).await;
-    let headers = received.lock().unwrap().clone();
-    let rows = read_rows(&out);
-    assert_eq!(headers.len(), rows.len());
-    let valid = regex::Regex::new(r"^00-([0-9a-f]{32})-([0-9a-f]{16})-0[01]$").unwrap();
-    let mut sent = HashSet::new();
-    for header in &headers {
-        let parts = valid
-            .captures(header)
-            .unwrap_or_else(|| panic!("not a traceparent: {header}"));
-        assert_ne!(&parts[1], "0".repeat(32).as_str());
-        sent.insert(parts[1].to_string());
+    for protocol in [&[][..], &["--http2"][..]] {
+        let (url, received) = recording_server().await;
+        let flags = ["-c", "4", "-n", "400", "--trace", "--trace-sample", "50%"];
+        let (_dir, out, _) =
+            run_at(&url, &[&flags[..], protocol].concat(), StopSignal::new()).await;
+        let headers = received.lock().unwrap().clone();
+        let rows = read_rows(&out);
+        assert_eq!(headers.len(), rows.len(), "{protocol:?}");
+        let valid = regex::Regex::new(r"^00-([0-9a-f]{32})-([0-9a-f]{16})-0[01]$").unwrap();
+        let mut sent = HashSet::new();
+        for header in &headers {
+            let parts = valid
+                .captures(header)
+                .unwrap_or_else(|| panic!("{protocol:?}: not a traceparent: {header}"));
+            assert_ne!(&parts[1], "0".repeat(32).as_str());
+            sent.insert(parts[1].to_string());
+        }
+        let kept: HashSet<String> = rows
+            .iter()
+            .map(|r| r.trace_id.clone().expect("a trace id in every row").0)
+            .collect();
+        assert_eq!(kept, sent, "{protocol:?}");
+        assert_eq!(kept.len(), rows.len(), "a trace id per request");
+        let sampled = headers.iter().filter(|h| h.ends_with("-01")).count();
+        assert!((100..300).contains(&sampled), "{sampled} of 400 sampled");
     }
-    let kept: HashSet<String> = rows
-        .iter()
-        .map(|r| r.trace_id.clone().expect("a trace id in every row").0)
-        .collect();
-    assert_eq!(kept, sent);
-    assert_eq!(kept.len(), rows.len(), "a trace id per request");
-    let sampled = headers.iter().filter(|h| h.ends_with("-01")).count();
-    assert!((100..300).contains(&sampled), "{sampled} of 400 sampled");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
