@@ -288,6 +288,7 @@ async fn recording_server() -> (String, Arc<Mutex<Vec<String>>>) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn every_request_carries_a_traceparent_and_its_row_keeps_the_id() {
+    let valid = regex::Regex::new(r"^00-([0-9a-f]{32})-([0-9a-f]{16})-0[01]$").unwrap();
     for protocol in [&[][..], &["--http2"][..]] {
         let (url, received) = recording_server().await;
         let flags = ["-c", "4", "-n", "400", "--trace", "--trace-sample", "50%"];
@@ -296,7 +297,6 @@ async fn every_request_carries_a_traceparent_and_its_row_keeps_the_id() {
         let headers = received.lock().unwrap().clone();
         let rows = read_rows(&out);
         assert_eq!(headers.len(), rows.len(), "{protocol:?}");
-        let valid = regex::Regex::new(r"^00-([0-9a-f]{32})-([0-9a-f]{16})-0[01]$").unwrap();
         let mut sent = HashSet::new();
         for header in &headers {
             let parts = valid
