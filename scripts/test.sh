@@ -33,6 +33,16 @@ else
   echo "prometheus is missing and needs apt-get as root to install: that test will say it skipped"
 fi
 
+step "node_exporter (loadgen/tests/server_metrics.rs scrapes a real one during runs)"
+if command -v prometheus-node-exporter >/dev/null 2>&1; then
+  echo "found $(command -v prometheus-node-exporter)"
+elif command -v apt-get >/dev/null 2>&1 && [ "$(id -u)" = 0 ]; then
+  (apt-get update -qq && apt-get install -y -qq prometheus-node-exporter >/dev/null) \
+    || echo "could not install Debian's prometheus-node-exporter package: those tests will say they skipped"
+else
+  echo "prometheus-node-exporter is missing and needs apt-get as root to install: those tests will say they skipped"
+fi
+
 step "cargo test"
 cargo test --workspace --locked
 

@@ -55,6 +55,8 @@ _MODULES = {
     "rate_sweep": "models.rate_sweep",
     "rate_sweep_table": "models.rate_sweep",
     "run_table": "reductions.summary",
+    "scrape_failures": "io.server_metrics",
+    "server_metrics": "io.server_metrics",
     "shard_table": "reductions.summary",
     "sweep_table": "models.littles_law",
     "timeline": "reductions.timeline",

@@ -27,6 +27,7 @@ from .export.command import add_export_parser, export
 from .io.load import load_runs
 from .io.outputs import refuse_outputs_on_runs
 from .io.run import Run
+from .jsonable import jsonable
 from .thresholds import (
     EXIT_THRESHOLD,
     Threshold,
@@ -340,17 +341,21 @@ def _summary(args: argparse.Namespace) -> int:
 
 
 def _explain(args: argparse.Namespace) -> int:
+    from .reductions.traces import traced_requests, traces_text
     from .verdict.attribution import attribute
     from .verdict.engine import decided
 
     # What the engine decided (a capacity search, a capacity level) is shown as it is.
+    runs = load_runs(args.runs)
     engine = decided(args.runs[0]) if len(args.runs) == 1 else None
-    result = engine or attribute(load_runs(args.runs), link_capacity_bps=args.link_capacity)
+    result = engine or attribute(runs, link_capacity_bps=args.link_capacity)
+    traces = traced_requests(runs)
     if args.json:
-        label = " ".join(args.runs)
-        print(json.dumps(result.explain_dict(label), indent=2, ensure_ascii=False))
+        document = result.explain_dict(" ".join(args.runs))
+        document["traces"] = jsonable(traces.to_dict(orient="records"))
+        print(json.dumps(document, indent=2, ensure_ascii=False))
     else:
-        print(result.to_text())
+        print("\n\n".join(filter(None, (result.to_text(), traces_text(traces)))))
     return EXIT_OK
 
 

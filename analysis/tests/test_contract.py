@@ -29,6 +29,8 @@ def _metadata(path: Path) -> dict[str, str]:
 #: The contract's files in a run directory, in a sweep's and in a capacity search's (whose
 #: levels are run directories).
 RUN_FILES = {"requests", "client_metrics", "run_json"}
+#: With ``--server-metrics``, a run directory holds the server's samples too.
+SERVER_FILES = {"server_metrics"}
 SWEEP_FILES = {"sweep_json"}
 CAPACITY_FILES = {"capacity_json"}
 
@@ -54,8 +56,8 @@ def _check_dir(directory: Path, expected: set[str]) -> list[str]:
     ]
 
 
-def _check_run_dir(run_dir: Path) -> list[str]:
-    return _check_dir(run_dir, RUN_FILES)
+def _check_run_dir(run_dir: Path, extra: frozenset[str] = frozenset()) -> list[str]:
+    return _check_dir(run_dir, RUN_FILES | extra)
 
 
 def _loadgen(binaries: Binaries, *args: str) -> None:
@@ -73,9 +75,10 @@ def contract_runs(binaries: Binaries, tmp_path_factory: pytest.TempPathFactory) 
     root = tmp_path_factory.mktemp("contract")
     with harness.Server(("--service-time", "1ms"), binary=binaries.server) as server:
         url = server.url + "/"
-        closed_run = ("-c", "2", "-n", "300", "--out", str(root / "closed"))
+        closed_run = ("-c", "2", "-n", "300", "--trace", "--out", str(root / "closed"))
         _loadgen(binaries, "run", "--url", url, *closed_run)
         open_run = ("--rate", "100", "-d", "1500ms", "--out", str(root / "open"))
+        open_run += ("--server-metrics", server.url + "/metrics")
         _loadgen(binaries, "run", "--url", url, *open_run)
         sweep = ("--levels", "1,2", "-n", "100", "--out", str(root / "sweep"))
         _loadgen(binaries, "sweep", "--url", url, *sweep)
@@ -99,7 +102,11 @@ def contract_runs(binaries: Binaries, tmp_path_factory: pytest.TempPathFactory) 
 
 @pytest.mark.parametrize("kind", ["closed", "open", "checks"])
 def test_a_real_run_matches_the_contract(contract_runs: dict[str, Path], kind: str) -> None:
-    assert _check_run_dir(contract_runs[kind]) == []
+    extra = frozenset(SERVER_FILES if kind == "open" else ())
+    assert _check_run_dir(contract_runs[kind], extra) == []
+    if kind == "closed":
+        traced = pq.read_table(contract_runs[kind] / "requests", columns=["trace_id"])
+        assert traced.column("trace_id").null_count == 0
 
 
 def test_a_real_sweep_matches_the_contract(contract_runs: dict[str, Path]) -> None:
@@ -128,7 +135,7 @@ def test_the_capacity_sample_matches_the_contract() -> None:
 
 def test_every_file_of_the_contract_is_held_to_a_real_one() -> None:
     """A file added to the contract fails here until a test above reads a real one."""
-    held = RUN_FILES | SWEEP_FILES | CAPACITY_FILES | {"history_run"}
+    held = RUN_FILES | SERVER_FILES | SWEEP_FILES | CAPACITY_FILES | {"history_run"}
     assert held == set(contract.names()), f"not held to a real file: {set(contract.names()) - held}"
 
 

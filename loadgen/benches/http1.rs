@@ -30,6 +30,7 @@ fn request_path(c: &mut Criterion) {
         path: "/albums/42".parse().unwrap(),
         headers: Cow::Borrowed(&headers),
         body: Default::default(),
+        trace: None,
         capture: Default::default(),
     };
     let post = Outgoing {
@@ -41,6 +42,7 @@ fn request_path(c: &mut Criterion) {
             "x".repeat(256)
         ))
         .into(),
+        trace: None,
         capture: Default::default(),
     };
     let mut buf = Vec::with_capacity(1024);

@@ -37,6 +37,7 @@ fn rows() -> Vec<RequestRecord> {
                 phase: 0,
                 attempt: 1,
                 check: None,
+                trace_id: None,
             }
         })
         .collect()

@@ -564,6 +564,38 @@ pub struct OutputArgs {
     /// every closed segment.
     #[arg(long, value_name = "DURATION", value_parser = parse_duration, default_value = "5s", hide_short_help = true)]
     pub segment_interval: Duration,
+
+    #[command(flatten)]
+    pub evidence: EvidenceArgs,
+}
+
+/// The server's side of the run: its own metrics, and a trace id joining each row to its trace.
+#[derive(Debug, Args, Clone, Default)]
+#[command(next_help_heading = "Server evidence")]
+pub struct EvidenceArgs {
+    /// Scrape this Prometheus endpoint every second during the run into
+    /// server-metrics.parquet, e.g. node_exporter on the target host
+    /// (http://TARGET:9100/metrics) or the service's own /metrics; give it once per endpoint
+    /// (a scenario's `server_metrics` adds to them). A scrape runs off the request path and a
+    /// failed or slow one is recorded, never stopping or delaying the run.
+    #[arg(long = "server-metrics", value_name = "URL")]
+    pub server_metrics: Vec<String>,
+
+    /// The longest one scrape of a --server-metrics endpoint may take before it is recorded
+    /// as a timeout.
+    #[arg(long, value_name = "DURATION", value_parser = parse_duration, default_value = "1s", hide_short_help = true)]
+    pub server_metrics_timeout: Duration,
+
+    /// Send a W3C Trace Context `traceparent` header with every request (a new trace id per
+    /// request, kept in the rows' `trace_id` column), so a slow or failed row opens in Jaeger,
+    /// Tempo or any OpenTelemetry backend; a scenario's own `traceparent` header is kept.
+    #[arg(long)]
+    pub trace: bool,
+
+    /// With --trace: the share of requests whose `traceparent` asks the server to sample
+    /// (record) the trace, e.g. 0.1 or 10% (the others still carry an id).
+    #[arg(long, value_name = "FRACTION", value_parser = parse_sample_fraction, default_value = "1", requires = "trace")]
+    pub trace_sample: f64,
 }
 
 /// Slices of one load on several machines.
@@ -623,6 +655,21 @@ fn parse_fraction(text: &str) -> Result<f64, String> {
         Ok(f) if f > 0.0 && f < 1.0 => Ok(f),
         _ => Err(format!(
             "'{text}' is not a fraction between 0 and 1; give e.g. 5% or 0.05"
+        )),
+    }
+}
+
+/// `--trace-sample 10%` or `0.1`: a fraction in [0, 1].
+fn parse_sample_fraction(text: &str) -> Result<f64, String> {
+    let trimmed = text.trim();
+    let value = match trimmed.strip_suffix('%') {
+        Some(percent) => percent.trim().parse::<f64>().map(|p| p / 100.0),
+        None => trimmed.parse::<f64>(),
+    };
+    match value {
+        Ok(f) if (0.0..=1.0).contains(&f) => Ok(f),
+        _ => Err(format!(
+            "'{text}' is not a fraction from 0 to 1; give e.g. 10% or 0.1"
         )),
     }
 }

@@ -15,7 +15,8 @@
 //! holds the table and fails on an arrow that points up; docs/architecture.md draws the data
 //! flow and says what each module does):
 //!
-//! `workflow` → `runner` → `config` → `cli` | `scenario` → `report` | `sysmon` → `model` →
+//! `workflow` → `runner` → `config` → `cli` | `scenario` → `report` | `servermon` |
+//! `sysmon` → `model` →
 //! `worker` → `store` | `transport` → `stats` | `workload` → `record` → `background` |
 //! `clock` | `output_guard` | `shard` | `stop` | `units`
 
@@ -33,6 +34,7 @@ pub mod record;
 pub mod report;
 pub mod runner;
 pub mod scenario;
+pub mod servermon;
 pub mod shard;
 pub mod stats;
 pub mod stop;

@@ -9,12 +9,14 @@
 //! measured where it happens.
 
 use std::future::Future;
+use std::num::NonZeroU128;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::task::Poll;
 use std::time::{Duration, Instant};
 
 use crate::clock::{nanos, Anchor};
+use crate::record::trace::{TraceParent, TRACEPARENT};
 use crate::record::{ErrorClass, RequestRecord};
 use crate::stats::activity::{State, WorkerClock};
 use crate::stats::live::LiveMetrics;
@@ -96,6 +98,16 @@ pub struct WorkerContext {
     /// Per-op live metrics, when the run serves them (`--metrics-addr`).
     pub metrics: Option<Arc<LiveMetrics>>,
     pub stop: StopSignal,
+    /// `--trace`: the share of `traceparent` headers sampled; `None` sends none.
+    pub trace_sample: Option<f64>,
+}
+
+/// When the model moved this worker's work to another phase (a warm-up's end, a ramp's next
+/// stage), its time from `at` on is that phase's: a new clock for it.
+fn move_to_phase(clock: &mut Arc<WorkerClock>, ctx: &WorkerContext, phase: u16, at: Instant) {
+    if phase != clock.phase() {
+        *clock = (ctx.live.activity).moved(clock, phase, ctx.anchor.offset_ns(at));
+    }
 }
 
 /// Runs one worker until its source is exhausted or the run stops.
@@ -138,19 +150,18 @@ pub async fn run_worker<T: Transport, S: WorkSource>(
         let Some(work) = next.await else { break };
         let template = &ctx.workload.templates[usize::from(work.op)];
         // Rendering happens before the clock starts: it is the client's work, not latency.
-        let Some(prepared) = prepare(template, &work, &ctx, &mut rng, &session) else {
+        let Some(mut prepared) = prepare(template, &work, &ctx, &mut rng, &session) else {
             // A value this request uses was not extracted: it is not sent, and it is counted.
             ctx.live.skip(work.op);
             source.finished(&work, false);
             continue;
         };
         template.rules.forget_extracted(&mut session);
+        let trace_id = ctx
+            .trace_sample
+            .and_then(|sample| trace(template, sample, &mut rng, &mut prepared));
         let started = Instant::now();
-        if work.phase != clock.phase() {
-            // The model moved this worker's work to another phase (a warm-up's end, a ramp's
-            // next stage): its time from here on is that phase's.
-            *clock = (ctx.live.activity).moved(clock, work.phase, ctx.anchor.offset_ns(started));
-        }
+        move_to_phase(clock, &ctx, work.phase, started);
         clock.send(
             ctx.anchor.offset_ns(started),
             work.intended
@@ -174,7 +185,7 @@ pub async fn run_worker<T: Transport, S: WorkSource>(
         if batch.is_empty() {
             batch_started = ended;
         }
-        batch.push(row(
+        let mut record = row(
             worker,
             &ctx,
             &work,
@@ -182,7 +193,9 @@ pub async fn run_worker<T: Transport, S: WorkSource>(
             (error, check),
             started,
             ended,
-        ));
+        );
+        record.trace_id = trace_id;
+        batch.push(record);
         if error == Some(ErrorClass::Cancelled) {
             break;
         }
@@ -299,7 +312,25 @@ fn row(
         phase: work.phase,
         attempt: work.attempt,
         check,
+        trace_id: None,
     }
+}
+
+/// `--trace`: the trace id the request carries — the template's own `traceparent` kept as
+/// it is, or a new one drawn and handed to the transport to send.
+#[inline]
+fn trace(
+    template: &RequestTemplate,
+    sample: f64,
+    rng: &mut fastrand::Rng,
+    prepared: &mut Prepared,
+) -> Option<NonZeroU128> {
+    if let Some(own) = template.headers.get(TRACEPARENT) {
+        return TraceParent::trace_id_of(own.as_bytes()).and_then(NonZeroU128::new);
+    }
+    let context = TraceParent::draw(rng, sample);
+    prepared.trace = Some(context);
+    NonZeroU128::new(context.trace_id)
 }
 
 /// The request `work` asks for, rendered; `None` when it uses an extracted value the session

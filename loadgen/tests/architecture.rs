@@ -13,16 +13,16 @@ mod layers;
 
 /// Top to bottom. A module uses only modules of later rows.
 const LAYERS: layers::Layers = &[
-    &["workflow"],           // calibrate, sweep, capacity: several runs
-    &["runner"],             // one run, end to end
-    &["config"],             // flags and scenario → validated RunConfig
-    &["cli", "scenario"],    // clap types; scenario TOML → workload + model plan
-    &["report", "sysmon"],   // summary, console, run.json; client CPU/memory/network
-    &["model"],              // client models: when which worker sends what
-    &["worker"],             // the one request loop and the pool that starts workers
-    &["store", "transport"], // Parquet segments + S3; HTTP/1.1 and HTTP/2 connections
-    &["stats", "workload"],  // exact aggregates; request templates and payload fields
-    &["record"],             // the row, its schema, the Parquet-file helper
+    &["workflow"],                      // calibrate, sweep, capacity: several runs
+    &["runner"],                        // one run, end to end
+    &["config"],                        // flags and scenario → validated RunConfig
+    &["cli", "scenario"],               // clap types; scenario TOML → workload + model plan
+    &["report", "servermon", "sysmon"], // summary, run.json; the server's metrics; the client's
+    &["model"],                         // client models: when which worker sends what
+    &["worker"],                        // the one request loop and the pool that starts workers
+    &["store", "transport"],            // Parquet segments + S3; HTTP/1.1 and HTTP/2 connections
+    &["stats", "workload"],             // exact aggregates; request templates and payload fields
+    &["record"],                        // the row, its schema, the Parquet-file helper
     &[
         "background",
         "clock",

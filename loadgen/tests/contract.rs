@@ -28,6 +28,12 @@ fn the_arrow_schemas_the_code_builds_are_the_contracts() {
     assert_eq!(version, loadgen::record::SCHEMA_VERSION.to_string());
     let version = contract::file("client_metrics")["schema_version"].clone();
     assert_eq!(version, loadgen::sysmon::SCHEMA_VERSION);
+    assert_eq!(
+        schema_problems("server_metrics", &loadgen::servermon::schema()),
+        Vec::<String>::new()
+    );
+    let version = contract::file("server_metrics")["schema_version"].clone();
+    assert_eq!(version, loadgen::servermon::SCHEMA_VERSION);
 }
 
 /// The phase labels the engine writes by itself are the contract's, which the analysis reads
@@ -98,13 +104,22 @@ fn a_renamed_column_or_field_breaks_the_contract() {
 async fn a_real_run_writes_what_the_contract_says() {
     let server = servers::start(ServerConfig::default()).await.unwrap();
     let url = format!("{}/", server.url());
+    let scrape = format!("{}/metrics", server.url());
     for flags in [
-        &["-c", "2", "-n", "300"][..],
-        &["--rate", "100", "-d", "1500ms"][..],
+        &["-c", "2", "-n", "300", "--trace"][..],
+        &["--rate", "100", "-d", "1500ms", "--server-metrics", &scrape][..],
     ] {
         let (_dir, out, outcome) = run_at(&url, flags, StopSignal::new()).await;
         assert!(outcome.summary.requests > 0);
         contract::assert_run_dir(&out);
+        // The optional parts are there to be held to the contract.
+        let traced = common::read_rows(&out).iter().all(|r| r.trace_id.is_some());
+        assert_eq!(traced, flags.contains(&"--trace"), "{flags:?}");
+        assert_eq!(
+            out.join("server-metrics.parquet").exists(),
+            flags.contains(&"--server-metrics"),
+            "{flags:?}"
+        );
         let run_json = contract::read_json(&out.join("run.json"));
         assert!(
             run_json["client"].is_object(),
@@ -245,7 +260,7 @@ fn the_error_classes_are_the_contracts() {
 fn the_docs_schema_tables_are_generated_from_the_contract() {
     let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../docs/reference/files.md");
     let readme = std::fs::read_to_string(&path).unwrap();
-    let generated = ["requests", "client_metrics"]
+    let generated = ["requests", "client_metrics", "server_metrics"]
         .into_iter()
         .fold(readme.clone(), |text, name| {
             contract::replace_generated(&text, name, &contract::markdown(name))

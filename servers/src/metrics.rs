@@ -60,6 +60,9 @@ pub(crate) struct Metrics {
     requests: [[AtomicU64; COLUMNS]; ROUTES],
     in_flight: AtomicU64,
     waiting_for_worker: AtomicU64,
+    workers_busy: AtomicU64,
+    /// `--workers`; 0 when unlimited (then the gauge is not exposed).
+    workers_limit: AtomicU64,
     connections_open: AtomicU64,
     connections_accepted: AtomicU64,
     connections_refused: AtomicU64,
@@ -128,6 +131,16 @@ impl Metrics {
     /// Marks a request as queued for a `--workers` permit until the guard drops.
     pub(crate) fn wait_for_worker(&self) -> Gauge<'_> {
         Gauge::enter(&self.waiting_for_worker)
+    }
+
+    /// Marks an API request as in service (past the `--workers` queue) until the guard drops.
+    pub(crate) fn busy(&self) -> Gauge<'_> {
+        Gauge::enter(&self.workers_busy)
+    }
+
+    /// Sets the `--workers` limit the saturation gauges are read against.
+    pub(crate) fn set_workers_limit(&self, limit: u64) {
+        self.workers_limit.store(limit, Ordering::Release);
     }
 
     pub(crate) fn connection_opened(&self) -> Gauge<'_> {
@@ -234,7 +247,39 @@ impl Metrics {
                 value.load(Ordering::Acquire)
             );
         }
+        self.render_saturation(&mut out);
         out
+    }
+
+    /// The saturation gauges under the conventional names a load tool's verdict reads: busy
+    /// workers against their limit, and the queue waiting for one.
+    fn render_saturation(&self, out: &mut String) {
+        let limit = self.workers_limit.load(Ordering::Acquire);
+        let mut gauges = vec![
+            (
+                "loadgen_server_workers_busy",
+                "API requests in service: holding a --workers permit (all past the queue when unlimited).",
+                self.workers_busy.load(Ordering::Acquire),
+            ),
+            (
+                "loadgen_server_queue_length",
+                "API requests waiting for a --workers permit.",
+                self.waiting_for_worker.load(Ordering::Acquire),
+            ),
+        ];
+        if limit > 0 {
+            gauges.push((
+                "loadgen_server_workers_limit",
+                "The --workers limit: API requests in service at once at most.",
+                limit,
+            ));
+        }
+        for (name, help, value) in gauges {
+            let _ = write!(
+                out,
+                "# HELP {name} {help}\n# TYPE {name} gauge\n{name} {value}\n"
+            );
+        }
     }
 }
 
@@ -288,5 +333,32 @@ mod tests {
         );
         drop(request);
         assert_eq!(metrics.in_flight(), 0);
+    }
+}
+
+#[cfg(test)]
+mod saturation_tests {
+    use super::*;
+
+    #[test]
+    fn the_saturation_gauges_follow_the_guards_and_the_limit() {
+        let metrics = Metrics::default();
+        assert!(!metrics.render().contains("loadgen_server_workers_limit"));
+        metrics.set_workers_limit(8);
+        let busy = [metrics.busy(), metrics.busy()];
+        let waiting = metrics.wait_for_worker();
+        let text = metrics.render();
+        assert!(text
+            .contains("# TYPE loadgen_server_workers_busy gauge\nloadgen_server_workers_busy 2\n"));
+        assert!(text.contains(
+            "# TYPE loadgen_server_workers_limit gauge\nloadgen_server_workers_limit 8\n"
+        ));
+        assert!(text
+            .contains("# TYPE loadgen_server_queue_length gauge\nloadgen_server_queue_length 1\n"));
+        drop(busy);
+        drop(waiting);
+        let text = metrics.render();
+        assert!(text.contains("loadgen_server_workers_busy 0\n"));
+        assert!(text.contains("loadgen_server_queue_length 0\n"));
     }
 }

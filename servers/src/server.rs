@@ -102,8 +102,12 @@ pub async fn start(config: ServerConfig) -> io::Result<RunningServer> {
     };
     let listener = listen(SocketAddr::new(config.bind, config.port))?;
     let local_addr = listener.local_addr()?;
+    let app = AppState::new(config.lenient);
+    if let Some(workers) = config.workers {
+        app.metrics.set_workers_limit(workers as u64);
+    }
     let shared = Arc::new(Shared {
-        app: AppState::new(config.lenient),
+        app,
         service_time: config.service_time,
         workers: config.workers.map(Semaphore::new),
         rate_limit: config.rate_limit.map(crate::rate_limit::RateLimit::new),
@@ -423,6 +427,7 @@ async fn serve_api(
         }
         None => None,
     };
+    let _busy = shared.app.metrics.busy();
     if !shared.service_time.is_zero() {
         crate::delay::sleep(shared.service_time.sample()).await;
     }

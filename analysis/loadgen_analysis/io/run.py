@@ -176,6 +176,13 @@ class Run:
     def has_client_metrics(self) -> bool:
         return bool(self.client_metrics_files)
 
+    @property
+    def server_metrics_files(self) -> tuple[Path, ...]:
+        """The server's samples (``server-metrics.parquet``, ``--server-metrics``) of each
+        directory of the run; empty when none was scraped."""
+        files = (p.path / "server-metrics.parquet" for p in self.parts)
+        return tuple(f for f in files if f.is_file())
+
     def describe(self) -> str:
         """One line naming the run for reports: label, model, workers, target and shards."""
         parts = [self.label]

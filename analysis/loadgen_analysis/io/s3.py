@@ -1,12 +1,13 @@
 """Reading runs from S3 and S3-compatible stores (MinIO, Ceph RGW): ``s3://bucket/prefix``.
 
-Responsible for mirroring the files the analysis reads — ``run.json``, ``requests/*.parquet``
-and ``client-metrics.parquet`` of every run directory under a prefix — into a local cache, and
-for turning S3 failures into one-sentence :class:`~loadgen_analysis.errors.RunLoadError`\\ s. The
-mirror is then read by :mod:`.load` like any local folder, so every reduction
-stays in DuckDB over local Parquet files (DuckDB's httpfs extension is not needed). Not
-responsible for writing runs to S3 (``loadgen run --out s3://…`` does that); a history
-store's files (:mod:`..history.store`) are mirrored the same way, with :func:`mirror_files`.
+Responsible for mirroring the files the analysis reads — ``run.json``, ``requests/*.parquet``,
+``client-metrics.parquet`` and ``server-metrics.parquet`` of every run directory under a
+prefix — into a local cache, and for turning S3 failures into one-sentence
+:class:`~loadgen_analysis.errors.RunLoadError`\\ s. The mirror is then read by :mod:`.load`
+like any local folder, so every reduction stays in DuckDB over local Parquet files (DuckDB's
+httpfs extension is not needed). Not responsible for writing runs to S3 (``loadgen run --out
+s3://…`` does that); a history store's files (:mod:`..history.store`) are mirrored the same
+way, with :func:`mirror_files`.
 
 Configuration is the standard AWS one: credentials from the AWS default chain (environment,
 ``AWS_PROFILE`` and ``~/.aws``, web identity, container or instance role — pyarrow's AWS SDK
@@ -97,7 +98,7 @@ def _wanted(rel: PurePosixPath) -> bool:
     name = rel.name
     if name.startswith("."):
         return False
-    if name in ("run.json", "client-metrics.parquet"):
+    if name in ("run.json", "client-metrics.parquet", "server-metrics.parquet"):
         return True
     return rel.parent.name == "requests" and name.endswith(".parquet")
 

@@ -28,6 +28,7 @@ from .sections import (
     open_model_section,
     runs_section,
     summary_section,
+    traces_section,
 )
 from .sweeps import sweep_section
 
@@ -54,6 +55,7 @@ def _build_report(runs: list[Run], title: str | None, link_capacity_bps: float |
         "<h2>Where throughput stops</h2>",
         attribution_html(result),
         *summary_section(runs),
+        *traces_section(runs),
         *open_model_section(runs),
         *sweep_section(runs, result),
         *distribution_section(runs),

@@ -20,6 +20,7 @@ from ..io.run import Run
 from ..reductions.checks import check_failures, checks_evaluated, skipped_requests
 from ..reductions.open_model import open_model_table
 from ..reductions.summary import error_breakdown, op_summary, run_table, shard_table
+from ..reductions.traces import traced_requests
 from ..verdict.attribution import Attribution
 from . import plots
 from .markup import figure_html, fmt, table_html
@@ -281,6 +282,31 @@ def _warmup_html(runs: list[Run]) -> list[str]:
                 "report.</p>"
             )
     return lines
+
+
+_TRACE_COLUMNS = {
+    "run": "run",
+    "kind": "which",
+    "trace_id": "trace id",
+    "latency_ms": "latency (ms)",
+    "status": "status",
+    "error": "error",
+    "op": "op",
+    "start_s": "at (s)",
+}
+
+
+def traces_section(runs: list[Run]) -> list[str]:
+    """With ``--trace``: the slowest requests and the failures by trace id; nothing without."""
+    table = traced_requests(runs)
+    if table.empty:
+        return []
+    note = (
+        "<p class='note'>Each request carried a W3C <code>traceparent</code>; open these ids "
+        "in the server's tracing backend (Jaeger, Tempo, any OpenTelemetry one) to see where "
+        "the server spent the time.</p>"
+    )
+    return ["<h3>Traces</h3>", note, table_html(table, _TRACE_COLUMNS)]
 
 
 _OPEN_COLUMNS = {

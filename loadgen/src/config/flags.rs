@@ -367,6 +367,7 @@ fn quick_scenario(
         name: None,
         description: Some("from the command line".into()),
         thresholds: Vec::new(),
+        server_metrics: Vec::new(),
         target: match target {
             Target::Url(url) => Some(url.url.clone()),
             Target::Embedded => None,

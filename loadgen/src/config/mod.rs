@@ -90,6 +90,8 @@ pub enum ConfigError {
     StartAt { value: String, reason: String },
     #[error("{0}")]
     Out(String),
+    #[error("--server-metrics '{url}' {reason}; give the endpoint's URL, e.g. http://10.0.0.5:9100/metrics")]
+    ServerMetrics { url: String, reason: String },
     #[error("--body @{path}: cannot read the file ({source}); check the path")]
     BodyFile {
         path: String,
@@ -151,6 +153,17 @@ pub struct RunConfig {
     pub histogram: bool,
     /// `--upload-timeout`: the longest the end of an `--out s3://` run waits for uploads.
     pub upload_timeout: Duration,
+    /// The server's endpoints to scrape (`--server-metrics`, a scenario's `server_metrics`).
+    pub server_metrics: ServerMetrics,
+    /// `--trace`: the share of requests whose `traceparent` is sampled (`--trace-sample`).
+    pub trace_sample: Option<f64>,
+}
+
+/// The server's Prometheus endpoints scraped during a run; none: no scraper, no file.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct ServerMetrics {
+    pub sources: Vec<String>,
+    pub timeout: Duration,
 }
 
 /// `--metrics-linger` when `--metrics-addr` is given without it: three scrapes at Prometheus's
@@ -289,6 +302,8 @@ pub struct RunInputs {
     metrics_linger: Duration,
     run_group: Option<String>,
     upload_timeout: Duration,
+    server_metrics: ServerMetrics,
+    trace_sample: Option<f64>,
 }
 
 impl RunInputs {
@@ -310,7 +325,20 @@ impl RunInputs {
             None => model_flags::ModelFlags::none(),
         };
         let shard = flags.shard;
+        let evidence = &output.evidence;
+        let server_metrics = ServerMetrics {
+            sources: validate::server_metrics(
+                source
+                    .scenario
+                    .server_metrics
+                    .iter()
+                    .chain(&evidence.server_metrics),
+            )?,
+            timeout: evidence.server_metrics_timeout,
+        };
         Ok(RunInputs {
+            server_metrics,
+            trace_sample: evidence.trace.then_some(evidence.trace_sample),
             source,
             model_flags,
             think_time: flags.model.and_then(|(m, _)| m.think_time),
@@ -445,6 +473,8 @@ impl RunInputs {
             waits_for_start_at: true,
             histogram: self.histogram,
             upload_timeout: self.upload_timeout,
+            server_metrics: self.server_metrics.clone(),
+            trace_sample: self.trace_sample,
         })
     }
 }
@@ -491,6 +521,46 @@ mod tests {
             panic!("not a run")
         };
         *args
+    }
+
+    /// A scenario's `server_metrics` and `--server-metrics` add up, a URL given twice once;
+    /// a URL that is not http(s) is refused naming the flag.
+    #[test]
+    fn server_metrics_come_from_the_scenario_and_the_flags() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("s.toml");
+        let scenario = "server_metrics = [\"http://a:9100/metrics\"]\nsequence = [\"get\"]\n\
+                        [requests.get]\npath = \"/\"\n[model]\nkind = \"closed\"\nworkers = 1\n";
+        std::fs::write(&path, scenario).unwrap();
+        let file = path.to_str().unwrap();
+        let url = "http://127.0.0.1:1";
+        let flags = [file, "--url", url, "--server-metrics", "http://b/metrics"];
+        let config = RunConfig::from_args(&run_args(&flags)).unwrap();
+        let expected = ["http://a:9100/metrics", "http://b/metrics"];
+        assert_eq!(config.server_metrics.sources, expected);
+        let twice = [
+            file,
+            "--url",
+            url,
+            "--server-metrics",
+            "http://a:9100/metrics",
+        ];
+        let config = RunConfig::from_args(&run_args(&twice)).unwrap();
+        assert_eq!(config.server_metrics.sources, ["http://a:9100/metrics"]);
+        let bad = ["--url", url, "--server-metrics", "file:///metrics"];
+        let error = RunConfig::from_args(&run_args(&bad))
+            .unwrap_err()
+            .to_string();
+        assert!(
+            error.starts_with("--server-metrics 'file:///metrics'"),
+            "{error}"
+        );
+        assert_eq!(
+            RunConfig::from_args(&run_args(&["--url", url]))
+                .unwrap()
+                .trace_sample,
+            None
+        );
     }
 
     /// The scenario a config records, written out as a file and run through the scenario

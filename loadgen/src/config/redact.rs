@@ -44,6 +44,8 @@ impl RunConfig {
                 crate::transport::tls::Verify::Insecure => "off (--insecure)".to_string(),
             },
             notes: self.notes.clone(),
+            server_metrics: self.server_metrics.sources.clone(),
+            trace_sample: self.trace_sample,
             definition: self.scenario.clone(),
         }
     }
@@ -80,6 +82,12 @@ pub struct ResolvedConfig {
     /// replaced by `--rate`, `-n` rounded up to whole iterations.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub notes: Vec<String>,
+    /// The endpoints scraped into server-metrics.parquet (`--server-metrics`, the scenario's).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub server_metrics: Vec<String>,
+    /// `--trace`: the share of `traceparent` headers sampled; absent without `--trace`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub trace_sample: Option<f64>,
     /// The scenario as run: overrides applied, secret header values redacted.
     pub definition: Scenario,
 }

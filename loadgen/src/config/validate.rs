@@ -127,6 +127,34 @@ const START_AT_PAST_TOLERANCE: Duration = Duration::from_secs(5);
 
 /// `--start-at`: RFC 3339 or Unix milliseconds → Unix nanoseconds; refused when it is more
 /// than a few seconds in the past.
+/// The `--server-metrics` URLs (a scenario's first), each an http:// or https:// URL with a
+/// host, a URL given twice kept once.
+pub(super) fn server_metrics<'a>(
+    urls: impl Iterator<Item = &'a String>,
+) -> Result<Vec<String>, ConfigError> {
+    let mut sources: Vec<String> = Vec::new();
+    for url in urls {
+        let bad = |reason: &str| ConfigError::ServerMetrics {
+            url: url.clone(),
+            reason: reason.to_string(),
+        };
+        let uri: Uri = url
+            .parse()
+            .map_err(|e: hyper::http::uri::InvalidUri| bad(&format!("is not a URL ({e})")))?;
+        match uri.scheme_str() {
+            Some(s) if s.eq_ignore_ascii_case("http") || s.eq_ignore_ascii_case("https") => {}
+            _ => return Err(bad("is not an http:// or https:// URL")),
+        }
+        if uri.host().is_none_or(str::is_empty) {
+            return Err(bad("has no host"));
+        }
+        if !sources.contains(url) {
+            sources.push(url.clone());
+        }
+    }
+    Ok(sources)
+}
+
 pub(super) fn parse_start_at(text: &str) -> Result<i64, ConfigError> {
     let bad = |reason: String| ConfigError::StartAt {
         value: text.to_string(),

@@ -13,6 +13,7 @@
 
 pub mod parquet_file;
 pub mod phase;
+pub mod trace;
 
 use std::sync::Arc;
 
@@ -22,8 +23,8 @@ use serde::Serialize;
 /// Version of the row layout below; stored as `loadgen.schema_version` in every segment.
 /// Version 2 added `send_ns`; version 3 added `check` (and the `check` error class); version 4
 /// added `buffer_wait_ns`, and HTTP/2's `send_ns` includes the client's wait for a stream slot
-/// and flow-control capacity.
-pub const SCHEMA_VERSION: u32 = 4;
+/// and flow-control capacity; version 5 added `trace_id` (`--trace`).
+pub const SCHEMA_VERSION: u32 = 5;
 
 /// Why a request did not produce the response the run expected.
 ///
@@ -156,6 +157,9 @@ pub struct RequestRecord {
     /// The check or extraction that failed (error class `check`), indexing the run's check
     /// names.
     pub check: Option<u16>,
+    /// The W3C trace id of the `traceparent` the request carried (`--trace`); never zero
+    /// (an invalid id), which keeps the field as small as the id.
+    pub trace_id: Option<std::num::NonZeroU128>,
 }
 
 fn dictionary(name: &str, nullable: bool) -> Field {
@@ -186,5 +190,6 @@ pub fn schema() -> SchemaRef {
         dictionary("phase", false),
         Field::new("attempt", DataType::UInt8, false),
         dictionary("check", true),
+        Field::new("trace_id", DataType::Utf8, true),
     ]))
 }

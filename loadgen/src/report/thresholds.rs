@@ -437,6 +437,7 @@ mod tests {
             phase,
             attempt: 1,
             check: None,
+            trace_id: None,
         }
     }
 

@@ -13,6 +13,7 @@ use crate::model::{Announcer, DriveContext};
 use crate::report::metrics::{MetricsListener, MetricsServer, MetricsSource};
 use crate::report::progress::Progress;
 use crate::report::thresholds::{self, ABORT_EVERY};
+use crate::servermon::{self, ServerMon, ServerMonConfig, ServerMonError};
 use crate::stats::live::LiveMetrics;
 use crate::stats::LiveCounters;
 use crate::stop::{ExitReason, StopSignal};
@@ -25,6 +26,8 @@ use crate::worker::{WorkerContext, WorkerPool};
 pub(super) struct Driven {
     pub live: Arc<LiveCounters>,
     pub sysmon: Result<Sysmon, SysmonError>,
+    /// The `--server-metrics` scraper, when there are endpoints to scrape.
+    pub servermon: Option<Result<ServerMon, ServerMonError>>,
     /// Kept serving until the run is finished, so a last scrape sees the final counts.
     pub metrics_server: Option<MetricsServer>,
 }
@@ -53,6 +56,7 @@ pub(super) async fn drive(
         cgroup: target.cgroup.clone(),
         target_interface: target.interface.clone(),
     });
+    let servermon = start_servermon(config, output);
     let (live_metrics, metrics_server) = match metrics {
         Some(listener) => {
             let (metrics, server) = serve_metrics(listener, config, output, &live)?;
@@ -66,6 +70,7 @@ pub(super) async fn drive(
         live: live.clone(),
         metrics: live_metrics,
         stop: stop.clone(),
+        trace_sample: config.trace_sample,
     });
     if !config.json {
         eprintln!(
@@ -104,8 +109,27 @@ pub(super) async fn drive(
     Ok(Driven {
         live,
         sysmon,
+        servermon,
         metrics_server,
     })
+}
+
+/// Starts scraping the server's endpoints into server-metrics.parquet, if any were given.
+fn start_servermon(
+    config: &RunConfig,
+    output: &RunOutput,
+) -> Option<Result<ServerMon, ServerMonError>> {
+    let sources = &config.server_metrics.sources;
+    if sources.is_empty() {
+        return None;
+    }
+    Some(servermon::start(ServerMonConfig {
+        path: output.run_dir.join("server-metrics.parquet"),
+        sources: sources.clone(),
+        interval: servermon::INTERVAL,
+        timeout: config.server_metrics.timeout,
+        anchor: output.identity.anchor,
+    }))
 }
 
 /// Starts serving the live metrics the workers will bump, labelled with the run and shard.

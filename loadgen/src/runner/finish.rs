@@ -19,6 +19,7 @@ use crate::report::thresholds::{self, ThresholdResult};
 use crate::report::{
     console, latency, write_json_atomically, OpenSummary, RunSummary, WorkersSummary,
 };
+use crate::servermon::{ServerMon, ServerMonError};
 use crate::stats::LiveCounters;
 use crate::stop::{ExitReason, StopSignal};
 use crate::store::s3::{Mirror, S3Store, Uploaded};
@@ -97,9 +98,13 @@ pub(super) async fn finish(
     let Driven {
         live,
         sysmon,
+        servermon,
         metrics_server,
     } = driven;
     let client = client_summary(&config, &target, sysmon, &mut warnings);
+    if let Some(servermon) = servermon {
+        warnings.extend(server_metrics_warnings(servermon));
+    }
     let RunOutput {
         run_id,
         run_dir,
@@ -325,6 +330,24 @@ fn client_summary(
             warnings.push(format!("no client metrics: {e}"));
             None
         }
+    }
+}
+
+/// What the `--server-metrics` scraper has to say: nothing when every scrape answered; a
+/// source that failed some (or the scraper itself) is a warning with its count.
+fn server_metrics_warnings(servermon: Result<ServerMon, ServerMonError>) -> Vec<String> {
+    match servermon.and_then(|s| s.finish()) {
+        Ok(sources) => sources
+            .iter()
+            .filter(|s| s.failures > 0)
+            .map(|s| {
+                format!(
+                    "server metrics: {} of {} scrapes of {} failed (rows with an error in server-metrics.parquet)",
+                    s.failures, s.scrapes, s.source
+                )
+            })
+            .collect(),
+        Err(e) => vec![format!("no server metrics: {e}")],
     }
 }
 

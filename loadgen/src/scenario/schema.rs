@@ -24,6 +24,10 @@ pub struct Scenario {
     /// (`--threshold` adds to them); a crossed one makes the run exit 99.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub thresholds: Vec<String>,
+    /// Prometheus endpoints of the server's side scraped every second during the run, e.g.
+    /// `["http://target:9100/metrics"]` (`--server-metrics` adds to them).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub server_metrics: Vec<String>,
     #[serde(default)]
     pub defaults: Defaults,
     /// Payload generators, referred to as `{name}` in paths and bodies.

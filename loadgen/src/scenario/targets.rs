@@ -74,6 +74,7 @@ pub fn scenario(
         name: None,
         description: Some(format!("from the targets file {name}")),
         thresholds: Vec::new(),
+        server_metrics: Vec::new(),
         target: Some(origin_url.clone()),
         defaults: Defaults::with_headers(headers),
         fields: Default::default(),

@@ -12,7 +12,7 @@ use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use arrow_array::builder::{
-    Int64Builder, UInt16Builder, UInt32Builder, UInt64Builder, UInt8Builder,
+    Int64Builder, StringBuilder, UInt16Builder, UInt32Builder, UInt64Builder, UInt8Builder,
 };
 use arrow_array::types::Int32Type;
 use arrow_array::{ArrayRef, DictionaryArray, Int32Array, RecordBatch, StringArray};
@@ -137,6 +137,7 @@ struct Columns {
     phase: Vec<i32>,
     attempt: UInt8Builder,
     check: Vec<Option<i32>>,
+    trace_id: StringBuilder,
 }
 
 impl Columns {
@@ -162,6 +163,12 @@ impl Columns {
         self.phase.push(i32::from(r.phase));
         self.attempt.append_value(r.attempt);
         self.check.push(r.check.map(i32::from));
+        match r.trace_id {
+            Some(id) => self
+                .trace_id
+                .append_value(crate::record::trace::Hex32::new(id.get()).as_str()),
+            None => self.trace_id.append_null(),
+        }
     }
 
     /// Builds a RecordBatch and leaves the builders empty for the next one.
@@ -199,6 +206,7 @@ impl Columns {
                 Int32Array::from(std::mem::take(&mut self.check)),
                 &dicts.checks,
             ),
+            Arc::new(self.trace_id.finish()),
         ];
         RecordBatch::try_new(schema(), columns).expect("columns match the record schema")
     }
@@ -418,6 +426,7 @@ mod tests {
             phase: 1,
             attempt: 1 + (i % 3) as u8,
             check: i.is_multiple_of(11).then_some(0),
+            trace_id: None,
         }
     }
 

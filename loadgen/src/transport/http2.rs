@@ -299,6 +299,14 @@ fn build_request(outgoing: &Outgoing<'_>, uri: Uri) -> Request<()> {
     } else {
         *headers = template.clone();
     }
+    if let Some(trace) = &outgoing.trace {
+        if let Ok(value) = HeaderValue::from_bytes(trace) {
+            headers.insert(
+                HeaderName::from_static(crate::record::trace::TRACEPARENT),
+                value,
+            );
+        }
+    }
     let length = outgoing.body.len();
     let has_payload = matches!(outgoing.method, Method::POST | Method::PUT | Method::PATCH);
     if (length > 0 || has_payload) && !headers.contains_key(header::CONTENT_LENGTH) {
@@ -480,6 +488,7 @@ mod tests {
             path: "/a?b=1".parse().unwrap(),
             headers: std::borrow::Cow::Owned(headers),
             body: Default::default(),
+            trace: None,
             capture: Default::default(),
         };
         let uri = "https://example.test:8443/a?b=1".parse().unwrap();

@@ -117,6 +117,8 @@ pub struct Outgoing<'a> {
     pub path: Uri,
     pub headers: Cow<'a, HeaderMap>,
     pub body: crate::workload::template::BodyBytes,
+    /// The `traceparent` header's value (`--trace`), sent after the template's headers.
+    pub trace: Option<[u8; crate::record::trace::TRACEPARENT_LEN]>,
     /// What of the response to keep for the op's checks (nothing for most ops).
     pub capture: Capture,
 }
@@ -343,6 +345,7 @@ impl<C: Connect> Transport for Client<C> {
             path: prepared.uri,
             headers: Cow::Borrowed(&template.headers),
             body: prepared.body,
+            trace: prepared.trace.map(|t| t.header_value()),
             capture: template.capture,
         };
         let due = tokio::time::Instant::from_std(started + self.config.request_timeout);

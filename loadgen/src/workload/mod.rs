@@ -63,6 +63,8 @@ pub struct RequestTemplate {
 pub struct Prepared {
     pub uri: Uri,
     pub body: BodyBytes,
+    /// The `traceparent` to send (`--trace`), unless the template sets its own.
+    pub trace: Option<crate::record::trace::TraceParent>,
 }
 
 /// Why a template could not be built.
@@ -105,6 +107,7 @@ impl RequestTemplate {
             Some(Prepared {
                 uri,
                 body: body.render(&no_values),
+                trace: None,
             })
         } else {
             None
@@ -177,6 +180,7 @@ impl RequestTemplate {
         Prepared {
             uri,
             body: self.body.render(values),
+            trace: None,
         }
     }
 }

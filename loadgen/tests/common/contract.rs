@@ -220,6 +220,10 @@ pub fn assert_run_dir(run_dir: &Path) {
         "client_metrics",
         &run_dir.join("client-metrics.parquet"),
     ));
+    let server_metrics = run_dir.join("server-metrics.parquet");
+    if server_metrics.exists() {
+        problems.extend(parquet_problems("server_metrics", &server_metrics));
+    }
     problems.extend(json_problems(
         "run_json",
         &read_json(&run_dir.join("run.json")),
@@ -237,7 +241,7 @@ pub fn read_json(path: &Path) -> Value {
 }
 
 /// The contract's type and nullability of a test-side Rust type: `Option<T>` is nullable,
-/// `String` a dictionary column.
+/// `String` a dictionary column, `Text` a plain utf8 one.
 pub fn rust_type(rust: &str) -> (String, bool) {
     let rust = rust.replace(' ', "");
     let (inner, nullable) = match rust
@@ -254,6 +258,7 @@ pub fn rust_type(rust: &str) -> (String, bool) {
         "u32" => "uint32",
         "u64" => "uint64",
         "String" => "dictionary<int32, utf8>",
+        "Text" => "utf8",
         other => panic!("no contract type for {other}"),
     };
     (name.to_string(), nullable)

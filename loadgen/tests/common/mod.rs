@@ -85,6 +85,22 @@ row! {
     attempt: u8,
     /// The failed check's name (error class `check`).
     check: Option<String>,
+    /// `--trace`: the trace id the request's `traceparent` carried.
+    trace_id: Option<Text>,
+}
+
+/// A plain (not dictionary) utf8 cell.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Text(pub String);
+
+impl Cell for Option<Text> {
+    fn column(batch: &RecordBatch, name: &str) -> Vec<Self> {
+        let values = array(batch, name).as_string::<i32>();
+        values
+            .iter()
+            .map(|v| v.map(|v| Text(v.to_string())))
+            .collect()
+    }
 }
 
 /// A Rust type a column decodes into: a primitive, an `Option` of one for a nullable column,

@@ -63,6 +63,9 @@ pub fn encode(out: &mut Vec<u8>, request: &Outgoing<'_>, origin: &Origin, close:
         }
         header_line(out, name.as_str(), value.as_bytes());
     }
+    if let Some(trace) = &request.trace {
+        header_line(out, crate::record::trace::TRACEPARENT, trace);
+    }
     if close {
         header_line(out, CONNECTION.as_str(), b"close");
     }
@@ -271,6 +274,7 @@ mod tests {
             path: "/swipe/left/?q=1".parse().unwrap(),
             headers: Cow::Owned(headers),
             body: bytes::Bytes::from_static(b"{}").into(),
+            trace: None,
             capture: Default::default(),
         };
         let mut out = Vec::new();

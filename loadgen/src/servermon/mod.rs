@@ -1,0 +1,371 @@
+//! Server-side metrics: the target's own Prometheus endpoints (`--server-metrics URL`, e.g.
+//! node_exporter's `:9100/metrics` on the target host, or the service's `/metrics`), scraped
+//! once per interval during the run — the server's evidence beside the client's.
+//!
+//! The scraper runs on its own OS thread with its own single-threaded async runtime, never
+//! on the runtime that sends requests, so scraping takes nothing from the request path but a
+//! little CPU. Each interval it scrapes every source at once, each with its own timeout; a
+//! source that refuses, errs, answers a non-2xx status, sends a body that is not the text
+//! exposition, or is slower than the timeout gets one row saying so and is tried again next
+//! interval: a scrape never stops or delays the run. The text exposition is parsed by the
+//! `prometheus-parse` crate; each sample becomes one row of `server-metrics.parquet` (time,
+//! source, metric, labels, value), written as a row group at least every
+//! [`ROW_GROUP_EVERY`] into a hidden `.partial` file renamed when [`ServerMon::finish`]
+//! closes it. The columns are in `contract/files.json` (`files.server_metrics`); `file` owns
+//! the schema.
+//!
+//! What it is not: a judge. It records what the server said; the verdict reads the file.
+
+mod file;
+
+use std::path::PathBuf;
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use crate::clock::Anchor;
+use crate::record::parquet_file::{FileError, ParquetFile};
+pub use file::schema;
+use file::{Columns, Sample};
+
+/// A row group is written at least this often, so a long run never holds its samples in
+/// memory and the `.partial` file shows progress.
+pub const ROW_GROUP_EVERY: Duration = Duration::from_secs(10);
+
+/// The version in `loadgen.schema_version`; bump it when a column changes meaning.
+pub const SCHEMA_VERSION: &str = "1";
+
+/// The longest the scrape at the end of a run may take (less when `--server-metrics-timeout`
+/// is shorter).
+pub const LAST_SCRAPE_TIMEOUT: Duration = Duration::from_millis(500);
+
+/// The interval between scrapes in a run.
+pub const INTERVAL: Duration = Duration::from_secs(1);
+
+#[derive(Debug, thiserror::Error)]
+pub enum ServerMonError {
+    #[error("cannot start the server-metrics scraper: {0}")]
+    Start(String),
+    #[error(transparent)]
+    File(#[from] FileError),
+    #[error("the server-metrics scraper thread panicked")]
+    Panicked,
+}
+
+/// What the scraper needs, once, before the first scrape.
+#[derive(Debug, Clone)]
+pub struct ServerMonConfig {
+    /// Where the file ends up, normally `DIR/server-metrics.parquet`.
+    pub path: PathBuf,
+    /// The URLs to scrape (already checked to be http:// or https://).
+    pub sources: Vec<String>,
+    pub interval: Duration,
+    /// The longest one scrape may take, connect to last byte.
+    pub timeout: Duration,
+    /// The run's time base, so `t_ns` lines up with the request records' `start_ns`.
+    pub anchor: Anchor,
+}
+
+/// What the scrapes of one source came to.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct SourceSummary {
+    pub source: String,
+    pub scrapes: u64,
+    pub failures: u64,
+    pub samples: u64,
+}
+
+/// A running scraper. Dropping it without [`ServerMon::finish`] stops it at its next tick.
+pub struct ServerMon {
+    stop: tokio::sync::oneshot::Sender<()>,
+    thread: JoinHandle<Result<Vec<SourceSummary>, ServerMonError>>,
+}
+
+impl ServerMon {
+    /// Takes one last scrape (so counters cover the whole run), closes the file and returns
+    /// each source's counts.
+    pub fn finish(self) -> Result<Vec<SourceSummary>, ServerMonError> {
+        let _ = self.stop.send(());
+        self.thread.join().map_err(|_| ServerMonError::Panicked)?
+    }
+}
+
+/// Creates the file and starts scraping. Fails, with nothing left on disk, when the file
+/// cannot be created or the thread cannot start.
+pub fn start(config: ServerMonConfig) -> Result<ServerMon, ServerMonError> {
+    // reqwest's TLS takes the process's rustls provider (the one the rest of loadgen uses).
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    let client = reqwest::Client::builder()
+        .timeout(config.timeout)
+        .connect_timeout(config.timeout)
+        .no_proxy()
+        .build()
+        .map_err(|e| ServerMonError::Start(e.to_string()))?;
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| ServerMonError::Start(e.to_string()))?;
+    let file = file::create(
+        &config.path,
+        &config.anchor,
+        config.interval,
+        config.timeout,
+    )?;
+    let scraper = Scraper {
+        summaries: config
+            .sources
+            .iter()
+            .map(|source| SourceSummary {
+                source: source.clone(),
+                scrapes: 0,
+                failures: 0,
+                samples: 0,
+            })
+            .collect(),
+        config,
+        client,
+        file,
+        columns: Columns::new(),
+    };
+    let (stop, stopped) = tokio::sync::oneshot::channel();
+    let thread = crate::background::spawn("loadgen-servermon", move || {
+        runtime.block_on(scraper.run(stopped))
+    })
+    .map_err(|e| ServerMonError::Start(e.to_string()))?;
+    Ok(ServerMon { stop, thread })
+}
+
+/// The scraper thread's state.
+struct Scraper {
+    config: ServerMonConfig,
+    client: reqwest::Client,
+    file: ParquetFile,
+    columns: Columns,
+    summaries: Vec<SourceSummary>,
+}
+
+/// What one scrape of one source returned.
+struct Scraped {
+    started: Instant,
+    took: Duration,
+    body: Result<String, String>,
+}
+
+impl Scraper {
+    async fn run(
+        mut self,
+        stopped: tokio::sync::oneshot::Receiver<()>,
+    ) -> Result<Vec<SourceSummary>, ServerMonError> {
+        match self.scrape_until_stopped(stopped).await {
+            Ok(()) => {
+                self.file.close()?;
+                Ok(self.summaries)
+            }
+            Err(e) => {
+                // Nothing half-written is left behind.
+                self.file.discard();
+                Err(e)
+            }
+        }
+    }
+
+    /// Scrapes every interval until stopped. A scrape in progress when the run ends is
+    /// abandoned; the last scrape then waits at most [`LAST_SCRAPE_TIMEOUT`], so a stalled
+    /// endpoint delays the end of a run by that much at most.
+    async fn scrape_until_stopped(
+        &mut self,
+        mut stopped: tokio::sync::oneshot::Receiver<()>,
+    ) -> Result<(), ServerMonError> {
+        let mut ticks = tokio::time::interval(self.config.interval);
+        ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
+        let mut row_group_started = Instant::now();
+        let mut last_scrape = Instant::now();
+        loop {
+            tokio::select! {
+                _ = ticks.tick() => {}
+                _ = &mut stopped => break,
+            }
+            last_scrape = Instant::now();
+            tokio::select! {
+                () = self.scrape_all(self.config.timeout) => {}
+                _ = &mut stopped => break,
+            }
+            if self.columns.rows() > 0 && row_group_started.elapsed() >= ROW_GROUP_EVERY {
+                self.write_row_group()?;
+                row_group_started = Instant::now();
+            }
+        }
+        // The counters' values at the end, unless the last scrape was just now.
+        if last_scrape.elapsed() >= self.config.interval / 4 {
+            let timeout = self.config.timeout.min(LAST_SCRAPE_TIMEOUT);
+            self.scrape_all(timeout).await;
+        }
+        if self.columns.rows() > 0 {
+            self.write_row_group()?;
+        }
+        Ok(())
+    }
+
+    /// Writes the rows so far as a row group and pushes it to the disk.
+    fn write_row_group(&mut self) -> Result<(), ServerMonError> {
+        self.file.write(&self.columns.take())?;
+        self.file.sync()?;
+        Ok(())
+    }
+
+    /// Scrapes every source at once and records what each returned.
+    async fn scrape_all(&mut self, timeout: Duration) {
+        let mut tasks = tokio::task::JoinSet::new();
+        for (i, source) in self.config.sources.iter().enumerate() {
+            let request = self.client.get(source).timeout(timeout);
+            tasks.spawn(async move { (i, scrape(request).await) });
+        }
+        while let Some(done) = tasks.join_next().await {
+            let Ok((i, scraped)) = done else { continue };
+            self.record(i, scraped);
+        }
+    }
+
+    fn record(&mut self, i: usize, scraped: Scraped) {
+        let t_ns = self.config.anchor.offset_ns(scraped.started);
+        let took_ns = crate::clock::nanos(scraped.took);
+        let summary = &mut self.summaries[i];
+        summary.scrapes += 1;
+        let parsed = scraped.body.and_then(|body| parse(&body));
+        match parsed {
+            Ok(samples) => {
+                summary.samples += samples.len() as u64;
+                for (metric, labels, value) in &samples {
+                    let sample = Sample {
+                        metric,
+                        labels,
+                        value: *value,
+                    };
+                    self.columns.sample(t_ns, took_ns, &summary.source, &sample);
+                }
+            }
+            Err(error) => {
+                summary.failures += 1;
+                self.columns.failure(t_ns, took_ns, &summary.source, &error);
+            }
+        }
+    }
+}
+
+/// One GET within the client's timeout: the body of a 2xx answer, or why there is none.
+async fn scrape(request: reqwest::RequestBuilder) -> Scraped {
+    let started = Instant::now();
+    let body = async {
+        let response = request.send().await.map_err(describe)?;
+        let status = response.status();
+        if !status.is_success() {
+            return Err(format!("status {}", status.as_u16()));
+        }
+        response.text().await.map_err(describe)
+    }
+    .await;
+    Scraped {
+        started,
+        took: started.elapsed(),
+        body,
+    }
+}
+
+/// A failed scrape in a few words: `timeout`, `connect: …` or the error's own text.
+fn describe(error: reqwest::Error) -> String {
+    if error.is_timeout() {
+        "timeout".to_string()
+    } else if error.is_connect() {
+        format!("connect: {}", root_cause(&error))
+    } else {
+        root_cause(&error)
+    }
+}
+
+fn root_cause(error: &(dyn std::error::Error + 'static)) -> String {
+    let mut cause = error;
+    while let Some(next) = cause.source() {
+        cause = next;
+    }
+    cause.to_string()
+}
+
+/// The text exposition as (metric, labels, value) rows: histogram buckets as
+/// `NAME_bucket{le=…}`, summary quantiles as `NAME{quantile=…}`; labels as `name="value"`
+/// pairs sorted by name. A body with no sample at all is not an exposition.
+fn parse(body: &str) -> Result<Vec<(String, String, f64)>, String> {
+    let lines = body.lines().map(|line| Ok(line.to_string()));
+    let scrape = prometheus_parse::Scrape::parse(lines).map_err(|e| format!("parse: {e}"))?;
+    if scrape.samples.is_empty() {
+        return Err("parse: no samples in the body".to_string());
+    }
+    let mut rows = Vec::with_capacity(scrape.samples.len());
+    for sample in scrape.samples {
+        let labels = sample.labels.to_string();
+        let with = |name: &str, value: f64| {
+            let extra = match value.is_infinite() {
+                true => format!("{name}=\"{}Inf\"", if value > 0.0 { "+" } else { "-" }),
+                false => format!("{name}=\"{value}\""),
+            };
+            match labels.is_empty() {
+                true => extra,
+                false => format!("{labels},{extra}"),
+            }
+        };
+        match sample.value {
+            prometheus_parse::Value::Counter(v)
+            | prometheus_parse::Value::Gauge(v)
+            | prometheus_parse::Value::Untyped(v) => rows.push((sample.metric, labels, v)),
+            prometheus_parse::Value::Histogram(buckets) => {
+                let name = format!("{}_bucket", sample.metric);
+                for b in buckets {
+                    rows.push((name.clone(), with("le", b.less_than), b.count));
+                }
+            }
+            prometheus_parse::Value::Summary(quantiles) => {
+                for q in quantiles {
+                    rows.push((sample.metric.clone(), with("quantile", q.quantile), q.count));
+                }
+            }
+        }
+    }
+    Ok(rows)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::parse;
+
+    #[test]
+    fn an_exposition_becomes_rows_with_sorted_labels() {
+        let body = "# HELP node_cpu_seconds_total Seconds.\n\
+                    # TYPE node_cpu_seconds_total counter\n\
+                    node_cpu_seconds_total{mode=\"idle\",cpu=\"0\"} 12.5\n\
+                    # TYPE up gauge\n\
+                    up 1\n\
+                    # TYPE lat histogram\n\
+                    lat_bucket{le=\"0.1\"} 3\n\
+                    lat_bucket{le=\"+Inf\"} 4\n\
+                    lat_sum 0.2\n\
+                    lat_count 4\n";
+        let mut rows = parse(body).unwrap();
+        rows.sort_by(|a, b| a.0.cmp(&b.0).then(a.1.cmp(&b.1)));
+        let find = |metric: &str, labels: &str| {
+            rows.iter()
+                .find(|r| r.0 == metric && r.1 == labels)
+                .map(|r| r.2)
+        };
+        assert_eq!(
+            find("node_cpu_seconds_total", "cpu=\"0\",mode=\"idle\""),
+            Some(12.5)
+        );
+        assert_eq!(find("up", ""), Some(1.0));
+        assert_eq!(find("lat_bucket", "le=\"0.1\""), Some(3.0));
+        assert_eq!(find("lat_bucket", "le=\"+Inf\""), Some(4.0));
+    }
+
+    #[test]
+    fn a_body_without_samples_is_refused() {
+        assert!(parse("<html>not metrics</html>\n").is_err());
+        assert!(parse("").is_err());
+    }
+}
