@@ -337,3 +337,59 @@ async fn a_scenarios_own_traceparent_is_kept() {
     assert!(received.lock().unwrap().iter().all(|h| h == "<none>"));
     assert!(read_rows(&out).iter().all(|r| r.trace_id.is_none()));
 }
+
+/// A /metrics endpoint that never ends its body (chunked, forever), or announces one far too
+/// big: each scrape is refused at the body bound, recorded as such, and the run — and the
+/// client's memory — goes on as without it (issue 36's adversarial pass: 200 MB took 244 MB of
+/// RSS before the bound).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_endless_or_huge_metrics_body_is_refused_at_the_bound() {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let endpoint = format!("http://{}", listener.local_addr().unwrap());
+    tokio::spawn(async move {
+        while let Ok((mut socket, _)) = listener.accept().await {
+            tokio::spawn(async move {
+                let mut request = [0u8; 1024];
+                let Ok(n) = socket.read(&mut request).await else {
+                    return;
+                };
+                let endless = String::from_utf8_lossy(&request[..n]).contains("GET /endless");
+                let head = if endless {
+                    "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n".to_string()
+                } else {
+                    "HTTP/1.1 200 OK\r\nContent-Length: 1000000000\r\n\r\n".to_string()
+                };
+                if socket.write_all(head.as_bytes()).await.is_err() {
+                    return;
+                }
+                let lines = "endless_metric 1\n".repeat(4000);
+                let chunk = format!("{:x}\r\n{lines}\r\n", lines.len());
+                while socket.write_all(chunk.as_bytes()).await.is_ok() {}
+            });
+        }
+    });
+    let server = servers::start(ServerConfig::default()).await.unwrap();
+    let url = format!("{}/", server.url());
+    let (endless, huge) = (format!("{endpoint}/endless"), format!("{endpoint}/huge"));
+    let flags = ["-c", "2", "-d", "3s"];
+    let flags = [
+        &flags[..],
+        &["--server-metrics", &endless, "--server-metrics", &huge],
+    ]
+    .concat();
+    let (_dir, out, outcome) = run_at(&url, &flags, StopSignal::new()).await;
+    assert_eq!(run_json(&out)["exit_reason"], "duration_elapsed");
+    assert_eq!(outcome.summary.requests, server.requests_total());
+    let samples = server_metrics(&out);
+    assert!(
+        samples.iter().all(|s| s.metric.is_none()),
+        "nothing was parsed"
+    );
+    let refused = samples
+        .iter()
+        .filter(|s| s.error.as_deref() == Some("body over 16 MiB"))
+        .count();
+    assert!(refused >= 4, "{samples:?}");
+    server.shutdown().await;
+}
