@@ -594,7 +594,7 @@ pub struct EvidenceArgs {
 
     /// With --trace: the share of requests whose `traceparent` asks the server to sample
     /// (record) the trace, e.g. 0.1 or 10% (the others still carry an id).
-    #[arg(long, value_name = "FRACTION", value_parser = parse_sample_fraction, default_value = "1", requires = "trace")]
+    #[arg(long, value_name = "FRACTION", value_parser = parse_sample_fraction, default_value = "1", requires = "trace", allow_negative_numbers = true)]
     pub trace_sample: f64,
 }
 

@@ -120,7 +120,7 @@ fn unreachable_target_is_one_clear_error_with_exit_2_and_no_run_dir() {
 
 #[test]
 fn bad_input_is_exit_2_with_a_message_naming_the_fix() {
-    let cases: [(&[&str], &str); 12] = [
+    let cases: [(&[&str], &str); 15] = [
         (&["run", "-c", "abc"], "--connections"),
         (&["run", "-c", "0"], "at least 1"),
         (&["run", "--url", "ftp://example.test/"], "only http://"),
@@ -141,6 +141,16 @@ fn bad_input_is_exit_2_with_a_message_naming_the_fix() {
         (
             &["sweep", "--levels", "1,2", "--out", "s3://bucket/sweep"],
             "aws s3 sync",
+        ),
+        // The adversarial pass of issue 36 over this set's new flags.
+        (&["run", "--targets-weights", "1,2"], "give --targets FILE"),
+        (
+            &["run", "--trace", "--trace-sample", "-0.5"],
+            "not a fraction from 0 to 1",
+        ),
+        (
+            &["run", "--server-metrics", "ftp://x/metrics"],
+            "not an http:// or https:// URL",
         ),
     ];
     for (args, needle) in cases {

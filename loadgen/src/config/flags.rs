@@ -145,6 +145,10 @@ impl Source {
         headers: &[(HeaderName, HeaderValue)],
         connection: &ConnectionOptions,
     ) -> Result<Self, ConfigError> {
+        if args.targets.is_none() && !args.targets_weights.is_empty() {
+            // clap's `requires` does not hold a list flag to it: said here, not ignored.
+            return Err(ConfigError::QuickOnlyWeights);
+        }
         let url = args.url.as_deref().map(TargetUrl::parse).transpose()?;
         match scenario_text(args)? {
             Some((origin, text)) => from_scenario(args, url, origin, &text, headers),

@@ -72,6 +72,8 @@ pub enum ConfigError {
     /// A model flag that cannot apply to the model asked for (see `model_flags`).
     #[error("{0}")]
     ModelFlag(String),
+    #[error("--targets-weights weighs the targets of a --targets file; give --targets FILE with it, or drop --targets-weights")]
+    QuickOnlyWeights,
     #[error("--set changes a scenario; give one (a SCENARIO.toml file or --scenario NAME), or use flags such as -c and -d")]
     SetWithoutScenario,
     #[error("--stages '{0}' is not a list of DURATION:RATE stages; write e.g. --stages 30s:100,60s:1000")]
