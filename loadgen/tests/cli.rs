@@ -143,7 +143,16 @@ fn bad_input_is_exit_2_with_a_message_naming_the_fix() {
             "aws s3 sync",
         ),
         // The adversarial pass of issue 36 over this set's new flags.
-        (&["run", "--targets-weights", "1,2"], "give --targets FILE"),
+        (
+            &[
+                "run",
+                "--url",
+                "http://127.0.0.1:9/",
+                "--targets-weights",
+                "1,2",
+            ],
+            "give --targets FILE",
+        ),
         (
             &["run", "--trace", "--trace-sample", "-0.5"],
             "not a fraction from 0 to 1",
