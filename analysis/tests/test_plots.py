@@ -102,3 +102,22 @@ def test_the_spectrum_stops_where_the_sample_does_and_labels_plain_milliseconds(
     fig.canvas.draw()
     labels = [t.get_text() for t in ax.get_yticklabels() if t.get_text()]
     assert labels and all(label.replace(".", "").isdigit() for label in labels), labels
+
+
+def test_a_capacity_search_that_ran_no_level_is_reported_not_a_keyerror(tmp_path: Path) -> None:
+    """Issue 36: a search stopped before its first level (Ctrl-C in the calibration) writes a
+    capacity.json with no level; the report says so instead of failing on a missing column.
+    The document is the sample's with its levels taken away and the search's words for that."""
+    import json
+
+    from loadgen_analysis.report.capacity import build_capacity_report
+
+    sample = Path(__file__).parents[2] / "data" / "runs" / "capacity-w8-10ms"
+    capacity = json.loads((sample / "capacity.json").read_text())
+    answer = "no level ran, because the search was interrupted (Ctrl-C or SIGTERM)"
+    empty = {**capacity, "levels": [], "capacity_rps": None, "interval": None}
+    empty |= {"ended": "interrupted", "converged": False, "verdict": None, "limited_by": None}
+    empty |= {"first_failing_level": None, "evidence": [], "answer": answer}
+    (tmp_path / "capacity.json").write_text(json.dumps(empty))
+    text = build_capacity_report(tmp_path)
+    assert "No level ran" in text and answer in text

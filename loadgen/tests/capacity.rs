@@ -539,3 +539,48 @@ fn spawn_capacity(url: &str, flags: &[&str], out: &std::path::Path) -> std::proc
         .spawn()
         .unwrap()
 }
+
+/// Issue 36: an answer below `--min-capacity` exits 99 and says why, in the answer and in the
+/// warnings, instead of "converged" alone.
+#[test]
+fn an_answer_below_the_minimum_capacity_says_so() {
+    let _alone = MEASURING.lock().unwrap_or_else(|e| e.into_inner());
+    // One worker of 30 ms: about 33 req/s.
+    let server = ServerOnRuntime::start(ServerConfig {
+        service_time: "30ms".parse().unwrap(),
+        workers: Some(1),
+        ..ServerConfig::default()
+    });
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("capacity");
+    let flags = [
+        "--slo",
+        "p99<200ms",
+        "--start-rate",
+        "20",
+        "--max-rate",
+        "200",
+        "--min-capacity",
+        "150",
+        "--tolerance",
+        "50%",
+        "--level-duration",
+        "1500ms",
+        "--warmup",
+        "300ms",
+        "--confirm-levels",
+        "1",
+    ];
+    let (code, answer, stderr) = capacity(&server.url("/albums/1"), &flags, &out);
+    assert_eq!(code, 99, "{stderr}");
+    let found = answer["capacity_rps"].as_f64().unwrap();
+    assert!(found < 150.0, "{answer}");
+    let text = answer["answer"].as_str().unwrap();
+    assert!(text.contains("below --min-capacity 150 req/s"), "{text}");
+    assert!(
+        answer["warnings"]
+            .to_string()
+            .contains("below --min-capacity"),
+        "{answer}"
+    );
+}
