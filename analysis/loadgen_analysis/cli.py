@@ -198,8 +198,8 @@ def _add_compare(sub: Any) -> None:
         description="Compare a candidate with a baseline per op: throughput, p50/p90/p99/p99.9 "
         "and error rate with Δ%, a confidence interval and a verdict. BASELINE and CANDIDATE "
         "are run directories, folders of run directories (repeated runs), or s3:// URLs of "
-        "either. Limits are proportions: 10%% and 0.10 are the same; a bare number of 1 or "
-        "more is refused (did you mean 10%%?). Exit codes: 0 pass, 1 a limit exceeded, 2 bad "
+        "either. Limits are proportions: 10% and 0.10 are the same; a bare number of 1 or "
+        "more is refused (did you mean 10%?). Exit codes: 0 pass, 1 a limit exceeded, 2 bad "
         "input.",
     )
     compare.add_argument("baseline", metavar="BASELINE")
