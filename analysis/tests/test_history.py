@@ -188,7 +188,9 @@ def test_a_sharded_run_and_a_capacity_search_go_in_as_one_run_each(
     run = history[history["kind"] == "run"].iloc[0]
     assert run["requests"] == 600  # the three shards' rows together
     answer = history[history["kind"] == "capacity"].iloc[0]
-    assert (answer["capacity_rps"], answer["capacity_low_rps"]) == (784.0, 784.0)
+    recorded = json.loads((capacity / "capacity.json").read_text())
+    expected = (recorded["capacity_rps"], recorded["interval"][0])
+    assert (answer["capacity_rps"], answer["capacity_low_rps"]) == expected
     # Two fingerprints: the newer run starts a new series, and show says what changed.
     shown = run_cli("history", "show", "--store", where)
     (mark,) = [line for line in shown.stdout.splitlines() if line.startswith("new series")]
