@@ -59,6 +59,28 @@ pub struct ParquetFile {
 }
 
 impl ParquetFile {
+    /// Starts `path` with `schema` and `metadata` as its key-value metadata, ZSTD-compressed:
+    /// the side files a run samples into (client-metrics, server-metrics).
+    pub fn create_with_metadata(
+        path: &Path,
+        schema: SchemaRef,
+        metadata: impl IntoIterator<Item = (&'static str, String)>,
+    ) -> Result<Self, FileError> {
+        use parquet::basic::{Compression, ZstdLevel};
+        use parquet::file::metadata::KeyValue;
+        let metadata = metadata
+            .into_iter()
+            .map(|(k, v)| KeyValue::new(k.to_string(), v))
+            .collect();
+        let props = WriterProperties::builder()
+            .set_compression(Compression::ZSTD(
+                ZstdLevel::try_new(3).expect("valid level"),
+            ))
+            .set_key_value_metadata(Some(metadata))
+            .build();
+        Self::create(path, schema, props)
+    }
+
     /// Starts `path` (as `.NAME.partial` in the same directory) with `schema` and `props`.
     pub fn create(
         path: &Path,

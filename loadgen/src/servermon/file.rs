@@ -13,9 +13,6 @@ use std::time::Duration;
 use arrow_array::builder::{Float64Builder, Int64Builder, StringBuilder};
 use arrow_array::{ArrayRef, RecordBatch};
 use arrow_schema::{DataType, Field, Schema, SchemaRef};
-use parquet::basic::{Compression, ZstdLevel};
-use parquet::file::metadata::KeyValue;
-use parquet::file::properties::WriterProperties;
 
 use super::SCHEMA_VERSION;
 use crate::clock::Anchor;
@@ -133,15 +130,6 @@ pub(super) fn create(
             "loadgen.timeout_ns",
             crate::clock::nanos(timeout).to_string(),
         ),
-    ]
-    .into_iter()
-    .map(|(k, v)| KeyValue::new(k.to_string(), v))
-    .collect();
-    let props = WriterProperties::builder()
-        .set_compression(Compression::ZSTD(
-            ZstdLevel::try_new(3).expect("valid level"),
-        ))
-        .set_key_value_metadata(Some(metadata))
-        .build();
-    ParquetFile::create(path, schema(), props)
+    ];
+    ParquetFile::create_with_metadata(path, schema(), metadata)
 }

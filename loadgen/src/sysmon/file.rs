@@ -15,9 +15,6 @@ use arrow_array::builder::{
 };
 use arrow_array::{ArrayRef, RecordBatch};
 use arrow_schema::{DataType, Field, FieldRef, Fields, Schema, SchemaRef};
-use parquet::basic::{Compression, ZstdLevel};
-use parquet::file::metadata::KeyValue;
-use parquet::file::properties::WriterProperties;
 
 use super::cgroup::{CpuLimit, CpuStat};
 use super::probe::{Change, NetCounters};
@@ -349,14 +346,6 @@ pub(super) fn create(
             .quota_cores
             .map(|q| ("loadgen.cpu_quota_cores", q.to_string())),
     )
-    .chain(target_interface.map(|i| ("loadgen.target_interface", i.to_string())))
-    .map(|(k, v)| KeyValue::new(k.to_string(), v))
-    .collect();
-    let props = WriterProperties::builder()
-        .set_compression(Compression::ZSTD(
-            ZstdLevel::try_new(3).expect("valid level"),
-        ))
-        .set_key_value_metadata(Some(metadata))
-        .build();
-    ParquetFile::create(path, schema(), props)
+    .chain(target_interface.map(|i| ("loadgen.target_interface", i.to_string())));
+    ParquetFile::create_with_metadata(path, schema(), metadata)
 }
