@@ -586,6 +586,13 @@ pub struct EvidenceArgs {
     #[arg(long, value_name = "DURATION", value_parser = parse_duration, default_value = "1s", hide_short_help = true)]
     pub server_metrics_timeout: Duration,
 
+    /// The service's saturation gauges in the --server-metrics scrapes, which let the verdict
+    /// say "8 of 8 workers busy, 412 queued": BUSY/LIMIT (LIMIT a gauge or a number, e.g.
+    /// `tomcat_threads_busy/tomcat_threads_max` or `pool_active/200`), BUSY/LIMIT,QUEUE, or a
+    /// queue length's gauge alone. loadgen-server's own gauges are read when not given.
+    #[arg(long, value_name = "SPEC")]
+    pub server_saturation: Option<String>,
+
     /// Send a W3C Trace Context `traceparent` header with every request (a new trace id per
     /// request, kept in the rows' `trace_id` column), so a slow or failed row opens in Jaeger,
     /// Tempo or any OpenTelemetry backend; a scenario's own `traceparent` header is kept.

@@ -15,7 +15,7 @@
 //! holds the table and fails on an arrow that points up; docs/architecture.md draws the data
 //! flow and says what each module does):
 //!
-//! `workflow` → `runner` → `config` → `cli` | `scenario` → `report` | `servermon` |
+//! `workflow` → `runner` → `config` → `cli` | `scenario` | `verdict` → `report` | `servermon` |
 //! `sysmon` → `model` →
 //! `worker` → `store` | `transport` → `stats` | `workload` → `record` → `background` |
 //! `clock` | `output_guard` | `shard` | `stop` | `units`
@@ -42,6 +42,7 @@ pub mod store;
 pub mod sysmon;
 pub mod transport;
 pub mod units;
+pub mod verdict;
 pub mod worker;
 pub mod workflow;
 pub mod workload;

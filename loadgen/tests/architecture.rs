@@ -16,7 +16,7 @@ const LAYERS: layers::Layers = &[
     &["workflow"],                      // calibrate, sweep, capacity: several runs
     &["runner"],                        // one run, end to end
     &["config"],                        // flags and scenario → validated RunConfig
-    &["cli", "scenario"],               // clap types; scenario TOML → workload + model plan
+    &["cli", "scenario", "verdict"],    // clap types; scenario TOML; the verdict of a run
     &["report", "servermon", "sysmon"], // summary, run.json; the server's metrics; the client's
     &["model"],                         // client models: when which worker sends what
     &["worker"],                        // the one request loop and the pool that starts workers

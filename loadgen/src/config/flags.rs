@@ -372,6 +372,7 @@ fn quick_scenario(
         description: Some("from the command line".into()),
         thresholds: Vec::new(),
         server_metrics: Vec::new(),
+        server_saturation: None,
         target: match target {
             Target::Url(url) => Some(url.url.clone()),
             Target::Embedded => None,

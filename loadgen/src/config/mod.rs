@@ -81,6 +81,8 @@ pub enum ConfigError {
     #[error("{0}")]
     Shard(String),
     #[error("{0}")]
+    ServerSaturation(String),
+    #[error("{0}")]
     Threshold(String),
     /// `loadgen capacity`: a flag the search owns, or a setting out of range.
     #[error("{0}")]
@@ -166,6 +168,8 @@ pub struct RunConfig {
 pub struct ServerMetrics {
     pub sources: Vec<String>,
     pub timeout: Duration,
+    /// Which gauges say the service is saturated (`--server-saturation`).
+    pub saturation: crate::verdict::SaturationGauges,
 }
 
 /// `--metrics-linger` when `--metrics-addr` is given without it: three scrapes at Prometheus's
@@ -337,6 +341,18 @@ impl RunInputs {
                     .chain(&evidence.server_metrics),
             )?,
             timeout: evidence.server_metrics_timeout,
+            saturation: match evidence
+                .server_saturation
+                .as_ref()
+                .or(source.scenario.server_saturation.as_ref())
+            {
+                Some(spec) => spec.parse().map_err(|why| {
+                    ConfigError::ServerSaturation(format!(
+                        "--server-saturation '{spec}': {why}; write BUSY/LIMIT, BUSY/LIMIT,QUEUE or QUEUE (metric names)"
+                    ))
+                })?,
+                None => Default::default(),
+            },
         };
         Ok(RunInputs {
             server_metrics,

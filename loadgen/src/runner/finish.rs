@@ -25,6 +25,7 @@ use crate::stop::{ExitReason, StopSignal};
 use crate::store::s3::{Mirror, S3Store, Uploaded};
 use crate::store::writer::{RecordError, WriterReport, WriterThread};
 use crate::sysmon::{ClientSummary, Sysmon, SysmonError};
+use crate::verdict::{self, Verdict};
 
 /// What a finished run produced.
 #[derive(Debug, Clone)]
@@ -49,6 +50,8 @@ pub struct RunOutcome {
     pub thresholds: Vec<ThresholdResult>,
     /// The engine's verdict on the client (run.json `client`); `None` when not sampled.
     pub client: Option<ClientSummary>,
+    /// The run's verdict (run.json `verdict`, the console's Verdict line).
+    pub verdict: Verdict,
     /// The live metrics endpoint, still serving the final counts (`--metrics-addr`).
     pub metrics: Option<FinalMetrics>,
 }
@@ -123,6 +126,14 @@ pub(super) async fn finish(
     stop.drain(exit_reason);
     let summary = summarize(&config, &live, &report, &labels);
     let thresholds = thresholds::evaluate(&config.thresholds, &report.stats, &summary);
+    let verdict = decide_verdict(
+        &config,
+        &run_dir,
+        &summary,
+        &report,
+        client.as_ref(),
+        &mut warnings,
+    );
     let header = format!(
         "loadgen {} — {}, against {}",
         env!("CARGO_PKG_VERSION"),
@@ -142,6 +153,7 @@ pub(super) async fn finish(
             warnings: &warnings,
             client: client.as_ref(),
             thresholds: &thresholds,
+            verdict: &verdict,
         },
         extra,
     )?;
@@ -159,6 +171,7 @@ pub(super) async fn finish(
         exit_reason,
         &thresholds,
         client.as_ref(),
+        &verdict,
         &warnings,
     );
     footer.extend(config.notes.iter().map(|note| ("Note", note.clone())));
@@ -175,6 +188,7 @@ pub(super) async fn finish(
         run_json,
         thresholds,
         client,
+        verdict,
         // Served to the end and beyond, so a last scrape sees the final counts.
         metrics: metrics_server.map(|server| server.after_run(config.metrics_linger)),
     })
@@ -268,6 +282,55 @@ fn open_summary(
     }
 }
 
+/// The run's verdict from every fact the engine holds: the summary, the responses' time, the
+/// client's CPU, an open run's rows read back, the server's scrapes. A file that cannot be
+/// read back is a warning and leaves its facts out.
+fn decide_verdict(
+    config: &RunConfig,
+    run_dir: &Path,
+    summary: &RunSummary,
+    report: &WriterReport,
+    client: Option<&ClientSummary>,
+    warnings: &mut Vec<String>,
+) -> Verdict {
+    let open =
+        summary
+            .open
+            .as_ref()
+            .and_then(|open| match verdict::rows::LevelRows::read(run_dir) {
+                Ok(rows) => {
+                    let rows = rows.or_warmup();
+                    Some((
+                        verdict::schedule::schedule(&rows, open.max_lateness_ns),
+                        verdict::schedule::sustainability(&rows, open.dropped, None),
+                    ))
+                }
+                Err(why) => {
+                    warnings.push(format!("the verdict could not read the rows back: {why}"));
+                    None
+                }
+            });
+    let server = match config.server_metrics.sources.is_empty() {
+        true => None,
+        false => verdict::ServerEvidence::read(run_dir, &config.server_metrics.saturation)
+            .unwrap_or_else(|why| {
+                warnings.push(format!(
+                    "the verdict could not read the server's metrics: {why}"
+                ));
+                None
+            }),
+    };
+    verdict::decide(verdict::Facts {
+        summary,
+        components: &report.stats.components,
+        client,
+        http2: config.connection.http2,
+        open,
+        server,
+        decided_by: "loadgen run",
+    })
+}
+
 /// Waits (at most `limit`, and only until a signal) for the mirror's segments, then
 /// client-metrics.parquet and the final run.json; removes the staging directory when
 /// everything arrived, else says what is kept where and how to upload it later.
@@ -359,6 +422,7 @@ fn footer<'a>(
     exit_reason: ExitReason,
     thresholds: &[ThresholdResult],
     client: Option<&ClientSummary>,
+    verdict: &Verdict,
     warnings: &[String],
 ) -> Vec<(&'a str, String)> {
     let mut footer = vec![
@@ -390,6 +454,20 @@ fn footer<'a>(
     if let Some(client) = client {
         footer.push(("Client", client.console_line()));
     }
+    footer.push(("Verdict", verdict.console_line()));
+    for phase in &verdict.phases {
+        footer.push((
+            "  phase",
+            format!(
+                "{}: {} (workers alive {:.1}, busy {:.0}%, waiting {:.0}%)",
+                phase.phase,
+                phase.cause.as_str(),
+                phase.workers_alive,
+                phase.busy_share * 100.0,
+                phase.waiting_share * 100.0
+            ),
+        ));
+    }
     for warning in warnings {
         footer.push(("Warning", warning.clone()));
     }
@@ -410,6 +488,8 @@ struct RunJson<'a> {
     client: Option<&'a ClientSummary>,
     /// Each threshold (scenario `thresholds`, `--threshold`) with what the run did.
     thresholds: &'a [ThresholdResult],
+    /// Where the run's throughput stopped and why (the `verdict` module).
+    verdict: &'a Verdict,
 }
 
 #[derive(Debug, Serialize)]

@@ -28,6 +28,10 @@ pub struct Scenario {
     /// `["http://target:9100/metrics"]` (`--server-metrics` adds to them).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub server_metrics: Vec<String>,
+    /// The service's saturation gauges in those scrapes, as `--server-saturation` takes them
+    /// (`BUSY/LIMIT`, `BUSY/LIMIT,QUEUE` or `QUEUE`); the flag wins.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub server_saturation: Option<String>,
     #[serde(default)]
     pub defaults: Defaults,
     /// Payload generators, referred to as `{name}` in paths and bodies.

@@ -75,6 +75,7 @@ pub fn scenario(
         description: Some(format!("from the targets file {name}")),
         thresholds: Vec::new(),
         server_metrics: Vec::new(),
+        server_saturation: None,
         target: Some(origin_url.clone()),
         defaults: Defaults::with_headers(headers),
         fields: Default::default(),

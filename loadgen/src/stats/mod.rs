@@ -263,6 +263,68 @@ fn widen(range: &mut (Option<i64>, Option<i64>), start_ns: i64, end_ns: i64) {
     range.1 = Some(range.1.map_or(end_ns, |e| e.max(end_ns)));
 }
 
+/// Where the time of the responses went, summed over every judged row that got a response
+/// with a first byte: the parts of [`RequestRecord::latency_ns`] (from the actual send), and
+/// the busiest second's bytes each way. The verdict reads their shares; nothing here judges.
+#[derive(Debug, Clone, Default)]
+pub struct Components {
+    /// Responses with a first byte (the rows the sums below cover).
+    pub responses: u64,
+    pub latency_ns: u128,
+    /// Start to first response byte.
+    pub ttfb_ns: u128,
+    /// Start to the last request byte sent (connect included), over the rows that have it.
+    pub send_ns: u128,
+    pub connect_ns: u128,
+    /// Responses that have `send_ns`.
+    pub with_send: u64,
+    /// Producer-buffer: the consumers' wait on an empty buffer, every row.
+    pub queue_wait_ns: u128,
+    /// Bytes sent and received per second of the run (by each row's end), for the busiest.
+    pub bytes_by_second: Vec<(u64, u64)>,
+}
+
+impl Components {
+    fn observe(&mut self, r: &RequestRecord) {
+        self.queue_wait_ns += r.queue_wait_ns.unwrap_or(0).max(0) as u128;
+        let second = usize::try_from((r.start_ns + r.latency_ns) / 1_000_000_000).unwrap_or(0);
+        if second < 86_400 {
+            if self.bytes_by_second.len() <= second {
+                self.bytes_by_second.resize(second + 1, (0, 0));
+            }
+            self.bytes_by_second[second].0 += r.bytes_sent;
+            self.bytes_by_second[second].1 += r.bytes_received;
+        }
+        let (Some(ttfb), true) = (r.ttfb_ns, r.status > 0) else {
+            return;
+        };
+        let ns = |v: i64| v.max(0) as u128;
+        self.responses += 1;
+        self.latency_ns += ns(r.latency_ns);
+        self.ttfb_ns += ns(ttfb);
+        self.connect_ns += ns(r.connect_ns.unwrap_or(0));
+        if let Some(send) = r.send_ns {
+            self.send_ns += ns(send);
+            self.with_send += 1;
+        }
+    }
+
+    /// The busiest second's (sent, received) bytes, leaving out the first and the last
+    /// second when the run has more (slivers of a second are not a rate).
+    pub fn peak_bytes_per_s(&self) -> Option<(u64, u64)> {
+        let seconds = &self.bytes_by_second;
+        let inner = match seconds.len() {
+            0 => return None,
+            1 | 2 => &seconds[..],
+            n => &seconds[1..n - 1],
+        };
+        Some((
+            inner.iter().map(|s| s.0).max().unwrap_or(0),
+            inner.iter().map(|s| s.1).max().unwrap_or(0),
+        ))
+    }
+}
+
 /// Exact per-op and per-phase counts and latency histograms over every recorded row.
 #[derive(Debug, Clone)]
 pub struct Aggregator {
@@ -291,6 +353,8 @@ pub struct Aggregator {
     pub left_out_phase: Option<u16>,
     /// Rows of `left_out_phase`.
     pub left_out_rows: u64,
+    /// Where the responses' time went, summed (the verdict's shares of latency).
+    pub components: Components,
     max_attempts: u8,
     max_lateness_ns: i64,
 }
@@ -319,6 +383,7 @@ impl Aggregator {
             checked: 0,
             left_out_phase: None,
             left_out_rows: 0,
+            components: Components::default(),
             max_attempts: max_attempts.max(1),
             max_lateness_ns,
         }
@@ -357,6 +422,7 @@ impl Aggregator {
             self.checked += 1;
         }
         self.observe_op(r, latency_ns, clamp(r.latency_ns));
+        self.components.observe(r);
         let mut range = (self.first_start_ns, self.last_end_ns);
         widen(&mut range, r.start_ns, end_ns);
         (self.first_start_ns, self.last_end_ns) = range;

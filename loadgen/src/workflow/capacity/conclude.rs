@@ -245,11 +245,7 @@ pub fn conclude(searched: Searched, search: &Search) -> Capacity {
 }
 
 pub fn cause_name(cause: Cause) -> &'static str {
-    match cause {
-        Cause::Errors => "errors",
-        Cause::Client => "client",
-        Cause::Server => "server",
-    }
+    cause.as_str()
 }
 
 /// When the client or the machine, not the service, set the limit.

@@ -14,7 +14,6 @@ use std::time::Duration;
 use serde::Serialize;
 
 use super::judge::{self, Outcome, Schedule, SloJudgement, Sustainability};
-use super::rows::LevelRows;
 use super::search::Step;
 use crate::cli::OpenArgs;
 use crate::config::{ModelChoice, RunConfig, RunInputs};
@@ -25,6 +24,8 @@ use crate::scenario::schema::{
 };
 use crate::stop::{ExitReason, StopSignal};
 use crate::sysmon::ClientSummary;
+use crate::verdict::rows::LevelRows;
+use crate::verdict::{SloVerdict, Strength, Verdict};
 
 /// A level is stopped at once when this share of its requests failed...
 pub const ABORT_ERROR_SHARE: f64 = 0.05;
@@ -37,18 +38,8 @@ const WATCH_EVERY: Duration = Duration::from_millis(500);
 /// Segments close this often during a level, so the watcher sees its rows early.
 const SEGMENT_INTERVAL: Duration = Duration::from_secs(1);
 
-/// What stopped a level: the thing to fix first.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Cause {
-    /// Requests failed: the error-rate SLO, or the abort at [`ABORT_ERROR_SHARE`].
-    Errors,
-    /// The client was saturated (its CPU or quota), or did not keep the schedule (its sends
-    /// started late): the load was not what was asked.
-    Client,
-    /// The server fell behind: latency over the SLO or growing, completions short.
-    Server,
-}
+/// What stopped a level (errors, client or server): the run verdict's causes.
+pub use crate::verdict::Cause;
 
 /// Why a running level was stopped at once, far past the SLO; capacity.json has its sentence.
 #[derive(Debug, Clone, PartialEq)]
@@ -283,37 +274,12 @@ impl LevelPlan<'_> {
     }
 }
 
-/// The level's verdict as its run.json records it (`verdict`), so that whatever reads the
-/// level's directory alone — `loadgen-analyze explain` — shows the search's judgement of it
-/// rather than judging it again.
-#[derive(Debug, Serialize)]
-struct LevelVerdict<'a> {
-    decided_by: &'static str,
-    /// False when the level was interrupted: recorded, not judged.
-    judged: bool,
-    passed: bool,
-    /// What stopped it; `None` when it passed (or was not judged).
-    cause: Option<Cause>,
-    /// The SLOs it crossed or could not be told apart from.
-    slos_crossed: Vec<&'a str>,
-    evidence: &'a [String],
-}
-
-/// Adds the level's verdict to its run.json (the document the run wrote, in memory).
-fn record_verdict(outcome: &RunOutcome, level: &Level) -> Result<(), RunError> {
-    let verdict = LevelVerdict {
-        decided_by: "loadgen capacity",
-        judged: !level.interrupted,
-        passed: level.passed,
-        cause: level.cause,
-        slos_crossed: level
-            .slos
-            .iter()
-            .filter(|s| s.outcome != Outcome::Pass)
-            .map(|s| s.slo.as_str())
-            .collect(),
-        evidence: &level.reasons,
-    };
+/// Adds the level's verdict to its run.json (the document the run wrote, in memory): the
+/// run's verdict (`verdict`), with the search's judgement of the level deciding the cause, so
+/// that whatever reads the level's directory alone — `loadgen-analyze explain` — shows the
+/// search's judgement of it rather than judging it again.
+fn record_verdict(outcome: &RunOutcome, level: &Level) -> Result<Verdict, RunError> {
+    let verdict = level_verdict(outcome.verdict.clone(), level);
     let mut run_json = outcome.run_json.clone();
     if let Some(fields) = run_json.as_object_mut() {
         let value = serde_json::to_value(&verdict).expect("plain data");
@@ -321,7 +287,57 @@ fn record_verdict(outcome: &RunOutcome, level: &Level) -> Result<(), RunError> {
     }
     let path = outcome.run_dir.join("run.json");
     crate::report::write_json_atomically(&path, &run_json)
-        .map_err(|source| RunError::Write { path, source })
+        .map_err(|source| RunError::Write { path, source })?;
+    Ok(verdict)
+}
+
+/// The run's verdict with the level's judgement deciding: a level that passed is `none`, one
+/// that failed names its cause and the SLOs it crossed (never `none`), one cut short is not
+/// judged. The run's own findings stay as evidence.
+fn level_verdict(mut verdict: Verdict, level: &Level) -> Verdict {
+    let crossed: Vec<String> = level
+        .slos
+        .iter()
+        .filter(|s| s.outcome != Outcome::Pass)
+        .map(|s| s.slo.clone())
+        .collect();
+    let (cause, strength, rule, summary) = if level.interrupted {
+        let why = "not judged: the level was cut short by Ctrl-C or SIGTERM".to_string();
+        (
+            Cause::Inconclusive,
+            Strength::Weak,
+            "capacity.interrupted",
+            why,
+        )
+    } else if level.passed {
+        let why = "the level met every SLO and kept up with its schedule".to_string();
+        (Cause::None, Strength::Strong, "capacity.passed", why)
+    } else {
+        let mut why = level.reasons.join("; ");
+        if !crossed.is_empty() {
+            why = format!("crossed {} — {why}", crossed.join(", "));
+        }
+        let cause = level.cause.unwrap_or(Cause::Server);
+        (cause, Strength::Strong, "capacity.level", why)
+    };
+    let run_evidence = std::mem::take(&mut verdict.evidence);
+    verdict.evidence = std::iter::once(summary.clone())
+        .chain(level.reasons.iter().cloned())
+        .chain(run_evidence.into_iter().skip(1))
+        .collect();
+    verdict.slos = Some(SloVerdict {
+        passed: level.passed,
+        crossed,
+        judged: !level.interrupted,
+    });
+    (
+        verdict.cause,
+        verdict.strength,
+        verdict.rule,
+        verdict.summary,
+    ) = (cause, strength, rule, summary);
+    verdict.decided_by = "loadgen capacity";
+    verdict
 }
 
 /// How a level ran, for its judgement.

@@ -16,7 +16,6 @@ pub mod conclude;
 pub mod judge;
 pub mod level;
 pub mod render;
-pub mod rows;
 pub mod search;
 
 use std::path::{Path, PathBuf};
@@ -26,7 +25,6 @@ pub use self::conclude::{CalibrationUsed, Capacity, Ended, Settings, Stopped, EX
 
 use self::conclude::Searched;
 use self::level::{Cause, Level, LevelPlan};
-use self::rows::LevelRows;
 use self::search::{Next, Search, Step};
 use crate::cli::CapacityArgs;
 use crate::config::{ConfigError, RunInputs};
@@ -34,6 +32,7 @@ use crate::report::thresholds::Threshold;
 use crate::report::write_json_atomically;
 use crate::runner::RunError;
 use crate::stop::StopSignal;
+use crate::verdict::rows::LevelRows;
 /// Requests of the short calibration (after a few warm-up ones).
 const CALIBRATION_REQUESTS: u64 = 100;
 

@@ -1,0 +1,598 @@
+//! The rules: four checks in a fixed order — errors, client, network, server — each reading
+//! the run's facts against `contract/verdict.json`'s thresholds; the first that finds a limit
+//! decides. When none does, the workload set the pace (an open run that kept up, workers
+//! that spent their time thinking as configured: `none`), or one run cannot tell
+//! (`inconclusive`, saying what would).
+
+use std::collections::BTreeMap;
+use std::sync::LazyLock;
+
+use serde::Deserialize;
+
+use super::schedule::{Schedule, Sustainability};
+use super::server::ServerEvidence;
+use super::{Cause, PhaseVerdict, Strength, Verdict};
+use crate::report::{PhaseWorkers, RunSummary};
+use crate::stats::Components;
+use crate::sysmon::ClientSummary;
+
+/// `contract/verdict.json`: the thresholds, documented there.
+const VERDICT_JSON: &str = include_str!("../../../contract/verdict.json");
+
+#[derive(Debug, Deserialize)]
+struct Thresholds {
+    max_error_rate: f64,
+    max_own_share: f64,
+    max_queue_wait_share: f64,
+    min_paced_share: f64,
+    min_busy_share: f64,
+    min_server_wait_share: f64,
+    max_transfer_share: f64,
+    max_link_utilisation: f64,
+    saturated_scrape_share: f64,
+    cpu_saturated_share: f64,
+    cpu_room_share: f64,
+}
+
+static T: LazyLock<Thresholds> =
+    LazyLock::new(|| serde_json::from_str(VERDICT_JSON).expect("contract/verdict.json is valid"));
+
+/// Said when one closed level spends its time at the server with no measure of the server's
+/// saturation (the analysis's testbeds look for these words).
+pub const ONE_LEVEL: &str = "one level cannot tell a server at its capacity from one with room \
+     to spare; run `loadgen capacity` or a sweep to find where it stops, or scrape the \
+     server's metrics (--server-metrics) to see its saturation";
+
+/// Everything the verdict reads.
+pub struct Facts<'a> {
+    pub summary: &'a RunSummary,
+    pub components: &'a Components,
+    pub client: Option<&'a ClientSummary>,
+    pub http2: bool,
+    /// Open model: how the run kept its schedule, from its rows.
+    pub open: Option<(Schedule, Sustainability)>,
+    pub server: Option<ServerEvidence>,
+    pub decided_by: &'static str,
+}
+
+/// A check's outcome: the limit it found (rule, sentence), and what it noted.
+#[derive(Default)]
+struct Check {
+    limit: Option<(&'static str, String)>,
+    notes: Vec<String>,
+}
+
+impl Check {
+    fn limit(&mut self, rule: &'static str, text: String) {
+        if self.limit.is_none() {
+            self.limit = Some((rule, text));
+        } else {
+            self.notes.push(text);
+        }
+    }
+}
+
+/// Decides the run's verdict.
+pub fn decide(f: Facts<'_>) -> Verdict {
+    let mut numbers = BTreeMap::new();
+    let shares = Shares::of(f.components, &mut numbers);
+    let phase = judged_phase(f.summary);
+    let server = server_named(&f, &mut numbers);
+    let checks = [
+        (Cause::Errors, errors(&f, &mut numbers)),
+        (Cause::Client, client(&f, &shares, phase, &mut numbers)),
+        (Cause::Network, network(&f, &shares, &mut numbers)),
+    ];
+    let mut evidence: Vec<String> = Vec::new();
+    let mut decided = None;
+    for (cause, check) in checks {
+        if let (None, Some((rule, text))) = (&decided, &check.limit) {
+            decided = Some((cause, Strength::Strong, *rule, text.clone()));
+        } else if let Some((_, text)) = check.limit {
+            evidence.push(text);
+        }
+        evidence.extend(check.notes);
+    }
+    let (cause, strength, rule, summary) =
+        decided.unwrap_or_else(|| server_check(&f, &shares, phase, &server));
+    if let Some(named) = server.saturated.iter().chain(&server.notes).next() {
+        if cause != Cause::Server || !summary.contains(named.as_str()) {
+            evidence.push(format!("server: {named}"));
+        }
+    }
+    let shared = f.client.is_some_and(|c| c.server_shares_cores)
+        && matches!(cause, Cause::Client | Cause::Server | Cause::Inconclusive);
+    let summary = match shared {
+        true => format!(
+            "client and server share the cores (embedded server or loopback target): {summary}"
+        ),
+        false => summary,
+    };
+    evidence.insert(0, summary.clone());
+    evidence.dedup();
+    Verdict {
+        cause,
+        strength,
+        rule,
+        summary,
+        evidence,
+        numbers,
+        server: f.server.clone(),
+        phases: phase_verdicts(f.summary, &shares, server.saturated.is_some()),
+        slos: None,
+        decided_by: f.decided_by,
+    }
+}
+
+/// Where the responses' time went, as shares of their latency.
+struct Shares {
+    /// First byte minus sending: the server's time and the round trip.
+    server_wait: Option<f64>,
+    transfer: Option<f64>,
+    /// Sending the request (connect left out).
+    send: Option<f64>,
+}
+
+impl Shares {
+    fn of(c: &Components, numbers: &mut BTreeMap<&'static str, f64>) -> Self {
+        if c.responses == 0 || c.latency_ns == 0 {
+            return Shares {
+                server_wait: None,
+                transfer: None,
+                send: None,
+            };
+        }
+        let latency = c.latency_ns as f64;
+        let sent = match c.with_send == c.responses {
+            true => c.send_ns,
+            false => c.connect_ns,
+        };
+        let shares = Shares {
+            server_wait: Some(c.ttfb_ns.saturating_sub(sent) as f64 / latency),
+            transfer: Some(c.latency_ns.saturating_sub(c.ttfb_ns) as f64 / latency),
+            send: (c.with_send == c.responses)
+                .then(|| c.send_ns.saturating_sub(c.connect_ns) as f64 / latency),
+        };
+        numbers.insert("mean_latency_ns", latency / c.responses as f64);
+        for (name, value) in [
+            ("server_wait_share", shares.server_wait),
+            ("transfer_share", shares.transfer),
+            ("send_share", shares.send),
+        ] {
+            if let Some(v) = value {
+                numbers.insert(name, v);
+            }
+        }
+        shares
+    }
+}
+
+fn pct(share: f64) -> String {
+    format!("{:.1}%", share * 100.0)
+}
+
+/// The phase the run is judged on: the one whose workers started most (the longer on a tie).
+fn judged_phase(summary: &RunSummary) -> Option<&PhaseWorkers> {
+    let phases = &summary.workers.as_ref()?.phases;
+    phases
+        .iter()
+        .max_by_key(|p| (p.started, p.last_ended_ns - p.first_started_ns))
+}
+
+fn share(part: i64, whole: i64) -> f64 {
+    if whole > 0 {
+        part as f64 / whole as f64
+    } else {
+        0.0
+    }
+}
+
+fn errors(f: &Facts<'_>, numbers: &mut BTreeMap<&'static str, f64>) -> Check {
+    let mut check = Check::default();
+    let s = f.summary;
+    let rate = share(s.failed as i64, s.requests as i64);
+    numbers.insert("error_rate", rate);
+    if s.failed == 0 {
+        check
+            .notes
+            .push(format!("no failures in {} requests", s.requests));
+        return check;
+    }
+    let mut classes: Vec<(&String, &u64)> = s.errors.iter().collect();
+    classes.sort_by(|a, b| b.1.cmp(a.1));
+    let mut detail: Vec<String> = classes.iter().map(|(c, n)| format!("{c} {n}")).collect();
+    let mut statuses: Vec<(&String, &u64)> = s.failed_statuses.iter().collect();
+    statuses.sort_by(|a, b| b.1.cmp(a.1));
+    if !statuses.is_empty() {
+        let list: Vec<String> = statuses.iter().map(|(s, n)| format!("{s} ×{n}")).collect();
+        detail.push(format!("statuses {}", list.join(", ")));
+    }
+    let text = format!(
+        "{} of {} requests failed ({}): {}",
+        s.failed,
+        s.requests,
+        pct(rate),
+        detail.join("; ")
+    );
+    if rate > T.max_error_rate {
+        check.limit(
+            "errors.share",
+            format!("{text} — above {}", pct(T.max_error_rate)),
+        );
+    } else {
+        check.notes.push(text);
+    }
+    check
+}
+
+fn client(
+    f: &Facts<'_>,
+    shares: &Shares,
+    phase: Option<&PhaseWorkers>,
+    numbers: &mut BTreeMap<&'static str, f64>,
+) -> Check {
+    let mut check = Check::default();
+    if let Some(c) = f.client {
+        numbers.insert("client_cpu_peak", c.peak_cpu_utilisation);
+        if c.saturated {
+            check.limit("client.cpu", format!("the client: {}", c.console_line()));
+        } else {
+            check.notes.push(format!("client: {}", c.console_line()));
+        }
+    }
+    if let Some(p) = phase {
+        let (busy, waiting) = (
+            share(p.busy_ns, p.alive_ns),
+            share(p.waiting_ns, p.alive_ns),
+        );
+        let own = (1.0 - busy - waiting).max(0.0);
+        numbers.extend([
+            ("busy_share", busy),
+            ("waiting_share", waiting),
+            ("own_share", own),
+        ]);
+        let where_ = phase_where(f.summary, p);
+        if own > T.max_own_share {
+            check.limit(
+                "client.own_work",
+                format!(
+                    "workers spent {} of their time{where_} in the client's own work between \
+                     requests (neither in a request nor waiting for the next)",
+                    pct(own)
+                ),
+            );
+        }
+    }
+    let alive_ns = f.summary.workers.as_ref().map_or(0, |w| w.alive_ns);
+    let queue_wait = share(
+        f.components.queue_wait_ns.min(i64::MAX as u128) as i64,
+        alive_ns,
+    );
+    if f.components.queue_wait_ns > 0 {
+        numbers.insert("empty_buffer_share", queue_wait);
+    }
+    if queue_wait > T.max_queue_wait_share {
+        check.limit(
+            "client.producer",
+            format!(
+                "consumers waited on an empty buffer {} of their time: the producer (the \
+                 client) is the limit",
+                pct(queue_wait)
+            ),
+        );
+    }
+    if let Some((schedule, sustainability)) = &f.open {
+        numbers.insert("late_share", schedule.late_share);
+        if let Some(lag) = schedule.send_lag_p99_ns {
+            numbers.insert("send_lag_p99_ns", lag);
+        }
+        if !schedule.kept {
+            let text = format!(
+                "the client fell behind its own schedule: {} of sends started more than {} \
+                 after their intended time (p99 send lag {})",
+                pct(schedule.late_share),
+                crate::units::duration(schedule.max_lateness_ns as f64),
+                schedule
+                    .send_lag_p99_ns
+                    .map_or("-".into(), crate::units::duration)
+            );
+            match sustainability.problems.is_empty() {
+                true => check.limit("client.schedule", text),
+                false => check
+                    .notes
+                    .push(format!("{text}, while the server fell behind")),
+            }
+        }
+    }
+    if let (true, Some(send)) = (f.http2, shares.send) {
+        numbers.insert("http2_send_share", send);
+        if send >= T.max_transfer_share {
+            check.limit(
+                "client.http2_streams",
+                format!(
+                    "over HTTP/2 requests waited {} of their latency inside the client for a \
+                     stream slot or flow-control window: more streams per connection than the \
+                     server allows (lower --streams-per-connection or open more connections)",
+                    pct(send)
+                ),
+            );
+        }
+    }
+    check
+}
+
+/// " in main (the phase with the most workers, 16)" for a run of several phases.
+fn phase_where(summary: &RunSummary, p: &PhaseWorkers) -> String {
+    match summary.workers.as_ref().map_or(0, |w| w.phases.len()) {
+        0 | 1 => String::new(),
+        _ => format!(
+            " in {} (the phase with the most workers, {})",
+            p.phase, p.started
+        ),
+    }
+}
+
+fn network(f: &Facts<'_>, shares: &Shares, numbers: &mut BTreeMap<&'static str, f64>) -> Check {
+    let mut check = Check::default();
+    let capacity = f
+        .client
+        .and_then(|c| c.link_capacity_bps)
+        .filter(|c| *c > 0);
+    let mut tx_idle = false;
+    if let (Some(capacity), Some((tx, rx))) = (capacity, f.components.peak_bytes_per_s()) {
+        numbers.insert("link_capacity_bps", capacity as f64);
+        for (direction, bytes) in [("tx", tx), ("rx", rx)] {
+            let utilisation = bytes as f64 * 8.0 / capacity as f64;
+            numbers.insert(
+                if direction == "tx" {
+                    "tx_link_utilisation"
+                } else {
+                    "rx_link_utilisation"
+                },
+                utilisation,
+            );
+            tx_idle |= direction == "tx" && utilisation < T.max_link_utilisation;
+            let text = format!(
+                "{direction} {:.1} Mbit/s in the busiest second is {} of the {:.0} Mbit/s link",
+                bytes as f64 * 8.0 / 1e6,
+                pct(utilisation),
+                capacity as f64 / 1e6
+            );
+            match utilisation >= T.max_link_utilisation {
+                true => check.limit("network.link", text),
+                false => check.notes.push(text),
+            }
+        }
+    }
+    if let Some(transfer) = shares.transfer.filter(|s| *s >= T.max_transfer_share) {
+        check.limit(
+            "network.transfer",
+            format!(
+                "receiving response bodies took {} of latency",
+                pct(transfer)
+            ),
+        );
+    }
+    if let (false, Some(send)) = (f.http2, shares.send) {
+        if send >= T.max_transfer_share && !(capacity.is_some() && tx_idle) {
+            check.limit(
+                "network.send",
+                format!("sending requests took {} of latency", pct(send)),
+            );
+        }
+    }
+    check
+}
+
+/// What the server's metrics name: whether it was saturated (and by what), and notes.
+#[derive(Default)]
+struct Named {
+    saturated: Option<String>,
+    notes: Vec<String>,
+}
+
+fn server_named(f: &Facts<'_>, numbers: &mut BTreeMap<&'static str, f64>) -> Named {
+    let mut named = Named::default();
+    let Some(e) = &f.server else {
+        return named;
+    };
+    if let Some(w) = &e.workers {
+        let busy = match w.limit {
+            Some(limit) => format!("{:.0} of {limit:.0} workers busy", w.busy_max),
+            None => format!("up to {:.0} workers busy", w.busy_max),
+        };
+        let queued = e
+            .queue
+            .as_ref()
+            .filter(|q| q.max > 0.0)
+            .map(|q| format!(", up to {:.0} requests queued (mean {:.0})", q.max, q.mean));
+        let text = format!("{busy}{}", queued.unwrap_or_default());
+        match w.all_busy_share {
+            Some(all) if all >= T.saturated_scrape_share => {
+                numbers.insert("server_all_busy_share", all);
+                named.saturated = Some(format!("{text} ({} of the scrapes)", pct(all)));
+            }
+            _ => named.notes.push(text),
+        }
+    } else if let Some(q) = &e.queue {
+        let text = format!(
+            "requests queued in {} of the scrapes (up to {:.0})",
+            pct(q.nonempty_share),
+            q.max
+        );
+        match q.nonempty_share >= T.saturated_scrape_share {
+            true => named.saturated = Some(text),
+            false => named.notes.push(text),
+        }
+    }
+    if let Some(cpu) = &e.host_cpu {
+        numbers.insert("server_host_cpu_share", cpu.busy_share);
+        let shared = f.client.is_some_and(|c| c.server_shares_cores);
+        let split = match (shared, e.service_cpu_cores, f.client) {
+            (true, Some(service), _) => {
+                format!(", which the client shares (the service itself used {service:.2} cores)")
+            }
+            (true, None, Some(c)) => format!(
+                ", which the client shares (it used {:.2} of them)",
+                c.mean_cpu_utilisation * c.cpu_limit_cores
+            ),
+            _ => String::new(),
+        };
+        let cores = cpu.cores;
+        if cpu.busy_share >= T.cpu_saturated_share {
+            let text = format!(
+                "CPU {} of {cores} cores on the target{split}",
+                pct(cpu.busy_share)
+            );
+            named.saturated.get_or_insert(text);
+        } else if cpu.busy_share < T.cpu_room_share {
+            named.notes.push(format!(
+                "the target's CPU was {} busy{split} — a limit there is inside the service (a \
+                 pool, a lock, a downstream call), not its CPU",
+                pct(cpu.busy_share)
+            ));
+        } else {
+            named.notes.push(format!(
+                "the target's CPU was {} busy{split}",
+                pct(cpu.busy_share)
+            ));
+        }
+    }
+    if e.failed_scrapes > 0 {
+        named.notes.push(format!(
+            "{} scrapes of the server's metrics failed",
+            e.failed_scrapes
+        ));
+    }
+    named
+}
+
+/// The server check, when nothing before it found a limit.
+fn server_check(
+    f: &Facts<'_>,
+    shares: &Shares,
+    phase: Option<&PhaseWorkers>,
+    named: &Named,
+) -> (Cause, Strength, &'static str, String) {
+    let wait = shares.server_wait.unwrap_or(0.0);
+    let wait_text = format!("waiting for the first byte is {} of latency", pct(wait));
+    if let Some((_, sustainability)) = &f.open {
+        if sustainability.problems.is_empty() {
+            let text = format!(
+                "nothing limited it — the system kept up with the schedule: {:.0} req/s \
+                 achieved of {:.0} offered",
+                sustainability.achieved_rps, sustainability.offered_rps
+            );
+            return (Cause::None, Strength::Strong, "none.kept_up", text);
+        }
+        let mut text = format!(
+            "the system fell behind the schedule: {}; {wait_text}",
+            sustainability.problems.join("; ")
+        );
+        if let Some(what) = &named.saturated {
+            text += &format!("; the server: {what}");
+        }
+        return (Cause::Server, Strength::Strong, "server.fell_behind", text);
+    }
+    let Some(p) = phase else {
+        return (
+            Cause::Inconclusive,
+            Strength::Weak,
+            "inconclusive.no_workers",
+            "no worker ran".into(),
+        );
+    };
+    let (busy, waiting) = (
+        share(p.busy_ns, p.alive_ns),
+        share(p.waiting_ns, p.alive_ns),
+    );
+    if busy < T.min_busy_share && waiting > T.min_paced_share {
+        let text = format!(
+            "nothing limited it — workers thought {:.0}% of the time, as configured (busy \
+             {:.0}%{}): the server was not what held them",
+            waiting * 100.0,
+            busy * 100.0,
+            phase_where(f.summary, p)
+        );
+        return (
+            Cause::None,
+            Strength::Strong,
+            "none.paced_by_workload",
+            text,
+        );
+    }
+    if busy < T.min_busy_share {
+        let text = format!("workers were in a request only {} of the time", pct(busy));
+        return (
+            Cause::Inconclusive,
+            Strength::Weak,
+            "inconclusive.idle_workers",
+            text,
+        );
+    }
+    if wait < T.min_server_wait_share {
+        let text = format!("no sign of a server-side limit: {wait_text}");
+        return (
+            Cause::Inconclusive,
+            Strength::Weak,
+            "inconclusive.no_server_sign",
+            text,
+        );
+    }
+    match &named.saturated {
+        Some(what) => (
+            Cause::Server,
+            Strength::Strong,
+            "server.saturated",
+            format!("the server: {what}; {wait_text}"),
+        ),
+        None => (
+            Cause::Inconclusive,
+            Strength::Weak,
+            "inconclusive.one_level",
+            format!("{wait_text}: the time is spent at the server, but {ONE_LEVEL}"),
+        ),
+    }
+}
+
+/// A verdict per phase for a run of several, on the workers alive in each.
+fn phase_verdicts(
+    summary: &RunSummary,
+    shares: &Shares,
+    server_saturated: bool,
+) -> Vec<PhaseVerdict> {
+    let Some(workers) = summary.workers.as_ref().filter(|w| w.phases.len() > 1) else {
+        return Vec::new();
+    };
+    let wait = shares.server_wait.unwrap_or(0.0);
+    workers
+        .phases
+        .iter()
+        .map(|p| {
+            let (busy, waiting) = (
+                share(p.busy_ns, p.alive_ns),
+                share(p.waiting_ns, p.alive_ns),
+            );
+            let (cause, rule) = if 1.0 - busy - waiting > T.max_own_share {
+                (Cause::Client, "client.own_work")
+            } else if waiting > T.min_paced_share {
+                (Cause::None, "none.paced_by_workload")
+            } else if busy >= T.min_busy_share && wait >= T.min_server_wait_share {
+                match server_saturated {
+                    true => (Cause::Server, "server.saturated"),
+                    false => (Cause::Inconclusive, "inconclusive.one_level"),
+                }
+            } else {
+                (Cause::Inconclusive, "inconclusive.no_server_sign")
+            };
+            PhaseVerdict {
+                phase: p.phase.clone(),
+                cause,
+                rule,
+                workers_alive: share(p.alive_ns, p.last_ended_ns - p.first_started_ns),
+                busy_share: busy,
+                waiting_share: waiting,
+            }
+        })
+        .collect()
+}

@@ -1,0 +1,120 @@
+//! The verdict of a run — where its throughput stopped and why — decided once, here, from the
+//! facts the engine holds when the run ends: the summary (counts, errors, the open model's
+//! schedule, each phase's workers' time), where the responses' time went (the writer's
+//! [`Components`](crate::stats::Components)), the client's own verdict on its CPU ([`ClientSummary`](crate::sysmon::ClientSummary)), the rows of an
+//! open run (whether it kept its schedule, [`schedule`]), and what the server said about
+//! itself ([`server`]). Every reader shows this decision: the console's last lines, run.json's
+//! `verdict`, capacity's levels and capacity.json, and the analysis (`explain`, `summary`,
+//! `report`, the notebooks), which never judges a run again.
+//!
+//! The checks run in a fixed order — errors, client, network, server — and the first that
+//! finds a limit decides ([`decide::decide`]); thresholds are `contract/verdict.json`'s.
+//! What needs several runs (a sweep's plateau, its USL, an open-rate sweep's knee) is the
+//! analysis's.
+
+pub mod decide;
+pub mod rows;
+pub mod schedule;
+pub mod server;
+
+use serde::Serialize;
+
+pub use self::decide::{decide, Facts};
+pub use self::server::{SaturationGauges, ServerEvidence};
+
+/// Where the limit is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Cause {
+    /// Nothing limited it: the workload as configured (its rate, its think time) set the pace.
+    None,
+    /// Requests failed: the run measures the failure path.
+    Errors,
+    /// The load generator: its CPU or quota, its own work, a producer, its schedule.
+    Client,
+    /// Moving the bytes: the link, or sending and receiving dominating latency.
+    Network,
+    /// The server: it fell behind the schedule, or its saturation was measured.
+    Server,
+    /// The facts of one run cannot tell (e.g. one closed level, time at the server, no
+    /// saturation measured), or the run was not judged.
+    Inconclusive,
+}
+
+impl Cause {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Cause::None => "none",
+            Cause::Errors => "errors",
+            Cause::Client => "client",
+            Cause::Network => "network",
+            Cause::Server => "server",
+            Cause::Inconclusive => "inconclusive",
+        }
+    }
+}
+
+/// How firmly the facts say it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Strength {
+    Strong,
+    Weak,
+}
+
+/// A phase's (thread group's, stage's) own verdict, on the workers alive in it.
+#[derive(Debug, Clone, Serialize)]
+pub struct PhaseVerdict {
+    pub phase: String,
+    pub cause: Cause,
+    pub rule: &'static str,
+    pub workers_alive: f64,
+    pub busy_share: f64,
+    pub waiting_share: f64,
+}
+
+/// The verdict, as run.json's `verdict` holds it.
+#[derive(Debug, Clone, Serialize)]
+pub struct Verdict {
+    pub cause: Cause,
+    pub strength: Strength,
+    /// The rule that decided (`errors.share`, `client.cpu`, `server.fell_behind`, …; the list
+    /// is docs/verdict.md's).
+    pub rule: &'static str,
+    /// One sentence: the cause and why, with its numbers.
+    pub summary: String,
+    /// Every check's finding, each a sentence with its numbers (the deciding one first).
+    pub evidence: Vec<String>,
+    /// The numbers behind the evidence, by name (shares 0–1, ns, req/s, cores).
+    pub numbers: std::collections::BTreeMap<&'static str, f64>,
+    /// The server's own metrics, reduced; `None` without `--server-metrics`.
+    pub server: Option<ServerEvidence>,
+    /// Runs of several phases: a verdict per phase.
+    pub phases: Vec<PhaseVerdict>,
+    /// Capacity levels: whether it passed and the SLOs it crossed (or could not be told apart
+    /// from); `None` for a plain run.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub slos: Option<SloVerdict>,
+    /// `loadgen run` or `loadgen capacity`.
+    pub decided_by: &'static str,
+}
+
+/// A capacity level's SLOs.
+#[derive(Debug, Clone, Serialize)]
+pub struct SloVerdict {
+    pub passed: bool,
+    pub crossed: Vec<String>,
+    /// False when Ctrl-C or SIGTERM cut the level short: recorded, not judged.
+    pub judged: bool,
+}
+
+impl Verdict {
+    /// The console's line: "server (strong) — …".
+    pub fn console_line(&self) -> String {
+        let strength = match self.strength {
+            Strength::Strong => "strong",
+            Strength::Weak => "weak",
+        };
+        format!("{} ({strength}) — {}", self.cause.as_str(), self.summary)
+    }
+}

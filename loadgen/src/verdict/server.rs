@@ -1,0 +1,440 @@
+//! What the server said about itself during the run: `server-metrics.parquet` (the
+//! `--server-metrics` scrapes) read back and reduced to the facts the verdict names — the
+//! target host's CPU (node_exporter's `node_cpu_seconds_total` by mode), the service's own CPU
+//! (`process_cpu_seconds_total` of a source that is not node_exporter), and the service's
+//! saturation gauges (busy workers against their limit, a queue's length: loadgen-server's
+//! `loadgen_server_workers_busy`, `_workers_limit`, `_queue_length` by default, or the names
+//! given with `--server-saturation`).
+//!
+//! It reduces; the rule that reads these numbers is [`super::decide`]'s.
+
+use std::collections::BTreeMap;
+use std::fs::File;
+use std::path::Path;
+
+use arrow_array::cast::AsArray;
+use arrow_array::types::{Float64Type, Int64Type};
+use arrow_array::Array;
+use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
+use serde::Serialize;
+
+/// The file the scrapes are in, in a run directory.
+pub const FILE: &str = "server-metrics.parquet";
+
+/// Which gauges say the service is saturated (`--server-saturation`).
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct SaturationGauges {
+    /// Busy workers (threads, connections in use…).
+    pub busy: Option<String>,
+    /// Their limit: a gauge's name, or a number.
+    pub limit: Option<Limit>,
+    /// Requests waiting for a worker.
+    pub queue: Option<String>,
+}
+
+/// A workers' limit: read from a gauge, or given.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(untagged)]
+pub enum Limit {
+    Gauge(String),
+    Fixed(f64),
+}
+
+impl Default for SaturationGauges {
+    /// loadgen-server's gauges.
+    fn default() -> Self {
+        SaturationGauges {
+            busy: Some("loadgen_server_workers_busy".into()),
+            limit: Some(Limit::Gauge("loadgen_server_workers_limit".into())),
+            queue: Some("loadgen_server_queue_length".into()),
+        }
+    }
+}
+
+impl std::str::FromStr for SaturationGauges {
+    type Err = String;
+
+    /// `BUSY/LIMIT` (LIMIT a gauge's name or a number), `BUSY/LIMIT,QUEUE`, or `QUEUE`
+    /// alone (a queue's length).
+    fn from_str(text: &str) -> Result<Self, String> {
+        let valid = |name: &str| {
+            !name.is_empty()
+                && name
+                    .chars()
+                    .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == ':')
+        };
+        let (workers, queue) = match text.split_once(',') {
+            Some((workers, queue)) => (Some(workers.trim()), Some(queue.trim())),
+            None if text.contains('/') => (Some(text.trim()), None),
+            None => (None, Some(text.trim())),
+        };
+        let mut gauges = SaturationGauges {
+            busy: None,
+            limit: None,
+            queue: None,
+        };
+        if let Some(workers) = workers {
+            let (busy, limit) = workers.split_once('/').ok_or_else(|| {
+                format!("`{workers}` is not BUSY/LIMIT (e.g. `threads_busy/threads_max`)")
+            })?;
+            let limit = match limit.trim().parse::<f64>() {
+                Ok(n) if n > 0.0 => Limit::Fixed(n),
+                _ if valid(limit.trim()) => Limit::Gauge(limit.trim().into()),
+                _ => {
+                    return Err(format!(
+                        "`{limit}` is neither a metric name nor a positive number"
+                    ))
+                }
+            };
+            if !valid(busy.trim()) {
+                return Err(format!("`{busy}` is not a metric name"));
+            }
+            (gauges.busy, gauges.limit) = (Some(busy.trim().into()), Some(limit));
+        }
+        if let Some(queue) = queue {
+            if !valid(queue) {
+                return Err(format!("`{queue}` is not a metric name"));
+            }
+            gauges.queue = Some(queue.into());
+        }
+        Ok(gauges)
+    }
+}
+
+/// The target host's CPU over the run, from node_exporter.
+#[derive(Debug, Clone, Serialize)]
+pub struct HostCpu {
+    pub cores: usize,
+    /// Busy (not idle, not iowait) share of all its cores.
+    pub busy_share: f64,
+    /// The busiest core's busy share.
+    pub busiest_core_share: f64,
+}
+
+/// The service's workers, gauge by gauge over the scrapes.
+#[derive(Debug, Clone, Serialize)]
+pub struct Workers {
+    pub busy_max: f64,
+    pub busy_mean: f64,
+    pub limit: Option<f64>,
+    /// Share of the scrapes in which every worker was busy.
+    pub all_busy_share: Option<f64>,
+}
+
+/// A queue's length over the scrapes.
+#[derive(Debug, Clone, Serialize)]
+pub struct Queue {
+    pub max: f64,
+    pub mean: f64,
+    /// Share of the scrapes in which something was queued.
+    pub nonempty_share: f64,
+}
+
+/// What the server's metrics said, reduced.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct ServerEvidence {
+    pub scrapes: u64,
+    pub failed_scrapes: u64,
+    pub host_cpu: Option<HostCpu>,
+    /// Cores the service itself used (its `process_cpu_seconds_total`), on average.
+    pub service_cpu_cores: Option<f64>,
+    pub workers: Option<Workers>,
+    pub queue: Option<Queue>,
+}
+
+/// One successful sample.
+struct Point<'a> {
+    t_ns: i64,
+    source: &'a str,
+    labels: &'a str,
+    value: f64,
+}
+
+impl ServerEvidence {
+    /// Reads `server-metrics.parquet` in `run_dir`; `None` when the run scraped nothing.
+    pub fn read(run_dir: &Path, gauges: &SaturationGauges) -> Result<Option<Self>, String> {
+        let path = run_dir.join(FILE);
+        if !path.is_file() {
+            return Ok(None);
+        }
+        let rows = read_rows(&path).map_err(|e| format!("{}: {e}", path.display()))?;
+        Ok(Some(Self::from_rows(&rows, gauges)))
+    }
+
+    fn from_rows(rows: &[Row], gauges: &SaturationGauges) -> Self {
+        let mut by_metric: BTreeMap<&str, Vec<Point<'_>>> = BTreeMap::new();
+        let mut scrapes = std::collections::BTreeSet::new();
+        let mut failed = 0;
+        for row in rows {
+            match (&row.metric, row.value, &row.error) {
+                (Some(metric), Some(value), None) => {
+                    scrapes.insert((row.t_ns, row.source.as_str()));
+                    by_metric.entry(metric).or_default().push(Point {
+                        t_ns: row.t_ns,
+                        source: &row.source,
+                        labels: row.labels.as_deref().unwrap_or(""),
+                        value,
+                    })
+                }
+                _ => failed += 1,
+            }
+        }
+        let empty = Vec::new();
+        let metric = |name: &Option<String>| {
+            name.as_deref()
+                .and_then(|n| by_metric.get(n))
+                .unwrap_or(&empty)
+        };
+        let node_sources: std::collections::BTreeSet<&str> = metric(&Some(NODE_CPU.into()))
+            .iter()
+            .map(|p| p.source)
+            .collect();
+        let limit = match &gauges.limit {
+            Some(Limit::Gauge(name)) => gauge_values(metric(&Some(name.clone()))).last().copied(),
+            Some(Limit::Fixed(n)) => Some(*n),
+            None => None,
+        };
+        ServerEvidence {
+            scrapes: scrapes.len() as u64,
+            failed_scrapes: failed,
+            host_cpu: host_cpu(metric(&Some(NODE_CPU.into()))),
+            service_cpu_cores: counter_rate(
+                metric(&Some("process_cpu_seconds_total".into()))
+                    .iter()
+                    .filter(|p| !node_sources.contains(p.source)),
+            ),
+            workers: workers(gauge_values(metric(&gauges.busy)), limit),
+            queue: queue(gauge_values(metric(&gauges.queue))),
+        }
+    }
+}
+
+const NODE_CPU: &str = "node_cpu_seconds_total";
+
+fn gauge_values(points: &[Point<'_>]) -> Vec<f64> {
+    points.iter().map(|p| p.value).collect()
+}
+
+fn workers(busy: Vec<f64>, limit: Option<f64>) -> Option<Workers> {
+    if busy.is_empty() {
+        return None;
+    }
+    let n = busy.len() as f64;
+    Some(Workers {
+        busy_max: busy.iter().copied().fold(0.0, f64::max),
+        busy_mean: busy.iter().sum::<f64>() / n,
+        limit,
+        all_busy_share: limit
+            .filter(|l| *l > 0.0)
+            .map(|l| busy.iter().filter(|&&b| b >= l).count() as f64 / n),
+    })
+}
+
+fn queue(lengths: Vec<f64>) -> Option<Queue> {
+    if lengths.is_empty() {
+        return None;
+    }
+    let n = lengths.len() as f64;
+    Some(Queue {
+        max: lengths.iter().copied().fold(0.0, f64::max),
+        mean: lengths.iter().sum::<f64>() / n,
+        nonempty_share: lengths.iter().filter(|&&q| q > 0.0).count() as f64 / n,
+    })
+}
+
+/// A counter's rate over the run: Σ over its series of (last − first) / (t_last − t_first).
+fn counter_rate<'a>(points: impl Iterator<Item = &'a Point<'a>>) -> Option<f64> {
+    let mut series: BTreeMap<(&str, &str), (i64, f64, i64, f64)> = BTreeMap::new();
+    for p in points {
+        let entry = series
+            .entry((p.source, p.labels))
+            .or_insert((p.t_ns, p.value, p.t_ns, p.value));
+        if p.t_ns < entry.0 {
+            (entry.0, entry.1) = (p.t_ns, p.value);
+        }
+        if p.t_ns > entry.2 {
+            (entry.2, entry.3) = (p.t_ns, p.value);
+        }
+    }
+    let rates: Vec<f64> = series
+        .values()
+        .filter(|(t0, _, t1, _)| t1 > t0)
+        .map(|(t0, v0, t1, v1)| (v1 - v0).max(0.0) / ((t1 - t0) as f64 / 1e9))
+        .collect();
+    (!rates.is_empty()).then(|| rates.iter().sum())
+}
+
+/// node_exporter's CPU seconds by (cpu, mode) → each core's busy share over the run.
+fn host_cpu(points: &[Point<'_>]) -> Option<HostCpu> {
+    let mut by_core: BTreeMap<(&str, &str), (f64, f64)> = BTreeMap::new();
+    let mut spans: BTreeMap<(&str, &str, &str), (i64, f64, i64, f64)> = BTreeMap::new();
+    for p in points {
+        let cpu = label(p.labels, "cpu").unwrap_or("");
+        let mode = label(p.labels, "mode").unwrap_or("");
+        let entry = spans
+            .entry((p.source, cpu, mode))
+            .or_insert((p.t_ns, p.value, p.t_ns, p.value));
+        if p.t_ns < entry.0 {
+            (entry.0, entry.1) = (p.t_ns, p.value);
+        }
+        if p.t_ns > entry.2 {
+            (entry.2, entry.3) = (p.t_ns, p.value);
+        }
+    }
+    for ((source, cpu, mode), (_, first, _, last)) in &spans {
+        let delta = (last - first).max(0.0);
+        let core = by_core.entry((source, cpu)).or_default();
+        core.0 += delta;
+        if matches!(*mode, "idle" | "iowait") {
+            core.1 += delta;
+        }
+    }
+    let shares: Vec<f64> = by_core
+        .values()
+        .filter(|(total, _)| *total > 0.0)
+        .map(|(total, idle)| 1.0 - idle / total)
+        .collect();
+    if shares.is_empty() {
+        return None;
+    }
+    Some(HostCpu {
+        cores: shares.len(),
+        busy_share: shares.iter().sum::<f64>() / shares.len() as f64,
+        busiest_core_share: shares.iter().copied().fold(0.0, f64::max),
+    })
+}
+
+/// The value of `name` in `name="value",…` (the file's label spelling).
+fn label<'a>(labels: &'a str, name: &str) -> Option<&'a str> {
+    labels.split(',').find_map(|pair| {
+        let (key, value) = pair.split_once('=')?;
+        (key == name).then(|| value.trim_matches('"'))
+    })
+}
+
+/// One row of the file.
+struct Row {
+    t_ns: i64,
+    source: String,
+    metric: Option<String>,
+    labels: Option<String>,
+    value: Option<f64>,
+    error: Option<String>,
+}
+
+fn read_rows(path: &Path) -> Result<Vec<Row>, Box<dyn std::error::Error>> {
+    let reader = ParquetRecordBatchReaderBuilder::try_new(File::open(path)?)?.build()?;
+    let mut rows = Vec::new();
+    for batch in reader {
+        let batch = batch?;
+        let column = |name: &str| {
+            batch
+                .column_by_name(name)
+                .ok_or_else(|| format!("no column {name}"))
+        };
+        let t_ns = column("t_ns")?.as_primitive::<Int64Type>().clone();
+        let value = column("value")?.as_primitive::<Float64Type>().clone();
+        let (source, metric) = (
+            column("source")?.as_string::<i32>(),
+            column("metric")?.as_string::<i32>(),
+        );
+        let (labels, error) = (
+            column("labels")?.as_string::<i32>(),
+            column("error")?.as_string::<i32>(),
+        );
+        let text = |array: &arrow_array::StringArray, i: usize| {
+            (!array.is_null(i)).then(|| array.value(i).to_string())
+        };
+        for i in 0..batch.num_rows() {
+            rows.push(Row {
+                t_ns: t_ns.value(i),
+                source: source.value(i).to_string(),
+                metric: text(metric, i),
+                labels: text(labels, i),
+                value: (!value.is_null(i)).then(|| value.value(i)),
+                error: text(error, i),
+            });
+        }
+    }
+    Ok(rows)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn row(t_s: i64, source: &str, metric: &str, labels: &str, value: f64) -> Row {
+        Row {
+            t_ns: t_s * 1_000_000_000,
+            source: source.into(),
+            metric: Some(metric.into()),
+            labels: Some(labels.into()),
+            value: Some(value),
+            error: None,
+        }
+    }
+
+    #[test]
+    fn host_cpu_is_one_minus_idle_over_all_modes_per_core() {
+        let node = "http://n/metrics";
+        let rows = vec![
+            row(0, node, NODE_CPU, "cpu=\"0\",mode=\"idle\"", 100.0),
+            row(0, node, NODE_CPU, "cpu=\"0\",mode=\"user\"", 50.0),
+            row(0, node, NODE_CPU, "cpu=\"1\",mode=\"idle\"", 100.0),
+            row(0, node, NODE_CPU, "cpu=\"1\",mode=\"user\"", 50.0),
+            // 10 s later: core 0 was busy 9 s of 10, core 1 busy 1 s.
+            row(10, node, NODE_CPU, "cpu=\"0\",mode=\"idle\"", 101.0),
+            row(10, node, NODE_CPU, "cpu=\"0\",mode=\"user\"", 59.0),
+            row(10, node, NODE_CPU, "cpu=\"1\",mode=\"idle\"", 109.0),
+            row(10, node, NODE_CPU, "cpu=\"1\",mode=\"user\"", 51.0),
+            // node_exporter's own process counter is not the service's.
+            row(0, node, "process_cpu_seconds_total", "", 1.0),
+            row(10, node, "process_cpu_seconds_total", "", 9.0),
+            row(0, "http://s/metrics", "process_cpu_seconds_total", "", 2.0),
+            row(10, "http://s/metrics", "process_cpu_seconds_total", "", 7.0),
+        ];
+        let e = ServerEvidence::from_rows(&rows, &SaturationGauges::default());
+        let cpu = e.host_cpu.unwrap();
+        assert_eq!(cpu.cores, 2);
+        assert!((cpu.busy_share - 0.5).abs() < 1e-9);
+        assert!((cpu.busiest_core_share - 0.9).abs() < 1e-9);
+        assert!((e.service_cpu_cores.unwrap() - 0.5).abs() < 1e-9);
+        assert_eq!(e.scrapes, 4);
+    }
+
+    #[test]
+    fn workers_at_their_limit_and_a_queue_are_read_from_the_gauges() {
+        let s = "http://s/metrics";
+        let mut rows = Vec::new();
+        for (t, busy, queued) in [
+            (0, 3.0, 0.0),
+            (1, 8.0, 40.0),
+            (2, 8.0, 80.0),
+            (3, 8.0, 60.0),
+        ] {
+            rows.push(row(t, s, "loadgen_server_workers_busy", "", busy));
+            rows.push(row(t, s, "loadgen_server_workers_limit", "", 8.0));
+            rows.push(row(t, s, "loadgen_server_queue_length", "", queued));
+        }
+        let e = ServerEvidence::from_rows(&rows, &SaturationGauges::default());
+        let w = e.workers.unwrap();
+        assert_eq!((w.busy_max, w.limit), (8.0, Some(8.0)));
+        assert_eq!(w.all_busy_share, Some(0.75));
+        let q = e.queue.unwrap();
+        assert_eq!((q.max, q.nonempty_share), (80.0, 0.75));
+    }
+
+    #[test]
+    fn saturation_gauges_are_parsed_or_refused_in_one_sentence() {
+        let g: SaturationGauges = "threads_busy/threads_max,queue_len".parse().unwrap();
+        assert_eq!(g.busy.as_deref(), Some("threads_busy"));
+        assert_eq!(g.limit, Some(Limit::Gauge("threads_max".into())));
+        assert_eq!(g.queue.as_deref(), Some("queue_len"));
+        let g: SaturationGauges = "pool_active/200".parse().unwrap();
+        assert_eq!(g.limit, Some(Limit::Fixed(200.0)));
+        let g: SaturationGauges = "pending".parse().unwrap();
+        assert_eq!((g.busy, g.queue.as_deref()), (None, Some("pending")));
+        assert!("busy/-3".parse::<SaturationGauges>().is_err());
+        assert!("a b".parse::<SaturationGauges>().is_err());
+    }
+}
