@@ -23,8 +23,9 @@ use serde::Serialize;
 /// Version of the row layout below; stored as `loadgen.schema_version` in every segment.
 /// Version 2 added `send_ns`; version 3 added `check` (and the `check` error class); version 4
 /// added `buffer_wait_ns`, and HTTP/2's `send_ns` includes the client's wait for a stream slot
-/// and flow-control capacity; version 5 added `trace_id` (`--trace`).
-pub const SCHEMA_VERSION: u32 = 5;
+/// and flow-control capacity; version 5 added `trace_id` (`--trace`); version 6 adds nothing to the rows, but its run.json
+/// carries the engine's `verdict` (a run recorded before it is "not measured" there).
+pub const SCHEMA_VERSION: u32 = 6;
 
 /// Why a request did not produce the response the run expected.
 ///
