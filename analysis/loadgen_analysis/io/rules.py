@@ -1,7 +1,8 @@
-"""The rules both languages judge by, read from the contract shipped as package data
-(``contract/sustainability.json``: when an open-model level kept up, and when its sends were on
-time). loadgen compiles the same file in; both hold its test vectors. Nothing here judges: the
-judging modules read their numbers from here instead of writing their own.
+"""The rules both languages need, read from the contract shipped as package data
+(``contract/sustainability.json``: when an open-model level kept up, the rule an open-rate
+sweep's older runs are marked by; ``contract/verdict.json``: the verdict's thresholds).
+loadgen compiles the same files in. Nothing here judges: the modules that must read a number
+read it from here instead of writing their own.
 """
 
 from __future__ import annotations
@@ -19,10 +20,9 @@ def sustainability() -> dict[str, Any]:
     return json.loads(path.read_text(encoding="utf-8"))
 
 
-def schedule_kept(late_share: float, lag_share_of_latency: float | None) -> bool:
-    """Whether an open-model run's sends were on time: few late, or the lag does not explain
-    the latency (the contract's rule and numbers)."""
-    rule = sustainability()
-    if late_share <= rule["late_share"]:
-        return True
-    return lag_share_of_latency is None or lag_share_of_latency < rule["lag_share_of_latency"]
+@cache
+def verdict_rules() -> dict[str, Any]:
+    """``contract/verdict.json``: the thresholds the engine decides a run's verdict by (the
+    analysis reads only ``max_error_rate``, for published tables no engine judged)."""
+    path = files("loadgen_analysis.io") / "verdict.json"
+    return json.loads(path.read_text(encoding="utf-8"))

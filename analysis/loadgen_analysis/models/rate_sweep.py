@@ -8,10 +8,11 @@ Instead each level is marked with what the engine recorded: sends dropped at --m
 sends late beyond --max-lateness, and the responses completed in the schedule's second half
 against the sends intended in it
 (:func:`~loadgen_analysis.reductions.open_model.steady_completions`).
-A level *kept up* when nothing was dropped and completions fell short of sends by no more than
-the shared tolerance ``achieved_shortfall`` of ``contract/sustainability.json`` — the number
-capacity's sustainability uses; it is not written here. Late sends are shown, not judged: a
-late client is the verdict's business (:mod:`loadgen_analysis.verdict`).
+A level *kept up* when the engine's verdict on it (run.json ``verdict``, the rule every
+open run and capacity level is judged by) is ``none``; for a run recorded before the engine
+decided verdicts, when nothing was dropped and completions fell short of sends by no more
+than the shared tolerance ``achieved_shortfall`` of ``contract/sustainability.json``.
+Late sends are shown, not judged: a late client is the engine verdict's business.
 
 Responsible for the per-level table and the knee; not for what they mean for the run's cause.
 """
@@ -64,7 +65,7 @@ def rate_sweep_table(runs: RunsArg) -> pd.DataFrame:
         s, w, lat = schedule.loc[run.label], steady.loc[run.label], latency.loc[run.label]
         offered = float((run.summary or {}).get("open", {}).get("offered_rps") or s.offered_rps)
         share = w.completed / w.sent if w.sent else float("nan")
-        kept = kept_up(int(s.dropped), int(w.sent), int(w.completed))
+        kept, why_not = _kept(run, int(s.dropped), int(w.sent), int(w.completed))
         rows.append(
             {
                 "run": run.label,
@@ -78,10 +79,22 @@ def rate_sweep_table(runs: RunsArg) -> pd.DataFrame:
                 "p50_ms": float(lat.p50_ms),
                 "p99_ms": float(lat.p99_ms),
                 "kept": kept,
-                "why_not": "" if kept else _why_not(int(s.dropped), share),
+                "why_not": why_not,
             }
         )
     return pd.DataFrame(rows).sort_values("offered_rps", kind="stable").reset_index(drop=True)
+
+
+def _kept(run: Run, dropped: int, sent: int, completed: int) -> tuple[bool, str]:
+    """Whether the level kept up, and why not: the engine's verdict on the run (run.json
+    ``verdict``: ``none`` is kept, and its summary says why not); for a run recorded before the
+    engine decided verdicts, the contract's rule on its counts."""
+    verdict = run.meta.get("verdict")
+    if isinstance(verdict, dict) and verdict.get("cause"):
+        kept = verdict["cause"] == "none"
+        return kept, "" if kept else f"{verdict['cause']}: {verdict.get('summary', '')}"
+    kept = kept_up(dropped, sent, completed)
+    return kept, "" if kept else _why_not(dropped, completed / sent if sent else float("nan"))
 
 
 def _why_not(dropped: int, share: float) -> str:

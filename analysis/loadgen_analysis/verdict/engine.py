@@ -1,18 +1,24 @@
-"""The verdicts the engine decided, shown as they are: a capacity search's (``capacity.json``:
-``limited_by``, the answer and the deciding level's evidence) and a capacity level's (its
-``run.json`` ``verdict``). ``explain`` presents these instead of judging the same rows again,
-so ``loadgen capacity`` and ``loadgen-analyze explain`` say the same by construction; the
-checks of :mod:`.attribution` judge only what the engine did not.
+"""The verdicts the engine decided, shown as they are: a run's (run.json ``verdict``: cause,
+strength, the rule that decided, the evidence with its numbers, a verdict per phase), a
+capacity level's (the same object, its cause the search's judgement of the level) and a
+capacity search's (``capacity.json``: ``limited_by``, the answer). ``explain``, ``summary``,
+``report`` and the notebooks present these instead of judging the same rows again, so the
+console, ``loadgen capacity`` and ``loadgen-analyze`` say the same by construction.
+
+A sharded run's shards each decided their own; the merged run's verdict is the first cause, in
+the checks' fixed order (errors, client, network, server, inconclusive, none), among its
+shards' — a shard that failed or whose client was the limit speaks for the set. A run recorded
+before the engine decided verdicts (request schema ≤ 5) is "not measured".
 """
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
 
 from ..io.capacity import is_capacity_dir, read_capacity
-from .attribution import Attribution
+from ..io.run import Run
+from .attribution_types import Attribution
 from .findings import Verdict
 
 #: capacity.json's ``limited_by`` as a verdict: ``max_rate`` means nothing stopped the search
@@ -24,18 +30,75 @@ _LIMITED_BY: dict[str, Verdict] = {
     "max_rate": "none",
 }
 
+#: The checks' order: the first cause in it among a shard set's verdicts is the set's.
+ORDER: tuple[Verdict, ...] = ("errors", "client", "network", "server", "inconclusive", "none")
+
+NOT_MEASURED = (
+    "not measured: the run was recorded before loadgen decided a run's verdict (request "
+    "schema ≤ 5); record it again with today's loadgen"
+)
+
 
 def decided(path: str | Path) -> Attribution | None:
-    """The engine's verdict on ``path`` (a capacity directory, or a run directory whose
-    ``run.json`` carries one); ``None`` when the engine decided none there."""
+    """The engine's verdict on a capacity directory (capacity.json); ``None`` for anything
+    else (a run is read with :func:`run_verdict`)."""
     if is_capacity_dir(path):
         return _capacity_verdict(read_capacity(path))
-    run_json = Path(path) / "run.json"
-    if not run_json.is_file():
-        return None
-    document = json.loads(run_json.read_text(encoding="utf-8"))
-    verdict = document.get("verdict") if isinstance(document, dict) else None
-    return _level_verdict(verdict) if isinstance(verdict, dict) else None
+    return None
+
+
+def run_verdict(run: Run) -> Attribution:
+    """The engine's verdict on one run (its shards' combined for a shard set)."""
+    verdicts = [p.meta.get("verdict") for p in run.parts]
+    if not verdicts or not all(isinstance(v, dict) and v.get("cause") for v in verdicts):
+        return Attribution("inconclusive", NOT_MEASURED, "weak", (), not_measured=True)
+    if len(verdicts) == 1:
+        return _present(verdicts[0])
+    first = min(verdicts, key=lambda v: ORDER.index(_cause(v)))
+    shown = _present(first)
+    notes = tuple(
+        f"shard {i + 1}/{len(verdicts)}: {_cause(v)} — {v.get('summary', '')}"
+        for i, v in enumerate(verdicts)
+    )
+    return shown.with_notes(
+        (*notes, "a shard set's verdict is the first cause, in the checks' order, of its shards'")
+    )
+
+
+def _cause(verdict: dict[str, Any]) -> Verdict:
+    cause = verdict.get("cause")
+    return cause if cause in ORDER else "inconclusive"
+
+
+def _present(verdict: dict[str, Any]) -> Attribution:
+    evidence = [str(e) for e in verdict.get("evidence") or []]
+    summary = str(verdict.get("summary", ""))
+    notes = [e for e in evidence if e != summary]
+    slos = verdict.get("slos")
+    if isinstance(slos, dict) and slos.get("crossed"):
+        notes.insert(0, f"SLOs crossed: {', '.join(slos['crossed'])}")
+    notes.append(f"decided by {verdict.get('decided_by', 'loadgen')} (run.json verdict)")
+    return Attribution(
+        verdict=_cause(verdict),
+        headline=summary,
+        confidence="strong" if verdict.get("strength") == "strong" else "weak",
+        findings=(),
+        caveats=tuple(dict.fromkeys(notes)),
+        phases=tuple(
+            {
+                "phase": p.get("phase"),
+                "verdict": p.get("cause"),
+                "rule": p.get("rule"),
+                "workers_alive": p.get("workers_alive", 0.0),
+                "busy_share": p.get("busy_share", 0.0),
+                "waiting_share": p.get("waiting_share", 0.0),
+            }
+            for p in verdict.get("phases") or []
+        ),
+        rule=verdict.get("rule"),
+        numbers=dict(verdict.get("numbers") or {}),
+        server=verdict.get("server"),
+    )
 
 
 def _capacity_verdict(capacity: dict[str, Any]) -> Attribution:
@@ -49,21 +112,6 @@ def _capacity_verdict(capacity: dict[str, Any]) -> Attribution:
         confidence="strong" if capacity.get("converged") else "weak",
         findings=(),
         capacity_rps=capacity.get("capacity_rps"),
-        caveats=tuple(notes),
+        caveats=tuple(dict.fromkeys(notes)),
+        rule=f"capacity.{limited_by}" if limited_by else None,
     )
-
-
-def _level_verdict(verdict: dict[str, Any]) -> Attribution:
-    decided_by = verdict.get("decided_by", "the engine")
-    if not verdict.get("judged", True):
-        headline = "not judged: the level was cut short by Ctrl-C or SIGTERM"
-        return Attribution("inconclusive", headline, "weak", (), caveats=(decided_by,))
-    if verdict.get("passed"):
-        headline = "the level met every SLO and kept up with its schedule"
-        return Attribution("none", headline, "strong", (), caveats=(f"decided by {decided_by}",))
-    crossed = verdict.get("slos_crossed") or []
-    headline = "; ".join(verdict.get("evidence") or ["failed"])
-    if crossed:
-        headline = f"crossed {', '.join(crossed)} — {headline}"
-    cause: Verdict = _LIMITED_BY.get(verdict.get("cause") or "", "inconclusive")
-    return Attribution(cause, headline, "strong", (), caveats=(f"decided by {decided_by}",))

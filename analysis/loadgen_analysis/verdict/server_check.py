@@ -1,9 +1,10 @@
-"""The server check: over a sweep of workers, throughput on a plateau while latency grows ∝ N
+"""The server check of a sweep — what needs several runs, the one part of a verdict the
+analysis decides: over a sweep of workers, throughput on a plateau while latency grows ∝ N
 (requests queue behind a fixed capacity; the capacity model that fits better — the USL or the
 operational-law bounds — gives X_max and the knee, when the sweep identifies it); over an
-open-rate sweep, the levels the system did not keep up with (the knee is the highest rate
-kept); for one run, the wait between the last request byte sent and the first response byte
-dominating latency. Runs of different models are not one sweep and get no model."""
+open-rate sweep, the levels the engine found did not keep up (the knee is the highest rate
+kept). Runs of different models are not one sweep and get no model. One run's verdict is the
+engine's (run.json ``verdict``), never judged here."""
 
 from __future__ import annotations
 
@@ -18,11 +19,8 @@ from ..models.bounds import BoundsFit, better_fit, fit_bounds
 from ..models.identify import not_identifiable
 from ..models.rate_sweep import RateSweep
 from ..models.usl import USLFit, fit_usl
+from .attribution_types import CapacityModel
 from .findings import Evidence, Finding, Thresholds, mean_share, pct, top_level
-from .model_facts import OpenFacts
-from .pacing import fell_behind, judged_phase, kept_up_text, paced_by_workload
-
-CapacityModel = USLFit | BoundsFit
 
 
 def _plateau(sweep: pd.DataFrame, t: Thresholds) -> dict[str, Any] | None:
@@ -181,10 +179,11 @@ def check_server(ev: Evidence, t: Thresholds) -> tuple[Finding, float | None, Mo
     levels = ev.sweep["connections"].nunique() if "connections" in ev.sweep else 0
     if levels >= 3 and ev.over_n:
         return _check_sweep(ev, t, evidence)
-    schedules = [f.open for f in ev.facts if f.open is not None]
-    if schedules:
-        return _check_schedule(schedules[-1], t, evidence), None, Models()
-    return _check_one_run(ev, t, evidence), None, Models()
+    text = (
+        "fewer than three levels of N of one closed model: no plateau to find (a run's own "
+        "verdict is the engine's)"
+    )
+    return Finding("server", "not measured", text, evidence), None, Models()
 
 
 def _check_rate_sweep(sweep: RateSweep, evidence: dict[str, Any]) -> Finding:
@@ -199,64 +198,3 @@ def _check_rate_sweep(sweep: RateSweep, evidence: dict[str, Any]) -> Finding:
     if wait is not None:
         text += f"; waiting for the first byte is {pct(wait)} of latency"
     return Finding("server", "limit", text, evidence)
-
-
-def _check_schedule(schedule: OpenFacts, t: Thresholds, evidence: dict[str, Any]) -> Finding:
-    """Open model: the server fell behind the schedule (the client kept it, or the client
-    check would have decided), or the system kept up."""
-    reasons = fell_behind(schedule, t, evidence)
-    if reasons:
-        text = "the system fell behind the schedule: " + "; ".join(reasons)
-        wait = evidence.get("server_wait_share", evidence.get("ttfb_share"))
-        if wait is not None:
-            text += f"; waiting for the first byte is {pct(wait)} of latency"
-        return Finding("server", "limit", text, evidence)
-    evidence["kept_up"] = True
-    return Finding("server", "ok", kept_up_text(schedule), evidence)
-
-
-def _workers_busy(ev: Evidence, t: Thresholds, evidence: dict[str, Any]) -> bool | None:
-    """Whether the workers spent their time in requests — only then can one run's wait for the
-    first byte say the server held them. From the engine's worker clocks; for older runs from
-    the rows' idle gaps when those are small; None when it cannot be told."""
-    if ev.facts and all(f.measured for f in ev.facts):
-        phase = judged_phase(ev.facts[-1])
-        assert phase is not None
-        evidence["busy_share"] = phase.busy_share
-        return phase.busy_share >= t.min_n_eff_ratio
-    if not ev.facts:
-        return True
-    if ev.gaps is not None and not ev.gaps.empty:
-        return float(ev.gaps["idle_share"].mean()) <= t.max_idle_share or None
-    return None
-
-
-def _check_one_run(ev: Evidence, t: Thresholds, evidence: dict[str, Any]) -> Finding:
-    wait = evidence.get("server_wait_share", evidence.get("ttfb_share", 0.0))
-    busy = _workers_busy(ev, t, evidence)
-    if busy is False:
-        paced = paced_by_workload(ev.facts[-1], t)
-        evidence["paced_by_workload"] = paced
-        text = paced or f"workers were in a request only {pct(evidence['busy_share'])} of the time"
-        return Finding("server", "ok", text + ": the server was not what held them", evidence)
-    if wait >= t.min_ttfb_share and busy is None:
-        return Finding(
-            "server",
-            "not measured",
-            f"waiting for the first byte is {pct(wait)} of latency, but whether the workers "
-            "were waiting on the server or idle between requests was not recorded (request "
-            "schema ≤ 3)",
-            evidence,
-        )
-    if wait >= t.min_ttfb_share:
-        # Where the time goes, not that the server is at its capacity: a server using half
-        # its capacity looks the same from one level (issue 34).
-        what = "after the request was sent " if "server_wait_share" in evidence else ""
-        evidence["one_level"] = True
-        text = (
-            f"waiting for the first byte {what}is {pct(wait)} of latency: the time is spent at "
-            "the server, but one level cannot tell a server at its capacity from one with room "
-            "to spare; run `loadgen capacity` or a sweep to find where it stops"
-        )
-        return Finding("server", "not measured", text, evidence)
-    return Finding("server", "ok", "no sign of a server-side limit", evidence)
