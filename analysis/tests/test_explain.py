@@ -1,6 +1,6 @@
-"""`loadgen-analyze explain`: the verdict and each check on the command line, on the data/
-samples and on runs recorded by the real binaries; and the client evidence of run format 2
-(CPU quota, throttling, the target interface, cores shared with the server)."""
+"""`loadgen-analyze explain`: the verdict on the command line, on the data/ samples and on runs
+recorded by the real binaries — a run's verdict is the engine's (run.json ``verdict``), shown
+as it is; a sweep's adds what needs several runs."""
 
 from __future__ import annotations
 
@@ -9,8 +9,6 @@ import shutil
 import subprocess
 from pathlib import Path
 
-import pyarrow as pa
-import pyarrow.parquet as pq
 import pytest
 
 import loadgen_analysis as la
@@ -40,29 +38,65 @@ def test_sample_sweep_is_server_bound_with_the_bounds_model() -> None:
     assert all({"name", "status", "evidence", "values"} <= set(c) for c in out["checks"])
 
 
-def test_sample_think_time_recorded_before_the_workers_time_is_not_measured() -> None:
-    # Issue 25: data/runs/think-time (request schema 1) predates the engine's worker clocks.
-    # Its workers were idle 75 % between requests, which the rows cannot tell apart from a
-    # client holding them back: "not measured", never a wrong verdict.
-    proc = run_cli("explain", DATA / "think-time")
+def test_a_run_recorded_before_the_engine_decided_verdicts_is_not_measured(
+    error_run: Recorded, tmp_path: Path
+) -> None:
+    # Issue 34: a run whose run.json has no `verdict` (request schema ≤ 5) is "not measured",
+    # never judged again by the analysis.
+    old = tmp_path / "old"
+    shutil.copytree(error_run.path, old)
+    meta = json.loads((old / "run.json").read_text())
+    del meta["verdict"]
+    (old / "run.json").write_text(json.dumps(meta))
+    proc = run_cli("explain", old)
     assert proc.returncode == 0, proc.stderr
-    lines = proc.stdout.splitlines()
-    assert lines[0].startswith("Verdict: inconclusive (weak)"), proc.stdout
-    assert "[not measured] client" in proc.stdout and "schema ≤ 3" in proc.stdout
-    assert [line.split("]")[1].split()[0] for line in lines[1:5]] == [
-        "errors",
-        "client",
-        "network",
-        "server",
-    ]
+    assert proc.stdout.startswith("Verdict: inconclusive (weak) — not measured"), proc.stdout
+    assert "request schema ≤ 5" in proc.stdout
+
+
+def test_explain_shows_the_engines_verdict_as_it_is(error_run: Recorded, tmp_path: Path) -> None:
+    """Whatever run.json's verdict says is what explain says: its cause, strength, summary,
+    rule, numbers and phases (the analysis holds no rule of its own for one run)."""
+    copy = tmp_path / "copy"
+    shutil.copytree(error_run.path, copy)
+    meta = json.loads((copy / "run.json").read_text())
+    meta["verdict"] = {
+        **meta["verdict"],
+        "cause": "network",
+        "strength": "weak",
+        "rule": "network.transfer",
+        "summary": "receiving response bodies took 71.0% of latency",
+        "evidence": ["receiving response bodies took 71.0% of latency", "no failures"],
+        "numbers": {"transfer_share": 0.71},
+        "phases": [
+            {
+                "phase": "g1",
+                "cause": "none",
+                "rule": "none.paced_by_workload",
+                "workers_alive": 3.0,
+                "busy_share": 0.1,
+                "waiting_share": 0.9,
+            }
+        ],
+    }
+    (copy / "run.json").write_text(json.dumps(meta))
+    out = _explain_json(copy)
+    assert (out["verdict"], out["strength"]) == ("network", "weak")
+    assert out["summary"] == "receiving response bodies took 71.0% of latency"
+    assert (out["rule"], out["numbers"]) == ("network.transfer", {"transfer_share": 0.71})
+    assert out["phases"][0]["verdict"] == "none" and "no failures" in out["notes"]
+    text = run_cli("explain", copy).stdout
+    assert text.startswith("Verdict: network (weak) — receiving response bodies took 71.0%")
+    assert "phase g1: none" in text
 
 
 def test_real_failing_run_is_errors(error_run: Recorded) -> None:
     out = _explain_json(error_run.path)
-    assert out["verdict"] == "errors"
+    assert out["verdict"] == "errors" and out["rule"] == "errors.share"
     assert out["run"] == str(error_run.path)
-    client = next(c for c in out["checks"] if c["name"] == "client")
-    assert client["values"]["client_cpu_p90"] is not None
+    run_json = json.loads((error_run.path / "run.json").read_text())
+    assert out["summary"] == run_json["verdict"]["summary"]
+    assert out["numbers"]["error_rate"] > 0.01
 
 
 @pytest.mark.parametrize(
@@ -73,142 +107,12 @@ def test_real_failing_run_is_errors(error_run: Recorded) -> None:
     ],
 )
 def test_bad_input_is_one_line_and_exit_2(args: tuple[str, ...], message: str) -> None:
-    run = () if args[0].startswith("/") else (str(DATA / "think-time"),)
+    run = () if args[0].startswith("/") else (str(DATA / "sweep-w8-10ms"),)
     proc = run_cli("explain", *run, *args)
     assert proc.returncode == 2
     assert proc.stdout == ""
     assert len(proc.stderr.strip().splitlines()) == 1, proc.stderr
     assert message in proc.stderr
-
-
-# --------------------------------------------------------------- client evidence, format 2
-
-
-def _v2_copy(
-    src: Path, dst: Path, client: dict, cpu: float | None = None, throttled: float | None = None
-) -> Path:
-    """A real run with run.json's `client` object and client-metrics' columns as record format
-    2 writes them (both in contract/files.json). Values the real run measured are kept unless
-    given."""
-    shutil.copytree(src, dst)
-    meta = json.loads((dst / "run.json").read_text())
-    meta["client"] = {**meta.get("client", {}), **client}
-    (dst / "run.json").write_text(json.dumps(meta))
-    path = dst / "client-metrics.parquet"
-    table = pq.read_table(path)
-    rows = table.num_rows
-    columns: dict[str, pa.Array] = {}
-    if cpu is not None:
-        columns["cpu_utilisation"] = pa.array([cpu] * rows, pa.float64())
-    if throttled is not None:  # 10 CFS periods of 100 ms in each 1 s row
-        columns["nr_periods"] = pa.array([10] * rows, pa.int64())
-        columns["nr_throttled"] = pa.array([round(10 * throttled)] * rows, pa.int64())
-        columns["throttled_ns"] = pa.array([int(throttled * 1e9)] * rows, pa.int64())
-    for name, values in columns.items():
-        index = table.schema.get_field_index(name)
-        table = (
-            table.set_column(index, name, values)
-            if index >= 0
-            else table.append_column(name, values)
-        )
-    pq.write_table(table, path)
-    return dst
-
-
-def test_throttled_quota_makes_the_client_the_limit(
-    service_time_runs: dict[str, list[Path]], tmp_path: Path
-) -> None:
-    src = service_time_runs["5ms"][0]
-    # One level of a 5 ms server: the time is spent at the server, which one level cannot
-    # show to be its capacity (issue 34).
-    assert _explain_json(src)["verdict"] == "inconclusive"
-    quota = {"cpu_quota_cores": 0.25, "cpu_limit_cores": 0.25, "cpu_quota_source": "cgroup-v2"}
-    # The engine judged the quota saturated (its rule, issue 34: the analysis shows it with
-    # the numbers, never judges again).
-    judged = {**quota, "saturated": True, "saturation": "cpu-quota"}
-    run = _v2_copy(src, tmp_path / "quota", judged, throttled=0.6)
-    out = _explain_json(run)
-    assert out["verdict"] == "client"
-    assert "CPU quota of 0.25 cores" in out["summary"]
-    assert "the run's console judged it saturated" in out["summary"]
-    client = next(c for c in out["checks"] if c["name"] == "client")
-    assert client["values"]["throttled_share"] == pytest.approx(0.6)
-    # The same throttling the engine did not judge saturating is evidence, not the limit:
-    # the analysis has no threshold of its own to judge it by.
-    unjudged = {**quota, "saturated": False, "saturation": None}
-    light = _v2_copy(src, tmp_path / "light", unjudged, throttled=0.6)
-    out = _explain_json(light)
-    assert out["verdict"] == "inconclusive"
-    client = next(c for c in out["checks"] if c["name"] == "client")
-    assert client["values"]["throttled_share"] == pytest.approx(0.6)
-
-
-def test_saturated_cores_shared_with_the_server_are_named(
-    service_time_runs: dict[str, list[Path]], tmp_path: Path
-) -> None:
-    busy = {"saturated": True, "saturation": "cpu"}  # the engine's verdict on a busy client
-    run = _v2_copy(
-        service_time_runs["5ms"][0],
-        tmp_path / "shared",
-        {**busy, "server_shares_cores": True},
-        cpu=0.97,
-    )
-    out = _explain_json(run)
-    assert out["verdict"] == "client"
-    assert "client and server share the cores" in out["summary"]
-    apart = _v2_copy(
-        service_time_runs["5ms"][1],
-        tmp_path / "apart",
-        {**busy, "server_shares_cores": False},
-        cpu=0.97,
-    )
-    out = _explain_json(apart)
-    assert out["verdict"] == "client"
-    assert "share the cores" not in out["summary"]
-
-
-def test_target_interface_counters_are_preferred_to_the_rows_except_on_lo(
-    service_time_runs: dict[str, list[Path]], tmp_path: Path
-) -> None:
-    # The binary records the interface of the target's route: 127.0.0.1 goes out on `lo`.
-    src = service_time_runs["5ms"][2]
-    assert json.loads((src / "run.json").read_text())["client"]["target_interface"] == "lo"
-    # Issue 25: lo's counters hold both ends of every local flow and other processes' traffic,
-    # so the rows' bytes are the measure there, and the evidence says so.
-    network = la.attribute(src).finding("network")
-    assert network.evidence["traffic_source"].startswith("request rows; the target is on lo")
-    # Another interface the samples saw: its counters are read.
-    metrics = pq.read_table(src / "client-metrics.parquet").to_pylist()
-    others = sorted({n["interface"] for row in metrics for n in row["network"]} - {"lo"})
-    if others:
-        moved = _v2_copy(src, tmp_path / "other", {"target_interface": others[0]})
-        found = la.attribute(moved).finding("network").evidence["traffic_source"]
-        assert found == f"interface {others[0]}"
-    # An interface the samples never saw: the rows' bytes stand in.
-    gone = _v2_copy(src, tmp_path / "gone", {"target_interface": "no-such-if0"})
-    rows = la.attribute(gone).finding("network")
-    assert rows.evidence["traffic_source"] == "request rows"
-    # A recorded capacity (as `loadgen run --link-capacity` writes it) that the busier
-    # direction fills to 95 % makes the network the limit.
-    busier = max(network.evidence["peak_tx_bytes_per_s"], network.evidence["peak_rx_bytes_per_s"])
-    full = _v2_copy(src, tmp_path / "full", {"link_capacity_bps": int(busier * 8 / 0.95)})
-    assert _explain_json(full)["verdict"] == "network"
-
-
-def test_names_the_client_evidence_reads_are_in_the_contract() -> None:
-    # Issue 11: `cpu_utilization` was read from a file that has `cpu_utilisation`.
-    from loadgen_analysis.io import contract
-    from loadgen_analysis.verdict import client_evidence as client
-
-    names = set(contract.column_names("client_metrics"))
-    version = int(contract.schema_version("client_metrics"))
-    for since, columns in client.READS.items():
-        if version >= since:
-            assert set(columns) <= names, (since, set(columns) - names)
-    paths = {f["path"] for f in contract.file("run_json")["fields"]}
-    if "client.cpu_quota_cores" in paths:  # run.json's `client` object, as the contract has it
-        assert set(client.RUN_JSON_READS) <= paths, set(client.RUN_JSON_READS) - paths
-    assert "send_ns" in contract.column_names("requests")
 
 
 def test_send_time_is_not_read_as_server_wait(service_time_runs: dict[str, list[Path]]) -> None:
@@ -220,10 +124,18 @@ def test_send_time_is_not_read_as_server_wait(service_time_runs: dict[str, list[
     assert components["send_ms"].notna().all()
     total = components[["connect_ms", "send_ms", "first_byte_ms", "transfer_ms"]].sum(axis=1)
     assert total.to_numpy() == pytest.approx(components["mean_latency_ms"].to_numpy(), rel=1e-9)
-    result = la.attribute(run)
-    server = result.finding("server").evidence
-    assert server["server_wait_share"] <= server["ttfb_share"]
-    assert result.finding("network").evidence["send_share"] < 0.5
+    numbers = la.attribute(run).numbers  # the engine's, from the same rows
+    weights = components["responses"]
+    ttfb_share = (components["mean_ttfb_ms"] * weights).sum() / (
+        components["mean_latency_ms"] * weights
+    ).sum()
+    assert numbers["server_wait_share"] <= ttfb_share + 1e-9
+    assert numbers["server_wait_share"] == pytest.approx(
+        (components["first_byte_ms"] * weights).sum()
+        / (components["mean_latency_ms"] * weights).sum(),
+        rel=1e-3,
+    )
+    assert numbers["send_share"] < 0.5
 
 
 def _cpu_cgroup(tmp_name: str) -> Path | None:
@@ -267,7 +179,7 @@ def test_real_cpu_quota_run_is_client_and_says_quota(binaries: Binaries, tmp_pat
         group.rmdir()
     result = _explain_json(out)
     assert result["verdict"] == "client", result["summary"]
-    assert "CPU quota of 0.05 cores" in result["summary"]
+    assert result["rule"] == "client.cpu" and "quota" in result["summary"], result["summary"]
 
 
 @pytest.fixture(scope="module")

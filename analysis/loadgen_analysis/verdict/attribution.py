@@ -23,13 +23,14 @@ from typing import Literal
 import pandas as pd
 
 from ..io.load import RunsArg, as_runs
+from ..io.rules import verdict_rules
 from ..io.run import Run
 from ..models.rate_sweep import is_rate_sweep, rate_sweep
 from ..reductions.summary import error_breakdown, latency_components, run_table
 from .attribution_types import Attribution
 from .engine import ORDER, run_verdict
 from .errors_check import check_errors
-from .findings import Evidence, Finding, Thresholds, Verdict
+from .findings import Evidence, Finding, Thresholds, Verdict, top_level
 from .server_check import check_server
 
 __all__ = ["Attribution", "attribute"]
@@ -70,14 +71,26 @@ def _table(source: pd.DataFrame, t: Thresholds) -> Attribution:
     if "n_eff" not in sweep and "mean_latency_ms" in sweep:
         sweep["n_eff"] = sweep["throughput_rps"] * sweep["mean_latency_ms"] / 1e3
     ev = Evidence(sweep=sweep)
-    errors = check_errors(ev, t)
-    unmeasured = "not measured in a published table"
     findings = (
-        errors,
-        Finding("client", "not measured", unmeasured),
-        Finding("network", "not measured", unmeasured),
+        check_errors(ev, t),
+        _table_workers(sweep),
+        Finding("network", "not measured", "not measured in a published table"),
     )
     return _decide(findings, ev, t, ())
+
+
+def _table_workers(sweep: pd.DataFrame) -> Finding:
+    """A published table's client: N_eff = X·R̄ against N at the top level, by the busy share
+    the engine's verdict asks of a run's workers (``contract/verdict.json``)."""
+    if not ("n_eff" in sweep and "connections" in sweep and sweep["connections"].notna().all()):
+        return Finding("client", "not measured", "the table has no N_eff")
+    top = top_level(sweep)
+    ratio = float((top["n_eff"] / top["connections"]).mean())
+    evidence = {"n_eff_ratio": ratio, "connections": int(top["connections"].iloc[0])}
+    text = f"N_eff/N = {ratio:.2f} at N = {evidence['connections']}"
+    if ratio < float(verdict_rules()["min_busy_share"]):
+        return Finding("client", "limit", f"workers were not kept busy: {text}", evidence)
+    return Finding("client", "ok", text, evidence)
 
 
 def _sweep(runs: list[Run], t: Thresholds) -> Attribution:
