@@ -97,8 +97,9 @@ def _sweep(runs: list[Run], t: Thresholds) -> Attribution:
     """Several runs: the first level verdict, in the checks' order, that is not the server's
     to decide; else the server check over the levels."""
     verdicts = [run_verdict(r) for r in runs]
-    notes = tuple(
-        f"{r.label}: {v.verdict} — {v.headline}" for r, v in zip(runs, verdicts, strict=True)
+    notes = (
+        "each run's own verdict (the engine's): "
+        + ", ".join(f"{r.label} {v.verdict}" for r, v in zip(runs, verdicts, strict=True)),
     )
     for cause in ORDER[:3]:
         hits = [(r, v) for r, v in zip(runs, verdicts, strict=True) if v.verdict == cause]

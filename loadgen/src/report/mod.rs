@@ -21,7 +21,7 @@ use crate::stats::activity::Activity;
 use crate::stats::{Aggregator, OpAggregate};
 
 /// The numbers a run ends with; printed on the console and stored in run.json.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Default, Serialize)]
 pub struct RunSummary {
     pub requests: u64,
     pub ok: u64,
@@ -74,7 +74,7 @@ pub struct RunSummary {
 /// alive, in a request (busy), and waiting for their next request (think time, the open
 /// schedule, the producer's buffer, retry backoff). Busy over alive is the share of the
 /// workers really in use: N_eff against the workers alive, from the engine's own clocks.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Default, Serialize)]
 pub struct WorkersSummary {
     pub started: u64,
     pub alive_ns: i64,

@@ -105,9 +105,7 @@ pub(super) async fn finish(
         metrics_server,
     } = driven;
     let client = client_summary(&config, &target, sysmon, &mut warnings);
-    if let Some(servermon) = servermon {
-        warnings.extend(server_metrics_warnings(servermon));
-    }
+    warnings.extend(servermon.map(server_metrics_warnings).unwrap_or_default());
     let RunOutput {
         run_id,
         run_dir,
@@ -134,12 +132,7 @@ pub(super) async fn finish(
         client.as_ref(),
         &mut warnings,
     );
-    let header = format!(
-        "loadgen {} — {}, against {}",
-        env!("CARGO_PKG_VERSION"),
-        config.model.plan().describe(),
-        target.describe(),
-    );
+    let header = header(&config, &target);
     target.shut_down().await;
 
     let run_json = write_run_json(
@@ -158,13 +151,15 @@ pub(super) async fn finish(
         extra,
     )?;
 
-    let upload = match (&s3, mirror) {
-        (Some(s3), Some(mirror)) => {
-            let during = (config.upload_timeout, stop);
-            upload(s3, mirror, during, &run_dir, &location, &mut warnings).await
-        }
-        _ => Uploaded::default(),
-    };
+    let during = (config.upload_timeout, stop);
+    let upload = upload(
+        s3.as_ref().zip(mirror),
+        during,
+        &run_dir,
+        &location,
+        &mut warnings,
+    )
+    .await;
     let mut footer = footer(
         &location,
         &report,
@@ -331,17 +326,29 @@ fn decide_verdict(
     })
 }
 
-/// Waits (at most `limit`, and only until a signal) for the mirror's segments, then
-/// client-metrics.parquet and the final run.json; removes the staging directory when
-/// everything arrived, else says what is kept where and how to upload it later.
+/// The console's first line: the version, the model and the target.
+fn header(config: &RunConfig, target: &PreparedTarget) -> String {
+    format!(
+        "loadgen {} — {}, against {}",
+        env!("CARGO_PKG_VERSION"),
+        config.model.plan().describe(),
+        target.describe(),
+    )
+}
+
+/// With `--out s3://`: waits (at most `limit`, and only until a signal) for the mirror's
+/// segments, then client-metrics.parquet and the final run.json; removes the staging directory
+/// when everything arrived, else says what is kept where and how to upload it later.
 async fn upload(
-    s3: &S3Store,
-    mirror: Mirror,
+    s3: Option<(&S3Store, Mirror)>,
     (limit, stop): (std::time::Duration, &StopSignal),
     run_dir: &Path,
     location: &str,
     warnings: &mut Vec<String>,
 ) -> Uploaded {
+    let Some((s3, mirror)) = s3 else {
+        return Uploaded::default();
+    };
     let upload = mirror
         .finish(crate::store::s3::final_files(run_dir), limit, stop)
         .await;

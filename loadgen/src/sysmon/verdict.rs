@@ -39,7 +39,7 @@ pub enum Saturation {
 
 /// The client's side of the story: run.json's `client` object, whose keys and meanings are
 /// `contract/files.json`'s (`files.run_json`, the `client.*` fields).
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Default, Serialize)]
 pub struct ClientSummary {
     /// Rows in client-metrics.parquet.
     pub samples: u64,

@@ -167,6 +167,15 @@ impl Shares {
     }
 }
 
+/// "1.6 Mbit/s", "250 kbit/s".
+fn bits_per_s(bps: f64) -> String {
+    match bps {
+        b if b >= 1e9 => format!("{:.2} Gbit/s", b / 1e9),
+        b if b >= 1e6 => format!("{:.1} Mbit/s", b / 1e6),
+        b => format!("{:.0} kbit/s", b / 1e3),
+    }
+}
+
 fn pct(share: f64) -> String {
     format!("{:.1}%", share * 100.0)
 }
@@ -281,6 +290,27 @@ fn client(
             ),
         );
     }
+    schedule_check(f, &mut check, numbers);
+    if let (true, Some(send)) = (f.http2, shares.send) {
+        numbers.insert("http2_send_share", send);
+        if send >= T.max_transfer_share {
+            check.limit(
+                "client.http2_streams",
+                format!(
+                    "over HTTP/2 requests waited {} of their latency inside the client for a \
+                     stream slot or flow-control window: more streams per connection than the \
+                     server allows (lower --streams-per-connection or open more connections)",
+                    pct(send)
+                ),
+            );
+        }
+    }
+    check
+}
+
+/// Open model: whether the client kept its schedule (a late client is the limit unless the
+/// server fell behind at the same time: then it is a note, and the server check decides).
+fn schedule_check(f: &Facts<'_>, check: &mut Check, numbers: &mut BTreeMap<&'static str, f64>) {
     if let Some((schedule, sustainability)) = &f.open {
         numbers.insert("late_share", schedule.late_share);
         if let Some(lag) = schedule.send_lag_p99_ns {
@@ -304,21 +334,6 @@ fn client(
             }
         }
     }
-    if let (true, Some(send)) = (f.http2, shares.send) {
-        numbers.insert("http2_send_share", send);
-        if send >= T.max_transfer_share {
-            check.limit(
-                "client.http2_streams",
-                format!(
-                    "over HTTP/2 requests waited {} of their latency inside the client for a \
-                     stream slot or flow-control window: more streams per connection than the \
-                     server allows (lower --streams-per-connection or open more connections)",
-                    pct(send)
-                ),
-            );
-        }
-    }
-    check
 }
 
 /// " in main (the phase with the most workers, 16)" for a run of several phases.
@@ -353,10 +368,10 @@ fn network(f: &Facts<'_>, shares: &Shares, numbers: &mut BTreeMap<&'static str, 
             );
             tx_idle |= direction == "tx" && utilisation < T.max_link_utilisation;
             let text = format!(
-                "{direction} {:.1} Mbit/s in the busiest second is {} of the {:.0} Mbit/s link",
-                bytes as f64 * 8.0 / 1e6,
+                "{direction} {} in the busiest second is {} of the {} link",
+                bits_per_s(bytes as f64 * 8.0),
                 pct(utilisation),
-                capacity as f64 / 1e6
+                bits_per_s(capacity as f64)
             );
             match utilisation >= T.max_link_utilisation {
                 true => check.limit("network.link", text),
@@ -595,4 +610,287 @@ fn phase_verdicts(
             }
         })
         .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::report::WorkersSummary;
+    use crate::verdict::server::{HostCpu, Workers};
+
+    const S: i64 = 1_000_000_000;
+
+    /// One phase of `workers` workers, each alive 10 s: busy and waiting shares as given.
+    fn phase(name: &str, workers: u64, busy: f64, waiting: f64) -> PhaseWorkers {
+        let alive = workers as i64 * 10 * S;
+        PhaseWorkers {
+            phase: name.into(),
+            started: workers,
+            first_started_ns: 0,
+            last_ended_ns: 10 * S,
+            alive_ns: alive,
+            busy_ns: (alive as f64 * busy) as i64,
+            waiting_ns: (alive as f64 * waiting) as i64,
+            sent: 1000,
+        }
+    }
+
+    fn summary(requests: u64, failed: u64, phases: Vec<PhaseWorkers>) -> RunSummary {
+        let alive_ns = phases.iter().map(|p| p.alive_ns).sum();
+        RunSummary {
+            requests,
+            failed,
+            errors: [("http_status".to_string(), failed)]
+                .into_iter()
+                .filter(|e| e.1 > 0)
+                .collect(),
+            workers: Some(WorkersSummary {
+                started: phases.iter().map(|p| p.started).sum(),
+                alive_ns,
+                phases,
+                ..Default::default()
+            }),
+            ..Default::default()
+        }
+    }
+
+    /// 1000 responses of 10 ms: `transfer` of it receiving, `send` sending, the rest waiting
+    /// at the server.
+    fn components(transfer: f64, send: f64) -> Components {
+        let latency: u128 = 1000 * 10_000_000;
+        let part = |share: f64| (latency as f64 * share) as u128;
+        Components {
+            responses: 1000,
+            latency_ns: latency,
+            send_ns: part(send),
+            ttfb_ns: latency - part(transfer),
+            with_send: 1000,
+            ..Default::default()
+        }
+    }
+
+    fn facts<'a>(summary: &'a RunSummary, components: &'a Components) -> Facts<'a> {
+        Facts {
+            summary,
+            components,
+            client: None,
+            http2: false,
+            open: None,
+            server: None,
+            decided_by: "test",
+        }
+    }
+
+    fn open(late_share: f64, problems: &[&str]) -> (Schedule, Sustainability) {
+        let schedule = Schedule {
+            late_share,
+            send_lag_p99_ns: Some(50e6),
+            lag_share_of_latency: Some(0.9),
+            max_lateness_ns: 10_000_000,
+            kept: crate::verdict::schedule::schedule_kept(late_share, Some(0.9)),
+        };
+        let sustainability = Sustainability {
+            slope_ns_per_s: 0.0,
+            slope_t: 0.0,
+            growth_ns: 0.0,
+            achieved_rps: 290.0,
+            offered_rps: 300.0,
+            dropped: 0,
+            problems: problems.iter().map(|p| p.to_string()).collect(),
+        };
+        (schedule, sustainability)
+    }
+
+    #[test]
+    fn errors_above_the_contracts_share_decide_first() {
+        let c = components(0.0, 0.0);
+        let failing = summary(1000, 100, vec![phase("main", 8, 0.99, 0.0)]);
+        let v = decide(facts(&failing, &c));
+        assert_eq!((v.cause, v.rule), (Cause::Errors, "errors.share"));
+        assert!(
+            v.summary.contains("100 of 1000 requests failed (10.0%)"),
+            "{}",
+            v.summary
+        );
+        let few = summary(1000, 5, vec![phase("main", 8, 0.99, 0.0)]);
+        let v = decide(facts(&few, &c));
+        assert_ne!(v.cause, Cause::Errors);
+        assert!(v
+            .evidence
+            .iter()
+            .any(|e| e.starts_with("5 of 1000 requests failed")));
+    }
+
+    #[test]
+    fn a_saturated_client_or_its_own_work_is_the_client() {
+        let c = components(0.0, 0.0);
+        let s = summary(1000, 0, vec![phase("main", 8, 0.99, 0.0)]);
+        let client = ClientSummary {
+            samples: 3,
+            saturated: true,
+            server_shares_cores: true,
+            ..Default::default()
+        };
+        let v = decide(Facts {
+            client: Some(&client),
+            ..facts(&s, &c)
+        });
+        assert_eq!((v.cause, v.rule), (Cause::Client, "client.cpu"));
+        assert!(v.summary.starts_with("client and server share the cores"));
+        let busy_client = summary(1000, 0, vec![phase("main", 8, 0.5, 0.1)]);
+        let v = decide(facts(&busy_client, &c));
+        assert_eq!((v.cause, v.rule), (Cause::Client, "client.own_work"));
+        assert_eq!(v.numbers["own_share"], 0.4);
+    }
+
+    #[test]
+    fn think_time_is_the_workload_setting_the_pace() {
+        let c = components(0.0, 0.0);
+        let s = summary(1000, 0, vec![phase("main", 8, 0.25, 0.75)]);
+        let v = decide(facts(&s, &c));
+        assert_eq!((v.cause, v.strength), (Cause::None, Strength::Strong));
+        assert_eq!(v.rule, "none.paced_by_workload");
+    }
+
+    #[test]
+    fn one_closed_level_at_the_server_needs_the_servers_saturation_to_say_server() {
+        let c = components(0.0, 0.0);
+        let s = summary(1000, 0, vec![phase("main", 64, 0.99, 0.0)]);
+        let v = decide(facts(&s, &c));
+        assert_eq!(
+            (v.cause, v.rule),
+            (Cause::Inconclusive, "inconclusive.one_level")
+        );
+        assert!(v.summary.contains(ONE_LEVEL));
+        let gauges = ServerEvidence {
+            workers: Some(Workers {
+                busy_max: 8.0,
+                busy_mean: 8.0,
+                limit: Some(8.0),
+                all_busy_share: Some(0.95),
+            }),
+            ..Default::default()
+        };
+        let v = decide(Facts {
+            server: Some(gauges),
+            ..facts(&s, &c)
+        });
+        assert_eq!((v.cause, v.strength), (Cause::Server, Strength::Strong));
+        assert!(v.summary.contains("8 of 8 workers busy"), "{}", v.summary);
+        // The target's CPU: full names it; idle says the limit is not its CPU.
+        let cpu = |busy_share| ServerEvidence {
+            host_cpu: Some(HostCpu {
+                cores: 2,
+                busy_share,
+                busiest_core_share: busy_share,
+            }),
+            ..Default::default()
+        };
+        let v = decide(Facts {
+            server: Some(cpu(0.97)),
+            ..facts(&s, &c)
+        });
+        assert_eq!(v.rule, "server.saturated");
+        assert!(
+            v.summary.contains("CPU 97.0% of 2 cores on the target"),
+            "{}",
+            v.summary
+        );
+        let v = decide(Facts {
+            server: Some(cpu(0.06)),
+            ..facts(&s, &c)
+        });
+        assert_eq!(v.cause, Cause::Inconclusive);
+        assert!(v
+            .evidence
+            .iter()
+            .any(|e| e.contains("6.0% busy") && e.contains("not its CPU")));
+    }
+
+    #[test]
+    fn moving_bytes_is_the_network_and_a_full_link_too() {
+        let body = components(0.7, 0.01);
+        let s = summary(1000, 0, vec![phase("main", 8, 0.99, 0.0)]);
+        let v = decide(facts(&s, &body));
+        assert_eq!((v.cause, v.rule), (Cause::Network, "network.transfer"));
+        let mut link = components(0.0, 0.0);
+        link.bytes_by_second = vec![(0, 0), (1_000, 190_000), (1_000, 200_000), (0, 0)];
+        let client = ClientSummary {
+            link_capacity_bps: Some(2_000_000),
+            ..Default::default()
+        };
+        let v = decide(Facts {
+            client: Some(&client),
+            ..facts(&s, &link)
+        });
+        assert_eq!((v.cause, v.rule), (Cause::Network, "network.link"));
+        assert_eq!(v.numbers["rx_link_utilisation"], 0.8);
+        assert!(v.summary.contains("rx 1.6 Mbit/s") && v.summary.contains("2.0 Mbit/s link"));
+        // Over HTTP/2 the send share is the client's wait for a stream slot.
+        let streams = components(0.0, 0.6);
+        let v = decide(Facts {
+            http2: true,
+            ..facts(&s, &streams)
+        });
+        assert_eq!((v.cause, v.rule), (Cause::Client, "client.http2_streams"));
+    }
+
+    #[test]
+    fn an_open_run_kept_up_fell_behind_or_sent_late() {
+        let c = components(0.0, 0.0);
+        let s = summary(3000, 0, vec![phase("main", 20, 0.3, 0.7)]);
+        let v = decide(Facts {
+            open: Some(open(0.0, &[])),
+            ..facts(&s, &c)
+        });
+        assert_eq!((v.cause, v.rule), (Cause::None, "none.kept_up"));
+        let behind = ["12 sends were dropped at the in-flight cap"];
+        let v = decide(Facts {
+            open: Some(open(0.0, &behind)),
+            ..facts(&s, &c)
+        });
+        assert_eq!((v.cause, v.rule), (Cause::Server, "server.fell_behind"));
+        assert!(v.summary.contains("12 sends were dropped"));
+        let v = decide(Facts {
+            open: Some(open(0.3, &[])),
+            ..facts(&s, &c)
+        });
+        assert_eq!((v.cause, v.rule), (Cause::Client, "client.schedule"));
+        // Late while the server fell behind: the server's queue, and the lateness a note.
+        let v = decide(Facts {
+            open: Some(open(0.3, &behind)),
+            ..facts(&s, &c)
+        });
+        assert_eq!(v.cause, Cause::Server);
+        assert!(v
+            .evidence
+            .iter()
+            .any(|e| e.contains("while the server fell behind")));
+    }
+
+    #[test]
+    fn each_phase_gets_its_own_verdict_and_the_run_the_busiest_phases() {
+        let c = components(0.0, 0.0);
+        let phases = vec![
+            phase("startup", 2, 0.3, 0.7),
+            phase("groups", 30, 0.99, 0.0),
+            phase("tail", 4, 0.5, 0.0),
+        ];
+        let s = summary(1000, 0, phases);
+        let v = decide(facts(&s, &c));
+        assert_eq!(v.cause, Cause::Inconclusive);
+        let by_phase: Vec<(&str, Cause)> = v
+            .phases
+            .iter()
+            .map(|p| (p.phase.as_str(), p.cause))
+            .collect();
+        assert_eq!(
+            by_phase,
+            [
+                ("startup", Cause::None),
+                ("groups", Cause::Inconclusive),
+                ("tail", Cause::Client)
+            ]
+        );
+    }
 }

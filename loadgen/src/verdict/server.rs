@@ -242,24 +242,45 @@ fn queue(lengths: Vec<f64>) -> Option<Queue> {
     })
 }
 
+/// A counter series' first and last sample: (t_ns, value) each.
+#[derive(Clone, Copy)]
+struct Span {
+    first: (i64, f64),
+    last: (i64, f64),
+}
+
+impl Span {
+    /// Widens the series' span in `spans` under `key` by one sample.
+    fn widen<K: Ord>(spans: &mut BTreeMap<K, Span>, key: K, p: &Point<'_>) {
+        let at = (p.t_ns, p.value);
+        let span = spans.entry(key).or_insert(Span {
+            first: at,
+            last: at,
+        });
+        if at.0 < span.first.0 {
+            span.first = at;
+        }
+        if at.0 > span.last.0 {
+            span.last = at;
+        }
+    }
+
+    /// How much the counter grew (a reset counts as no growth).
+    fn delta(&self) -> f64 {
+        (self.last.1 - self.first.1).max(0.0)
+    }
+}
+
 /// A counter's rate over the run: Σ over its series of (last − first) / (t_last − t_first).
 fn counter_rate<'a>(points: impl Iterator<Item = &'a Point<'a>>) -> Option<f64> {
-    let mut series: BTreeMap<(&str, &str), (i64, f64, i64, f64)> = BTreeMap::new();
+    let mut series = BTreeMap::new();
     for p in points {
-        let entry = series
-            .entry((p.source, p.labels))
-            .or_insert((p.t_ns, p.value, p.t_ns, p.value));
-        if p.t_ns < entry.0 {
-            (entry.0, entry.1) = (p.t_ns, p.value);
-        }
-        if p.t_ns > entry.2 {
-            (entry.2, entry.3) = (p.t_ns, p.value);
-        }
+        Span::widen(&mut series, (p.source, p.labels), p);
     }
     let rates: Vec<f64> = series
         .values()
-        .filter(|(t0, _, t1, _)| t1 > t0)
-        .map(|(t0, v0, t1, v1)| (v1 - v0).max(0.0) / ((t1 - t0) as f64 / 1e9))
+        .filter(|s| s.last.0 > s.first.0)
+        .map(|s| s.delta() / ((s.last.0 - s.first.0) as f64 / 1e9))
         .collect();
     (!rates.is_empty()).then(|| rates.iter().sum())
 }
@@ -267,23 +288,15 @@ fn counter_rate<'a>(points: impl Iterator<Item = &'a Point<'a>>) -> Option<f64> 
 /// node_exporter's CPU seconds by (cpu, mode) → each core's busy share over the run.
 fn host_cpu(points: &[Point<'_>]) -> Option<HostCpu> {
     let mut by_core: BTreeMap<(&str, &str), (f64, f64)> = BTreeMap::new();
-    let mut spans: BTreeMap<(&str, &str, &str), (i64, f64, i64, f64)> = BTreeMap::new();
+    let mut spans = BTreeMap::new();
     for p in points {
         let cpu = label(p.labels, "cpu").unwrap_or("");
         let mode = label(p.labels, "mode").unwrap_or("");
-        let entry = spans
-            .entry((p.source, cpu, mode))
-            .or_insert((p.t_ns, p.value, p.t_ns, p.value));
-        if p.t_ns < entry.0 {
-            (entry.0, entry.1) = (p.t_ns, p.value);
-        }
-        if p.t_ns > entry.2 {
-            (entry.2, entry.3) = (p.t_ns, p.value);
-        }
+        Span::widen(&mut spans, (p.source, cpu, mode), p);
     }
-    for ((source, cpu, mode), (_, first, _, last)) in &spans {
-        let delta = (last - first).max(0.0);
-        let core = by_core.entry((source, cpu)).or_default();
+    for ((source, cpu, mode), span) in &spans {
+        let delta = span.delta();
+        let core = by_core.entry((*source, *cpu)).or_default();
         core.0 += delta;
         if matches!(*mode, "idle" | "iowait") {
             core.1 += delta;
