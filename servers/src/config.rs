@@ -27,6 +27,9 @@ pub struct ServerConfig {
     pub port: u16,
     /// Delay applied to every API request (not `/metrics`).
     pub service_time: ServiceTime,
+    /// CPU burnt on the server's thread by every API request (a busy loop), after the service
+    /// time; `None`: none.
+    pub cpu_time: Option<std::time::Duration>,
     /// At most this many API requests in service at once; the rest queue in arrival order.
     /// `None` is unlimited.
     pub workers: Option<usize>,
@@ -84,6 +87,7 @@ impl Default for ServerConfig {
             bind: IpAddr::V4(Ipv4Addr::LOCALHOST),
             port: 0,
             service_time: ServiceTime::Zero,
+            cpu_time: None,
             workers: None,
             error_rate: 0.0,
             reset_rate: 0.0,

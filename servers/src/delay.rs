@@ -5,7 +5,8 @@
 //! would serve ~700, and every Little's-Law check against it would be off. Service times are
 //! the whole point of the reference server, so they are timed by one OS thread that keeps the
 //! deadlines in a heap and sleeps on a channel with a timeout (futex-precise, tens of µs),
-//! then wakes each waiting request. This module knows nothing of requests or knobs.
+//! then wakes each waiting request ([`burn`] is the other kind of time: CPU held, not a
+//! wait). This module knows nothing of requests or knobs.
 
 use std::cmp::Ordering;
 use std::collections::BinaryHeap;
@@ -93,6 +94,17 @@ pub async fn sleep(duration: Duration) {
         }
         // No timer thread could be started: tokio's coarser timer is still a delay.
         _ => tokio::time::sleep(duration).await,
+    }
+}
+
+/// Keeps the calling thread on the CPU for `duration` (a busy loop, never yielding): the
+/// reference server's CPU-bound work (`--cpu-time`), on the runtime's own threads as a
+/// CPU-bound handler's would be.
+pub fn burn(duration: Duration) {
+    let until = Instant::now() + duration;
+    let mut spins: u64 = 0;
+    while Instant::now() < until {
+        spins = std::hint::black_box(spins.wrapping_add(1));
     }
 }
 

@@ -32,6 +32,12 @@ struct Cli {
     #[arg(long, default_value = "0", value_name = "DIST")]
     service_time: ServiceTime,
 
+    /// CPU each API request burns on the server's threads (a busy loop of this duration, after
+    /// the service time), e.g. `2ms`: a CPU-bound server, whose capacity is its cores over this
+    /// time and whose CPU node_exporter shows full. None when not given.
+    #[arg(long, value_name = "DURATION", value_parser = humantime::parse_duration)]
+    cpu_time: Option<std::time::Duration>,
+
     /// At most N API requests in service at once; the rest wait in arrival order.
     /// Unlimited when not given.
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
@@ -154,6 +160,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
         bind: cli.bind,
         port: cli.port,
         service_time: cli.service_time,
+        cpu_time: cli.cpu_time,
         workers: cli
             .workers
             .map(usize::try_from)

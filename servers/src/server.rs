@@ -58,6 +58,7 @@ const TLS_HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
 struct Shared {
     app: AppState,
     service_time: ServiceTime,
+    cpu_time: Option<std::time::Duration>,
     workers: Option<Semaphore>,
     rate_limit: Option<crate::rate_limit::RateLimit>,
     error_rate: f64,
@@ -109,6 +110,7 @@ pub async fn start(config: ServerConfig) -> io::Result<RunningServer> {
     let shared = Arc::new(Shared {
         app,
         service_time: config.service_time,
+        cpu_time: config.cpu_time,
         workers: config.workers.map(Semaphore::new),
         rate_limit: config.rate_limit.map(crate::rate_limit::RateLimit::new),
         error_rate: config.error_rate,
@@ -430,6 +432,9 @@ async fn serve_api(
     let _busy = shared.app.metrics.busy();
     if !shared.service_time.is_zero() {
         crate::delay::sleep(shared.service_time.sample()).await;
+    }
+    if let Some(cpu_time) = shared.cpu_time {
+        crate::delay::burn(cpu_time);
     }
     // A request in service when a stall begins is held too: the server answers nothing.
     hold_during_stall(shared).await;

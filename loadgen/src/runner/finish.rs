@@ -124,14 +124,7 @@ pub(super) async fn finish(
     stop.drain(exit_reason);
     let summary = summarize(&config, &live, &report, &labels);
     let thresholds = thresholds::evaluate(&config.thresholds, &report.stats, &summary);
-    let verdict = decide_verdict(
-        &config,
-        &run_dir,
-        &summary,
-        &report,
-        client.as_ref(),
-        &mut warnings,
-    );
+    let verdict = decide_verdict(&config, &run_dir, &summary, &report, &client, &mut warnings);
     let header = header(&config, &target);
     target.shut_down().await;
 
@@ -285,7 +278,7 @@ fn decide_verdict(
     run_dir: &Path,
     summary: &RunSummary,
     report: &WriterReport,
-    client: Option<&ClientSummary>,
+    client: &Option<ClientSummary>,
     warnings: &mut Vec<String>,
 ) -> Verdict {
     let open =
@@ -318,7 +311,7 @@ fn decide_verdict(
     verdict::decide(verdict::Facts {
         summary,
         components: &report.stats.components,
-        client,
+        client: client.as_ref(),
         http2: config.connection.http2,
         open,
         server,
