@@ -14,7 +14,7 @@ import pandas as pd
 from matplotlib.figure import Figure
 from matplotlib.ticker import FixedLocator, FuncFormatter, NullLocator
 
-from ..io.load import RunsArg, as_runs
+from ..io.load import RunsArg
 from ..models.bounds import BoundsFit
 from ..models.littles_law import Calibration, calibration_from_sweep, predicted_throughput
 from ..models.usl import USLFit
@@ -34,6 +34,7 @@ __all__ = [
     "plot_throughput_vs_n",
     "plot_timeline",
 ]
+
 
 def _spectrum_x(p: np.ndarray | float) -> np.ndarray:
     return -np.log10(1.0 - np.asarray(p, dtype=float))
@@ -99,7 +100,7 @@ def _nines_axis(axis, top: float) -> None:
     """A spectrum's percentile axis labelled at each decade of nines the data reaches (0 %,
     90 %, 99 %, 99.9 %, …), the rest unlabelled."""
     reached = float(_spectrum_x(min(top, 1 - 1e-12))) + 1e-9
-    decades = list(range(0, int(math.floor(reached)) + 1))
+    decades = list(range(0, math.floor(reached) + 1))
     axis.set_major_locator(FixedLocator([float(k) for k in decades]))
     axis.set_major_formatter(FuncFormatter(lambda x, _: nines_label(round(x))))
     axis.set_minor_locator(NullLocator())
@@ -249,9 +250,9 @@ def plot_latency_components(runs: RunsArg | pd.DataFrame) -> Figure:
         ("first_byte_ms", "sent → first byte" if has_send else "send → first byte", "#4c72b0"),
         ("transfer_ms", "transfer (first → last byte)", "#55a868"),
     )
-    for column, label, colour in parts:
+    for column, label, shade in parts:
         values = np.nan_to_num(frame[column].to_numpy(float))
-        ax.barh(y, values, left=left, color=colour, label=label)
+        ax.barh(y, values, left=left, color=shade, label=label)
         left += values
     ax.set_yticks(y, labels)
     ax.invert_yaxis()

@@ -349,7 +349,8 @@ def distribution_section(runs: list[Run], bucket_s: float = 1.0) -> list[str]:
     scraped), the percentile spectrum and latency components."""
     server = (
         " Under them, the target's CPU and the service's saturation gauges as scraped with "
-        "--server-metrics."
+        "--server-metrics (when the target shares the client's host, its CPU includes the "
+        "client's)."
         if any(run.server_metrics_files for run in runs)
         else ""
     )

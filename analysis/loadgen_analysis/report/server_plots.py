@@ -47,7 +47,7 @@ def draw_cpu(ax, cpu: pd.DataFrame, runs: list[Run]) -> None:
     """Busy share of the host's CPU in % (thick), and of each core (thin) for one run."""
     colours = _run_colours(runs)
     single = cpu["run"].nunique() == 1
-    for (run, source, core), series in cpu.groupby(["run", "source", "cpu"], sort=False):
+    for (run, _source, core), series in cpu.groupby(["run", "source", "cpu"], sort=False):
         shown = 100 * series["busy_share"]
         if core == "all":
             label = "CPU, all cores" if single else f"{run} CPU"
@@ -60,23 +60,29 @@ def draw_cpu(ax, cpu: pd.DataFrame, runs: list[Run]) -> None:
     ax.set_ylabel("target CPU busy (%)")
 
 
+#: The gauges: column, line style, colour when one run is drawn, label.
+_GAUGES = (
+    ("workers_busy", "-", "#4c72b0", "workers busy"),
+    ("workers_limit", "--", "#222222", "workers limit"),
+    ("queue_length", ":", "#dd8452", "queued"),
+)
+
+
 def draw_saturation(ax, gauges: pd.DataFrame, runs: list[Run]) -> None:
-    """Busy workers (solid), their limit (dashed) and the queue (dotted), per run."""
+    """Busy workers (solid), their limit (dashed) and the queue (dotted): each its own colour
+    for one run, the run's colour for several."""
     colours = _run_colours(runs)
     single = gauges["run"].nunique() == 1
     for run, series in gauges.groupby("run", sort=False):
-        prefix = "" if single else f"{run} "
-        styles = (("workers_busy", "-", "workers busy"), ("workers_limit", "--", "workers limit"))
-        styles += (("queue_length", ":", "queued"),)
-        for column, style, name in styles:
+        for column, style, own, name in _GAUGES:
             if series[column].notna().any():
                 ax.plot(
                     series["time_s"],
                     series[column],
-                    color=colours[run],
+                    color=own if single else colours[run],
                     linestyle=style,
                     marker="." if style == "-" else None,
-                    label=prefix + name,
+                    label=name if single else f"{run} {name}",
                 )
     ax.set_ylim(bottom=0)
-    ax.set_ylabel("requests at the service")
+    ax.set_ylabel("workers and queue")

@@ -43,7 +43,9 @@ def plot_timeline(runs: RunsArg, bucket_s: float = 1.0) -> Figure:
     ended there are not missing from the plot (issue 30).
     """
     runs = as_runs(runs)
-    everything = timeline_frame(runs, bucket_s=bucket_s, by_phase=False)
+    everything = _with_empty_buckets(
+        timeline_frame(runs, bucket_s=bucket_s, by_phase=False), bucket_s
+    )
     whole = everything[everything["covered_s"] >= bucket_s / 2]
     tl = whole if not whole.empty else everything
     server = server_series(runs)
@@ -70,6 +72,22 @@ def plot_timeline(runs: RunsArg, bucket_s: float = 1.0) -> Figure:
         ax.grid(alpha=0.3)
     _legend(fig, [str(run) for run in tl["run"].unique()], styles, phases, axes[2:])
     return fig
+
+
+def _with_empty_buckets(frame: pd.DataFrame, bucket_s: float) -> pd.DataFrame:
+    """The timeline with a row of zero requests for each bucket inside a run in which none
+    ended (a stall), so the line drops to zero there instead of jumping across the gap."""
+    filled = []
+    for run, part in frame.groupby("run", sort=False):
+        index = (part["t_s"] / bucket_s).round().astype(int)
+        every = range(int(index.min()), int(index.max()) + 1)
+        part = part.set_axis(index).reindex(every)
+        zero = ["requests", "ok", "errors", "throughput_rps", "ok_throughput_rps"]
+        part[zero] = part[zero].fillna(0)
+        part["covered_s"] = part["covered_s"].fillna(bucket_s)
+        part["t_s"] = [i * bucket_s for i in every]
+        filled.append(part.assign(run=run, phase=part["phase"].ffill()))
+    return pd.concat(filled, ignore_index=True) if filled else frame
 
 
 def _draw_run(ax_x, ax_r, frame, everything, bucket_s, i, styles) -> None:
