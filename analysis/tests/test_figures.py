@@ -7,7 +7,6 @@ buckets hide. On the sample runs in ``data/runs`` and one run recorded here."""
 
 from __future__ import annotations
 
-import subprocess
 from pathlib import Path
 
 import pytest
