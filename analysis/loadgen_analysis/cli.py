@@ -39,9 +39,6 @@ from .thresholds import (
 )
 from .units import parse_bits_per_second, parse_bucket_seconds
 
-#: The last line of ``explain``'s text: where its words (USL, knee, N_eff, …) are explained.
-GLOSSARY_LINE = "terms: docs/glossary.md"
-
 #: One exit-code table for loadgen and loadgen-analyze (docs/troubleshooting.md).
 EXIT_OK = 0
 EXIT_REGRESSION = 1
@@ -248,10 +245,7 @@ def _add_compare(sub: Any) -> None:
     compare.add_argument("--json", action="store_true", help="print JSON instead of a table")
     compare.add_argument("--html", type=Path, metavar="FILE", help="also write an HTML report")
     compare.add_argument(
-        "--plots",
-        type=Path,
-        metavar="DIR",
-        help="also write the comparison's figures as SVG and PNG (200 dpi) into DIR",
+        "--plots", type=Path, metavar="DIR", help="also write its figures as SVG and PNG into DIR"
     )
     compare.add_argument(
         "--junit",
@@ -374,7 +368,7 @@ def _explain(args: argparse.Namespace) -> int:
         print(json.dumps(document, indent=2, ensure_ascii=False))
     else:
         print("\n\n".join(filter(None, (result.to_text(), traces_text(traces)))))
-        print(f"\n{GLOSSARY_LINE}")
+        print("\nterms: docs/glossary.md")  # where USL, knee, N_eff, … are explained
     return EXIT_OK
 
 
@@ -392,13 +386,8 @@ def _report(args: argparse.Namespace) -> int:
             print(f"wrote {args.out} (capacity search)")
         else:
             runs = load_runs(args.runs)
-            out = write_report(
-                runs,
-                args.out,
-                title=args.title,
-                link_capacity_bps=args.link_capacity,
-                bucket_s=args.bucket,
-            )
+            link, bucket = args.link_capacity, args.bucket
+            out = write_report(runs, args.out, args.title, link, bucket_s=bucket)
             print(f"wrote {out} ({len(runs)} run(s))")
     if args.plots is not None:
         print(figures_text(written, args.plots))
