@@ -64,11 +64,12 @@ def plot_percentile_spectrum(
     i, top = 0, 0.0
     for prefix, frame, style in series:
         one_run = baseline is None and frame["run"].nunique() == 1
+        one_op = frame["op"].nunique() == 1  # then the op is the caption's, not each line's
         for (run, op), curve in frame.groupby(["run", "op"], sort=False):
             if "supported" in curve:
                 curve = curve[curve["supported"]]
             top = max(top, float(curve["percentile"].max()))
-            name = f"{prefix}{run}" + (f" {op}" if op != "all" else "")
+            name = f"{prefix}{run}" + (f" {op}" if op != "all" and not one_op else "")
             ax.plot(
                 _spectrum_x(curve["percentile"]),
                 curve["latency_ms"],
