@@ -23,6 +23,7 @@ from loadgen_analysis.report.html import build_report
 from loadgen_analysis.testing import harness
 
 from .conftest import Binaries
+from .test_figures import cut_texts
 
 DATA = Path(__file__).resolve().parents[2] / "data" / "runs"
 NODE_EXPORTER = shutil.which("prometheus-node-exporter")
@@ -114,6 +115,7 @@ def test_the_timeline_has_the_server_panels_only_when_the_run_scraped_them(
     legend = {t.get_text() for t in fig.legends[0].get_texts()}
     assert {"workers busy", "workers limit", "queued"} <= legend
     assert ("CPU, all cores" in legend) == bool(NODE_EXPORTER)
+    assert cut_texts(fig) == []
     assert "--server-metrics" in build_report(scraped_run)
     bare = plots.plot_timeline(DATA / "overview")
     assert [ax.get_ylabel() for ax in bare.axes] == ["requests/s", "latency (ms)"]

@@ -13,7 +13,7 @@ from pathlib import Path
 import pandas as pd
 from matplotlib.figure import Figure
 
-from ..report.figures import figure, legend_below
+from ..report.figures import figure, legend_below, set_title
 from ..report.markup import figure_html, figures_into, page, table_html
 from .changes import ChangePoint, change_points, series, series_starts, series_table
 
@@ -54,7 +54,7 @@ def plot_trend(rows: pd.DataFrame, metric: str, points: list[ChangePoint]) -> Fi
             fontsize="small",
         )
     op, fp = present["op"].iloc[0], present["fingerprint"].iloc[0]
-    ax.set_title(f"{metric} — op {op}, series {fp}")
+    set_title(ax, f"{metric} — op {op}, series {fp}")
     ax.set_xlabel("run (in start-time order)")
     ax.set_ylabel(metric)
     ax.grid(alpha=0.3)

@@ -89,6 +89,13 @@ def legend_right(fig: Figure, handles=None, labels=None) -> None:
         )
 
 
+def set_title(ax, text: str) -> None:
+    """A title that names something of the user's (an op, a series), wrapped to the figure's
+    width so a long name is never cut at its edge (about a tenth of an inch a character)."""
+    width = max(20, int(ax.figure.get_figwidth() / 0.1))
+    ax.set_title("\n".join(textwrap.wrap(text, width, break_long_words=True)))
+
+
 def colour(i: int) -> str:
     """The i-th colour of matplotlib's cycle (wrapping)."""
     cycle = mpl.rcParams["axes.prop_cycle"].by_key()["color"]

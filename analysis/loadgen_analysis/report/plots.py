@@ -21,7 +21,7 @@ from ..models.usl import USLFit
 from ..reductions.percentiles import SPECTRUM_PERCENTILES, percentile_spectrum
 from ..reductions.summary import latency_components
 from ..regression import Comparison
-from .figures import colour, figure, legend_below, ms_log_yaxis
+from .figures import colour, figure, legend_below, ms_log_yaxis, set_title
 from .timeline_plot import plot_timeline
 
 __all__ = [
@@ -293,6 +293,6 @@ def plot_comparison(comparison: Comparison) -> Figure:
         ax.set_yticks(y, rows["metric"])
         ax.invert_yaxis()
         ax.set_xlabel("change vs baseline (%); dashed: limit")
-        ax.set_title(f"{op}: candidate vs baseline ({100 * comparison.confidence:g}% CI)")
+        set_title(ax, f"{op}: candidate vs baseline ({100 * comparison.confidence:g}% CI)")
         ax.grid(alpha=0.3, axis="x")
     return fig
