@@ -125,6 +125,9 @@ def plot_capacity_search(capacity: dict[str, Any]) -> Figure:
     ax.set_xlabel("level, in the order run")
     ax.set_ylabel("rate (req/s)")
     ax.set_xticks(list(order))
+    # Room for the step labels above the highest level and right of the last.
+    ax.set_xlim(0.5, len(frame) + 0.9)
+    ax.set_ylim(0, float(frame["offered_rps"].max()) * 1.15)
     ax.set_title(f"The search: {len(frame)} levels in {capacity['elapsed_s']:.0f} s")
     ax.grid(alpha=0.3)
     legend_below(fig)
