@@ -37,7 +37,7 @@ from .thresholds import (
     parse_proportion,
     parse_threshold,
 )
-from .units import parse_bits_per_second
+from .units import parse_bits_per_second, parse_bucket_seconds
 
 #: One exit-code table for loadgen and loadgen-analyze (docs/troubleshooting.md).
 EXIT_OK = 0
@@ -181,7 +181,16 @@ def _add_explain_and_report(sub: Any) -> None:
         "--plots",
         type=Path,
         metavar="DIR",
-        help="also write each figure as SVG and PNG (200 dpi) into DIR, for papers and slides",
+        help="also write each figure as SVG and PNG (200 dpi) into DIR, for papers and slides "
+        "(also for a capacity directory)",
+    )
+    report.add_argument(
+        "--bucket",
+        type=parse_bucket_seconds,
+        default=1.0,
+        metavar="WIDTH",
+        help="the timeline's bucket width, e.g. 100ms to see a stall shorter than a second, "
+        "which one-second buckets average away (default 1s)",
     )
     report.add_argument(
         "--link-capacity",
@@ -235,6 +244,9 @@ def _add_compare(sub: Any) -> None:
     )
     compare.add_argument("--json", action="store_true", help="print JSON instead of a table")
     compare.add_argument("--html", type=Path, metavar="FILE", help="also write an HTML report")
+    compare.add_argument(
+        "--plots", type=Path, metavar="DIR", help="also write its figures as SVG and PNG into DIR"
+    )
     compare.add_argument(
         "--junit",
         type=Path,
@@ -356,6 +368,7 @@ def _explain(args: argparse.Namespace) -> int:
         print(json.dumps(document, indent=2, ensure_ascii=False))
     else:
         print("\n\n".join(filter(None, (result.to_text(), traces_text(traces)))))
+        print("\nterms: docs/glossary.md")  # where USL, knee, N_eff, … are explained
     return EXIT_OK
 
 
@@ -363,23 +376,21 @@ def _report(args: argparse.Namespace) -> int:
     from .io.capacity import is_capacity_dir
     from .report.capacity import build_capacity_report
     from .report.html import write_report
+    from .report.markup import figures_into, figures_text
 
-    if len(args.runs) == 1 and is_capacity_dir(args.runs[0]):
-        args.out.parent.mkdir(parents=True, exist_ok=True)
-        args.out.write_text(build_capacity_report(args.runs[0], args.title), encoding="utf-8")
-        print(f"wrote {args.out} (capacity search)")
-        return EXIT_OK
-    runs = load_runs(args.runs)
-    out = write_report(
-        runs,
-        args.out,
-        title=args.title,
-        link_capacity_bps=args.link_capacity,
-        plots_dir=args.plots,
-    )
-    print(f"wrote {out} ({len(runs)} run(s))")
+    with figures_into(args.plots) as written:
+        if len(args.runs) == 1 and is_capacity_dir(args.runs[0]):
+            args.out.parent.mkdir(parents=True, exist_ok=True)
+            text = build_capacity_report(args.runs[0], args.title)
+            args.out.write_text(text, encoding="utf-8")
+            print(f"wrote {args.out} (capacity search)")
+        else:
+            runs = load_runs(args.runs)
+            link, bucket = args.link_capacity, args.bucket
+            out = write_report(runs, args.out, args.title, link, bucket_s=bucket)
+            print(f"wrote {out} ({len(runs)} run(s))")
     if args.plots is not None:
-        print(f"wrote its figures to {args.plots} (SVG and PNG)")
+        print(figures_text(written, args.plots))
     return EXIT_OK
 
 
@@ -397,6 +408,7 @@ def _notebook(args: argparse.Namespace) -> int:
 def _compare(args: argparse.Namespace) -> int:
     from .regression import Limits, compare
     from .report.html import build_comparison_report
+    from .report.markup import figures_into, figures_text
 
     if args.confidence is None or not 0 < args.confidence < 1:
         return _error("--confidence must be between 0% and 100%, e.g. 95%")
@@ -421,9 +433,14 @@ def _compare(args: argparse.Namespace) -> int:
         print(json.dumps(result.as_dict(), indent=2, ensure_ascii=False))
     else:
         print(result.to_text())
-    if args.html:
-        args.html.parent.mkdir(parents=True, exist_ok=True)
-        args.html.write_text(build_comparison_report(result, baseline, candidate), encoding="utf-8")
+    if args.html or args.plots:
+        with figures_into(args.plots) as written:
+            page = build_comparison_report(result, baseline, candidate)
+        if args.html:
+            args.html.parent.mkdir(parents=True, exist_ok=True)
+            args.html.write_text(page, encoding="utf-8")
+        if args.plots:
+            print(figures_text(written, args.plots), file=sys.stderr if args.json else sys.stdout)
     if args.junit:
         from .report.junit import write_comparison_junit
 

@@ -186,15 +186,15 @@ def _ops(args: argparse.Namespace) -> tuple[str, ...] | None:
 
 def _report(args: argparse.Namespace) -> int:
     from .history import changes, store, trend
+    from .report.markup import figures_into, figures_text
 
     history = store.read(args.store)
     metrics = _metrics(args, changes.ALL_METRICS)
-    out = trend.write_trend_report(
-        history, args.out, metrics, _ops(args), args.max_pvalue, plots_dir=args.plots
-    )
+    with figures_into(args.plots) as written:
+        out = trend.write_trend_report(history, args.out, metrics, _ops(args), args.max_pvalue)
     print(f"wrote {out} ({history['run_id'].nunique()} run(s))")
     if args.plots is not None:
-        print(f"wrote its figures to {args.plots} (SVG and PNG)")
+        print(figures_text(written, args.plots))
     return 0
 
 

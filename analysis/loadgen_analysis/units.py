@@ -1,6 +1,7 @@
 """Units on the command line: link capacities (``1Gbit``, ``200mbit``, ``25MB/s``) as bits per
-second, for ``--link-capacity``. An argparse type: bad text is an ``ArgumentTypeError`` that
-says what to write instead."""
+second, for ``--link-capacity``, and timeline bucket widths (``100ms``, ``1s``) as seconds, for
+``report --bucket``. Argparse types: bad text is an ``ArgumentTypeError`` that says what to
+write instead."""
 
 from __future__ import annotations
 
@@ -28,3 +29,19 @@ def parse_bits_per_second(text: str) -> float:
     if number <= 0:
         raise argparse.ArgumentTypeError(f"'{text}': the link capacity must be positive")
     return number * scale
+
+
+_DURATION = re.compile(r"^\s*([0-9]*\.?[0-9]+)\s*(ms|s)\s*$")
+
+
+def parse_bucket_seconds(text: str) -> float:
+    """A timeline bucket width: ``100ms``, ``0.5s``, ``1s`` → seconds (at least 1 ms)."""
+    match = _DURATION.match(text)
+    if not match:
+        raise argparse.ArgumentTypeError(
+            f"'{text}' is not a bucket width; use e.g. 100ms, 250ms or 1s"
+        )
+    seconds = float(match.group(1)) / (1000 if match.group(2) == "ms" else 1)
+    if seconds < 0.001:
+        raise argparse.ArgumentTypeError(f"'{text}': a bucket must be at least 1ms")
+    return seconds

@@ -32,7 +32,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("regression",),  # baseline against candidate
     ("reference", "thresholds", "verdict"),  # published figures; thresholds; the attribution
     ("models",),  # Little's Law, USL, bounds
-    ("reductions",),  # DuckDB reductions of the records
+    ("reductions",),  # DuckDB reductions of the records; the server's timeline
     ("io",),  # runs, shards, S3, the contract
     ("errors", "jsonable", "units"),  # leaves
 )
@@ -245,6 +245,8 @@ def test_imports_are_resolved_to_modules():
     assert {"io.run", "io.shards", "io.contract", "io.s3", "errors"} <= edges["io.load"]
     assert "reductions.cache" in edges["reductions.summary"]
     assert "report.plots" in edges["report.html"]
+    assert "io.server_metrics" in edges["reductions.server_timeline"]
+    assert "reductions.server_timeline" in edges["report.server_plots"]
 
 
 def test_io_and_s3_share_the_error_from_a_leaf():

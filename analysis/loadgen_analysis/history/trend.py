@@ -13,7 +13,8 @@ from pathlib import Path
 import pandas as pd
 from matplotlib.figure import Figure
 
-from ..report.markup import collect_figures, figure_html, page, table_html, write_figures
+from ..report.figures import figure, legend_below, set_title
+from ..report.markup import figure_html, figures_into, page, table_html
 from .changes import ChangePoint, change_points, series, series_starts, series_table
 
 _POINTS = "#4c72b0"
@@ -25,8 +26,7 @@ def plot_trend(rows: pd.DataFrame, metric: str, points: list[ChangePoint]) -> Fi
     present = rows[rows[metric].notna()].reset_index(drop=True)
     values = present[metric].to_numpy(dtype=float)
     positions = list(range(1, len(values) + 1))
-    fig = Figure(figsize=(9.0, 3.2), layout="constrained")
-    ax = fig.subplots()
+    fig, (ax,) = figure(9.0, 3.4)
     ax.plot(positions, values, "o", color=_POINTS, markersize=4, label="run")
     ax.plot(
         positions[-1:],
@@ -54,10 +54,11 @@ def plot_trend(rows: pd.DataFrame, metric: str, points: list[ChangePoint]) -> Fi
             fontsize="small",
         )
     op, fp = present["op"].iloc[0], present["fingerprint"].iloc[0]
-    ax.set_title(f"{metric} — op {op}, series {fp}")
+    set_title(ax, f"{metric} — op {op}, series {fp}")
     ax.set_xlabel("run (in start-time order)")
     ax.set_ylabel(metric)
-    ax.legend(fontsize="small", loc="best")
+    ax.grid(alpha=0.3)
+    legend_below(fig)
     return fig
 
 
@@ -121,10 +122,8 @@ def write_trend_report(
     plots_dir: Path | None = None,
 ) -> Path:
     """Write :func:`build_trend_report` to ``out`` (and its figures into ``plots_dir``)."""
-    with collect_figures() as figures:
+    with figures_into(plots_dir):
         text = build_trend_report(history, metrics, ops, max_pvalue)
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(text, encoding="utf-8")
-    if plots_dir is not None:
-        write_figures(figures, plots_dir)
     return out

@@ -16,6 +16,7 @@ import pandas as pd
 from matplotlib.figure import Figure
 
 from ..io.capacity import is_capacity_dir, read_capacity
+from .figures import figure, legend_below, ms_log_yaxis
 from .markup import figure_html, page, table_html
 
 __all__ = ["build_capacity_report", "is_capacity_dir", "levels_frame", "read_capacity"]
@@ -58,8 +59,7 @@ def plot_capacity(capacity: dict[str, Any]) -> Figure:
     """p99 latency from intended time vs offered rate (log scale), with its interval; passing
     levels green, failing red; the SLO limits dashed; the answer's interval shaded."""
     frame = levels_frame(capacity)
-    fig = Figure(figsize=(9, 4.8), layout="constrained")
-    ax = fig.subplots()
+    fig, (ax,) = figure(9, 4.8)
     for passed, colour, label in ((True, "#2e7d32", "passed"), (False, "#c44e52", "failed")):
         part = frame[frame["passed"] == passed]
         if part.empty:
@@ -81,11 +81,19 @@ def plot_capacity(capacity: dict[str, Any]) -> Figure:
         low, high = interval[0], interval[1] if interval[1] is not None else interval[0]
         ax.axvspan(low, max(high, low * 1.001), color="#4c72b0", alpha=0.15, label="answer")
     ax.set_xlabel(f"offered rate (req/s, {capacity['arrivals']} arrivals)")
-    ax.set_ylabel("p99 latency from intended send (ms)")
-    ax.set_yscale("log")
-    ax.set_title(capacity["answer"][:110], fontsize=9)
-    ax.legend(fontsize=8)
+    ms_log_yaxis(ax, "p99 latency from intended send (ms)")
+    ax.set_title(_capacity_title(capacity))
+    ax.grid(alpha=0.3, which="both")
+    legend_below(fig)
     return fig
+
+
+def _capacity_title(capacity: dict[str, Any]) -> str:
+    """Short enough for the figure: the capacity found, not the whole answer (the page's
+    verdict box has it)."""
+    found = capacity.get("capacity_rps")
+    tail = f": sustains {found:,.0f} req/s" if found else ""
+    return f"p99 latency vs offered rate{tail}"
 
 
 def plot_capacity_search(capacity: dict[str, Any]) -> Figure:
@@ -93,8 +101,7 @@ def plot_capacity_search(capacity: dict[str, Any]) -> Figure:
     failed) and achieved rate (hollow), labelled with its step; the answer's interval as a
     band across."""
     frame = levels_frame(capacity)
-    fig = Figure(figsize=(9, 4.2), layout="constrained")
-    ax = fig.subplots()
+    fig, (ax,) = figure(9, 4.2)
     order = range(1, len(frame) + 1)
     colours = ["#2e7d32" if passed else "#c44e52" for passed in frame["passed"]]
     ax.plot(order, frame["offered_rps"], color="#999", linewidth=0.8, zorder=1)
@@ -118,8 +125,12 @@ def plot_capacity_search(capacity: dict[str, Any]) -> Figure:
     ax.set_xlabel("level, in the order run")
     ax.set_ylabel("rate (req/s)")
     ax.set_xticks(list(order))
-    ax.set_title(f"search: {len(frame)} levels in {capacity['elapsed_s']:.0f} s", fontsize=9)
-    ax.legend(fontsize=8)
+    # Room for the step labels above the highest level and right of the last.
+    ax.set_xlim(0.5, len(frame) + 0.9)
+    ax.set_ylim(0, float(frame["offered_rps"].max()) * 1.15)
+    ax.set_title(f"The search: {len(frame)} levels in {capacity['elapsed_s']:.0f} s")
+    ax.grid(alpha=0.3)
+    legend_below(fig)
     return fig
 
 

@@ -20,7 +20,7 @@ from ..reductions.timeline import timeline
 from ..regression import Comparison, format_comparison, formatted_cells
 from ..verdict.attribution import attribute
 from . import plots
-from .markup import collect_figures, figure_html, page, write_figures
+from .markup import figure_html, figures_into, page
 from .sections import (
     attribution_html,
     distribution_section,
@@ -37,13 +37,17 @@ def build_report(
     runs: RunsArg,
     title: str | None = None,
     link_capacity_bps: float | None = None,
+    bucket_s: float = 1.0,
 ) -> str:
-    """The HTML text of a report on one run or several (a sweep, repeats)."""
+    """The HTML text of a report on one run or several (a sweep, repeats); ``bucket_s`` is
+    the timeline's bucket width."""
     with reuse_reductions(all_percentiles=True):
-        return _build_report(as_runs(runs), title, link_capacity_bps)
+        return _build_report(as_runs(runs), title, link_capacity_bps, bucket_s)
 
 
-def _build_report(runs: list[Run], title: str | None, link_capacity_bps: float | None) -> str:
+def _build_report(
+    runs: list[Run], title: str | None, link_capacity_bps: float | None, bucket_s: float
+) -> str:
     # The timeline with its latency first: the verdict's traffic check then reuses its buckets.
     timeline(runs, by_phase=False)
     if title is None:
@@ -58,7 +62,7 @@ def _build_report(runs: list[Run], title: str | None, link_capacity_bps: float |
         *traces_section(runs),
         *open_model_section(runs),
         *sweep_section(runs, result),
-        *distribution_section(runs),
+        *distribution_section(runs, bucket_s),
     ]
     return page(title, body)
 
@@ -69,16 +73,15 @@ def write_report(
     title: str | None = None,
     link_capacity_bps: float | None = None,
     plots_dir: str | Path | None = None,
+    bucket_s: float = 1.0,
 ) -> Path:
     """Write :func:`build_report` to ``out`` (parent folders created) and return its path;
     with ``plots_dir``, also each of its figures as SVG and PNG there (for papers and slides)."""
     out = Path(out)
-    with collect_figures() as figures:
-        text = build_report(runs, title=title, link_capacity_bps=link_capacity_bps)
+    with figures_into(None if plots_dir is None else Path(plots_dir)):
+        text = build_report(runs, title, link_capacity_bps, bucket_s)
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(text, encoding="utf-8")
-    if plots_dir is not None:
-        write_figures(figures, Path(plots_dir))
     return out
 
 

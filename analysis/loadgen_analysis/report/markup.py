@@ -75,6 +75,29 @@ def write_figures(figures: list[tuple[Figure, str]], directory: Path) -> list[Pa
     return written
 
 
+@contextmanager
+def figures_into(directory: Path | None) -> Iterator[list[Path]]:
+    """With a ``directory`` (``--plots``): collect the figures embedded inside the block and
+    write them there after it; the list it yields then holds the files written. Without one,
+    nothing is collected (an enclosing block still collects them)."""
+    written: list[Path] = []
+    if directory is None:
+        yield written
+        return
+    with collect_figures() as figures:
+        yield written
+    written += write_figures(figures, Path(directory))
+
+
+def figures_text(written: list[Path], directory: Path) -> str:
+    """What ``--plots`` wrote, for the console: each figure's name once, SVG and PNG."""
+    names = list(dict.fromkeys(path.stem for path in written))
+    if not names:
+        return f"no figures to write into {directory}: this report has none"
+    listed = "".join(f"\n  {name}" for name in names)
+    return f"wrote {len(names)} figure(s) into {directory}, each as .svg and .png:{listed}"
+
+
 def figure_html(fig: Figure, caption: str) -> str:
     collected = _COLLECTED.get()
     if collected is not None:
@@ -110,10 +133,18 @@ def table_html(frame: pd.DataFrame, columns: dict[str, str] | None = None) -> st
     return f"<table><thead><tr>{head}</tr></thead><tbody>{''.join(body)}</tbody></table>"
 
 
+#: The last line of every page: where the words the figures use are explained.
+GLOSSARY_NOTE = (
+    "<p class='note'>Terms (USL and σ/κ/λ, the bounds model, knee N*, N_eff, send lag, "
+    "latency from intended send, plateau, closed and open model): <code>docs/glossary.md</code> "
+    "in loadgen's documentation.</p>"
+)
+
+
 def page(title: str, body: list[str]) -> str:
     return (
         "<!DOCTYPE html>\n<html lang='en'><head><meta charset='utf-8'>"
         f"<title>{html.escape(title)}</title><style>{CSS}</style></head><body>"
-        + "\n".join(body)
+        + "\n".join([*body, GLOSSARY_NOTE])
         + "</body></html>\n"
     )

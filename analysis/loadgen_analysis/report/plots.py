@@ -9,125 +9,31 @@ from __future__ import annotations
 
 import math
 
-import matplotlib as mpl
 import numpy as np
 import pandas as pd
 from matplotlib.figure import Figure
-from matplotlib.ticker import FixedLocator, FuncFormatter, LogLocator, NullFormatter, NullLocator
+from matplotlib.ticker import FixedLocator, FuncFormatter, NullLocator
 
-from ..io.load import RunsArg, as_runs
+from ..io.load import RunsArg
 from ..models.bounds import BoundsFit
 from ..models.littles_law import Calibration, calibration_from_sweep, predicted_throughput
 from ..models.usl import USLFit
 from ..reductions.percentiles import SPECTRUM_PERCENTILES, percentile_spectrum
 from ..reductions.summary import latency_components
-from ..reductions.timeline import phase_spans
-from ..reductions.timeline import timeline as timeline_frame
 from ..regression import Comparison
+from .figures import colour, figure, legend_below, ms_log_yaxis, set_title
+from .timeline_plot import plot_timeline
 
-_PHASE_COLOURS = ("#4c72b0", "#dd8452", "#55a868", "#c44e52", "#8172b3", "#937860")
-
-
-def _figure(width: float = 9.0, height: float = 4.5, rows: int = 1, sharex: bool = False):
-    fig = Figure(figsize=(width, height), layout="constrained")
-    axes = fig.subplots(rows, 1, sharex=sharex, squeeze=False)[:, 0]
-    return fig, axes
-
-
-def _ms_log_axis(axis) -> None:
-    """A log-scale latency axis labelled in plain milliseconds at 1, 2, 3, 5 × 10ⁿ (``0.5``, ``2``,
-    ``50``), never ``6×10⁰``."""
-    axis.set_major_locator(LogLocator(base=10, subs=(1.0, 2.0, 3.0, 5.0)))
-    axis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}"))
-    axis.set_minor_locator(LogLocator(base=10, subs=(4.0, 6.0, 7.0, 8.0, 9.0)))
-    axis.set_minor_formatter(NullFormatter())
-
-
-def _outside_legend(ax, entries: int) -> None:
-    """The legend to the right of the axes, outside the data."""
-    if entries:
-        ax.legend(fontsize="small", loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0)
-
-
-def _colour(i: int) -> str:
-    cycle = mpl.rcParams["axes.prop_cycle"].by_key()["color"]
-    return cycle[i % len(cycle)]
-
-
-def plot_timeline(runs: RunsArg, bucket_s: float = 1.0) -> Figure:
-    """Throughput (ok and failed) and p50/p99 latency per time bucket, phases shaded.
-
-    One line per run. Phases are shaded when a run has more than one (the closed model's
-    single ``main`` phase is not). Rates are per second of the bucket's part inside its run. A
-    bucket less than half inside its run (the sliver after the last whole second: 10.003 s of
-    run leave 3 ms in the eleventh bucket) stays off the line — mostly the drain after sending
-    stopped, drawn on it it looks like a drop that did not happen (issue 11) — but is drawn as
-    a hollow marker at the middle of its part, normalised by its length, so the requests that
-    ended there are not missing from the plot (issue 30).
-    """
-    runs = as_runs(runs)
-    everything = timeline_frame(runs, bucket_s=bucket_s, by_phase=False)
-    whole = everything[everything["covered_s"] >= bucket_s / 2]
-    tl = whole if not whole.empty else everything
-    spans = phase_spans(runs)
-    fig, (ax_x, ax_r) = _figure(10, 6, rows=2, sharex=True)
-    for i, (run, frame) in enumerate(tl.groupby("run", sort=False)):
-        colour = _colour(i)
-        t = frame["t_s"] + bucket_s / 2
-        ax_x.plot(t, frame["ok_throughput_rps"], color=colour, marker=".", label=f"{run} ok")
-        _partial_markers(ax_x, everything[everything["run"] == run], bucket_s, colour, run)
-        if frame["errors"].any():
-            ax_x.plot(
-                t,
-                frame["errors"] / frame["covered_s"].clip(upper=bucket_s),
-                color=colour,
-                linestyle=":",
-                marker="x",
-                label=f"{run} failed",
-            )
-        ax_r.plot(t, frame["p50_ms"], color=colour, marker=".", label=f"{run} p50")
-        ax_r.plot(t, frame["p99_ms"], color=colour, linestyle="--", label=f"{run} p99")
-    phases = spans["phase"].unique()
-    if len(phases) > 1:
-        colours = {p: _PHASE_COLOURS[i % len(_PHASE_COLOURS)] for i, p in enumerate(phases)}
-        seen: set[str] = set()
-        for row in spans.itertuples(index=False):
-            for ax in (ax_x, ax_r):
-                ax.axvspan(
-                    row.start_s,
-                    row.end_s,
-                    color=colours[row.phase],
-                    alpha=0.12,
-                    label=None if row.phase in seen or ax is ax_r else f"phase {row.phase}",
-                )
-            seen.add(row.phase)
-    ax_x.set_ylabel("requests/s")
-    ax_x.set_title(f"Throughput and latency over time ({bucket_s:g} s buckets, by completion)")
-    ax_x.set_ylim(bottom=0)
-    ax_r.set_ylabel("latency (ms)")
-    ax_r.set_xlabel("time since start (s)")
-    ax_r.set_ylim(bottom=0)
-    for ax in (ax_x, ax_r):
-        ax.grid(alpha=0.3)
-        _outside_legend(ax, 1)
-    return fig
-
-
-def _partial_markers(ax, frame: pd.DataFrame, bucket_s: float, colour: str, run: str) -> None:
-    """Hollow markers for a run's buckets kept off the line (less than half inside the run),
-    their rate per second of the part inside, at its middle; not joined to the line."""
-    partial = frame[(frame["covered_s"] < bucket_s / 2) & (frame["requests"] > 0)]
-    if partial.empty:
-        return
-    ax.plot(
-        partial["t_s"] + partial["covered_s"] / 2,
-        partial["ok_throughput_rps"],
-        color=colour,
-        marker="o",
-        markerfacecolor="none",
-        linestyle="none",
-        label=f"{run} partial interval (per second of it)",
-    )
+__all__ = [
+    "plot_comparison",
+    "plot_latency_components",
+    "plot_latency_vs_n",
+    "plot_n_eff",
+    "plot_percentile_spectrum",
+    "plot_rate_sweep",
+    "plot_throughput_vs_n",
+    "plot_timeline",
+]
 
 
 def _spectrum_x(p: np.ndarray | float) -> np.ndarray:
@@ -151,41 +57,54 @@ def plot_percentile_spectrum(
             return source
         return percentile_spectrum(source, SPECTRUM_PERCENTILES, by_op=by_op)
 
-    fig, (ax,) = _figure(10, 4.8)
+    fig, (ax,) = figure(10, 4.8)
     series = [("", frame_of(runs), "-")]
     if baseline is not None:
         series = [("baseline ", frame_of(baseline), "--"), ("candidate ", series[0][1], "-")]
     i, top = 0, 0.0
     for prefix, frame, style in series:
+        one_run = baseline is None and frame["run"].nunique() == 1
+        one_op = frame["op"].nunique() == 1  # then the op is the caption's, not each line's
         for (run, op), curve in frame.groupby(["run", "op"], sort=False):
             if "supported" in curve:
                 curve = curve[curve["supported"]]
             top = max(top, float(curve["percentile"].max()))
-            label = f"{prefix}{run}" + (f" {op}" if op != "all" else "")
+            name = f"{prefix}{run}" + (f" {op}" if op != "all" and not one_op else "")
             ax.plot(
                 _spectrum_x(curve["percentile"]),
                 curve["latency_ms"],
                 linestyle=style,
                 marker="o",
                 markersize=3,
-                color=_colour(i),
-                label=label,
+                color=colour(i),
+                label=str(op) if one_run and op != "all" else name,
             )
             i += 1
-    ticks = [q for q in (0.0, 0.5, 0.9, 0.99, 0.999, 0.9999, 0.99999) if q <= top]
-    ax.xaxis.set_major_locator(FixedLocator(_spectrum_x(ticks)))
-    ax.xaxis.set_minor_locator(NullLocator())
-    ax.xaxis.set_major_formatter(
-        FuncFormatter(lambda x, _: f"{100 * (1 - 10 ** (-x)):.5g}%" if x > 0 else "0%")
-    )
-    ax.set_xlabel("percentile (log scale of 1/(1−p)); shown while n·(1−p) ≥ 10")
-    ax.set_ylabel("latency (ms)")
-    ax.set_yscale("log")
-    _ms_log_axis(ax.yaxis)
+    _nines_axis(ax.xaxis, top)
+    ax.set_xlabel("percentile (spaced by 1/(1−p), log scale); shown while n·(1−p) ≥ 10")
+    ms_log_yaxis(ax, "latency (ms)")
     ax.set_title("Latency percentile spectrum")
     ax.grid(alpha=0.3, which="both")
-    _outside_legend(ax, i)
+    legend_below(fig)
     return fig
+
+
+def nines_label(nines: int) -> str:
+    """The percentile with ``nines`` nines: 0 → ``0%``, 1 → ``90%``, 3 → ``99.9%``."""
+    if nines == 0:
+        return "0%"
+    digits = "9" * nines
+    return f"{digits.ljust(2, '0')}%" if nines <= 2 else f"{digits[:2]}.{digits[2:]}%"
+
+
+def _nines_axis(axis, top: float) -> None:
+    """A spectrum's percentile axis labelled at each decade of nines the data reaches (0 %,
+    90 %, 99 %, 99.9 %, …), the rest unlabelled."""
+    reached = float(_spectrum_x(min(top, 1 - 1e-12))) + 1e-9
+    decades = list(range(0, math.floor(reached) + 1))
+    axis.set_major_locator(FixedLocator([float(k) for k in decades]))
+    axis.set_major_formatter(FuncFormatter(lambda x, _: nines_label(round(x))))
+    axis.set_minor_locator(NullLocator())
 
 
 def plot_throughput_vs_n(
@@ -200,7 +119,7 @@ def plot_throughput_vs_n(
     calibration = calibration or calibration_from_sweep(sweep)
     n = sweep["connections"].astype(float)
     x = sweep["throughput_rps"].astype(float)
-    fig, (ax,) = _figure(9, 5)
+    fig, (ax,) = figure(9, 5)
     top = float(n.max())
     if fit is not None and math.isfinite(fit.n_max):
         top = max(top, fit.n_max * 1.1)
@@ -227,7 +146,7 @@ def plot_throughput_vs_n(
     ax.set_ylabel("throughput (requests/s)")
     ax.set_title("Throughput vs concurrency")
     ax.grid(alpha=0.3)
-    _outside_legend(ax, 1)
+    legend_below(fig)
     return fig
 
 
@@ -235,7 +154,7 @@ def plot_latency_vs_n(sweep: pd.DataFrame, fit: USLFit | BoundsFit | None = None
     """Mean latency R(N) against N, with the model's R(N) = N / X(N) when a fit is given."""
     column = "mean_busy_ms" if "mean_busy_ms" in sweep else "mean_latency_ms"
     n = sweep["connections"].astype(float)
-    fig, (ax,) = _figure(9, 4.5)
+    fig, (ax,) = figure(9, 4.5)
     ax.plot(n, sweep[column], marker="o", linestyle="none", label="observed mean latency")
     if "p99_ms" in sweep:
         ax.plot(n, sweep["p99_ms"], marker="^", linestyle="none", label="observed p99")
@@ -252,7 +171,7 @@ def plot_latency_vs_n(sweep: pd.DataFrame, fit: USLFit | BoundsFit | None = None
     ax.set_title("Latency vs concurrency")
     ax.set_ylim(bottom=0)
     ax.grid(alpha=0.3)
-    _outside_legend(ax, 1)
+    legend_below(fig)
     return fig
 
 
@@ -263,7 +182,7 @@ def plot_rate_sweep(levels: pd.DataFrame, knee_rps: float | None = None) -> Figu
     (the highest rate kept) a dotted line."""
     offered = levels["offered_rps"].astype(float)
     kept = levels["kept"].astype(bool)
-    fig, (ax_x, ax_r) = _figure(9, 7, rows=2, sharex=True)
+    fig, (ax_x, ax_r) = figure(9, 7, rows=2, sharex=True)
     top = float(max(offered.max(), levels["achieved_rps"].max())) * 1.05
     ax_x.plot([0, top], [0, top], color="grey", linestyle="--", label="achieved = offered")
     for mask, label, face in ((kept, "kept up", None), (~kept, "did not keep up", "none")):
@@ -285,14 +204,12 @@ def plot_rate_sweep(levels: pd.DataFrame, knee_rps: float | None = None) -> Figu
     ax_x.set_xlim(0, top)
     ax_x.set_ylim(0, top)
     ax_x.set_ylabel("achieved (completions/s)")
-    ax_x.set_title("Open-rate sweep: achieved against offered rate")
-    ax_r.set_yscale("log")
-    _ms_log_axis(ax_r.yaxis)
+    ax_x.set_title("Open-rate sweep: achieved vs offered rate")
+    ms_log_yaxis(ax_r, "latency from intended send (ms)")
     ax_r.set_xlabel("offered rate (requests/s)")
-    ax_r.set_ylabel("latency from intended send (ms)")
     for ax in (ax_x, ax_r):
         ax.grid(alpha=0.3)
-        _outside_legend(ax, 1)
+    legend_below(fig)
     return fig
 
 
@@ -301,7 +218,7 @@ def plot_n_eff(sweep: pd.DataFrame) -> Figure:
     if "n_eff" not in sweep:
         raise ValueError("the sweep has no n_eff column (needs mean latency)")
     n = sweep["connections"].astype(float)
-    fig, (ax,) = _figure(7, 5)
+    fig, (ax,) = figure(7, 5)
     top = float(max(n.max(), sweep["n_eff"].max())) * 1.05
     ax.plot([0, top], [0, top], color="grey", linestyle="--", label="N_eff = N")
     ax.plot([0, top], [0, 0.8 * top], color="grey", linestyle=":", label="N_eff = 0.8 N")
@@ -312,7 +229,7 @@ def plot_n_eff(sweep: pd.DataFrame) -> Figure:
     ax.set_ylabel("effective concurrency N_eff")
     ax.set_title("Effective vs configured concurrency")
     ax.grid(alpha=0.3)
-    _outside_legend(ax, 1)
+    legend_below(fig)
     return fig
 
 
@@ -324,7 +241,7 @@ def plot_latency_components(runs: RunsArg | pd.DataFrame) -> Figure:
         f"{r.run} · {r.op}" if frame["run"].nunique() > 1 else str(r.op)
         for r in frame.itertuples(index=False)
     ]
-    fig, (ax,) = _figure(9, 1.2 + 0.45 * max(len(frame), 2))
+    fig, (ax,) = figure(9, 1.2 + 0.45 * max(len(frame), 2))
     y = np.arange(len(frame))
     left = np.zeros(len(frame))
     has_send = "send_ms" in frame and frame["send_ms"].notna().any()
@@ -334,16 +251,16 @@ def plot_latency_components(runs: RunsArg | pd.DataFrame) -> Figure:
         ("first_byte_ms", "sent → first byte" if has_send else "send → first byte", "#4c72b0"),
         ("transfer_ms", "transfer (first → last byte)", "#55a868"),
     )
-    for column, label, colour in parts:
+    for column, label, shade in parts:
         values = np.nan_to_num(frame[column].to_numpy(float))
-        ax.barh(y, values, left=left, color=colour, label=label)
+        ax.barh(y, values, left=left, color=shade, label=label)
         left += values
     ax.set_yticks(y, labels)
     ax.invert_yaxis()
     ax.set_xlabel("mean latency (ms)")
     ax.set_title("Latency components")
     ax.grid(alpha=0.3, axis="x")
-    _outside_legend(ax, 1)
+    legend_below(fig)
     return fig
 
 
@@ -351,7 +268,7 @@ def plot_comparison(comparison: Comparison) -> Figure:
     """Change of every metric (candidate vs baseline) with its confidence interval and limit."""
     table = comparison.table[comparison.table["column"] != "error_rate"]
     ops = list(dict.fromkeys(table["op"]))
-    fig, axes = _figure(9, 1.0 + 2.4 * len(ops), rows=len(ops))
+    fig, axes = figure(9, 1.0 + 2.4 * len(ops), rows=len(ops))
     for ax, op in zip(axes, ops, strict=True):
         rows = table[table["op"] == op].reset_index(drop=True)
         y = np.arange(len(rows))
@@ -376,6 +293,6 @@ def plot_comparison(comparison: Comparison) -> Figure:
         ax.set_yticks(y, rows["metric"])
         ax.invert_yaxis()
         ax.set_xlabel("change vs baseline (%); dashed: limit")
-        ax.set_title(f"{op}: candidate vs baseline ({100 * comparison.confidence:g}% CI)")
+        set_title(ax, f"{op}: candidate vs baseline ({100 * comparison.confidence:g}% CI)")
         ax.grid(alpha=0.3, axis="x")
     return fig

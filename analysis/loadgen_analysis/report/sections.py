@@ -24,6 +24,7 @@ from ..reductions.traces import traced_requests
 from ..verdict.attribution import Attribution
 from . import plots
 from .markup import figure_html, fmt, table_html
+from .timeline_plot import bucket_text
 
 
 def _package_version() -> str:
@@ -343,13 +344,22 @@ def open_model_section(runs: list[Run]) -> list[str]:
     return ["<h2>Open model: the schedule</h2>", note, table_html(table, _OPEN_COLUMNS)]
 
 
-def distribution_section(runs: list[Run]) -> list[str]:
-    """Throughput and latency over time, the percentile spectrum and latency components."""
+def distribution_section(runs: list[Run], bucket_s: float = 1.0) -> list[str]:
+    """Throughput and latency over time (with the server's CPU and saturation when it was
+    scraped), the percentile spectrum and latency components."""
+    server = (
+        " Under them, the target's CPU and the service's saturation gauges as scraped with "
+        "--server-metrics (when the target shares the client's host, its CPU includes the "
+        "client's)."
+        if any(run.server_metrics_files for run in runs)
+        else ""
+    )
     return [
         "<h2>Over time</h2>",
         figure_html(
-            plots.plot_timeline(runs),
-            "Throughput (ok and failed) and p50/p99 latency per second; phases shaded.",
+            plots.plot_timeline(runs, bucket_s=bucket_s),
+            f"Throughput (ok and failed) and p50/p99 latency per {bucket_text(bucket_s)} "
+            f"bucket; phases shaded.{server}",
         ),
         "<h2>Latency distribution</h2>",
         figure_html(
