@@ -12,6 +12,7 @@ import pyarrow.parquet as pq
 import pytest
 
 import loadgen_analysis as la
+from loadgen_analysis.reductions.server_series import CPU_COLUMNS
 
 from .conftest import EVIDENCE_CLIENTS, EvidenceRun
 
@@ -62,9 +63,10 @@ def test_the_cpu_busy_share_per_core_and_in_total(evidence_run: EvidenceRun) -> 
     if evidence_run.no_node_exporter:
         pytest.skip(evidence_run.no_node_exporter)
     frame = la.server_cpu_busy(evidence_run.path)
-    assert list(frame.columns) == ["time_s", "source", "cpu", "busy_share"]
+    assert list(frame.columns) == ["from_s", "time_s", "source", "cpu", "busy_share"]
     assert frame["source"].nunique() == 1 and frame["source"].iloc[0].endswith("/metrics")
     assert frame["busy_share"].between(0, 1).all()
+    assert (frame["from_s"] < frame["time_s"]).all()
     # Each interval ends at a scrape after the first: one row per core and one in total.
     expected = _busy_share_by_hand(evidence_run.path)
     first = frame[frame["time_s"] == frame["time_s"].min()]
@@ -79,6 +81,6 @@ def test_the_cpu_busy_share_per_core_and_in_total(evidence_run: EvidenceRun) -> 
 def test_a_run_without_server_metrics_gives_empty_frames_with_the_columns() -> None:
     run = SAMPLES / "think-time"
     assert not (run / "server-metrics.parquet").exists()
-    assert list(la.server_cpu_busy(run).columns) == ["time_s", "source", "cpu", "busy_share"]
+    assert list(la.server_cpu_busy(run).columns) == list(CPU_COLUMNS)
     assert la.server_cpu_busy(run).empty and la.server_saturation(run).empty
     assert "workers_busy" in la.server_saturation(run).columns

@@ -24,7 +24,7 @@ NODE_CPU_METRIC = "node_cpu_seconds_total"
 #: The ``cpu`` of the rows over all cores together.
 TOTAL_CPU = "total"
 #: The frame :func:`server_cpu_busy` returns (plus ``shard`` for a sharded run).
-CPU_COLUMNS = ("time_s", "source", "cpu", "busy_share")
+CPU_COLUMNS = ("from_s", "time_s", "source", "cpu", "busy_share")
 #: The saturation gauges ``loadgen-server`` exposes on its ``/metrics``, under the column
 #: names :func:`server_saturation` gives them.
 LOADGEN_SERVER_GAUGES: Mapping[str, str] = {
@@ -50,11 +50,11 @@ def server_cpu_busy(run: Run | str | Path) -> pd.DataFrame:
     seconds being the counters' own (the sum of every mode), so a late scrape does not skew
     the share. ``iowait`` counts as busy, as in ``1 − rate(idle)``.
 
-    Columns: ``time_s`` (the later scrape of the two, seconds from the run's start),
-    ``source`` (the scraped URL), ``cpu`` (``"0"``, ``"1"``, … and ``"total"``) and
-    ``busy_share`` (0–1) — plus ``shard`` for a sharded run. An interval over which a
-    counter went back (node_exporter restarted) is left out. Empty when the run scraped no
-    node_exporter.
+    Columns: ``from_s`` and ``time_s`` (the interval: the earlier and the later scrape,
+    seconds from the run's start), ``source`` (the scraped URL), ``cpu`` (``"0"``, ``"1"``,
+    … and ``"total"``) and ``busy_share`` (0–1) — plus ``shard`` for a sharded run. An
+    interval over which a counter went back (node_exporter restarted) is left out. Empty
+    when the run scraped no node_exporter.
     """
     samples = server_metrics(run, metric=NODE_CPU_METRIC)
     keys = _series_keys(samples)
@@ -68,10 +68,14 @@ def server_cpu_busy(run: Run | str | Path) -> pd.DataFrame:
         samples.groupby([*keys, "cpu", "time_s"])[["value", "idle_s"]]
         .sum()
         .rename(columns={"value": "all_s"})
+        .reset_index()
     )
-    delta = per_scrape.groupby(level=[*keys, "cpu"]).diff().dropna()
-    delta = delta[(delta["all_s"] > 0) & (delta["idle_s"] >= 0)].reset_index()
-    total = delta.groupby([*keys, "time_s"], as_index=False)[["all_s", "idle_s"]].sum()
+    series = per_scrape.groupby([*keys, "cpu"], sort=False)
+    per_scrape["from_s"] = series["time_s"].shift()
+    per_scrape[["all_s", "idle_s"]] = series[["all_s", "idle_s"]].diff()
+    delta = per_scrape.dropna(subset=["from_s"])
+    delta = delta[(delta["all_s"] > 0) & (delta["idle_s"] >= 0)]
+    total = delta.groupby([*keys, "from_s", "time_s"], as_index=False)[["all_s", "idle_s"]].sum()
     both = pd.concat([delta, total.assign(cpu=TOTAL_CPU)], ignore_index=True)
     both["busy_share"] = (1.0 - both["idle_s"] / both["all_s"]).clip(0.0, 1.0)
     both["core"] = pd.to_numeric(both["cpu"], errors="coerce")
