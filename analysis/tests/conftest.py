@@ -21,6 +21,7 @@ import uuid
 from collections.abc import Iterator
 from contextlib import ExitStack
 from dataclasses import dataclass
+from html.parser import HTMLParser
 from pathlib import Path
 from typing import Any
 
@@ -166,6 +167,38 @@ def evidence_run(binaries: Binaries, runs_root: Path) -> EvidenceRun:
             binary=binaries.loadgen,
         )
     return EvidenceRun(path, why_not)
+
+
+class _OutputText(HTMLParser):
+    """The text inside a notebook page's output areas (not its code)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.depth = 0
+        self.text: list[str] = []
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        if tag != "div":
+            return
+        if self.depth:
+            self.depth += 1
+        elif "jp-OutputArea-output" in (dict(attrs).get("class") or ""):
+            self.depth = 1
+
+    def handle_endtag(self, tag: str) -> None:
+        if tag == "div" and self.depth:
+            self.depth -= 1
+
+    def handle_data(self, data: str) -> None:
+        if self.depth:
+            self.text.append(data)
+
+
+def notebook_outputs(page: str) -> str:
+    """What an executed notebook's HTML page printed and showed, without its code."""
+    parser = _OutputText()
+    parser.feed(page)
+    return "".join(parser.text)
 
 
 def run_cli(*args: str | Path) -> subprocess.CompletedProcess[str]:
