@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Python checks of the analysis package: creates/refreshes the venv at .venv with the pinned
-# dependencies of analysis/requirements.lock, then runs ruff (lint + format), pytest (with
-# test_doc_commands.py, every runnable command of the docs) and the four notebooks headless.
+# dependencies of analysis/requirements.lock, then runs ruff (lint + format) and pytest (with
+# test_doc_commands.py, every runnable command of the docs, and test_notebook_install.py, the
+# four notebooks headless from a pip install).
 # Needs the debug binaries (cargo build --workspace) for the tests that record real runs;
 # LOADGEN_BIN / LOADGEN_SERVER_BIN point elsewhere.
 set -euo pipefail
@@ -67,21 +68,7 @@ fi
 
 step "pytest analysis/tests"
 # Exit 5 (no tests collected) is a failure here too: pytest returns it non-zero.
-# Includes test_doc_commands.py: every runnable command of README.md, docs/ and deploy/.
+# Includes test_doc_commands.py: every runnable command of README.md, docs/ and deploy/; and
+# test_notebook_install.py: every notebook, headless from a scratch directory, against a
+# `pip install ./` in a fresh venv (they run from anywhere).
 "$PY" -m pytest analysis/tests
-
-step "notebooks (papermill, headless, from a scratch directory: they run from anywhere)"
-out=$(mktemp -d)
-trap 'rm -rf "$out"' EXIT
-for notebook in analysis/notebooks/[0-9][0-9]-*.ipynb; do
-  name=$(basename "$notebook")
-  echo "  $name"
-  "$PY" -m papermill --log-level WARNING --kernel python3 --cwd "$out" \
-    "$notebook" "$out/$name"
-done
-count=$(find analysis/notebooks -maxdepth 1 -name '[0-9][0-9]-*.ipynb' | wc -l)
-if [ "$count" -lt 4 ]; then
-  echo "error: expected 4 notebooks in analysis/notebooks, found $count" >&2
-  exit 1
-fi
-echo "  $count notebooks ran"

@@ -108,15 +108,19 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def _add_notebook(sub: Any) -> None:
+    from .notebook import NOTEBOOKS
+
+    runs = "; ".join(f"{spec.name[:2]} {spec.usage()}" for spec in NOTEBOOKS)
     notebook = sub.add_parser(
         "notebook",
         help="run one of the notebooks headless against any run",
         description="Execute a notebook of the package (01-run-overview, 02-littles-law, "
         "03-bottleneck-attribution, 04-regression; by name or number) against the given runs "
-        "with papermill, into an executed notebook (.ipynb) or a page (.html). RUNs fill the "
-        "notebook's parameters in order: 01 run_dir; 02 sweep_dir; 03 sweep_dir "
-        "[client_limited_run]; 04 baseline candidate (run directories or folders of repeats). "
-        "Needs papermill: pip install './[notebooks]'.",
+        "with papermill, from any directory, into an executed notebook (.ipynb) or a page "
+        f"(.html). RUNs fill the notebook's parameters in order: {runs} (run directories, "
+        "folders of runs or repeats, a capacity folder, a history store). A bracketed one may "
+        "be left out: 03 then uses the run the package ships, 02 and 04 skip its section and "
+        "say so. Needs papermill: pip install './[notebooks]'.",
     )
     notebook.add_argument("name", metavar="NAME")
     notebook.add_argument("runs", nargs="+", metavar="RUN")

@@ -18,18 +18,24 @@ NOTEBOOK_DIR = Path(__file__).resolve().parent / "notebooks"
 
 @dataclass(frozen=True)
 class NotebookSpec:
-    """A notebook and the parameters its RUN arguments fill, in order."""
+    """A notebook and the parameters its RUN arguments fill, in order: the first
+    ``required`` must be given; a later one not given keeps the notebook's default (a sample
+    the package ships, or its section skipped with a sentence saying how to get it)."""
 
     name: str
     runs: tuple[str, ...]
     required: int
 
+    def usage(self) -> str:
+        """``sweep_dir [capacity_dir]``: the RUN arguments, optional ones in brackets."""
+        return " ".join(run if i < self.required else f"[{run}]" for i, run in enumerate(self.runs))
+
 
 NOTEBOOKS = (
     NotebookSpec("01-run-overview", ("run_dir",), 1),
-    NotebookSpec("02-littles-law", ("sweep_dir",), 1),
+    NotebookSpec("02-littles-law", ("sweep_dir", "capacity_dir"), 1),
     NotebookSpec("03-bottleneck-attribution", ("sweep_dir", "client_limited_run"), 1),
-    NotebookSpec("04-regression", ("baseline", "candidate"), 2),
+    NotebookSpec("04-regression", ("baseline", "candidate", "history_store"), 2),
 )
 
 
@@ -48,10 +54,13 @@ def find(name: str) -> NotebookSpec:
 def parameters(spec: NotebookSpec, runs: list[str]) -> dict[str, str]:
     """The papermill parameters for ``runs`` (absolute paths; ``s3://`` URLs as given)."""
     if not spec.required <= len(runs) <= len(spec.runs):
-        wanted = " ".join(spec.runs[: spec.required])
+        counts = (
+            str(spec.required)
+            if spec.required == len(spec.runs)
+            else f"{spec.required}–{len(spec.runs)}"
+        )
         raise ValueError(
-            f"notebook {spec.name} takes {spec.required}–{len(spec.runs)} runs ({wanted}…), "
-            f"not {len(runs)}"
+            f"notebook {spec.name} takes {counts} runs ({spec.usage()}), not {len(runs)}"
         )
     return {key: _absolute(run) for key, run in zip(spec.runs, runs, strict=False)}
 

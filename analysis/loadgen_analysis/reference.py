@@ -1,5 +1,5 @@
 """Published figures the analysis is checked against (package data, ``reference_data/``), and
-where the checkout's sample runs (``data/runs``) are.
+where the sample runs are (the few the package ships, ``samples/``; a checkout's ``data/runs``).
 
 Responsible for reading the course reports' Little's-Law tables into the sweep-frame shape the
 rest of the package uses, with the report's raw columns (threads, requests, wall time, mean
@@ -32,29 +32,25 @@ def default_reference_dir() -> Path:
     return Path(__file__).resolve().parent / "reference_data"
 
 
+#: The sample runs the package ships, small enough to (links into data/runs in a checkout).
+PACKAGED_SAMPLES = Path(__file__).resolve().parent / "samples"
+#: A checkout's sample runs; not in the package.
+CHECKOUT_SAMPLES = Path(__file__).resolve().parents[2] / "data" / "runs"
+
+
 def sample_run(name: str) -> Path:
-    """A sample run of the checkout's ``data/runs`` (``"overview"``, ``"sweep-w8-10ms"``,
-    ``"regression/baseline-5ms"``…): the notebooks' defaults. The samples are not in the
-    package; installed from elsewhere, pass your own runs instead."""
-    path = Path(__file__).resolve().parents[2] / "data" / "runs" / name
-    if not path.is_dir():
-        raise FileNotFoundError(
-            f"the sample run {name!r} is not at {path}: the samples ship with the repository "
-            "checkout (data/runs); give the notebook your own run instead"
-        )
-    return path
-
-
-def sample_history(name: str) -> Path:
-    """A sample history store of the checkout's ``data/history`` (``"step"``, ``"steady"``):
-    notebook 04's default. Not in the package, as the sample runs."""
-    path = Path(__file__).resolve().parents[2] / "data" / "history" / name
-    if not path.is_dir():
-        raise FileNotFoundError(
-            f"the sample history {name!r} is not at {path}: the samples ship with the "
-            "repository checkout (data/history); give the notebook your own store instead"
-        )
-    return path
+    """A sample run: one the package ships (``"think-time"``, notebook 03's default), else
+    one of a checkout's ``data/runs`` (``"overview"``, ``"sweep-w8-10ms"``,
+    ``"regression/baseline-5ms"``…: the notebooks' defaults when opened in a checkout)."""
+    for root in (PACKAGED_SAMPLES, CHECKOUT_SAMPLES):
+        if (root / name).is_dir():
+            return root / name
+    shipped = ", ".join(sorted(p.name for p in PACKAGED_SAMPLES.iterdir() if p.is_dir()))
+    raise FileNotFoundError(
+        f"the sample run {name!r} is not in this installation (the package ships {shipped}; "
+        "the others are in a checkout's data/runs): give the notebook your own run, e.g. "
+        "loadgen-analyze notebook 01 RUN"
+    )
 
 
 @dataclass(frozen=True)

@@ -19,13 +19,15 @@ import subprocess
 import sys
 import uuid
 from collections.abc import Iterator
+from contextlib import ExitStack
 from dataclasses import dataclass
+from html.parser import HTMLParser
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from loadgen_analysis.testing import harness
+from loadgen_analysis.testing import harness, node_exporter
 
 #: Ground truth: 8 requests in service at 10 ms each, so at most 800 req/s.
 CAPACITY_SERVER = ("--workers", "8", "--service-time", "10ms")
@@ -129,6 +131,74 @@ def service_time_runs(binaries: Binaries, runs_root: Path) -> dict[str, list[Pat
             record(binaries, ("--service-time", service_time), path, 16, "2s")
             out[service_time].append(path)
     return out
+
+
+@dataclass(frozen=True)
+class EvidenceRun:
+    """A run that scraped the server's own metrics: ``loadgen-server``'s saturation gauges,
+    and node_exporter's host metrics unless ``no_node_exporter`` says why not."""
+
+    path: Path
+    no_node_exporter: str | None
+
+
+#: Two workers of 5 ms against four clients: both workers busy, two requests queued.
+EVIDENCE_SERVER = ("--workers", "2", "--service-time", "5ms")
+EVIDENCE_CLIENTS = 4
+
+
+@pytest.fixture(scope="session")
+def evidence_run(binaries: Binaries, runs_root: Path) -> EvidenceRun:
+    """2 s of ``loadgen run --server-metrics`` against loadgen-server's ``/metrics`` and a
+    real node_exporter on loopback (when installed)."""
+    why_not = node_exporter.why_not()
+    with ExitStack() as stack:
+        server = stack.enter_context(harness.Server(EVIDENCE_SERVER, binary=binaries.server))
+        scrape = ["--server-metrics", server.url + "/metrics"]
+        if why_not is None:
+            scrape += ["--server-metrics", stack.enter_context(node_exporter.NodeExporter()).url]
+        path = runs_root / "evidence"
+        harness.run_loadgen(
+            server.url + "/",
+            path,
+            EVIDENCE_CLIENTS,
+            duration="2s",
+            extra=scrape,
+            binary=binaries.loadgen,
+        )
+    return EvidenceRun(path, why_not)
+
+
+class _OutputText(HTMLParser):
+    """The text inside a notebook page's output areas (not its code)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.depth = 0
+        self.text: list[str] = []
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        if tag != "div":
+            return
+        if self.depth:
+            self.depth += 1
+        elif "jp-OutputArea-output" in (dict(attrs).get("class") or ""):
+            self.depth = 1
+
+    def handle_endtag(self, tag: str) -> None:
+        if tag == "div" and self.depth:
+            self.depth -= 1
+
+    def handle_data(self, data: str) -> None:
+        if self.depth:
+            self.text.append(data)
+
+
+def notebook_outputs(page: str) -> str:
+    """What an executed notebook's HTML page printed and showed, without its code."""
+    parser = _OutputText()
+    parser.feed(page)
+    return "".join(parser.text)
 
 
 def run_cli(*args: str | Path) -> subprocess.CompletedProcess[str]:

@@ -1,6 +1,7 @@
 """``loadgen-analyze notebook``: the package's notebooks against any run, from any directory
-(issue 30). Notebook 04 once threw ``ValueError: not enough values to unpack`` given two
-single runs; it now takes two runs or two folders of repeats and says which it got."""
+(issue 30; from a pip install: test_notebook_install.py). Notebook 04 once threw
+``ValueError: not enough values to unpack`` given two single runs; it now takes two runs or two
+folders of repeats and says which it got."""
 
 from __future__ import annotations
 
@@ -12,6 +13,8 @@ from pathlib import Path
 import pytest
 
 from loadgen_analysis import notebook
+
+from .conftest import notebook_outputs
 
 DATA = Path(__file__).resolve().parents[2] / "data" / "runs"
 
@@ -52,11 +55,16 @@ def test_notebook_04_takes_two_runs_or_two_folders_and_says_which(
     assert "FAIL" in text  # 5 ms → 8 ms is a regression either way
 
 
-def test_notebook_01_runs_from_any_directory_into_html(tmp_path: Path) -> None:
+def test_notebook_01_says_how_to_get_the_servers_side_when_the_run_has_none(
+    tmp_path: Path,
+) -> None:
     proc = _run(tmp_path, "run-overview", DATA / "think-time", "-o", "overview.html")
     assert proc.returncode == 0, proc.stderr
     page = (tmp_path / "overview.html").read_text()
     assert "think-time" in page and "<img" in page
+    printed = notebook_outputs(page)
+    assert "This run has no server metrics: record it with --server-metrics URL" in printed
+    assert "No node_cpu_seconds_total" not in printed and "No saturation gauges" not in printed
 
 
 def test_a_notebook_is_found_by_name_or_number_and_refuses_the_wrong_run_count() -> None:
@@ -64,8 +72,15 @@ def test_a_notebook_is_found_by_name_or_number_and_refuses_the_wrong_run_count()
     assert notebook.find("littles-law").name == "02-littles-law"
     with pytest.raises(ValueError, match="the notebooks are"):
         notebook.find("05")
-    with pytest.raises(ValueError, match="takes 2–2 runs"):
+    with pytest.raises(
+        ValueError, match=r"takes 2–3 runs \(baseline candidate \[history_store\]\)"
+    ):
         notebook.parameters(notebook.find("04"), ["a"])
+    with pytest.raises(ValueError, match=r"takes 1–2 runs \(sweep_dir \[capacity_dir\]\), not 3"):
+        notebook.parameters(notebook.find("02"), ["a", "b", "c"])
+    assert notebook.parameters(notebook.find("02"), ["s"]) == {
+        "sweep_dir": str(Path("s").resolve())
+    }
 
 
 def test_an_unknown_notebook_is_one_line_and_exit_2(tmp_path: Path) -> None:
