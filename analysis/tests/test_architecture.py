@@ -245,8 +245,8 @@ def test_imports_are_resolved_to_modules():
     assert {"io.run", "io.shards", "io.contract", "io.s3", "errors"} <= edges["io.load"]
     assert "reductions.cache" in edges["reductions.summary"]
     assert "report.plots" in edges["report.html"]
-    assert "io.server_metrics" in edges["reductions.server_timeline"]
-    assert "reductions.server_timeline" in edges["report.server_plots"]
+    assert "io.server_metrics" in edges["reductions.server_series"]
+    assert "reductions.server_series" in edges["report.server_plots"]
 
 
 def test_io_and_s3_share_the_error_from_a_leaf():
@@ -277,7 +277,7 @@ def test_the_package_proper_never_imports_the_test_helpers():
 
 
 #: The longest a production function may be without a reason on its ``def`` line (a
-#: ``# noqa: PLR0915`` comment saying why); ruff's PLR0915 holds the statement count.
+#: noqa comment for PLR0915 saying why); ruff's PLR0915 holds the statement count.
 MAX_FUNCTION_LINES = 80
 
 

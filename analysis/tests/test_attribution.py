@@ -69,9 +69,10 @@ def test_link_capacity_is_compared_per_direction(binaries: Binaries, runs_root: 
     def run(capacity: str) -> la.Attribution:
         out = runs_root / f"link-{capacity}"
         with harness.Server(("--service-time", "1ms"), binary=binaries.server) as server:
+            url = server.url + "/albums/1"
+            flags = ("--link-capacity", capacity, "--no-progress", "--out", str(out))
             subprocess.run(
-                [str(binaries.loadgen), "run", "--url", server.url + "/albums/1", "-c", "4"]
-                + ["-d", "2s", "--link-capacity", capacity, "--no-progress", "--out", str(out)],
+                [str(binaries.loadgen), "run", "--url", url, "-c", "4", "-d", "2s", *flags],
                 check=True,
                 capture_output=True,
                 timeout=60,

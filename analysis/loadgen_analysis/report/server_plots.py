@@ -2,7 +2,7 @@
 share (the host in total, and each core thin when one run is drawn) and the service's
 saturation gauges (busy workers, their limit dashed, the queue dotted). Drawn only for runs
 recorded with ``--server-metrics`` whose endpoints gave those metrics; the numbers are
-:mod:`loadgen_analysis.reductions.server_timeline`'s.
+:mod:`loadgen_analysis.reductions.server_series`'s (the notebook's too).
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from dataclasses import dataclass
 import pandas as pd
 
 from ..io.run import Run
-from ..reductions.server_timeline import cpu_busy, saturation
+from ..reductions.server_series import TOTAL_CPU, server_cpu_busy, server_saturation
 from .figures import colour
 
 
@@ -36,7 +36,9 @@ def server_series(runs: list[Run]) -> ServerSeries:
     if not scraped:
         empty = pd.DataFrame()
         return ServerSeries(empty, empty)
-    return ServerSeries(cpu_busy(scraped), saturation(scraped))
+    cpu = [server_cpu_busy(run).assign(run=run.label) for run in scraped]
+    gauges = [server_saturation(run).assign(run=run.label) for run in scraped]
+    return ServerSeries(pd.concat(cpu, ignore_index=True), pd.concat(gauges, ignore_index=True))
 
 
 def _run_colours(runs: list[Run]) -> dict[str, str]:
@@ -49,12 +51,12 @@ def draw_cpu(ax, cpu: pd.DataFrame, runs: list[Run]) -> None:
     single = cpu["run"].nunique() == 1
     for (run, _source, core), series in cpu.groupby(["run", "source", "cpu"], sort=False):
         shown = 100 * series["busy_share"]
-        if core == "all":
+        if core == TOTAL_CPU:
             label = "CPU, all cores" if single else f"{run} CPU"
             ax.plot(series["time_s"], shown, color=colours[run], marker=".", label=label)
         elif single:
             ax.plot(series["time_s"], shown, color=colours[run], alpha=0.35, linewidth=0.8)
-    if single and (cpu["cpu"] != "all").any():
+    if single and (cpu["cpu"] != TOTAL_CPU).any():
         ax.plot([], [], color=colours[cpu["run"].iloc[0]], alpha=0.35, label="CPU, each core")
     ax.set_ylim(0, 105)
     ax.set_ylabel("target CPU busy (%)")
