@@ -36,6 +36,7 @@ from .thresholds import (
     parse_increase,
     parse_proportion,
     parse_threshold,
+    resolve_ops,
 )
 from .units import parse_bits_per_second, parse_bucket_seconds
 
@@ -301,15 +302,9 @@ def _shards_text(runs: list[Run]) -> str:
 
 
 def _judged(runs: list[Run], frame: Any, thresholds: list[Threshold]) -> list[tuple[Run, list]]:
-    """Each run with its thresholds judged; an op no run sends is bad input, as in loadgen."""
-    ops = set(frame["op"])
-    for threshold in thresholds:
-        if threshold.op is not None and threshold.op not in ops:
-            raise ValueError(
-                f"threshold '{threshold.text}' names op '{threshold.op}', which these runs do "
-                f"not send; their ops are: {', '.join(sorted(ops))}"
-            )
-    return [(run, judge(run, thresholds)) for run in runs]
+    """Each run with its thresholds judged (selectors resolved as loadgen does)."""
+    resolved = resolve_ops(runs, set(frame["op"]), thresholds)
+    return [(run, judge(run, resolved)) for run in runs]
 
 
 def _summary(args: argparse.Namespace) -> int:

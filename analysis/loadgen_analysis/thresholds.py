@@ -21,7 +21,7 @@ from __future__ import annotations
 import math
 import re
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from typing import Any
 
 from .io.engine import REPORTED_LATENCY, connect
@@ -193,6 +193,34 @@ class ThresholdResult:
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
+
+
+def resolve_ops(
+    runs: Sequence[Run], ops: set[str], thresholds: Sequence[Threshold]
+) -> list[Threshold]:
+    """Each threshold with its selector resolved to an op label of ``ops``: a selector names an
+    op by its label or by its request's name in the scenario (run.json ``request_ops``, as
+    loadgen resolves it). One that names no op is bad input (ValueError listing the ops)."""
+    names = {n: op for run in runs for part in run.parts for n, op in request_ops(part).items()}
+    resolved = []
+    for threshold in thresholds:
+        op = threshold.op
+        if op is not None and op not in ops:
+            op = names.get(op)
+            if op not in ops:
+                known = sorted(ops | {f"{label} ({n})" for n, label in names.items()})
+                raise ValueError(
+                    f"threshold '{threshold.text}' names op '{threshold.op}', which these runs "
+                    f"do not send; their ops are: {', '.join(known)}"
+                )
+        resolved.append(replace(threshold, op=op))
+    return resolved
+
+
+def request_ops(run: Run) -> dict[str, str]:
+    """run.json's ``request_ops``: each request's name → its op's label ({} before schema 6)."""
+    found = run.meta.get("request_ops")
+    return {str(k): str(v) for k, v in found.items()} if isinstance(found, dict) else {}
 
 
 def judge(run: Run, thresholds: Sequence[Threshold]) -> list[ThresholdResult]:

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 import loadgen_analysis as la
-from loadgen_analysis.testing import harness
+from loadgen_analysis.testing import agreement, harness
 
 from .conftest import CAPACITY_RPS, Binaries, Recorded, run_cli
 
@@ -212,6 +212,10 @@ def test_explain_says_what_capacity_decided_on_its_directory_and_its_levels(
     assert capacity["limited_by"] in ("server", "client"), capacity["answer"]
     assert out["verdict"] == capacity["limited_by"]
     assert out["summary"] == capacity["answer"]
+    # Part 8: capacity's output (--json prints capacity.json), capacity.json, explain and the
+    # report's verdict box give one cause; and so do a failing level's.
+    agreed = agreement.check(capacity_search, capacity, out)
+    assert set(agreed) == {"console", "capacity.json", "explain", "report"}
     for level in capacity["levels"]:
         verdict = _explain_json(level["run_dir"])
         if level["passed"]:
@@ -219,3 +223,7 @@ def test_explain_says_what_capacity_decided_on_its_directory_and_its_levels(
         else:
             assert verdict["verdict"] == level["cause"], (level["reasons"], verdict)
             assert verdict["verdict"] != "none"
+            crossed = [s["slo"] for s in level["slos"] if s["outcome"] != "pass"]
+            assert all(slo in verdict["summary"] for slo in crossed), verdict["summary"]
+            printed = {"verdict": {"cause": level["cause"]}}
+            agreement.check(Path(level["run_dir"]), printed, verdict)

@@ -5,15 +5,17 @@ shared vectors (``contract/thresholds.json``, which loadgen's Rust tests read to
 from __future__ import annotations
 
 import json
+import subprocess
 from pathlib import Path
 
 import pytest
 
 import loadgen_analysis as la
 from loadgen_analysis.cli import EXIT_BAD_INPUT, EXIT_OK, EXIT_REGRESSION, EXIT_THRESHOLD
+from loadgen_analysis.testing import harness
 from loadgen_analysis.thresholds import parse_increase, parse_proportion, parse_threshold
 
-from .conftest import SHARD_RATE, ShardSet, run_cli
+from .conftest import SHARD_RATE, Binaries, ShardSet, run_cli
 
 VECTORS = json.loads(
     (Path(__file__).resolve().parents[2] / "contract" / "thresholds.json").read_text()
@@ -120,3 +122,30 @@ def test_summary_threshold_bad_input_is_exit_2(shard_sets: dict[str, ShardSet]) 
         assert proc.returncode == EXIT_BAD_INPUT, proc.stdout + proc.stderr
         assert needle in proc.stderr
         assert len(proc.stderr.strip().splitlines()) == 1, proc.stderr
+
+
+def test_summary_threshold_names_an_op_by_its_request_name(
+    binaries: Binaries, tmp_path: Path
+) -> None:
+    """Issue 34 part 7: a selector names an op by its label or by its request's name in the
+    scenario (run.json ``request_ops``, as loadgen resolves it); a typo is exit 2 listing
+    both spellings of every op."""
+    scenario = tmp_path / "one.toml"
+    scenario.write_text(
+        'sequence = ["get_album"]\n[requests.get_album]\nmethod = "GET"\n'
+        'path = "/albums/1"\n[model]\nkind = "closed"\nworkers = 2\nduration = "1s"\n'
+    )
+    out = tmp_path / "run"
+    with harness.Server(binary=binaries.server) as server:
+        command = [str(binaries.loadgen), "run", str(scenario), "--url", server.url]
+        command += ["--no-progress", "--out", str(out)]
+        subprocess.run(command, check=True, capture_output=True, timeout=60)
+    ops = json.loads((out / "run.json").read_text())["request_ops"]
+    assert ops == {"get_album": "GET /albums/1"}
+    by_name = run_cli("summary", out, "--threshold", "p99[get_album]<10s", "--json")
+    assert by_name.returncode == EXIT_OK, by_name.stderr
+    (result,) = json.loads(by_name.stdout)["thresholds"][0]["results"]
+    assert result["op"] == "GET /albums/1" and result["passed"] is True
+    typo = run_cli("summary", out, "--threshold", "p99[get_albm]<10s")
+    assert typo.returncode == EXIT_BAD_INPUT
+    assert "names op 'get_albm'" in typo.stderr and "GET /albums/1 (get_album)" in typo.stderr

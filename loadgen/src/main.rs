@@ -55,6 +55,7 @@ fn run(args: &loadgen::cli::RunArgs) -> i32 {
                         "run_id": outcome.run_id,
                         "exit_reason": outcome.exit_reason,
                         "summary": outcome.summary,
+                        "verdict": outcome.verdict,
                     });
                     emit_json(&summary);
                 } else {

@@ -220,6 +220,9 @@ pub struct Level {
     pub n_eff: f64,
     /// N / R(1), for closed-model levels when R(1) is known.
     pub predicted_rps: Option<f64>,
+    /// The engine's verdict on this level's run (its run.json `verdict.cause`); where the
+    /// sweep as a whole stops is the analysis's (`loadgen-analyze explain`).
+    pub verdict: crate::verdict::Cause,
     /// The thresholds judged on this level's run (absent when none were given).
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub thresholds: Vec<ThresholdResult>,
@@ -347,6 +350,7 @@ pub async fn sweep(args: &SweepArgs, stop: StopSignal) -> Result<(Sweep, PathBuf
         last_metrics = outcome.metrics.clone();
         let value = level_value(level);
         let mut level_result = summarize(value, &outcome.run_dir, &outcome.summary);
+        level_result.verdict = outcome.verdict.cause;
         level_result.thresholds = outcome.thresholds;
         if level == SweepLevel::Workers(1) && calibration_r1_ns.is_none() {
             calibration_r1_ns = Some(level_result.mean_latency_ns);
@@ -446,6 +450,7 @@ fn summarize(level: f64, run_dir: &Path, summary: &RunSummary) -> Level {
         p99_latency_ns: latency.map_or(0, |l| l.p99_ns),
         n_eff: summary.throughput_rps * mean / 1e9,
         predicted_rps: None,
+        verdict: crate::verdict::Cause::Inconclusive,
         thresholds: Vec::new(),
     }
 }

@@ -80,7 +80,7 @@ fn a_renamed_column_or_field_breaks_the_contract() {
     let document = serde_json::json!({"kind": "sweep", "model": "closed",
         "calibration_r1_ns": null, "levels": [{"level": 1.0, "run_dir": "x", "requests": 1,
         "failed": 0, "throughput_rps": 1.0, "mean_latency_ns": 1.0, "p99_latency_ns": 1,
-        "n_eff": 1.0, "predicted_rps": null}]});
+        "n_eff": 1.0, "predicted_rps": null, "verdict": "server"}]});
     assert_eq!(json_problems("sweep_json", &document), Vec::<String>::new());
     let mut renamed = document.clone();
     let level = renamed["levels"][0].as_object_mut().unwrap();

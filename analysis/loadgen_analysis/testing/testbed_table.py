@@ -1,7 +1,9 @@
 """The testbed table ``bench/testbeds.sh`` prints: every testbed — the closed model's
-(:mod:`.testbeds`) and the other models' (:mod:`.model_testbeds`) — recorded with the binaries,
-judged by ``loadgen-analyze explain --json`` and shown as a Markdown row (testbed | truth |
-verdict | evidence | measured | right?). ``python -m loadgen_analysis.testing.testbed_table``.
+(:mod:`.testbeds`), the other models' (:mod:`.model_testbeds`) and the server's side
+(:mod:`.server_testbeds`) — recorded with the binaries, judged by ``loadgen-analyze explain
+--json`` (every command held to the same cause, :mod:`.agreement`) and shown as a Markdown
+row (testbed | truth | verdict | evidence | measured | right?).
+``python -m loadgen_analysis.testing.testbed_table``.
 """
 
 from __future__ import annotations
@@ -15,9 +17,10 @@ from pathlib import Path
 from typing import TextIO
 
 from .model_testbeds import MODEL_TESTBEDS
+from .server_testbeds import SERVER_TESTBEDS
 from .testbeds import TESTBEDS, Binaries, explain
 
-ALL_TESTBEDS = (*TESTBEDS, *MODEL_TESTBEDS)
+ALL_TESTBEDS = (*TESTBEDS, *MODEL_TESTBEDS, *SERVER_TESTBEDS)
 
 
 def _cell(text: str) -> str:

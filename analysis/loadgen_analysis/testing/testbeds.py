@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from . import harness
+from . import agreement, harness
 
 #: Server capacity: 8 requests in service at 10 ms each, so at most 800 req/s.
 CAPACITY_SERVER = ("--workers", "8", "--service-time", "10ms")
@@ -62,16 +62,20 @@ class Recording:
 
 
 def explain(recording: Recording) -> dict[str, Any]:
-    """``loadgen-analyze explain --json PATH ARGS…`` (this interpreter's package), parsed.
+    """``loadgen-analyze explain --json PATH ARGS…`` (this interpreter's package), parsed, with
+    ``agreement``: the cause every command gives (:mod:`.agreement` — the recording command's
+    output, run.json or capacity.json, explain, report).
 
-    Raises RuntimeError with its stderr when it exits non-zero.
+    Raises RuntimeError with its stderr when it exits non-zero, or when the commands disagree.
     """
     path, args = str(recording.path), recording.explain_args
     command = [sys.executable, "-m", "loadgen_analysis.cli", "explain", "--json", path, *args]
     proc = subprocess.run(command, capture_output=True, text=True, timeout=300, check=False)
     if proc.returncode != 0:
         raise RuntimeError(f"{' '.join(command)} exited with {proc.returncode}:\n{proc.stderr}")
-    return json.loads(proc.stdout)
+    explained = json.loads(proc.stdout)
+    explained["agreement"] = agreement.check(recording.path, recording.summary, explained)
+    return explained
 
 
 def check(verdict: dict[str, Any], name: str) -> dict[str, Any]:
@@ -219,7 +223,7 @@ def record_albums(
         tx_before = link.tx_bytes()
         with _TxSampler(link) as sampler:
             args = ["run", "--scenario", "albums", "--url", server.url, *overrides]
-            args += ["--out", str(out)]
+            args += ["--link-capacity", LINK_RATE, "--out", str(out)]
             summary = loadgen_json(binaries, args, prefix)
         facts = {
             "interface": link.host_if,
@@ -232,8 +236,8 @@ def record_albums(
         f"{LINK_RATE_BPS / 1e6:.0f}); {post['throughput_rps']:.0f} POST/s"
     )
     # The veth reports 10 Gbit/s to the kernel; the shaping is known only to us, as a user
-    # knows their link.
-    return Recording(out, summary, facts, explain_args=("--link-capacity", LINK_RATE))
+    # knows their link, and tells the run (`--link-capacity`).
+    return Recording(out, summary, facts)
 
 
 def _behind_link(

@@ -50,7 +50,7 @@ def decided(path: str | Path) -> Attribution | None:
 def run_verdict(run: Run) -> Attribution:
     """The engine's verdict on one run (its shards' combined for a shard set)."""
     verdicts = [p.meta.get("verdict") for p in run.parts]
-    if not verdicts or not all(isinstance(v, dict) and v.get("cause") for v in verdicts):
+    if not verdicts or not all(isinstance(v, dict) and "cause" in v for v in verdicts):
         return Attribution("inconclusive", NOT_MEASURED, "weak", (), not_measured=True)
     if len(verdicts) == 1:
         return _present(verdicts[0])
@@ -67,12 +67,14 @@ def run_verdict(run: Run) -> Attribution:
 
 def _cause(verdict: dict[str, Any]) -> Verdict:
     cause = verdict.get("cause")
+    if cause is None and verdict.get("passed") and verdict.get("judged", True):
+        return "none"  # a capacity level recorded before request schema 6 that passed
     return cause if cause in ORDER else "inconclusive"
 
 
 def _present(verdict: dict[str, Any]) -> Attribution:
     evidence = [str(e) for e in verdict.get("evidence") or []]
-    summary = str(verdict.get("summary", ""))
+    summary = str(verdict.get("summary") or _old_level_summary(verdict, evidence))
     notes = [e for e in evidence if e != summary]
     slos = verdict.get("slos")
     if isinstance(slos, dict) and slos.get("crossed"):
@@ -81,7 +83,9 @@ def _present(verdict: dict[str, Any]) -> Attribution:
     return Attribution(
         verdict=_cause(verdict),
         headline=summary,
-        confidence="strong" if verdict.get("strength") == "strong" else "weak",
+        confidence="strong"
+        if verdict.get("strength", _old_strength(verdict)) == "strong"
+        else "weak",
         findings=(),
         caveats=tuple(dict.fromkeys(notes)),
         phases=tuple(
@@ -99,6 +103,23 @@ def _present(verdict: dict[str, Any]) -> Attribution:
         numbers=dict(verdict.get("numbers") or {}),
         server=verdict.get("server"),
     )
+
+
+def _old_strength(verdict: dict[str, Any]) -> str:
+    """A capacity level recorded before request schema 6 was judged strongly unless cut short."""
+    return "strong" if verdict.get("judged", True) else "weak"
+
+
+def _old_level_summary(verdict: dict[str, Any], evidence: list[str]) -> str:
+    """A capacity level's verdict as recorded before request schema 6 (``passed``,
+    ``slos_crossed``, ``evidence``), in today's words."""
+    if not verdict.get("judged", True):
+        return "not judged: the level was cut short by Ctrl-C or SIGTERM"
+    if verdict.get("passed"):
+        return "the level met every SLO and kept up with its schedule"
+    crossed = ", ".join(verdict.get("slos_crossed") or [])
+    head = "; ".join(evidence) or "failed"
+    return f"crossed {crossed} — {head}" if crossed else head
 
 
 def _capacity_verdict(capacity: dict[str, Any]) -> Attribution:

@@ -140,6 +140,7 @@ pub(super) async fn finish(
             client: client.as_ref(),
             thresholds: &thresholds,
             verdict: &verdict,
+            request_ops: config.workload.request_ops(),
         },
         extra,
     )?;
@@ -490,6 +491,8 @@ struct RunJson<'a> {
     thresholds: &'a [ThresholdResult],
     /// Where the run's throughput stopped and why (the `verdict` module).
     verdict: &'a Verdict,
+    /// Each request's name in the scenario → its op's label (selectors may name either).
+    request_ops: std::collections::BTreeMap<String, String>,
 }
 
 #[derive(Debug, Serialize)]

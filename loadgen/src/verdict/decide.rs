@@ -100,6 +100,17 @@ pub fn decide(f: Facts<'_>) -> Verdict {
             evidence.push(format!("server: {named}"));
         }
     }
+    let summary = match (phase, cause) {
+        (Some(p), Cause::Client | Cause::Server | Cause::Inconclusive | Cause::None)
+            if phase_count(f.summary) > 1 && rule != "client.cpu" =>
+        {
+            format!(
+                "{summary} (judged on {}, the phase with the most workers alive)",
+                p.phase
+            )
+        }
+        _ => summary,
+    };
     let shared = f.client.is_some_and(|c| c.server_shares_cores)
         && matches!(cause, Cause::Client | Cause::Server | Cause::Inconclusive);
     let summary = match shared {
@@ -336,9 +347,13 @@ fn schedule_check(f: &Facts<'_>, check: &mut Check, numbers: &mut BTreeMap<&'sta
     }
 }
 
+fn phase_count(summary: &RunSummary) -> usize {
+    summary.workers.as_ref().map_or(0, |w| w.phases.len())
+}
+
 /// " in main (the phase with the most workers, 16)" for a run of several phases.
 fn phase_where(summary: &RunSummary, p: &PhaseWorkers) -> String {
-    match summary.workers.as_ref().map_or(0, |w| w.phases.len()) {
+    match phase_count(summary) {
         0 | 1 => String::new(),
         _ => format!(
             " in {} (the phase with the most workers, {})",

@@ -225,6 +225,16 @@ impl Workload {
         by_label.or_else(by_name).map(|t| t.label.as_str())
     }
 
+    /// Each request's name in the scenario and the label of its op (run.json `request_ops`),
+    /// so a reader of the run resolves a selector by name as the engine does.
+    pub fn request_ops(&self) -> std::collections::BTreeMap<String, String> {
+        self.request_names
+            .iter()
+            .zip(&self.templates)
+            .map(|(name, template)| (name.clone(), template.label.clone()))
+            .collect()
+    }
+
     /// Every op as a selector may name it: `label` or `label (name)`.
     pub fn op_names(&self) -> Vec<String> {
         let mut names: Vec<String> = Vec::new();
