@@ -131,6 +131,14 @@ async fn server_errors_are_counted_and_written_not_dropped() {
     assert!(outcome.console.contains(&format!(
         "{server_500} failed (http_status {server_500}: 500 × {server_500})"
     )));
+    // The verdict: errors first, said the same in the console and run.json.
+    assert_eq!(outcome.verdict.cause, loadgen::verdict::Cause::Errors);
+    assert!(outcome.console.contains("Verdict        errors (strong)"));
+    let verdict = &run_json(&out)["verdict"];
+    assert_eq!(
+        (&verdict["cause"], &verdict["rule"]),
+        (&"errors".into(), &"errors.share".into())
+    );
     server.shutdown().await;
 }
 

@@ -231,8 +231,24 @@ async fn the_reference_servers_saturation_gauges_reach_its_worker_limit() {
     let url = format!("{}/", server.url());
     let scrape = format!("{}/metrics", server.url());
     let flags = ["-c", "16", "-d", "2s", "--server-metrics", &scrape];
-    let (_dir, out, _) = run_at(&url, &flags, StopSignal::new()).await;
+    let (_dir, out, outcome) = run_at(&url, &flags, StopSignal::new()).await;
     let samples = server_metrics(&out);
+    // One closed level alone cannot tell a server at its capacity; its gauges can, and the
+    // verdict names them (issue 35), in the outcome, the console and run.json alike.
+    let verdict = &outcome.verdict;
+    assert_eq!(
+        verdict.cause,
+        loadgen::verdict::Cause::Server,
+        "{verdict:?}"
+    );
+    assert_eq!(verdict.rule, "server.saturated");
+    assert!(
+        verdict.summary.contains("8 of 8 workers busy"),
+        "{}",
+        verdict.summary
+    );
+    assert!(outcome.console.contains("Verdict        server (strong)"));
+    assert_eq!(run_json(&out)["verdict"]["cause"], "server");
     let values = |metric: &str| -> Vec<f64> {
         samples
             .iter()
