@@ -13,8 +13,9 @@ import pytest
 
 import loadgen_analysis as la
 from loadgen_analysis.testing import agreement, harness
+from loadgen_analysis.verdict.engine import ORDER
 
-from .conftest import CAPACITY_RPS, Binaries, Recorded, run_cli
+from .conftest import CAPACITY_RPS, Binaries, Recorded, ShardSet, run_cli
 
 DATA = Path(__file__).resolve().parents[2] / "data" / "runs"
 
@@ -227,3 +228,25 @@ def test_explain_says_what_capacity_decided_on_its_directory_and_its_levels(
             assert all(slo in verdict["summary"] for slo in crossed), verdict["summary"]
             printed = {"verdict": {"cause": level["cause"]}}
             agreement.check(Path(level["run_dir"]), printed, verdict)
+
+
+def test_a_shard_sets_verdict_is_the_first_cause_of_its_shards(
+    shard_sets: dict[str, ShardSet], tmp_path: Path
+) -> None:
+    """Issue 34 part 1: each shard decided its own verdict; the merged run's is the first
+    cause, in the checks' order, among them — a shard that failed speaks for the set."""
+    shards = shard_sets["open"].shards
+    causes = [json.loads((s / "run.json").read_text())["verdict"]["cause"] for s in shards]
+    out = _explain_json(shard_sets["open"].folder)
+    assert out["verdict"] == min(causes, key=ORDER.index), (causes, out)
+    assert sum(note.startswith("shard ") for note in out["notes"]) == len(shards)
+    # One shard's verdict turned to errors: the set's is errors.
+    folder = tmp_path / "set"
+    for shard in shards:
+        shutil.copytree(shard, folder / shard.name)
+    first = folder / shards[0].name / "run.json"
+    meta = json.loads(first.read_text())
+    meta["verdict"] = {**meta["verdict"], "cause": "errors", "summary": "12% failed"}
+    first.write_text(json.dumps(meta))
+    out = _explain_json(folder)
+    assert (out["verdict"], out["summary"]) == ("errors", "12% failed")

@@ -471,7 +471,9 @@ fn an_interrupted_search_says_so_and_keeps_what_it_measured() {
     );
     // Its run directory says the same, for `explain` on it alone.
     let run_dir = std::path::Path::new(level["run_dir"].as_str().unwrap());
-    assert_eq!(common::run_json(run_dir)["verdict"]["judged"], false);
+    let verdict = &common::run_json(run_dir)["verdict"];
+    assert_eq!(verdict["slos"]["judged"], false, "{verdict}");
+    assert_eq!(verdict["cause"], "inconclusive", "{verdict}");
 }
 
 /// Issue 36: a target that goes away between levels ends the search with what it measured —
