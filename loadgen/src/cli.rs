@@ -543,6 +543,11 @@ pub struct OutputArgs {
     #[arg(long, value_name = "FILE")]
     pub junit: Option<PathBuf>,
 
+    /// With --junit: the name of the JUnit suite(s), so a baseline and a candidate are told
+    /// apart in CI [default: --out's folder name, else the run id].
+    #[arg(long, value_name = "NAME", requires = "junit")]
+    pub junit_name: Option<String>,
+
     /// Serve the run's live metrics for Prometheus at http://ADDR/metrics while it runs
     /// (requests by op and outcome, in flight, latency histograms per op), e.g.
     /// 127.0.0.1:9464; port 0 picks a free one (printed at the start).

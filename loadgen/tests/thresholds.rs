@@ -288,20 +288,80 @@ fn sweep_and_calibrate_exit_99_when_a_threshold_is_crossed() {
     assert!(text.contains("calibration    all 1 passed"), "{text}");
 }
 
-/// `--junit FILE` (issue 30): one test case per threshold, a crossed one a `<failure>` with
-/// what was observed; a sweep writes one suite per level, a calibration one suite.
+/// A `<testsuite>` as CI reads it: its attributes and how many cases and failures it holds.
+#[derive(Debug)]
+struct JunitSuite {
+    name: String,
+    time_s: f64,
+    tests: usize,
+    cases: usize,
+    failures: usize,
+}
+
+/// The suites of a JUnit file, read with an XML parser (attributes unescaped).
+fn junit_suites(xml: &str) -> Vec<JunitSuite> {
+    use quick_xml::events::Event;
+    use quick_xml::XmlVersion;
+    let mut reader = quick_xml::Reader::from_str(xml);
+    let mut suites: Vec<JunitSuite> = Vec::new();
+    loop {
+        let event = reader.read_event().expect("well-formed XML");
+        let element = match &event {
+            Event::Start(e) | Event::Empty(e) => e.clone(),
+            Event::Eof => return suites,
+            _ => continue,
+        };
+        let attr = |key: &str| {
+            element.try_get_attribute(key).unwrap().map(|a| {
+                a.normalized_value(XmlVersion::Implicit1_0)
+                    .unwrap()
+                    .into_owned()
+            })
+        };
+        match element.name().as_ref() {
+            b"testsuite" => suites.push(JunitSuite {
+                name: attr("name").unwrap(),
+                time_s: attr("time").expect("a time").parse().unwrap(),
+                tests: attr("tests").unwrap().parse().unwrap(),
+                cases: 0,
+                failures: 0,
+            }),
+            b"testcase" => suites.last_mut().unwrap().cases += 1,
+            b"failure" => suites.last_mut().unwrap().failures += 1,
+            _ => {}
+        }
+    }
+}
+
+/// `--junit FILE` (issues 30, 39): one test case per threshold, a crossed one a `<failure>`
+/// with what was observed; a sweep writes one suite per level, a calibration one suite. Each
+/// suite is named after `--out`'s folder (or `--junit-name`), so two runs are told apart, and
+/// timed with its run's duration.
 #[test]
 fn junit_files_have_a_case_per_threshold_and_a_failure_per_crossed_one() {
     let server = slow_server();
     let dir = tempfile::tempdir().unwrap();
     let path = |name: &str| dir.path().join(name).to_str().unwrap().to_string();
     let judged = ["--threshold", "p99<5ms", "--threshold", "error_rate<1%"];
-    let runs: [(&str, &[&str]); 3] = [
-        ("run.xml", &["run", "-c", "2", "-n", "10"]),
-        ("sweep.xml", &["sweep", "--levels", "1,2", "-n", "10"]),
-        ("calibrate.xml", &["calibrate", "-n", "10", "--warmup", "0"]),
+    let runs: [(&str, &[&str], &[&str]); 4] = [
+        ("run.xml", &["run", "-c", "2", "-n", "10"], &["run.xml.out"]),
+        (
+            "candidate.xml",
+            &["run", "-c", "2", "-n", "10", "--junit-name", "pr-7"],
+            &["pr-7"],
+        ),
+        (
+            "sweep.xml",
+            &["sweep", "--levels", "1,2", "-n", "10"],
+            &["sweep.xml.out: N = 1", "sweep.xml.out: N = 2"],
+        ),
+        (
+            "calibrate.xml",
+            &["calibrate", "-n", "10", "--warmup", "0"],
+            &["calibrate.xml.out"],
+        ),
     ];
-    for (file, command) in runs {
+    for (file, command, names) in runs {
         let mut args = command.to_vec();
         let (url, junit, out) = (server.url("/"), path(file), path(&format!("{file}.out")));
         args.extend([
@@ -317,11 +377,18 @@ fn junit_files_have_a_case_per_threshold_and_a_failure_per_crossed_one() {
         let (code, text) = run(&args);
         assert_eq!(code, 99, "{text}");
         let xml = std::fs::read_to_string(&junit).unwrap();
-        let suites = if file == "sweep.xml" { 2 } else { 1 };
-        assert_eq!(xml.matches("<testsuite ").count(), suites, "{xml}");
-        assert_eq!(xml.matches("<testcase ").count(), 2 * suites, "{xml}");
-        assert_eq!(xml.matches("<failure ").count(), suites, "{xml}");
+        let suites = junit_suites(&xml);
+        let found: Vec<&str> = suites.iter().map(|s| s.name.as_str()).collect();
+        assert_eq!(found, names, "{xml}");
+        for suite in &suites {
+            assert_eq!(
+                (suite.tests, suite.cases, suite.failures),
+                (2, 2, 1),
+                "{xml}"
+            );
+            // 10 requests of 20 ms each, at least: the run's duration, not a placeholder.
+            assert!(suite.time_s >= 0.02 && suite.time_s < 60.0, "{xml}");
+        }
         assert!(xml.contains("p99&lt;5ms crossed: observed "), "{xml}");
-        assert!(xml.contains(&format!("tests=\"{}\" failures=\"{suites}\"", 2 * suites)));
     }
 }
