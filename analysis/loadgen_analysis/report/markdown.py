@@ -4,18 +4,24 @@ their evidence, the phases as a table, the notes as a list.
 
 Built only from the documented keys of ``explain --json`` (``Attribution.explain_dict()``:
 run, verdict, strength, summary, checks[name, status, evidence], notes, phases), so an engine's
-decision (a capacity search) and the attribution render alike. A cell's ``|`` is escaped and
-its line breaks become ``<br>``, so no value can break the table.
+decision (a capacity search) and the attribution render alike. A value's markup characters
+(``|``, ``*``, ``_``, …) are escaped and its line breaks become ``<br>``, so no value breaks
+the table or turns into emphasis.
 """
 
 from __future__ import annotations
 
+import re
 from typing import Any
+
+#: Characters Markdown would read as markup (emphasis in ``N*``, a table's ``|``, HTML).
+_MARKUP = re.compile(r"([\\`*_\[\]<>|])")
 
 
 def cell(value: object) -> str:
-    """``value`` as one table cell: pipes escaped, line breaks as ``<br>``."""
-    text = str(value).replace("\\", "\\\\").replace("|", "\\|")
+    """``value`` as text in a table cell or list item: markup characters escaped, so it reads
+    as written; line breaks as ``<br>``."""
+    text = _MARKUP.sub(r"\\\1", str(value))
     return "<br>".join(line.strip() for line in text.splitlines()) or " "
 
 
@@ -33,7 +39,8 @@ def explain_markdown(document: dict[str, Any], traced: int = 0) -> str:
     lines = [
         f"### loadgen explain: `{document['run']}`",
         "",
-        f"**Verdict: {document['verdict']}** ({document['strength']}) — {document['summary']}",
+        f"**Verdict: {cell(document['verdict'])}** ({cell(document['strength'])}) — "
+        f"{cell(document['summary'])}",
         "",
     ]
     checks = [[c["name"], c["status"], c["evidence"]] for c in document.get("checks", [])]
