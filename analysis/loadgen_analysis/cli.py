@@ -251,8 +251,7 @@ def _add_compare(sub: Any) -> None:
     compare.add_argument(
         "--junit-name",
         metavar="NAME",
-        help="with --junit: the suites' name, NAME: op (default: CANDIDATE vs BASELINE, by "
-        "their folder names)",
+        help="with --junit: the suites' name, NAME: op (default: CANDIDATE vs BASELINE)",
     )
 
 
@@ -419,6 +418,8 @@ def _compare(args: argparse.Namespace) -> int:
         return _error("--confidence must be between 0% and 100%, e.g. 95%")
     if args.windows < 2:
         return _error("--windows must be at least 2")
+    if args.junit_name and not args.junit:
+        return _error("--junit-name names the suites of --junit FILE: give --junit too")
     baseline = load_runs([args.baseline])
     candidate = load_runs([args.candidate])
     # The flags are parsed already; handed on as percentages, so an increase above 100 %

@@ -99,3 +99,6 @@ def test_compare_junit_name_names_the_suites(tmp_path: Path) -> None:
     assert proc.returncode == 1, proc.stderr
     (suite,) = ElementTree.parse(junit).getroot().findall("./testsuite")
     assert suite.get("name") == "pr-12: GET /"
+    # Without --junit there are no suites to name: said, not ignored.
+    proc = run_cli("compare", *args[:2], "--junit-name", "pr-12")
+    assert proc.returncode == 2 and "give --junit too" in proc.stderr, proc.stderr
