@@ -288,51 +288,6 @@ fn sweep_and_calibrate_exit_99_when_a_threshold_is_crossed() {
     assert!(text.contains("calibration    all 1 passed"), "{text}");
 }
 
-/// A `<testsuite>` as CI reads it: its attributes and how many cases and failures it holds.
-#[derive(Debug)]
-struct JunitSuite {
-    name: String,
-    time_s: f64,
-    tests: usize,
-    cases: usize,
-    failures: usize,
-}
-
-/// The suites of a JUnit file, read with an XML parser (attributes unescaped).
-fn junit_suites(xml: &str) -> Vec<JunitSuite> {
-    use quick_xml::events::Event;
-    use quick_xml::XmlVersion;
-    let mut reader = quick_xml::Reader::from_str(xml);
-    let mut suites: Vec<JunitSuite> = Vec::new();
-    loop {
-        let event = reader.read_event().expect("well-formed XML");
-        let element = match &event {
-            Event::Start(e) | Event::Empty(e) => e.clone(),
-            Event::Eof => return suites,
-            _ => continue,
-        };
-        let attr = |key: &str| {
-            element.try_get_attribute(key).unwrap().map(|a| {
-                a.normalized_value(XmlVersion::Implicit1_0)
-                    .unwrap()
-                    .into_owned()
-            })
-        };
-        match element.name().as_ref() {
-            b"testsuite" => suites.push(JunitSuite {
-                name: attr("name").unwrap(),
-                time_s: attr("time").expect("a time").parse().unwrap(),
-                tests: attr("tests").unwrap().parse().unwrap(),
-                cases: 0,
-                failures: 0,
-            }),
-            b"testcase" => suites.last_mut().unwrap().cases += 1,
-            b"failure" => suites.last_mut().unwrap().failures += 1,
-            _ => {}
-        }
-    }
-}
-
 /// `--junit FILE` (issues 30, 39): one test case per threshold, a crossed one a `<failure>`
 /// with what was observed; a sweep writes one suite per level, a calibration one suite. Each
 /// suite is named after `--out`'s folder (or `--junit-name`), so two runs are told apart, and
@@ -377,7 +332,7 @@ fn junit_files_have_a_case_per_threshold_and_a_failure_per_crossed_one() {
         let (code, text) = run(&args);
         assert_eq!(code, 99, "{text}");
         let xml = std::fs::read_to_string(&junit).unwrap();
-        let suites = junit_suites(&xml);
+        let suites = common::junit::suites(&xml);
         let found: Vec<&str> = suites.iter().map(|s| s.name.as_str()).collect();
         assert_eq!(found, names, "{xml}");
         for suite in &suites {
