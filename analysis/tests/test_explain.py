@@ -40,15 +40,29 @@ def test_sample_sweep_is_server_bound_with_the_bounds_model() -> None:
     assert all({"name", "status", "evidence", "values"} <= set(c) for c in out["checks"])
 
 
-def test_sample_think_time_recorded_before_the_workers_time_is_not_measured() -> None:
-    # Issue 25: data/runs/think-time (request schema 1) predates the engine's worker clocks.
-    # Its workers were idle 75 % between requests, which the rows cannot tell apart from a
-    # client holding them back: "not measured", never a wrong verdict.
-    proc = run_cli("explain", DATA / "think-time")
+def test_sample_think_time_is_paced_by_its_think_time() -> None:
+    # Issue 39: data/runs/think-time, recorded in today's schema, has the workers' time: its
+    # workers thought 75 % of the time, as configured — a verdict, not a caveat.
+    out = _explain_json(DATA / "think-time")
+    assert (out["verdict"], out["strength"]) == ("none", "strong"), out["summary"]
+    assert "workers thought 75%" in out["summary"], out["summary"]
+
+
+def test_a_run_recorded_before_the_workers_time_is_not_measured(tmp_path: Path) -> None:
+    # Issue 25: a run recorded before the engine's worker clocks (request schema ≤ 3: no
+    # summary.workers in run.json) whose workers were idle 75 % between requests: the rows
+    # cannot tell that from a client holding them back — "not measured", never a wrong verdict.
+    old = tmp_path / "think-time"
+    shutil.copytree(DATA / "think-time", old)
+    run_json = json.loads((old / "run.json").read_text())
+    del run_json["summary"]["workers"]
+    (old / "run.json").write_text(json.dumps(run_json))
+    proc = run_cli("explain", old)
     assert proc.returncode == 0, proc.stderr
     lines = proc.stdout.splitlines()
     assert lines[0].startswith("Verdict: inconclusive (weak)"), proc.stdout
-    assert "[not measured] client" in proc.stdout and "schema ≤ 3" in proc.stdout
+    client = next(line for line in lines if "] client" in line)
+    assert "not measured" in client and "schema ≤ 3" in client, proc.stdout
     assert [line.split("]")[1].split()[0] for line in lines[1:5]] == [
         "errors",
         "client",
