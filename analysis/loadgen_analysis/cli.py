@@ -38,7 +38,7 @@ from .thresholds import (
     parse_threshold,
     resolve_ops,
 )
-from .units import parse_bits_per_second, parse_bucket_seconds
+from .units import count, parse_bits_per_second, parse_bucket_seconds
 
 #: One exit-code table for loadgen and loadgen-analyze (docs/troubleshooting.md).
 EXIT_OK = 0
@@ -162,7 +162,13 @@ def _add_explain_and_report(sub: Any) -> None:
         "better. Exit 0 when a verdict was printed, 2 for bad input.",
     )
     explain.add_argument("runs", nargs="+", metavar="RUN", help=_RUN_HELP)
-    explain.add_argument("--json", action="store_true", help="print one JSON object")
+    shown = explain.add_mutually_exclusive_group()
+    shown.add_argument("--json", action="store_true", help="print one JSON object")
+    shown.add_argument(
+        "--markdown",
+        action="store_true",
+        help="print Markdown tables (for $GITHUB_STEP_SUMMARY or a pull-request comment)",
+    )
     explain.add_argument(
         "--link-capacity",
         type=parse_bits_per_second,
@@ -256,7 +262,13 @@ def _add_compare(sub: Any) -> None:
         "--junit",
         type=Path,
         metavar="FILE",
-        help="also write JUnit XML for CI: a test case per op and metric, failed beyond its limit",
+        help="also write JUnit XML for CI: a test case per op and metric with a limit, failed "
+        "beyond it (a metric without a limit is a property, not a test)",
+    )
+    compare.add_argument(
+        "--junit-name",
+        metavar="NAME",
+        help="with --junit: the suites' name, NAME: op (default: CANDIDATE vs BASELINE)",
     )
 
 
@@ -365,6 +377,10 @@ def _explain(args: argparse.Namespace) -> int:
         document = result.explain_dict(" ".join(args.runs))
         document["traces"] = jsonable(traces.to_dict(orient="records"))
         print(json.dumps(document, indent=2, ensure_ascii=False))
+    elif args.markdown:
+        from .report.markdown import explain_markdown
+
+        print(explain_markdown(result.explain_dict(" ".join(args.runs)), len(traces)))
     else:
         print("\n\n".join(filter(None, (result.to_text(), traces_text(traces)))))
         print("\nterms: docs/glossary.md")  # where USL, knee, N_eff, … are explained
@@ -387,7 +403,7 @@ def _report(args: argparse.Namespace) -> int:
             runs = load_runs(args.runs)
             link, bucket = args.link_capacity, args.bucket
             out = write_report(runs, args.out, args.title, link, bucket_s=bucket)
-            print(f"wrote {out} ({len(runs)} run(s))")
+            print(f"wrote {out} ({count(len(runs), 'run')})")
     if args.plots is not None:
         print(figures_text(written, args.plots))
     return EXIT_OK
@@ -413,6 +429,8 @@ def _compare(args: argparse.Namespace) -> int:
         return _error("--confidence must be between 0% and 100%, e.g. 95%")
     if args.windows < 2:
         return _error("--windows must be at least 2")
+    if args.junit_name and not args.junit:
+        return _error("--junit-name names the suites of --junit FILE: give --junit too")
     baseline = load_runs([args.baseline])
     candidate = load_runs([args.candidate])
     # The flags are parsed already; handed on as percentages, so an increase above 100 %
@@ -443,7 +461,8 @@ def _compare(args: argparse.Namespace) -> int:
     if args.junit:
         from .report.junit import write_comparison_junit
 
-        write_comparison_junit(result, args.junit)
+        time_s = sum(run.wall_time_s for run in candidate)
+        write_comparison_junit(result, args.junit, args.junit_name, time_s)
     return result.exit_code
 
 

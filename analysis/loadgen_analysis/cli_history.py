@@ -15,6 +15,7 @@ from typing import Any
 
 from .history import DEFAULT_GATED, DEFAULT_MAX_PVALUE, MIN_RUNS, MIN_RUNS_AFTER
 from .thresholds import parse_proportion
+from .units import count
 
 _STORE_HELP = "the history store: a folder, or s3://BUCKET/PREFIX"
 
@@ -149,7 +150,7 @@ def _add(args: argparse.Namespace) -> int:
         else:
             tables = [(run.location, record.run_rows(run, given)) for run in load_runs([path])]
         for source, rows in tables:
-            print(f"added {source} ({len(rows)} op(s)) as {store.add(rows, args.store)}")
+            print(f"added {source} ({count(len(rows), 'op')}) as {store.add(rows, args.store)}")
     return 0
 
 
@@ -192,7 +193,7 @@ def _report(args: argparse.Namespace) -> int:
     metrics = _metrics(args, changes.ALL_METRICS)
     with figures_into(args.plots) as written:
         out = trend.write_trend_report(history, args.out, metrics, _ops(args), args.max_pvalue)
-    print(f"wrote {out} ({history['run_id'].nunique()} run(s))")
+    print(f"wrote {out} ({count(history['run_id'].nunique(), 'run')})")
     if args.plots is not None:
         print(figures_text(written, args.plots))
     return 0
@@ -210,7 +211,8 @@ def _check(args: argparse.Namespace) -> int:
         print(result.to_text())
     if args.junit:
         args.junit.parent.mkdir(parents=True, exist_ok=True)
-        args.junit.write_text(gate.gate_junit(result), encoding="utf-8")
+        name = f"history: {Path(args.store).resolve().name}"
+        args.junit.write_text(gate.gate_junit(result, name), encoding="utf-8")
     return result.exit_code
 
 

@@ -38,6 +38,7 @@ from .jsonable import jsonable
 from .reductions.cache import reuse_reductions
 from .reductions.summary import op_summary, run_walls_ns
 from .thresholds import parse_increase
+from .units import count
 
 #: Metrics compared, in display order: (column of op_summary, label, higher is worse).
 METRICS: tuple[tuple[str, str, bool], ...] = (
@@ -469,7 +470,7 @@ def format_comparison(comparison: Comparison) -> str:
     if comparison.passed:
         noisy = comparison.table[comparison.table["verdict"] == "noisy"]
         extra = (
-            f" ({len(noisy)} change(s) beyond a limit are within noise: rerun with repeats)"
+            f" ({count(len(noisy), 'change')} beyond a limit within noise: rerun with repeats)"
             if len(noisy)
             else ""
         )

@@ -73,8 +73,26 @@ def parse_proportion(text: str | float) -> float:
 
 def parse_increase(text: str | float) -> float:
     """A relative increase: as :func:`parse_proportion` (``10%`` = ``0.10``), but above 100 %
-    is allowed — written with ``%`` (``150%``), never as a bare ``1.5``."""
-    return parse_proportion(text)
+    is allowed — written with ``%`` (``150%``), never as a bare ``1.5``.
+
+    A bare number of 1 or more is refused with the likelier reading first: a whole number
+    (``10``) is a percentage someone forgot the ``%`` of — a 1000 % gate is no gate; one with
+    a fraction between 1 and 10 (``1.5``) is a ratio, ``150%`` — a 1.5 % gate on a p99 is
+    tighter than the noise of most runs."""
+    number = _number(str(text).strip())
+    if number is None or number < 1:
+        return parse_proportion(text)
+    as_ratio, as_percent = f"{number * 100:g}%", f"{number:g}%"
+    likely, other = (
+        (as_ratio, as_percent)
+        if number < 10 and not number.is_integer()
+        else (as_percent, as_ratio)
+    )
+    raise ValueError(
+        f"has '{str(text).strip()}', a bare number of 1 or more where a proportion is expected "
+        f"(did you mean {likely}?); write the increase as a percentage: {likely}, or {other} "
+        "if that is what you meant"
+    )
 
 
 @dataclass(frozen=True)

@@ -1,7 +1,7 @@
 """Units on the command line: link capacities (``1Gbit``, ``200mbit``, ``25MB/s``) as bits per
 second, for ``--link-capacity``, and timeline bucket widths (``100ms``, ``1s``) as seconds, for
 ``report --bucket``. Argparse types: bad text is an ``ArgumentTypeError`` that says what to
-write instead."""
+write instead. And counts as people write them: ``1 run``, ``3 runs``."""
 
 from __future__ import annotations
 
@@ -12,6 +12,12 @@ _RATE = re.compile(
     r"^\s*([0-9]*\.?[0-9]+(?:[eE][+-]?[0-9]+)?)\s*([kKmMgGtT]?)"
     r"([bB][iI][tT](?:/s)?|bps|b/s|B/s|Bps|B)?\s*$"
 )
+
+
+def count(n: int, noun: str, plural: str | None = None) -> str:
+    """``n`` with its noun in the right number: ``count(1, "run")`` is ``1 run``, ``count(3,
+    "run")`` is ``3 runs``; ``plural`` for a noun that takes more than an ``s``."""
+    return f"{n} {noun if n == 1 else plural or noun + 's'}"
 
 
 def parse_bits_per_second(text: str) -> float:

@@ -75,7 +75,7 @@ def test_skipped_requests_come_from_run_json(failing_run: Path) -> None:
 def test_the_report_has_a_checks_section(failing_run: Path) -> None:
     page = build_report([load_run(failing_run)])
     assert "<h3>Checks</h3>" in page
-    assert f"{ITERATIONS} response(s) failed a check" in page
+    assert f"{ITERATIONS} responses failed a check" in page
     assert "Requests not sent because a value they use was not extracted" in page
 
 

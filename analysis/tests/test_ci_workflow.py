@@ -119,11 +119,22 @@ def _run_steps(path: Path, binaries, tmp_path: Path) -> Path:
 
 def test_the_workflow_steps_run_locally(binaries, tmp_path: Path) -> None:
     work = _run_steps(WORKFLOW, binaries, tmp_path)
-    for name in ("baseline", "candidate", "compare"):
+    # Each file's suites are told apart by name (--out's folder; compare's two folders), and
+    # timed with the run's duration (the steps run -d 2s here).
+    suites = {
+        "baseline": ["baseline"],
+        "candidate": ["candidate"],
+        "compare": ["candidate vs baseline: GET /"],
+    }
+    for name, names in suites.items():
         root = ElementTree.parse(work / "junit" / f"{name}.xml").getroot()
         assert int(root.get("tests")) >= 1 and root.get("failures") == "0", name
+        assert [s.get("name") for s in root.iter("testsuite")] == names
+        assert all(1.5 < float(s.get("time")) < 60 for s in root.iter("testsuite")), name
     assert (work / "report.html").exists() and list((work / "figures").glob("*.svg"))
-    assert "verdict" in (tmp_path / "step_summary.md").read_text().lower()
+    # The job summary is Markdown GitHub renders: the verdict, then the checks as a table.
+    summary = (tmp_path / "step_summary.md").read_text()
+    assert "**Verdict: " in summary and "| check | status | evidence |" in summary, summary
 
 
 def test_the_nightly_workflow_steps_run_locally(binaries, tmp_path: Path) -> None:

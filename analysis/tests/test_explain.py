@@ -39,6 +39,14 @@ def test_sample_sweep_is_server_bound_with_the_bounds_model() -> None:
     assert all({"name", "status", "evidence", "values"} <= set(c) for c in out["checks"])
 
 
+def test_sample_think_time_is_paced_by_its_think_time() -> None:
+    # Issue 39: data/runs/think-time, recorded in today's schema, has the workers' time: its
+    # workers thought 75 % of the time, as configured — a verdict, not a caveat.
+    out = _explain_json(DATA / "think-time")
+    assert (out["verdict"], out["strength"]) == ("none", "strong"), out["summary"]
+    assert "workers thought 75%" in out["summary"], out["summary"]
+
+
 def test_a_run_recorded_before_the_engine_decided_verdicts_is_not_measured(
     error_run: Recorded, tmp_path: Path
 ) -> None:

@@ -74,6 +74,10 @@ def test_compare_limits_and_notebook_limits_share_the_convention(tmp_path: Path)
     proc = run_cli("compare", tmp_path, tmp_path, "--max-p99-increase", "10")
     assert proc.returncode == EXIT_BAD_INPUT
     assert "did you mean 10%?" in proc.stderr and len(proc.stderr.strip().splitlines()) == 1
+    # 1.5 is likelier a ratio (150 %) than a 1.5 % gate: the hint says so, and names both.
+    proc = run_cli("compare", tmp_path, tmp_path, "--max-p99-increase", "1.5")
+    assert proc.returncode == EXIT_BAD_INPUT
+    assert "did you mean 150%?" in proc.stderr and "or 1.5% if" in proc.stderr, proc.stderr
     # --help shows every default limit.
     help_text = " ".join(run_cli("compare", "--help").stdout.split())
     for default in (

@@ -111,59 +111,69 @@ pub struct CapacityArgs {
 
     /// The service level objective every level is judged by, in the --threshold language:
     /// 'p99<50ms', 'error_rate<0.1%', 'p99[GET /x]<20ms' (repeatable; all must hold).
-    #[arg(long = "slo", value_name = "EXPR", required = true)]
+    #[arg(
+        help_heading = "Search",
+        long = "slo",
+        value_name = "EXPR",
+        required = true
+    )]
     pub slos: Vec<String>,
 
     /// How long each level sends, warm-up included.
-    #[arg(long, value_name = "DURATION", value_parser = parse_duration, default_value = "10s")]
+    #[arg(help_heading = "Search", long, value_name = "DURATION", value_parser = parse_duration, default_value = "10s")]
     pub level_duration: Duration,
 
     /// The first part of each level, labelled `warmup` in its rows and not judged.
-    #[arg(long, value_name = "DURATION", value_parser = parse_duration, default_value = "2s")]
+    #[arg(help_heading = "Search", long, value_name = "DURATION", value_parser = parse_duration, default_value = "2s")]
     pub warmup: Duration,
 
     /// Stop bisecting when the lowest failing rate is within this of the highest passing one.
-    #[arg(long, value_name = "PERCENT", value_parser = parse_fraction, default_value = "5%")]
+    #[arg(help_heading = "Search", long, value_name = "PERCENT", value_parser = parse_fraction, default_value = "5%")]
     pub tolerance: f64,
 
     /// The best passing level is confirmed over this many level durations before it is reported.
-    #[arg(long, value_name = "N", default_value_t = 3.0)]
+    #[arg(help_heading = "Search", long, value_name = "N", default_value_t = 3.0)]
     pub confirm_levels: f64,
 
     /// Time the whole search may take; when it runs out, the bracket so far is reported, marked
     /// unconverged.
-    #[arg(long, value_name = "DURATION", value_parser = parse_duration, default_value = "10m")]
+    #[arg(help_heading = "Search", long, value_name = "DURATION", value_parser = parse_duration, default_value = "10m")]
     pub budget: Duration,
 
     /// The highest rate ever offered (requests/s): a ceiling for services that must be spared.
-    #[arg(long, value_name = "REQ/S", value_parser = parse_rate, default_value = "100000")]
+    #[arg(help_heading = "Search", long, value_name = "REQ/S", value_parser = parse_rate, default_value = "100000")]
     pub max_rate: f64,
 
     /// The lowest rate offered (requests/s): when levels keep failing, the search halves the
     /// rate down to this floor before it answers that no rate met the SLO.
-    #[arg(long, value_name = "REQ/S", value_parser = parse_rate, default_value = "1")]
+    #[arg(help_heading = "Search", long, value_name = "REQ/S", value_parser = parse_rate, default_value = "1")]
     pub min_rate: f64,
 
     /// Exit 99 when the capacity found is below this (requests/s), e.g. 500/s.
-    #[arg(long, value_name = "REQ/S", value_parser = parse_per_second)]
+    #[arg(help_heading = "Search", long, value_name = "REQ/S", value_parser = parse_per_second)]
     pub min_capacity: Option<f64>,
 
     /// Pause between levels, so one level's backlog does not bleed into the next.
-    #[arg(long, value_name = "DURATION", value_parser = parse_duration, default_value = "2s")]
+    #[arg(help_heading = "Search", long, value_name = "DURATION", value_parser = parse_duration, default_value = "2s")]
     pub cool_down: Duration,
 
     /// A run directory written by `loadgen calibrate` whose R(1) gives the first rate,
     /// instead of a short calibration of its own.
-    #[arg(long, value_name = "DIR", conflicts_with = "start_rate")]
+    #[arg(
+        help_heading = "Search",
+        long,
+        value_name = "DIR",
+        conflicts_with = "start_rate"
+    )]
     pub calibration: Option<PathBuf>,
 
     /// The first level's rate (requests/s), instead of a calibration's estimate: when you know
     /// roughly where the limit is, or one worker's speed says little about it.
-    #[arg(long, value_name = "REQ/S", value_parser = parse_rate)]
+    #[arg(help_heading = "Search", long, value_name = "REQ/S", value_parser = parse_rate)]
     pub start_rate: Option<f64>,
 
     /// Exit 0 even when the budget ran out before the bracket closed.
-    #[arg(long)]
+    #[arg(help_heading = "Search", long)]
     pub allow_unconverged: bool,
 }
 
@@ -181,15 +191,16 @@ pub struct CalibrateArgs {
     pub shard: ShardArgs,
 
     /// Requests measured for R(1), after the warm-up ones.
-    #[arg(short = 'n', long = "requests", value_name = "N", default_value_t = DEFAULT_CALIBRATION_REQUESTS)]
+    #[arg(help_heading = "Calibration", short = 'n', long = "requests", value_name = "N", default_value_t = DEFAULT_CALIBRATION_REQUESTS)]
     pub requests: u64,
 
     /// Requests sent (and not counted in R(1)) before measuring, to warm connections and caches.
-    #[arg(long, value_name = "N", default_value_t = DEFAULT_CALIBRATION_WARMUP)]
+    #[arg(help_heading = "Calibration", long, value_name = "N", default_value_t = DEFAULT_CALIBRATION_WARMUP)]
     pub warmup: u64,
 
     /// Concurrency levels N for the prediction table.
     #[arg(
+        help_heading = "Calibration",
         long,
         value_name = "N,N,…",
         value_delimiter = ',',
@@ -216,7 +227,7 @@ pub struct SweepArgs {
     pub shard: ShardArgs,
 
     /// Closed-model concurrency levels (workers), e.g. 1,10,20,50,100,200: each level's -c.
-    #[arg(
+    #[arg(help_heading = "Sweep", 
         long,
         value_name = "N,N,…",
         value_delimiter = ',',
@@ -226,12 +237,12 @@ pub struct SweepArgs {
     pub levels: Vec<u32>,
 
     /// Sweep the open model instead, at these arrival rates (requests/s): each level's --rate.
-    #[arg(long, value_name = "R,R,…", value_delimiter = ',', conflicts_with_all = ["rate", "stages"])]
+    #[arg(help_heading = "Sweep", long, value_name = "R,R,…", value_delimiter = ',', conflicts_with_all = ["rate", "stages"])]
     pub rate_levels: Vec<f64>,
 
     /// A run directory written by `loadgen calibrate`, whose R(1) gives the predictions
     /// (default: the sweep's own level 1, if it has one).
-    #[arg(long, value_name = "DIR")]
+    #[arg(help_heading = "Sweep", long, value_name = "DIR")]
     pub calibration: Option<PathBuf>,
 }
 
@@ -542,6 +553,11 @@ pub struct OutputArgs {
     /// suite per level).
     #[arg(long, value_name = "FILE")]
     pub junit: Option<PathBuf>,
+
+    /// With --junit: the name of the JUnit suite(s), so a baseline and a candidate are told
+    /// apart in CI [default: --out's folder name, else the run id].
+    #[arg(long, value_name = "NAME", requires = "junit")]
+    pub junit_name: Option<String>,
 
     /// Serve the run's live metrics for Prometheus at http://ADDR/metrics while it runs
     /// (requests by op and outcome, in flight, latency histograms per op), e.g.

@@ -6,6 +6,7 @@ use std::process::ExitCode;
 use clap::Parser;
 use loadgen::cli::{Cli, Command, ScenariosAction};
 use loadgen::config::RunConfig;
+use loadgen::report::junit::Suite;
 use loadgen::stop::{ExitReason, StopSignal};
 
 /// Writes to stdout, ignoring a reader that went away (`loadgen … --json | head`): the run's
@@ -45,7 +46,7 @@ fn run(args: &loadgen::cli::RunArgs) -> i32 {
         Err(e) => return fail(&e.into()),
     };
     let json = config.json;
-    let junit = args.output.junit.clone();
+    let output = args.output.clone();
     with_runtime(|stop| async move {
         match loadgen::run(config, stop.clone()).await {
             Ok(outcome) => {
@@ -61,8 +62,10 @@ fn run(args: &loadgen::cli::RunArgs) -> i32 {
                 } else {
                     emit(&outcome.console);
                 }
-                let judged = [(outcome.run_id.clone(), &outcome.thresholds[..])];
-                if let Err(code) = write_junit(junit.as_deref(), &judged) {
+                let name = suite_name(&output, &outcome.run_id);
+                let time_s = outcome.summary.wall_time_ns as f64 / 1e9;
+                let suites = [Suite::of(name, time_s, &outcome.thresholds)];
+                if let Err(code) = write_junit(output.junit.as_deref(), &suites) {
                     return code;
                 }
                 outcome.linger_metrics(&stop).await;
@@ -129,8 +132,10 @@ fn calibrate(args: &loadgen::cli::CalibrateArgs) -> i32 {
                 } else {
                     emit(&calibrated.render());
                 }
-                let judged = [("calibration".to_string(), &calibrated.thresholds[..])];
-                if let Err(code) = write_junit(args.output.junit.as_deref(), &judged) {
+                let name = suite_name(&args.output, "calibration");
+                let time_s = calibrated.calibration.wall_time_s;
+                let suites = [Suite::of(name, time_s, &calibrated.thresholds)];
+                if let Err(code) = write_junit(args.output.junit.as_deref(), &suites) {
                     return code;
                 }
                 workflow_exit_code(&stop, calibrated.exit_code())
@@ -160,10 +165,12 @@ fn sweep(args: &loadgen::cli::SweepArgs) -> i32 {
                         dir.display()
                     ));
                     emit(&sweep.render());
-                    emit("\n  N_eff = X · mean R (Little's Law); predicted = N / R(1), an upper bound.\n");
                     emit(&sweep.render_thresholds());
                 }
-                if let Err(code) = write_junit(args.output.junit.as_deref(), &sweep.judged()) {
+                let named = args.output.junit_name.is_some() || args.output.out.is_some();
+                let name = named.then(|| suite_name(&args.output, "sweep"));
+                let suites = sweep.junit_suites(name.as_deref());
+                if let Err(code) = write_junit(args.output.junit.as_deref(), &suites) {
                     return code;
                 }
                 workflow_exit_code(&stop, sweep.exit_code())
@@ -194,9 +201,7 @@ fn capacity(args: &loadgen::cli::CapacityArgs) -> i32 {
                     ));
                 }
                 let code = capacity.exit_code(args.allow_unconverged);
-                if let Err(code) =
-                    write_capacity_junit(args.output.junit.as_deref(), &capacity, code)
-                {
+                if let Err(code) = write_capacity_junit(&args.output, &capacity, code) {
                     return code;
                 }
                 workflow_exit_code(&stop, code)
@@ -221,8 +226,9 @@ fn upload(args: &loadgen::cli::UploadArgs) -> i32 {
                 let report = &uploaded.report;
                 if report.failed.is_empty() {
                     emit(&format!(
-                        "uploaded {} files ({} bytes) to {url}\n",
-                        report.files, report.bytes
+                        "uploaded {} ({}) to {url}\n",
+                        loadgen::units::count(report.files as u64, "file"),
+                        loadgen::units::count(report.bytes, "byte")
                     ));
                     return 0;
                 }
@@ -268,14 +274,17 @@ fn outputs_clear(
     })
 }
 
+/// A JUnit suite's name: `--junit-name`, else `--out`'s folder, else `fallback`.
+fn suite_name(output: &loadgen::cli::OutputArgs, fallback: &str) -> String {
+    let name = output.junit_name.as_deref();
+    loadgen::report::junit::suite_name(name, output.out.as_deref(), fallback)
+}
+
 /// `--junit FILE`: the judged thresholds as JUnit XML. A file that cannot be written is
 /// results not written: exit code 1, the run itself is on disk.
-fn write_junit(
-    path: Option<&std::path::Path>,
-    judged: &[(String, &[loadgen::report::thresholds::ThresholdResult])],
-) -> Result<(), i32> {
+fn write_junit(path: Option<&std::path::Path>, suites: &[Suite]) -> Result<(), i32> {
     let Some(path) = path else { return Ok(()) };
-    loadgen::report::junit::write(path, judged).map_err(|e| {
+    loadgen::report::junit::write(path, suites).map_err(|e| {
         eprintln!("error: cannot write --junit {}: {e}", path.display());
         1
     })
@@ -284,12 +293,14 @@ fn write_junit(
 /// `capacity --junit FILE`: one test case per SLO, failed when the search found no rate that
 /// meets them (exit 99); the answer is each case's message.
 fn write_capacity_junit(
-    path: Option<&std::path::Path>,
+    output: &loadgen::cli::OutputArgs,
     capacity: &loadgen::workflow::capacity::Capacity,
     code: i32,
 ) -> Result<(), i32> {
-    use loadgen::report::junit::{write_cases, Case};
-    let Some(path) = path else { return Ok(()) };
+    use loadgen::report::junit::Case;
+    let Some(path) = output.junit.as_deref() else {
+        return Ok(());
+    };
     let cases = capacity
         .slos
         .iter()
@@ -299,10 +310,12 @@ fn write_capacity_junit(
             output: capacity.answer.clone(),
         })
         .collect();
-    write_cases(path, &[("capacity".to_string(), cases)]).map_err(|e| {
-        eprintln!("error: cannot write --junit {}: {e}", path.display());
-        1
-    })
+    let suite = Suite {
+        name: suite_name(output, "capacity"),
+        time_s: capacity.elapsed_s,
+        cases,
+    };
+    write_junit(Some(path), &[suite])
 }
 
 /// A workflow's exit code: the stop reason's (Ctrl-C, SIGTERM) when it was stopped, else its

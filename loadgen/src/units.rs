@@ -122,9 +122,27 @@ pub fn thousands(n: u64) -> String {
     out
 }
 
+/// A count with its noun in the right number: `count(1, "worker")` is `1 worker`,
+/// `count(8, "worker")` is `8 workers` (nouns that take an `s`, as every counted one here does).
+pub fn count(n: impl Into<u64>, noun: &str) -> String {
+    let n = n.into();
+    if n == 1 {
+        format!("1 {noun}")
+    } else {
+        format!("{n} {noun}s")
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn counts_are_singular_for_one_only() {
+        assert_eq!(count(1u32, "worker"), "1 worker");
+        assert_eq!(count(0u32, "level"), "0 levels");
+        assert_eq!(count(8u64, "request"), "8 requests");
+    }
 
     #[test]
     fn link_capacities_are_bits_per_second() {

@@ -39,6 +39,9 @@ pub struct Calibration {
     /// Throughput of the one worker.
     pub x1_rps: f64,
     pub requests: u64,
+    /// How long the calibration ran, warm-up included (the JUnit suite's time).
+    #[serde(skip)]
+    pub wall_time_s: f64,
     /// X(N) = N / R(1): an upper bound, reached only if nothing queues.
     pub predictions: Vec<Prediction>,
 }
@@ -64,6 +67,7 @@ impl Calibration {
                 .unwrap_or_default(),
             x1_rps: phase.map_or(0.0, |p| p.throughput_rps),
             requests: phase.map_or(0, |p| p.requests),
+            wall_time_s: summary.wall_time_ns as f64 / 1e9,
             predictions: Calibration::predict(r1_ns, levels),
         }
     }
@@ -81,8 +85,8 @@ impl Calibration {
     /// The console table.
     pub fn render(&self, run_dir: &Path) -> String {
         let mut out = format!(
-            "Calibration: 1 worker, {} requests\n  R(1)  {} mean response time\n",
-            self.requests,
+            "Calibration: 1 worker, {}\n  R(1)  {} mean response time\n",
+            crate::units::count(self.requests, "request"),
             duration(self.r1_ns)
         );
         for (op, r) in &self.r1_by_op_ns {
@@ -223,6 +227,9 @@ pub struct Level {
     /// The engine's verdict on this level's run (its run.json `verdict.cause`); where the
     /// sweep as a whole stops is the analysis's (`loadgen-analyze explain`).
     pub verdict: crate::verdict::Cause,
+    /// How long the level ran (its JUnit suite's time).
+    #[serde(skip)]
+    pub wall_time_s: f64,
     /// The thresholds judged on this level's run (absent when none were given).
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub thresholds: Vec<ThresholdResult>,
@@ -262,29 +269,56 @@ impl Sweep {
             .collect()
     }
 
+    /// The levels' table and the footer that explains its columns; the predicted columns
+    /// only when a level has a prediction (an open sweep has none: N is not set there).
+    /// One JUnit suite per level, `NAME: N = 8` (`--junit-name` or `--out`'s folder), else
+    /// just `N = 8`.
+    pub fn junit_suites(&self, name: Option<&str>) -> Vec<crate::report::junit::Suite> {
+        let judged = self.judged();
+        let named = |level: String| name.map_or(level.clone(), |name| format!("{name}: {level}"));
+        (self.levels.iter().zip(judged))
+            .map(|(l, (level, results))| {
+                crate::report::junit::Suite::of(named(level), l.wall_time_s, results)
+            })
+            .collect()
+    }
+
+    /// The levels' table and the footer that explains its columns; the predicted columns
+    /// only when a level has a prediction (an open sweep has none: N is not set there).
     pub fn render(&self) -> String {
         let unit = if self.model == "open" { "rate" } else { "N" };
+        let predicts = self.levels.iter().any(|l| l.predicted_rps.is_some());
         let mut out = format!(
-            "  {unit:>8}  {:>10}  {:>9}  {:>9}  {:>8}  {:>11}  {:>8}\n",
-            "X req/s", "mean R", "p99", "N_eff", "predicted", "X/pred"
+            "  {unit:>8}  {:>10}  {:>9}  {:>9}  {:>8}",
+            "X req/s", "mean R", "p99", "N_eff"
         );
+        if predicts {
+            out += &format!("  {:>11}  {:>8}", "predicted", "X/pred");
+        }
+        out.push('\n');
         for l in &self.levels {
-            let (predicted, ratio) = match l.predicted_rps {
-                Some(p) => (format!("{p:.1}"), format!("{:.2}", l.throughput_rps / p)),
-                None => ("-".to_string(), "-".to_string()),
-            };
             out += &format!(
-                "  {:>8}  {:>10.1}  {:>9}  {:>9}  {:>8.1}  {:>11}  {:>8}\n",
+                "  {:>8}  {:>10.1}  {:>9}  {:>9}  {:>8.1}",
                 l.level,
                 l.throughput_rps,
                 duration(l.mean_latency_ns),
                 duration(l.p99_latency_ns as f64),
                 l.n_eff,
-                predicted,
-                ratio
             );
+            if predicts {
+                let (predicted, ratio) = match l.predicted_rps {
+                    Some(p) => (format!("{p:.1}"), format!("{:.2}", l.throughput_rps / p)),
+                    None => ("-".to_string(), "-".to_string()),
+                };
+                out += &format!("  {predicted:>11}  {ratio:>8}");
+            }
+            out.push('\n');
         }
-        out
+        out += "\n  N_eff = X · mean R (Little's Law)";
+        if predicts {
+            out += "; predicted = N / R(1), an upper bound";
+        }
+        out + ".\n"
     }
 }
 
@@ -442,6 +476,7 @@ fn summarize(level: f64, run_dir: &Path, summary: &RunSummary) -> Level {
     let mean = latency.map_or(0.0, |l| l.mean_ns);
     Level {
         level,
+        wall_time_s: summary.wall_time_ns as f64 / 1e9,
         run_dir: run_dir.to_path_buf(),
         requests: summary.requests,
         failed: summary.failed,

@@ -543,7 +543,7 @@ fn spawn_capacity(url: &str, flags: &[&str], out: &std::path::Path) -> std::proc
 }
 
 /// Issue 36: an answer below `--min-capacity` exits 99 and says why, in the answer and in the
-/// warnings, instead of "converged" alone.
+/// warnings, instead of "converged" alone; its `--junit` suite fails, named and timed (issue 39).
 #[test]
 fn an_answer_below_the_minimum_capacity_says_so() {
     let _alone = MEASURING.lock().unwrap_or_else(|e| e.into_inner());
@@ -555,7 +555,12 @@ fn an_answer_below_the_minimum_capacity_says_so() {
     });
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("capacity");
+    let junit = dir.path().join("capacity.xml");
     let flags = [
+        "--junit",
+        junit.to_str().unwrap(),
+        "--junit-name",
+        "min-capacity",
         "--slo",
         "p99<200ms",
         "--start-rate",
@@ -585,4 +590,22 @@ fn an_answer_below_the_minimum_capacity_says_so() {
             .contains("below --min-capacity"),
         "{answer}"
     );
+    // --junit: one case per SLO, failed with the answer, in a suite named --junit-name and
+    // timed with the search's duration.
+    let xml = std::fs::read_to_string(&junit).unwrap();
+    let suites = common::junit::suites(&xml);
+    assert_eq!(suites.len(), 1, "{xml}");
+    let suite = &suites[0];
+    assert_eq!(suite.name, "min-capacity", "{xml}");
+    assert_eq!(
+        (suite.tests, suite.cases, suite.failures),
+        (1, 1, 1),
+        "{xml}"
+    );
+    let elapsed_s = answer["elapsed_s"].as_f64().unwrap();
+    assert!(
+        (suite.time_s - elapsed_s).abs() < 0.01 && elapsed_s > 1.0,
+        "{xml}"
+    );
+    assert!(xml.contains("below --min-capacity 150 req/s"), "{xml}");
 }

@@ -288,20 +288,35 @@ fn sweep_and_calibrate_exit_99_when_a_threshold_is_crossed() {
     assert!(text.contains("calibration    all 1 passed"), "{text}");
 }
 
-/// `--junit FILE` (issue 30): one test case per threshold, a crossed one a `<failure>` with
-/// what was observed; a sweep writes one suite per level, a calibration one suite.
+/// `--junit FILE` (issues 30, 39): one test case per threshold, a crossed one a `<failure>`
+/// with what was observed; a sweep writes one suite per level, a calibration one suite. Each
+/// suite is named after `--out`'s folder (or `--junit-name`), so two runs are told apart, and
+/// timed with its run's duration.
 #[test]
 fn junit_files_have_a_case_per_threshold_and_a_failure_per_crossed_one() {
     let server = slow_server();
     let dir = tempfile::tempdir().unwrap();
     let path = |name: &str| dir.path().join(name).to_str().unwrap().to_string();
     let judged = ["--threshold", "p99<5ms", "--threshold", "error_rate<1%"];
-    let runs: [(&str, &[&str]); 3] = [
-        ("run.xml", &["run", "-c", "2", "-n", "10"]),
-        ("sweep.xml", &["sweep", "--levels", "1,2", "-n", "10"]),
-        ("calibrate.xml", &["calibrate", "-n", "10", "--warmup", "0"]),
+    let runs: [(&str, &[&str], &[&str]); 4] = [
+        ("run.xml", &["run", "-c", "2", "-n", "10"], &["run.xml.out"]),
+        (
+            "candidate.xml",
+            &["run", "-c", "2", "-n", "10", "--junit-name", "pr-7"],
+            &["pr-7"],
+        ),
+        (
+            "sweep.xml",
+            &["sweep", "--levels", "1,2", "-n", "10"],
+            &["sweep.xml.out: N = 1", "sweep.xml.out: N = 2"],
+        ),
+        (
+            "calibrate.xml",
+            &["calibrate", "-n", "10", "--warmup", "0"],
+            &["calibrate.xml.out"],
+        ),
     ];
-    for (file, command) in runs {
+    for (file, command, names) in runs {
         let mut args = command.to_vec();
         let (url, junit, out) = (server.url("/"), path(file), path(&format!("{file}.out")));
         args.extend([
@@ -317,11 +332,18 @@ fn junit_files_have_a_case_per_threshold_and_a_failure_per_crossed_one() {
         let (code, text) = run(&args);
         assert_eq!(code, 99, "{text}");
         let xml = std::fs::read_to_string(&junit).unwrap();
-        let suites = if file == "sweep.xml" { 2 } else { 1 };
-        assert_eq!(xml.matches("<testsuite ").count(), suites, "{xml}");
-        assert_eq!(xml.matches("<testcase ").count(), 2 * suites, "{xml}");
-        assert_eq!(xml.matches("<failure ").count(), suites, "{xml}");
+        let suites = common::junit::suites(&xml);
+        let found: Vec<&str> = suites.iter().map(|s| s.name.as_str()).collect();
+        assert_eq!(found, names, "{xml}");
+        for suite in &suites {
+            assert_eq!(
+                (suite.tests, suite.cases, suite.failures),
+                (2, 2, 1),
+                "{xml}"
+            );
+            // 10 requests of 20 ms each, at least: the run's duration, not a placeholder.
+            assert!(suite.time_s >= 0.02 && suite.time_s < 60.0, "{xml}");
+        }
         assert!(xml.contains("p99&lt;5ms crossed: observed "), "{xml}");
-        assert!(xml.contains(&format!("tests=\"{}\" failures=\"{suites}\"", 2 * suites)));
     }
 }

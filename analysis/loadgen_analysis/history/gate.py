@@ -20,6 +20,7 @@ from xml.sax.saxutils import quoteattr
 import pandas as pd
 
 from ..thresholds import EXIT_THRESHOLD
+from ..units import count
 from . import DEFAULT_GATED, DEFAULT_MAX_PVALUE, MIN_RUNS, MIN_RUNS_AFTER
 from .changes import ChangePoint, change_points, series
 
@@ -40,16 +41,18 @@ class Judgement:
 
     def describe(self, limit: float) -> str:
         head = f"{self.status.upper() if self.status == 'regression' else self.status}:"
+        runs = count(self.runs, "run")
         if self.status == "too few runs":
-            text = f"{head} {self.metric} of op {self.op} has {self.runs} runs, needs {MIN_RUNS}"
+            text = f"{head} {self.metric} of op {self.op} has {runs}, needs {MIN_RUNS}"
         elif self.point is not None:
             text = f"{head} {self.point.describe()} (limit {limit:.0%})"
         else:
-            text = f"{head} {self.metric} of op {self.op}, no change point in {self.runs} runs"
+            text = f"{head} {self.metric} of op {self.op}, no change point in {runs}"
         if self.unconfirmed is not None:
             text += (
                 f"; not yet confirmed: {self.unconfirmed.describe()} "
-                f"({self.unconfirmed.runs_after} run(s) after it, judged at {MIN_RUNS_AFTER})"
+                f"({count(self.unconfirmed.runs_after, 'run')} after it, judged at "
+                f"{MIN_RUNS_AFTER})"
             )
         return text
 
@@ -85,7 +88,7 @@ class GateResult:
         if self.judgements and all(j.status == "too few runs" for j in self.judgements):
             lines.append(f"too few runs to judge (a series needs {MIN_RUNS}): passed")
         elif self.regressions:
-            lines.append(f"{len(self.regressions)} regression(s) beyond {self.limit:.0%}")
+            lines.append(f"{count(len(self.regressions), 'regression')} beyond {self.limit:.0%}")
         else:
             lines.append("no regression beyond the limit")
         return "\n".join(lines)
@@ -154,14 +157,16 @@ def check(
     return GateResult(newest, limit, judgements)
 
 
-def gate_junit(result: GateResult) -> str:
-    """JUnit XML: one test case per series op and metric, a regression failed."""
+def gate_junit(result: GateResult, name: str = "history") -> str:
+    """JUnit XML: one suite ``name`` (``history check`` gives the store's folder name), one
+    test case per series op and metric, a regression failed."""
     failures = len(result.regressions)
     lines = [
         '<?xml version="1.0" encoding="UTF-8"?>',
         f'<testsuites name="loadgen-analyze history check" tests="{len(result.judgements)}" '
         f'failures="{failures}">',
-        f'  <testsuite name="history" tests="{len(result.judgements)}" failures="{failures}">',
+        f"  <testsuite name={quoteattr(name)} tests={quoteattr(str(len(result.judgements)))} "
+        f'failures="{failures}">',
     ]
     for j in result.judgements:
         text = j.describe(result.limit)

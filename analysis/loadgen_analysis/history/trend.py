@@ -15,6 +15,7 @@ from matplotlib.figure import Figure
 
 from ..report.figures import figure, legend_below, set_title
 from ..report.markup import figure_html, figures_into, page, table_html
+from ..units import count
 from .changes import ChangePoint, change_points, series, series_starts, series_table
 
 _POINTS = "#4c72b0"
@@ -90,7 +91,7 @@ def build_trend_report(
     max_pvalue: float,
 ) -> str:
     """The HTML page (module docs)."""
-    body = [f"<h1>Trend of {history['run_id'].nunique()} run(s)</h1>"]
+    body = [f"<h1>Trend of {count(history['run_id'].nunique(), 'run')}</h1>"]
     body += ["<h2>Series</h2>", table_html(series_table(history))]
     for mark in series_starts(history).to_dict("records"):
         changed = html.escape("; ".join(mark["changed"]))
@@ -105,7 +106,7 @@ def build_trend_report(
                 continue
             points = change_points(rows, metric, max_pvalue)
             found += points
-            caption = f"{metric}: {len(points)} change point(s) at p ≤ {max_pvalue:g}"
+            caption = f"{metric}: {count(len(points), 'change point')} at p ≤ {max_pvalue:g}"
             panels.append(figure_html(plot_trend(rows, metric, points), caption))
     body += [f"<h2>Change points (E-divisive means, p ≤ {max_pvalue:g})</h2>"]
     body.append(table_html(_points_table(found)) if found else "<p>none</p>")

@@ -14,6 +14,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ..units import count
+
 
 def _parse_shard(text: object) -> tuple[int, int] | None:
     """``"I/N"`` → (I, N); None when absent, malformed or N = 1 (not sharded)."""
@@ -167,6 +169,13 @@ class Run:
         return summary if isinstance(summary, dict) else None
 
     @property
+    def wall_time_s(self) -> float:
+        """How long the run ran, from run.json's summary (a shard set: its longest shard's);
+        0 when no summary says."""
+        times = [(part.summary or {}).get("wall_time_ns") or 0 for part in self.parts]
+        return max(times, default=0) / 1e9
+
+    @property
     def client_metrics_files(self) -> tuple[Path, ...]:
         """The 1 Hz client samples (``client-metrics.parquet``) of each directory of the run."""
         files = (p.path / "client-metrics.parquet" for p in self.parts)
@@ -189,7 +198,7 @@ class Run:
         if self.model:
             parts.append(f"{self.model} model")
         if self.connections is not None:
-            parts.append(f"{self.connections} workers")
+            parts.append(count(self.connections, "worker"))
         url = self.config.get("url")
         if url:
             parts.append(str(url))

@@ -28,6 +28,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from ..units import count
 from .bounds import BoundsFit
 from .usl import USLFit
 
@@ -55,7 +56,7 @@ def not_identifiable(
         )
     if isinstance(fit, BoundsFit) and fit.plateau_points < MIN_PLATEAU_POINTS:
         return (
-            f"the bounds fit has {fit.plateau_points} point(s) on its plateau, fewer than "
+            f"the bounds fit has {count(fit.plateau_points, 'point')} on its plateau, fewer than "
             f"{MIN_PLATEAU_POINTS}: its X_max {x_max:.0f} req/s is not a plateau the sweep "
             "reached"
         )

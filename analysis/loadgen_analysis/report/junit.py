@@ -1,45 +1,88 @@
 """``compare --junit FILE``: the regression gate as JUnit XML, the format CI systems display.
 
-One ``<testsuite>`` per op and one ``<testcase>`` per metric (throughput, p50…p99.9, error
-rate); a metric beyond its limit is a ``<failure>`` with the change and the limit, one within
-noise or without a limit passes with what was measured. The same text as the console's
-(:func:`~loadgen_analysis.regression.formatted_cells`); the verdicts are ``compare``'s.
+One ``<testsuite>`` per op, named ``NAME: op`` (``--junit-name``, by default ``CANDIDATE vs
+BASELINE`` by their folder names, so two gates in one CI run are told apart) and timed with
+the candidate run's duration; one ``<testcase>`` per metric with a limit (throughput,
+p50…p99.9, error rate): beyond its limit a ``<failure>`` with the change and the limit,
+within it (or within noise) a pass with what was measured. A metric without a limit is not a
+test: it is a ``<property>`` of its suite, so it counts neither as passed nor failed. The same
+text as the console's (:func:`~loadgen_analysis.regression.formatted_cells`); the verdicts are
+``compare``'s.
 """
 
 from __future__ import annotations
 
+from itertools import takewhile
 from pathlib import Path
 from typing import Any
 from xml.sax.saxutils import quoteattr
 
 from ..regression import Comparison, formatted_cells
 
+#: ``compare``'s verdict for a metric it shows but does not judge.
+_NOT_JUDGED = "—"
 
-def comparison_junit(comparison: Comparison) -> str:
-    """The JUnit XML document of ``comparison``."""
+
+def default_name(comparison: Comparison) -> str:
+    """``candidate vs baseline``: the last part of each side's location (of repeated runs,
+    of the folder they share)."""
+
+    def last(locations: tuple[str, ...]) -> str:
+        # Repeated runs (…/candidate/r1, …/candidate/r2): the folder they share.
+        paths = [loc.rstrip("/").split("/") for loc in locations]
+        same = takewhile(lambda parts: len(set(parts)) == 1, zip(*paths, strict=False))
+        shared = [parts[0] for parts in same]
+        return next((part for part in reversed(shared) if part), "?")
+
+    return f"{last(comparison.candidate)} vs {last(comparison.baseline)}"
+
+
+def comparison_junit(
+    comparison: Comparison, name: str | None = None, time_s: float | None = None
+) -> str:
+    """The JUnit XML document of ``comparison``: suites ``name: op`` (by default
+    :func:`default_name`), each timed ``time_s`` (the candidate's duration) when known."""
+    name = name or default_name(comparison)
     table = comparison.table
-    failures = int((table["verdict"] == "fail").sum())
+    judged = table[table["verdict"] != _NOT_JUDGED]
+    failures = int((judged["verdict"] == "fail").sum())
+    time = "" if time_s is None else f' time="{time_s:.3f}"'
     lines = [
         '<?xml version="1.0" encoding="UTF-8"?>',
-        f'<testsuites name={quoteattr("loadgen-analyze compare")} tests="{len(table)}" '
-        f'failures="{failures}">',
+        f"<testsuites name={quoteattr(name)} tests={quoteattr(str(len(judged)))} "
+        f'failures="{failures}"{time}>',
     ]
     for op, rows in table.groupby("op", sort=False):
-        failed = int((rows["verdict"] == "fail").sum())
-        name = quoteattr(str(op))
-        lines.append(f'  <testsuite name={name} tests="{len(rows)}" failures="{failed}">')
-        lines.extend(_testcase(str(op), row) for row in rows.itertuples(index=False))
+        tests = rows[rows["verdict"] != _NOT_JUDGED]
+        failed = int((tests["verdict"] == "fail").sum())
+        suite = quoteattr(f"{name}: {op}")
+        lines.append(f'  <testsuite name={suite} tests="{len(tests)}" failures="{failed}"{time}>')
+        untested = rows[rows["verdict"] == _NOT_JUDGED]
+        if len(untested):
+            lines.append("    <properties>")
+            lines.extend(_property(row) for row in untested.itertuples(index=False))
+            lines.append("    </properties>")
+        lines.extend(_testcase(str(op), row) for row in tests.itertuples(index=False))
         lines.append("  </testsuite>")
     lines.append("</testsuites>")
     return "\n".join(lines) + "\n"
 
 
-def _testcase(op: str, row: Any) -> str:
+def _summary(row: Any) -> str:
     cells = formatted_cells(row)
-    summary = (
+    return (
         f"{row.metric}: baseline {cells['baseline']}, candidate {cells['candidate']}, "
         f"Δ {cells['delta']} (CI {cells['ci']}), limit {cells['limit']}"
     )
+
+
+def _property(row: Any) -> str:
+    """A metric shown without a limit: measured, not judged."""
+    return f"      <property name={quoteattr(row.metric)} value={quoteattr(_summary(row))}/>"
+
+
+def _testcase(op: str, row: Any) -> str:
+    summary = _summary(row)
     classname = quoteattr(f"compare.{op}")
     head = f"    <testcase classname={classname} name={quoteattr(row.metric)}>"
     if row.verdict == "fail":
@@ -52,9 +95,14 @@ def _text(value: str) -> str:
     return value.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
 
 
-def write_comparison_junit(comparison: Comparison, path: str | Path) -> Path:
+def write_comparison_junit(
+    comparison: Comparison,
+    path: str | Path,
+    name: str | None = None,
+    time_s: float | None = None,
+) -> Path:
     """Write :func:`comparison_junit` to ``path`` (parent folders created)."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(comparison_junit(comparison), encoding="utf-8")
+    path.write_text(comparison_junit(comparison, name, time_s), encoding="utf-8")
     return path

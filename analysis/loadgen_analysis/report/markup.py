@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pandas as pd
 from matplotlib.figure import Figure
+from ..units import count
 
 CSS = """
 body { font-family: -apple-system, 'Segoe UI', Helvetica, Arial, sans-serif; margin: 2em auto;
@@ -95,7 +96,7 @@ def figures_text(written: list[Path], directory: Path) -> str:
     if not names:
         return f"no figures to write into {directory}: this report has none"
     listed = "".join(f"\n  {name}" for name in names)
-    return f"wrote {len(names)} figure(s) into {directory}, each as .svg and .png:{listed}"
+    return f"wrote {count(len(names), 'figure')} into {directory}, each as .svg and .png:{listed}"
 
 
 def figure_html(fig: Figure, caption: str) -> str:

@@ -21,6 +21,7 @@ from ..reductions.checks import check_failures, checks_evaluated, skipped_reques
 from ..reductions.open_model import open_model_table
 from ..reductions.summary import error_breakdown, op_summary, run_table, shard_table
 from ..reductions.traces import traced_requests
+from ..units import count
 from ..verdict.attribution import Attribution
 from . import plots
 from .markup import figure_html, fmt, table_html
@@ -149,7 +150,7 @@ def _thresholds_html(runs: list[Run]) -> str:
     )
     crossed = sum(not t["passed"] for run in runs for t in run.meta.get("thresholds") or [])
     note = (
-        f"<p><b>{crossed} threshold(s) crossed</b>: the run exited with code 99.</p>"
+        f"<p><b>{count(crossed, 'threshold')} crossed</b>: the run exited with code 99.</p>"
         if crossed
         else "<p>Every threshold passed.</p>"
     )
@@ -165,7 +166,8 @@ def _checks_html(runs: list[Run]) -> list[str]:
         return []
     failed = int(failures["failed"].sum())
     note = (
-        f"<p><b>{failed} response(s) failed a check</b> (error class <code>check</code>).</p>"
+        f"<p><b>{count(failed, 'response')} failed a check</b> "
+        "(error class <code>check</code>).</p>"
         if failed
         else "<p>Every check passed.</p>"
         if checks_evaluated(runs)
@@ -234,7 +236,7 @@ def header_section(runs: list[Run], title: str) -> list[str]:
     return [
         f"<h1>{html.escape(title)}</h1>",
         f"<p class='meta'>Generated {now} by loadgen-analysis {html.escape(_package_version())} "
-        f"from {len(runs)} run(s), {sum(r.rows for r in runs):,} recorded requests.</p>",
+        f"from {count(len(runs), 'run')}, {sum(r.rows for r in runs):,} recorded requests.</p>",
         *[_incomplete_html(r) for r in runs if r.missing_shards],
     ]
 

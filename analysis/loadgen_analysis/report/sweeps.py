@@ -19,6 +19,7 @@ from ..models.identify import MAX_KNEE_BEYOND_N, MAX_XMAX_BEYOND_X
 from ..models.littles_law import calibration_from_sweep, littles_law_table, sweep_table
 from ..models.rate_sweep import RateSweep, achieved_shortfall, rate_sweep_table
 from ..models.usl import USLFit
+from ..units import count
 from ..verdict.attribution import Attribution
 from . import plots
 from .markup import figure_html, table_html
@@ -109,7 +110,7 @@ def _over_n_html(
     parts = [
         "<h2>Little's Law</h2>",
         f"<p>Calibration R(1) = {calibration.r1_s * 1e3:.3f} ms from run "
-        f"<b>{html.escape(calibration.source)}</b> ({calibration.workers} worker(s))"
+        f"<b>{html.escape(calibration.source)}</b> ({count(calibration.workers, 'worker')})"
         + (
             ""
             if calibration.workers == 1

@@ -97,5 +97,4 @@ class Attribution:
             for p in self.phases
         )
         lines.extend(f"  note: {c}" for c in dict.fromkeys(self.caveats))
-        lines.append("  terms: docs/glossary.md")
         return "\n".join(lines)

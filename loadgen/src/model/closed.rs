@@ -71,7 +71,7 @@ impl Plan for ClosedPlan {
     fn describe(&self) -> String {
         let limit = match self.limit {
             Limit::Duration(d) => format!("for {}", humantime::format_duration(d)),
-            Limit::Requests(n) => format!("{n} requests"),
+            Limit::Requests(n) => crate::units::count(n, "request"),
         };
         let warmup = if self.warmup.is_zero() {
             String::new()
@@ -81,7 +81,8 @@ impl Plan for ClosedPlan {
                 humantime::format_duration(self.warmup)
             )
         };
-        format!("closed model, {} workers, {limit}{warmup}", self.workers)
+        let workers = crate::units::count(self.workers, "worker");
+        format!("closed model, {workers}, {limit}{warmup}")
     }
 
     fn sequence(&self) -> &Arc<[u16]> {

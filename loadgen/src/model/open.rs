@@ -145,7 +145,10 @@ impl Plan for OpenPlan {
 
     fn describe(&self) -> String {
         let unit = if self.chained {
-            format!(" iterations of {} requests", self.sequence.len())
+            format!(
+                " iterations of {}",
+                crate::units::count(self.sequence.len() as u64, "request")
+            )
         } else {
             String::new()
         };
@@ -165,12 +168,16 @@ impl Plan for OpenPlan {
                 humantime::format_duration(self.send_window)
             )
         };
+        // A Poisson process's count is random: the plan knows only its expectation (the
+        // summary says how many were scheduled).
+        let count = match self.arrivals {
+            Arrivals::Uniform => format!("{}{unit} scheduled", self.scheduled()),
+            Arrivals::Poisson => format!("~{}{unit} expected", self.scheduled()),
+        };
         format!(
-            "open model: {}{warmup}, {:?} arrivals{window}, {}{unit} scheduled, at most {} in \
-             flight",
+            "open model: {}{warmup}, {} arrivals{window}, {count}, at most {} in flight",
             self.describe_schedule(),
-            self.arrivals,
-            self.scheduled(),
+            self.arrivals.name(),
             self.max_in_flight
         )
     }

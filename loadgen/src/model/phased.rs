@@ -161,11 +161,11 @@ impl Model for Phased {
                     pool.spawn(i as u16, source);
                 }
                 (self.announce)(format!(
-                    "phase {} started at +{:.2} s: {} workers × {} requests",
+                    "phase {} started at +{:.2} s: {} × {}",
                     phase.name,
                     run_start.elapsed().as_secs_f64(),
-                    phase.workers,
-                    phase.requests_per_worker
+                    crate::units::count(phase.workers, "worker"),
+                    crate::units::count(phase.requests_per_worker, "request")
                 ));
             }
             let all_started = spent || started.iter().all(Option::is_some);
@@ -190,10 +190,10 @@ impl Model for Phased {
                     if finished[i] == phases[i].workers {
                         let took = started[i].map_or(0.0, |s| s.elapsed().as_secs_f64());
                         (self.announce)(format!(
-                            "phase {} finished at +{:.2} s ({} workers, {took:.2} s)",
+                            "phase {} finished at +{:.2} s ({}, {took:.2} s)",
                             phases[i].name,
                             run_start.elapsed().as_secs_f64(),
-                            phases[i].workers
+                            crate::units::count(phases[i].workers, "worker")
                         ));
                     }
                 }

@@ -64,12 +64,15 @@ impl Plan for ProducerBufferPlan {
 
     fn describe(&self) -> String {
         format!(
-            "producer-buffer: {} payloads, {} consumers × {} growing to {}, {} retries",
-            self.total,
-            self.initial_workers,
-            self.requests_per_worker,
+            "producer-buffer: {}, {} × {} growing to {}, {}",
+            crate::units::count(self.total, "payload"),
+            crate::units::count(self.initial_workers, "consumer"),
+            crate::units::count(self.requests_per_worker, "request"),
             self.max_workers,
-            self.retries
+            match self.retries {
+                1 => "1 retry".to_string(),
+                n => format!("{n} retries"),
+            }
         )
     }
 
@@ -155,8 +158,11 @@ impl Model for ProducerBuffer {
         };
         let started = Instant::now();
         (self.announce)(format!(
-            "producer: {} payloads into a buffer of {}; {} consumers × {} requests",
-            plan.total, plan.buffer, plan.initial_workers, plan.requests_per_worker
+            "producer: {} into a buffer of {}; {} × {}",
+            crate::units::count(plan.total, "payload"),
+            plan.buffer,
+            crate::units::count(plan.initial_workers, "consumer"),
+            crate::units::count(plan.requests_per_worker, "request")
         ));
         for _ in 0..plan.initial_workers {
             pool.spawn(0, consumer(0, Some(plan.requests_per_worker)));

@@ -62,14 +62,14 @@ impl Plan for ThreadGroupsPlan {
 
     fn describe(&self) -> String {
         format!(
-            "thread-groups: {}{} groups × {} workers, {} apart, {} iterations",
+            "thread-groups: {}{} × {}, {} apart, {}",
             self.startup
                 .map(|(w, i)| format!("startup {w} × {i}, then "))
                 .unwrap_or_default(),
-            self.groups,
-            self.group_size,
+            crate::units::count(self.groups, "group"),
+            crate::units::count(self.group_size, "worker"),
             humantime::format_duration(self.delay),
-            self.iterations
+            crate::units::count(self.iterations, "iteration")
         )
     }
 
@@ -119,7 +119,9 @@ impl Model for ThreadGroups {
         if let Some((workers, iterations)) = plan.startup {
             let started = tokio::time::Instant::now();
             (self.announce)(format!(
-                "startup: {workers} workers × {iterations} iterations"
+                "startup: {} × {}",
+                crate::units::count(workers, "worker"),
+                crate::units::count(iterations, "iteration")
             ));
             for _ in 0..workers {
                 pool.spawn(0, self.source(0, rounds(iterations)));
@@ -151,10 +153,10 @@ impl Model for ThreadGroups {
                 pool.spawn(phase, self.source(phase, rounds(plan.iterations)));
             }
             (self.announce)(format!(
-                "{} started at +{:.2} s: {} workers",
+                "{} started at +{:.2} s: {}",
                 labels[usize::from(phase)],
                 groups_start.elapsed().as_secs_f64(),
-                plan.group_size
+                crate::units::count(plan.group_size, "worker")
             ));
         }
         while let Some(done) = pool.next_done().await {

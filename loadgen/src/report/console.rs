@@ -30,8 +30,8 @@ const SUMMARY_LINES: &[SummaryLine] = &[
     ("Groups only", |s| {
         s.excluding_startup.as_ref().map(|groups| {
             format!(
-                "{} requests in {}: {:.1} req/s (startup excluded)",
-                groups.requests,
+                "{} in {}: {:.1} req/s (startup excluded)",
+                crate::units::count(groups.requests, "request"),
                 duration(groups.wall_time_ns as f64),
                 groups.throughput_rps
             )
@@ -211,8 +211,8 @@ fn skipped_line(summary: &RunSummary) -> Option<String> {
         .map(|o| format!("{} {}", o.op, o.skipped))
         .collect();
     Some(format!(
-        "{} requests not sent: a value they use was not extracted ({})",
-        summary.skipped,
+        "{} not sent: a value they use was not extracted ({})",
+        crate::units::count(summary.skipped, "request"),
         by_op.join(", ")
     ))
 }

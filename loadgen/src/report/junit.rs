@@ -2,8 +2,9 @@
 //! through a test-report action, GitLab's `artifacts:reports:junit`, Jenkins, Buildkite), so
 //! a crossed threshold shows up as a failed test named after it.
 //!
-//! One `<testsuite>` per judged run (a run, each level of a sweep, a calibration) and one
-//! `<testcase>` per threshold; a crossed threshold is a `<failure>` saying what was observed.
+//! One `<testsuite>` per judged run (a run, each level of a sweep, a calibration) named after
+//! `--junit-name` or `--out`'s folder, timed with the run's duration, and one `<testcase>`
+//! per threshold; a crossed threshold is a `<failure>` saying what was observed.
 //! Only formats what was judged; the judging is [`super::thresholds`]'.
 
 use std::fmt::Write as _;
@@ -30,35 +31,63 @@ impl Case {
     }
 }
 
-/// The document for `suites` — (suite name, its judged thresholds) — with no suite left out,
-/// so a run with no thresholds is an empty suite rather than a missing file.
-pub fn document(suites: &[(String, &[ThresholdResult])]) -> String {
-    let cases: Vec<(String, Vec<Case>)> = suites
-        .iter()
-        .map(|(name, results)| (name.clone(), results.iter().map(Case::of).collect()))
-        .collect();
-    document_of_cases(&cases)
+/// One suite: its name, how long the judged run (or search) took, and its cases. A
+/// threshold is judged over the whole run, so the time is the suite's, not each case's.
+pub struct Suite {
+    pub name: String,
+    pub time_s: f64,
+    pub cases: Vec<Case>,
 }
 
-/// The document for suites of ready-made [`Case`]s (`loadgen capacity`: one per SLO).
-pub fn document_of_cases(suites: &[(String, Vec<Case>)]) -> String {
-    let tests: usize = suites.iter().map(|(_, c)| c.len()).sum();
+impl Suite {
+    /// The suite of a run's judged thresholds.
+    pub fn of(name: String, time_s: f64, results: &[ThresholdResult]) -> Suite {
+        Suite {
+            name,
+            time_s,
+            cases: results.iter().map(Case::of).collect(),
+        }
+    }
+}
+
+/// The name a suite goes by: `--junit-name`, else the last part of `--out` (a folder, or an
+/// `s3://` prefix), so a baseline and a candidate written side by side are told apart; else
+/// `fallback` (the run id, `calibration`, `capacity`).
+pub fn suite_name(junit_name: Option<&str>, out: Option<&Path>, fallback: &str) -> String {
+    let from_out = out.and_then(|out| {
+        let text = out.to_string_lossy();
+        let last = text.trim_end_matches('/').rsplit('/').next()?.to_string();
+        (!last.is_empty() && last != "." && last != "..").then_some(last)
+    });
+    junit_name
+        .map(str::to_string)
+        .or(from_out)
+        .unwrap_or_else(|| fallback.to_string())
+}
+
+/// The document for `suites`, with no suite left out, so a run with no thresholds is an
+/// empty suite rather than a missing file.
+pub fn document(suites: &[Suite]) -> String {
+    let tests: usize = suites.iter().map(|s| s.cases.len()).sum();
     let failed = |cases: &[Case]| cases.iter().filter(|c| c.failure.is_some()).count();
-    let failures: usize = suites.iter().map(|(_, c)| failed(c)).sum();
+    let failures: usize = suites.iter().map(|s| failed(&s.cases)).sum();
+    let time_s: f64 = suites.iter().map(|s| s.time_s).sum();
     let mut xml = format!(
         "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n\
-         <testsuites name=\"loadgen thresholds\" tests=\"{tests}\" failures=\"{failures}\">\n"
+         <testsuites name=\"loadgen thresholds\" tests=\"{tests}\" failures=\"{failures}\" \
+         time=\"{time_s:.3}\">\n"
     );
-    for (name, cases) in suites {
+    for suite in suites {
         let _ = writeln!(
             xml,
-            "  <testsuite name=\"{}\" tests=\"{}\" failures=\"{}\">",
-            escape(name),
-            cases.len(),
-            failed(cases)
+            "  <testsuite name=\"{}\" tests=\"{}\" failures=\"{}\" time=\"{:.3}\">",
+            escape(&suite.name),
+            suite.cases.len(),
+            failed(&suite.cases),
+            suite.time_s
         );
-        for case in cases {
-            xml += &testcase(name, case);
+        for case in &suite.cases {
+            xml += &testcase(&suite.name, case);
         }
         xml += "  </testsuite>\n";
     }
@@ -102,13 +131,8 @@ fn escape(text: &str) -> String {
 }
 
 /// Writes [`document`] to `path` (its folder must exist).
-pub fn write(path: &Path, suites: &[(String, &[ThresholdResult])]) -> std::io::Result<()> {
+pub fn write(path: &Path, suites: &[Suite]) -> std::io::Result<()> {
     std::fs::write(path, document(suites))
-}
-
-/// Writes [`document_of_cases`] to `path` (its folder must exist).
-pub fn write_cases(path: &Path, suites: &[(String, Vec<Case>)]) -> std::io::Result<()> {
-    std::fs::write(path, document_of_cases(suites))
 }
 
 #[cfg(test)]
@@ -132,13 +156,27 @@ mod tests {
             result("p99<50ms", 61_200_000.0, "ns", false),
             result("error_rate<1%", 0.002, "fraction", true),
         ];
-        let xml = document(&[("run-1".to_string(), &results[..])]);
-        assert!(xml.contains("tests=\"2\" failures=\"1\""), "{xml}");
+        let xml = document(&[Suite::of("run-1".to_string(), 2.5, &results)]);
+        assert!(
+            xml.contains("tests=\"2\" failures=\"1\" time=\"2.500\""),
+            "{xml}"
+        );
         assert!(xml.contains("name=\"p99&lt;50ms\""), "{xml}");
         assert!(xml.contains("<failure message=\"p99&lt;50ms crossed: observed 61.2"));
         assert!(
             xml.contains("<system-out>observed 0.20%</system-out>"),
             "{xml}"
         );
+    }
+
+    #[test]
+    fn suites_are_named_by_junit_name_then_out_then_the_fallback() {
+        let out = Path::new("runs/baseline/");
+        assert_eq!(suite_name(Some("pr-12"), Some(out), "run-1"), "pr-12");
+        assert_eq!(suite_name(None, Some(out), "run-1"), "baseline");
+        let s3 = Path::new("s3://bucket/ci/candidate");
+        assert_eq!(suite_name(None, Some(s3), "run-1"), "candidate");
+        assert_eq!(suite_name(None, Some(Path::new(".")), "run-1"), "run-1");
+        assert_eq!(suite_name(None, None, "run-1"), "run-1");
     }
 }

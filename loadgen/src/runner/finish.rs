@@ -443,8 +443,8 @@ fn footer<'a>(
         footer.push((
             "Warm-up",
             format!(
-                "{} requests (phase {}) recorded and left out of the summary and thresholds",
-                report.stats.left_out_rows,
+                "{} (phase {}) recorded and left out of the summary and thresholds",
+                crate::units::count(report.stats.left_out_rows, "request"),
                 crate::record::phase::WARMUP
             ),
         ));

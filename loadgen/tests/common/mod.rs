@@ -3,6 +3,7 @@
 #![allow(dead_code)]
 
 pub mod contract;
+pub mod junit;
 pub mod quota;
 
 use std::collections::HashMap;

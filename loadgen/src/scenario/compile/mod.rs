@@ -296,7 +296,7 @@ mod tests {
             Expected {
                 model: "kind = \"producer-buffer\"\ntotal = 100\ninitial_workers = 2\nrequests_per_worker = 10\nmax_workers = 5\nretries = 3",
                 kind: "producer-buffer",
-                describe: "producer-buffer: 100 payloads, 2 consumers × 10 growing to 5, 3 retries",
+                describe: "producer-buffer: 100 payloads, 2 consumers × 10 requests growing to 5, 3 retries",
                 labels: &["initial", "grown"],
                 extent: Limit::Requests(100),
                 workers: 5,
@@ -315,7 +315,7 @@ mod tests {
             Expected {
                 model: "kind = \"open\"\nrate = 20\nduration = \"2s\"\nmax_in_flight = 7",
                 kind: "open",
-                describe: "open model: 20 iterations/s for 2s, Uniform arrivals, 40 iterations of 3 requests scheduled, at most 7 in flight",
+                describe: "open model: 20 iterations/s for 2s, uniform arrivals, 40 iterations of 3 requests scheduled, at most 7 in flight",
                 labels: &["main"],
                 extent: Limit::Duration(Duration::from_secs(2)),
                 workers: 7,

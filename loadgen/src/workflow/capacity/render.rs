@@ -12,14 +12,16 @@ pub fn level_line(l: &Level) -> String {
         .find(|p| p.quantile == 0.99)
         .and_then(|p| p.value_ns)
         .map_or("-".to_string(), crate::units::duration);
+    // pass / fail / inconclusive → extended: a level whose interval straddled a limit is
+    // not a failure; it is run again, twice as long, and that run (`extend`) is the verdict.
     let verdict = if l.passed {
         "pass".to_string()
     } else if l.interrupted {
         "interrupted (not judged)".to_string()
     } else if l.needs_extension() {
-        format!("inconclusive ({}): extending", l.reasons.join("; "))
+        format!("inconclusive → extended ({})", l.reasons.join("; "))
     } else {
-        format!("FAIL ({})", l.reasons.join("; "))
+        format!("fail ({})", l.reasons.join("; "))
     };
     format!(
         "  {:<8} {:>9.1} req/s offered  {:>9.1} achieved  p99 {:>9} from intended  {verdict}",
@@ -54,8 +56,8 @@ pub fn render(c: &Capacity, dir: &std::path::Path) -> String {
         );
     }
     out += &format!(
-        "  Search     {} levels in {:.0}s, {}\n",
-        c.levels.len(),
+        "  Search     {} in {:.0}s, {}\n",
+        crate::units::count(c.levels.len() as u64, "level"),
         c.elapsed_s,
         match c.ended {
             Ended::Converged => "converged",

@@ -1,0 +1,69 @@
+"""``loadgen-analyze explain --markdown``: the verdict as Markdown that GitHub renders (a job's
+step summary, a pull-request comment) — a heading with the verdict, a table of the checks and
+their evidence, the phases as a table, the notes as a list.
+
+Built only from the documented keys of ``explain --json`` (``Attribution.explain_dict()``:
+run, verdict, strength, summary, checks[name, status, evidence], notes, phases), so an engine's
+decision (a capacity search) and the attribution render alike. A value's markup characters
+(``|``, ``*``, ``_``, …) are escaped and its line breaks become ``<br>``, so no value breaks
+the table or turns into emphasis.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+#: Characters Markdown would read as markup (emphasis in ``N*``, a table's ``|``, HTML).
+_MARKUP = re.compile(r"([\\`*_\[\]<>|])")
+
+
+def cell(value: object) -> str:
+    """``value`` as text in a table cell or list item: markup characters escaped, so it reads
+    as written; line breaks as ``<br>``."""
+    text = _MARKUP.sub(r"\\\1", str(value))
+    return "<br>".join(line.strip() for line in text.splitlines()) or " "
+
+
+def table(header: list[str], rows: list[list[object]]) -> list[str]:
+    """A GitHub-flavoured Markdown table."""
+    lines = ["| " + " | ".join(cell(h) for h in header) + " |"]
+    lines.append("|" + "---|" * len(header))
+    lines.extend("| " + " | ".join(cell(v) for v in row) + " |" for row in rows)
+    return lines
+
+
+def explain_markdown(document: dict[str, Any], traced: int = 0) -> str:
+    """The Markdown of an ``explain --json`` ``document``; ``traced``: how many traced requests
+    ``explain`` would list (their ids are in ``--json``)."""
+    lines = [
+        f"### loadgen explain: `{document['run']}`",
+        "",
+        f"**Verdict: {cell(document['verdict'])}** ({cell(document['strength'])}) — "
+        f"{cell(document['summary'])}",
+        "",
+    ]
+    checks = [[c["name"], c["status"], c["evidence"]] for c in document.get("checks", [])]
+    if checks:
+        lines += [*table(["check", "status", "evidence"], checks), ""]
+    phases = [
+        [
+            p["phase"],
+            p["verdict"],
+            f"{p['workers_alive']:g}",
+            f"{p['busy_share']:.0%}",
+            f"{p['waiting_share']:.0%}",
+        ]
+        for p in document.get("phases", [])
+    ]
+    if phases:
+        header = ["phase", "verdict", "workers alive", "busy", "waiting"]
+        lines += [*table(header, phases), ""]
+    notes = list(dict.fromkeys(document.get("notes", [])))  # a repeated note once
+    if notes:
+        lines += ["**Notes**", "", *(f"- {cell(note)}" for note in notes), ""]
+    if traced:
+        lines.append(
+            f"{traced} traced requests: their trace ids are in `loadgen-analyze explain --json`."
+        )
+    return "\n".join(lines).rstrip() + "\n"
