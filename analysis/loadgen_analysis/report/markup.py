@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pandas as pd
 from matplotlib.figure import Figure
+
 from ..units import count
 
 CSS = """
