@@ -38,7 +38,7 @@ from .thresholds import (
     parse_threshold,
     resolve_ops,
 )
-from .units import count, parse_bits_per_second, parse_bucket_seconds
+from .units import count, parse_bucket_seconds
 
 #: One exit-code table for loadgen and loadgen-analyze (docs/troubleshooting.md).
 EXIT_OK = 0
@@ -169,13 +169,6 @@ def _add_explain_and_report(sub: Any) -> None:
         action="store_true",
         help="print Markdown tables (for $GITHUB_STEP_SUMMARY or a pull-request comment)",
     )
-    explain.add_argument(
-        "--link-capacity",
-        type=parse_bits_per_second,
-        metavar="RATE",
-        help="the client's link capacity, e.g. 200mbit or 1Gbit (default: run.json "
-        "client.link_capacity_bps, when recorded)",
-    )
 
     report = sub.add_parser(
         "report",
@@ -202,12 +195,6 @@ def _add_explain_and_report(sub: Any) -> None:
         metavar="WIDTH",
         help="the timeline's bucket width, e.g. 100ms to see a stall shorter than a second, "
         "which one-second buckets average away (default 1s)",
-    )
-    report.add_argument(
-        "--link-capacity",
-        type=parse_bits_per_second,
-        metavar="RATE",
-        help="client's network link capacity, e.g. 1Gbit, for the network check",
     )
 
 
@@ -371,7 +358,7 @@ def _explain(args: argparse.Namespace) -> int:
     # What the engine decided (a capacity search, a capacity level) is shown as it is.
     runs = load_runs(args.runs)
     engine = decided(args.runs[0]) if len(args.runs) == 1 else None
-    result = engine or attribute(runs, link_capacity_bps=args.link_capacity)
+    result = engine or attribute(runs)
     traces = traced_requests(runs)
     if args.json:
         document = result.explain_dict(" ".join(args.runs))
@@ -401,8 +388,7 @@ def _report(args: argparse.Namespace) -> int:
             print(f"wrote {args.out} (capacity search)")
         else:
             runs = load_runs(args.runs)
-            link, bucket = args.link_capacity, args.bucket
-            out = write_report(runs, args.out, args.title, link, bucket_s=bucket)
+            out = write_report(runs, args.out, args.title, bucket_s=args.bucket)
             print(f"wrote {out} ({count(len(runs), 'run')})")
     if args.plots is not None:
         print(figures_text(written, args.plots))

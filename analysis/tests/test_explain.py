@@ -112,7 +112,7 @@ def test_real_failing_run_is_errors(error_run: Recorded) -> None:
     "args, message",
     [
         (("/nonexistent/run",), "no such run directory"),
-        (("--link-capacity", "fast"), "is not a link capacity"),
+        (("--link-capacity", "1gbit"), "unrecognized arguments: --link-capacity"),
     ],
 )
 def test_bad_input_is_one_line_and_exit_2(args: tuple[str, ...], message: str) -> None:

@@ -16,7 +16,6 @@ from pathlib import Path
 from ..io.load import RunsArg, as_runs
 from ..io.run import Run
 from ..reductions.cache import reuse_reductions
-from ..reductions.timeline import timeline
 from ..regression import Comparison, format_comparison, formatted_cells
 from ..verdict.attribution import attribute
 from . import plots
@@ -33,27 +32,18 @@ from .sections import (
 from .sweeps import sweep_section
 
 
-def build_report(
-    runs: RunsArg,
-    title: str | None = None,
-    link_capacity_bps: float | None = None,
-    bucket_s: float = 1.0,
-) -> str:
+def build_report(runs: RunsArg, title: str | None = None, bucket_s: float = 1.0) -> str:
     """The HTML text of a report on one run or several (a sweep, repeats); ``bucket_s`` is
-    the timeline's bucket width."""
+    the timeline's bucket width. The verdict is the engine's for one run (run.json)."""
     with reuse_reductions(all_percentiles=True):
-        return _build_report(as_runs(runs), title, link_capacity_bps, bucket_s)
+        return _build_report(as_runs(runs), title, bucket_s)
 
 
-def _build_report(
-    runs: list[Run], title: str | None, link_capacity_bps: float | None, bucket_s: float
-) -> str:
-    # The timeline with its latency first: the verdict's traffic check then reuses its buckets.
-    timeline(runs, by_phase=False)
+def _build_report(runs: list[Run], title: str | None, bucket_s: float) -> str:
     if title is None:
         title = f"loadgen report: {runs[0].label if len(runs) == 1 else f'{len(runs)} runs'}"
     head = header_section(runs, title) + runs_section(runs)
-    result = attribute(runs, link_capacity_bps=link_capacity_bps)
+    result = attribute(runs)
     body = [
         *head,
         "<h2>Where throughput stops</h2>",
@@ -71,7 +61,6 @@ def write_report(
     runs: RunsArg,
     out: str | Path,
     title: str | None = None,
-    link_capacity_bps: float | None = None,
     plots_dir: str | Path | None = None,
     bucket_s: float = 1.0,
 ) -> Path:
@@ -79,7 +68,7 @@ def write_report(
     with ``plots_dir``, also each of its figures as SVG and PNG there (for papers and slides)."""
     out = Path(out)
     with figures_into(None if plots_dir is None else Path(plots_dir)):
-        text = build_report(runs, title, link_capacity_bps, bucket_s)
+        text = build_report(runs, title, bucket_s)
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(text, encoding="utf-8")
     return out

@@ -35,17 +35,8 @@ from .server_check import check_server
 
 __all__ = ["Attribution", "attribute"]
 
-_LINK_NOTE = (
-    "--link-capacity applies to published tables; a run's network check used the link "
-    "capacity the run knew (`loadgen run --link-capacity`)"
-)
 
-
-def attribute(
-    source: RunsArg | pd.DataFrame,
-    link_capacity_bps: float | None = None,
-    thresholds: Thresholds | None = None,
-) -> Attribution:
+def attribute(source: RunsArg | pd.DataFrame, thresholds: Thresholds | None = None) -> Attribution:
     """Say where throughput stopped, with the evidence.
 
     ``source`` is a run (its verdict is the engine's), several runs (a sweep: levels of ``-c``
@@ -58,8 +49,7 @@ def attribute(
         return _table(source, t)
     runs = as_runs(source)
     if len(runs) == 1:
-        result = run_verdict(runs[0])
-        return result.with_notes((_LINK_NOTE,)) if link_capacity_bps else result
+        return run_verdict(runs[0])
     return _sweep(runs, t)
 
 
