@@ -77,9 +77,10 @@ rm -rf data/runs
 mkdir -p data/runs/regression
 
 start_server --service-time exp:2ms
-# The built-in StepCounter client at 16 max workers, 8 iterations per time interval.
+# The built-in StepCounter client at 16 max workers, 8 iterations per time interval, scraping
+# the server's own /metrics (its gauges: the report draws them, the verdict reads them).
 "$L" run --scenario stepcounter --set model.max_workers=16 --set model.iterations_per_step=8 \
-  --url "$url" --no-progress --out data/runs/overview
+  --url "$url" --server-metrics "$url/metrics" --no-progress --out data/runs/overview
 
 start_server --workers 8 --service-time 10ms
 "$L" sweep --url "$url/" --levels 1,2,4,8,16,32 -d 1500ms --no-progress --out data/runs/sweep-w8-10ms

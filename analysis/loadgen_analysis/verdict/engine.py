@@ -26,6 +26,7 @@ from .findings import Verdict
 _LIMITED_BY: dict[str, Verdict] = {
     "errors": "errors",
     "client": "client",
+    "network": "network",
     "server": "server",
     "max_rate": "none",
 }

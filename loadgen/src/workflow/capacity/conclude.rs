@@ -170,10 +170,6 @@ pub struct Searched {
     pub elapsed: Duration,
 }
 
-/// What the network would need, which this command does not judge.
-const NETWORK_NOTE: &str = "the network is not judged here: `loadgen-analyze explain DIR` on \
-    the first failing level's run directory weighs it (bytes/s against the link)";
-
 /// Puts the levels and the search's bracket together into capacity.json's object.
 pub fn conclude(searched: Searched, search: &Search) -> Capacity {
     let Searched {
@@ -209,9 +205,6 @@ pub fn conclude(searched: Searched, search: &Search) -> Capacity {
     let mut evidence: Vec<String> = first_failing.map(|l| l.reasons.clone()).unwrap_or_default();
     if let Stopped::TargetLost(why) = &stopped {
         evidence.push(format!("the target could no longer be reached: {why}"));
-    }
-    if first_failing.is_some() {
-        evidence.push(NETWORK_NOTE.to_string());
     }
     let mut warnings = warnings(&levels, verdict, settings.min_capacity_rps, capacity_rps);
     if calibration.failed_requests > 0 {

@@ -268,7 +268,7 @@ impl LevelPlan<'_> {
                 duration.as_secs_f64()
             ));
         } else {
-            level.conclude(client);
+            level.conclude(client, outcome.verdict.cause);
         }
         level
     }
@@ -371,8 +371,10 @@ impl Level {
     /// The client is the cause when the engine found it saturated, or when it did not keep
     /// the schedule — only the client delays an open-model send, and a client starved by
     /// other processes shows neither high CPU nor throttling, only late sends. `client`
-    /// (the engine's verdict on it) describes the client's CPU for the evidence.
-    fn conclude(&mut self, client: Option<&ClientSummary>) {
+    /// (the engine's verdict on it) describes the client's CPU for the evidence. A level that
+    /// failed with neither is the server's, unless the run's own verdict (`run_cause`) found
+    /// the network the limit (a full link, bodies dominating latency).
+    fn conclude(&mut self, client: Option<&ClientSummary>, run_cause: Cause) {
         let mut errors = false;
         if let Some(abort) = &self.aborted {
             errors |= matches!(abort, Abort::Errors { .. });
@@ -406,6 +408,8 @@ impl Level {
             Cause::Errors
         } else if self.client_saturated || !self.schedule.kept {
             Cause::Client
+        } else if run_cause == Cause::Network {
+            Cause::Network
         } else {
             Cause::Server
         });
