@@ -58,6 +58,18 @@ def server_bin() -> Path:
     return find_binary("loadgen-server", "LOADGEN_SERVER_BIN")
 
 
+def stop_process(proc: subprocess.Popen[bytes] | None) -> None:
+    """Terminates ``proc`` if it still runs (SIGTERM, then SIGKILL after 5 s) and reaps it."""
+    if proc is None or proc.poll() is not None:
+        return
+    proc.terminate()
+    try:
+        proc.wait(timeout=5)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait(timeout=5)
+
+
 class Server:
     """``loadgen-server --port 0 ARGS…`` on 127.0.0.1 for the length of a ``with`` block
     (``port`` another port: a second server on the port of one stopped before, so runs against
@@ -113,13 +125,7 @@ class Server:
         raise RuntimeError(f"loadgen-server did not print its address in {self.start_timeout_s}s")
 
     def stop(self) -> None:
-        if self._proc is not None and self._proc.poll() is None:
-            self._proc.terminate()
-            try:
-                self._proc.wait(timeout=5)
-            except subprocess.TimeoutExpired:
-                self._proc.kill()
-                self._proc.wait(timeout=5)
+        stop_process(self._proc)
         self._proc = None
 
     def output(self) -> str:

@@ -14,6 +14,8 @@ import subprocess
 import time
 from types import TracebackType
 
+from . import harness
+
 BINARY = "prometheus-node-exporter"
 
 
@@ -63,11 +65,5 @@ class NodeExporter:
         exc: BaseException | None,
         tb: TracebackType | None,
     ) -> None:
-        if self._proc is not None and self._proc.poll() is None:
-            self._proc.terminate()
-            try:
-                self._proc.wait(timeout=5)
-            except subprocess.TimeoutExpired:
-                self._proc.kill()
-                self._proc.wait(timeout=5)
+        harness.stop_process(self._proc)
         self._proc = None
