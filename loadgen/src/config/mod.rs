@@ -702,6 +702,7 @@ mod tests {
             ("method", "GET".to_string()),
             ("out", "runs/<run-id>".to_string()),
             ("run_group", "the".to_string()),
+            ("junit_name", "--out's".to_string()),
         ];
         let cli = crate::cli::Cli::command();
         let mut checked = 0;
