@@ -1,13 +1,11 @@
 """``loadgen-analyze``: the command line of the analysis package.
 
 Responsible for parsing arguments, calling the package and choosing the exit code — nothing
-else. Subcommands: ``summary`` (per-op table of runs, and the shards of sharded runs),
-``explain`` (where throughput stopped: the verdict and every check's evidence, ``--json`` for
-scripts), ``report`` (self-contained HTML), ``compare`` (the regression gate: exit 0 pass, 1
-a limit exceeded, 2 bad input), ``export`` (CSV, JSON lines, HdrHistogram log; its own
-module) and ``history`` (:mod:`.cli_history`). Bad input is one line on stderr and exit 2.
-Every RUN is a run directory, a folder of them, or an ``s3://`` URL of either; warnings (an
-incomplete sharded run, a run without run.json) go to stderr.
+else. Subcommands: ``summary`` (per-op tables), ``explain`` (where throughput stopped: the
+verdict and its evidence), ``report`` (self-contained HTML), ``compare`` (the regression
+gate: exit 0 pass, 1 a limit exceeded, 2 bad input), ``export`` and ``history`` (their own
+modules). Bad input is one line on stderr and exit 2. Every RUN is a run directory, a folder
+of them, or an ``s3://`` URL of either; warnings (an incomplete sharded run) go to stderr.
 """
 
 from __future__ import annotations

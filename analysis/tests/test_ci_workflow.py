@@ -132,9 +132,10 @@ def test_the_workflow_steps_run_locally(binaries, tmp_path: Path) -> None:
         assert [s.get("name") for s in root.iter("testsuite")] == names
         assert all(1.5 < float(s.get("time")) < 60 for s in root.iter("testsuite")), name
     assert (work / "report.html").exists() and list((work / "figures").glob("*.svg"))
-    # The job summary is Markdown GitHub renders: the verdict, then the checks as a table.
+    # The job summary is Markdown GitHub renders: the verdict, then the engine's rule and
+    # numbers for one run as a table.
     summary = (tmp_path / "step_summary.md").read_text()
-    assert "**Verdict: " in summary and "| check | status | evidence |" in summary, summary
+    assert "**Verdict: " in summary and "| measure | value |" in summary, summary
 
 
 def test_the_nightly_workflow_steps_run_locally(binaries, tmp_path: Path) -> None:

@@ -192,6 +192,7 @@ def test_a_renamed_column_or_field_is_reported() -> None:
                 "p99_latency_ns": 1,
                 "n_eff": 1.0,
                 "predicted_rps": None,
+                "verdict": "server",
             }
         ],
     }

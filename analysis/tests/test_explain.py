@@ -5,6 +5,7 @@ as it is; a sweep's adds what needs several runs."""
 from __future__ import annotations
 
 import json
+import re
 import shutil
 import subprocess
 from pathlib import Path
@@ -44,7 +45,7 @@ def test_sample_think_time_is_paced_by_its_think_time() -> None:
     # workers thought 75 % of the time, as configured — a verdict, not a caveat.
     out = _explain_json(DATA / "think-time")
     assert (out["verdict"], out["strength"]) == ("none", "strong"), out["summary"]
-    assert "workers thought 75%" in out["summary"], out["summary"]
+    assert re.search(r"workers thought 7\d% of the time, as configured", out["summary"]), out
 
 
 def test_a_run_recorded_before_the_engine_decided_verdicts_is_not_measured(

@@ -119,7 +119,7 @@ def test_the_spectrum_is_labelled_at_each_decade_of_nines_the_data_reaches() -> 
 
 def _written(stdout: str, directory: Path) -> list[str]:
     """The figure names ``--plots`` printed, each checked to exist as SVG and PNG."""
-    listing = stdout[stdout.index(f"figure(s) into {directory}, each as .svg and .png:") :]
+    listing = stdout[stdout.index(f" into {directory}, each as .svg and .png:") :]
     names = [line.strip() for line in listing.splitlines()[1:]]
     for name in names:
         assert (directory / f"{name}.svg").is_file() and (directory / f"{name}.png").is_file()
@@ -131,7 +131,7 @@ def test_plots_writes_the_figures_of_a_capacity_directory_compare_and_history(
 ) -> None:
     proc = run_cli("report", CAPACITY, "-o", tmp_path / "c.html", "--plots", tmp_path / "cap")
     assert proc.returncode == 0, proc.stderr
-    assert f"wrote 2 figure(s) into {tmp_path / 'cap'}" in proc.stdout, proc.stdout
+    assert f"wrote 2 figures into {tmp_path / 'cap'}" in proc.stdout, proc.stdout
     assert len(_written(proc.stdout, tmp_path / "cap")) == 2
 
     args = (REGRESSION / "baseline-5ms", REGRESSION / "candidate-8ms", "--plots", tmp_path / "cmp")

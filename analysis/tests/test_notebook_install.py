@@ -140,3 +140,36 @@ def test_the_notebook_runs_from_a_pip_install_in_any_directory(
         assert "No saturation gauges" not in printed
         no_cpu = "No node_cpu_seconds_total among the scrapes" in printed
         assert no_cpu == bool(evidence_run.no_node_exporter), printed
+
+
+def test_the_newcomers_jobs_run_from_a_pip_install_in_any_directory(
+    venv: Path, tmp_path: Path
+) -> None:
+    """Issue 39's path from a fresh venv, outside the repository: capacity and why (explain on
+    a capacity search and on one of its levels), a report with plots, a regression gate with
+    JUnit for CI — the commands the docs show, on copies of the samples."""
+    capacity, base, cand = _samples(
+        tmp_path, "capacity-w8-10ms", "regression/baseline-5ms", "regression/candidate-8ms"
+    )
+    scratch = tmp_path / "elsewhere"
+    scratch.mkdir()
+    env = {**os.environ, "PATH": f"{venv / 'bin'}{os.pathsep}{os.environ['PATH']}"}
+    env.pop("PYTHONPATH", None)
+
+    def cli(*args: str | Path) -> subprocess.CompletedProcess[str]:
+        command = [venv / "bin" / "loadgen-analyze", *map(str, args)]
+        return subprocess.run(
+            command, cwd=scratch, env=env, capture_output=True, text=True, timeout=300
+        )
+
+    why = cli("explain", capacity)
+    assert why.returncode == 0 and why.stdout.startswith("Verdict: server (strong)"), why
+    assert "not measured" not in why.stdout
+    level = next(p for p in sorted(capacity.glob("level-*")) if p.is_dir())
+    assert cli("explain", level).stdout.startswith("Verdict: "), level
+    report = cli("report", capacity, "-o", "capacity.html", "--plots", "figures")
+    assert report.returncode == 0, report.stderr
+    assert (scratch / "capacity.html").is_file() and list((scratch / "figures").glob("*.svg"))
+    gate = cli("compare", base, cand, "--junit", "gate.xml")
+    assert gate.returncode == 1, gate.stdout + gate.stderr  # the 8 ms candidate regressed
+    assert "<testsuite" in (scratch / "gate.xml").read_text()

@@ -33,10 +33,10 @@ def test_the_timeline_has_the_server_panels_only_when_the_run_scraped_them(
     assert ("CPU, all cores" in legend) == scraped_cpu
     assert cut_texts(fig) == []
     assert "--server-metrics" in build_report(evidence_run.path)
-    bare = plots.plot_timeline(DATA / "overview")
+    bare = plots.plot_timeline(DATA / "think-time")  # recorded without --server-metrics
     assert [ax.get_ylabel() for ax in bare.axes] == ["requests/s", "latency (ms)"]
-    assert la.server_cpu_busy(DATA / "overview").empty
-    assert la.server_saturation(DATA / "overview").empty
+    assert la.server_cpu_busy(DATA / "think-time").empty
+    assert la.server_saturation(DATA / "think-time").empty
 
 
 def test_the_verdict_names_the_servers_saturation_from_its_gauges(

@@ -3,8 +3,8 @@ step summary, a pull-request comment) — a heading with the verdict, a table of
 their evidence, the phases as a table, the notes as a list.
 
 Built only from the documented keys of ``explain --json`` (``Attribution.explain_dict()``:
-run, verdict, strength, summary, checks[name, status, evidence], notes, phases), so an engine's
-decision (a capacity search) and the attribution render alike. A value's markup characters
+run, verdict, strength, summary, rule, numbers, checks[name, status, evidence], notes,
+phases), so the engine's decision on a run, a capacity search's and a sweep's render alike. A value's markup characters
 (``|``, ``*``, ``_``, …) are escaped and its line breaks become ``<br>``, so no value breaks
 the table or turns into emphasis.
 """
@@ -33,6 +33,21 @@ def table(header: list[str], rows: list[list[object]]) -> list[str]:
     return lines
 
 
+def _measures(document: dict[str, Any]) -> list[list[object]]:
+    """The engine's rule and the numbers behind its verdict (one run), as table rows: shares
+    as percentages, times in ms."""
+    rows: list[list[object]] = [["rule", document["rule"]]] if document.get("rule") else []
+    for name, value in sorted((document.get("numbers") or {}).items()):
+        if name.endswith("_share") or name.endswith("utilisation") or name == "error_rate":
+            shown = f"{100 * value:.1f}%"
+        elif name.endswith("_ns"):
+            shown = f"{value / 1e6:.2f} ms"
+        else:
+            shown = f"{value:g}"
+        rows.append([name, shown])
+    return rows
+
+
 def explain_markdown(document: dict[str, Any], traced: int = 0) -> str:
     """The Markdown of an ``explain --json`` ``document``; ``traced``: how many traced requests
     ``explain`` would list (their ids are in ``--json``)."""
@@ -46,6 +61,9 @@ def explain_markdown(document: dict[str, Any], traced: int = 0) -> str:
     checks = [[c["name"], c["status"], c["evidence"]] for c in document.get("checks", [])]
     if checks:
         lines += [*table(["check", "status", "evidence"], checks), ""]
+    measures = _measures(document)
+    if measures:
+        lines += [*table(["measure", "value"], measures), ""]
     phases = [
         [
             p["phase"],

@@ -95,7 +95,7 @@ pub fn decide(f: Facts<'_>) -> Verdict {
     }
     let (cause, strength, rule, summary) =
         decided.unwrap_or_else(|| server_check(&f, &shares, phase, &server));
-    if let Some(named) = server.saturated.iter().chain(&server.notes).next() {
+    for named in server.saturated.iter().chain(&server.notes) {
         if cause != Cause::Server || !summary.contains(named.as_str()) {
             evidence.push(format!("server: {named}"));
         }
@@ -787,7 +787,7 @@ mod tests {
             ..Default::default()
         };
         let v = decide(Facts {
-            server: Some(gauges),
+            server: Some(gauges.clone()),
             ..facts(&s, &c)
         });
         assert_eq!((v.cause, v.strength), (Cause::Server, Strength::Strong));
