@@ -5,8 +5,8 @@ their evidence, the phases as a table, the notes as a list.
 Built only from the documented keys of ``explain --json`` (``Attribution.explain_dict()``:
 run, verdict, strength, summary, rule, numbers, checks[name, status, evidence], notes,
 phases), so the engine's decision on a run, a capacity search's and a sweep's render alike.
-A value's markup characters (``|``, ``*``, ``_``, …) are escaped and its line breaks become ``<br>``, so no value breaks
-the table or turns into emphasis.
+A value's markup characters (``|``, ``*``, ``_``, …) are escaped and its line breaks become
+``<br>``, so no value breaks the table or turns into emphasis.
 """
 
 from __future__ import annotations
