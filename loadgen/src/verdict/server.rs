@@ -6,7 +6,7 @@
 //! `loadgen_server_workers_busy`, `_workers_limit`, `_queue_length` by default, or the names
 //! given with `--server-saturation`).
 //!
-//! It reduces; the rule that reads these numbers is [`super::decide`]'s.
+//! It reduces; the rule that reads these numbers is [`mod@super::decide`]'s.
 
 use std::collections::BTreeMap;
 use std::fs::File;

@@ -4,8 +4,8 @@
 //! A composition of ordinary runs, like `calibrate` and `sweep`: a short calibration (or
 //! `--calibration DIR`) gives the first rate, R(1)'s one-worker throughput; [`search`] picks
 //! each next rate; each level is an open-model run in its own run directory under the
-//! capacity directory ([`level`]), judged from its rows ([`rows`], [`judge`]); what the
-//! search concluded is decided in [`conclude`] and goes to `capacity.json` (contract
+//! capacity directory ([`level`]), judged from its rows ([`crate::verdict::rows`],
+//! [`judge`]); what the search concluded is decided in [`conclude`] and goes to `capacity.json` (contract
 //! `capacity_json`) and the console ([`render`]). The command line is read once
 //! ([`RunInputs`]); the calibration and every level are runs made from it. Latency is counted from the intended send time, so a server that falls
 //! behind cannot hide. The cause at the first failing level comes from facts the engine
