@@ -5,12 +5,13 @@
 //! `--calibration DIR`) gives the first rate, R(1)'s one-worker throughput; [`search`] picks
 //! each next rate; each level is an open-model run in its own run directory under the
 //! capacity directory ([`level`]), judged from its rows ([`crate::verdict::rows`],
-//! [`judge`]); what the search concluded is decided in [`conclude`] and goes to `capacity.json` (contract
-//! `capacity_json`) and the console ([`render`]). The command line is read once
-//! ([`RunInputs`]); the calibration and every level are runs made from it. Latency is counted from the intended send time, so a server that falls
-//! behind cannot hide. The cause at the first failing level comes from facts the engine
-//! wrote (the client verdict, dropped sends) and from which criterion failed; the network is
-//! not judged here (`loadgen-analyze explain DIR` does).
+//! [`judge`]); what the search concluded is decided in [`conclude`] and goes to
+//! `capacity.json` (contract `capacity_json`) and the console ([`render`]). The command line
+//! is read once ([`RunInputs`]); the calibration and every level are runs made from it.
+//! Latency is counted from the intended send time, so a server that falls behind cannot hide.
+//! The cause at the first failing level comes from which criterion failed and from the
+//! level's own run verdict ([`crate::verdict`]: the client's CPU, its schedule, the network),
+//! which its run.json keeps with the search's judgement deciding.
 
 pub mod conclude;
 pub mod judge;
