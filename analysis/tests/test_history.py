@@ -91,9 +91,14 @@ def test_show_prints_the_series_and_the_change(service_series: dict) -> None:
     doc = json.loads(proc.stdout)
     (series,) = doc["series"]
     assert series["runs"] == 15 and series["model"] == "closed, duration=1s, workers=4"
-    p50 = [p for p in doc["change_points"] if p["metric"] == "p50_ms"]
-    assert [p["index"] for p in p50] == [10] and p50[0]["worse"]
-    assert 0.1 < p50[0]["change"] < 0.3
+    p50 = {p["index"]: p for p in doc["change_points"] if p["metric"] == "p50_ms"}
+    assert 10 in p50 and p50[10]["worse"], p50
+    assert 0.1 < p50[10]["change"] < 0.3
+    # `show` lists every change the detector finds, however small: on a shared machine a
+    # one-second run's p50 can shift a few per cent with a neighbour's load (a clean-clone CI
+    # run found one at run 6). Any other is within the noise the gate's 10 % limit allows.
+    noise = {i: p["change"] for i, p in p50.items() if i != 10}
+    assert all(abs(change) < 0.1 for change in noise.values()), noise
 
 
 def test_a_history_file_is_the_contracts_and_reads_by_glob(service_series: dict) -> None:
