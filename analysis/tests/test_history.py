@@ -1,6 +1,6 @@
 """``loadgen-analyze history`` (issue 37) on real runs against ``loadgen-server``: a store
 appended to by ``history add`` (locally, by two processes at once, and on a real S3-compatible
-server), read back with DuckDB; the gate on a real step (10 runs at 5 ms, then 5 at 6 ms: exit
+server), read back with DuckDB; the gate on a real step (10 runs at 5 ms, then 5 at 8 ms: exit
 99 naming the 11th run) and on noise (15 runs at 5 ms: exit 0), with the same 15 runs as 14
 pairs through ``compare`` beside it; and the detector's precision and recall on synthetic
 series with known change points (docs/ci.md reports the table)."""
@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 from itertools import pairwise
@@ -26,32 +27,33 @@ from loadgen_analysis.testing import change_series, harness
 from .conftest import Binaries, S3Bucket, ShardSet, run_cli
 
 REPO = Path(__file__).resolve().parents[2]
-#: Limits of the real-run gate: the step is ~20 % (5 → 6 ms); this machine's run-to-run noise
-#: in throughput and p50 has shifted a series by up to ~6 % (a busy neighbour), so 10 %.
+#: Limits of the real-run gate: the step is ~50 % (5 → 8 ms); this machine's run-to-run noise
+#: in throughput and p50 has shifted a series by up to ~6 % (a busy neighbour), so 10 %. (A
+#: 5 → 6 ms step was too close to that noise: a clean-clone run split it at a noise change.)
 GATE = ("--max-regression", "10%", "--metric", "throughput_rps", "--metric", "p50_ms")
 
 
 @pytest.fixture(scope="module")
 def service_series(binaries: Binaries, tmp_path_factory: pytest.TempPathFactory) -> dict:
-    """15 one-second runs (4 workers) against a 5 ms server, then 5 against a 6 ms server on
+    """15 one-second runs (4 workers) against a 5 ms server, then 5 against an 8 ms server on
     the same port (the same target, so one series): 20 runs, about 20 s."""
     root = tmp_path_factory.mktemp("history-runs")
-    at_5ms, at_6ms = [], []
+    at_5ms, at_8ms = [], []
     with harness.Server(("--service-time", "5ms"), binary=binaries.server) as server:
         port = int(server.url.rsplit(":", 1)[1])
         for i in range(15):
             at_5ms.append(root / f"5ms-{i:02d}")
             harness.run_loadgen(server.url + "/", at_5ms[-1], 4, "1s", binary=binaries.loadgen)
-    with harness.Server(("--service-time", "6ms"), binary=binaries.server, port=port) as server:
+    with harness.Server(("--service-time", "8ms"), binary=binaries.server, port=port) as server:
         for i in range(5):
-            at_6ms.append(root / f"6ms-{i:02d}")
-            harness.run_loadgen(server.url + "/", at_6ms[-1], 4, "1s", binary=binaries.loadgen)
+            at_8ms.append(root / f"8ms-{i:02d}")
+            harness.run_loadgen(server.url + "/", at_8ms[-1], 4, "1s", binary=binaries.loadgen)
     stores = tmp_path_factory.mktemp("history-stores")
     step, noise = stores / "step", stores / "noise"
-    for runs, where in ((at_5ms[:10] + at_6ms, step), (at_5ms, noise)):
+    for runs, where in ((at_5ms[:10] + at_8ms, step), (at_5ms, noise)):
         proc = run_cli("history", "add", *runs, "--store", where, "--label", "branch=main")
         assert proc.returncode == 0, proc.stderr
-    return {"5ms": at_5ms, "6ms": at_6ms, "step": step, "noise": noise}
+    return {"5ms": at_5ms, "8ms": at_8ms, "step": step, "noise": noise}
 
 
 def _run_id(run_dir: Path) -> str:
@@ -62,11 +64,14 @@ def test_the_gate_names_the_step_at_the_11th_run(service_series: dict, tmp_path:
     junit = tmp_path / "history.xml"
     proc = run_cli("history", "check", "--store", service_series["step"], *GATE, "--junit", junit)
     assert proc.returncode == 99, proc.stdout + proc.stderr
-    eleventh = _run_id(service_series["6ms"][0])
+    eleventh = _run_id(service_series["8ms"][0])
     regressions = [line for line in proc.stdout.splitlines() if line.startswith("REGRESSION")]
     named = f"at run 11 of 15: first run after it {eleventh}"
-    (p50,) = [line for line in regressions if "p50_ms" in line]
-    assert named in p50 and " +1" in p50, p50  # +15 to +20 %: 5 → 6 ms plus the client's part
+    p50 = [line for line in regressions if "p50_ms" in line]
+    assert len(p50) == 1, proc.stdout
+    assert named in p50[0], p50
+    change_pct = float(re.search(r" \+([0-9.]+) ?%", p50[0]).group(1))
+    assert 30 < change_pct < 70, p50  # 5 → 8 ms, the client's own part in both
     assert 'failures="0"' not in junit.read_text() and "p50_ms" in junit.read_text()
 
 
@@ -93,7 +98,7 @@ def test_show_prints_the_series_and_the_change(service_series: dict) -> None:
     assert series["runs"] == 15 and series["model"] == "closed, duration=1s, workers=4"
     p50 = {p["index"]: p for p in doc["change_points"] if p["metric"] == "p50_ms"}
     assert 10 in p50 and p50[10]["worse"], p50
-    assert 0.1 < p50[10]["change"] < 0.3
+    assert 0.3 < p50[10]["change"] < 0.7
     # `show` lists every change the detector finds, however small: on a shared machine a
     # one-second run's p50 can shift a few per cent with a neighbour's load (a clean-clone CI
     # run found one at run 6). Any other is within the noise the gate's 10 % limit allows.
@@ -218,12 +223,12 @@ def test_an_s3_store(service_series: dict, s3_bucket: S3Bucket, tmp_path: Path) 
     url = s3_bucket.url("history/nightly")
     proc = run_cli("history", "add", *service_series["5ms"][:10], "--store", url)
     assert proc.returncode == 0, proc.stderr
-    assert run_cli("history", "add", *service_series["6ms"], "--store", url).returncode == 0
+    assert run_cli("history", "add", *service_series["8ms"], "--store", url).returncode == 0
     keys = s3_bucket.keys("history/nightly/")
     assert len(keys) == 15 and all(k.endswith(".parquet") for k in keys)
     proc = run_cli("history", "check", "--store", url, *GATE)
     assert proc.returncode == 99, proc.stdout + proc.stderr
-    assert f"first run after it {_run_id(service_series['6ms'][0])}" in proc.stdout
+    assert f"first run after it {_run_id(service_series['8ms'][0])}" in proc.stdout
     empty = run_cli("history", "show", "--store", s3_bucket.url("nothing"))
     assert empty.returncode == 2 and "no history file" in empty.stderr
 
