@@ -156,7 +156,7 @@ def test_embedded_demo_says_client_and_server_share_the_cores(
     recording = tb.record_demo(bins, tmp_path / "demo")
     assert _run_json(recording.path)["client"]["server_shares_cores"] is True
     verdict = tb.explain(recording)
-    assert "client and server share the cores" in verdict["summary"], _show(verdict)
+    assert "the embedded server shares these" in verdict["summary"], _show(verdict)
 
 
 # --------------------------------------------------------------------------- the environments
@@ -174,7 +174,8 @@ def test_testbed_table_judges_by_the_truth() -> None:
     assert contrast.right({"verdict": "inconclusive", "summary": said})
     assert not contrast.right({"verdict": "server", "summary": "waiting on the server"})
     assert not contrast.right({"verdict": "network"})
-    assert demo.right({"verdict": "server", "summary": "… client and server share the cores."})
+    said = "… — the embedded server shares these 2 cores with the client"
+    assert demo.right({"verdict": "server", "summary": said})
     assert not demo.right({"verdict": "client", "summary": "client CPU saturated"})
 
 

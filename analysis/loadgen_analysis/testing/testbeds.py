@@ -387,7 +387,7 @@ TESTBEDS = (
         "embedded demo: loadgen run (no URL)",
         "shares the cores",
         record_demo,
-        summary_says="client and server share the cores",
+        summary_says="the embedded server shares these",
     ),
 )
 

@@ -170,13 +170,23 @@ impl ClientSummary {
             }
             None => " — not saturated",
         };
-        if let Some(who) = self.shared_with.filter(|_| self.server_shares_cores) {
-            line += &format!(
-                " — {who} shares these {}",
-                cores_text(self.cpuset_cores as f64)
-            );
+        if let Some(sharing) = self.sharing() {
+            line += &format!(" — {sharing}");
         }
         line
+    }
+
+    /// Who shares the client's cores, as the `Client` line says it ("the embedded server
+    /// shares these 2 cores"); `None` when the server is elsewhere.
+    pub fn sharing(&self) -> Option<String> {
+        if !self.server_shares_cores {
+            return None;
+        }
+        let who = self.shared_with.unwrap_or("the server");
+        Some(format!(
+            "{who} shares these {}",
+            cores_text(self.cpuset_cores as f64)
+        ))
     }
 
     /// The run's warning when the client was saturated.

@@ -111,13 +111,17 @@ pub fn decide(f: Facts<'_>) -> Verdict {
         }
         _ => summary,
     };
-    let shared = f.client.is_some_and(|c| c.server_shares_cores)
-        && matches!(cause, Cause::Client | Cause::Server | Cause::Inconclusive);
-    let summary = match shared {
-        true => format!(
-            "client and server share the cores (embedded server or loopback target): {summary}"
-        ),
-        false => summary,
+    // Where the server shares the client's cores, each side's numbers include the other's
+    // load: said once, after the finding (a saturated client's line already says it).
+    let sharing = f
+        .client
+        .and_then(ClientSummary::sharing)
+        .filter(|_| matches!(cause, Cause::Client | Cause::Server | Cause::Inconclusive));
+    let summary = match sharing {
+        Some(sharing) if !summary.contains(&sharing) => {
+            format!("{summary} — {sharing} with the client")
+        }
+        _ => summary,
     };
     evidence.insert(0, summary.clone());
     evidence.dedup();
@@ -740,18 +744,21 @@ mod tests {
     fn a_saturated_client_or_its_own_work_is_the_client() {
         let c = components(0.0, 0.0);
         let s = summary(1000, 0, vec![phase("main", 8, 0.99, 0.0)]);
-        let client = ClientSummary {
+        let mut client = ClientSummary {
             samples: 3,
             saturated: true,
-            server_shares_cores: true,
+            cpuset_cores: 2,
             ..Default::default()
         };
+        client.set_shared_with(Some("the embedded server"));
         let v = decide(Facts {
             client: Some(&client),
             ..facts(&s, &c)
         });
         assert_eq!((v.cause, v.rule), (Cause::Client, "client.cpu"));
-        assert!(v.summary.starts_with("client and server share the cores"));
+        // The client's line names who shares its cores; the verdict does not say it twice.
+        let sharing = "the embedded server shares these 2 cores";
+        assert_eq!(v.summary.matches(sharing).count(), 1, "{}", v.summary);
         let busy_client = summary(1000, 0, vec![phase("main", 8, 0.5, 0.1)]);
         let v = decide(facts(&busy_client, &c));
         assert_eq!((v.cause, v.rule), (Cause::Client, "client.own_work"));
@@ -792,6 +799,30 @@ mod tests {
         });
         assert_eq!((v.cause, v.strength), (Cause::Server, Strength::Strong));
         assert!(v.summary.contains("8 of 8 workers busy"), "{}", v.summary);
+        // A server on the client's machine: the finding first, then who shares the cores.
+        let mut client = ClientSummary {
+            samples: 3,
+            cpuset_cores: 2,
+            ..Default::default()
+        };
+        client.set_shared_with(Some("the server on this machine (loopback)"));
+        let v = decide(Facts {
+            server: Some(gauges.clone()),
+            client: Some(&client),
+            ..facts(&s, &c)
+        });
+        assert!(
+            v.summary.starts_with("the server: 8 of 8 workers busy"),
+            "{}",
+            v.summary
+        );
+        assert!(
+            v.summary.ends_with(
+                " — the server on this machine (loopback) shares these 2 cores with the client"
+            ),
+            "{}",
+            v.summary
+        );
         // The target's CPU: full names it; idle says the limit is not its CPU.
         let cpu = |busy_share| ServerEvidence {
             host_cpu: Some(HostCpu {
