@@ -387,7 +387,6 @@ fn client_summary(
                     config.link_capacity_bps,
                     target.interface.as_deref(),
                 );
-            warnings.extend(client.warning());
             Some(client)
         }
         Err(e) => {

@@ -189,25 +189,32 @@ impl ClientSummary {
         ))
     }
 
-    /// The run's warning when the client was saturated.
-    pub fn warning(&self) -> Option<String> {
-        let what = match self.saturation? {
-            Saturation::Cpu => format!(
-                "peak CPU {} % of its {}",
-                percent(self.peak_cpu_utilisation),
-                cores_text(self.cpu_limit_cores)
+    /// The verdict's finding when the client was saturated ("the client was saturated (peak
+    /// CPU 92 % of its 2 cores): …"); `None` when it was not.
+    pub fn saturated_finding(&self) -> Option<String> {
+        let (what, advice) = match self.saturation? {
+            Saturation::Cpu => (
+                format!(
+                    "peak CPU {} % of its {}",
+                    percent(self.peak_cpu_utilisation),
+                    cores_text(self.cpu_limit_cores)
+                ),
+                "give it more cores or fewer workers",
             ),
-            Saturation::CpuQuota => format!(
-                "CPU quota of {}: peak {} %, throttled in {} of {} periods",
-                cores_text(self.cpu_limit_cores),
-                percent(self.peak_cpu_utilisation),
-                self.nr_throttled.unwrap_or(0),
-                self.nr_periods.unwrap_or(0)
+            Saturation::CpuQuota => (
+                format!(
+                    "CPU quota of {}: peak {} %, throttled in {} of {} periods",
+                    cores_text(self.cpu_limit_cores),
+                    percent(self.peak_cpu_utilisation),
+                    self.nr_throttled.unwrap_or(0),
+                    self.nr_periods.unwrap_or(0)
+                ),
+                "raise its CPU limit or use fewer workers",
             ),
         };
         Some(format!(
             "the client was saturated ({what}): throughput and latency describe the client, \
-             not the server"
+             not the server; {advice}"
         ))
     }
 }
@@ -316,7 +323,10 @@ mod tests {
              numbers describe the client, not the server; raise its CPU limit or use fewer \
              workers"
         );
-        assert!(s.warning().unwrap().contains("CPU quota of 0.25 cores"));
+        assert!(s
+            .saturated_finding()
+            .unwrap()
+            .contains("CPU quota of 0.25 cores"));
 
         // Throttled in 2 of 41 periods for 10 ms: not material.
         s.nr_throttled = Some(2);

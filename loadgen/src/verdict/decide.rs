@@ -259,7 +259,10 @@ fn client(
     if let Some(c) = f.client {
         numbers.insert("client_cpu_peak", c.peak_cpu_utilisation);
         if c.saturated {
-            check.limit("client.cpu", format!("the client: {}", c.console_line()));
+            let finding = c
+                .saturated_finding()
+                .unwrap_or_else(|| format!("the client: {}", c.console_line()));
+            check.limit("client.cpu", finding);
         } else {
             check.notes.push(format!("client: {}", c.console_line()));
         }
@@ -746,19 +749,24 @@ mod tests {
         let s = summary(1000, 0, vec![phase("main", 8, 0.99, 0.0)]);
         let mut client = ClientSummary {
             samples: 3,
-            saturated: true,
+            peak_cpu_utilisation: 0.95,
+            cpu_limit_cores: 2.0,
             cpuset_cores: 2,
             ..Default::default()
         };
+        client.judge();
         client.set_shared_with(Some("the embedded server"));
         let v = decide(Facts {
             client: Some(&client),
             ..facts(&s, &c)
         });
         assert_eq!((v.cause, v.rule), (Cause::Client, "client.cpu"));
-        // The client's line names who shares its cores; the verdict does not say it twice.
-        let sharing = "the embedded server shares these 2 cores";
-        assert_eq!(v.summary.matches(sharing).count(), 1, "{}", v.summary);
+        assert_eq!(
+            v.summary,
+            "the client was saturated (peak CPU 95 % of its 2 cores): throughput and latency \
+             describe the client, not the server; give it more cores or fewer workers — the \
+             embedded server shares these 2 cores with the client"
+        );
         let busy_client = summary(1000, 0, vec![phase("main", 8, 0.5, 0.1)]);
         let v = decide(facts(&busy_client, &c));
         assert_eq!((v.cause, v.rule), (Cause::Client, "client.own_work"));
