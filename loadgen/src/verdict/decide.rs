@@ -112,7 +112,8 @@ pub fn decide(f: Facts<'_>) -> Verdict {
         _ => summary,
     };
     // Where the server shares the client's cores, each side's numbers include the other's
-    // load: said once, after the finding (a saturated client's line already says it).
+    // load: said once, after the finding (unless the finding quotes the Client line, which
+    // says it already).
     let sharing = f
         .client
         .and_then(ClientSummary::sharing)
