@@ -192,30 +192,55 @@ def test_open_and_closed_runs_are_never_on_one_axis_of_n(
 
 
 def test_no_verdict_threshold_is_written_in_two_languages() -> None:
-    """A run's verdict has one owner (issue 34): the engine decides it by contract/verdict.json's
-    thresholds and the open-model schedule rule by contract/sustainability.json's; no source
-    file of either language writes one of those numbers under its name, and the analysis has
-    no check of its own for a run's client, network or schedule."""
+    """Every verdict has one owner (issues 34, 43): the engine decides it by
+    contract/verdict.json's thresholds — the client's CPU and throttling shares and a capacity
+    level's abort rule among them — and the open-model schedule and latency-growth rule by
+    contract/sustainability.json's; no source file of either language writes one of those
+    numbers under its name (nor under the constants they once had), and the analysis has no
+    check of its own for a run's client, network or schedule."""
     root = CONTRACT.parents[1]
     rules = {
         **json.loads((root / "contract" / "verdict.json").read_text()),
         **json.loads(CONTRACT.read_text()),
     }
-    names = [k for k, v in rules.items() if isinstance(v, float)]
-    assert {"max_error_rate", "min_server_wait_share", "late_share", "achieved_shortfall"} <= set(
-        names
-    )
+    names = [k for k, v in rules.items() if isinstance(v, int | float) and not isinstance(v, bool)]
+    assert {
+        "max_error_rate",
+        "min_server_wait_share",
+        "late_share",
+        "achieved_shortfall",
+        "client_cpu_saturated_percent",
+        "client_throttled_periods_share",
+        "level_abort_error_share",
+        "level_abort_latency_factor",
+        "level_abort_min_rows",
+        "growth_slope_t",
+        "material_growth",
+    } <= set(names)
+    gone = [
+        "SLOPE_T",
+        "MATERIAL_GROWTH",
+        "ABORT_ERROR_SHARE",
+        "ABORT_LATENCY_FACTOR",
+        "SATURATED_PERCENT",
+        "THROTTLED_PERIODS_SHARE",
+        "THROTTLED_WALL_SHARE",
+        "ACHIEVED_SHORTFALL",
+    ]
     python = list((root / "analysis" / "loadgen_analysis").rglob("*.py"))
     rust = list((root / "loadgen" / "src").rglob("*.rs"))
     for path in python + rust:
         text = path.read_text()
         for name in names:
             literal = rf"\b{name}\b\s*(:\s*\w+\s*)?=\s*[0-9.]+"
-            constant = rf"const {name.upper()}: f64"
+            constant = rf"const {name.upper()}\b"
             assert re.search(literal, text) is None, f"{path}: {name} written as a number"
             assert re.search(constant, text) is None, f"{path}: {name} written as a constant"
+        for name in gone:
+            assert re.search(rf"\b{name}\b", text) is None, f"{path}: {name} is back"
     verdict = root / "analysis" / "loadgen_analysis" / "verdict"
-    for gone in ("client_check.py", "network_check.py", "pacing.py", "model_facts.py"):
-        assert not (verdict / gone).exists(), gone
-    decide = (root / "loadgen" / "src" / "verdict" / "decide.rs").read_text()
-    assert 'include_str!("../../../contract/verdict.json")' in decide
+    for gone_module in ("client_check.py", "network_check.py", "pacing.py", "model_facts.py"):
+        assert not (verdict / gone_module).exists(), gone_module
+    rule = (root / "loadgen" / "src" / "verdict" / "rule.rs").read_text()
+    assert 'include_str!("../../../contract/verdict.json")' in rule
+    assert 'include_str!("../../../contract/sustainability.json")' in rule

@@ -198,7 +198,7 @@ async fn producer_buffer_sends_every_payload_once_and_grows_after_the_first_cons
         .all(|r| r.queue_wait_ns.is_some() && r.buffer_wait_ns.is_some() && r.attempt == 1));
     // The workers' own clocks (issue 25): 3 initial consumers, the grown ones, and in each
     // phase the time in requests is part of the time alive.
-    let workers = &outcome.run_json["summary"]["workers"];
+    let workers = &common::run_json(&outcome.run_dir)["summary"]["workers"];
     let phases_run: Vec<&str> = (workers["phases"].as_array().unwrap().iter())
         .map(|p| p["phase"].as_str().unwrap())
         .collect();
@@ -849,7 +849,7 @@ async fn duration_caps_every_model() {
         let outcome = loadgen::run(config(&args), StopSignal::new())
             .await
             .unwrap();
-        assert_eq!(outcome.run_json["config"]["model"], kind);
+        assert_eq!(common::run_json(&outcome.run_dir)["config"]["model"], kind);
         // The open model's `-d` is its schedule's duration (issue 26): the run completes it.
         let (reason, reason_text) = match kind {
             "open" => (loadgen::stop::ExitReason::Completed, "completed"),
@@ -859,10 +859,16 @@ async fn duration_caps_every_model() {
             ),
         };
         assert_eq!(outcome.exit_reason, reason, "{kind}");
-        assert_eq!(outcome.run_json["exit_reason"], reason_text, "{kind}");
+        assert_eq!(
+            common::run_json(&outcome.run_dir)["exit_reason"],
+            reason_text,
+            "{kind}"
+        );
         let duration = match kind {
-            "open" => &outcome.run_json["config"]["definition"]["model"]["duration"],
-            _ => &outcome.run_json["config"]["duration"],
+            "open" => {
+                &common::run_json(&outcome.run_dir)["config"]["definition"]["model"]["duration"]
+            }
+            _ => &common::run_json(&outcome.run_dir)["config"]["duration"],
         };
         assert_eq!(duration, "1s", "{kind}");
         let rows = read_rows(&out).len() as u64;

@@ -241,7 +241,7 @@ async fn the_reference_servers_saturation_gauges_reach_its_worker_limit() {
         loadgen::verdict::Cause::Server,
         "{verdict:?}"
     );
-    assert_eq!(verdict.rule, "server.saturated");
+    assert_eq!(verdict.rule.name(), "server.saturated");
     assert!(
         verdict.summary.contains("8 of 8 workers busy"),
         "{}",

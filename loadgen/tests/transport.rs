@@ -103,7 +103,7 @@ async fn https_with_cacert_works_and_the_handshake_is_in_connect_time() {
         .all(|r| r.bytes_received > "hello, world\n".len() as u64));
     assert_eq!(server.requests_total(), 40);
     assert_eq!(
-        outcome.run_json["config"]["tls_verify"],
+        common::run_json(&outcome.run_dir)["config"]["tls_verify"],
         format!("--cacert {}", ca.display())
     );
     server.shutdown().await;
@@ -179,7 +179,10 @@ async fn http2_over_tls_multiplexes_workers_on_shared_connections() {
     let workers: std::collections::BTreeSet<u32> = rows.iter().map(|r| r.worker).collect();
     assert_eq!(workers.len(), 8, "{workers:?}");
     assert_eq!(rows.iter().filter(|r| r.connect_ns.is_some()).count(), 2);
-    assert_eq!(outcome.run_json["config"]["protocol"], "HTTP/2");
+    assert_eq!(
+        common::run_json(&outcome.run_dir)["config"]["protocol"],
+        "HTTP/2"
+    );
     server.shutdown().await;
 }
 

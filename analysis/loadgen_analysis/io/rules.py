@@ -22,7 +22,7 @@ def sustainability() -> dict[str, Any]:
 
 @cache
 def verdict_rules() -> dict[str, Any]:
-    """``contract/verdict.json``: the thresholds the engine decides a run's verdict by (the
-    analysis reads only ``max_error_rate``, for published tables no engine judged)."""
+    """``contract/verdict.json``: the thresholds the engine decides every verdict by (the
+    analysis reads only its ``published_tables`` keys, for published tables no engine judged)."""
     path = files("loadgen_analysis.io") / "verdict.json"
     return json.loads(path.read_text(encoding="utf-8"))

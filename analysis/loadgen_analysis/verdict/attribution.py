@@ -8,9 +8,10 @@ checks. What needs several runs is decided here:
   sweep, in that order (a failing, saturated or link-bound level measures that, not the
   server); otherwise the server check over the levels (:mod:`.server_check`): a plateau over N
   with the capacity model that fits, or an open-rate sweep's knee;
-- **a published sweep table** (no engine judged it): the errors check on its counts (the
-  contract's ``max_error_rate``) and the same server check; client and network are not
-  measured.
+- **a published sweep table** (no engine judged it): the errors check on its counts and the
+  same server check, by the contract's ``published_tables`` keys; client and network are not
+  measured, and workers that were not kept busy (N_eff/N under ``min_n_eff_share``: the
+  engine's ``inconclusive.idle_workers``) leave the table inconclusive.
 
 Not responsible for computing the reductions or the fits (:mod:`loadgen_analysis.reductions`,
 :mod:`loadgen_analysis.models`); this subpackage only reads them and explains.
@@ -18,6 +19,7 @@ Not responsible for computing the reductions or the fits (:mod:`loadgen_analysis
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Literal
 
 import pandas as pd
@@ -61,25 +63,36 @@ def _table(source: pd.DataFrame, t: Thresholds) -> Attribution:
     if "n_eff" not in sweep and "mean_latency_ms" in sweep:
         sweep["n_eff"] = sweep["throughput_rps"] * sweep["mean_latency_ms"] / 1e3
     ev = Evidence(sweep=sweep)
+    workers = _table_workers(sweep)
     findings = (
         check_errors(ev, t),
-        _table_workers(sweep),
+        workers,
         Finding("network", "not measured", "not measured in a published table"),
     )
-    return _decide(findings, ev, t, ())
+    decided = _decide(findings, ev, t, ())
+    if workers.evidence.get("idle") and decided.verdict != "errors":
+        headline = (
+            f"{workers.summary} — one published table cannot tell what held them (the client, "
+            "think time, or a limit before the server); the engine's verdict on such a run is "
+            "inconclusive (inconclusive.idle_workers): record the sweep with loadgen to know"
+        )
+        return replace(decided, verdict="inconclusive", headline=headline, confidence="weak")
+    return decided
 
 
 def _table_workers(sweep: pd.DataFrame) -> Finding:
-    """A published table's client: N_eff = X·R̄ against N at the top level, by the busy share
-    the engine's verdict asks of a run's workers (``contract/verdict.json``)."""
+    """A published table's workers: N_eff = X·R̄ against N at the top level, by the contract's
+    ``published_tables.min_n_eff_share`` (the engine's ``min_busy_share``, with its meaning:
+    below it the workers were not kept busy, which one table cannot explain)."""
     if not ("n_eff" in sweep and "connections" in sweep and sweep["connections"].notna().all()):
         return Finding("client", "not measured", "the table has no N_eff")
     top = top_level(sweep)
     ratio = float((top["n_eff"] / top["connections"]).mean())
     evidence = {"n_eff_ratio": ratio, "connections": int(top["connections"].iloc[0])}
     text = f"N_eff/N = {ratio:.2f} at N = {evidence['connections']}"
-    if ratio < float(verdict_rules()["min_busy_share"]):
-        return Finding("client", "limit", f"workers were not kept busy: {text}", evidence)
+    if ratio < float(verdict_rules()["published_tables"]["min_n_eff_share"]):
+        evidence["idle"] = True
+        return Finding("client", "not measured", f"workers were not kept busy: {text}", evidence)
     return Finding("client", "ok", text, evidence)
 
 

@@ -26,11 +26,13 @@ Verdict = Literal["errors", "client", "network", "server", "none", "inconclusive
 
 @dataclass(frozen=True)
 class Thresholds:
-    """Where a sweep's checks decide: a plateau over N. The one threshold a run's verdict and a
-    published table share, the error rate, is the contract's (``contract/verdict.json``)."""
+    """Where a sweep's checks decide: a plateau over N. What a published table is judged by
+    (no engine judged it) is the contract's (``contract/verdict.json`` ``published_tables``)."""
 
     #: Error rate above which a published table's sweep is judged by its failures first.
-    max_error_rate: float = field(default_factory=lambda: float(verdict_rules()["max_error_rate"]))
+    max_error_rate: float = field(
+        default_factory=lambda: float(verdict_rules()["published_tables"]["max_error_rate"])
+    )
     #: A level is on the plateau when its throughput is at least this share of the peak.
     plateau_share: float = 0.9
     #: The plateau must span at least this ratio of concurrency (highest N / lowest N on it).

@@ -161,6 +161,29 @@ pub struct RunConfig {
     pub server_metrics: ServerMetrics,
     /// `--trace`: the share of requests whose `traceparent` is sampled (`--trace-sample`).
     pub trace_sample: Option<f64>,
+    /// What a workflow asks of the run's judgement beyond a plain run's.
+    pub judgement: Judgement,
+}
+
+/// What a workflow asks of a run's judgement: its rows kept in memory (an open run keeps
+/// them always: its schedule is judged from them), and a capacity level's SLOs.
+#[derive(Debug, Clone, Default)]
+pub struct Judgement {
+    /// Keep each row's sample (a calibration's R(1) of its successful rows).
+    pub keep_samples: bool,
+    /// A capacity level: the one judge gets its SLOs' judgement as a fact.
+    pub level: Option<LevelSpec>,
+}
+
+/// A capacity level's part of its run's judgement.
+#[derive(Debug, Clone)]
+pub struct LevelSpec {
+    /// Judged on the level's rows at its end, and watched while it runs.
+    pub slos: Vec<Threshold>,
+    /// Where the writer hands each new batch of samples (the level's watcher).
+    pub watcher: Option<flume::Sender<Vec<(crate::stats::samples::Sample, bool)>>>,
+    /// Set by the watcher when it stopped the level early, far past its SLO.
+    pub aborted: std::sync::Arc<std::sync::OnceLock<crate::verdict::slo::Abort>>,
 }
 
 /// The server's Prometheus endpoints scraped during a run; none: no scraper, no file.
@@ -493,6 +516,7 @@ impl RunInputs {
             upload_timeout: self.upload_timeout,
             server_metrics: self.server_metrics.clone(),
             trace_sample: self.trace_sample,
+            judgement: Judgement::default(),
         })
     }
 }

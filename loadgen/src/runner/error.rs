@@ -101,8 +101,6 @@ pub enum RunError {
         #[source]
         source: std::io::Error,
     },
-    #[error("cannot read back the rows of {path}: {reason}")]
-    ReadBack { path: PathBuf, reason: String },
     #[error(transparent)]
     S3(#[from] S3Error),
     #[error("cannot serve metrics on --metrics-addr {addr}: {source}; choose a free port (or port 0 for any)")]
@@ -133,8 +131,7 @@ impl RunError {
             RunError::EmbeddedServer(_)
             | RunError::Record(_)
             | RunError::RecordsLost { .. }
-            | RunError::Write { .. }
-            | RunError::ReadBack { .. } => 1,
+            | RunError::Write { .. } => 1,
         }
     }
 }

@@ -20,11 +20,14 @@ use crate::report::{
     console, latency, write_json_atomically, OpenSummary, RunSummary, WorkersSummary,
 };
 use crate::servermon::{ServerMon, ServerMonError};
+use crate::stats::samples::LevelRows;
 use crate::stats::LiveCounters;
 use crate::stop::{ExitReason, StopSignal};
 use crate::store::s3::{Mirror, S3Store, Uploaded};
 use crate::store::writer::{RecordError, WriterReport, WriterThread};
 use crate::sysmon::{ClientSummary, Sysmon, SysmonError};
+use crate::verdict::schedule::{self, Schedule, Sustainability};
+use crate::verdict::slo::{self, LevelFacts};
 use crate::verdict::{self, Verdict};
 
 /// What a finished run produced.
@@ -44,8 +47,9 @@ pub struct RunOutcome {
     pub exit_reason: ExitReason,
     /// The console table, as printed when `--json` is not given.
     pub console: String,
-    /// The run.json document.
-    pub run_json: serde_json::Value,
+    /// What the judgement saw beyond the summary, handed on in memory: the rows' samples (an
+    /// open run, or when the config asked), the schedule, a capacity level's SLOs.
+    pub judged: Judged,
     /// Each threshold judged against the run.
     pub thresholds: Vec<ThresholdResult>,
     /// The engine's verdict on the client (run.json `client`); `None` when not sampled.
@@ -54,6 +58,17 @@ pub struct RunOutcome {
     pub verdict: Verdict,
     /// The live metrics endpoint, still serving the final counts (`--metrics-addr`).
     pub metrics: Option<FinalMetrics>,
+}
+
+/// What a run's judgement saw beyond its summary.
+#[derive(Debug, Clone, Default)]
+pub struct Judged {
+    /// Every row's sample, when kept (an open run; a workflow that asked).
+    pub rows: Option<LevelRows>,
+    /// An open run: whether the client kept its schedule and the system kept up.
+    pub open: Option<(Schedule, Sustainability)>,
+    /// A capacity level: its SLOs judged, whether it was stopped early or cut short.
+    pub level: Option<LevelFacts>,
 }
 
 impl RunOutcome {
@@ -117,18 +132,26 @@ pub(super) async fn finish(
         labels,
         ..
     } = output;
-    let report = wait_for_writer(writer, &run_dir).await?;
+    let mut report = wait_for_writer(writer, &run_dir).await?;
     let exit_reason = stop.reason().unwrap_or(ExitReason::Completed);
     // The load is over: a signal from here on stops the upload or the metrics linger, and
     // is not announced as stopping the load.
     stop.drain(exit_reason);
     let summary = summarize(&config, &live, &report, &labels);
     let thresholds = thresholds::evaluate(&config.thresholds, &report.stats, &summary);
-    let verdict = decide_verdict(&config, &run_dir, &summary, &report, &client, &mut warnings);
+    let judged = judge(&config, &summary, &mut report, exit_reason);
+    let verdict = decide_verdict(
+        &config,
+        &run_dir,
+        (&summary, &report),
+        &client,
+        &judged,
+        &mut warnings,
+    );
     let header = header(&config, &target);
     target.shut_down().await;
 
-    let run_json = write_run_json(
+    write_run_json(
         &run_dir,
         &RunJson {
             identity: &identity,
@@ -174,7 +197,7 @@ pub(super) async fn finish(
         summary,
         exit_reason,
         console,
-        run_json,
+        judged,
         thresholds,
         client,
         verdict,
@@ -183,19 +206,18 @@ pub(super) async fn finish(
     })
 }
 
-/// Writes run.json (the document plus a workflow's extra fields) atomically and returns it.
+/// Writes run.json (the document plus a workflow's extra fields) atomically, once.
 fn write_run_json(
     run_dir: &Path,
     document: &RunJson<'_>,
     extra: Option<RunJsonExtra>,
-) -> Result<serde_json::Value, RunError> {
+) -> Result<(), RunError> {
     let mut run_json = serde_json::to_value(document).expect("run.json is plain data");
     if let (Some(extra), Some(fields)) = (extra, run_json.as_object_mut()) {
         fields.extend(extra(document.summary));
     }
     let path = run_dir.join("run.json");
-    write_json_atomically(&path, &run_json).map_err(|source| RunError::Write { path, source })?;
-    Ok(run_json)
+    write_json_atomically(&path, &run_json).map_err(|source| RunError::Write { path, source })
 }
 
 /// Waits for the writer thread to close the last segment; a writer that failed leaves the
@@ -271,34 +293,52 @@ fn open_summary(
     }
 }
 
+/// What the judgement needs beyond the summary, from the samples the writer kept: an open
+/// run's schedule and sustainability (against the level's latency reference: its tightest
+/// latency SLO, else the run's median), and a capacity level's SLOs.
+fn judge(
+    config: &RunConfig,
+    summary: &RunSummary,
+    report: &mut WriterReport,
+    exit_reason: ExitReason,
+) -> Judged {
+    let rows = report.samples.take().map(LevelRows::or_warmup);
+    let level_spec = config.judgement.level.as_ref();
+    let open = summary
+        .open
+        .as_ref()
+        .zip(rows.as_ref())
+        .map(|(open, rows)| {
+            let reference = level_spec.and_then(|l| slo::latency_reference(&l.slos));
+            (
+                schedule::schedule(rows, open.max_lateness_ns),
+                schedule::sustainability(rows, open.dropped, reference),
+            )
+        });
+    let level = level_spec.map(|spec| LevelFacts {
+        slos: rows.as_ref().map_or_else(Vec::new, |rows| {
+            spec.slos.iter().map(|t| slo::judge_slo(t, rows)).collect()
+        }),
+        aborted: spec.aborted.get().cloned(),
+        interrupted: matches!(
+            exit_reason,
+            ExitReason::Interrupted | ExitReason::Terminated
+        ),
+    });
+    Judged { rows, open, level }
+}
+
 /// The run's verdict from every fact the engine holds: the summary, the responses' time, the
-/// client's CPU, an open run's rows read back, the server's scrapes. A file that cannot be
-/// read back is a warning and leaves its facts out.
+/// client's CPU, an open run's schedule, a capacity level's SLOs, the server's scrapes. A file
+/// that cannot be read is a warning and leaves its facts out.
 fn decide_verdict(
     config: &RunConfig,
     run_dir: &Path,
-    summary: &RunSummary,
-    report: &WriterReport,
+    (summary, report): (&RunSummary, &WriterReport),
     client: &Option<ClientSummary>,
+    judged: &Judged,
     warnings: &mut Vec<String>,
 ) -> Verdict {
-    let open =
-        summary
-            .open
-            .as_ref()
-            .and_then(|open| match verdict::rows::LevelRows::read(run_dir) {
-                Ok(rows) => {
-                    let rows = rows.or_warmup();
-                    Some((
-                        verdict::schedule::schedule(&rows, open.max_lateness_ns),
-                        verdict::schedule::sustainability(&rows, open.dropped, None),
-                    ))
-                }
-                Err(why) => {
-                    warnings.push(format!("the verdict could not read the rows back: {why}"));
-                    None
-                }
-            });
     let server = match config.server_metrics.sources.is_empty() {
         true => None,
         false => verdict::ServerEvidence::read(run_dir, &config.server_metrics.saturation)
@@ -314,9 +354,13 @@ fn decide_verdict(
         components: &report.stats.components,
         client: client.as_ref(),
         http2: config.connection.http2,
-        open,
+        open: judged.open.clone(),
         server,
-        decided_by: "loadgen run",
+        level: judged.level.as_ref(),
+        decided_by: match judged.level {
+            Some(_) => "loadgen capacity",
+            None => "loadgen run",
+        },
     })
 }
 
@@ -381,6 +425,7 @@ fn client_summary(
 ) -> Option<ClientSummary> {
     match sysmon.and_then(|s| s.finish()) {
         Ok(mut client) => {
+            verdict::client::judge(&mut client);
             client.set_shared_with(target.server_on_this_machine());
             (client.link_capacity_bps, client.link_capacity_source) =
                 crate::sysmon::link::link_capacity(

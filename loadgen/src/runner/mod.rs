@@ -15,7 +15,7 @@ mod output;
 mod target;
 
 pub use error::RunError;
-pub use finish::RunOutcome;
+pub use finish::{Judged, RunOutcome};
 pub use output::HostInfo;
 
 use crate::config::{RunConfig, Target};

@@ -14,6 +14,7 @@ use crate::clock::Anchor;
 use crate::config::{Output, ResolvedConfig, RunConfig};
 use crate::record::{Labels, SCHEMA_VERSION};
 use crate::shard::Shard;
+use crate::stats::samples::SampleLog;
 use crate::stats::Published;
 use crate::stop::{ExitReason, StopSignal};
 use crate::store::s3::{Mirror, S3Error, S3Store, FIRST_UPLOAD_TIMEOUT};
@@ -103,6 +104,7 @@ impl RunOutput {
             publish: published
                 .clone()
                 .map(|p| (p, crate::report::thresholds::ABORT_EVERY / 4)),
+            samples: sample_log(config),
         })?;
         let output = RunOutput {
             run_id,
@@ -117,6 +119,17 @@ impl RunOutput {
         };
         Ok((output, records))
     }
+}
+
+/// The writer's log of samples, when the run's judgement needs them: an open run (its
+/// schedule), or a workflow that asks (a calibration, a capacity level and its watcher).
+fn sample_log(config: &RunConfig) -> Option<SampleLog> {
+    let judgement = &config.judgement;
+    let open = config.model.plan().max_lateness().is_some();
+    (open || judgement.keep_samples || judgement.level.is_some()).then(|| {
+        let watcher = judgement.level.as_ref().and_then(|l| l.watcher.clone());
+        SampleLog::new(config.model.plan().warmup_phase(), watcher)
+    })
 }
 
 /// The run id: a UTC timestamp, with the shard when sharded.

@@ -9,6 +9,7 @@
 
 pub mod activity;
 pub mod live;
+pub mod samples;
 
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};

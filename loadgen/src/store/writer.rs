@@ -23,6 +23,7 @@ use parquet::schema::types::ColumnPath;
 
 use crate::record::parquet_file::{FileError, ParquetFile};
 use crate::record::{schema, ErrorClass, Labels, RequestRecord};
+use crate::stats::samples::{LevelRows, SampleLog};
 use crate::stats::{Aggregator, Published};
 
 /// Rows encoded per Arrow batch handed to the Parquet writer. Small enough that one encode
@@ -57,7 +58,7 @@ pub enum RecordError {
 }
 
 /// What the writer needs to know once, before the first row.
-#[derive(Debug, Clone)]
+#[derive(Debug)]
 pub struct WriterConfig {
     /// The `requests/` directory of the run; must exist.
     pub dir: PathBuf,
@@ -77,6 +78,10 @@ pub struct WriterConfig {
     pub warmup_phase: Option<u16>,
     /// Where to copy the aggregates so far, and how often (`--abort-on-fail`).
     pub publish: Option<(Arc<Published>, Duration)>,
+    /// Keep each row's [`Sample`](crate::stats::samples::Sample) for the run's judgement (an
+    /// open run's schedule, a capacity level's SLOs), handed to a watcher as they come when
+    /// the log has one; `None`: the aggregates are all the run needs.
+    pub samples: Option<SampleLog>,
 }
 
 /// What the writer produced.
@@ -87,6 +92,8 @@ pub struct WriterReport {
     pub bytes_on_disk: u64,
     /// Exact aggregates over every row written.
     pub stats: Aggregator,
+    /// Every row's sample, when the config asked to keep them.
+    pub samples: Option<LevelRows>,
 }
 
 /// The sending side, cloned into every worker.
@@ -229,10 +236,12 @@ struct SegmentWriter {
     report: WriterReport,
     /// When the aggregates were last published.
     published_at: Instant,
+    samples: Option<SampleLog>,
 }
 
 impl SegmentWriter {
-    fn new(config: WriterConfig) -> Self {
+    fn new(mut config: WriterConfig) -> Self {
+        let samples = config.samples.take();
         let dicts = Dictionaries {
             ops: Arc::new(StringArray::from(config.labels.ops.clone())),
             errors: Arc::new(StringArray::from(
@@ -259,11 +268,13 @@ impl SegmentWriter {
             open: None,
             segment_started: None,
             published_at: Instant::now(),
+            samples,
             report: WriterReport {
                 segments: Vec::new(),
                 rows: 0,
                 bytes_on_disk: 0,
                 stats,
+                samples: None,
             },
         }
     }
@@ -277,6 +288,8 @@ impl SegmentWriter {
                 segment.discard();
             }
         }
+        let ops = self.config.labels.ops.clone();
+        self.report.samples = self.samples.take().map(|log| log.finish(ops));
         result.map(|()| self.report)
     }
 
@@ -292,6 +305,9 @@ impl SegmentWriter {
                     self.segment_started.get_or_insert_with(Instant::now);
                     for record in &batch {
                         self.report.stats.observe(record);
+                        if let Some(samples) = &mut self.samples {
+                            samples.push(record);
+                        }
                         self.columns.push(record);
                         if self.columns.len() >= ENCODE_ROWS {
                             self.encode_pending()?;
@@ -312,8 +328,12 @@ impl SegmentWriter {
         self.close_segment()
     }
 
-    /// Copies the aggregates out when a judge asked for them and the last copy is old enough.
+    /// Copies the aggregates out when a judge asked for them and the last copy is old enough;
+    /// hands the new samples to a level's watcher.
     fn publish(&mut self) {
+        if let Some(samples) = &mut self.samples {
+            samples.hand_over();
+        }
         if let Some((published, every)) = &self.config.publish {
             if self.published_at.elapsed() >= *every {
                 published.publish(&self.report.stats);
@@ -430,10 +450,12 @@ mod tests {
         }
     }
 
-    /// Records written by the thread come back unchanged, with their labels and metadata.
+    /// Records written by the thread come back unchanged, with their labels and metadata;
+    /// the samples it kept (every row's, and a watcher's copy) are the same rows, in memory.
     #[test]
     fn records_round_trip_through_parquet() {
         let dir = tempfile::tempdir().unwrap();
+        let (watched_tx, watched) = flume::unbounded();
         let (tx, thread) = spawn(WriterConfig {
             dir: dir.path().to_path_buf(),
             metadata: vec![("loadgen.run_id".into(), "test-run".into())],
@@ -448,6 +470,7 @@ mod tests {
             closed: None,
             warmup_phase: None,
             publish: None,
+            samples: Some(SampleLog::new(Some(0), Some(watched_tx))),
         })
         .unwrap();
         let records: Vec<RequestRecord> = (0..70_000).map(sample).collect();
@@ -459,6 +482,13 @@ mod tests {
         assert_eq!(report.rows, 70_000);
         assert_eq!(report.segments.len(), 1);
         assert_eq!(report.stats.requests(), 70_000);
+        let kept = report.samples.as_ref().expect("samples were asked for");
+        assert_eq!((kept.judged.len(), kept.warmup.len()), (70_000, 0));
+        assert_eq!(kept.ops, ["GET /a", "POST /b"]);
+        let failed = kept.judged.iter().filter(|s| s.failed).count();
+        assert_eq!(failed, (0..70_000).filter(|i| i % 4 == 0).count());
+        let handed: usize = watched.drain().map(|batch| batch.len()).sum();
+        assert_eq!(handed, 70_000);
 
         let file = File::open(&report.segments[0]).unwrap();
         let builder = ParquetRecordBatchReaderBuilder::try_new(file).unwrap();
@@ -539,6 +569,7 @@ mod tests {
             closed: None,
             warmup_phase: None,
             publish: None,
+            samples: None,
         })
         .unwrap();
         for i in 0..4 {

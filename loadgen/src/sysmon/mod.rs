@@ -10,8 +10,8 @@
 //! renamed when [`Sysmon::finish`] closes it, so a reader never sees a half-written file.
 //!
 //! What it is not: a judge of the server, nor a source of request statistics. It measures the
-//! client, and flags one thing — a saturated client — in [`ClientSummary`] (the rule is in
-//! [`verdict`]). Utilisation is measured against the CPU the process may use: its cores, or
+//! client and keeps the numbers of [`ClientSummary`]; whether they say it was saturated is
+//! the verdict's rule (`verdict::client`). Utilisation is measured against the CPU the process may use: its cores, or
 //! its cgroup CPU quota when that is smaller, whose throttling counters are sampled too
 //! ([`cgroup`]); the interface carrying the target's traffic is [`link`]'s to find. Reading
 //! /proc and what its counters mean (ticks, deltas between readings) is `probe`'s; the file
@@ -33,7 +33,7 @@ pub mod cgroup;
 mod file;
 pub mod link;
 mod probe;
-pub mod verdict;
+pub mod summary;
 
 use std::path::PathBuf;
 use std::sync::atomic::Ordering;
@@ -46,12 +46,13 @@ use crate::clock::Anchor;
 use crate::record::parquet_file::{FileError, ParquetFile};
 use crate::stats::activity::{Activity, Totals};
 use crate::stats::LiveCounters;
+pub use cgroup::CgroupVersion;
 use cgroup::{Cgroup, CpuLimit, CpuStat};
 pub use file::schema;
 use file::{ActivityRow, Columns, Row};
 use probe::{Probe, Reading};
 use procfs::ProcError;
-pub use verdict::ClientSummary;
+pub use summary::{percent, ClientSummary, Saturation};
 
 /// A row group is written at least this often, so a long run never holds its samples in
 /// memory and the `.partial` file shows progress.
@@ -215,7 +216,6 @@ impl Sampler {
                     summary.nr_periods = Some(run.nr_periods);
                     summary.nr_throttled = Some(run.nr_throttled);
                 }
-                summary.judge();
                 Ok(summary)
             }
             Err(e) => {

@@ -1,47 +1,23 @@
-//! The rules: four checks in a fixed order — errors, client, network, server — each reading
-//! the run's facts against `contract/verdict.json`'s thresholds; the first that finds a limit
-//! decides. When none does, the workload set the pace (an open run that kept up, workers
-//! that spent their time thinking as configured: `none`), or one run cannot tell
-//! (`inconclusive`, saying what would).
+//! The one judge: the only place a cause is chosen — for a run, each of its phases, a sweep
+//! level and a capacity level alike. The checks ([`super::checks`]) run in a fixed order —
+//! errors, client, network — and the first finding that is a limit decides; when none is,
+//! the server check decides: an open run that kept up (`none`) or fell behind (`server`),
+//! workers that spent their time thinking as configured (`none`), the server's measured
+//! saturation (`server`), or one run that cannot tell (`inconclusive`, saying what would). A
+//! capacity level's SLOs are a fact the search hands in ([`LevelFacts`]): a level that met
+//! them and kept its schedule is `none`; one that did not takes the first limit the checks
+//! found, else the server's.
 
-use std::collections::BTreeMap;
-use std::sync::LazyLock;
-
-use serde::Deserialize;
-
+use super::checks::{self, share, worker_shares, Finding, Numbers, Shares};
+use super::rule::{Rule, WorkerShares, T};
 use super::schedule::{Schedule, Sustainability};
 use super::server::ServerEvidence;
-use super::{Cause, PhaseVerdict, Strength, Verdict};
+use super::slo::LevelFacts;
+use super::words::{phase_where, sentence, wait_text, ONE_LEVEL};
+use super::{Cause, PhaseVerdict, SloVerdict, Verdict};
 use crate::report::{PhaseWorkers, RunSummary};
 use crate::stats::Components;
 use crate::sysmon::ClientSummary;
-
-/// `contract/verdict.json`: the thresholds, documented there.
-const VERDICT_JSON: &str = include_str!("../../../contract/verdict.json");
-
-#[derive(Debug, Deserialize)]
-struct Thresholds {
-    max_error_rate: f64,
-    max_own_share: f64,
-    max_queue_wait_share: f64,
-    min_paced_share: f64,
-    min_busy_share: f64,
-    min_server_wait_share: f64,
-    max_transfer_share: f64,
-    max_link_utilisation: f64,
-    saturated_scrape_share: f64,
-    cpu_saturated_share: f64,
-    cpu_room_share: f64,
-}
-
-static T: LazyLock<Thresholds> =
-    LazyLock::new(|| serde_json::from_str(VERDICT_JSON).expect("contract/verdict.json is valid"));
-
-/// Said when one closed level spends its time at the server with no measure of the server's
-/// saturation (the analysis's testbeds look for these words).
-pub const ONE_LEVEL: &str = "one level cannot tell a server at its capacity from one with room \
-     to spare; run `loadgen capacity` or a sweep to find where it stops, or scrape the \
-     server's metrics (--server-metrics) to see its saturation";
 
 /// Everything the verdict reads.
 pub struct Facts<'a> {
@@ -52,468 +28,193 @@ pub struct Facts<'a> {
     /// Open model: how the run kept its schedule, from its rows.
     pub open: Option<(Schedule, Sustainability)>,
     pub server: Option<ServerEvidence>,
+    /// A capacity level: its SLOs judged, whether it was stopped early or cut short.
+    pub level: Option<&'a LevelFacts>,
     pub decided_by: &'static str,
 }
 
-/// A check's outcome: the limit it found (rule, sentence), and what it noted.
-#[derive(Default)]
-struct Check {
-    limit: Option<(&'static str, String)>,
-    notes: Vec<String>,
+/// The deciding rule, its sentence, and the findings it used (left out of the evidence).
+struct Decision {
+    rule: Rule,
+    text: String,
+    used: Vec<usize>,
+    /// A capacity level's failures, each a sentence.
+    reasons: Vec<String>,
 }
 
-impl Check {
-    fn limit(&mut self, rule: &'static str, text: String) {
-        if self.limit.is_none() {
-            self.limit = Some((rule, text));
-        } else {
-            self.notes.push(text);
+impl Decision {
+    fn new(rule: Rule, text: String) -> Self {
+        Decision {
+            rule,
+            text,
+            used: Vec::new(),
+            reasons: Vec::new(),
         }
     }
 }
 
-/// Decides the run's verdict.
+fn say(finding: &Finding) -> String {
+    sentence(finding.rule, finding.limit, &finding.seen)
+}
+
+/// Decides the verdict.
 pub fn decide(f: Facts<'_>) -> Verdict {
-    let mut numbers = BTreeMap::new();
+    let mut numbers = Numbers::new();
     let shares = Shares::of(f.components, &mut numbers);
-    let phase = judged_phase(f.summary);
-    let server = server_named(&f, &mut numbers);
-    let checks = [
-        (Cause::Errors, errors(&f, &mut numbers)),
-        (Cause::Client, client(&f, &shares, phase, &mut numbers)),
-        (Cause::Network, network(&f, &shares, &mut numbers)),
-    ];
-    let mut evidence: Vec<String> = Vec::new();
-    let mut decided = None;
-    for (cause, check) in checks {
-        if let (None, Some((rule, text))) = (&decided, &check.limit) {
-            decided = Some((cause, Strength::Strong, *rule, text.clone()));
-        } else if let Some((_, text)) = check.limit {
-            evidence.push(text);
-        }
-        evidence.extend(check.notes);
-    }
-    let (cause, strength, rule, summary) =
-        decided.unwrap_or_else(|| server_check(&f, &shares, phase, &server));
-    for named in server.saturated.iter().chain(&server.notes) {
-        if cause != Cause::Server || !summary.contains(named.as_str()) {
-            evidence.push(format!("server: {named}"));
-        }
-    }
-    let summary = match (phase, cause) {
-        (Some(p), Cause::Client | Cause::Server | Cause::Inconclusive | Cause::None)
-            if phase_count(f.summary) > 1 && rule != "client.cpu" =>
-        {
-            format!(
-                "{summary} (judged on {}, the phase with the most workers alive)",
-                p.phase
-            )
-        }
-        _ => summary,
+    let phase = checks::judged_phase(f.summary);
+    let mut findings = checks::errors(&f, &mut numbers);
+    findings.extend(checks::client(&f, &shares, phase, &mut numbers));
+    findings.extend(checks::network(&f, &shares, &mut numbers));
+    let first_server = findings.len();
+    findings.extend(checks::server_named(&f, &mut numbers));
+    let (run_findings, server) = findings.split_at(first_server);
+    let decision = match f.level {
+        Some(level) => level_decision(&f, level, run_findings, (server, first_server)),
+        None => match run_findings.iter().position(|x| x.limit) {
+            Some(i) => Decision {
+                used: vec![i],
+                ..Decision::new(run_findings[i].rule, say(&run_findings[i]))
+            },
+            None => server_decision(&f, &shares, phase, (server, first_server)),
+        },
     };
-    // Where the server shares the client's cores, each side's numbers include the other's
-    // load: said once, after the finding (unless the finding quotes the Client line, which
-    // says it already).
-    let sharing = f
-        .client
-        .and_then(ClientSummary::sharing)
-        .filter(|_| matches!(cause, Cause::Client | Cause::Server | Cause::Inconclusive));
-    let summary = match sharing {
-        Some(sharing) if !summary.contains(&sharing) => {
-            format!("{summary} — {sharing} with the client")
+    let summary = in_context(&f, &decision, phase);
+    let mut evidence = vec![summary.clone()];
+    evidence.extend(decision.reasons.iter().cloned());
+    for (i, finding) in findings.iter().enumerate() {
+        if decision.used.contains(&i) {
+            continue;
         }
-        _ => summary,
-    };
-    evidence.insert(0, summary.clone());
+        let text = say(finding);
+        evidence.push(match i >= first_server {
+            true => format!("server: {text}"),
+            false => text,
+        });
+    }
     evidence.dedup();
+    let saturated = server.iter().any(|x| x.limit);
     Verdict {
-        cause,
-        strength,
-        rule,
+        cause: decision.rule.cause(),
+        strength: decision.rule.strength(),
+        rule: decision.rule,
         summary,
         evidence,
         numbers,
         server: f.server.clone(),
-        phases: phase_verdicts(f.summary, &shares, server.saturated.is_some()),
-        slos: None,
+        phases: phase_verdicts(f.summary, &shares, saturated),
+        slos: f.level.map(|level| SloVerdict {
+            passed: decision.rule == Rule::CapacityPassed,
+            crossed: level.crossed(),
+            judged: !level.interrupted,
+            reasons: decision.reasons.clone(),
+        }),
         decided_by: f.decided_by,
     }
 }
 
-/// Where the responses' time went, as shares of their latency.
-struct Shares {
-    /// First byte minus sending: the server's time and the round trip.
-    server_wait: Option<f64>,
-    transfer: Option<f64>,
-    /// Sending the request (connect left out).
-    send: Option<f64>,
-}
-
-impl Shares {
-    fn of(c: &Components, numbers: &mut BTreeMap<&'static str, f64>) -> Self {
-        if c.responses == 0 || c.latency_ns == 0 {
-            return Shares {
-                server_wait: None,
-                transfer: None,
-                send: None,
-            };
-        }
-        let latency = c.latency_ns as f64;
-        let sent = match c.with_send == c.responses {
-            true => c.send_ns,
-            false => c.connect_ns,
-        };
-        let shares = Shares {
-            server_wait: Some(c.ttfb_ns.saturating_sub(sent) as f64 / latency),
-            transfer: Some(c.latency_ns.saturating_sub(c.ttfb_ns) as f64 / latency),
-            send: (c.with_send == c.responses)
-                .then(|| c.send_ns.saturating_sub(c.connect_ns) as f64 / latency),
-        };
-        numbers.insert("mean_latency_ns", latency / c.responses as f64);
-        for (name, value) in [
-            ("server_wait_share", shares.server_wait),
-            ("transfer_share", shares.transfer),
-            ("send_share", shares.send),
-        ] {
-            if let Some(v) = value {
-                numbers.insert(name, v);
-            }
-        }
-        shares
-    }
-}
-
-/// "1.6 Mbit/s", "250 kbit/s".
-fn bits_per_s(bps: f64) -> String {
-    match bps {
-        b if b >= 1e9 => format!("{:.2} Gbit/s", b / 1e9),
-        b if b >= 1e6 => format!("{:.1} Mbit/s", b / 1e6),
-        b => format!("{:.0} kbit/s", b / 1e3),
-    }
-}
-
-fn pct(share: f64) -> String {
-    format!("{:.1}%", share * 100.0)
-}
-
-/// The phase the run is judged on: the one whose workers started most (the longer on a tie).
-fn judged_phase(summary: &RunSummary) -> Option<&PhaseWorkers> {
-    let phases = &summary.workers.as_ref()?.phases;
-    phases
-        .iter()
-        .max_by_key(|p| (p.started, p.last_ended_ns - p.first_started_ns))
-}
-
-fn share(part: i64, whole: i64) -> f64 {
-    if whole > 0 {
-        part as f64 / whole as f64
-    } else {
-        0.0
-    }
-}
-
-fn errors(f: &Facts<'_>, numbers: &mut BTreeMap<&'static str, f64>) -> Check {
-    let mut check = Check::default();
-    let s = f.summary;
-    let rate = share(s.failed as i64, s.requests as i64);
-    numbers.insert("error_rate", rate);
-    if s.failed == 0 {
-        check
-            .notes
-            .push(format!("no failures in {} requests", s.requests));
-        return check;
-    }
-    let mut classes: Vec<(&String, &u64)> = s.errors.iter().collect();
-    classes.sort_by(|a, b| b.1.cmp(a.1));
-    let mut detail: Vec<String> = classes.iter().map(|(c, n)| format!("{c} {n}")).collect();
-    let mut statuses: Vec<(&String, &u64)> = s.failed_statuses.iter().collect();
-    statuses.sort_by(|a, b| b.1.cmp(a.1));
-    if !statuses.is_empty() {
-        let list: Vec<String> = statuses.iter().map(|(s, n)| format!("{s} ×{n}")).collect();
-        detail.push(format!("statuses {}", list.join(", ")));
-    }
-    let text = format!(
-        "{} of {} requests failed ({}): {}",
-        s.failed,
-        s.requests,
-        pct(rate),
-        detail.join("; ")
-    );
-    if rate > T.max_error_rate {
-        check.limit(
-            "errors.share",
-            format!("{text} — above {}", pct(T.max_error_rate)),
-        );
-    } else {
-        check.notes.push(text);
-    }
-    check
-}
-
-fn client(
-    f: &Facts<'_>,
-    shares: &Shares,
-    phase: Option<&PhaseWorkers>,
-    numbers: &mut BTreeMap<&'static str, f64>,
-) -> Check {
-    let mut check = Check::default();
-    if let Some(c) = f.client {
-        numbers.insert("client_cpu_peak", c.peak_cpu_utilisation);
-        if c.saturated {
-            let finding = c
-                .saturated_finding()
-                .unwrap_or_else(|| format!("the client: {}", c.console_line()));
-            check.limit("client.cpu", finding);
-        } else {
-            check.notes.push(format!("client: {}", c.console_line()));
-        }
-    }
-    if let Some(p) = phase {
-        let (busy, waiting) = (
-            share(p.busy_ns, p.alive_ns),
-            share(p.waiting_ns, p.alive_ns),
-        );
-        let own = (1.0 - busy - waiting).max(0.0);
-        numbers.extend([
-            ("busy_share", busy),
-            ("waiting_share", waiting),
-            ("own_share", own),
-        ]);
-        let where_ = phase_where(f.summary, p);
-        if own > T.max_own_share {
-            check.limit(
-                "client.own_work",
-                format!(
-                    "workers spent {} of their time{where_} in the client's own work between \
-                     requests (neither in a request nor waiting for the next)",
-                    pct(own)
-                ),
+/// The decision's sentence with where it was judged (a run of several phases) and who shares
+/// the client's cores, each said once, after the finding.
+fn in_context(f: &Facts<'_>, decision: &Decision, phase: Option<&PhaseWorkers>) -> String {
+    let cause = decision.rule.cause();
+    let mut text = decision.text.clone();
+    if let (Some(p), true) = (phase, checks::phase_count(f.summary) > 1) {
+        let judged_on_phase = matches!(
+            cause,
+            Cause::Client | Cause::Server | Cause::Inconclusive | Cause::None
+        ) && decision.rule != Rule::ClientCpu
+            && f.level.is_none();
+        if judged_on_phase {
+            text = format!(
+                "{text} (judged on {}, the phase with the most workers alive)",
+                p.phase
             );
         }
     }
-    let alive_ns = f.summary.workers.as_ref().map_or(0, |w| w.alive_ns);
-    let queue_wait = share(
-        f.components.queue_wait_ns.min(i64::MAX as u128) as i64,
-        alive_ns,
-    );
-    if f.components.queue_wait_ns > 0 {
-        numbers.insert("empty_buffer_share", queue_wait);
-    }
-    if queue_wait > T.max_queue_wait_share {
-        check.limit(
-            "client.producer",
-            format!(
-                "consumers waited on an empty buffer {} of their time: the producer (the \
-                 client) is the limit",
-                pct(queue_wait)
-            ),
-        );
-    }
-    schedule_check(f, &mut check, numbers);
-    if let (true, Some(send)) = (f.http2, shares.send) {
-        numbers.insert("http2_send_share", send);
-        if send >= T.max_transfer_share {
-            check.limit(
-                "client.http2_streams",
-                format!(
-                    "over HTTP/2 requests waited {} of their latency inside the client for a \
-                     stream slot or flow-control window: more streams per connection than the \
-                     server allows (lower --streams-per-connection or open more connections)",
-                    pct(send)
-                ),
-            );
-        }
-    }
-    check
-}
-
-/// Open model: whether the client kept its schedule (a late client is the limit unless the
-/// server fell behind at the same time: then it is a note, and the server check decides).
-fn schedule_check(f: &Facts<'_>, check: &mut Check, numbers: &mut BTreeMap<&'static str, f64>) {
-    if let Some((schedule, sustainability)) = &f.open {
-        numbers.insert("late_share", schedule.late_share);
-        if let Some(lag) = schedule.send_lag_p99_ns {
-            numbers.insert("send_lag_p99_ns", lag);
-        }
-        if !schedule.kept {
-            let text = format!(
-                "the client fell behind its own schedule: {} of sends started more than {} \
-                 after their intended time (p99 send lag {})",
-                pct(schedule.late_share),
-                crate::units::duration(schedule.max_lateness_ns as f64),
-                schedule
-                    .send_lag_p99_ns
-                    .map_or("-".into(), crate::units::duration)
-            );
-            match sustainability.problems.is_empty() {
-                true => check.limit("client.schedule", text),
-                false => check
-                    .notes
-                    .push(format!("{text}, while the server fell behind")),
-            }
-        }
-    }
-}
-
-fn phase_count(summary: &RunSummary) -> usize {
-    summary.workers.as_ref().map_or(0, |w| w.phases.len())
-}
-
-/// " in main (the phase with the most workers, 16)" for a run of several phases.
-fn phase_where(summary: &RunSummary, p: &PhaseWorkers) -> String {
-    match phase_count(summary) {
-        0 | 1 => String::new(),
-        _ => format!(
-            " in {} (the phase with the most workers, {})",
-            p.phase, p.started
-        ),
-    }
-}
-
-fn network(f: &Facts<'_>, shares: &Shares, numbers: &mut BTreeMap<&'static str, f64>) -> Check {
-    let mut check = Check::default();
-    let capacity = f
+    let sharing = f
         .client
-        .and_then(|c| c.link_capacity_bps)
-        .filter(|c| *c > 0);
-    let mut tx_idle = false;
-    if let (Some(capacity), Some((tx, rx))) = (capacity, f.components.peak_bytes_per_s()) {
-        numbers.insert("link_capacity_bps", capacity as f64);
-        for (direction, bytes) in [("tx", tx), ("rx", rx)] {
-            let utilisation = bytes as f64 * 8.0 / capacity as f64;
-            numbers.insert(
-                if direction == "tx" {
-                    "tx_link_utilisation"
-                } else {
-                    "rx_link_utilisation"
-                },
-                utilisation,
-            );
-            tx_idle |= direction == "tx" && utilisation < T.max_link_utilisation;
-            let text = format!(
-                "{direction} {} in the busiest second is {} of the {} link",
-                bits_per_s(bytes as f64 * 8.0),
-                pct(utilisation),
-                bits_per_s(capacity as f64)
-            );
-            match utilisation >= T.max_link_utilisation {
-                true => check.limit("network.link", text),
-                false => check.notes.push(text),
+        .and_then(ClientSummary::sharing)
+        .filter(|_| matches!(cause, Cause::Client | Cause::Server | Cause::Inconclusive));
+    match sharing {
+        Some(sharing) => format!("{text} — {sharing} with the client"),
+        None => text,
+    }
+}
+
+/// A capacity level: passed when it met every SLO, kept its schedule and stayed under the
+/// error share; else the first limit the checks found, else the server's.
+fn level_decision(
+    f: &Facts<'_>,
+    level: &LevelFacts,
+    findings: &[Finding],
+    (server, first_server): (&[Finding], usize),
+) -> Decision {
+    if level.interrupted {
+        let why = "not judged: the level was cut short by Ctrl-C or SIGTERM";
+        return Decision::new(Rule::CapacityInterrupted, why.into());
+    }
+    let mut reasons = level.failures();
+    let limit = findings.iter().position(|x| x.limit);
+    if let Some(i) = limit.filter(|&i| findings[i].rule == Rule::ErrorsShare) {
+        reasons.push(say(&findings[i]));
+    }
+    let problems = f
+        .open
+        .as_ref()
+        .map(|(_, s)| s.problems.clone())
+        .unwrap_or_default();
+    reasons.extend(problems.iter().cloned());
+    if reasons.is_empty() {
+        let why = "the level met every SLO and kept up with its schedule";
+        return Decision::new(Rule::CapacityPassed, why.into());
+    }
+    let mut used = Vec::new();
+    let rule = match limit {
+        Some(i) => {
+            let finding = &findings[i];
+            if finding.rule.cause() != Cause::Errors {
+                reasons.push(say(finding));
+            }
+            used.push(i);
+            finding.rule
+        }
+        None => {
+            if let Some(j) = server.iter().position(|x| x.limit) {
+                reasons.push(format!("the server: {}", say(&server[j])));
+                used.push(first_server + j);
+            }
+            match problems.is_empty() {
+                true => Rule::ServerSlo,
+                false => Rule::ServerFellBehind,
             }
         }
-    }
-    if let Some(transfer) = shares.transfer.filter(|s| *s >= T.max_transfer_share) {
-        check.limit(
-            "network.transfer",
-            format!(
-                "receiving response bodies took {} of latency",
-                pct(transfer)
-            ),
-        );
-    }
-    if let (false, Some(send)) = (f.http2, shares.send) {
-        if send >= T.max_transfer_share && !(capacity.is_some() && tx_idle) {
-            check.limit(
-                "network.send",
-                format!("sending requests took {} of latency", pct(send)),
-            );
-        }
-    }
-    check
-}
-
-/// What the server's metrics name: whether it was saturated (and by what), and notes.
-#[derive(Default)]
-struct Named {
-    saturated: Option<String>,
-    notes: Vec<String>,
-}
-
-fn server_named(f: &Facts<'_>, numbers: &mut BTreeMap<&'static str, f64>) -> Named {
-    let mut named = Named::default();
-    let Some(e) = &f.server else {
-        return named;
     };
-    if let Some(w) = &e.workers {
-        let busy = match w.limit {
-            Some(limit) => format!("{:.0} of {limit:.0} workers busy", w.busy_max),
-            None => format!("up to {:.0} workers busy", w.busy_max),
-        };
-        let queued = e
-            .queue
-            .as_ref()
-            .filter(|q| q.max > 0.0)
-            .map(|q| format!(", up to {:.0} requests queued (mean {:.0})", q.max, q.mean));
-        let text = format!("{busy}{}", queued.unwrap_or_default());
-        match w.all_busy_share {
-            Some(all) if all >= T.saturated_scrape_share => {
-                numbers.insert("server_all_busy_share", all);
-                named.saturated = Some(format!("{text} ({} of the scrapes)", pct(all)));
-            }
-            _ => named.notes.push(text),
-        }
-    } else if let Some(q) = &e.queue {
-        let text = format!(
-            "requests queued in {} of the scrapes (up to {:.0})",
-            pct(q.nonempty_share),
-            q.max
-        );
-        match q.nonempty_share >= T.saturated_scrape_share {
-            true => named.saturated = Some(text),
-            false => named.notes.push(text),
-        }
+    let crossed = level.crossed();
+    let text = match crossed.is_empty() {
+        true => reasons.join("; "),
+        false => format!("crossed {} — {}", crossed.join(", "), reasons.join("; ")),
+    };
+    Decision {
+        rule,
+        text,
+        used,
+        reasons,
     }
-    if let Some(cpu) = &e.host_cpu {
-        numbers.insert("server_host_cpu_share", cpu.busy_share);
-        let shared = f.client.is_some_and(|c| c.server_shares_cores);
-        let split = match (shared, e.service_cpu_cores, f.client) {
-            (true, Some(service), _) => {
-                format!(", which the client shares (the service itself used {service:.2} cores)")
-            }
-            (true, None, Some(c)) => format!(
-                ", which the client shares (it used {:.2} of them)",
-                c.mean_cpu_utilisation * c.cpu_limit_cores
-            ),
-            _ => String::new(),
-        };
-        let cores = cpu.cores;
-        if cpu.busy_share >= T.cpu_saturated_share {
-            let text = format!(
-                "CPU {} of {cores} cores on the target{split}",
-                pct(cpu.busy_share)
-            );
-            named.saturated.get_or_insert(text);
-        } else if cpu.busy_share < T.cpu_room_share {
-            named.notes.push(format!(
-                "the target's CPU was {} busy{split} — a limit there is inside the service (a \
-                 pool, a lock, a downstream call), not its CPU",
-                pct(cpu.busy_share)
-            ));
-        } else {
-            named.notes.push(format!(
-                "the target's CPU was {} busy{split}",
-                pct(cpu.busy_share)
-            ));
-        }
-    }
-    if e.failed_scrapes > 0 {
-        named.notes.push(format!(
-            "{} scrapes of the server's metrics failed",
-            e.failed_scrapes
-        ));
-    }
-    named
 }
 
 /// The server check, when nothing before it found a limit.
-fn server_check(
+fn server_decision(
     f: &Facts<'_>,
     shares: &Shares,
     phase: Option<&PhaseWorkers>,
-    named: &Named,
-) -> (Cause, Strength, &'static str, String) {
+    (server, first_server): (&[Finding], usize),
+) -> Decision {
     let wait = shares.server_wait.unwrap_or(0.0);
-    let wait_text = format!("waiting for the first byte is {} of latency", pct(wait));
+    let saturated = server.iter().position(|x| x.limit);
+    let what = saturated.map(|i| say(&server[i]));
+    let used = |mut d: Decision| {
+        d.used = saturated.map(|i| i + first_server).into_iter().collect();
+        d
+    };
     if let Some((_, sustainability)) = &f.open {
         if sustainability.problems.is_empty() {
             let text = format!(
@@ -521,75 +222,68 @@ fn server_check(
                  achieved of {:.0} offered",
                 sustainability.achieved_rps, sustainability.offered_rps
             );
-            return (Cause::None, Strength::Strong, "none.kept_up", text);
+            return Decision::new(Rule::NoneKeptUp, text);
         }
         let mut text = format!(
-            "the system fell behind the schedule: {}; {wait_text}",
-            sustainability.problems.join("; ")
+            "the system fell behind the schedule: {}; {}",
+            sustainability.problems.join("; "),
+            wait_text(wait)
         );
-        if let Some(what) = &named.saturated {
+        if let Some(what) = &what {
             text += &format!("; the server: {what}");
         }
-        return (Cause::Server, Strength::Strong, "server.fell_behind", text);
+        return used(Decision::new(Rule::ServerFellBehind, text));
     }
     let Some(p) = phase else {
-        return (
-            Cause::Inconclusive,
-            Strength::Weak,
-            "inconclusive.no_workers",
-            "no worker ran".into(),
-        );
+        return Decision::new(Rule::InconclusiveNoWorkers, "no worker ran".into());
     };
-    let (busy, waiting) = (
-        share(p.busy_ns, p.alive_ns),
-        share(p.waiting_ns, p.alive_ns),
-    );
-    if busy < T.min_busy_share && waiting > T.min_paced_share {
-        let text = format!(
+    let w = worker_shares(p);
+    let rule = closed_rule(w, wait, what.is_some());
+    let text = match rule {
+        Rule::NonePacedByWorkload => format!(
             "nothing limited it — workers thought {:.0}% of the time, as configured (busy \
              {:.0}%{}): the server was not what held them",
-            waiting * 100.0,
-            busy * 100.0,
-            phase_where(f.summary, p)
-        );
-        return (
-            Cause::None,
-            Strength::Strong,
-            "none.paced_by_workload",
-            text,
-        );
-    }
-    if busy < T.min_busy_share {
-        let text = format!("workers were in a request only {} of the time", pct(busy));
-        return (
-            Cause::Inconclusive,
-            Strength::Weak,
-            "inconclusive.idle_workers",
-            text,
-        );
-    }
-    if wait < T.min_server_wait_share {
-        let text = format!("no sign of a server-side limit: {wait_text}");
-        return (
-            Cause::Inconclusive,
-            Strength::Weak,
-            "inconclusive.no_server_sign",
-            text,
-        );
-    }
-    match &named.saturated {
-        Some(what) => (
-            Cause::Server,
-            Strength::Strong,
-            "server.saturated",
-            format!("the server: {what}; {wait_text}"),
+            w.waiting * 100.0,
+            w.busy * 100.0,
+            phase_where(&checks::phase_named(f.summary, p))
         ),
-        None => (
-            Cause::Inconclusive,
-            Strength::Weak,
-            "inconclusive.one_level",
-            format!("{wait_text}: the time is spent at the server, but {ONE_LEVEL}"),
+        Rule::InconclusiveIdleWorkers => format!(
+            "workers were in a request only {} of the time",
+            super::words::pct(w.busy)
         ),
+        Rule::InconclusiveNoServerSign => {
+            format!("no sign of a server-side limit: {}", wait_text(wait))
+        }
+        Rule::ServerSaturated => format!(
+            "the server: {}; {}",
+            what.clone().unwrap_or_default(),
+            wait_text(wait)
+        ),
+        _ => format!(
+            "{}: the time is spent at the server, but {ONE_LEVEL}",
+            wait_text(wait)
+        ),
+    };
+    match rule {
+        Rule::ServerSaturated => used(Decision::new(rule, text)),
+        _ => Decision::new(rule, text),
+    }
+}
+
+/// The server check's rule for workers that were not the client's limit: paced by the
+/// workload, idle, no sign at the server, saturated, or one level that cannot tell — the same
+/// conditions for the run and for each of its phases.
+fn closed_rule(w: WorkerShares, server_wait: f64, saturated: bool) -> Rule {
+    if w.paced_by_workload() {
+        Rule::NonePacedByWorkload
+    } else if !w.busy() {
+        Rule::InconclusiveIdleWorkers
+    } else if server_wait < T.min_server_wait_share {
+        Rule::InconclusiveNoServerSign
+    } else if saturated {
+        Rule::ServerSaturated
+    } else {
+        Rule::InconclusiveOneLevel
     }
 }
 
@@ -607,29 +301,18 @@ fn phase_verdicts(
         .phases
         .iter()
         .map(|p| {
-            let (busy, waiting) = (
-                share(p.busy_ns, p.alive_ns),
-                share(p.waiting_ns, p.alive_ns),
-            );
-            let (cause, rule) = if 1.0 - busy - waiting > T.max_own_share {
-                (Cause::Client, "client.own_work")
-            } else if waiting > T.min_paced_share {
-                (Cause::None, "none.paced_by_workload")
-            } else if busy >= T.min_busy_share && wait >= T.min_server_wait_share {
-                match server_saturated {
-                    true => (Cause::Server, "server.saturated"),
-                    false => (Cause::Inconclusive, "inconclusive.one_level"),
-                }
-            } else {
-                (Cause::Inconclusive, "inconclusive.no_server_sign")
+            let w = worker_shares(p);
+            let rule = match w.own_work_limits() {
+                true => Rule::ClientOwnWork,
+                false => closed_rule(w, wait, server_saturated),
             };
             PhaseVerdict {
                 phase: p.phase.clone(),
-                cause,
+                cause: rule.cause(),
                 rule,
                 workers_alive: share(p.alive_ns, p.last_ended_ns - p.first_started_ns),
-                busy_share: busy,
-                waiting_share: waiting,
+                busy_share: w.busy,
+                waiting_share: w.waiting,
             }
         })
         .collect()
@@ -640,6 +323,8 @@ mod tests {
     use super::*;
     use crate::report::WorkersSummary;
     use crate::verdict::server::{HostCpu, Workers};
+    use crate::verdict::slo::Abort;
+    use crate::verdict::Strength;
 
     const S: i64 = 1_000_000_000;
 
@@ -700,6 +385,7 @@ mod tests {
             http2: false,
             open: None,
             server: None,
+            level: None,
             decided_by: "test",
         }
     }
@@ -729,7 +415,7 @@ mod tests {
         let c = components(0.0, 0.0);
         let failing = summary(1000, 100, vec![phase("main", 8, 0.99, 0.0)]);
         let v = decide(facts(&failing, &c));
-        assert_eq!((v.cause, v.rule), (Cause::Errors, "errors.share"));
+        assert_eq!((v.cause, v.rule.name()), (Cause::Errors, "errors.share"));
         assert!(
             v.summary.contains("100 of 1000 requests failed (10.0%)"),
             "{}",
@@ -755,13 +441,13 @@ mod tests {
             cpuset_cores: 2,
             ..Default::default()
         };
-        client.judge();
+        crate::verdict::client::judge(&mut client);
         client.set_shared_with(Some("the embedded server"));
         let v = decide(Facts {
             client: Some(&client),
             ..facts(&s, &c)
         });
-        assert_eq!((v.cause, v.rule), (Cause::Client, "client.cpu"));
+        assert_eq!((v.cause, v.rule.name()), (Cause::Client, "client.cpu"));
         assert_eq!(
             v.summary,
             "the client was saturated (peak CPU 95 % of its 2 cores): throughput and latency \
@@ -770,7 +456,7 @@ mod tests {
         );
         let busy_client = summary(1000, 0, vec![phase("main", 8, 0.5, 0.1)]);
         let v = decide(facts(&busy_client, &c));
-        assert_eq!((v.cause, v.rule), (Cause::Client, "client.own_work"));
+        assert_eq!((v.cause, v.rule.name()), (Cause::Client, "client.own_work"));
         assert_eq!(v.numbers["own_share"], 0.4);
     }
 
@@ -780,7 +466,7 @@ mod tests {
         let s = summary(1000, 0, vec![phase("main", 8, 0.25, 0.75)]);
         let v = decide(facts(&s, &c));
         assert_eq!((v.cause, v.strength), (Cause::None, Strength::Strong));
-        assert_eq!(v.rule, "none.paced_by_workload");
+        assert_eq!(v.rule.name(), "none.paced_by_workload");
     }
 
     #[test]
@@ -789,7 +475,7 @@ mod tests {
         let s = summary(1000, 0, vec![phase("main", 64, 0.99, 0.0)]);
         let v = decide(facts(&s, &c));
         assert_eq!(
-            (v.cause, v.rule),
+            (v.cause, v.rule.name()),
             (Cause::Inconclusive, "inconclusive.one_level")
         );
         assert!(v.summary.contains(ONE_LEVEL));
@@ -845,7 +531,7 @@ mod tests {
             server: Some(cpu(0.97)),
             ..facts(&s, &c)
         });
-        assert_eq!(v.rule, "server.saturated");
+        assert_eq!(v.rule.name(), "server.saturated");
         assert!(
             v.summary.contains("CPU 97.0% of 2 cores on the target"),
             "{}",
@@ -867,7 +553,10 @@ mod tests {
         let body = components(0.7, 0.01);
         let s = summary(1000, 0, vec![phase("main", 8, 0.99, 0.0)]);
         let v = decide(facts(&s, &body));
-        assert_eq!((v.cause, v.rule), (Cause::Network, "network.transfer"));
+        assert_eq!(
+            (v.cause, v.rule.name()),
+            (Cause::Network, "network.transfer")
+        );
         let mut link = components(0.0, 0.0);
         link.bytes_by_second = vec![(0, 0), (1_000, 190_000), (1_000, 200_000), (0, 0)];
         let client = ClientSummary {
@@ -878,7 +567,7 @@ mod tests {
             client: Some(&client),
             ..facts(&s, &link)
         });
-        assert_eq!((v.cause, v.rule), (Cause::Network, "network.link"));
+        assert_eq!((v.cause, v.rule.name()), (Cause::Network, "network.link"));
         assert_eq!(v.numbers["rx_link_utilisation"], 0.8);
         assert!(v.summary.contains("rx 1.6 Mbit/s") && v.summary.contains("2.0 Mbit/s link"));
         // Over HTTP/2 the send share is the client's wait for a stream slot.
@@ -887,7 +576,10 @@ mod tests {
             http2: true,
             ..facts(&s, &streams)
         });
-        assert_eq!((v.cause, v.rule), (Cause::Client, "client.http2_streams"));
+        assert_eq!(
+            (v.cause, v.rule.name()),
+            (Cause::Client, "client.http2_streams")
+        );
     }
 
     #[test]
@@ -898,19 +590,22 @@ mod tests {
             open: Some(open(0.0, &[])),
             ..facts(&s, &c)
         });
-        assert_eq!((v.cause, v.rule), (Cause::None, "none.kept_up"));
+        assert_eq!((v.cause, v.rule.name()), (Cause::None, "none.kept_up"));
         let behind = ["12 sends were dropped at the in-flight cap"];
         let v = decide(Facts {
             open: Some(open(0.0, &behind)),
             ..facts(&s, &c)
         });
-        assert_eq!((v.cause, v.rule), (Cause::Server, "server.fell_behind"));
+        assert_eq!(
+            (v.cause, v.rule.name()),
+            (Cause::Server, "server.fell_behind")
+        );
         assert!(v.summary.contains("12 sends were dropped"));
         let v = decide(Facts {
             open: Some(open(0.3, &[])),
             ..facts(&s, &c)
         });
-        assert_eq!((v.cause, v.rule), (Cause::Client, "client.schedule"));
+        assert_eq!((v.cause, v.rule.name()), (Cause::Client, "client.schedule"));
         // Late while the server fell behind: the server's queue, and the lateness a note.
         let v = decide(Facts {
             open: Some(open(0.3, &behind)),
@@ -947,5 +642,90 @@ mod tests {
                 ("tail", Cause::Client)
             ]
         );
+    }
+
+    fn level(outcome: crate::verdict::slo::Outcome, aborted: Option<Abort>) -> LevelFacts {
+        let slo = crate::verdict::slo::SloJudgement {
+            slo: "p99<50ms".into(),
+            observed: Some(61e6),
+            low: Some(55e6),
+            high: Some(70e6),
+            limit: 50e6,
+            unit: "ns",
+            outcome,
+        };
+        LevelFacts {
+            slos: vec![slo],
+            aborted,
+            interrupted: false,
+        }
+    }
+
+    /// Issue 43: a capacity level is judged by the one judge, its SLOs a fact — the same
+    /// errors threshold, client and server rules as any run.
+    #[test]
+    fn a_capacity_level_is_judged_by_the_same_checks_with_its_slos_as_a_fact() {
+        use crate::verdict::slo::Outcome;
+        let c = components(0.0, 0.0);
+        let s = summary(3000, 0, vec![phase("main", 20, 0.3, 0.7)]);
+        let judge = |s: &RunSummary, level: &LevelFacts, problems: &[&str]| {
+            decide(Facts {
+                open: Some(open(0.0, problems)),
+                level: Some(level),
+                ..facts(s, &c)
+            })
+        };
+        let passed = level(Outcome::Pass, None);
+        let v = judge(&s, &passed, &[]);
+        assert_eq!((v.cause, v.rule.name()), (Cause::None, "capacity.passed"));
+        assert!(v.slos.as_ref().unwrap().passed);
+        let crossed = level(Outcome::Fail, None);
+        let v = judge(&s, &crossed, &[]);
+        assert_eq!((v.cause, v.rule.name()), (Cause::Server, "server.slo"));
+        assert!(
+            v.summary
+                .starts_with("crossed p99<50ms — p99<50ms crossed: observed 61"),
+            "{}",
+            v.summary
+        );
+        assert_eq!(v.slos.as_ref().unwrap().crossed, ["p99<50ms"]);
+        let behind = ["latency from intended time grew 40ms through the level (t = 9.0)"];
+        let v = judge(&s, &crossed, &behind);
+        assert_eq!(v.rule.name(), "server.fell_behind");
+        assert!(v.summary.contains("grew 40ms"), "{}", v.summary);
+        // Failures above the contract's errors share fail a level whose SLOs passed.
+        let failing = summary(3000, 60, vec![phase("main", 20, 0.3, 0.7)]);
+        let v = judge(&failing, &passed, &[]);
+        assert_eq!((v.cause, v.rule.name()), (Cause::Errors, "errors.share"));
+        assert!(!v.slos.as_ref().unwrap().passed);
+        let stopped = level(Outcome::Fail, Some(Abort::Errors { failed_share: 0.4 }));
+        let v = judge(&failing, &stopped, &[]);
+        assert_eq!(v.cause, Cause::Errors);
+        assert!(v
+            .summary
+            .contains("stopped early: 40.0% of requests failed"));
+        // A saturated client at a failing level: the client's limit.
+        let mut client = ClientSummary {
+            samples: 3,
+            peak_cpu_utilisation: 0.97,
+            cpu_limit_cores: 2.0,
+            cpuset_cores: 2,
+            ..Default::default()
+        };
+        crate::verdict::client::judge(&mut client);
+        let v = decide(Facts {
+            client: Some(&client),
+            open: Some(open(0.0, &[])),
+            level: Some(&crossed),
+            ..facts(&s, &c)
+        });
+        assert_eq!(v.rule.name(), "client.cpu");
+        let cut = LevelFacts {
+            interrupted: true,
+            ..level(Outcome::Fail, None)
+        };
+        let v = judge(&s, &cut, &[]);
+        assert_eq!(v.rule.name(), "capacity.interrupted");
+        assert!(!v.slos.unwrap().judged);
     }
 }

@@ -7,19 +7,28 @@
 //! `verdict`, capacity's levels and capacity.json, and the analysis (`explain`, `summary`,
 //! `report`, the notebooks), which never judges a run again.
 //!
-//! The checks run in a fixed order — errors, client, network, server — and the first that
-//! finds a limit decides ([`decide::decide`]); thresholds are `contract/verdict.json`'s.
-//! What needs several runs (a sweep's plateau, its USL, an open-rate sweep's knee) is the
-//! analysis's.
+//! One judge ([`decide::decide`]) chooses the cause for a run, a phase, a sweep level and a
+//! capacity level alike (capacity hands in its SLO judgement, [`slo::LevelFacts`]). Typed
+//! rules ([`rule::Rule`]) whose numbers are the contract's (`contract/verdict.json`,
+//! `contract/sustainability.json`); checks that return findings ([`checks`]), run in a fixed
+//! order — errors, client, network, server — of which the first limit decides; the client's
+//! CPU rule ([`client`]); the open model's schedule rule ([`schedule`]); a module that words
+//! the findings ([`words`]). What needs several runs (a sweep's plateau, its USL, an
+//! open-rate sweep's knee) is the analysis's.
 
+pub mod checks;
+pub mod client;
 pub mod decide;
-pub mod rows;
+pub mod rule;
 pub mod schedule;
 pub mod server;
+pub mod slo;
+pub mod words;
 
 use serde::Serialize;
 
 pub use self::decide::{decide, Facts};
+pub use self::rule::Rule;
 pub use self::server::{SaturationGauges, ServerEvidence};
 
 /// Where the limit is.
@@ -67,7 +76,7 @@ pub enum Strength {
 pub struct PhaseVerdict {
     pub phase: String,
     pub cause: Cause,
-    pub rule: &'static str,
+    pub rule: Rule,
     pub workers_alive: f64,
     pub busy_share: f64,
     pub waiting_share: f64,
@@ -80,7 +89,7 @@ pub struct Verdict {
     pub strength: Strength,
     /// The rule that decided (`errors.share`, `client.cpu`, `server.fell_behind`, …; the list
     /// is docs/verdict.md's).
-    pub rule: &'static str,
+    pub rule: Rule,
     /// One sentence: the cause and why, with its numbers.
     pub summary: String,
     /// Every check's finding, each a sentence with its numbers (the deciding one first).
@@ -106,6 +115,10 @@ pub struct SloVerdict {
     pub crossed: Vec<String>,
     /// False when Ctrl-C or SIGTERM cut the level short: recorded, not judged.
     pub judged: bool,
+    /// Why it failed, each a sentence (capacity.json's level `reasons`; in run.json they are
+    /// the evidence after the summary).
+    #[serde(skip)]
+    pub reasons: Vec<String>,
 }
 
 impl Verdict {

@@ -10,45 +10,26 @@
 //! numbers live in `contract/sustainability.json` with test vectors, compiled in here. This
 //! module computes; it reads nothing but the rows it is given.
 
-use std::sync::LazyLock;
+use serde::Serialize;
 
-use serde::{Deserialize, Serialize};
-
-use super::rows::LevelRows;
+use super::rule::S;
+use crate::stats::samples::LevelRows;
 
 /// The judged window is cut into about this many blocks (each at most [`MAX_BLOCK_NS`]).
 const BLOCKS: i64 = 20;
 const MAX_BLOCK_NS: i64 = 1_000_000_000;
 
-/// `contract/sustainability.json`: when an open-model level kept up, shared with the analysis.
-const SUSTAINABILITY_JSON: &str = include_str!("../../../contract/sustainability.json");
-
-#[derive(Debug, Deserialize)]
-struct SustainabilityRule {
-    achieved_shortfall: f64,
-    /// More than this share of a level's judged sends started late...
-    late_share: f64,
-    /// ... and the p99 send lag is at least this share of the p99 latency from intended time
-    /// (the lag explains the latency, rather than a server queue): the client did not keep
-    /// its schedule.
-    lag_share_of_latency: f64,
-}
-
-static RULE: LazyLock<SustainabilityRule> = LazyLock::new(|| {
-    serde_json::from_str(SUSTAINABILITY_JSON).expect("contract/sustainability.json is valid")
-});
-
 /// A level whose completions fall more than this share below the offered rate is not
 /// sustainable (the contract's `achieved_shortfall`).
 pub fn achieved_shortfall() -> f64 {
-    RULE.achieved_shortfall
+    S.achieved_shortfall
 }
 
 /// Whether a level's sends were on time (the contract's rule): at most `late_share` of them
 /// late, or a lag that does not explain the latency (`None`: nothing measured).
 pub fn schedule_kept(late_share: f64, lag_share_of_latency: Option<f64>) -> bool {
-    late_share <= RULE.late_share
-        || lag_share_of_latency.is_none_or(|share| share < RULE.lag_share_of_latency)
+    late_share <= S.late_share
+        || lag_share_of_latency.is_none_or(|share| share < S.lag_share_of_latency)
 }
 
 /// Whether a level kept up: nothing dropped, and `completed` (requests or a rate) at least
@@ -56,13 +37,14 @@ pub fn schedule_kept(late_share: f64, lag_share_of_latency: Option<f64>) -> bool
 pub fn kept_up(dropped: u64, sent: f64, completed: f64) -> bool {
     dropped == 0 && sent > 0.0 && completed >= (1.0 - achieved_shortfall()) * sent
 }
-/// The slope's t statistic from which latency is trending up.
-const SLOPE_T: f64 = 3.0;
-/// ... and the growth over the level, as a share of the latency reference, that matters.
-const MATERIAL_GROWTH: f64 = 0.2;
+/// Whether latency grew materially through the run: a slope with a t value above the
+/// contract's `growth_slope_t` that adds more than its `material_growth` of the reference.
+pub fn grew(slope_t: f64, growth_share: f64) -> bool {
+    slope_t > S.growth_slope_t && growth_share > S.material_growth
+}
 
 /// Whether a level could have gone on at its rate.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Default, Serialize)]
 pub struct Sustainability {
     /// Latency from intended time: its trend through the level (ns per second) and t value.
     pub slope_ns_per_s: f64,
@@ -82,7 +64,7 @@ pub struct Sustainability {
 /// send off at its intended time whatever the server does (at the in-flight cap it drops
 /// it), so a send that starts late was delayed by the client itself: its CPU, its quota, or
 /// other processes that kept it off the cores.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Default, Serialize)]
 pub struct Schedule {
     /// Share of the judged sends that started more than `max_lateness` after their
     /// intended time.
@@ -224,7 +206,7 @@ pub fn sustainability(rows: &LevelRows, dropped: u64, reference_ns: Option<f64>)
         0.0
     };
     let mut problems = Vec::new();
-    if t > SLOPE_T && growth_ns > MATERIAL_GROWTH * reference.max(1e6) {
+    if grew(t, growth_ns / reference.max(1e6)) {
         problems.push(format!(
             "latency from intended time grew {} through the level (t = {t:.1})",
             crate::units::duration(growth_ns)
@@ -275,7 +257,8 @@ mod tests {
 
     #[test]
     fn kept_up_follows_the_contracts_vectors() {
-        let contract: serde_json::Value = serde_json::from_str(SUSTAINABILITY_JSON).unwrap();
+        let contract: serde_json::Value =
+            serde_json::from_str(crate::verdict::rule::SUSTAINABILITY_JSON).unwrap();
         let vectors = contract["vectors"].as_array().unwrap();
         assert!(vectors.len() >= 5);
         for v in vectors {
@@ -292,6 +275,19 @@ mod tests {
                 v["lag_share_of_latency"].as_f64(),
             );
             assert_eq!(schedule_kept(late, lag), v["kept"] == true, "{v}");
+        }
+    }
+
+    #[test]
+    fn growth_follows_the_contracts_vectors() {
+        let contract: serde_json::Value =
+            serde_json::from_str(crate::verdict::rule::SUSTAINABILITY_JSON).unwrap();
+        for v in contract["growth_vectors"].as_array().unwrap() {
+            let (t, share) = (
+                v["slope_t"].as_f64().unwrap(),
+                v["growth_share"].as_f64().unwrap(),
+            );
+            assert_eq!(grew(t, share), v["grew"] == true, "{v}");
         }
     }
 }

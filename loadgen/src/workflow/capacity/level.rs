@@ -1,84 +1,38 @@
 //! One level of the search: an ordinary open-model run at one rate (through [`crate::run`],
 //! into its own run directory), watched while it runs so that a level far past the SLO is
-//! stopped at once, then judged from its rows ([`super::judge`]).
-//!
-//! The facts about the client (saturated, sharing its cores with the server) and the
-//! schedule (dropped sends) are the engine's, read from the run's outcome; this module only
-//! combines them into the level's verdict and its cause.
+//! stopped at once (the contract's abort rule, [`crate::verdict::slo::abort`], on the
+//! samples the writer hands over as it writes them), and judged by the run's one judge: the
+//! level's SLOs are a fact of its run ([`LevelSpec`]), so its run.json is written once, with
+//! the verdict that decided the level. This module turns the run's outcome into capacity.json's
+//! [`Level`]; it chooses no cause.
 
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
 use serde::Serialize;
 
-use super::judge::{self, Outcome, Schedule, SloJudgement, Sustainability};
 use super::search::Step;
 use crate::cli::OpenArgs;
-use crate::config::{ModelChoice, RunConfig, RunInputs};
-use crate::report::thresholds::{Comparison, Metric, Threshold};
+use crate::config::{LevelSpec, ModelChoice, RunConfig, RunInputs};
+use crate::report::thresholds::Threshold;
 use crate::runner::{run, RunError, RunOutcome};
 use crate::scenario::schema::{
     Dur, ModelSpec, OpenSpec, DEFAULT_MAX_IN_FLIGHT, DEFAULT_MAX_LATENESS,
 };
+use crate::stats::samples::{LevelRows, SampleReceiver};
 use crate::stop::{ExitReason, StopSignal};
-use crate::sysmon::ClientSummary;
-use crate::verdict::rows::LevelRows;
-use crate::verdict::{SloVerdict, Strength, Verdict};
+use crate::verdict::schedule::{Schedule, Sustainability};
+use crate::verdict::slo::{self, Outcome, SloJudgement};
 
-/// A level is stopped at once when this share of its requests failed...
-pub const ABORT_ERROR_SHARE: f64 = 0.05;
-/// ... or a latency SLO's statistic is this many times its limit.
-pub const ABORT_LATENCY_FACTOR: f64 = 10.0;
-/// The longest cool-down a level's cut-off backlog extends to.
-const MAX_BACKLOG_WAIT: Duration = Duration::from_secs(60);
-/// How often a running level's closed segments are read for the abort check.
-const WATCH_EVERY: Duration = Duration::from_millis(500);
-/// Segments close this often during a level, so the watcher sees its rows early.
-const SEGMENT_INTERVAL: Duration = Duration::from_secs(1);
-
-/// What stopped a level (errors, client or server): the run verdict's causes.
+pub use crate::verdict::slo::{observed_text, Abort};
+/// What stopped a level (errors, client, network or server): the run verdict's causes.
 pub use crate::verdict::Cause;
 
-/// Why a running level was stopped at once, far past the SLO; capacity.json has its sentence.
-#[derive(Debug, Clone, PartialEq)]
-pub enum Abort {
-    /// This share of the requests so far failed.
-    Errors { failed_share: f64 },
-    /// A latency SLO's percentile reached this, over [`ABORT_LATENCY_FACTOR`] × its limit.
-    Latency {
-        percentile: f64,
-        value_ns: f64,
-        limit_ns: f64,
-    },
-}
-
-impl std::fmt::Display for Abort {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            Abort::Errors { failed_share } => {
-                write!(f, "{:.1}% of requests failed", failed_share * 100.0)
-            }
-            Abort::Latency {
-                percentile,
-                value_ns,
-                limit_ns,
-            } => write!(
-                f,
-                "p{percentile} reached {}, over {ABORT_LATENCY_FACTOR}× the SLO's {}",
-                crate::units::duration(*value_ns),
-                crate::units::duration(*limit_ns)
-            ),
-        }
-    }
-}
-
-impl Serialize for Abort {
-    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
-        serializer.collect_str(self)
-    }
-}
+/// The longest cool-down a level's cut-off backlog extends to.
+const MAX_BACKLOG_WAIT: Duration = Duration::from_secs(60);
+/// Segments close this often during a level, so a killed search keeps its rows.
+const SEGMENT_INTERVAL: Duration = Duration::from_secs(1);
 
 /// One percentile of latency from intended time, with its interval.
 #[derive(Debug, Clone, Serialize)]
@@ -165,7 +119,7 @@ impl LevelPlan<'_> {
         Ok(config)
     }
 
-    /// Runs and judges one level.
+    /// Runs one level; its run's verdict judges it.
     pub async fn run(
         &self,
         index: usize,
@@ -175,184 +129,88 @@ impl LevelPlan<'_> {
         stop: &StopSignal,
     ) -> Result<Level, RunError> {
         let name = format!("level-{index:02}-{rate_rps}rps");
-        let config = self.config(&name, rate_rps, duration)?;
-        let lateness_ns = config.max_lateness_ns();
-        let run_dir = self.dir.join(&name);
+        let mut config = self.config(&name, rate_rps, duration)?;
+        let (samples, watched) = flume::unbounded();
+        let aborted = Arc::new(OnceLock::new());
+        config.judgement.level = Some(LevelSpec {
+            slos: self.slos.to_vec(),
+            watcher: Some(samples),
+            aborted: aborted.clone(),
+        });
         let child = stop.child();
-        let done = Arc::new(AtomicBool::new(false));
-        let watcher = tokio::spawn(watch(
-            run_dir.clone(),
-            self.slos.to_vec(),
-            child.clone(),
-            done.clone(),
-        ));
+        let watcher = tokio::spawn(watch(watched, self.slos.to_vec(), child.clone(), aborted));
         let outcome = run(config, child).await;
-        done.store(true, Ordering::Relaxed);
-        let aborted = watcher.await.ok().flatten();
+        // Every sender is gone with the run: the watcher has seen every sample.
+        let _ = watcher.await;
         let outcome = outcome?;
-        let rows = LevelRows::read(&outcome.run_dir)
-            .map_err(|reason| RunError::ReadBack {
-                path: outcome.run_dir.clone(),
-                reason,
-            })?
-            .or_warmup();
-        let ran = Ran {
-            step,
-            rate_rps,
-            duration,
-            lateness_ns,
-            aborted,
-            interrupted: stop.is_draining(),
-        };
-        let level = self.judge(ran, &outcome, &rows);
-        record_verdict(&outcome, &level)?;
-        Ok(level)
+        Ok(Level::of(step, rate_rps, duration, &outcome))
     }
+}
 
-    fn judge(&self, ran: Ran, outcome: &RunOutcome, rows: &LevelRows) -> Level {
-        let Ran {
-            step,
-            rate_rps,
-            duration,
-            lateness_ns,
-            aborted,
-            interrupted,
-        } = ran;
-        let slos: Vec<SloJudgement> = self
-            .slos
-            .iter()
-            .map(|t| judge::judge_slo(t, rows))
-            .collect();
-        let open = outcome.summary.open.as_ref();
-        let dropped = open.map_or(0, |o| o.dropped);
-        let sustainability = judge::sustainability(rows, dropped, latency_reference(self.slos));
+impl Level {
+    /// The level as its run's outcome says it: the verdict's judgement, the SLOs judged on its
+    /// rows, its schedule, and what it was stopped or cut short by.
+    fn of(step: Step, rate_rps: f64, duration: Duration, outcome: &RunOutcome) -> Level {
+        let judged = &outcome.judged;
+        let empty = LevelRows::default();
+        let rows = judged.rows.as_ref().unwrap_or(&empty);
+        let facts = judged.level.clone().unwrap_or(slo::LevelFacts {
+            slos: Vec::new(),
+            aborted: None,
+            interrupted: false,
+        });
+        let (schedule, sustainability) = judged
+            .open
+            .clone()
+            .unwrap_or_else(|| (Schedule::default(), Sustainability::default()));
+        let verdict = &outcome.verdict;
+        let slos = verdict.slos.as_ref();
+        let passed = slos.is_some_and(|s| s.passed);
         let client = outcome.client.as_ref();
+        let summary = &outcome.summary;
+        let open = summary.open.as_ref();
         let mut level = Level {
             step,
             offered_rps: rate_rps,
             achieved_rps: sustainability.achieved_rps,
             duration_s: duration.as_secs_f64(),
             run_dir: outcome.run_dir.clone(),
-            requests: outcome.summary.requests,
+            requests: summary.requests,
             judged_requests: rows.judged.len() as u64,
             judged_failed: rows.judged.iter().filter(|s| s.failed).count() as u64,
-            failed_statuses: outcome.summary.failed_statuses.clone(),
-            failed: outcome.summary.failed,
-            dropped,
+            failed_statuses: summary.failed_statuses.clone(),
+            failed: summary.failed,
+            dropped: open.map_or(0, |o| o.dropped),
             late: open.map_or(0, |o| o.late),
-            cut_in_flight: outcome
-                .summary
+            cut_in_flight: summary
                 .errors
                 .get(crate::record::ErrorClass::Cancelled.as_str())
                 .copied()
                 .unwrap_or(0),
             cool_down_s: 0.0,
             latency: [0.5, 0.9, 0.99].map(|q| percentile(rows, q)).to_vec(),
-            uncertain: slos.iter().any(|s| s.outcome == Outcome::Uncertain),
-            slos,
+            uncertain: facts.slos.iter().any(|s| s.outcome == Outcome::Uncertain),
+            slos: facts.slos,
             sustainability,
-            schedule: judge::schedule(rows, lateness_ns),
-            aborted,
-            interrupted,
-            passed: false,
-            reasons: Vec::new(),
-            cause: None,
+            schedule,
+            aborted: facts.aborted,
+            interrupted: facts.interrupted,
+            passed,
+            reasons: slos.map(|s| s.reasons.clone()).unwrap_or_default(),
+            cause: (!passed && !facts.interrupted).then_some(verdict.cause),
             client_saturated: client.is_some_and(|c| c.saturated),
             server_shares_cores: client.is_some_and(|c| c.server_shares_cores),
         };
-        if interrupted {
-            level.duration_s = outcome.summary.wall_time_ns as f64 / 1e9;
+        if level.interrupted {
+            level.duration_s = summary.wall_time_ns as f64 / 1e9;
             level.reasons.push(format!(
                 "interrupted after {:.1} s of {:.0} s: not judged",
                 level.duration_s,
                 duration.as_secs_f64()
             ));
-        } else {
-            level.conclude(client, outcome.verdict.cause);
         }
         level
     }
-}
-
-/// Adds the level's verdict to its run.json (the document the run wrote, in memory): the
-/// run's verdict (`verdict`), with the search's judgement of the level deciding the cause, so
-/// that whatever reads the level's directory alone — `loadgen-analyze explain` — shows the
-/// search's judgement of it rather than judging it again.
-fn record_verdict(outcome: &RunOutcome, level: &Level) -> Result<Verdict, RunError> {
-    let verdict = level_verdict(outcome.verdict.clone(), level);
-    let mut run_json = outcome.run_json.clone();
-    if let Some(fields) = run_json.as_object_mut() {
-        let value = serde_json::to_value(&verdict).expect("plain data");
-        fields.insert("verdict".to_string(), value);
-    }
-    let path = outcome.run_dir.join("run.json");
-    crate::report::write_json_atomically(&path, &run_json)
-        .map_err(|source| RunError::Write { path, source })?;
-    Ok(verdict)
-}
-
-/// The run's verdict with the level's judgement deciding: a level that passed is `none`, one
-/// that failed names its cause and the SLOs it crossed (never `none`), one cut short is not
-/// judged. The run's own findings stay as evidence.
-fn level_verdict(mut verdict: Verdict, level: &Level) -> Verdict {
-    let crossed: Vec<String> = level
-        .slos
-        .iter()
-        .filter(|s| s.outcome != Outcome::Pass)
-        .map(|s| s.slo.clone())
-        .collect();
-    let (cause, strength, rule, summary) = if level.interrupted {
-        let why = "not judged: the level was cut short by Ctrl-C or SIGTERM".to_string();
-        (
-            Cause::Inconclusive,
-            Strength::Weak,
-            "capacity.interrupted",
-            why,
-        )
-    } else if level.passed {
-        let why = "the level met every SLO and kept up with its schedule".to_string();
-        (Cause::None, Strength::Strong, "capacity.passed", why)
-    } else {
-        let mut why = level.reasons.join("; ");
-        if !crossed.is_empty() {
-            why = format!("crossed {} — {why}", crossed.join(", "));
-        }
-        let cause = level.cause.unwrap_or(Cause::Server);
-        (cause, Strength::Strong, "capacity.level", why)
-    };
-    let run_evidence = std::mem::take(&mut verdict.evidence);
-    verdict.evidence = std::iter::once(summary.clone())
-        .chain(level.reasons.iter().cloned())
-        .chain(run_evidence.into_iter().skip(1))
-        .collect();
-    verdict.slos = Some(SloVerdict {
-        passed: level.passed,
-        crossed,
-        judged: !level.interrupted,
-    });
-    (
-        verdict.cause,
-        verdict.strength,
-        verdict.rule,
-        verdict.summary,
-    ) = (cause, strength, rule, summary);
-    verdict.decided_by = "loadgen capacity";
-    verdict
-}
-
-/// How a level ran, for its judgement.
-struct Ran {
-    step: Step,
-    rate_rps: f64,
-    duration: Duration,
-    /// The open model's `max_lateness`, in ns.
-    lateness_ns: i64,
-    aborted: Option<Abort>,
-    /// The user stopped the search during it.
-    interrupted: bool,
-}
-
-impl Level {
     /// Whether an SLO's interval straddled its limit in a level that ran its course: it is
     /// run again, twice as long, rather than guessed (an extension itself is final).
     pub fn needs_extension(&self) -> bool {
@@ -365,118 +223,13 @@ impl Level {
     pub fn cool_down(&self, cool_down: Duration) -> Duration {
         backlog_cool_down(cool_down, self.cut_in_flight, self.achieved_rps)
     }
-
-    /// Sets `reasons`, `passed` and `cause` from the judgements. An uncertain SLO fails
-    /// the level here; the caller extends an uncertain level before it takes that verdict.
-    /// The client is the cause when the engine found it saturated, or when it did not keep
-    /// the schedule — only the client delays an open-model send, and a client starved by
-    /// other processes shows neither high CPU nor throttling, only late sends. `client`
-    /// (the engine's verdict on it) describes the client's CPU for the evidence. A level that
-    /// failed with neither is the server's, unless the run's own verdict (`run_cause`) found
-    /// the network the limit (a full link, bodies dominating latency).
-    fn conclude(&mut self, client: Option<&ClientSummary>, run_cause: Cause) {
-        let mut errors = false;
-        if let Some(abort) = &self.aborted {
-            errors |= matches!(abort, Abort::Errors { .. });
-            self.reasons.push(format!("stopped early: {abort}"));
-        }
-        let failed_share = self.judged_failed as f64 / self.judged_requests.max(1) as f64;
-        if failed_share > judge::achieved_shortfall() {
-            // More failed than the achieved rate may fall short by: what the service
-            // rejected or lost, not what it was slow to serve.
-            errors = true;
-            self.reasons.push(format!(
-                "{:.1}% of its requests failed{}",
-                failed_share * 100.0,
-                statuses_text(&self.failed_statuses)
-            ));
-        }
-        for slo in &self.slos {
-            let crossed = match slo.outcome {
-                Outcome::Pass => continue,
-                Outcome::Fail => "crossed",
-                Outcome::Uncertain => "could not be told apart from its limit",
-            };
-            errors |= slo.unit == "fraction";
-            self.reasons
-                .push(format!("{} {crossed}: {}", slo.slo, observed_text(slo)));
-        }
-        self.reasons
-            .extend(self.sustainability.problems.iter().cloned());
-        self.passed = self.reasons.is_empty();
-        self.cause = (!self.passed).then_some(if errors {
-            Cause::Errors
-        } else if self.client_saturated || !self.schedule.kept {
-            Cause::Client
-        } else if run_cause == Cause::Network {
-            Cause::Network
-        } else {
-            Cause::Server
-        });
-        if self.cause == Some(Cause::Client) {
-            let client = client.map_or_else(
-                || "its CPU was not sampled".to_string(),
-                ClientSummary::console_line,
-            );
-            self.reasons.push(format!(
-                "the client {}: {client}",
-                if self.schedule.kept {
-                    "kept its schedule but was saturated".to_string()
-                } else {
-                    format!(
-                        "did not keep its schedule ({:.0}% of sends started more than {} \
-                         late, p99 send lag {})",
-                        self.schedule.late_share * 100.0,
-                        crate::units::duration(self.schedule.max_lateness_ns as f64),
-                        self.schedule
-                            .send_lag_p99_ns
-                            .map_or("-".to_string(), crate::units::duration)
-                    )
-                }
-            ));
-        }
-    }
-}
-
-/// " (503 ×412, 500 ×3)": the statuses of failed responses, most first; empty without any.
-fn statuses_text(statuses: &std::collections::BTreeMap<String, u64>) -> String {
-    let mut by_count: Vec<(&String, &u64)> = statuses.iter().collect();
-    by_count.sort_by(|a, b| b.1.cmp(a.1));
-    let parts: Vec<String> = by_count
-        .iter()
-        .map(|(status, n)| format!("{status} ×{n}"))
-        .collect();
-    match parts.is_empty() {
-        true => String::new(),
-        false => format!(" ({})", parts.join(", ")),
-    }
-}
-
-/// "observed 61.2ms (95% CI 55.0ms–70.1ms)".
-pub fn observed_text(slo: &SloJudgement) -> String {
-    let show = |value: f64| match slo.unit {
-        "ns" => crate::units::duration(value),
-        "fraction" => format!("{:.2}%", value * 100.0),
-        _ => format!("{value:.1}/s"),
-    };
-    match (slo.observed, slo.low, slo.high) {
-        (None, ..) => "nothing measured".to_string(),
-        (Some(v), Some(low), Some(high)) if low < high => format!(
-            "observed {} ({:.0}% CI {}–{})",
-            show(v),
-            judge::CONFIDENCE * 100.0,
-            show(low),
-            show(high)
-        ),
-        (Some(v), ..) => format!("observed {}", show(v)),
-    }
 }
 
 fn percentile(rows: &LevelRows, quantile: f64) -> Percentile {
     let slo: Threshold = format!("p{}<1000s", quantile * 100.0)
         .parse()
         .expect("a valid percentile");
-    let judged = judge::judge_slo(&slo, rows);
+    let judged = slo::judge_slo(&slo, rows);
     Percentile {
         quantile,
         value_ns: judged.observed,
@@ -485,77 +238,26 @@ fn percentile(rows: &LevelRows, quantile: f64) -> Percentile {
     }
 }
 
-/// The tightest upper limit on latency among the SLOs: what latency growth is measured against.
-fn latency_reference(slos: &[Threshold]) -> Option<f64> {
-    slos.iter()
-        .filter(|t| !matches!(t.metric, Metric::ErrorRate | Metric::Throughput))
-        .filter(|t| matches!(t.comparison, Comparison::Below | Comparison::AtMost))
-        .map(|t| t.limit)
-        .reduce(f64::min)
-}
-
-/// Reads the level's closed segments every [`WATCH_EVERY`] until `done`, and stops the level
-/// (drains `stop`) when its requests blow far past the SLO; returns why it stopped it.
+/// Takes the level's samples as the writer hands them over, and stops the level (drains
+/// `stop`, noting why in `aborted`) as soon as its rows are far past the SLO; ends when the
+/// run is over (every sender gone).
 async fn watch(
-    run_dir: PathBuf,
+    samples: SampleReceiver,
     slos: Vec<Threshold>,
     stop: StopSignal,
-    done: Arc<AtomicBool>,
-) -> Option<Abort> {
-    while !done.load(Ordering::Relaxed) {
-        tokio::time::sleep(WATCH_EVERY).await;
-        let dir = run_dir.clone();
-        let Ok(Ok(rows)) = tokio::task::spawn_blocking(move || LevelRows::read(&dir)).await else {
+    aborted: Arc<OnceLock<Abort>>,
+) {
+    let mut rows = LevelRows::default();
+    while let Ok(batch) = samples.recv_async().await {
+        if aborted.get().is_some() {
             continue;
-        };
-        if let Some(why) = blow_up(&rows, &slos) {
+        }
+        rows.extend(batch);
+        if let Some(why) = slo::abort(&rows, &slos) {
+            let _ = aborted.set(why);
             stop.drain(ExitReason::DurationElapsed);
-            return Some(why);
         }
     }
-    None
-}
-
-/// Why the rows so far are far past the SLO, if they are.
-fn blow_up(rows: &LevelRows, slos: &[Threshold]) -> Option<Abort> {
-    let all: Vec<_> = rows.warmup.iter().chain(&rows.judged).collect();
-    if all.len() < 20 {
-        return None;
-    }
-    let failed = all.iter().filter(|s| s.failed).count() as f64 / all.len() as f64;
-    let error_limit = slos
-        .iter()
-        .filter(|t| t.metric == Metric::ErrorRate)
-        .map(|t| t.limit * 2.0)
-        .fold(ABORT_ERROR_SHARE, f64::max);
-    if failed > error_limit {
-        return Some(Abort::Errors {
-            failed_share: failed,
-        });
-    }
-    let mut latencies: Vec<i64> = all
-        .iter()
-        .filter(|s| s.responded)
-        .map(|s| s.from_intended_ns)
-        .collect();
-    for slo in slos {
-        let Metric::Percentile(q) = slo.metric else {
-            continue;
-        };
-        if latencies.is_empty() || matches!(slo.comparison, Comparison::Above | Comparison::AtLeast)
-        {
-            continue;
-        }
-        let value = judge::quantile(&mut latencies, q / 100.0) as f64;
-        if value > ABORT_LATENCY_FACTOR * slo.limit {
-            return Some(Abort::Latency {
-                percentile: q,
-                value_ns: value,
-                limit_ns: slo.limit,
-            });
-        }
-    }
-    None
 }
 
 /// `cool_down`, or the time `cut_in_flight` requests take at `achieved_rps` when longer (at

@@ -4,17 +4,15 @@
 //! A composition of ordinary runs, like `calibrate` and `sweep`: a short calibration (or
 //! `--calibration DIR`) gives the first rate, R(1)'s one-worker throughput; [`search`] picks
 //! each next rate; each level is an open-model run in its own run directory under the
-//! capacity directory ([`level`]), judged from its rows ([`crate::verdict::rows`],
-//! [`judge`]); what the search concluded is decided in [`conclude`] and goes to
+//! capacity directory ([`level`]), judged by the run's one judge with the level's SLOs
+//! ([`crate::verdict::slo`]); what the search concluded is decided in [`conclude`] and goes to
 //! `capacity.json` (contract `capacity_json`) and the console ([`render`]). The command line
 //! is read once ([`RunInputs`]); the calibration and every level are runs made from it.
 //! Latency is counted from the intended send time, so a server that falls behind cannot hide.
-//! The cause at the first failing level comes from which criterion failed and from the
-//! level's own run verdict ([`crate::verdict`]: the client's CPU, its schedule, the network),
-//! which its run.json keeps with the search's judgement deciding.
+//! The cause at the first failing level is that level's run verdict ([`crate::verdict`], the
+//! one judge, which reads the level's SLOs as a fact), written once to its run.json.
 
 pub mod conclude;
-pub mod judge;
 pub mod level;
 pub mod render;
 pub mod search;
@@ -33,7 +31,6 @@ use crate::report::thresholds::Threshold;
 use crate::report::write_json_atomically;
 use crate::runner::RunError;
 use crate::stop::StopSignal;
-use crate::verdict::rows::LevelRows;
 /// Requests of the short calibration (after a few warm-up ones).
 const CALIBRATION_REQUESTS: u64 = 100;
 
@@ -267,7 +264,7 @@ fn settings(args: &CapacityArgs) -> Settings {
         min_rate_rps: args.min_rate,
         min_capacity_rps: args.min_capacity,
         cool_down_s: args.cool_down.as_secs_f64(),
-        confidence: judge::CONFIDENCE,
+        confidence: crate::verdict::slo::CONFIDENCE,
     }
 }
 
@@ -304,12 +301,7 @@ async fn first_rate(
             let calibrated = calibration.run(inputs, stop.child()).await?;
             // R(1) of the successful responses only: fast errors (a rate limiter's 503s)
             // would set the first rate far above what the service serves.
-            let rows =
-                LevelRows::read(&calibrated.run_dir).map_err(|reason| RunError::ReadBack {
-                    path: calibrated.run_dir.clone(),
-                    reason,
-                })?;
-            let (r1_ns, failed) = rows.successful_mean_ns();
+            let (r1_ns, failed) = calibrated.successful_r1;
             (calibrated.run_dir, r1_ns, failed)
         }
     };

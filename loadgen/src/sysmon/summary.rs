@@ -1,31 +1,13 @@
-//! The verdict on the client: was it the bottleneck of the run? One summary of the samples
-//! ([`ClientSummary`], run.json's `client` object) and the console's `Client` line.
-//!
-//! The rule (run.json `client.saturated`): the client is saturated when
-//! - its peak CPU, measured against the CPU it may use (`cpu_limit_cores`: its cores, or its
-//!   cgroup quota when that is smaller), rounds to [`SATURATED_PERCENT`] % or more — rounded
-//!   the way the console prints it, so "90 %" is never followed by "not saturated"; or
-//! - its cgroup throttled it for a material share of the run: in more than
-//!   [`THROTTLED_PERIODS_SHARE`] of the CFS periods, or for more than
-//!   [`THROTTLED_WALL_SHARE`] of the sampled wall time. A throttled process cannot show high
-//!   utilisation in one-second samples (it runs 25 ms of each 100 ms period at full speed,
-//!   then waits), so throttling is evidence on its own.
-//!
-//! It also says when the server shares the client's cores (the embedded demo server, or a
-//! target on a loopback address): then a saturated client is also a starved server. This
-//! module judges numbers it is given; sampling them is `mod.rs`'s job, reading the cgroup is
-//! `cgroup`'s.
+//! The client's side of a run: one summary of the samples ([`ClientSummary`], run.json's
+//! `client` object) and the console's `Client` line. Whether the client was saturated is the
+//! verdict's rule (`verdict::client`, by `contract/verdict.json`'s `client_*` thresholds),
+//! which sets `saturated` and `saturation`; this module measures and words, and says when the
+//! server shares the client's cores (the embedded demo server, or a target on a loopback
+//! address): then a saturated client is also a starved server.
 
 use serde::Serialize;
 
 use super::cgroup::CgroupVersion;
-
-/// Peak CPU (percent of the limit, rounded as displayed) from which the client is saturated.
-pub const SATURATED_PERCENT: i64 = 90;
-/// Throttled in more than this share of the CFS periods: saturated by its quota.
-pub const THROTTLED_PERIODS_SHARE: f64 = 0.10;
-/// Throttled for more than this share of the sampled wall time: saturated by its quota.
-pub const THROTTLED_WALL_SHARE: f64 = 0.05;
 
 /// What limited a saturated client.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -97,33 +79,6 @@ fn cores_text(cores: f64) -> String {
 }
 
 impl ClientSummary {
-    /// Sets `throttled_share`, `saturated` and `saturation` from the numbers.
-    pub fn judge(&mut self) {
-        self.throttled_share = match (self.nr_throttled, self.nr_periods) {
-            (Some(throttled), Some(periods)) if periods > 0 => {
-                Some(throttled as f64 / periods as f64)
-            }
-            _ => None,
-        };
-        let throttled_wall_share = match (self.throttled_ns, self.sampled_ns) {
-            (Some(ns), wall) if wall > 0 => ns as f64 / wall as f64,
-            _ => 0.0,
-        };
-        let throttled = self.throttled_share.unwrap_or(0.0) > THROTTLED_PERIODS_SHARE
-            || throttled_wall_share > THROTTLED_WALL_SHARE;
-        let busy = self.samples > 0 && percent(self.peak_cpu_utilisation) >= SATURATED_PERCENT;
-        let quota_binds = self
-            .cpu_quota_cores
-            .is_some_and(|q| q < self.cpuset_cores as f64);
-        self.saturation = match (busy, throttled) {
-            (_, true) => Some(Saturation::CpuQuota),
-            (true, false) if quota_binds => Some(Saturation::CpuQuota),
-            (true, false) => Some(Saturation::Cpu),
-            (false, false) => None,
-        };
-        self.saturated = self.saturation.is_some();
-    }
-
     /// Names who runs on the client's cores besides it (`None`: nobody known).
     pub fn set_shared_with(&mut self, who: Option<&'static str>) {
         self.shared_with = who;
@@ -220,10 +175,11 @@ impl ClientSummary {
 }
 
 #[cfg(test)]
-mod tests {
+pub mod tests {
     use super::*;
 
-    fn summary() -> ClientSummary {
+    /// A sampled client on 2 cores, 97 % at its peak (not yet judged).
+    pub fn summary() -> ClientSummary {
         ClientSummary {
             samples: 10,
             cores: 2,
@@ -250,110 +206,12 @@ mod tests {
     }
 
     #[test]
-    fn sysmon_console_line_says_whether_the_client_was_saturated() {
+    fn the_line_says_not_sampled_before_the_first_sample() {
         let mut s = summary();
-        s.judge();
-        assert_eq!(
-            s.console_line(),
-            "peak CPU 97 % of 2 cores (mean 80 %), RSS 41.2 MiB — saturated: these numbers \
-             describe the client, not the server; give it more cores or fewer workers"
-        );
-        s.cpuset_cores = 1;
-        s.peak_cpu_utilisation = 0.42;
-        s.mean_cpu_utilisation = 0.3;
-        s.judge();
-        assert_eq!(
-            s.console_line(),
-            "peak CPU 42 % of 1 core (mean 30 %), RSS 41.2 MiB — not saturated"
-        );
         s.samples = 0;
         assert_eq!(
             s.console_line(),
             "not sampled: the run ended before the first sample"
-        );
-    }
-
-    /// Issue 13 item 12: "peak CPU 90 % … not saturated" for a peak of 0.895. The verdict
-    /// compares the percentage the line prints, so the two can never disagree.
-    #[test]
-    fn regression_peak_cpu_90_percent_is_never_called_not_saturated() {
-        let mut s = summary();
-        for i in 0..=300 {
-            s.peak_cpu_utilisation = 0.88 + f64::from(i) * 0.0001;
-            s.judge();
-            let line = s.console_line();
-            let shown: i64 = line["peak CPU ".len()..]
-                .split(' ')
-                .next()
-                .unwrap()
-                .parse()
-                .unwrap();
-            assert_eq!(s.saturated, shown >= 90, "{line}");
-        }
-        s.peak_cpu_utilisation = 0.895;
-        s.judge();
-        let line = s.console_line();
-        assert!(
-            !(line.starts_with("peak CPU 90 %") && line.contains("not saturated")),
-            "{line}"
-        );
-    }
-
-    /// The CPU-quota case of issue 11: 0.25 cores on a 2-core machine, throttled in 41 of 41
-    /// periods; utilisation low against the cores, but the quota is the limit.
-    #[test]
-    fn a_throttled_client_is_saturated_by_its_quota() {
-        let mut s = summary();
-        s.cpu_quota_cores = Some(0.25);
-        s.cpu_quota_source = Some(CgroupVersion::V2);
-        s.cpu_limit_cores = 0.25;
-        s.peak_cpu_utilisation = 0.6;
-        s.mean_cpu_utilisation = 0.55;
-        s.nr_periods = Some(41);
-        s.nr_throttled = Some(41);
-        s.throttled_ns = Some(2_450_000_000);
-        s.judge();
-        assert!(s.saturated);
-        assert_eq!(s.saturation, Some(Saturation::CpuQuota));
-        assert_eq!(s.throttled_share, Some(1.0));
-        assert_eq!(
-            s.console_line(),
-            "peak CPU 60 % of 0.25 cores (CPU quota; 2 cores in its cpuset) (mean 55 %), RSS \
-             41.2 MiB; throttled in 41 of 41 periods (2.45 s) — saturated (CPU quota): these \
-             numbers describe the client, not the server; raise its CPU limit or use fewer \
-             workers"
-        );
-        assert!(s
-            .saturated_finding()
-            .unwrap()
-            .contains("CPU quota of 0.25 cores"));
-
-        // Throttled in 2 of 41 periods for 10 ms: not material.
-        s.nr_throttled = Some(2);
-        s.throttled_ns = Some(10_000_000);
-        s.judge();
-        assert!(!s.saturated, "{}", s.console_line());
-        // Few periods but long: 0.3 s of 4 s is more than 5 % of the wall time.
-        s.throttled_ns = Some(300_000_000);
-        s.judge();
-        assert_eq!(s.saturation, Some(Saturation::CpuQuota));
-        // A quota above the cores does not bind: busy cores are plain CPU saturation.
-        let mut s = summary();
-        s.cpu_quota_cores = Some(4.0);
-        s.judge();
-        assert_eq!(s.saturation, Some(Saturation::Cpu));
-    }
-
-    #[test]
-    fn the_line_names_the_server_that_shares_the_cores() {
-        let mut s = summary();
-        s.set_shared_with(Some("the embedded server"));
-        s.judge();
-        assert!(
-            s.console_line()
-                .ends_with("fewer workers — the embedded server shares these 2 cores"),
-            "{}",
-            s.console_line()
         );
     }
 }

@@ -1,5 +1,8 @@
-//! Judging one level's SLOs from its rows, each with a confidence interval (whether the level
-//! was sustainable at all is [`crate::verdict::schedule`]'s rule, shared with every open run).
+//! A capacity level's SLOs, judged from its rows (handed over in memory by the writer), each
+//! with a confidence interval — the fact the search hands the one judge ([`LevelFacts`],
+//! read by [`super::decide`]) — and the rule that stops a running level far past its SLO
+//! ([`abort`], by `contract/verdict.json`'s `level_abort_*`). Whether the level was
+//! sustainable at all is [`super::schedule`]'s rule, shared with every open run.
 //!
 //! The interval is a **block bootstrap** over time blocks of the judged window: latencies
 //! next to each other in time are correlated (a queue that builds up lifts a whole stretch),
@@ -12,12 +15,12 @@
 
 use serde::Serialize;
 
+use super::checks::Finding;
+use super::rule::{Rule, T};
+use super::schedule::{blocks, quantile};
+use super::words::Seen;
 use crate::report::thresholds::{Comparison, Metric, Threshold};
-use crate::verdict::rows::{LevelRows, Sample};
-use crate::verdict::schedule::blocks;
-pub use crate::verdict::schedule::{
-    achieved_shortfall, quantile, schedule, sustainability, Schedule, Sustainability,
-};
+use crate::stats::samples::{LevelRows, Sample};
 
 /// Resamples per bootstrap.
 const RESAMPLES: usize = 400;
@@ -178,10 +181,182 @@ pub fn wilson_upper(events: f64, n: f64) -> f64 {
     ((centre + spread) / (1.0 + z2 / n)).min(1.0)
 }
 
+/// What the search hands the judge about one capacity level: its SLOs judged on its rows,
+/// whether it was stopped early (and why), and whether the user cut it short.
+#[derive(Debug, Clone)]
+pub struct LevelFacts {
+    pub slos: Vec<SloJudgement>,
+    pub aborted: Option<Abort>,
+    /// Ctrl-C or SIGTERM cut it short: recorded, not judged.
+    pub interrupted: bool,
+}
+
+impl LevelFacts {
+    /// The SLOs it crossed (or could not be told apart from).
+    pub fn crossed(&self) -> Vec<String> {
+        self.slos
+            .iter()
+            .filter(|s| s.outcome != Outcome::Pass)
+            .map(|s| s.slo.clone())
+            .collect()
+    }
+
+    /// An error-rate SLO crossed, or the level stopped for its failures: the errors' limit.
+    pub fn error_findings(&self) -> Vec<Finding> {
+        let crossed_errors = self
+            .slos
+            .iter()
+            .any(|s| s.outcome != Outcome::Pass && s.unit == "fraction");
+        let stopped = matches!(self.aborted, Some(Abort::Errors { .. }));
+        let why = match (&self.aborted, stopped) {
+            (Some(abort), true) => format!("stopped early: {abort}"),
+            _ => "an error-rate SLO was crossed".to_string(),
+        };
+        match crossed_errors || stopped {
+            true => vec![Finding::limit(Rule::ErrorsSlo, Seen::Text(why))],
+            false => Vec::new(),
+        }
+    }
+
+    /// What failed the level, each a sentence: being stopped early and each SLO crossed.
+    pub fn failures(&self) -> Vec<String> {
+        let mut reasons: Vec<String> = self
+            .aborted
+            .iter()
+            .map(|abort| format!("stopped early: {abort}"))
+            .collect();
+        for slo in &self.slos {
+            let crossed = match slo.outcome {
+                Outcome::Pass => continue,
+                Outcome::Fail => "crossed",
+                Outcome::Uncertain => "could not be told apart from its limit",
+            };
+            reasons.push(format!("{} {crossed}: {}", slo.slo, observed_text(slo)));
+        }
+        reasons
+    }
+}
+
+/// Why a running level was stopped at once, far past the SLO; capacity.json has its sentence.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Abort {
+    /// This share of the requests so far failed.
+    Errors { failed_share: f64 },
+    /// A latency SLO's percentile reached this, over `level_abort_latency_factor` × its limit.
+    Latency {
+        percentile: f64,
+        value_ns: f64,
+        limit_ns: f64,
+    },
+}
+
+impl std::fmt::Display for Abort {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Abort::Errors { failed_share } => {
+                write!(f, "{:.1}% of requests failed", failed_share * 100.0)
+            }
+            Abort::Latency {
+                percentile,
+                value_ns,
+                limit_ns,
+            } => write!(
+                f,
+                "p{percentile} reached {}, over {}× the SLO's {}",
+                crate::units::duration(*value_ns),
+                T.level_abort_latency_factor,
+                crate::units::duration(*limit_ns)
+            ),
+        }
+    }
+}
+
+impl Serialize for Abort {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.collect_str(self)
+    }
+}
+
+/// Why the rows so far are far past the SLO, if they are (the contract's `level_abort_*`).
+pub fn abort(rows: &LevelRows, slos: &[Threshold]) -> Option<Abort> {
+    let all: Vec<_> = rows.warmup.iter().chain(&rows.judged).collect();
+    if (all.len() as f64) < T.level_abort_min_rows {
+        return None;
+    }
+    let failed = all.iter().filter(|s| s.failed).count() as f64 / all.len() as f64;
+    if failed > error_abort_share(slos) {
+        return Some(Abort::Errors {
+            failed_share: failed,
+        });
+    }
+    let mut latencies: Vec<i64> = all
+        .iter()
+        .filter(|s| s.responded)
+        .map(|s| s.from_intended_ns)
+        .collect();
+    for slo in slos {
+        let Metric::Percentile(q) = slo.metric else {
+            continue;
+        };
+        if latencies.is_empty() || matches!(slo.comparison, Comparison::Above | Comparison::AtLeast)
+        {
+            continue;
+        }
+        let value = quantile(&mut latencies, q / 100.0) as f64;
+        if value > T.level_abort_latency_factor * slo.limit {
+            return Some(Abort::Latency {
+                percentile: q,
+                value_ns: value,
+                limit_ns: slo.limit,
+            });
+        }
+    }
+    None
+}
+
+/// The failed share above which a running level stops: the contract's, or a multiple of an
+/// error-rate SLO when that is higher.
+fn error_abort_share(slos: &[Threshold]) -> f64 {
+    slos.iter()
+        .filter(|t| t.metric == Metric::ErrorRate)
+        .map(|t| t.limit * T.level_abort_error_slo_factor)
+        .fold(T.level_abort_error_share, f64::max)
+}
+
+/// "observed 61.2ms (95% CI 55.0ms–70.1ms)".
+pub fn observed_text(slo: &SloJudgement) -> String {
+    let show = |value: f64| match slo.unit {
+        "ns" => crate::units::duration(value),
+        "fraction" => format!("{:.2}%", value * 100.0),
+        _ => format!("{value:.1}/s"),
+    };
+    match (slo.observed, slo.low, slo.high) {
+        (None, ..) => "nothing measured".to_string(),
+        (Some(v), Some(low), Some(high)) if low < high => format!(
+            "observed {} ({:.0}% CI {}–{})",
+            show(v),
+            CONFIDENCE * 100.0,
+            show(low),
+            show(high)
+        ),
+        (Some(v), ..) => format!("observed {}", show(v)),
+    }
+}
+
+/// The tightest upper limit on latency among the SLOs: what latency growth is measured
+/// against in a capacity level.
+pub fn latency_reference(slos: &[Threshold]) -> Option<f64> {
+    slos.iter()
+        .filter(|t| !matches!(t.metric, Metric::ErrorRate | Metric::Throughput))
+        .filter(|t| matches!(t.comparison, Comparison::Below | Comparison::AtMost))
+        .map(|t| t.limit)
+        .reduce(f64::min)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::verdict::schedule::slope;
+    use crate::verdict::schedule::{schedule, slope, sustainability};
 
     fn rows(latency_at: impl Fn(f64) -> i64, rate_rps: f64, seconds: f64) -> LevelRows {
         let n = (rate_rps * seconds) as i64;
@@ -307,5 +482,31 @@ mod tests {
         assert_eq!(quantile(&mut values, 0.5), 50);
         let (b, t) = slope(&[(0.0, 1.0), (1.0, 3.1), (2.0, 4.9), (3.0, 7.0)]);
         assert!((b - 2.0).abs() < 0.1 && t > 10.0, "{b} {t}");
+    }
+
+    #[test]
+    fn a_running_level_is_stopped_by_the_contracts_abort_vectors() {
+        let contract: serde_json::Value =
+            serde_json::from_str(crate::verdict::rule::VERDICT_JSON).unwrap();
+        for v in contract["abort_vectors"].as_array().unwrap() {
+            let n = v["rows"].as_u64().unwrap() as usize;
+            let failed = (v["failed_share"].as_f64().unwrap() * n as f64).round() as usize;
+            let ratio = v["worst_latency_ratio"].as_f64().unwrap();
+            let mut level = rows(|_| (ratio * 10e6) as i64, 100.0, n as f64 / 100.0);
+            level.judged.truncate(n);
+            for s in level.judged.iter_mut().take(failed) {
+                s.failed = true;
+            }
+            let mut slos = vec![threshold("p99<10ms")];
+            if let Some(limit) = v["error_slo"].as_f64() {
+                slos.push(threshold(&format!("error_rate<{}%", limit * 100.0)));
+            }
+            let got = match abort(&level, &slos) {
+                Some(Abort::Errors { .. }) => Some("errors"),
+                Some(Abort::Latency { .. }) => Some("latency"),
+                None => None,
+            };
+            assert_eq!(got, v["abort"].as_str(), "{v}");
+        }
     }
 }

@@ -1,213 +1,19 @@
-//! The workflows: compositions of ordinary runs. `calibrate` (one worker → R(1) and the
-//! prediction X(N) = N / R(1)), `sweep` (a run per concurrency level or arrival rate, each
-//! compared with the prediction) and [`capacity`] (a search over open-model rates for the
-//! highest one meeting an SLO).
-//!
-//! Each reads its command line once into a [`RunInputs`] and makes every run from it with
-//! its own model and output folder ([`ModelChoice`]); each run writes a normal run directory
-//! through [`crate::run`] and hands back a typed [`RunOutcome`](crate::RunOutcome), so a
-//! workflow never edits flags or reads run.json back. This module only chooses the models,
-//! reads the outcomes and adds its own table and JSON (`calibration` in run.json,
-//! `sweep.json`, `capacity.json`). It never measures anything itself.
-
-pub mod capacity;
+//! `loadgen sweep`: a run per concurrency level (closed) or arrival rate (open), each into
+//! its own folder, each compared with R(1)'s prediction when a calibration is given; the
+//! levels' table and `sweep.json`. Where the sweep as a whole stops is the analysis's.
 
 use std::path::{Path, PathBuf};
 
 use serde::Serialize;
 
-use crate::cli::{CalibrateArgs, SweepArgs};
-use crate::config::{ConfigError, ModelChoice, Output, RunConfig, RunInputs, SweepLevel};
+use super::{local_only, read_calibration, workflow_dir};
+use crate::cli::SweepArgs;
+use crate::config::{ConfigError, ModelChoice, RunConfig, RunInputs, SweepLevel};
 use crate::report::thresholds::{self, ThresholdResult};
-use crate::report::{write_json_atomically, RunSummary};
-use crate::runner::{run, run_with, RunError, RunJsonExtra};
-use crate::scenario::schema::{ModelSpec, PhaseSpec, PhasedSpec, WorkerCount};
+use crate::report::write_json_atomically;
+use crate::runner::{run, RunError, RunOutcome};
 use crate::stop::StopSignal;
 use crate::units::duration;
-
-/// The measured phase's label in a calibration run (the warm-up's is [`WARMUP`]).
-pub const CALIBRATION: &str = "calibration";
-use crate::record::phase::WARMUP;
-
-/// What `loadgen calibrate` measured and predicts.
-#[derive(Debug, Clone, Serialize)]
-pub struct Calibration {
-    /// Mean response time with one worker, over the measured requests.
-    pub r1_ns: f64,
-    /// Mean response time per op.
-    pub r1_by_op_ns: std::collections::BTreeMap<String, f64>,
-    /// Throughput of the one worker.
-    pub x1_rps: f64,
-    pub requests: u64,
-    /// How long the calibration ran, warm-up included (the JUnit suite's time).
-    #[serde(skip)]
-    pub wall_time_s: f64,
-    /// X(N) = N / R(1): an upper bound, reached only if nothing queues.
-    pub predictions: Vec<Prediction>,
-}
-
-#[derive(Debug, Clone, Serialize)]
-pub struct Prediction {
-    pub n: u32,
-    pub x_rps: f64,
-}
-
-impl Calibration {
-    /// The calibration a run's summary holds: R(1) over its measured phase, and predictions
-    /// for `levels`.
-    fn of(summary: &RunSummary, levels: &[u32]) -> Self {
-        let phase = summary.phases.iter().find(|p| p.phase == CALIBRATION);
-        let r1_ns = phase
-            .and_then(|p| p.latency.map(|l| l.mean_ns))
-            .unwrap_or(f64::NAN);
-        Calibration {
-            r1_ns,
-            r1_by_op_ns: phase
-                .map(|p| p.op_mean_latency_ns.clone())
-                .unwrap_or_default(),
-            x1_rps: phase.map_or(0.0, |p| p.throughput_rps),
-            requests: phase.map_or(0, |p| p.requests),
-            wall_time_s: summary.wall_time_ns as f64 / 1e9,
-            predictions: Calibration::predict(r1_ns, levels),
-        }
-    }
-
-    fn predict(r1_ns: f64, levels: &[u32]) -> Vec<Prediction> {
-        levels
-            .iter()
-            .map(|&n| Prediction {
-                n,
-                x_rps: f64::from(n) * 1e9 / r1_ns,
-            })
-            .collect()
-    }
-
-    /// The console table.
-    pub fn render(&self, run_dir: &Path) -> String {
-        let mut out = format!(
-            "Calibration: 1 worker, {}\n  R(1)  {} mean response time\n",
-            crate::units::count(self.requests, "request"),
-            duration(self.r1_ns)
-        );
-        for (op, r) in &self.r1_by_op_ns {
-            out += &format!("        {} {op}\n", duration(*r));
-        }
-        out += &format!("  X(1)  {:.1} req/s\n\n", self.x1_rps);
-        out += "  Little's Law prediction X(N) = N / R(1) — an upper bound, reached only if nothing queues:\n";
-        out += &format!("  {:>6}  {:>14}\n", "N", "X(N) req/s");
-        for p in &self.predictions {
-            out += &format!("  {:>6}  {:>14.1}\n", p.n, p.x_rps);
-        }
-        out += &format!("\n  Run directory  {}\n", run_dir.display());
-        out
-    }
-}
-
-/// What `loadgen calibrate` did: the calibration, its run directory, and its thresholds.
-#[derive(Debug, Clone, Serialize)]
-pub struct Calibrated {
-    pub run_dir: PathBuf,
-    pub calibration: Calibration,
-    /// The scenario's `thresholds` and `--threshold`s, judged on the calibration run.
-    pub thresholds: Vec<ThresholdResult>,
-}
-
-impl Calibrated {
-    /// The console text: the calibration table and the Thresholds block.
-    pub fn render(&self) -> String {
-        let judged = [("calibration".to_string(), &self.thresholds[..])];
-        self.calibration.render(&self.run_dir) + &thresholds::block(&judged)
-    }
-
-    /// 99 when a threshold was crossed, else 0 (the caller adds the stop reason's).
-    pub fn exit_code(&self) -> i32 {
-        if thresholds::crossed(&self.thresholds) {
-            thresholds::EXIT_CODE
-        } else {
-            0
-        }
-    }
-}
-
-/// Runs a calibration; its run.json says `kind: calibration` and carries the result.
-pub async fn calibrate(args: &CalibrateArgs, stop: StopSignal) -> Result<Calibrated, RunError> {
-    let inputs = RunInputs::read(args.into())?;
-    local_only("calibrate", inputs.out())?;
-    let calibration = CalibrationRun {
-        warmup: args.warmup,
-        requests: args.requests,
-        levels: &args.levels,
-        out: None,
-    };
-    calibration.run(&inputs, stop).await
-}
-
-/// One calibration: its warm-up and measured requests, the levels to predict, where it goes
-/// (`None`: the command's `--out`).
-pub struct CalibrationRun<'a> {
-    pub warmup: u64,
-    pub requests: u64,
-    pub levels: &'a [u32],
-    pub out: Option<&'a Path>,
-}
-
-impl CalibrationRun<'_> {
-    /// Runs it as a run of `inputs` with one worker (warm-up, then the measured requests):
-    /// what runs, and what run.json records, is that spec, compiled like any scenario's model.
-    pub async fn run(&self, inputs: &RunInputs, stop: StopSignal) -> Result<Calibrated, RunError> {
-        if self.requests == 0 {
-            return Err(ConfigError::Zero {
-                flag: "-n/--requests",
-            }
-            .into());
-        }
-        let model = ModelChoice::Spec(calibration_model(self.warmup, self.requests));
-        let config = inputs.config(model, self.out)?;
-        let levels = self.levels.to_vec();
-        let extra: RunJsonExtra = Box::new(move |summary| {
-            let calibration = Calibration::of(summary, &levels);
-            serde_json::Map::from_iter([
-                ("kind".to_string(), "calibration".into()),
-                (
-                    "calibration".to_string(),
-                    serde_json::to_value(&calibration).expect("plain data"),
-                ),
-            ])
-        });
-        let outcome = run_with(config, stop.clone(), Some(extra)).await?;
-        outcome.linger_metrics(&stop).await;
-        Ok(Calibrated {
-            calibration: Calibration::of(&outcome.summary, self.levels),
-            run_dir: outcome.run_dir,
-            thresholds: outcome.thresholds,
-        })
-    }
-}
-
-/// The calibration's model: one worker sending `warmup` requests (if any), then, once they
-/// are done, the `requests` that are measured.
-fn calibration_model(warmup: u64, requests: u64) -> ModelSpec {
-    let phase = |name: &str, requests: u64, after: Option<&str>| PhaseSpec {
-        name: name.to_string(),
-        workers: WorkerCount::Count(1),
-        requests_per_worker: Some(requests),
-        walk: None,
-        after: after.map(String::from),
-        when_done: None,
-        at: None,
-        fields: Default::default(),
-    };
-    let mut phases = Vec::new();
-    if warmup > 0 {
-        phases.push(phase(WARMUP, warmup, None));
-    }
-    phases.push(phase(CALIBRATION, requests, (warmup > 0).then_some(WARMUP)));
-    ModelSpec::Phased(PhasedSpec {
-        max_workers: 1,
-        phases,
-        ..Default::default()
-    })
-}
 
 /// One level of a sweep.
 #[derive(Debug, Clone, Serialize)]
@@ -322,34 +128,6 @@ impl Sweep {
     }
 }
 
-/// Calibrations and sweeps rewrite and read back their run directories, so they stay local.
-fn local_only(command: &str, out: &Output) -> Result<(), ConfigError> {
-    match out {
-        Output::S3(location) => Err(ConfigError::Out(format!(
-            "`loadgen {command}` writes a local directory, not {location}; give --out a \
-             directory and upload it afterwards (e.g. aws s3 sync DIR {location}/)"
-        ))),
-        _ => Ok(()),
-    }
-}
-
-/// A workflow's directory: `--out DIR`, new or empty; by default `runs/<kind>-<UTC time>`.
-fn workflow_dir(out: Option<&Path>, kind: &str) -> Result<PathBuf, RunError> {
-    let dir = out.map_or_else(
-        || {
-            Path::new("runs").join(format!(
-                "{kind}-{}",
-                chrono::Utc::now().format("%Y%m%dT%H%M%SZ")
-            ))
-        },
-        Path::to_path_buf,
-    );
-    if std::fs::read_dir(&dir).is_ok_and(|mut d| d.next().is_some()) {
-        return Err(RunError::OutExists(dir));
-    }
-    Ok(dir)
-}
-
 /// Runs every level of a sweep into `--out DIR/level-…`, then writes `DIR/sweep.json`.
 pub async fn sweep(args: &SweepArgs, stop: StopSignal) -> Result<(Sweep, PathBuf), RunError> {
     let inputs = RunInputs::read(args.into())?;
@@ -383,8 +161,7 @@ pub async fn sweep(args: &SweepArgs, stop: StopSignal) -> Result<(Sweep, PathBuf
         let outcome = run(config, stop.child()).await?;
         last_metrics = outcome.metrics.clone();
         let value = level_value(level);
-        let mut level_result = summarize(value, &outcome.run_dir, &outcome.summary);
-        level_result.verdict = outcome.verdict.cause;
+        let mut level_result = summarize(value, &outcome);
         level_result.thresholds = outcome.thresholds;
         if level == SweepLevel::Workers(1) && calibration_r1_ns.is_none() {
             calibration_r1_ns = Some(level_result.mean_latency_ns);
@@ -470,7 +247,9 @@ fn level_configs(
     Ok(configs)
 }
 
-fn summarize(level: f64, run_dir: &Path, summary: &RunSummary) -> Level {
+/// A level's line of the sweep: its summary, and its run's verdict.
+fn summarize(level: f64, outcome: &RunOutcome) -> Level {
+    let (run_dir, summary) = (&outcome.run_dir, &outcome.summary);
     // One phase (`main`) covers every op of a closed or open run.
     let latency = summary.phases.first().and_then(|p| p.latency);
     let mean = latency.map_or(0.0, |l| l.mean_ns);
@@ -485,26 +264,8 @@ fn summarize(level: f64, run_dir: &Path, summary: &RunSummary) -> Level {
         p99_latency_ns: latency.map_or(0, |l| l.p99_ns),
         n_eff: summary.throughput_rps * mean / 1e9,
         predicted_rps: None,
-        verdict: crate::verdict::Cause::Inconclusive,
+        verdict: outcome.verdict.cause,
         thresholds: Vec::new(),
-    }
-}
-
-fn read_calibration(dir: &Path) -> Result<f64, RunError> {
-    let bad = |why: String| {
-        RunError::Config(crate::config::ConfigError::Template(format!(
-            "--calibration {}: {why}; give a run directory written by `loadgen calibrate`",
-            dir.display()
-        )))
-    };
-    let text = std::fs::read_to_string(dir.join("run.json")).map_err(|e| bad(e.to_string()))?;
-    let json: serde_json::Value = serde_json::from_str(&text).map_err(|e| bad(e.to_string()))?;
-    match json["calibration"]["r1_ns"].as_f64() {
-        Some(r1_ns) if r1_ns.is_finite() && r1_ns >= 1.0 => Ok(r1_ns),
-        Some(r1_ns) => Err(bad(format!(
-            "its calibration.r1_ns is {r1_ns}, not a positive duration of at least 1 ns"
-        ))),
-        None => Err(bad("its run.json has no calibration.r1_ns".to_string())),
     }
 }
 

@@ -1,0 +1,227 @@
+//! The rules, typed: each [`Rule`] has its name (run.json `verdict.rule`, docs/verdict.md's
+//! list) and the cause it names; every number a rule compares against is a field of
+//! [`Thresholds`], read from `contract/verdict.json` and `contract/sustainability.json` — no
+//! rule writes a threshold of its own. The checks ([`super::checks`]) return findings: a
+//! rule, whether it found a limit, and what it saw; [`super::words`] says them.
+
+use std::sync::LazyLock;
+
+use serde::Deserialize;
+
+use super::Cause;
+
+/// `contract/verdict.json`: the thresholds of every verdict, documented there.
+pub const VERDICT_JSON: &str = include_str!("../../../contract/verdict.json");
+/// `contract/sustainability.json`: when an open-model run kept up, shared with the analysis.
+pub const SUSTAINABILITY_JSON: &str = include_str!("../../../contract/sustainability.json");
+
+/// `contract/verdict.json`'s numbers (their meanings are written there).
+#[derive(Debug, Deserialize)]
+pub struct Thresholds {
+    pub max_error_rate: f64,
+    pub max_own_share: f64,
+    pub max_queue_wait_share: f64,
+    pub min_paced_share: f64,
+    pub min_busy_share: f64,
+    pub min_server_wait_share: f64,
+    pub max_transfer_share: f64,
+    pub max_link_utilisation: f64,
+    pub saturated_scrape_share: f64,
+    pub cpu_saturated_share: f64,
+    pub cpu_room_share: f64,
+    pub client_cpu_saturated_percent: f64,
+    pub client_throttled_periods_share: f64,
+    pub client_throttled_wall_share: f64,
+    pub level_abort_error_share: f64,
+    pub level_abort_latency_factor: f64,
+    pub level_abort_min_rows: f64,
+    pub level_abort_error_slo_factor: f64,
+}
+
+/// `contract/sustainability.json`'s numbers.
+#[derive(Debug, Deserialize)]
+pub struct SustainabilityRule {
+    pub achieved_shortfall: f64,
+    /// More than this share of the judged sends started late...
+    pub late_share: f64,
+    /// ... and the p99 send lag is at least this share of the p99 latency from intended time:
+    /// the client did not keep its schedule.
+    pub lag_share_of_latency: f64,
+    /// The slope's t value above which latency trends up...
+    pub growth_slope_t: f64,
+    /// ... and the growth over the run, as a share of the latency reference, that matters.
+    pub material_growth: f64,
+}
+
+/// The verdict's thresholds.
+pub static T: LazyLock<Thresholds> =
+    LazyLock::new(|| serde_json::from_str(VERDICT_JSON).expect("contract/verdict.json is valid"));
+
+/// The open model's schedule and sustainability rule.
+pub static S: LazyLock<SustainabilityRule> = LazyLock::new(|| {
+    serde_json::from_str(SUSTAINABILITY_JSON).expect("contract/sustainability.json is valid")
+});
+
+/// Every rule a verdict can be decided by (or note a finding under).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Rule {
+    ErrorsShare,
+    /// A capacity level crossed an error-rate SLO, or was stopped for its failures.
+    ErrorsSlo,
+    ClientCpu,
+    ClientOwnWork,
+    ClientProducer,
+    ClientSchedule,
+    ClientHttp2Streams,
+    NetworkLink,
+    NetworkTransfer,
+    NetworkSend,
+    ServerFellBehind,
+    ServerSaturated,
+    /// A capacity level crossed a latency SLO with nothing before the server to blame.
+    ServerSlo,
+    NoneKeptUp,
+    NonePacedByWorkload,
+    /// A capacity level met every SLO and kept its schedule.
+    CapacityPassed,
+    /// A capacity level cut short by Ctrl-C or SIGTERM: not judged.
+    CapacityInterrupted,
+    InconclusiveNoWorkers,
+    InconclusiveIdleWorkers,
+    InconclusiveNoServerSign,
+    InconclusiveOneLevel,
+    /// Notes that decide nothing: the client's CPU line, the server's gauges.
+    ClientNote,
+    ServerNote,
+}
+
+impl Rule {
+    /// The name run.json and docs/verdict.md use.
+    pub fn name(self) -> &'static str {
+        match self {
+            Rule::ErrorsShare => "errors.share",
+            Rule::ErrorsSlo => "errors.slo",
+            Rule::ClientCpu => "client.cpu",
+            Rule::ClientOwnWork => "client.own_work",
+            Rule::ClientProducer => "client.producer",
+            Rule::ClientSchedule => "client.schedule",
+            Rule::ClientHttp2Streams => "client.http2_streams",
+            Rule::NetworkLink => "network.link",
+            Rule::NetworkTransfer => "network.transfer",
+            Rule::NetworkSend => "network.send",
+            Rule::ServerFellBehind => "server.fell_behind",
+            Rule::ServerSaturated => "server.saturated",
+            Rule::ServerSlo => "server.slo",
+            Rule::NoneKeptUp => "none.kept_up",
+            Rule::NonePacedByWorkload => "none.paced_by_workload",
+            Rule::CapacityPassed => "capacity.passed",
+            Rule::CapacityInterrupted => "capacity.interrupted",
+            Rule::InconclusiveNoWorkers => "inconclusive.no_workers",
+            Rule::InconclusiveIdleWorkers => "inconclusive.idle_workers",
+            Rule::InconclusiveNoServerSign => "inconclusive.no_server_sign",
+            Rule::InconclusiveOneLevel => "inconclusive.one_level",
+            Rule::ClientNote => "client.note",
+            Rule::ServerNote => "server.note",
+        }
+    }
+
+    /// The cause a rule names when it decides.
+    pub fn cause(self) -> Cause {
+        match self {
+            Rule::ErrorsShare | Rule::ErrorsSlo => Cause::Errors,
+            Rule::ClientCpu
+            | Rule::ClientOwnWork
+            | Rule::ClientProducer
+            | Rule::ClientSchedule
+            | Rule::ClientHttp2Streams
+            | Rule::ClientNote => Cause::Client,
+            Rule::NetworkLink | Rule::NetworkTransfer | Rule::NetworkSend => Cause::Network,
+            Rule::ServerFellBehind | Rule::ServerSaturated | Rule::ServerSlo | Rule::ServerNote => {
+                Cause::Server
+            }
+            Rule::NoneKeptUp | Rule::NonePacedByWorkload | Rule::CapacityPassed => Cause::None,
+            Rule::CapacityInterrupted
+            | Rule::InconclusiveNoWorkers
+            | Rule::InconclusiveIdleWorkers
+            | Rule::InconclusiveNoServerSign
+            | Rule::InconclusiveOneLevel => Cause::Inconclusive,
+        }
+    }
+
+    /// How firmly a decision by this rule is said: the inconclusive ones are weak.
+    pub fn strength(self) -> super::Strength {
+        match self.cause() {
+            Cause::Inconclusive => super::Strength::Weak,
+            _ => super::Strength::Strong,
+        }
+    }
+}
+
+impl serde::Serialize for Rule {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.serialize_str(self.name())
+    }
+}
+
+/// Whether a share of the busy, waiting and own time of workers, and the server's wait, is
+/// what a phase's verdict is decided by (the same conditions for the run and each phase).
+#[derive(Debug, Clone, Copy)]
+pub struct WorkerShares {
+    pub busy: f64,
+    pub waiting: f64,
+}
+
+impl WorkerShares {
+    /// The client's own work between requests: neither in a request nor waiting.
+    pub fn own(self) -> f64 {
+        (1.0 - self.busy - self.waiting).max(0.0)
+    }
+
+    /// `client.own_work`: the client's own work is the limit.
+    pub fn own_work_limits(self) -> bool {
+        self.own() > T.max_own_share
+    }
+
+    /// `none.paced_by_workload`: the workers waited for their next request as configured
+    /// and were not kept busy.
+    pub fn paced_by_workload(self) -> bool {
+        self.busy < T.min_busy_share && self.waiting > T.min_paced_share
+    }
+
+    /// Busy enough that a wait at the server could have held them.
+    pub fn busy(self) -> bool {
+        self.busy >= T.min_busy_share
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_threshold_is_the_contracts_and_every_rule_has_one_name() {
+        let contract: serde_json::Value = serde_json::from_str(VERDICT_JSON).unwrap();
+        assert_eq!(
+            T.max_error_rate,
+            contract["max_error_rate"].as_f64().unwrap()
+        );
+        assert!(S.growth_slope_t > 0.0 && S.material_growth > 0.0);
+        let names: std::collections::BTreeSet<&str> = [
+            Rule::ErrorsShare,
+            Rule::ErrorsSlo,
+            Rule::ClientCpu,
+            Rule::ServerSlo,
+            Rule::CapacityPassed,
+            Rule::InconclusiveOneLevel,
+        ]
+        .iter()
+        .map(|r| r.name())
+        .collect();
+        assert_eq!(names.len(), 6);
+        assert_eq!(Rule::ServerSlo.cause(), Cause::Server);
+        assert_eq!(
+            Rule::InconclusiveOneLevel.strength(),
+            super::super::Strength::Weak
+        );
+    }
+}

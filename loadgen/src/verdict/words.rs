@@ -1,0 +1,263 @@
+//! The verdict in words: what each check saw ([`Seen`]) as the one sentence the console,
+//! run.json's `evidence` and every reader show. It words numbers it is given; it decides
+//! nothing and compares nothing with a threshold.
+
+use super::rule::T;
+use super::schedule::Schedule;
+use super::server::{HostCpu, Queue, Workers};
+use crate::sysmon::ClientSummary;
+use crate::units::duration;
+
+/// Said when one closed level spends its time at the server with no measure of the server's
+/// saturation (the analysis's testbeds look for these words).
+pub const ONE_LEVEL: &str = "one level cannot tell a server at its capacity from one with room \
+     to spare; run `loadgen capacity` or a sweep to find where it stops, or scrape the \
+     server's metrics (--server-metrics) to see its saturation";
+
+/// The target's CPU against the contract's `cpu_saturated_share` and `cpu_room_share`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CpuBusy {
+    Saturated,
+    /// Under `cpu_room_share`: a limit there is inside the service.
+    Room,
+    Between,
+}
+
+/// What a check saw, with the numbers its sentence needs.
+#[derive(Debug, Clone)]
+pub enum Seen {
+    NoFailures {
+        requests: u64,
+    },
+    Failures {
+        failed: u64,
+        requests: u64,
+        rate: f64,
+        classes: Vec<(String, u64)>,
+        statuses: Vec<(String, u64)>,
+    },
+    /// The client's CPU line (saturated or not).
+    Client(Box<ClientSummary>),
+    OwnWork {
+        own: f64,
+        /// The judged phase and its workers, when the run has several.
+        phase: Option<(String, u64)>,
+    },
+    EmptyBuffer {
+        share: f64,
+    },
+    Late {
+        schedule: Schedule,
+        server_behind: bool,
+    },
+    /// A share of latency (HTTP/2 stream wait, transfer, send: the rule tells which).
+    Share {
+        share: f64,
+    },
+    Link {
+        direction: &'static str,
+        bps: f64,
+        utilisation: f64,
+        capacity_bps: f64,
+    },
+    Workers {
+        workers: Workers,
+        queued: Option<Queue>,
+        /// Share of the scrapes with every worker busy, when it says saturated.
+        all_busy_share: Option<f64>,
+    },
+    Queue(Queue),
+    HostCpu {
+        cpu: HostCpu,
+        /// What the rule made of its busy share.
+        busy: CpuBusy,
+        shared: bool,
+        service_cores: Option<f64>,
+        client_cores: Option<f64>,
+    },
+    FailedScrapes(u64),
+    /// A capacity level's failures: each a sentence of the level's (SLOs, abort, schedule).
+    Level(Vec<String>),
+    Text(String),
+}
+
+pub fn pct(share: f64) -> String {
+    format!("{:.1}%", share * 100.0)
+}
+
+/// "1.6 Mbit/s", "250 kbit/s".
+pub fn bits_per_s(bps: f64) -> String {
+    match bps {
+        b if b >= 1e9 => format!("{:.2} Gbit/s", b / 1e9),
+        b if b >= 1e6 => format!("{:.1} Mbit/s", b / 1e6),
+        b => format!("{:.0} kbit/s", b / 1e3),
+    }
+}
+
+/// " in main (the phase with the most workers, 16)" for a run of several phases.
+pub fn phase_where(phase: &Option<(String, u64)>) -> String {
+    match phase {
+        None => String::new(),
+        Some((name, started)) => {
+            format!(" in {name} (the phase with the most workers, {started})")
+        }
+    }
+}
+
+/// "waiting for the first byte is 93.1% of latency".
+pub fn wait_text(wait: f64) -> String {
+    format!("waiting for the first byte is {} of latency", pct(wait))
+}
+
+/// The finding as one sentence; `limit` says whether it decided or is a note.
+pub fn sentence(rule: super::Rule, limit: bool, seen: &Seen) -> String {
+    use super::Rule;
+    match seen {
+        Seen::NoFailures { requests } => format!("no failures in {requests} requests"),
+        Seen::Failures {
+            failed,
+            requests,
+            rate,
+            classes,
+            statuses,
+        } => failures(*failed, *requests, *rate, classes, statuses, limit),
+        Seen::Client(c) if limit => c
+            .saturated_finding()
+            .unwrap_or_else(|| format!("the client: {}", c.console_line())),
+        Seen::Client(c) => format!("client: {}", c.console_line()),
+        Seen::OwnWork { own, phase } => format!(
+            "workers spent {} of their time{} in the client's own work between requests \
+             (neither in a request nor waiting for the next)",
+            pct(*own),
+            phase_where(phase)
+        ),
+        Seen::EmptyBuffer { share } => format!(
+            "consumers waited on an empty buffer {} of their time: the producer (the client) \
+             is the limit",
+            pct(*share)
+        ),
+        Seen::Late {
+            schedule,
+            server_behind,
+        } => late(schedule, *server_behind),
+        Seen::Share { share } => match rule {
+            Rule::ClientHttp2Streams => format!(
+                "over HTTP/2 requests waited {} of their latency inside the client for a \
+                 stream slot or flow-control window: more streams per connection than the \
+                 server allows (lower --streams-per-connection or open more connections)",
+                pct(*share)
+            ),
+            Rule::NetworkSend => format!("sending requests took {} of latency", pct(*share)),
+            _ => format!("receiving response bodies took {} of latency", pct(*share)),
+        },
+        Seen::Link {
+            direction,
+            bps,
+            utilisation,
+            capacity_bps,
+        } => format!(
+            "{direction} {} in the busiest second is {} of the {} link",
+            bits_per_s(*bps),
+            pct(*utilisation),
+            bits_per_s(*capacity_bps)
+        ),
+        Seen::Workers {
+            workers,
+            queued,
+            all_busy_share,
+        } => workers_text(workers, queued.as_ref(), *all_busy_share),
+        Seen::Queue(q) => format!(
+            "requests queued in {} of the scrapes (up to {:.0})",
+            pct(q.nonempty_share),
+            q.max
+        ),
+        Seen::HostCpu {
+            cpu,
+            busy,
+            shared,
+            service_cores,
+            client_cores,
+        } => host_cpu(cpu, *busy, *shared, (*service_cores, *client_cores)),
+        Seen::FailedScrapes(n) => format!("{n} scrapes of the server's metrics failed"),
+        Seen::Level(reasons) => reasons.join("; "),
+        Seen::Text(text) => text.clone(),
+    }
+}
+
+fn failures(
+    failed: u64,
+    requests: u64,
+    rate: f64,
+    classes: &[(String, u64)],
+    statuses: &[(String, u64)],
+    limit: bool,
+) -> String {
+    let mut detail: Vec<String> = classes.iter().map(|(c, n)| format!("{c} {n}")).collect();
+    if !statuses.is_empty() {
+        let list: Vec<String> = statuses.iter().map(|(s, n)| format!("{s} ×{n}")).collect();
+        detail.push(format!("statuses {}", list.join(", ")));
+    }
+    let text = format!(
+        "{failed} of {requests} requests failed ({}): {}",
+        pct(rate),
+        detail.join("; ")
+    );
+    match limit {
+        true => format!("{text} — above {}", pct(T.max_error_rate)),
+        false => text,
+    }
+}
+
+fn late(schedule: &Schedule, server_behind: bool) -> String {
+    let text = format!(
+        "the client fell behind its own schedule: {} of sends started more than {} after \
+         their intended time (p99 send lag {})",
+        pct(schedule.late_share),
+        duration(schedule.max_lateness_ns as f64),
+        schedule.send_lag_p99_ns.map_or("-".into(), duration)
+    );
+    match server_behind {
+        true => format!("{text}, while the server fell behind"),
+        false => text,
+    }
+}
+
+fn workers_text(w: &Workers, queued: Option<&Queue>, all_busy_share: Option<f64>) -> String {
+    let busy = match w.limit {
+        Some(limit) => format!("{:.0} of {limit:.0} workers busy", w.busy_max),
+        None => format!("up to {:.0} workers busy", w.busy_max),
+    };
+    let queued = queued
+        .map(|q| format!(", up to {:.0} requests queued (mean {:.0})", q.max, q.mean))
+        .unwrap_or_default();
+    match all_busy_share {
+        Some(all) => format!("{busy}{queued} ({} of the scrapes)", pct(all)),
+        None => format!("{busy}{queued}"),
+    }
+}
+
+fn host_cpu(
+    cpu: &HostCpu,
+    busy: CpuBusy,
+    shared: bool,
+    (service_cores, client_cores): (Option<f64>, Option<f64>),
+) -> String {
+    let split = match (shared, service_cores, client_cores) {
+        (true, Some(service), _) => {
+            format!(", which the client shares (the service itself used {service:.2} cores)")
+        }
+        (true, None, Some(client)) => {
+            format!(", which the client shares (it used {client:.2} of them)")
+        }
+        _ => String::new(),
+    };
+    let (cores, busy_pct) = (cpu.cores, pct(cpu.busy_share));
+    match busy {
+        CpuBusy::Saturated => format!("CPU {busy_pct} of {cores} cores on the target{split}"),
+        CpuBusy::Room => format!(
+            "the target's CPU was {busy_pct} busy{split} — a limit there is inside the service \
+             (a pool, a lock, a downstream call), not its CPU"
+        ),
+        CpuBusy::Between => format!("the target's CPU was {busy_pct} busy{split}"),
+    }
+}
