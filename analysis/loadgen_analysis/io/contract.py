@@ -218,3 +218,10 @@ def _walk(fields: dict[str, Any], path: str, value: Any, problems: list[str]) ->
     elif isinstance(value, list):
         for item in value:
             _walk(fields, f"{path}[]", item, problems)
+
+
+def is_segment(name: str) -> bool:
+    """Whether a file in ``requests/`` named ``name`` is a closed segment: the contract's
+    ``files.requests.segment_files`` rule, which loadgen writes by."""
+    rule = load()["files"]["requests"]["segment_files"]
+    return name.startswith(rule["prefix"]) and name.endswith(rule["suffix"])

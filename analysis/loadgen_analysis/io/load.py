@@ -37,8 +37,14 @@ RunsArg = Run | str | Path | Sequence[Run | str | Path]
 
 
 def _segments(requests_dir: Path) -> tuple[Path, ...]:
-    # Hidden `.part-N.parquet.partial` files are segments still being written: never read them.
-    return tuple(sorted(p for p in requests_dir.glob("*.parquet") if not p.name.startswith(".")))
+    """The closed segments in ``requests/``, by the contract's ``segment_files`` rule (the one
+    loadgen writes by): a hidden ``.part-N.parquet.partial`` is still being written, and any
+    other file there is not a segment."""
+    return tuple(
+        sorted(p for p in requests_dir.iterdir() if contract.is_segment(p.name))
+        if requests_dir.is_dir()
+        else ()
+    )
 
 
 def _loadgen_metadata(segment: Path) -> tuple[dict[str, str], int]:

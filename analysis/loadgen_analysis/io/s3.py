@@ -30,6 +30,7 @@ from urllib.parse import urlsplit
 import pyarrow.fs as pafs
 
 from ..errors import RunLoadError
+from . import contract
 
 #: Downloads in parallel: segments are small and many, so latency, not bandwidth, dominates.
 DOWNLOAD_THREADS = 8
@@ -100,7 +101,7 @@ def _wanted(rel: PurePosixPath) -> bool:
         return False
     if name in ("run.json", "client-metrics.parquet", "server-metrics.parquet"):
         return True
-    return rel.parent.name == "requests" and name.endswith(".parquet")
+    return rel.parent.name == "requests" and contract.is_segment(name)
 
 
 def _credentials_visible() -> bool:

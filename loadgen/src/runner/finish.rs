@@ -19,7 +19,7 @@ use crate::report::thresholds::{self, ThresholdResult};
 use crate::report::{
     console, latency, write_json_atomically, OpenSummary, RunSummary, WorkersSummary,
 };
-use crate::servermon::{ServerMon, ServerMonError};
+use crate::servermon::{Scrapes, ServerMon, ServerMonError};
 use crate::stats::samples::LevelRows;
 use crate::stats::LiveCounters;
 use crate::stop::{ExitReason, StopSignal};
@@ -28,7 +28,7 @@ use crate::store::writer::{RecordError, WriterReport, WriterThread};
 use crate::sysmon::{ClientSummary, Sysmon, SysmonError};
 use crate::verdict::schedule::{self, Schedule, Sustainability};
 use crate::verdict::slo::{self, LevelFacts};
-use crate::verdict::{self, Verdict};
+use crate::verdict::{self, ServerEvidence, Verdict};
 
 /// What a finished run produced.
 #[derive(Debug, Clone)]
@@ -120,7 +120,7 @@ pub(super) async fn finish(
         metrics_server,
     } = driven;
     let client = client_summary(&config, &target, sysmon, &mut warnings);
-    warnings.extend(servermon.map(server_metrics_warnings).unwrap_or_default());
+    let scrapes = servermon.map(|s| server_scrapes(s, &mut warnings));
     let RunOutput {
         run_id,
         run_dir,
@@ -140,14 +140,9 @@ pub(super) async fn finish(
     let summary = summarize(&config, &live, &report, &labels);
     let thresholds = thresholds::evaluate(&config.thresholds, &report.stats, &summary);
     let judged = judge(&config, &summary, &mut report, exit_reason);
-    let verdict = decide_verdict(
-        &config,
-        &run_dir,
-        (&summary, &report),
-        &client,
-        &judged,
-        &mut warnings,
-    );
+    let server =
+        scrapes.and_then(|s| ServerEvidence::of(&s.rows, &config.server_metrics.saturation));
+    let verdict = decide_verdict(&config, (&summary, &report), &client, &judged, server);
     let header = header(&config, &target);
     target.shut_down().await;
 
@@ -319,6 +314,7 @@ fn judge(
         slos: rows.as_ref().map_or_else(Vec::new, |rows| {
             spec.slos.iter().map(|t| slo::judge_slo(t, rows)).collect()
         }),
+        outage: rows.as_ref().and_then(slo::outage),
         aborted: spec.aborted.get().cloned(),
         interrupted: matches!(
             exit_reason,
@@ -329,26 +325,14 @@ fn judge(
 }
 
 /// The run's verdict from every fact the engine holds: the summary, the responses' time, the
-/// client's CPU, an open run's schedule, a capacity level's SLOs, the server's scrapes. A file
-/// that cannot be read is a warning and leaves its facts out.
+/// client's CPU, an open run's schedule, a capacity level's SLOs, the server's scrapes.
 fn decide_verdict(
     config: &RunConfig,
-    run_dir: &Path,
     (summary, report): (&RunSummary, &WriterReport),
     client: &Option<ClientSummary>,
     judged: &Judged,
-    warnings: &mut Vec<String>,
+    server: Option<ServerEvidence>,
 ) -> Verdict {
-    let server = match config.server_metrics.sources.is_empty() {
-        true => None,
-        false => verdict::ServerEvidence::read(run_dir, &config.server_metrics.saturation)
-            .unwrap_or_else(|why| {
-                warnings.push(format!(
-                    "the verdict could not read the server's metrics: {why}"
-                ));
-                None
-            }),
-    };
     verdict::decide(verdict::Facts {
         summary,
         components: &report.stats.components,
@@ -441,21 +425,26 @@ fn client_summary(
     }
 }
 
-/// What the `--server-metrics` scraper has to say: nothing when every scrape answered; a
-/// source that failed some (or the scraper itself) is a warning with its count.
-fn server_metrics_warnings(servermon: Result<ServerMon, ServerMonError>) -> Vec<String> {
+/// What the `--server-metrics` scraper did: its rows for the verdict, and a warning for each
+/// source that failed some scrapes (or for the scraper itself).
+fn server_scrapes(
+    servermon: Result<ServerMon, ServerMonError>,
+    warnings: &mut Vec<String>,
+) -> Scrapes {
     match servermon.and_then(|s| s.finish()) {
-        Ok(sources) => sources
-            .iter()
-            .filter(|s| s.failures > 0)
-            .map(|s| {
+        Ok(scrapes) => {
+            warnings.extend(scrapes.sources.iter().filter(|s| s.failures > 0).map(|s| {
                 format!(
                     "server metrics: {} of {} scrapes of {} failed (rows with an error in server-metrics.parquet)",
                     s.failures, s.scrapes, s.source
                 )
-            })
-            .collect(),
-        Err(e) => vec![format!("no server metrics: {e}")],
+            }));
+            scrapes
+        }
+        Err(e) => {
+            warnings.push(format!("no server metrics: {e}"));
+            Scrapes::default()
+        }
     }
 }
 

@@ -74,16 +74,35 @@ pub struct SourceSummary {
     pub samples: u64,
 }
 
+/// One row of server-metrics.parquet, as the scraper wrote it: a sample of a metric, or a
+/// scrape that failed (`error`). Handed on in memory to the run's verdict.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ScrapeRow {
+    pub t_ns: i64,
+    pub source: String,
+    pub metric: Option<String>,
+    pub labels: Option<String>,
+    pub value: Option<f64>,
+    pub error: Option<String>,
+}
+
+/// What the scraper did: each source's counts, and every row it wrote.
+#[derive(Debug, Clone, Default)]
+pub struct Scrapes {
+    pub sources: Vec<SourceSummary>,
+    pub rows: Vec<ScrapeRow>,
+}
+
 /// A running scraper. Dropping it without [`ServerMon::finish`] stops it at its next tick.
 pub struct ServerMon {
     stop: tokio::sync::oneshot::Sender<()>,
-    thread: JoinHandle<Result<Vec<SourceSummary>, ServerMonError>>,
+    thread: JoinHandle<Result<Scrapes, ServerMonError>>,
 }
 
 impl ServerMon {
     /// Takes one last scrape (so counters cover the whole run), closes the file and returns
-    /// each source's counts.
-    pub fn finish(self) -> Result<Vec<SourceSummary>, ServerMonError> {
+    /// each source's counts and the rows it wrote.
+    pub fn finish(self) -> Result<Scrapes, ServerMonError> {
         let _ = self.stop.send(());
         self.thread.join().map_err(|_| ServerMonError::Panicked)?
     }
@@ -125,6 +144,7 @@ pub fn start(config: ServerMonConfig) -> Result<ServerMon, ServerMonError> {
         client,
         file,
         columns: Columns::new(),
+        rows: Vec::new(),
     };
     let (stop, stopped) = tokio::sync::oneshot::channel();
     let thread = crate::background::spawn("loadgen-servermon", move || {
@@ -141,6 +161,8 @@ struct Scraper {
     file: ParquetFile,
     columns: Columns,
     summaries: Vec<SourceSummary>,
+    /// Every row written, for the run's verdict.
+    rows: Vec<ScrapeRow>,
 }
 
 /// What one scrape of one source returned.
@@ -154,11 +176,14 @@ impl Scraper {
     async fn run(
         mut self,
         stopped: tokio::sync::oneshot::Receiver<()>,
-    ) -> Result<Vec<SourceSummary>, ServerMonError> {
+    ) -> Result<Scrapes, ServerMonError> {
         match self.scrape_until_stopped(stopped).await {
             Ok(()) => {
                 self.file.close()?;
-                Ok(self.summaries)
+                Ok(Scrapes {
+                    sources: self.summaries,
+                    rows: self.rows,
+                })
             }
             Err(e) => {
                 // Nothing half-written is left behind.
@@ -241,11 +266,27 @@ impl Scraper {
                         value: *value,
                     };
                     self.columns.sample(t_ns, took_ns, &summary.source, &sample);
+                    self.rows.push(ScrapeRow {
+                        t_ns,
+                        source: summary.source.clone(),
+                        metric: Some(metric.to_string()),
+                        labels: Some(labels.to_string()),
+                        value: Some(*value),
+                        error: None,
+                    });
                 }
             }
             Err(error) => {
                 summary.failures += 1;
                 self.columns.failure(t_ns, took_ns, &summary.source, &error);
+                self.rows.push(ScrapeRow {
+                    t_ns,
+                    source: summary.source.clone(),
+                    metric: None,
+                    labels: None,
+                    value: None,
+                    error: Some(error),
+                });
             }
         }
     }

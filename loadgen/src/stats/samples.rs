@@ -4,7 +4,7 @@
 //! schedule from it, and a capacity level's watcher and SLOs read it, so nothing a run just
 //! wrote is read back from disk. Split into the `warmup` stretch and the judged rest.
 
-use crate::record::RequestRecord;
+use crate::record::{ErrorClass, RequestRecord};
 
 /// One request as the judgement sees it.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -22,6 +22,9 @@ pub struct Sample {
     /// Index into [`LevelRows::ops`].
     pub op: u16,
     pub failed: bool,
+    /// It failed to connect or lost its connection (`connect_refused`, `connect_timeout`,
+    /// `reset`): what a target that is down for a moment does, unlike a limiter's answers.
+    pub connection_failed: bool,
     /// A response arrived (`status` > 0); only those have a latency that counts.
     pub responded: bool,
 }
@@ -101,6 +104,10 @@ impl Sample {
             send_lag_ns: (record.start_ns - intended_ns).max(0),
             op: record.op,
             failed: record.error.is_some(),
+            connection_failed: matches!(
+                record.error,
+                Some(ErrorClass::ConnectRefused | ErrorClass::ConnectTimeout | ErrorClass::Reset)
+            ),
             responded: record.status > 0,
         }
     }

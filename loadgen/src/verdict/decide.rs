@@ -167,12 +167,23 @@ fn level_decision(
         let why = "the level met every SLO and kept up with its schedule";
         return Decision::new(Rule::CapacityPassed, why.into());
     }
+    if let Some(outage) = &level.outage {
+        let text = super::words::outage(outage);
+        return Decision {
+            reasons: vec![text.clone()],
+            ..Decision::new(Rule::InconclusiveOutage, text)
+        };
+    }
     let mut used = Vec::new();
     let rule = match limit {
         Some(i) => {
             let finding = &findings[i];
             if finding.rule.cause() != Cause::Errors {
                 reasons.push(say(finding));
+            }
+            if let (Cause::Client, Some(client)) = (finding.rule.cause(), f.client) {
+                // What the client's CPU did, whichever client rule decided.
+                reasons.push(format!("the client: {}", client.console_line()));
             }
             used.push(i);
             finding.rule
@@ -656,6 +667,7 @@ mod tests {
         };
         LevelFacts {
             slos: vec![slo],
+            outage: None,
             aborted,
             interrupted: false,
         }

@@ -36,6 +36,8 @@ pub struct Thresholds {
     pub level_abort_latency_factor: f64,
     pub level_abort_min_rows: f64,
     pub level_abort_error_slo_factor: f64,
+    pub outage_cluster_share: f64,
+    pub outage_max_span_share: f64,
 }
 
 /// `contract/sustainability.json`'s numbers.
@@ -90,6 +92,8 @@ pub enum Rule {
     InconclusiveIdleWorkers,
     InconclusiveNoServerSign,
     InconclusiveOneLevel,
+    /// A capacity level whose failures were a moment's outage of the target: measured again.
+    InconclusiveOutage,
     /// Notes that decide nothing: the client's CPU line, the server's gauges.
     ClientNote,
     ServerNote,
@@ -120,6 +124,7 @@ impl Rule {
             Rule::InconclusiveIdleWorkers => "inconclusive.idle_workers",
             Rule::InconclusiveNoServerSign => "inconclusive.no_server_sign",
             Rule::InconclusiveOneLevel => "inconclusive.one_level",
+            Rule::InconclusiveOutage => "inconclusive.outage",
             Rule::ClientNote => "client.note",
             Rule::ServerNote => "server.note",
         }
@@ -144,7 +149,8 @@ impl Rule {
             | Rule::InconclusiveNoWorkers
             | Rule::InconclusiveIdleWorkers
             | Rule::InconclusiveNoServerSign
-            | Rule::InconclusiveOneLevel => Cause::Inconclusive,
+            | Rule::InconclusiveOneLevel
+            | Rule::InconclusiveOutage => Cause::Inconclusive,
         }
     }
 

@@ -1,5 +1,6 @@
-//! What the server said about itself during the run: `server-metrics.parquet` (the
-//! `--server-metrics` scrapes) read back and reduced to the facts the verdict names — the
+//! What the server said about itself during the run: the `--server-metrics` scrapes (the rows
+//! of `server-metrics.parquet`, handed on in memory by the scraper) reduced to the facts the
+//! verdict names — the
 //! target host's CPU (node_exporter's `node_cpu_seconds_total` by mode), the service's own CPU
 //! (`process_cpu_seconds_total` of a source that is not node_exporter), and the service's
 //! saturation gauges (busy workers against their limit, a queue's length: loadgen-server's
@@ -9,17 +10,10 @@
 //! It reduces; the rule that reads these numbers is [`mod@super::decide`]'s.
 
 use std::collections::BTreeMap;
-use std::fs::File;
-use std::path::Path;
 
-use arrow_array::cast::AsArray;
-use arrow_array::types::{Float64Type, Int64Type};
-use arrow_array::Array;
-use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
 use serde::Serialize;
 
-/// The file the scrapes are in, in a run directory.
-pub const FILE: &str = "server-metrics.parquet";
+use crate::servermon::ScrapeRow as Row;
 
 /// Which gauges say the service is saturated (`--server-saturation`).
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -151,14 +145,9 @@ struct Point<'a> {
 }
 
 impl ServerEvidence {
-    /// Reads `server-metrics.parquet` in `run_dir`; `None` when the run scraped nothing.
-    pub fn read(run_dir: &Path, gauges: &SaturationGauges) -> Result<Option<Self>, String> {
-        let path = run_dir.join(FILE);
-        if !path.is_file() {
-            return Ok(None);
-        }
-        let rows = read_rows(&path).map_err(|e| format!("{}: {e}", path.display()))?;
-        Ok(Some(Self::from_rows(&rows, gauges)))
+    /// The scrapes' rows reduced; `None` when the run scraped nothing.
+    pub fn of(rows: &[Row], gauges: &SaturationGauges) -> Option<Self> {
+        (!rows.is_empty()).then(|| Self::from_rows(rows, gauges))
     }
 
     fn from_rows(rows: &[Row], gauges: &SaturationGauges) -> Self {
@@ -323,53 +312,6 @@ fn label<'a>(labels: &'a str, name: &str) -> Option<&'a str> {
         let (key, value) = pair.split_once('=')?;
         (key == name).then(|| value.trim_matches('"'))
     })
-}
-
-/// One row of the file.
-struct Row {
-    t_ns: i64,
-    source: String,
-    metric: Option<String>,
-    labels: Option<String>,
-    value: Option<f64>,
-    error: Option<String>,
-}
-
-fn read_rows(path: &Path) -> Result<Vec<Row>, Box<dyn std::error::Error>> {
-    let reader = ParquetRecordBatchReaderBuilder::try_new(File::open(path)?)?.build()?;
-    let mut rows = Vec::new();
-    for batch in reader {
-        let batch = batch?;
-        let column = |name: &str| {
-            batch
-                .column_by_name(name)
-                .ok_or_else(|| format!("no column {name}"))
-        };
-        let t_ns = column("t_ns")?.as_primitive::<Int64Type>().clone();
-        let value = column("value")?.as_primitive::<Float64Type>().clone();
-        let (source, metric) = (
-            column("source")?.as_string::<i32>(),
-            column("metric")?.as_string::<i32>(),
-        );
-        let (labels, error) = (
-            column("labels")?.as_string::<i32>(),
-            column("error")?.as_string::<i32>(),
-        );
-        let text = |array: &arrow_array::StringArray, i: usize| {
-            (!array.is_null(i)).then(|| array.value(i).to_string())
-        };
-        for i in 0..batch.num_rows() {
-            rows.push(Row {
-                t_ns: t_ns.value(i),
-                source: source.value(i).to_string(),
-                metric: text(metric, i),
-                labels: text(labels, i),
-                value: (!value.is_null(i)).then(|| value.value(i)),
-                error: text(error, i),
-            });
-        }
-    }
-    Ok(rows)
 }
 
 #[cfg(test)]

@@ -186,6 +186,8 @@ pub fn wilson_upper(events: f64, n: f64) -> f64 {
 #[derive(Debug, Clone)]
 pub struct LevelFacts {
     pub slos: Vec<SloJudgement>,
+    /// The target was down for a moment during the level ([`outage`]).
+    pub outage: Option<Outage>,
     pub aborted: Option<Abort>,
     /// Ctrl-C or SIGTERM cut it short: recorded, not judged.
     pub interrupted: bool,
@@ -235,6 +237,58 @@ impl LevelFacts {
         }
         reasons
     }
+}
+
+/// A moment the target was down: its connection failures bunched in one stretch of the
+/// level, the rest of the level nearly clean.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Outage {
+    /// The level's connection failures (refused, timed out, reset).
+    pub failures: u64,
+    /// How long the stretch holding `outage_cluster_share` of them lasted.
+    pub span_ns: i64,
+    /// The judged window.
+    pub window_ns: i64,
+}
+
+/// An outage, by the contract's rule (`outage_cluster_share`, `outage_max_span_share`,
+/// `max_error_rate`): most connection failures within a short stretch of the judged window,
+/// and no more other failures than the errors share. A limiter's answers (429, 503) are
+/// responses, not connection failures, and spread through the level.
+pub fn outage(rows: &LevelRows) -> Option<Outage> {
+    let (first, last) = rows.window_ns()?;
+    let mut ends: Vec<i64> = rows
+        .judged
+        .iter()
+        .filter(|s| s.connection_failed)
+        .map(|s| s.end_ns)
+        .collect();
+    if ends.len() < 2 {
+        return None;
+    }
+    ends.sort_unstable();
+    let cluster =
+        ((T.outage_cluster_share * ends.len() as f64).ceil() as usize).clamp(2, ends.len());
+    let span_ns = (0..=ends.len() - cluster)
+        .map(|i| ends[i + cluster - 1] - ends[i])
+        .min()?;
+    let window_ns = last - first;
+    if span_ns as f64 > T.outage_max_span_share * window_ns as f64 {
+        return None;
+    }
+    let other_failures = rows
+        .judged
+        .iter()
+        .filter(|s| s.failed && !s.connection_failed)
+        .count() as f64;
+    if other_failures > T.max_error_rate * rows.judged.len() as f64 {
+        return None;
+    }
+    Some(Outage {
+        failures: ends.len() as u64,
+        span_ns,
+        window_ns,
+    })
 }
 
 /// Why a running level was stopped at once, far past the SLO; capacity.json has its sentence.
@@ -373,6 +427,7 @@ mod tests {
                     op: 0,
                     failed: false,
                     responded: true,
+                    connection_failed: false,
                 }
             })
             .collect();
@@ -507,6 +562,27 @@ mod tests {
                 None => None,
             };
             assert_eq!(got, v["abort"].as_str(), "{v}");
+        }
+    }
+
+    #[test]
+    fn an_outage_follows_the_contracts_vectors() {
+        let contract: serde_json::Value =
+            serde_json::from_str(crate::verdict::rule::VERDICT_JSON).unwrap();
+        for v in contract["outage_vectors"].as_array().unwrap() {
+            let f = |k: &str| v[k].as_f64().unwrap();
+            let mut level = rows(|_| 1_000_000, f("rate_rps"), f("level_s"));
+            let (from, to) = (f("outage_start_s"), f("outage_start_s") + f("outage_s"));
+            let background = (1.0 / f("background_failed_share")).round() as usize;
+            for (i, s) in level.judged.iter_mut().enumerate() {
+                let t = s.intended_ns as f64 / 1e9;
+                if (from..to).contains(&t) {
+                    (s.failed, s.connection_failed, s.responded) = (true, true, false);
+                } else if f("background_failed_share") > 0.0 && i % background == 0 {
+                    s.failed = true;
+                }
+            }
+            assert_eq!(outage(&level).is_some(), v["outage"] == true, "{v}");
         }
     }
 }

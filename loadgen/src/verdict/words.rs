@@ -261,3 +261,16 @@ fn host_cpu(
         CpuBusy::Between => format!("the target's CPU was {busy_pct} busy{split}"),
     }
 }
+
+/// A level's outage: what it was, and that the level is measured again.
+pub fn outage(o: &super::slo::Outage) -> String {
+    format!(
+        "an outage, not a limit: {} connections were refused, timed out or reset within {} of \
+         the {} level, and the rest of it failed no more than {} — the target was down for a \
+         moment; the level is measured again",
+        o.failures,
+        duration(o.span_ns as f64),
+        duration(o.window_ns as f64),
+        pct(T.max_error_rate)
+    )
+}

@@ -307,9 +307,13 @@ fn answer(c: &Capacity) -> String {
             c.arrivals,
             suffix(c)
         ),
-        (Some(rps), _) => format!(
+        (Some(rps), _) if c.ended == Ended::Converged => format!(
             "sustains at least {rps} req/s with {slos}, {} arrivals: no level up to \
-             --max-rate failed{}",
+             --max-rate failed",
+            c.arrivals
+        ),
+        (Some(rps), _) => format!(
+            "sustains at least {rps} req/s with {slos}, {} arrivals{}",
             c.arrivals,
             suffix(c)
         ),
@@ -337,7 +341,11 @@ fn suffix(c: &Capacity) -> String {
     match c.ended {
         Ended::Budget => " — UNCONVERGED: the budget ran out first".to_string(),
         Ended::Interrupted => " — INTERRUPTED: the search was stopped before it converged".into(),
-        Ended::TargetLost => " — the target could no longer be reached".into(),
+        Ended::TargetLost => format!(
+            " — UNCONVERGED: the target could no longer be reached (tried for {} before \
+             giving up)",
+            crate::units::duration(super::TARGET_WAIT.as_nanos() as f64)
+        ),
         Ended::NoiseFloor => format!(
             " — as narrow as this machine and service allow: {} req/s passed once and failed \
              once",

@@ -25,7 +25,7 @@ use crate::stop::{ExitReason, StopSignal};
 use crate::verdict::schedule::{Schedule, Sustainability};
 use crate::verdict::slo::{self, Outcome, SloJudgement};
 
-pub use crate::verdict::slo::{observed_text, Abort};
+pub use crate::verdict::slo::{observed_text, Abort, Outage};
 /// What stopped a level (errors, client, network or server): the run verdict's causes.
 pub use crate::verdict::Cause;
 
@@ -76,6 +76,9 @@ pub struct Level {
     pub schedule: Schedule,
     /// Why the level was stopped early; `None` when it ran its course.
     pub aborted: Option<Abort>,
+    /// The target was down for a moment during it (the verdict's `inconclusive.outage`):
+    /// it is measured again rather than taken as the limit.
+    pub outage: Option<Outage>,
     /// Ctrl-C or SIGTERM cut it short: it is recorded (its real `duration_s` and
     /// `requests`) but not judged.
     pub interrupted: bool,
@@ -156,6 +159,7 @@ impl Level {
         let rows = judged.rows.as_ref().unwrap_or(&empty);
         let facts = judged.level.clone().unwrap_or(slo::LevelFacts {
             slos: Vec::new(),
+            outage: None,
             aborted: None,
             interrupted: false,
         });
@@ -194,6 +198,7 @@ impl Level {
             sustainability,
             schedule,
             aborted: facts.aborted,
+            outage: facts.outage,
             interrupted: facts.interrupted,
             passed,
             reasons: slos.map(|s| s.reasons.clone()).unwrap_or_default(),
@@ -211,6 +216,11 @@ impl Level {
         }
         level
     }
+    /// Whether it failed on a moment's outage of the target (the verdict said so).
+    pub fn failed_on_outage(&self) -> bool {
+        !self.passed && self.cause == Some(Cause::Inconclusive) && self.outage.is_some()
+    }
+
     /// Whether an SLO's interval straddled its limit in a level that ran its course: it is
     /// run again, twice as long, rather than guessed (an extension itself is final).
     pub fn needs_extension(&self) -> bool {

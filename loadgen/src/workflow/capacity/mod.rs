@@ -33,6 +33,13 @@ use crate::runner::RunError;
 use crate::stop::StopSignal;
 /// Requests of the short calibration (after a few warm-up ones).
 const CALIBRATION_REQUESTS: u64 = 100;
+/// How long a target that cannot be reached before a level (refused, reset, not resolved)
+/// is tried again before the search ends as `target_lost`: real targets restart and fail
+/// over, and the answer must not be the moment's.
+pub const TARGET_WAIT: Duration = Duration::from_secs(30);
+/// How often a level that failed on a moment's outage is measured again before its failure
+/// is taken as it is.
+const OUTAGE_REMEASURES: u32 = 2;
 
 /// Runs the search into `--out DIR` (default `runs/capacity-<time>`), writes
 /// `DIR/capacity.json` and returns it with the directory.
@@ -141,8 +148,9 @@ struct LevelRun {
     duration: Duration,
 }
 
-/// Runs one level — twice as long again when an SLO's interval straddled its limit (the
-/// straddling one goes into `levels`) — and returns it with how long it sent.
+/// Runs one level — twice as long again when an SLO's interval straddled its limit, and again
+/// when it failed on a moment's outage of the target (each earlier one goes into `levels`) —
+/// and returns it with how long it sent.
 async fn measure(
     args: &CapacityArgs,
     plan: &LevelPlan<'_>,
@@ -150,29 +158,70 @@ async fn measure(
     run: LevelRun,
     stop: &StopSignal,
 ) -> Result<(Level, Duration), RunError> {
-    let LevelRun {
-        rate_rps,
-        step,
-        duration,
-    } = run;
-    let mut level = plan
-        .run(levels.len(), rate_rps, step, duration, stop)
-        .await?;
+    let mut level = reach(plan, levels.len(), run, stop).await?;
     announce(args, &level);
-    let mut sent = duration;
-    if level.needs_extension() {
-        // Straddling the limit: look twice as long rather than guess.
+    let mut sent = run.duration;
+    let mut outages = 0;
+    loop {
+        let again = if level.needs_extension() {
+            // Straddling the limit: look twice as long rather than guess.
+            LevelRun {
+                step: Step::Extend,
+                duration: run.duration * 2,
+                ..run
+            }
+        } else if level.failed_on_outage() && outages < OUTAGE_REMEASURES {
+            outages += 1;
+            LevelRun {
+                step: level.step,
+                ..run
+            }
+        } else {
+            return Ok((level, sent));
+        };
         let pause = level.cool_down(args.cool_down);
         level.cool_down_s = pause.as_secs_f64();
         levels.push(level);
         cool_down(args, pause, stop).await;
-        sent += duration * 2;
-        level = plan
-            .run(levels.len(), rate_rps, Step::Extend, duration * 2, stop)
-            .await?;
+        sent += again.duration;
+        level = reach(plan, levels.len(), again, stop).await?;
         announce(args, &level);
     }
-    Ok((level, sent))
+}
+
+/// Runs a level; a target that cannot be reached before it starts is tried again, with a
+/// growing pause, for up to [`TARGET_WAIT`] before the search gives up on it.
+async fn reach(
+    plan: &LevelPlan<'_>,
+    index: usize,
+    run: LevelRun,
+    stop: &StopSignal,
+) -> Result<Level, RunError> {
+    let started = Instant::now();
+    let mut pause = Duration::from_millis(250);
+    loop {
+        match plan
+            .run(index, run.rate_rps, run.step, run.duration, stop)
+            .await
+        {
+            Err(lost)
+                if lost.is_target_lost()
+                    && started.elapsed() + pause <= TARGET_WAIT
+                    && !stop.is_draining() =>
+            {
+                eprintln!(
+                    "  the target could not be reached ({lost}); trying again in {}",
+                    crate::units::duration(pause.as_nanos() as f64)
+                );
+                tokio::select! {
+                    () = tokio::time::sleep(pause) => {}
+                    () = stop.draining() => {}
+                }
+                pause = (pause * 2).min(Duration::from_secs(5));
+            }
+            other => return other,
+        }
+    }
 }
 
 fn announce(args: &CapacityArgs, level: &Level) {

@@ -2,9 +2,11 @@
 //! and what failed. Grow ×2 from the first estimate until a level fails (or halve until one
 //! passes, down to the floor `--min-rate`), then bisect between the highest passing and the
 //! lowest failing rate until they are within the tolerance, then confirm the highest passing
-//! rate over a longer window. A rate that passed once and failed once (a confirmation that
-//! fails) is the noise floor of this machine and service: the bracket is as narrow as they
-//! allow, and the search stops there rather than spend its budget on noise.
+//! rate over a longer window. A confirmation that fails moves the bracket's top down to it and
+//! the search bisects on below it; when the bracket it leaves is already within the
+//! tolerance, the rate that passed once and failed once is the noise floor of this machine
+//! and service: the bracket is as narrow as they allow, and the search stops there rather
+//! than spend its budget on noise.
 //!
 //! It runs nothing: the caller runs each level and records whether it passed.
 
@@ -148,7 +150,14 @@ impl Search {
             (Step::Confirm, false) => {
                 self.passing.retain(|&r| r < rate_rps);
                 self.failing.push(rate_rps);
-                self.noisy = Some(rate_rps);
+                // Only a narrow bracket is the noise floor; a wide one is bisected on (a
+                // limiter's bursts can pass a rate above its limit once).
+                let narrow = self
+                    .highest_passing()
+                    .is_none_or(|lo| rate_rps / lo - 1.0 <= self.tolerance);
+                if narrow {
+                    self.noisy = Some(rate_rps);
+                }
             }
             (_, true) => self.passing.push(rate_rps),
             (_, false) => self.failing.push(rate_rps),
@@ -217,9 +226,28 @@ mod tests {
         assert!(steps.iter().all(|s| s.0 <= 300.0));
     }
 
+    /// Issue 44: a limiter at 300 req/s passed 306 once (its bursts) and failed its
+    /// confirmation; the bracket it left, 204–306, is bisected on, not taken as the noise floor.
+    #[test]
+    fn a_failed_confirmation_over_a_wide_bracket_bisects_on() {
+        let mut search = Search::new(100.0, 0.05, (1.0, 1e5));
+        for (rate, passed) in [(204.0, true), (306.0, true), (357.0, false), (332.0, false)] {
+            search.record(rate, Step::Bisect, passed);
+        }
+        search.record(306.0, Step::Confirm, false);
+        assert_eq!(search.noisy(), None);
+        assert_eq!(
+            search.next(),
+            Next::Run {
+                rate_rps: 255.0,
+                step: Step::Bisect
+            }
+        );
+    }
+
     #[test]
     fn a_failed_confirmation_is_the_noise_floor_and_ends_the_search() {
-        let mut search = Search::new(100.0, 0.05, (1.0, 1e5));
+        let mut search = Search::new(100.0, 0.1, (1.0, 1e5));
         for (rate, passed) in [(100.0, true), (200.0, false), (150.0, true), (175.0, false)] {
             search.record(rate, Step::Bisect, passed);
         }
@@ -234,8 +262,9 @@ mod tests {
         );
         search.record(162.0, Step::Confirm, false);
         assert_eq!(search.highest_passing(), Some(150.0));
-        // 162 passed once and failed once: the machine's noise floor, where the search stops
-        // (issue 34) with the limit between 150 and 162.
+        // 162 passed once and failed once, 8 % above 150 (within the 10 % tolerance): the
+        // machine's noise floor, where the search stops (issue 34) with the limit between 150
+        // and 162.
         assert_eq!(search.noisy(), Some(162.0));
         assert_eq!(search.lowest_failing(), Some(162.0));
         assert_eq!(search.next(), Next::Done);

@@ -1,0 +1,71 @@
+//! One judge (issue 43): the cause of a run, a phase, a sweep level and a capacity level is
+//! chosen only in `loadgen/src/verdict/`. Outside it, code may read a verdict's cause and
+//! compare it, never name one into being; and no rule's name is written outside it.
+
+use std::path::{Path, PathBuf};
+
+const CAUSES: [&str; 6] = [
+    "Cause::None",
+    "Cause::Errors",
+    "Cause::Client",
+    "Cause::Network",
+    "Cause::Server",
+    "Cause::Inconclusive",
+];
+
+/// Rule names as run.json writes them (`verdict.rule`).
+const RULE_PREFIXES: [&str; 6] = [
+    "\"errors.",
+    "\"client.",
+    "\"network.",
+    "\"server.",
+    "\"none.",
+    "\"inconclusive.",
+];
+
+fn rust_files(dir: &Path, out: &mut Vec<PathBuf>) {
+    for entry in std::fs::read_dir(dir).unwrap() {
+        let path = entry.unwrap().path();
+        if path.is_dir() {
+            rust_files(&path, out);
+        } else if path.extension().is_some_and(|e| e == "rs") {
+            out.push(path);
+        }
+    }
+}
+
+/// The code of a file, its tests left out (they build verdicts to check what reads them).
+fn code(path: &Path) -> String {
+    let text = std::fs::read_to_string(path).unwrap();
+    match text.find("#[cfg(test)]") {
+        Some(at) => text[..at].to_string(),
+        None => text,
+    }
+}
+
+#[test]
+fn no_cause_is_chosen_outside_the_verdict() {
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+    let verdict = src.join("verdict");
+    let mut files = Vec::new();
+    rust_files(&src, &mut files);
+    let outside: Vec<&PathBuf> = files.iter().filter(|p| !p.starts_with(&verdict)).collect();
+    assert!(outside.len() > 50, "{} files", outside.len());
+    let mut chosen = Vec::new();
+    for path in outside {
+        for (n, line) in code(path).lines().enumerate() {
+            let compares = line.contains("==") || line.contains("!=");
+            let names_cause = CAUSES.iter().any(|c| line.contains(c));
+            let names_rule =
+                line.contains("Rule::") || RULE_PREFIXES.iter().any(|r| line.contains(r));
+            if (names_cause && !compares) || names_rule {
+                chosen.push(format!("{}:{}: {}", path.display(), n + 1, line.trim()));
+            }
+        }
+    }
+    assert!(
+        chosen.is_empty(),
+        "a cause or rule chosen outside loadgen/src/verdict/:\n{}",
+        chosen.join("\n")
+    );
+}
