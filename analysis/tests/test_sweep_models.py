@@ -55,13 +55,17 @@ def test_the_contract_vectors_decide_kept_up() -> None:
 
 def test_capacity_judges_by_the_contracts_shortfall_not_a_number_of_its_own() -> None:
     """One number in two languages is a defect: the engine's schedule rule (verdict/schedule.rs,
-    which capacity's levels and every open run share) compiles the contract's file in (its Rust
-    test holds the same vectors) and writes no shortfall itself."""
-    judge = CONTRACT.parents[1] / "loadgen" / "src" / "verdict" / "schedule.rs"
-    text = judge.read_text()
-    assert 'include_str!("../../../contract/sustainability.json")' in text
-    assert re.search(r"ACHIEVED_SHORTFALL: f64 = [0-9.]+;", text) is None
-    assert re.search(r"\b0\.02\b", text) is None
+    which capacity's levels and every open run share) reads the contract's file, which the
+    verdict's rules compile in (verdict/rule.rs; its Rust test holds the same vectors), and
+    writes no shortfall itself."""
+    verdict = CONTRACT.parents[1] / "loadgen" / "src" / "verdict"
+    rule = (verdict / "rule.rs").read_text()
+    assert 'include_str!("../../../contract/sustainability.json")' in rule
+    for name in ("schedule.rs", "rule.rs", "slo.rs", "decide.rs"):
+        text = (verdict / name).read_text()
+        assert re.search(r"ACHIEVED_SHORTFALL: f64 = [0-9.]+;", text) is None
+        assert re.search(r"\b0\.02\b", text) is None, name
+    assert "use super::rule::S;" in (verdict / "schedule.rs").read_text()
 
 
 def test_a_usl_fit_of_a_sweep_that_never_bent_is_not_identifiable() -> None:

@@ -237,15 +237,18 @@ fn schedule(f: &Facts<'_>, numbers: &mut Numbers) -> Option<Finding> {
     })
 }
 
-/// The network: a full link, moving bytes dominating latency.
+/// The network: a full link, or moving bytes dominating latency where the link carried
+/// enough to explain it. Bytes that take long without the link to show for it are not the
+/// network's: a late body is noted (and counted as time at the server), a slow send is noted.
 pub fn network(f: &Facts<'_>, shares: &Shares, numbers: &mut Numbers) -> Vec<Finding> {
     let mut found = Vec::new();
     let capacity = f
         .client
         .and_then(|c| c.link_capacity_bps)
         .filter(|c| *c > 0);
-    let mut tx_idle = false;
-    if let (Some(capacity), Some((tx, rx))) = (capacity, f.components.peak_bytes_per_s()) {
+    let peak = f.components.peak_bytes_per_s();
+    let mut used = (None, None);
+    if let (Some(capacity), Some((tx, rx))) = (capacity, peak) {
         numbers.insert("link_capacity_bps", capacity as f64);
         for (direction, bytes, name) in [
             ("tx", tx, "tx_link_utilisation"),
@@ -253,7 +256,10 @@ pub fn network(f: &Facts<'_>, shares: &Shares, numbers: &mut Numbers) -> Vec<Fin
         ] {
             let utilisation = bytes as f64 * 8.0 / capacity as f64;
             numbers.insert(name, utilisation);
-            tx_idle |= direction == "tx" && utilisation < T.max_link_utilisation;
+            match direction {
+                "tx" => used.0 = Some(utilisation),
+                _ => used.1 = Some(utilisation),
+            }
             let seen = Seen::Link {
                 direction,
                 bps: bytes as f64 * 8.0,
@@ -267,21 +273,54 @@ pub fn network(f: &Facts<'_>, shares: &Shares, numbers: &mut Numbers) -> Vec<Fin
             });
         }
     }
+    let explains =
+        |utilisation: Option<f64>| utilisation.is_some_and(|u| u >= T.min_transfer_link_share);
+    let carried = |direction: &'static str, i: usize| Carried {
+        direction,
+        bps: peak.map(|p| [p.0, p.1][i] as f64 * 8.0),
+        capacity_bps: capacity.map(|c| c as f64),
+    };
     if let Some(transfer) = shares.transfer.filter(|s| *s >= T.max_transfer_share) {
-        found.push(Finding::limit(
-            Rule::NetworkTransfer,
-            Seen::Share { share: transfer },
-        ));
+        let seen = Seen::Moving {
+            share: transfer,
+            carried: carried("rx", 1),
+        };
+        found.push(Finding {
+            rule: Rule::NetworkTransfer,
+            limit: explains(used.1),
+            seen,
+        });
     }
     if let (false, Some(send)) = (f.http2, shares.send) {
-        if send >= T.max_transfer_share && !(capacity.is_some() && tx_idle) {
-            found.push(Finding::limit(
-                Rule::NetworkSend,
-                Seen::Share { share: send },
-            ));
+        if send >= T.max_transfer_share {
+            let seen = Seen::Moving {
+                share: send,
+                carried: carried("tx", 0),
+            };
+            found.push(Finding {
+                rule: Rule::NetworkSend,
+                limit: explains(used.0),
+                seen,
+            });
         }
     }
     found
+}
+
+/// What the link carried in one direction in the busiest second, and its capacity if known.
+#[derive(Debug, Clone, Copy)]
+pub struct Carried {
+    pub direction: &'static str,
+    pub bps: Option<f64>,
+    pub capacity_bps: Option<f64>,
+}
+
+/// Whether a body that came late (receiving it dominated latency without the link to explain
+/// it) was noted: its time is then the server's.
+pub fn body_came_late(findings: &[Finding]) -> bool {
+    findings
+        .iter()
+        .any(|x| x.rule == Rule::NetworkTransfer && !x.limit)
 }
 
 /// What the server's metrics name: whether it was saturated (and by what), and notes.
@@ -336,6 +375,12 @@ pub fn server_named(f: &Facts<'_>, numbers: &mut Numbers) -> Vec<Finding> {
             limit: busy == CpuBusy::Saturated,
             seen,
         });
+    }
+    let said_with_host_cpu =
+        e.host_cpu.is_some() && f.client.is_some_and(|c| c.server_shares_cores);
+    if let (Some(cores), false) = (e.service_cpu_cores, said_with_host_cpu) {
+        numbers.insert("service_cpu_cores", cores);
+        found.push(Finding::note(Rule::ServerNote, Seen::ServiceCpu(cores)));
     }
     if e.failed_scrapes > 0 {
         found.push(Finding::note(

@@ -68,6 +68,14 @@ pub fn decide(f: Facts<'_>) -> Verdict {
     let first_server = findings.len();
     findings.extend(checks::server_named(&f, &mut numbers));
     let (run_findings, server) = findings.split_at(first_server);
+    // A body that came late is time at the server, not the network's.
+    let shares = match checks::body_came_late(run_findings) {
+        true => Shares {
+            server_wait: shares.server_wait.zip(shares.transfer).map(|(w, t)| w + t),
+            ..shares
+        },
+        false => shares,
+    };
     let decision = match f.level {
         Some(level) => level_decision(&f, level, run_findings, (server, first_server)),
         None => match run_findings.iter().position(|x| x.limit) {
@@ -561,13 +569,44 @@ mod tests {
 
     #[test]
     fn moving_bytes_is_the_network_and_a_full_link_too() {
-        let body = components(0.7, 0.01);
         let s = summary(1000, 0, vec![phase("main", 8, 0.99, 0.0)]);
-        let v = decide(facts(&s, &body));
+        // Bodies took 70 % of latency while the link carried 60 % of its 2 Mbit/s.
+        let mut body = components(0.7, 0.01);
+        body.bytes_by_second = vec![(0, 0), (1_000, 150_000), (1_000, 140_000), (0, 0)];
+        let link_of = |bps| ClientSummary {
+            link_capacity_bps: Some(bps),
+            ..Default::default()
+        };
+        let client = link_of(2_000_000);
+        let v = decide(Facts {
+            client: Some(&client),
+            ..facts(&s, &body)
+        });
         assert_eq!(
             (v.cause, v.rule.name()),
             (Cause::Network, "network.transfer")
         );
+        assert!(v.summary.contains("rx 1.2 Mbit/s"), "{}", v.summary);
+        // Issue 44: the same share on a link that carried 1 % of its capacity (64-byte bodies
+        // a CPU-bound server sent late), or of unknown capacity, is no network verdict: the
+        // late body is time at the server, which one level cannot call saturated.
+        let roomy = link_of(100_000_000);
+        for client in [Some(&roomy), None] {
+            let v = decide(Facts {
+                client,
+                ..facts(&s, &body)
+            });
+            assert_eq!(v.rule.name(), "inconclusive.one_level", "{}", v.summary);
+            assert!(
+                v.evidence
+                    .iter()
+                    .any(|e| e.contains("the link does not explain it")
+                        && e.contains("the body came late from the server")),
+                "{:?}",
+                v.evidence
+            );
+            assert_eq!(v.numbers["transfer_share"], 0.7);
+        }
         let mut link = components(0.0, 0.0);
         link.bytes_by_second = vec![(0, 0), (1_000, 190_000), (1_000, 200_000), (0, 0)];
         let client = ClientSummary {

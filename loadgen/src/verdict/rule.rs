@@ -26,6 +26,7 @@ pub struct Thresholds {
     pub min_server_wait_share: f64,
     pub max_transfer_share: f64,
     pub max_link_utilisation: f64,
+    pub min_transfer_link_share: f64,
     pub saturated_scrape_share: f64,
     pub cpu_saturated_share: f64,
     pub cpu_room_share: f64,

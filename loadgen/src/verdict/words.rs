@@ -54,6 +54,11 @@ pub enum Seen {
     Share {
         share: f64,
     },
+    /// Moving bytes took `share` of latency; what the link carried meanwhile.
+    Moving {
+        share: f64,
+        carried: super::checks::Carried,
+    },
     Link {
         direction: &'static str,
         bps: f64,
@@ -76,6 +81,8 @@ pub enum Seen {
         client_cores: Option<f64>,
     },
     FailedScrapes(u64),
+    /// The service's own CPU (its `process_cpu_seconds_total`), in cores.
+    ServiceCpu(f64),
     /// A capacity level's failures: each a sentence of the level's (SLOs, abort, schedule).
     Level(Vec<String>),
     Text(String),
@@ -147,9 +154,9 @@ pub fn sentence(rule: super::Rule, limit: bool, seen: &Seen) -> String {
                  server allows (lower --streams-per-connection or open more connections)",
                 pct(*share)
             ),
-            Rule::NetworkSend => format!("sending requests took {} of latency", pct(*share)),
-            _ => format!("receiving response bodies took {} of latency", pct(*share)),
+            _ => format!("moving bytes took {} of latency", pct(*share)),
         },
+        Seen::Moving { share, carried } => moving(rule, limit, *share, carried),
         Seen::Link {
             direction,
             bps,
@@ -179,9 +186,52 @@ pub fn sentence(rule: super::Rule, limit: bool, seen: &Seen) -> String {
             client_cores,
         } => host_cpu(cpu, *busy, *shared, (*service_cores, *client_cores)),
         Seen::FailedScrapes(n) => format!("{n} scrapes of the server's metrics failed"),
+        Seen::ServiceCpu(cores) => format!(
+            "the service itself used {cores:.2} cores on average (its process_cpu_seconds_total)"
+        ),
         Seen::Level(reasons) => reasons.join("; "),
         Seen::Text(text) => text.clone(),
     }
+}
+
+/// Moving bytes that dominated latency: with the link that explains it (a limit), or without.
+fn moving(rule: super::Rule, limit: bool, share: f64, c: &super::checks::Carried) -> String {
+    let what = match rule {
+        super::Rule::NetworkSend => "sending requests",
+        _ => "receiving response bodies",
+    };
+    let link = match (c.bps, c.capacity_bps) {
+        (Some(bps), Some(capacity)) => format!(
+            "{} {} in the busiest second of the {} link",
+            c.direction,
+            bits_per_s(bps),
+            bits_per_s(capacity)
+        ),
+        (Some(bps), None) => format!(
+            "{} {} in the busiest second, on a link of unknown capacity",
+            c.direction,
+            bits_per_s(bps)
+        ),
+        _ => "nothing measured on the link".to_string(),
+    };
+    if limit {
+        return format!("{what} took {} of latency ({link})", pct(share));
+    }
+    let why = match rule {
+        super::Rule::NetworkSend => {
+            "the request's bytes waited on the server (it did not read them) or on the client"
+        }
+        _ => {
+            "the body came late from the server — it sent its headers first, or held the body \
+             under Nagle's algorithm without TCP_NODELAY — and that time is counted as the \
+             server's"
+        }
+    };
+    format!(
+        "{what} took {} of latency, but the link does not explain it ({link}): {why}; give \
+         --link-capacity if the link may be the limit",
+        pct(share)
+    )
 }
 
 fn failures(
