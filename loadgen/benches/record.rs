@@ -67,6 +67,7 @@ fn record_path(c: &mut Criterion) {
                 closed: None,
                 warmup_phase: None,
                 publish: None,
+                samples: None,
             })
             .unwrap();
             for batch in &batches {

@@ -178,12 +178,9 @@ pub struct Judgement {
 /// A capacity level's part of its run's judgement.
 #[derive(Debug, Clone)]
 pub struct LevelSpec {
-    /// Judged on the level's rows at its end, and watched while it runs.
+    /// Judged on the level's rows at its end, and watched while it runs: a level far past
+    /// them is stopped at once (the contract's abort rule).
     pub slos: Vec<Threshold>,
-    /// Where the writer hands each new batch of samples (the level's watcher).
-    pub watcher: Option<flume::Sender<Vec<(crate::stats::samples::Sample, bool)>>>,
-    /// Set by the watcher when it stopped the level early, far past its SLO.
-    pub aborted: std::sync::Arc<std::sync::OnceLock<crate::verdict::slo::Abort>>,
 }
 
 /// The server's Prometheus endpoints scraped during a run; none: no scraper, no file.

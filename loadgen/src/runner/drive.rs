@@ -15,11 +15,13 @@ use crate::report::progress::Progress;
 use crate::report::thresholds::{self, ABORT_EVERY};
 use crate::servermon::{self, ServerMon, ServerMonConfig, ServerMonError};
 use crate::stats::live::LiveMetrics;
+use crate::stats::samples::LevelRows;
 use crate::stats::LiveCounters;
 use crate::stop::{ExitReason, StopSignal};
 use crate::store::writer::RecordSender;
 use crate::sysmon::{self, Sysmon, SysmonConfig, SysmonError};
 use crate::transport::{tls, Redirects, TransportConfig};
+use crate::verdict::slo::{self, Abort};
 use crate::worker::{WorkerContext, WorkerPool};
 
 /// What the finished load leaves for the summary.
@@ -30,6 +32,9 @@ pub(super) struct Driven {
     pub servermon: Option<Result<ServerMon, ServerMonError>>,
     /// Kept serving until the run is finished, so a last scrape sees the final counts.
     pub metrics_server: Option<MetricsServer>,
+    /// A capacity level's watcher: why it stopped the level early, if it did (it ends when
+    /// the writer has handed over its last samples).
+    pub level_watch: Option<tokio::task::JoinHandle<Option<Abort>>>,
 }
 
 /// Runs the model until its workers are done (or cut off) and the progress line is cleared.
@@ -87,6 +92,7 @@ pub(super) async fn drive(
     let mut pool = WorkerPool::new(ctx, transport, records, config.shard);
     let timer = duration_timer(config, stop);
     let judge = abort_on_fail(config, output, stop, announce.clone());
+    let level_watch = watch_level(config, output, stop);
     // A model stops starting workers as soon as the run drains; workers already running
     // finish (or are cut off after the grace period).
     let context = DriveContext {
@@ -111,6 +117,7 @@ pub(super) async fn drive(
         sysmon,
         servermon,
         metrics_server,
+        level_watch,
     })
 }
 
@@ -226,6 +233,34 @@ fn abort_on_fail(
                 return;
             }
         }
+    }))
+}
+
+/// A capacity level: takes its samples as the writer hands them over and stops the level
+/// (drains the run) as soon as its rows are far past the SLO (the contract's abort rule);
+/// returns why it stopped it.
+fn watch_level(
+    config: &RunConfig,
+    output: &RunOutput,
+    stop: &StopSignal,
+) -> Option<tokio::task::JoinHandle<Option<Abort>>> {
+    let slos = config.judgement.level.as_ref()?.slos.clone();
+    let samples = output.watched.clone()?;
+    let stop = stop.clone();
+    Some(tokio::spawn(async move {
+        let mut rows = LevelRows::default();
+        let mut aborted = None;
+        while let Ok(batch) = samples.recv_async().await {
+            if aborted.is_some() {
+                continue;
+            }
+            rows.extend(batch);
+            aborted = slo::abort(&rows, &slos);
+            if aborted.is_some() {
+                stop.drain(ExitReason::DurationElapsed);
+            }
+        }
+        aborted
     }))
 }
 

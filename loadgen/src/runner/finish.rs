@@ -113,14 +113,8 @@ pub(super) async fn finish(
     mut warnings: Vec<String>,
     extra: Option<RunJsonExtra>,
 ) -> Result<RunOutcome, RunError> {
-    let Driven {
-        live,
-        sysmon,
-        servermon,
-        metrics_server,
-    } = driven;
-    let client = client_summary(&config, &target, sysmon, &mut warnings);
-    let scrapes = servermon.map(|s| server_scrapes(s, &mut warnings));
+    let client = client_summary(&config, &target, driven.sysmon, &mut warnings);
+    let scrapes = driven.servermon.map(|s| server_scrapes(s, &mut warnings));
     let RunOutput {
         run_id,
         run_dir,
@@ -133,16 +127,15 @@ pub(super) async fn finish(
         ..
     } = output;
     let mut report = wait_for_writer(writer, &run_dir).await?;
+    let aborted = watched_to_the_end(driven.level_watch).await;
     let exit_reason = stop.reason().unwrap_or(ExitReason::Completed);
     // The load is over: a signal from here on stops the upload or the metrics linger, and
     // is not announced as stopping the load.
     stop.drain(exit_reason);
-    let summary = summarize(&config, &live, &report, &labels);
+    let summary = summarize(&config, &driven.live, &report, &labels);
     let thresholds = thresholds::evaluate(&config.thresholds, &report.stats, &summary);
-    let judged = judge(&config, &summary, &mut report, exit_reason);
-    let server =
-        scrapes.and_then(|s| ServerEvidence::of(&s.rows, &config.server_metrics.saturation));
-    let verdict = decide_verdict(&config, (&summary, &report), &client, &judged, server);
+    let judged = judge(&config, &summary, &mut report, (exit_reason, aborted));
+    let verdict = decide_verdict(&config, (&summary, &report), &client, &judged, scrapes);
     let header = header(&config, &target);
     target.shut_down().await;
 
@@ -197,7 +190,7 @@ pub(super) async fn finish(
         client,
         verdict,
         // Served to the end and beyond, so a last scrape sees the final counts.
-        metrics: metrics_server.map(|server| server.after_run(config.metrics_linger)),
+        metrics: (driven.metrics_server).map(|server| server.after_run(config.metrics_linger)),
     })
 }
 
@@ -288,6 +281,17 @@ fn open_summary(
     }
 }
 
+/// Why a capacity level's watcher stopped it, if it did; it ends once the writer is done,
+/// having seen every sample.
+async fn watched_to_the_end(
+    watch: Option<tokio::task::JoinHandle<Option<slo::Abort>>>,
+) -> Option<slo::Abort> {
+    match watch {
+        Some(watch) => watch.await.ok().flatten(),
+        None => None,
+    }
+}
+
 /// What the judgement needs beyond the summary, from the samples the writer kept: an open
 /// run's schedule and sustainability (against the level's latency reference: its tightest
 /// latency SLO, else the run's median), and a capacity level's SLOs.
@@ -295,7 +299,7 @@ fn judge(
     config: &RunConfig,
     summary: &RunSummary,
     report: &mut WriterReport,
-    exit_reason: ExitReason,
+    (exit_reason, aborted): (ExitReason, Option<slo::Abort>),
 ) -> Judged {
     let rows = report.samples.take().map(LevelRows::or_warmup);
     let level_spec = config.judgement.level.as_ref();
@@ -315,7 +319,7 @@ fn judge(
             spec.slos.iter().map(|t| slo::judge_slo(t, rows)).collect()
         }),
         outage: rows.as_ref().and_then(slo::outage),
-        aborted: spec.aborted.get().cloned(),
+        aborted: aborted.clone(),
         interrupted: matches!(
             exit_reason,
             ExitReason::Interrupted | ExitReason::Terminated
@@ -331,8 +335,10 @@ fn decide_verdict(
     (summary, report): (&RunSummary, &WriterReport),
     client: &Option<ClientSummary>,
     judged: &Judged,
-    server: Option<ServerEvidence>,
+    scrapes: Option<Scrapes>,
 ) -> Verdict {
+    let saturation = &config.server_metrics.saturation;
+    let server = scrapes.and_then(|s| ServerEvidence::of(&s.rows, saturation));
     verdict::decide(verdict::Facts {
         summary,
         components: &report.stats.components,

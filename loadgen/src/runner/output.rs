@@ -14,7 +14,7 @@ use crate::clock::Anchor;
 use crate::config::{Output, ResolvedConfig, RunConfig};
 use crate::record::{Labels, SCHEMA_VERSION};
 use crate::shard::Shard;
-use crate::stats::samples::SampleLog;
+use crate::stats::samples::{SampleLog, SampleReceiver};
 use crate::stats::Published;
 use crate::stop::{ExitReason, StopSignal};
 use crate::store::s3::{Mirror, S3Error, S3Store, FIRST_UPLOAD_TIMEOUT};
@@ -35,6 +35,8 @@ pub(super) struct RunOutput {
     pub labels: Labels,
     /// The writer's aggregates so far, for `--abort-on-fail` to judge.
     pub published: Option<Arc<Published>>,
+    /// A capacity level: the rows' samples as the writer hands them over, for its watcher.
+    pub watched: Option<SampleReceiver>,
 }
 
 impl RunOutput {
@@ -88,6 +90,7 @@ impl RunOutput {
             checks: config.workload.check_names.clone(),
         };
         let published = config.abort_after.map(|_| Arc::new(Published::default()));
+        let (samples, watched) = sample_log(config);
         let (records, writer) = writer::spawn(WriterConfig {
             dir: run_dir.join("requests"),
             metadata: identity.parquet_metadata(),
@@ -104,7 +107,7 @@ impl RunOutput {
             publish: published
                 .clone()
                 .map(|p| (p, crate::report::thresholds::ABORT_EVERY / 4)),
-            samples: sample_log(config),
+            samples,
         })?;
         let output = RunOutput {
             run_id,
@@ -116,20 +119,30 @@ impl RunOutput {
             writer,
             labels,
             published,
+            watched,
         };
         Ok((output, records))
     }
 }
 
 /// The writer's log of samples, when the run's judgement needs them: an open run (its
-/// schedule), or a workflow that asks (a calibration, a capacity level and its watcher).
-fn sample_log(config: &RunConfig) -> Option<SampleLog> {
+/// schedule), or a workflow that asks (a calibration, a capacity level); a capacity level's
+/// are handed over as they come, for its watcher.
+fn sample_log(config: &RunConfig) -> (Option<SampleLog>, Option<SampleReceiver>) {
     let judgement = &config.judgement;
     let open = config.model.plan().max_lateness().is_some();
-    (open || judgement.keep_samples || judgement.level.is_some()).then(|| {
-        let watcher = judgement.level.as_ref().and_then(|l| l.watcher.clone());
-        SampleLog::new(config.model.plan().warmup_phase(), watcher)
-    })
+    if !(open || judgement.keep_samples || judgement.level.is_some()) {
+        return (None, None);
+    }
+    let (watcher, watched) = match judgement.level {
+        Some(_) => {
+            let (tx, rx) = flume::unbounded();
+            (Some(tx), Some(rx))
+        }
+        None => (None, None),
+    };
+    let log = SampleLog::new(config.model.plan().warmup_phase(), watcher);
+    (Some(log), watched)
 }
 
 /// The run id: a UTC timestamp, with the shard when sharded.

@@ -2,7 +2,7 @@
 //! name. Each reads the run's facts against the contract's thresholds ([`T`]) and returns
 //! [`Finding`]s: the rule, whether it found a limit, and what it saw ([`Seen`], worded by
 //! [`super::words`]); the numbers behind them go into the verdict's `numbers`. Nothing here
-//! chooses the cause: [`super::decide`] does, from the findings.
+//! chooses the cause: [`super::decide()`] does, from the findings.
 
 use std::collections::BTreeMap;
 
@@ -130,13 +130,13 @@ pub fn errors(f: &Facts<'_>, numbers: &mut Numbers) -> Vec<Finding> {
     } else {
         let mut classes: Vec<(String, u64)> =
             s.errors.iter().map(|(c, n)| (c.clone(), *n)).collect();
-        classes.sort_by(|a, b| b.1.cmp(&a.1));
+        classes.sort_by_key(|c| std::cmp::Reverse(c.1));
         let mut statuses: Vec<(String, u64)> = s
             .failed_statuses
             .iter()
             .map(|(c, n)| (c.clone(), *n))
             .collect();
-        statuses.sort_by(|a, b| b.1.cmp(&a.1));
+        statuses.sort_by_key(|c| std::cmp::Reverse(c.1));
         let seen = Seen::Failures {
             failed: s.failed,
             requests: s.requests,

@@ -1,6 +1,6 @@
 //! A capacity level's SLOs, judged from its rows (handed over in memory by the writer), each
 //! with a confidence interval — the fact the search hands the one judge ([`LevelFacts`],
-//! read by [`super::decide`]) — and the rule that stops a running level far past its SLO
+//! read by [`super::decide()`]) — and the rule that stops a running level far past its SLO
 //! ([`abort`], by `contract/verdict.json`'s `level_abort_*`). Whether the level was
 //! sustainable at all is [`super::schedule`]'s rule, shared with every open run.
 //!

@@ -1,5 +1,5 @@
-//! The workflows: compositions of ordinary runs, beside each other — [`calibrate`] (one
-//! worker → R(1) and the prediction X(N) = N / R(1)), [`sweep`] (a run per concurrency level
+//! The workflows: compositions of ordinary runs, beside each other — [`mod@calibrate`] (one
+//! worker → R(1) and the prediction X(N) = N / R(1)), [`mod@sweep`] (a run per concurrency level
 //! or arrival rate, each compared with the prediction) and [`capacity`] (a search over
 //! open-model rates for the highest one meeting an SLO) — with what they share below them,
 //! here: where a workflow's directory goes, and reading a calibration a user names.

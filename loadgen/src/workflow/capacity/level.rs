@@ -1,13 +1,11 @@
 //! One level of the search: an ordinary open-model run at one rate (through [`crate::run`],
-//! into its own run directory), watched while it runs so that a level far past the SLO is
-//! stopped at once (the contract's abort rule, [`crate::verdict::slo::abort`], on the
-//! samples the writer hands over as it writes them), and judged by the run's one judge: the
-//! level's SLOs are a fact of its run ([`LevelSpec`]), so its run.json is written once, with
-//! the verdict that decided the level. This module turns the run's outcome into capacity.json's
+//! into its own run directory) whose SLOs are a fact of the run ([`LevelSpec`]): the run
+//! watches them while it runs, so that a level far past them is stopped at once (the
+//! contract's abort rule), and its one judge decides the level with them, so its run.json is
+//! written once, with the verdict that decided the level. This module turns the run's outcome into capacity.json's
 //! [`Level`]; it chooses no cause.
 
 use std::path::PathBuf;
-use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
 use serde::Serialize;
@@ -20,8 +18,8 @@ use crate::runner::{run, RunError, RunOutcome};
 use crate::scenario::schema::{
     Dur, ModelSpec, OpenSpec, DEFAULT_MAX_IN_FLIGHT, DEFAULT_MAX_LATENESS,
 };
-use crate::stats::samples::{LevelRows, SampleReceiver};
-use crate::stop::{ExitReason, StopSignal};
+use crate::stats::samples::LevelRows;
+use crate::stop::StopSignal;
 use crate::verdict::schedule::{Schedule, Sustainability};
 use crate::verdict::slo::{self, Outcome, SloJudgement};
 
@@ -122,7 +120,7 @@ impl LevelPlan<'_> {
         Ok(config)
     }
 
-    /// Runs one level; its run's verdict judges it.
+    /// Runs one level; its run watches it and judges it, with its SLOs as a fact.
     pub async fn run(
         &self,
         index: usize,
@@ -133,19 +131,10 @@ impl LevelPlan<'_> {
     ) -> Result<Level, RunError> {
         let name = format!("level-{index:02}-{rate_rps}rps");
         let mut config = self.config(&name, rate_rps, duration)?;
-        let (samples, watched) = flume::unbounded();
-        let aborted = Arc::new(OnceLock::new());
         config.judgement.level = Some(LevelSpec {
             slos: self.slos.to_vec(),
-            watcher: Some(samples),
-            aborted: aborted.clone(),
         });
-        let child = stop.child();
-        let watcher = tokio::spawn(watch(watched, self.slos.to_vec(), child.clone(), aborted));
-        let outcome = run(config, child).await;
-        // Every sender is gone with the run: the watcher has seen every sample.
-        let _ = watcher.await;
-        let outcome = outcome?;
+        let outcome = run(config, stop.child()).await?;
         Ok(Level::of(step, rate_rps, duration, &outcome))
     }
 }
@@ -245,28 +234,6 @@ fn percentile(rows: &LevelRows, quantile: f64) -> Percentile {
         value_ns: judged.observed,
         low_ns: judged.low,
         high_ns: judged.high,
-    }
-}
-
-/// Takes the level's samples as the writer hands them over, and stops the level (drains
-/// `stop`, noting why in `aborted`) as soon as its rows are far past the SLO; ends when the
-/// run is over (every sender gone).
-async fn watch(
-    samples: SampleReceiver,
-    slos: Vec<Threshold>,
-    stop: StopSignal,
-    aborted: Arc<OnceLock<Abort>>,
-) {
-    let mut rows = LevelRows::default();
-    while let Ok(batch) = samples.recv_async().await {
-        if aborted.get().is_some() {
-            continue;
-        }
-        rows.extend(batch);
-        if let Some(why) = slo::abort(&rows, &slos) {
-            let _ = aborted.set(why);
-            stop.drain(ExitReason::DurationElapsed);
-        }
     }
 }
 
