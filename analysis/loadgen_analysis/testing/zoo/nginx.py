@@ -36,8 +36,8 @@ http {{
   client_body_temp_path {d}/tmp; proxy_temp_path {d}/tmp; fastcgi_temp_path {d}/tmp;
   uwsgi_temp_path {d}/tmp; scgi_temp_path {d}/tmp;
   keepalive_requests 100000;
-  limit_req_zone $server_name zone=z429:1m rate={rate}r/s;
-  limit_req_zone $server_name zone=z503:1m rate={rate}r/s;
+  limit_req_zone $binary_remote_addr zone=z429:1m rate={rate}r/s;
+  limit_req_zone $binary_remote_addr zone=z503:1m rate={rate}r/s;
   upstream slow {{ server {upstream}; keepalive 2; }}
   server {{
     listen 127.0.0.1:{port} backlog=4096;

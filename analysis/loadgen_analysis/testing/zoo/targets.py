@@ -60,7 +60,7 @@ def jdk(threads: int = 8, sleep_ms: int = 10) -> TargetFactory:
 def node() -> TargetFactory:
     @contextlib.contextmanager
     def target() -> Iterator[Target]:
-        with stacks.node_server(CPU_MS, prefix=stacks.pinned(0)) as stack:
+        with stacks.node_server(CPU_MS) as stack:
             yield stack.url + "/", _stats(stack)
 
     return target
@@ -88,7 +88,7 @@ def cpython() -> TargetFactory:
 def gunicorn(workers: int, handler: str) -> TargetFactory:
     @contextlib.contextmanager
     def target() -> Iterator[Target]:
-        prefix = stacks.pinned(0) if handler == "cpu" else []
+        prefix: list[str] = []
         with contextlib.ExitStack() as exit_stack:
             scratch = Path(exit_stack.enter_context(tempfile.TemporaryDirectory()))
             log = scratch / "access.log"
