@@ -157,14 +157,16 @@ def capacity(url: str) -> list[str]:
 
 
 def _measured(summary: dict[str, Any]) -> str:
+    if summary.get("kind") == "capacity" or "capacity_rps" in summary:
+        found = {k: summary.get(k) for k in ("capacity_rps", "limited_by", "ended")}
+        return "capacity: " + json.dumps(found) + f"; {summary.get('answer', '')}"
     if "levels" in summary:  # a sweep
         best = max(summary["levels"], key=lambda level: level["throughput_rps"])
         return f"peak {best['throughput_rps']:.0f} req/s at N = {best['level']:.0f}"
     if "summary" in summary:  # a run
         s = summary["summary"]
         return f"loadgen: {s['ok']} ok, {s['failed']} failed, {s['throughput_rps']:.0f} req/s"
-    found = {k: summary.get(k) for k in ("capacity_rps", "limited_by", "ended") if k in summary}
-    return "capacity: " + json.dumps(found)
+    return json.dumps(summary)[:300]
 
 
 def record(
