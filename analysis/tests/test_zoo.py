@@ -69,3 +69,15 @@ def test_zoo_row_gets_its_cause_or_inconclusive(
     grade = testbed.grade(verdict)
     shown = f"{verdict.get('verdict')} ({verdict.get('strength')}): {verdict.get('summary')}"
     assert grade in ("right", "inconclusive"), f"{testbed.truth} — got {grade}: {shown}"
+
+
+def test_grades_tell_an_honest_inconclusive_from_a_strong_wrong_cause() -> None:
+    (go,) = [t for t in zoo.ZOO_TESTBEDS if t.name.startswith("Go net/http") and t.quick]
+    assert go.grade({"verdict": "server", "strength": "strong"}) == "right"
+    assert go.grade({"verdict": "inconclusive", "strength": "weak"}) == "inconclusive"
+    assert go.grade({"verdict": "network", "strength": "weak"}) == "weak-wrong"
+    assert go.grade({"verdict": "network", "strength": "strong"}) == "STRONG-WRONG"
+    (sweep,) = [t for t in zoo.ZOO_TESTBEDS if t.name.startswith("Go net/http") and not t.quick]
+    model = {"verdict": "server", "strength": "strong", "capacity_model": {"x_max_rps": 790.0}}
+    assert sweep.grade(model) == "right"
+    assert sweep.grade({**model, "capacity_model": {"x_max_rps": 600.0}}) == "x_max-off"

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from .testbeds import Binaries, Testbed
+from .testbeds import Binaries, Testbed, x_max_rps
 from .zoo import nginx, stacks
 from .zoo.targets import (
     CPU_MS,
@@ -59,14 +59,17 @@ class ZooTestbed(Testbed):
     limit_rps: float | None = None
 
     def grade(self, verdict: dict[str, Any]) -> str:
-        """``right``, ``inconclusive``, ``weak-wrong`` or ``STRONG-WRONG``."""
+        """``right``, ``inconclusive``, ``weak-wrong``, ``STRONG-WRONG`` or, on a sweep,
+        ``x_max-off`` (the right cause, its capacity model more than 10 % from the truth)."""
         cause, strength = verdict.get("verdict"), verdict.get("strength")
         if self.capacity_answer_rps is not None:
             found = capacity_found_rps(self.record_path(verdict))
             if found is None or abs(found - self.capacity_answer_rps) > 0.15 * found:
                 return "STRONG-WRONG" if cause != "inconclusive" else "inconclusive"
-        if self.capacity_rps is not None and not super().right(verdict):
-            return "STRONG-WRONG"
+        if cause in self.accept and self.capacity_rps is not None:
+            found = x_max_rps(verdict)
+            if found is None or abs(found - self.capacity_rps) > 0.1 * self.capacity_rps:
+                return "x_max-off"  # the right cause, a capacity model more than 10 % off
         if cause in self.accept:
             return "right"
         if cause == "inconclusive":
