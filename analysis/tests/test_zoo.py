@@ -24,7 +24,7 @@ from .conftest import Binaries
 #: The rows today's verdict gets strongly wrong (issue 44), and why.
 STRONGLY_WRONG_TODAY = {
     zoo.GIL + ", open 100 r/s": "network.transfer blames the network for the GIL wait between "
-    "http.server's header write and its body write (64-byte bodies, ~13 KB/s in all)",
+    "http.server's header write and its body write (64-byte bodies, ~20 KB/s in all)",
     "JDK HttpServer 8 threads × 10 ms, 3-byte body, Nagle on, -c 4": "network.transfer blames "
     "the network for the server's Nagle delay (no TCP_NODELAY) on a 3-byte body",
     "Go, headers flushed 10 ms before a 64-byte body, 8 slots, -c 4": "network.transfer blames "
