@@ -344,6 +344,9 @@ ZOO_TESTBEDS = (
         go("backlog", slots=4, service="5ms"),
         closed(32),
         why_not=_go_why_not,
+        # The requests still in a SYN retry when the run ends are `cancelled` failures, ~1 %:
+        # at errors.share's threshold, so errors (strong) in some runs, inconclusive in others.
+        quick=False,
     ),
 )
 QUICK = tuple(t for t in ZOO_TESTBEDS if t.quick)
