@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Testbeds with a known truth, judged by the analysis: a server of known capacity (a sweep
 # 1…64), a client in a quarter-core CPU quota, uploads over a 200 Mbit/s tc-shaped link (25 KB
-# and 2 KB images), think time, 10 % errors and the embedded demo. Records each with the release
-# binaries, runs `loadgen-analyze explain --json` on it and prints a Markdown table
+# and 2 KB images), think time, 10 % errors, the embedded demo and the zoo of servers the
+# project did not write (bench/zoo.sh has its grades). Records each with the release binaries,
+# runs `loadgen-analyze explain --json` on it and prints a Markdown table
 # (testbed | truth | verdict | the evidence that decided it | right?). Exit 0 when every verdict
 # is right.
 #
@@ -30,6 +31,17 @@ if [ ! -f "$stamp" ]; then
   "$VENV/bin/uv" pip install --quiet --python "$VENV/bin/python" --no-deps -e .
   rm -f "$VENV"/.installed-*
   touch "$stamp"
+fi
+
+# The zoo's rows (issue 44) need gunicorn (analysis/zoo.lock) and nginx; they skip without.
+zoo_stamp="$VENV/.zoo-$(sha256sum analysis/zoo.lock | cut -c1-16)"
+if [ ! -f "$zoo_stamp" ]; then
+  "$VENV/bin/uv" pip install --quiet --python "$VENV/bin/python" -r analysis/zoo.lock
+  rm -f "$VENV"/.zoo-*
+  touch "$zoo_stamp"
+fi
+if ! command -v nginx >/dev/null 2>&1 && [ ! -x /usr/sbin/nginx ]; then
+  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq nginx-light >/dev/null
 fi
 
 cargo build --release --locked -p loadgen -p loadgen-servers >&2

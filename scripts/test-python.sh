@@ -41,6 +41,17 @@ if [ ! -f "$stamp" ]; then
   rm -f "$VENV"/.installed-*
   touch "$stamp"
 fi
+# The zoo's PyPI servers (gunicorn, for analysis/tests/test_zoo.py), from their own lock.
+zoo_stamp="$VENV/.zoo-$(sha256sum analysis/zoo.lock | cut -c1-16)"
+if [ ! -f "$zoo_stamp" ]; then
+  if [ -x "$VENV/bin/uv" ]; then
+    "$VENV/bin/uv" pip install --quiet --python "$VENV/bin/python" -r analysis/zoo.lock
+  else
+    "$VENV/bin/python" -m pip install --quiet --disable-pip-version-check -r analysis/zoo.lock
+  fi
+  rm -f "$VENV"/.zoo-*
+  touch "$zoo_stamp"
+fi
 PY="$VENV/bin/python"
 # The notebooks' kernel must be this venv's Python.
 export PATH="$PWD/$VENV/bin:$PATH"

@@ -43,6 +43,16 @@ else
   echo "prometheus-node-exporter is missing and needs apt-get as root to install: those tests will say they skipped"
 fi
 
+step "nginx (analysis/tests/test_zoo.py starts Debian's nginx as a zoo server)"
+if command -v nginx >/dev/null 2>&1 || [ -x /usr/sbin/nginx ]; then
+  echo "found nginx"
+elif command -v apt-get >/dev/null 2>&1 && [ "$(id -u)" = 0 ]; then
+  (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq nginx-light >/dev/null) \
+    || echo "could not install Debian's nginx-light package: the zoo's nginx rows will say they skipped"
+else
+  echo "nginx is missing and needs apt-get as root to install: the zoo's nginx rows will say they skipped"
+fi
+
 step "cargo test"
 cargo test --workspace --locked
 

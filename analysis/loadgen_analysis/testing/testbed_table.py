@@ -1,6 +1,7 @@
 """The testbed table ``bench/testbeds.sh`` prints: every testbed — the closed model's
-(:mod:`.testbeds`), the other models' (:mod:`.model_testbeds`) and the server's side
-(:mod:`.server_testbeds`) — recorded with the binaries, judged by ``loadgen-analyze explain
+(:mod:`.testbeds`), the other models' (:mod:`.model_testbeds`), the server's side
+(:mod:`.server_testbeds`) and the zoo of servers the project did not write
+(:mod:`.zoo_testbeds`) — recorded with the binaries, judged by ``loadgen-analyze explain
 --json`` (every command held to the same cause, :mod:`.agreement`) and shown as a Markdown
 row (testbed | truth | verdict | evidence | measured | right?).
 ``python -m loadgen_analysis.testing.testbed_table``.
@@ -19,8 +20,9 @@ from typing import TextIO
 from .model_testbeds import MODEL_TESTBEDS
 from .server_testbeds import SERVER_TESTBEDS
 from .testbeds import TESTBEDS, Binaries, explain
+from .zoo_testbeds import ZOO_TESTBEDS
 
-ALL_TESTBEDS = (*TESTBEDS, *MODEL_TESTBEDS, *SERVER_TESTBEDS)
+ALL_TESTBEDS = (*TESTBEDS, *MODEL_TESTBEDS, *SERVER_TESTBEDS, *ZOO_TESTBEDS)
 
 
 def _cell(text: str) -> str:
@@ -45,6 +47,7 @@ def table(binaries: Binaries, root: Path, out: TextIO = sys.stdout) -> bool:
         try:
             recording = testbed.record(binaries, root / f"testbed-{i}")
             verdict = explain(recording)
+            verdict["path"] = str(recording.path)
         except (RuntimeError, subprocess.TimeoutExpired) as exc:
             all_right = False
             first = str(exc).strip().splitlines()[-1][:200]

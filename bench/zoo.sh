@@ -1,0 +1,52 @@
+#!/usr/bin/env bash
+# The zoo (issue 44): servers the project did not write — nginx (static, limit_req 429 and 503
+# with Retry-After, a reverse proxy with a keep-alive pool of 2), CPython's ThreadingHTTPServer
+# (GIL-bound CPU), gunicorn's sync workers (CPU- and sleep-bound), Node's http, the JDK's
+# HttpServer (fixed pool, Nagle on), Go's net/http (a semaphore; headers flushed before the
+# body, chunked, Connection: close under load, a full accept backlog) — every row in every mode
+# it runs (closed level, open rate, sweep, capacity search), recorded with the release
+# binaries, judged by `loadgen-analyze explain --json` and printed as a Markdown table (row ×
+# mode | truth | verdict | rule | evidence | the server's own count | grade), grade being
+# right / inconclusive / weak-wrong / STRONG-WRONG. Exit 0 when no row is wrong.
+#
+# Installs nginx-light (Debian) when missing and the analysis venv with gunicorn from
+# analysis/zoo.lock; node, java/javac and go must be on the PATH (their rows skip otherwise;
+# the Go and Java handlers are compiled into target/zoo/ once). `--quick` runs only the rows
+# analysis/tests/test_zoo.py runs; `--only TEXT` the rows whose name contains TEXT. The runs
+# stay in bench/out/<time>-zoo/. ~4 min plus the build.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+if ! command -v nginx >/dev/null 2>&1 && [ ! -x /usr/sbin/nginx ]; then
+  echo "installing nginx-light from Debian's packages" >&2
+  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq nginx-light >/dev/null
+fi
+
+# The analysis venv, as scripts/test-python.sh makes it (same locks, same stamps).
+VENV=.venv
+LOCK=analysis/requirements.lock
+stamp="$VENV/.installed-$(cat "$LOCK" pyproject.toml | sha256sum | cut -c1-16)"
+if [ ! -f "$stamp" ]; then
+  echo "creating $VENV from $LOCK" >&2
+  [ -x "$VENV/bin/python" ] || "${PYTHON:-python3}" -m venv "$VENV"
+  "$VENV/bin/python" -m pip install --quiet --disable-pip-version-check 'uv==0.13.9'
+  "$VENV/bin/uv" pip install --quiet --python "$VENV/bin/python" -r "$LOCK"
+  "$VENV/bin/uv" pip install --quiet --python "$VENV/bin/python" --no-deps -e .
+  rm -f "$VENV"/.installed-*
+  touch "$stamp"
+fi
+zoo_stamp="$VENV/.zoo-$(sha256sum analysis/zoo.lock | cut -c1-16)"
+if [ ! -f "$zoo_stamp" ]; then
+  "$VENV/bin/uv" pip install --quiet --python "$VENV/bin/python" -r analysis/zoo.lock
+  rm -f "$VENV"/.zoo-*
+  touch "$zoo_stamp"
+fi
+
+cargo build --release --locked -p loadgen -p loadgen-servers >&2
+
+out="bench/out/$(date -u +%Y%m%dT%H%M%SZ)-zoo"
+mkdir -p "$out"
+echo "runs in $out; $(nproc) cores, load average $(cut -d' ' -f1-3 /proc/loadavg)" >&2
+LOADGEN_BIN=target/release/loadgen LOADGEN_SERVER_BIN=target/release/loadgen-server \
+  "$VENV/bin/python" -m loadgen_analysis.testing.zoo_testbeds --out "$out" "$@" \
+  | tee "$out/table.md"
