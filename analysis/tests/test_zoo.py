@@ -4,7 +4,7 @@
 Each must get its true cause or an honest ``inconclusive``, never a wrong cause; and each
 environment must be what it claims (the server's own count agrees with loadgen's, and nothing
 got through faster than its limit by construction). The rows today's verdict gets strongly
-wrong are marked ``xfail(strict=True)`` with the reason, so the fix of the rules flips them.
+wrong (network.transfer on a 64-byte body a server sent late) are held to it by name.
 Rows whose stack is not installed skip with the reason. Recordings:
 :mod:`loadgen_analysis.testing.zoo_testbeds` (``bench/zoo.sh`` runs the long rows).
 """
@@ -21,15 +21,13 @@ from loadgen_analysis.testing import zoo_testbeds as zoo
 
 from .conftest import Binaries
 
-#: The rows today's verdict gets strongly wrong (issue 44), and why.
-STRONGLY_WRONG_TODAY = {
-    zoo.GIL + ", open 100 r/s": "network.transfer blames the network for the GIL wait between "
-    "http.server's header write and its body write (64-byte bodies, ~20 KB/s in all)",
-    "JDK HttpServer 8 threads × 10 ms, 3-byte body, Nagle on, -c 4": "network.transfer blames "
-    "the network for the server's Nagle delay (no TCP_NODELAY) on a 3-byte body",
-    "Go, headers flushed 10 ms before a 64-byte body, 8 slots, -c 4": "network.transfer blames "
-    "the network for the server's 10 ms between its flushed headers and its body",
-}
+#: The rows the verdict got strongly wrong before the transfer rule asked the link to explain
+#: moving bytes (issue 44): each must now be right or inconclusive, never network.
+WERE_STRONGLY_WRONG = (
+    zoo.GIL + ", open 100 r/s",
+    "JDK HttpServer 8 threads × 10 ms, 3-byte body, Nagle on, -c 4",
+    "Go, headers flushed 10 ms before a 64-byte body, 8 slots, -c 4",
+)
 
 
 @pytest.fixture
@@ -38,9 +36,7 @@ def bins(binaries: Binaries) -> tb.Binaries:
 
 
 def _param(testbed: zoo.ZooTestbed) -> object:
-    reason = STRONGLY_WRONG_TODAY.get(testbed.name)
-    marks = [pytest.mark.xfail(strict=True, reason=reason)] if reason else []
-    return pytest.param(testbed, id=testbed.name, marks=marks)
+    return pytest.param(testbed, id=testbed.name)
 
 
 def _environment_holds(testbed: zoo.ZooTestbed, recording_path: Path, server: dict) -> None:
@@ -69,6 +65,15 @@ def test_zoo_row_gets_its_cause_or_inconclusive(
     grade = testbed.grade(verdict)
     shown = f"{verdict.get('verdict')} ({verdict.get('strength')}): {verdict.get('summary')}"
     assert grade in ("right", "inconclusive"), f"{testbed.truth} — got {grade}: {shown}"
+    if testbed.name in WERE_STRONGLY_WRONG:
+        # A late body is time at the server, and the verdict says so.
+        assert verdict.get("verdict") != "network", shown
+        assert any("the body came late" in e for e in verdict.get("evidence", [])), shown
+
+
+def test_the_rows_once_strongly_wrong_are_all_quick_rows() -> None:
+    quick = {t.name for t in zoo.QUICK}
+    assert set(WERE_STRONGLY_WRONG) <= quick
 
 
 def test_grades_tell_an_honest_inconclusive_from_a_strong_wrong_cause() -> None:

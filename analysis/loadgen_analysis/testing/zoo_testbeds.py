@@ -365,6 +365,7 @@ def engine_verdict(path: Path) -> dict[str, Any] | None:
         "strength": found.get("strength"),
         "rule": found.get("rule"),
         "summary": found.get("summary", ""),
+        "evidence": found.get("evidence", []),
         "checks": [{"name": found.get("cause"), "evidence": found.get("summary", "")}],
     }
 
