@@ -393,6 +393,19 @@ pub struct TargetArgs {
     #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
     pub connect_timeout: Option<Duration>,
 
+    /// Workers open their connections at most this many a second (N/s), so that many
+    /// connections do not reach the server at once; the pacing is before each worker's
+    /// first request, in no row [default: 10000/s].
+    #[arg(long, value_name = "N/s", value_parser = parse_connect_rate)]
+    pub connect_rate: Option<u32>,
+
+    /// Local addresses HTTP/1.1 workers connect from, in turn: a list (127.0.0.1,127.0.0.2)
+    /// or a range (127.0.0.1-127.0.0.8). Each address has its own ephemeral ports to the
+    /// target, so N addresses hold N times the connections one can; on loopback every
+    /// 127.x.y.z is local. Without it, on loopback, loadgen spreads over 127.0.0.x as needed.
+    #[arg(long, value_name = "ADDRS", value_parser = parse_source_addrs)]
+    pub source_addr: Option<SourceAddrs>,
+
     /// After the run stops (duration over, Ctrl-C), how long requests in flight may finish
     /// before they are cut off and recorded as `cancelled`.
     #[arg(long, value_name = "DURATION", value_parser = parse_duration, default_value = "5s")]
@@ -655,6 +668,25 @@ fn parse_workers(text: &str) -> Result<u32, String> {
             "'{text}' is not a number of workers; give a whole number of at least 1, e.g. -c 50"
         )
     })
+}
+
+/// `--source-addr`'s addresses, in the order workers take them.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SourceAddrs(pub Vec<std::net::IpAddr>);
+
+fn parse_source_addrs(text: &str) -> Result<SourceAddrs, String> {
+    crate::transport::connect::parse_source_addrs(text).map(SourceAddrs)
+}
+
+/// `--connect-rate N/s` (or just N), a whole number of at least 1.
+fn parse_connect_rate(text: &str) -> Result<u32, String> {
+    let number = text.trim().trim_end_matches("/s").trim();
+    match number.parse::<u32>() {
+        Ok(rate) if rate > 0 => Ok(rate),
+        _ => Err(format!(
+            "--connect-rate '{text}' is not a rate; give connections per second, a whole number of at least 1, e.g. --connect-rate 5000/s"
+        )),
+    }
 }
 
 /// `--rate REQ/S`, positive and finite (see [`parse_workers`] for why by hand).
