@@ -6,7 +6,7 @@
 # least 60 s: rows against nginx's access-log count, error rows, peak RSS, the verdict.
 #
 # usage: bench/connections.sh [-d SECONDS] [-u USERS] [-t HOLD_SECONDS] [-s]
-#   -d  length of each comparison run (default 10)     -u  users of the long run (100000)
+#   -d  length of each comparison run (default 10)     -u  users of the long run (100000; 0: none)
 #   -t  length of the long run (default 70)            -s  skip the comparison runs
 #
 # nginx on core 0 (workers with `reuseport`, each under this machine's open-files limit), the
@@ -15,6 +15,7 @@
 # (`--start-at`), each from its own loopback source address (127.0.0.x) so that no
 # (source, destination) pair runs out of ephemeral ports; their RSS and CPU are summed. wrk
 # has neither shards nor source addresses: it runs where one process can hold the count.
+# LEVELS="1000 10000" chooses the comparison counts; LOADGEN=path benchmarks that binary.
 # Installs wrk and nginx from Debian's packages if missing; leaves nothing running; raw results
 # under bench/out/.
 set -euo pipefail
@@ -129,7 +130,7 @@ if [ "$compare" = 1 ]; then
   start_nginx 4 off
   out_dir=$out
   printf 'connections\tclient\trequests\treq/s\tCPU µs/req\tpeak RSS MB\terrors\n' >"$out/compare.tsv"
-  for c in 1000 10000 50000; do
+  for c in ${LEVELS:-1000 10000 50000}; do
     IFS=$'\t' read -r n rps cpu rss failed shards _ <<<"$(run_loadgen "c$c" "$c" -d "${seconds}s" --connect-timeout 30s)"
     printf '%s\tloadgen\t%s\t%s\t%s\t%s\t%s\n' "$c" "$n" "$rps" "$cpu" "$rss" "$failed" | tee -a "$out/compare.tsv" >&2
     [ "$shards" -gt 1 ] && note "loadgen at $c connections: $shards processes (--shard), RSS and CPU summed"
@@ -156,6 +157,7 @@ for tool in ("loadgen", "wrk"):
 PY
 fi
 
+if [ "$users" = 0 ]; then cat "$report"; exit 0; fi
 workers=$(((users + per_process - 1) / per_process + 1))
 note "== $users users, closed model, 10 s think time, ${hold}s, nginx with $workers workers (reuseport, access log on)"
 start_nginx "$workers" on
