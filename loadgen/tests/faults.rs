@@ -556,10 +556,11 @@ fn sigkill_mid_run_loses_at_most_the_open_segment() {
     assert!(rows.len() as u64 <= answered);
     let killed_ns = unix_ns(killed_at) - anchor_unix_ns(&files[0]);
 
-    // What can be lost: a worker hands its rows over when it has 256 of them or, after a
-    // request ends, when the oldest is BATCH_MAX_AGE (1 s) old — so a row can wait up to
-    // 1 s plus one request's latency in its worker; then up to one segment interval (plus
-    // the writer's 200 ms idle tick and the time to encode) in the open segment. Each
+    // What can be lost: a runtime thread's batch goes to the writer when it has 256 rows or,
+    // when a request ends or the flusher looks (every 250 ms), when the oldest is
+    // BATCH_MAX_AGE (1 s) old — so a row can wait up to ~1.25 s in a batch; then up to one
+    // segment interval (plus the writer's 200 ms idle tick and the time to encode) in the
+    // open segment. Each
     // worker's recorded rows are a prefix of its requests, so it is enough that each
     // worker's last recorded request ended within that bound (plus 1 s for a busy machine).
     let bound_ns =

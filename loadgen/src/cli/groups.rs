@@ -8,7 +8,8 @@ use std::time::Duration;
 use clap::Args;
 
 use super::parse::{
-    parse_byte_size, parse_rate, parse_sample_fraction, parse_shard, parse_workers,
+    parse_byte_size, parse_connect_rate, parse_rate, parse_sample_fraction, parse_shard,
+    parse_source_addrs, parse_workers, SourceAddrs,
 };
 use super::RedirectsArg;
 use crate::model::open::Arrivals;
@@ -108,6 +109,19 @@ pub struct TargetArgs {
     /// Limit for opening a connection; slower ones are `connect_timeout` rows [default: 5s].
     #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
     pub connect_timeout: Option<Duration>,
+
+    /// Workers open their connections at most this many a second (N/s), so that many
+    /// connections do not reach the server at once; the pacing is before each worker's
+    /// first request, in no row [default: 10000/s].
+    #[arg(long, value_name = "N/s", value_parser = parse_connect_rate)]
+    pub connect_rate: Option<u32>,
+
+    /// Local addresses HTTP/1.1 workers connect from, in turn: a list (127.0.0.1,127.0.0.2)
+    /// or a range (127.0.0.1-127.0.0.8). Each address has its own ephemeral ports to the
+    /// target, so N addresses hold N times the connections one can; on loopback every
+    /// 127.x.y.z is local. Without it, on loopback, loadgen spreads over 127.0.0.x as needed.
+    #[arg(long, value_name = "ADDRS", value_parser = parse_source_addrs)]
+    pub source_addr: Option<SourceAddrs>,
 
     /// After the run stops (duration over, Ctrl-C), how long requests in flight may finish
     /// before they are cut off and recorded as `cancelled`.

@@ -20,8 +20,8 @@ mod parse;
 pub use groups::{
     EvidenceArgs, ModelArgs, OpenArgs, OutputArgs, ShardArgs, TargetArgs, ThresholdArgs,
 };
-pub use parse::RedirectsArg;
 use parse::{parse_fraction, parse_per_second, parse_rate};
+pub use parse::{RedirectsArg, SourceAddrs};
 
 /// loadgen — an HTTP load generator that records every request and explains where
 /// throughput stops.

@@ -28,6 +28,25 @@ pub(super) fn parse_workers(text: &str) -> Result<u32, String> {
     })
 }
 
+/// `--source-addr`'s addresses, in the order workers take them.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SourceAddrs(pub Vec<std::net::IpAddr>);
+
+pub(super) fn parse_source_addrs(text: &str) -> Result<SourceAddrs, String> {
+    crate::transport::connect::parse_source_addrs(text).map(SourceAddrs)
+}
+
+/// `--connect-rate N/s` (or just N), a whole number of at least 1.
+pub(super) fn parse_connect_rate(text: &str) -> Result<u32, String> {
+    let number = text.trim().trim_end_matches("/s").trim();
+    match number.parse::<u32>() {
+        Ok(rate) if rate > 0 => Ok(rate),
+        _ => Err(format!(
+            "--connect-rate '{text}' is not a rate; give connections per second, a whole number of at least 1, e.g. --connect-rate 5000/s"
+        )),
+    }
+}
+
 /// `--rate REQ/S`, positive and finite (see [`parse_workers`] for why by hand).
 pub(super) fn parse_rate(text: &str) -> Result<f64, String> {
     match text.trim().parse::<f64>() {

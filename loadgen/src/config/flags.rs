@@ -76,6 +76,10 @@ impl ConnectionOptions {
                 Some(RedirectsArg::SameOrigin) => Redirects::SameOrigin,
                 Some(RedirectsArg::Any) => Redirects::Any,
             },
+            source_addrs: args.source_addr.clone().map(|a| a.0).unwrap_or_default(),
+            connect_rate_per_s: args
+                .connect_rate
+                .unwrap_or(super::DEFAULT_CONNECT_RATE_PER_S),
         }
     }
 

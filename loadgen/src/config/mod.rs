@@ -205,7 +205,14 @@ pub struct ConnectionOptions {
     pub streams_per_connection: u32,
     pub keepalive: bool,
     pub redirects: crate::transport::Redirects,
+    /// `--source-addr` (empty: the kernel's choice, or 127.0.0.x as needed on loopback).
+    pub source_addrs: Vec<std::net::IpAddr>,
+    /// `--connect-rate`: connections opened per second at most, before first requests.
+    pub connect_rate_per_s: u32,
 }
+
+/// `--connect-rate` when it is not given: 100,000 connections open in 10 s.
+pub const DEFAULT_CONNECT_RATE_PER_S: u32 = 10_000;
 
 /// `--timeout` when neither it nor the scenario says.
 pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(30);
@@ -711,6 +718,7 @@ mod tests {
             ),
             ("timeout", text(DEFAULT_TIMEOUT)),
             ("connect_timeout", text(DEFAULT_CONNECT_TIMEOUT)),
+            ("connect_rate", format!("{DEFAULT_CONNECT_RATE_PER_S}/s")),
             ("metrics_linger", text(DEFAULT_METRICS_LINGER)),
             ("think_time", text(Duration::ZERO)),
             ("warmup", text(Duration::ZERO)),

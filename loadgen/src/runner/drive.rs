@@ -20,7 +20,7 @@ use crate::stats::LiveCounters;
 use crate::stop::{ExitReason, StopSignal};
 use crate::store::writer::RecordSender;
 use crate::sysmon::{self, Sysmon, SysmonConfig, SysmonError};
-use crate::transport::{tls, Redirects, TransportConfig};
+use crate::transport::{tls, ConnectPacer, Redirects, TransportConfig};
 use crate::verdict::slo::{self, Abort};
 use crate::worker::{WorkerContext, WorkerPool};
 
@@ -83,6 +83,7 @@ pub(super) async fn drive(
             config.model.plan().describe(),
             target.url.url
         );
+        eprintln!("{}", connecting(config));
         for note in &config.notes {
             eprintln!("note: {note}");
         }
@@ -119,6 +120,21 @@ pub(super) async fn drive(
         metrics_server,
         level_watch,
     })
+}
+
+/// How connections are opened, said once at the start: the pace and, when not the kernel's
+/// choice, the local addresses.
+fn connecting(config: &RunConfig) -> String {
+    let rate = config.connection.connect_rate_per_s;
+    let sources = &config.connection.source_addrs;
+    match (sources.first(), sources.last()) {
+        (Some(first), Some(last)) if sources.len() > 1 => format!(
+            "opening connections at up to {rate}/s (--connect-rate) from {} local addresses, {first} … {last}",
+            sources.len()
+        ),
+        (Some(only), _) => format!("opening connections at up to {rate}/s (--connect-rate) from {only}"),
+        _ => format!("opening connections at up to {rate}/s (--connect-rate)"),
+    }
 }
 
 /// Starts scraping the server's endpoints into server-metrics.parquet, if any were given.
@@ -197,6 +213,10 @@ fn transport_config(
         },
         connect_timeout: config.connect_timeout,
         request_timeout: config.timeout,
+        sources: config.connection.source_addrs.clone(),
+        connect_pacer: Some(Arc::new(ConnectPacer::new(f64::from(
+            config.connection.connect_rate_per_s,
+        )))),
     })
 }
 

@@ -53,12 +53,27 @@ pub enum RunError {
     #[error(
         "{workers} workers need about {needed} open files but the limit is {limit} and loadgen \
          cannot raise it (it is the hard limit); raise it with `ulimit -n {needed}` (or in \
-         /etc/security/limits.conf) or use fewer workers"
+         /etc/security/limits.conf), use fewer workers, or run the load as {shards} processes \
+         started together (`--shard I/{shards} --start-at TIME`, each with its own \
+         --source-addr; see bench/connections.sh)",
+        shards = needed.div_ceil((*limit).max(1))
     )]
     OpenFiles {
         workers: u32,
         needed: u64,
         limit: u64,
+    },
+    #[error(
+        "{connections} connections need {needed} local addresses (one holds about \
+         {per_address} to one server address: the kernel's ephemeral ports) but there are \
+         {given}; give more with --source-addr (a range such as 10.0.0.1-10.0.0.{needed} of \
+         this machine's addresses) or use fewer connections"
+    )]
+    SourcePorts {
+        connections: u64,
+        per_address: u64,
+        needed: u64,
+        given: usize,
     },
     #[error(
         "cannot create run directory {path}: {source}; choose a writable directory with --out"
@@ -124,6 +139,7 @@ impl RunError {
             | RunError::TlsSetup(_)
             | RunError::OutExists(_)
             | RunError::OpenFiles { .. }
+            | RunError::SourcePorts { .. }
             | RunError::RunDir { .. }
             | RunError::Staging { .. }
             | RunError::S3(_)

@@ -12,6 +12,7 @@ mod drive;
 mod error;
 mod finish;
 mod output;
+mod ports;
 mod target;
 
 pub use error::RunError;
@@ -37,7 +38,7 @@ pub async fn run(config: RunConfig, stop: StopSignal) -> Result<RunOutcome, RunE
 
 /// [`run`], with `extra` fields for run.json.
 pub async fn run_with(
-    config: RunConfig,
+    mut config: RunConfig,
     stop: StopSignal,
     extra: Option<RunJsonExtra>,
 ) -> Result<RunOutcome, RunError> {
@@ -47,6 +48,7 @@ pub async fn run_with(
         warnings.push(warning);
     }
     let target = target::PreparedTarget::prepare(&config).await?;
+    config.connection.source_addrs = ports::plan_sources(&config, target.addr)?;
     warnings.extend(target.tls_warning(&config));
     let metrics = bind_metrics(&config)?;
     let (output, records) = output::RunOutput::create(&config, &target, &stop).await?;

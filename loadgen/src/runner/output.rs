@@ -240,6 +240,7 @@ pub(super) struct RunIdentity {
     config: ResolvedConfig,
     /// `i/N` (`0/1` when not sharded).
     shard: String,
+    connections: Connections,
     /// `--start-at` as Unix nanoseconds, and how late the run actually started after it
     /// (the clock skew between shards shows in the analysis through this and the anchor).
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -249,6 +250,14 @@ pub(super) struct RunIdentity {
     /// The instant every `*_ns` time of the run counts from.
     #[serde(skip)]
     pub anchor: Anchor,
+}
+
+/// run.json's `connections`: how the workers' connections were opened.
+#[derive(Debug, Serialize)]
+struct Connections {
+    connect_rate_per_s: u32,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    source_addrs: Vec<std::net::IpAddr>,
 }
 
 impl RunIdentity {
@@ -268,6 +277,10 @@ impl RunIdentity {
             host: HostInfo::current(),
             config: config.resolved(target_url),
             shard: config.shard.to_string(),
+            connections: Connections {
+                connect_rate_per_s: config.connection.connect_rate_per_s,
+                source_addrs: config.connection.source_addrs.clone(),
+            },
             start_at_unix_ns: config.start_at_unix_ns,
             start_offset_ns: config
                 .start_at_unix_ns

@@ -5,9 +5,10 @@
 //! the wire (TLS records included) and the first response byte is seen when it arrives, not
 //! when it is decrypted. This module knows nothing about HTTP.
 
-use std::net::SocketAddr;
+use std::net::{IpAddr, SocketAddr};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use rustls::pki_types::ServerName;
 use tokio::io::{AsyncRead, AsyncWrite};
@@ -66,9 +67,14 @@ impl std::fmt::Display for ConnectFailure {
 
 impl std::error::Error for ConnectFailure {}
 
-/// Connects to `origin` (and completes the TLS handshake) within `timeout`.
-pub async fn connect(origin: &Origin, timeout: Duration) -> Result<Connected, ConnectFailure> {
-    match tokio::time::timeout(timeout, connect_inner(origin)).await {
+/// Connects to `origin` (and completes the TLS handshake) within `timeout`, from `source`
+/// when given (`--source-addr`; else the kernel's choice of local address).
+pub async fn connect(
+    origin: &Origin,
+    source: Option<IpAddr>,
+    timeout: Duration,
+) -> Result<Connected, ConnectFailure> {
+    match tokio::time::timeout(timeout, connect_inner(origin, source)).await {
         Ok(result) => result,
         Err(_) => Err(ConnectFailure {
             class: ErrorClass::ConnectTimeout,
@@ -80,13 +86,26 @@ pub async fn connect(origin: &Origin, timeout: Duration) -> Result<Connected, Co
     }
 }
 
-async fn connect_inner(origin: &Origin) -> Result<Connected, ConnectFailure> {
-    let tcp = TcpStream::connect(origin.addr)
-        .await
-        .map_err(|e| ConnectFailure {
-            class: classify_io(&e, true),
-            detail: e.to_string(),
-        })?;
+async fn connect_inner(
+    origin: &Origin,
+    source: Option<IpAddr>,
+) -> Result<Connected, ConnectFailure> {
+    let failure = |e: std::io::Error| ConnectFailure {
+        class: classify_io(&e, true),
+        detail: e.to_string(),
+    };
+    let tcp = match source {
+        None => TcpStream::connect(origin.addr).await.map_err(failure)?,
+        Some(source) => {
+            let socket = match source {
+                IpAddr::V4(_) => tokio::net::TcpSocket::new_v4(),
+                IpAddr::V6(_) => tokio::net::TcpSocket::new_v6(),
+            }
+            .map_err(failure)?;
+            socket.bind(SocketAddr::new(source, 0)).map_err(failure)?;
+            socket.connect(origin.addr).await.map_err(failure)?
+        }
+    };
     // Requests are small and latency matters more than packet count.
     let _ = tcp.set_nodelay(true);
     let meter = Meter::new();
@@ -119,4 +138,83 @@ fn classify_handshake(error: &std::io::Error) -> ConnectFailure {
         class,
         detail: format!("TLS handshake failed: {error}"),
     }
+}
+
+/// `--connect-rate`: workers open their first connections at most this many a second, one
+/// after another at even intervals, so that 100,000 connections do not arrive at the server
+/// (and at the kernel's SYN queues) at once. Shared by every worker of a run; lock-free.
+#[derive(Debug)]
+pub struct ConnectPacer {
+    base: Instant,
+    interval_ns: u64,
+    /// The next free turn, in ns from `base`.
+    next_ns: AtomicU64,
+}
+
+impl ConnectPacer {
+    pub fn new(per_second: f64) -> Self {
+        ConnectPacer {
+            base: Instant::now(),
+            interval_ns: (1e9 / per_second).round().max(1.0) as u64,
+            next_ns: AtomicU64::new(0),
+        }
+    }
+
+    /// Takes the next turn: at once when connections have been slower than the rate, else
+    /// when the turn comes.
+    pub async fn turn(&self) {
+        let now_ns = self.base.elapsed().as_nanos() as u64;
+        let mut next = self.next_ns.load(Ordering::Relaxed);
+        let mine = loop {
+            let mine = next.max(now_ns);
+            match self.next_ns.compare_exchange_weak(
+                next,
+                mine + self.interval_ns,
+                Ordering::Relaxed,
+                Ordering::Relaxed,
+            ) {
+                Ok(_) => break mine,
+                Err(seen) => next = seen,
+            }
+        };
+        if mine > now_ns {
+            tokio::time::sleep_until((self.base + Duration::from_nanos(mine)).into()).await;
+        }
+    }
+}
+
+/// The most source addresses a range may name (a typo like 127.0.0.1-127.9.0.1 is refused).
+const MAX_SOURCE_ADDRS: u32 = 4096;
+
+/// `--source-addr`: `A,B,…` and/or `FIRST-LAST` ranges of IPv4 addresses (IPv6 in lists).
+pub fn parse_source_addrs(text: &str) -> Result<Vec<IpAddr>, String> {
+    let bad = |part: &str| {
+        format!(
+            "--source-addr '{text}': '{part}' is not an IP address or a range; write e.g. --source-addr 127.0.0.1-127.0.0.4 or --source-addr 10.0.0.5,10.0.0.6"
+        )
+    };
+    let mut addrs = Vec::new();
+    for part in text.split(',').map(str::trim) {
+        match part.split_once('-') {
+            None => addrs.push(part.parse::<IpAddr>().map_err(|_| bad(part))?),
+            Some((first, last)) => {
+                let first: std::net::Ipv4Addr = first.trim().parse().map_err(|_| bad(part))?;
+                let last: std::net::Ipv4Addr = last.trim().parse().map_err(|_| bad(part))?;
+                let (first, last) = (u32::from(first), u32::from(last));
+                if last < first {
+                    return Err(format!(
+                        "--source-addr '{part}': the range ends before it starts; write the lower address first"
+                    ));
+                }
+                if last - first >= MAX_SOURCE_ADDRS {
+                    return Err(format!(
+                        "--source-addr '{part}' names {} addresses; at most {MAX_SOURCE_ADDRS} are useful",
+                        u64::from(last - first) + 1
+                    ));
+                }
+                addrs.extend((first..=last).map(|a| IpAddr::V4(a.into())));
+            }
+        }
+    }
+    Ok(addrs)
 }

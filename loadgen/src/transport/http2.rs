@@ -188,7 +188,7 @@ impl SharedConnection {
 /// Opens a connection (TCP, TLS with ALPN `h2`, or prior knowledge over TCP), completes the
 /// HTTP/2 handshake and starts the task that drives the connection.
 async fn handshake(origin: &Origin, config: &TransportConfig) -> Result<Open, ErrorClass> {
-    let connected = connect(origin, config.connect_timeout)
+    let connected = connect(origin, None, config.connect_timeout)
         .await
         .map_err(|f| f.class)?;
     // Until the server's SETTINGS arrive, h2 would open any number of streams, and a server

@@ -25,7 +25,7 @@ use std::borrow::Cow;
 use hyper::header::{HeaderMap, HeaderValue, LOCATION};
 use hyper::{Method, StatusCode, Uri};
 
-pub use connect::{ConnectFailure, Origin};
+pub use connect::{ConnectFailure, ConnectPacer, Origin};
 
 use crate::record::ErrorClass;
 use crate::workload::check::{Capture, Captured};
@@ -88,6 +88,11 @@ pub struct TransportConfig {
     pub connect_timeout: Duration,
     /// Limit for one whole request: connect (if needed), send, headers and body, redirects.
     pub request_timeout: Duration,
+    /// `--source-addr`: the local addresses HTTP/1.1 workers connect from, in turn (empty:
+    /// the kernel's choice).
+    pub sources: Vec<std::net::IpAddr>,
+    /// `--connect-rate`: the pace of the workers' first connections.
+    pub connect_pacer: Option<Arc<ConnectPacer>>,
 }
 
 /// One worker's way of sending requests.
@@ -106,6 +111,10 @@ pub trait Transport: Send {
     /// Opens the connection ahead of the first request, if it can; whether it could is left
     /// to that request to find out.
     fn connect(&mut self) -> impl Future<Output = ()> + Send;
+
+    /// The worker will wait before its next request (think time, the schedule): buffers only
+    /// a request in flight needs can be given back, so an idle connection costs little.
+    fn idle(&mut self) {}
 }
 
 /// One request as the transports send it: the template's headers are borrowed, and only
@@ -144,6 +153,9 @@ pub trait Hop: Send {
     /// Forgets the connection after a failure: whatever state it is in, it is not one to send
     /// the next request on.
     fn discard(&mut self);
+
+    /// Gives back what only a request in flight needs ([`Transport::idle`]).
+    fn idle(&mut self) {}
 }
 
 /// A worker's client: its connection (`C`: its own HTTP/1.1 one, or a stream on a shared
@@ -183,9 +195,9 @@ impl Connect for http2::Http2Stream {
 }
 
 impl Client<http1::Http1Connection> {
-    /// A client over its own HTTP/1.1 connection.
-    pub fn http1(config: Arc<TransportConfig>) -> Self {
-        let connection = http1::Http1Connection::new(config.clone());
+    /// A client over its own HTTP/1.1 connection, opened from `source` when given.
+    pub fn http1(config: Arc<TransportConfig>, source: Option<std::net::IpAddr>) -> Self {
+        let connection = http1::Http1Connection::new(config.clone(), source);
         Client {
             config,
             connection,
@@ -228,7 +240,7 @@ impl<C: Connect> Client<C> {
         };
         // Another origin (`--follow-redirects=any`): a one-off HTTP/1.1 connection, its state
         // boxed so that it does not weigh on every request's future.
-        let mut one_off = http1::Http1Connection::new(self.config.clone());
+        let mut one_off = http1::Http1Connection::new(self.config.clone(), None);
         Box::pin(one_off.hop(origin, request, started, out, captured)).await
     }
 
@@ -332,6 +344,10 @@ impl<C: Connect> Transport for Client<C> {
         self.connection.open_ahead(&origin).await;
     }
 
+    fn idle(&mut self) {
+        self.connection.idle();
+    }
+
     async fn send(
         &mut self,
         template: &RequestTemplate,
@@ -425,5 +441,7 @@ pub fn classify_io(error: &std::io::Error, connecting: bool) -> ErrorClass {
 /// target or a certificate problem is a clear error at start instead of a run full of
 /// failed rows.
 pub async fn probe(origin: &Origin, connect_timeout: Duration) -> Result<(), ConnectFailure> {
-    connect::connect(origin, connect_timeout).await.map(drop)
+    connect::connect(origin, None, connect_timeout)
+        .await
+        .map(drop)
 }

@@ -16,6 +16,7 @@
 mod body;
 pub mod wire;
 
+use std::net::IpAddr;
 use std::pin::Pin;
 use std::sync::Arc;
 use std::task::Poll;
@@ -38,8 +39,15 @@ use wire::{encode, parse_head, response_headers, Framing, INLINE_BODY_BYTES};
 /// A connection idle at least this long is checked for a close by the server before it is
 /// used again (keep-alive timeouts are seconds; back-to-back requests skip the check).
 const IDLE_PROBE_AFTER: std::time::Duration = std::time::Duration::from_millis(50);
-/// Free space kept in the read buffer before each read.
-const READ_CHUNK: usize = 16 * 1024;
+/// The read buffer's first size: a response head and a small body fit in one read. It grows
+/// (doubling, up to [`READ_MAX`]) while reads fill it — a large response is read in large
+/// reads — and is given back to this size after the response, and entirely while the worker
+/// waits for its next request: 100,000 idle connections do not each hold a large buffer.
+pub(crate) const READ_START: usize = 1024;
+/// The most the read buffer grows to for a body (a head larger than this still fits).
+pub(crate) const READ_MAX: usize = 64 * 1024;
+/// The request buffer kept between requests (it grows to the largest request sent).
+const WRITE_KEEP: usize = 1024;
 
 struct Open {
     io: Box<dyn Io>,
@@ -51,6 +59,8 @@ struct Open {
 /// A worker's HTTP/1.1 connection (opened on first use) and its reused buffers.
 pub struct Http1Connection {
     config: Arc<TransportConfig>,
+    /// The local address its connections come from (`--source-addr`).
+    source: Option<IpAddr>,
     open: Option<Open>,
     write_buf: Vec<u8>,
     read_buf: Vec<u8>,
@@ -60,12 +70,13 @@ pub struct Http1Connection {
 }
 
 impl Http1Connection {
-    pub fn new(config: Arc<TransportConfig>) -> Self {
+    pub fn new(config: Arc<TransportConfig>, source: Option<IpAddr>) -> Self {
         Http1Connection {
             config,
+            source,
             open: None,
-            write_buf: Vec::with_capacity(1024),
-            read_buf: Vec::with_capacity(READ_CHUNK),
+            write_buf: Vec::new(),
+            read_buf: Vec::new(),
             pending: None,
         }
     }
@@ -87,7 +98,7 @@ impl Http1Connection {
         }
         if self.open.is_none() {
             let before = Instant::now();
-            let Connected { io, meter } = connect(origin, self.config.connect_timeout)
+            let Connected { io, meter } = connect(origin, self.source, self.config.connect_timeout)
                 .await
                 .map_err(|f| f.class)?;
             out.add_connect(nanos(before.elapsed()));
@@ -182,6 +193,7 @@ impl Hop for Http1Connection {
         self.pending = Some((meter.clone(), meter.totals()));
         let result = self.exchange(request, started, out, captured).await;
         self.settle(out);
+        give_back(&mut self.read_buf, READ_START);
         match result {
             Ok((location, reusable)) => {
                 match &mut self.open {
@@ -208,6 +220,21 @@ impl Hop for Http1Connection {
 
     fn discard(&mut self) {
         self.open = None;
+    }
+
+    fn idle(&mut self) {
+        give_back(&mut self.read_buf, 0);
+        if self.write_buf.capacity() > WRITE_KEEP {
+            self.write_buf = Vec::new();
+        }
+    }
+}
+
+/// Empties `buf` and shrinks it to at most `keep` bytes of capacity.
+fn give_back(buf: &mut Vec<u8>, keep: usize) {
+    buf.clear();
+    if buf.capacity() > keep {
+        buf.shrink_to(keep);
     }
 }
 
@@ -259,7 +286,6 @@ async fn write_watching(
     buf: &mut Vec<u8>,
 ) -> std::io::Result<Sent> {
     let mut written = 0;
-    let mut scratch = [0u8; 4096];
     std::future::poll_fn(|cx| loop {
         if written == data.len() {
             return Poll::Ready(Ok(Sent::All));
@@ -273,7 +299,9 @@ async fn write_watching(
             Poll::Ready(Err(e)) => return Poll::Ready(Err(e)),
             Poll::Pending => {}
         }
-        // The socket is full: has the server answered already?
+        // The socket is full: has the server answered already? (The scratch space is on the
+        // stack of this poll only, not in every request's future.)
+        let mut scratch = [0u8; 4096];
         let mut probe = ReadBuf::new(&mut scratch);
         match Pin::new(&mut **io).poll_read(cx, &mut probe) {
             // The server's end of stream: the reading after this finds out what happened.
@@ -297,9 +325,107 @@ async fn write_watching(
 }
 
 /// Reads what is available into the spare capacity of `buf`; 0 means the peer closed.
+///
+/// The buffer starts at [`READ_START`] and doubles, up to [`READ_MAX`], each time a read fills
+/// what was free (more was waiting); a head that does not fit grows it past that.
 async fn read_more(io: &mut Box<dyn Io>, buf: &mut Vec<u8>) -> Result<usize, ErrorClass> {
-    if buf.capacity() - buf.len() < READ_CHUNK / 4 {
-        buf.reserve(READ_CHUNK);
+    let free = buf.capacity() - buf.len();
+    if free < READ_START / 4 {
+        let grown = (buf.capacity() * 2).clamp(READ_START, READ_MAX);
+        buf.reserve_exact(grown.max(buf.len() + READ_START) - buf.len());
     }
-    io.read_buf(buf).await.map_err(|e| classify_io(&e, false))
+    let free = buf.capacity() - buf.len();
+    let read = io.read_buf(buf).await.map_err(|e| classify_io(&e, false))?;
+    if read == free && buf.capacity() < READ_MAX {
+        let grown = (buf.capacity() * 2).min(READ_MAX);
+        buf.reserve_exact(grown - buf.len());
+    }
+    Ok(read)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::borrow::Cow;
+
+    /// A server on 127.0.0.1 that answers each request on one connection with `bodies[i]`
+    /// bytes of body, in turn.
+    async fn server(bodies: Vec<usize>) -> std::net::SocketAddr {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        tokio::spawn(async move {
+            let (mut socket, _) = listener.accept().await.unwrap();
+            let mut request = [0u8; 4096];
+            for body in bodies {
+                let _ = socket.read(&mut request).await.unwrap();
+                let head = format!("HTTP/1.1 200 OK\r\ncontent-length: {body}\r\n\r\n");
+                socket.write_all(head.as_bytes()).await.unwrap();
+                socket.write_all(&vec![b'x'; body]).await.unwrap();
+            }
+        });
+        addr
+    }
+
+    #[tokio::test]
+    async fn reads_that_fill_the_buffer_grow_it_up_to_its_most() {
+        let addr = server(vec![4 << 20]).await;
+        let tcp = tokio::net::TcpStream::connect(addr).await.unwrap();
+        tcp.try_write(b"GET / HTTP/1.1\r\n\r\n").unwrap();
+        let mut io: Box<dyn Io> = Box::new(tcp);
+        let (mut buf, mut largest, mut total) = (Vec::new(), 0, 0);
+        while total < 4 << 20 {
+            total += read_more(&mut io, &mut buf).await.unwrap();
+            largest = largest.max(buf.capacity());
+            buf.clear();
+        }
+        assert_eq!(largest, READ_MAX, "a large body is read in large reads");
+    }
+
+    #[tokio::test]
+    async fn a_large_response_is_read_whole_and_its_buffer_given_back() {
+        let addr = server(vec![1 << 20, 13]).await;
+        let config = Arc::new(TransportConfig {
+            origin: Origin {
+                scheme: "http",
+                addr,
+                authority: HeaderValue::from_static("127.0.0.1"),
+                server_name: rustls::pki_types::ServerName::try_from("localhost").unwrap(),
+                tls: None,
+            },
+            http2: false,
+            streams_per_connection: 1,
+            keepalive: true,
+            redirects: super::super::Redirects::None,
+            redirect_tls: None,
+            connect_timeout: std::time::Duration::from_secs(5),
+            request_timeout: std::time::Duration::from_secs(30),
+            sources: Vec::new(),
+            connect_pacer: None,
+        });
+        let mut connection = Http1Connection::new(config.clone(), None);
+        let request = Outgoing {
+            method: Method::GET,
+            path: "/".parse().unwrap(),
+            headers: Cow::Owned(Default::default()),
+            body: Default::default(),
+            trace: None,
+            capture: Default::default(),
+        };
+        for body in [1 << 20, 13] {
+            let mut out = Exchange::default();
+            let mut captured = Captured::default();
+            let started = Instant::now();
+            let hop = connection.hop(&config.origin, &request, started, &mut out, &mut captured);
+            hop.await.unwrap();
+            assert_eq!(out.status, 200);
+            assert!(out.bytes_received > body as u64, "{out:?}");
+            assert!(
+                connection.read_buf.capacity() <= READ_START,
+                "given back after the response"
+            );
+            assert!(connection.open.is_some(), "the connection is kept");
+        }
+        connection.idle();
+        assert_eq!(connection.read_buf.capacity(), 0, "nothing kept while idle");
+    }
 }

@@ -1,12 +1,16 @@
 //! The one request loop every model shares: wait for work, send, time, record.
 //!
 //! A worker is a tokio task owning one [`Transport`]. It asks its [`WorkSource`] for the next
-//! request, sends it, turns the outcome into a [`RequestRecord`], and appends that to a local
-//! batch which goes to the writer thread when it is full or a second old. It never locks,
-//! never aggregates across workers and never touches a file (docs/architecture.md, "Hot path
-//! rules"). It keeps its own [`WorkerClock`] — busy, waiting, its own work — with plain stores
-//! that the sampler reads, so how much of the run the workers really spent in requests is
-//! measured where it happens.
+//! request, sends it, turns the outcome into a [`RequestRecord`], and appends that to its
+//! runtime thread's batch ([`batches`]), which goes to the writer thread when it is full or a
+//! second old. It never waits for another worker, never aggregates across workers and never
+//! touches a file (docs/architecture.md, "Hot path rules"). It keeps its own [`WorkerClock`]
+//! — busy, waiting, its own work — with plain stores that the sampler reads, so how much of the
+//! run the workers really spent in requests is measured where it happens. A worker that has to
+//! wait for its next request lets its transport give back what only a request in flight needs
+//! ([`Transport::idle`]): an idle worker costs its socket and a few hundred bytes.
+
+mod batches;
 
 use std::future::Future;
 use std::num::NonZeroU128;
@@ -25,10 +29,11 @@ use crate::stop::{ExitReason, StopSignal};
 use crate::store::writer::RecordSender;
 use crate::workload::check::{Captured, Session};
 use crate::workload::fields::Value;
+use batches::{Batches, LastSlot};
 use tokio::task::JoinSet;
 
 use crate::transport::http2::SharedConnection;
-use crate::transport::{Client, Exchange, Transport, TransportConfig};
+use crate::transport::{Client, ConnectPacer, Exchange, Transport, TransportConfig};
 use crate::workload::{Prepared, RequestTemplate, Workload};
 
 /// One request a worker should send next.
@@ -84,11 +89,6 @@ pub trait WorkSource: Send {
     }
 }
 
-/// Rows a worker keeps before handing them to the writer.
-const BATCH_ROWS: usize = 256;
-/// Oldest a batch may get before it is handed over anyway, so a killed run loses little.
-const BATCH_MAX_AGE: Duration = Duration::from_secs(1);
-
 /// What every worker shares.
 #[derive(Debug)]
 pub struct WorkerContext {
@@ -113,24 +113,25 @@ fn move_to_phase(clock: &mut Arc<WorkerClock>, ctx: &WorkerContext, phase: u16, 
 /// Runs one worker until its source is exhausted or the run stops.
 ///
 /// Per request: take the next work, render it, send it (counted in flight, cut off when the
-/// run aborts), judge the outcome, count it live, and append its row to the batch, which is
-/// handed over when full or a second old.
-pub async fn run_worker<T: Transport, S: WorkSource>(
+/// run aborts), judge the outcome, count it live, and add its row to the thread's batch.
+pub(crate) async fn run_worker<T: Transport, S: WorkSource>(
     worker: u32,
     mut transport: T,
     mut source: S,
     ctx: Arc<WorkerContext>,
-    records: RecordSender,
+    batches: Arc<Batches>,
     clock: &mut Arc<WorkerClock>,
+    pace: Option<Arc<ConnectPacer>>,
 ) {
-    let mut batch: Vec<RequestRecord> = Vec::new();
-    let mut batch_started = Instant::now();
+    // `--connect-rate`: a worker that opens a connection starts at its turn, before any row.
+    if let Some(pacer) = pace {
+        pacer.turn().await;
+    }
+    let mut last_slot = LastSlot::default();
     let mut rng = fastrand::Rng::new();
     // Values extracted from responses, and the last response as far as checks read it.
     let mut session = Session::default();
     let mut captured = Captured::default();
-    // While waiting for work with rows in hand: hands them over once they are a second old.
-    let mut idle_timer: Option<IdleTimer> = None;
     // One registration for the whole worker, not one per request.
     let aborting = ctx.stop.aborting();
     tokio::pin!(aborting);
@@ -139,15 +140,9 @@ pub async fn run_worker<T: Transport, S: WorkSource>(
         transport.connect().await;
     }
     loop {
-        let next = next_work(
-            &mut source,
-            &mut batch,
-            batch_started,
-            &mut idle_timer,
-            &records,
-            (&ctx, &**clock),
-        );
-        let Some(work) = next.await else { break };
+        let Some(work) = next_work(&mut source, &mut transport, (&ctx, &**clock)).await else {
+            break;
+        };
         let template = &ctx.workload.templates[usize::from(work.op)];
         // Rendering happens before the clock starts: it is the client's work, not latency.
         let Some(mut prepared) = prepare(template, &work, &ctx, &mut rng, &session) else {
@@ -182,9 +177,6 @@ pub async fn run_worker<T: Transport, S: WorkSource>(
         let (error, check) = judge(template, &exchange, &captured, &mut session);
         count_live(&ctx, &work, error, exchange.status, started, ended);
         source.finished(&work, error.is_some());
-        if batch.is_empty() {
-            batch_started = ended;
-        }
         let mut record = row(
             worker,
             &ctx,
@@ -195,34 +187,26 @@ pub async fn run_worker<T: Transport, S: WorkSource>(
             ended,
         );
         record.trace_id = trace_id;
-        batch.push(record);
+        if batches.push(record, ended, &mut last_slot).is_err() {
+            // Results that cannot be kept are not results: stop the whole run.
+            ctx.stop.drain(ExitReason::WriterFailed);
+            break;
+        }
         if error == Some(ErrorClass::Cancelled) {
             break;
         }
-        if (batch.len() >= BATCH_ROWS || ended - batch_started >= BATCH_MAX_AGE)
-            && !hand_over(&mut batch, &records, &ctx).await
-        {
-            break;
-        }
     }
-    hand_over(&mut batch, &records, &ctx).await;
 }
 
-/// The timer that hands a waiting worker's rows over; one per worker, reset, never rebuilt.
-type IdleTimer = std::pin::Pin<Box<tokio::time::Sleep>>;
-
-/// The next work item; `None` when the source is done or the writer is gone.
+/// The next work item; `None` when the source is done.
 ///
 /// Work that is ready is taken at once. A worker that has to wait for work (open model, think
-/// time, a producer) hands its rows over when they are a second old even if no request
-/// follows, so they reach a segment (and survive a kill).
+/// time, a producer) first lets its transport give back its request buffers, and the wait is
+/// on its clock as the model's pacing.
 #[inline]
-async fn next_work<S: WorkSource>(
+async fn next_work<S: WorkSource, T: Transport>(
     source: &mut S,
-    batch: &mut Vec<RequestRecord>,
-    batch_started: Instant,
-    idle_timer: &mut Option<IdleTimer>,
-    records: &RecordSender,
+    transport: &mut T,
     (ctx, clock): (&WorkerContext, &WorkerClock),
 ) -> Option<Work> {
     let next = source.next();
@@ -231,26 +215,10 @@ async fn next_work<S: WorkSource>(
     {
         return work;
     }
+    transport.idle();
     // The wait is the model's pacing (think time, the schedule, the producer): on the clock.
     clock.enter(State::Waiting, ctx.anchor.offset_ns(Instant::now()));
-    let work = if batch.is_empty() {
-        next.await
-    } else {
-        let due = batch_started + BATCH_MAX_AGE;
-        let idle_timer =
-            idle_timer.get_or_insert_with(|| Box::pin(tokio::time::sleep_until(due.into())));
-        idle_timer.as_mut().reset(due.into());
-        tokio::select! {
-            biased;
-            work = next.as_mut() => work,
-            () = idle_timer.as_mut() => {
-                if !hand_over(batch, records, ctx).await {
-                    return None;
-                }
-                next.await
-            }
-        }
-    };
+    let work = next.await;
     clock.enter(State::Own, ctx.anchor.offset_ns(Instant::now()));
     work
 }
@@ -383,35 +351,6 @@ fn judge(
     }
 }
 
-/// Sends the batch to the writer, timing any wait; false if the writer is gone.
-async fn hand_over(
-    batch: &mut Vec<RequestRecord>,
-    records: &RecordSender,
-    ctx: &WorkerContext,
-) -> bool {
-    if batch.is_empty() {
-        return true;
-    }
-    let full = std::mem::replace(batch, Vec::with_capacity(BATCH_ROWS));
-    let sent = match records.try_send(full) {
-        Ok(()) => true,
-        Err(flume::TrySendError::Full(full)) => {
-            let blocked = Instant::now();
-            let sent = records.send_async(full).await.is_ok();
-            ctx.live
-                .handoff_blocked_ns
-                .fetch_add(nanos(blocked.elapsed()) as u64, Ordering::Relaxed);
-            sent
-        }
-        Err(flume::TrySendError::Disconnected(_)) => false,
-    };
-    if !sent {
-        // Results that cannot be kept are not results: stop the whole run.
-        ctx.stop.drain(ExitReason::WriterFailed);
-    }
-    sent
-}
-
 /// A worker that has finished: which one, and in which phase it ran.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct WorkerDone {
@@ -426,7 +365,9 @@ pub struct WorkerDone {
 pub struct WorkerPool {
     ctx: Arc<WorkerContext>,
     transport: Arc<TransportConfig>,
-    records: RecordSender,
+    batches: Arc<Batches>,
+    /// Hands over batches that grew old while their thread's workers waited.
+    flusher: tokio::task::JoinHandle<()>,
     running: JoinSet<WorkerDone>,
     /// Workers started by this process; the `worker` column is `shard.worker_id(local)`.
     next_id: u32,
@@ -443,10 +384,20 @@ impl WorkerPool {
         records: RecordSender,
         shard: crate::shard::Shard,
     ) -> Self {
+        let batches = Batches::new(records, ctx.live.clone());
+        let flusher = tokio::spawn({
+            let (batches, stop) = (batches.clone(), ctx.stop.clone());
+            async move {
+                if batches.flusher().await.is_err() {
+                    stop.drain(ExitReason::WriterFailed);
+                }
+            }
+        });
         WorkerPool {
             ctx,
             transport,
-            records,
+            batches,
+            flusher,
             running: JoinSet::new(),
             next_id: 0,
             shard,
@@ -457,11 +408,18 @@ impl WorkerPool {
     /// Starts a worker drawing from `source`; returns its id (the `worker` column).
     pub fn spawn<S: WorkSource + 'static>(&mut self, phase: u16, source: S) -> u32 {
         let worker = self.shard.worker_id(self.next_id);
+        let sources = &self.transport.sources;
+        let from = (!sources.is_empty()).then(|| sources[self.next_id as usize % sources.len()]);
         self.next_id += 1;
         let config = self.transport.clone();
+        let pacer = config.connect_pacer.clone();
         match self.h2_connection() {
-            None => self.start(worker, phase, Client::http1(config), source),
-            Some(shared) => self.start(worker, phase, Client::http2(config, shared), source),
+            None => self.start(worker, phase, Client::http1(config, from), source, pacer),
+            Some((shared, first)) => {
+                let pacer = pacer.filter(|_| first);
+                let client = Client::http2(config, shared);
+                self.start(worker, phase, client, source, pacer)
+            }
         }
         worker
     }
@@ -473,13 +431,14 @@ impl WorkerPool {
         phase: u16,
         transport: T,
         source: S,
+        pace: Option<Arc<ConnectPacer>>,
     ) {
-        let (ctx, records) = (self.ctx.clone(), self.records.clone());
+        let (ctx, batches) = (self.ctx.clone(), self.batches.clone());
         ctx.live.workers_alive.fetch_add(1, Ordering::Relaxed);
         let mut clock = (ctx.live.activity).register(phase, ctx.anchor.offset_ns(Instant::now()));
         self.running.spawn(async move {
             let (live, anchor) = (ctx.live.clone(), ctx.anchor);
-            run_worker(worker, transport, source, ctx, records, &mut clock).await;
+            run_worker(worker, transport, source, ctx, batches, &mut clock, pace).await;
             clock.end(anchor.offset_ns(Instant::now()));
             live.workers_alive.fetch_sub(1, Ordering::Relaxed);
             WorkerDone { worker, phase }
@@ -487,9 +446,9 @@ impl WorkerPool {
     }
 
     /// HTTP/2: the connection the next worker's stream goes on (consecutive workers fill a
-    /// connection up to `streams_per_connection` before the next one is opened); `None` over
-    /// HTTP/1.1, where every worker has its own connection.
-    fn h2_connection(&mut self) -> Option<Arc<SharedConnection>> {
+    /// connection up to `streams_per_connection` before the next one is opened), and whether
+    /// the worker is its first; `None` over HTTP/1.1, where every worker has its own.
+    fn h2_connection(&mut self) -> Option<(Arc<SharedConnection>, bool)> {
         if !self.transport.http2 {
             return None;
         }
@@ -498,9 +457,9 @@ impl WorkerPool {
             Some((shared, started)) if started < per_connection => (shared, started + 1),
             _ => (Arc::new(SharedConnection::default()), 1),
         };
-        let shared = group.0.clone();
+        let (shared, first) = (group.0.clone(), group.1 == 1);
         self.h2_group = Some(group);
-        Some(shared)
+        Some((shared, first))
     }
 
     /// The live counters every worker updates.
@@ -552,5 +511,13 @@ impl WorkerPool {
                 _ = crate::clock::sleep_until(deadline) => stop.abort(),
             }
         }
+    }
+}
+
+impl Drop for WorkerPool {
+    /// The flusher stops; the rows still in batches go to the writer when the last worker
+    /// lets go of them ([`Batches`]' own drop).
+    fn drop(&mut self) {
+        self.flusher.abort();
     }
 }

@@ -1,0 +1,173 @@
+#!/usr/bin/env bash
+# Many connections from one client (docs/reference/performance.md, "Many connections"): loadgen
+# (every request recorded) against wrk at 1,000, 10,000 and 50,000 keep-alive connections —
+# requests/s, client CPU per request, peak RSS and RSS per added connection (the slope from
+# 1,000 to 10,000) —, then 100,000 users of a closed model with ~10 s think time held for at
+# least 60 s: rows against nginx's access-log count, error rows, peak RSS, the verdict.
+#
+# usage: bench/connections.sh [-d SECONDS] [-u USERS] [-t HOLD_SECONDS] [-s]
+#   -d  length of each comparison run (default 10)     -u  users of the long run (100000; 0: none)
+#   -t  length of the long run (default 70)            -s  skip the comparison runs
+#
+# nginx on core 0 (workers with `reuseport`, each under this machine's open-files limit), the
+# clients on core 1. A process here may hold 20,000 files and no more, so a count above ~19,900
+# connections runs as several `loadgen run --shard i/N` processes started together
+# (`--start-at`), each from its own loopback source address (127.0.0.x) so that no
+# (source, destination) pair runs out of ephemeral ports; their RSS and CPU are summed. wrk
+# has neither shards nor source addresses: it runs where one process can hold the count.
+# LEVELS="1000 10000" chooses the comparison counts; LOADGEN=path benchmarks that binary.
+# Installs wrk and nginx from Debian's packages if missing; leaves nothing running; raw results
+# under bench/out/.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+source bench/lib.sh
+
+seconds=10
+users=100000
+hold=70
+compare=1
+while getopts "d:u:t:sh" opt; do
+  case $opt in
+    d) seconds=$OPTARG ;;
+    u) users=$OPTARG ;;
+    t) hold=$OPTARG ;;
+    s) compare=0 ;;
+    *) sed -n '2,20p' "$0"; exit 2 ;;
+  esac
+done
+
+bench_install nginx
+[ -n "${LOADGEN:-}" ] || cargo build --release --locked -p loadgen >&2
+loadgen=${LOADGEN:-target/release/loadgen}
+if [ "$(nproc)" -ge 2 ]; then server_cpu=0; client_cpu=1; else server_cpu=0; client_cpu=0; fi
+out="bench/out/$(date -u +%Y%m%dT%H%M%SZ)-connections"
+mkdir -p "$out"
+ulimit -n "$(ulimit -Hn)" || true
+files=$(ulimit -n)
+# Connections one loadgen process holds: its files, less headroom for the runtime and stdio.
+per_process=$((files - 100))
+report="$out/report.txt"
+note() { printf '%s\n' "$*" | tee -a "$report" >&2; }
+
+# start_nginx WORKERS LOG: nginx on the server core, WORKERS processes sharing the port with
+# reuseport, each allowed its share of connections; LOG=on writes an access log.
+start_nginx() {
+  local workers=$1 log=$2 port nginx_bin
+  bench_cleanup
+  port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
+  mkdir -p "$out/nginx"
+  rm -f "$out/nginx/access.log"
+  local access="access_log off;"
+  [ "$log" = on ] && access="access_log $PWD/$out/nginx/access.log combined buffer=256k flush=1s;"
+  cat >"$out/nginx/nginx.conf" <<CONF
+worker_processes $workers;
+worker_rlimit_nofile $files;
+daemon off;
+pid $PWD/$out/nginx/nginx.pid;
+error_log $PWD/$out/nginx/error.log;
+events { worker_connections $((files - 100)); }
+http {
+  $access
+  keepalive_requests 100000000;
+  keepalive_timeout 600s;
+  server {
+    listen 127.0.0.1:$port reuseport backlog=65535;
+    location /probe { access_log off; return 200 "ok\n"; }
+    location / { return 200 "hello, world\n"; }
+  }
+}
+CONF
+  nginx_bin=$(command -v nginx || echo /usr/sbin/nginx)
+  taskset -c "$server_cpu" "$nginx_bin" -c "$PWD/$out/nginx/nginx.conf" -p "$PWD/$out/nginx" &
+  bench_pids+=($!)
+  url="http://127.0.0.1:$port/"
+  for _ in $(seq 100); do curl -fs "${url}probe" >/dev/null 2>&1 && break; sleep 0.1; done
+}
+
+# run_loadgen NAME CONNECTIONS ARGS…: loadgen with CONNECTIONS workers on the client core, as
+# one process or as shards started together; prints requests, req/s, CPU µs/request, peak
+# RSS MB (summed over shards), failed, shards, verdict(s).
+run_loadgen() {
+  local name=$1 connections=$2 shards i pids=()
+  shift 2
+  shards=$(((connections + per_process - 1) / per_process))
+  local start_at
+  start_at=$(date -u -d "+3 seconds" +%Y-%m-%dT%H:%M:%SZ)
+  for i in $(seq 0 $((shards - 1))); do
+    local shard_args=()
+    if [ "$shards" -gt 1 ]; then
+      shard_args=(--shard "$i/$shards" --start-at "$start_at" --source-addr "127.0.0.$((i + 2))")
+    fi
+    /usr/bin/time -f "%U %S %M" -o "$out/$name-$i.time" \
+      taskset -c "$client_cpu" "$loadgen" run --url "$url" --no-progress --json \
+      --out "$out/$name-$i" -c "$connections" "${shard_args[@]}" "$@" >"$out/$name-$i.json" 2>"$out/$name-$i.err" &
+    pids+=($!)
+  done
+  for p in "${pids[@]}"; do wait "$p" || true; done
+  python3 - "$out" "$name" "$shards" <<'PY'
+import json, sys
+out, name, shards = sys.argv[1], sys.argv[2], int(sys.argv[3])
+n = failed = 0; cpu = rss = rps = 0.0; verdicts = []
+for i in range(shards):
+    doc = json.load(open(f"{out}/{name}-{i}.json"))
+    summary = doc["summary"]
+    user, system, rss_kb = open(f"{out}/{name}-{i}.time").read().split()[-3:]
+    n += summary["requests"]; failed += summary["failed"]; rps += summary["throughput_rps"]
+    cpu += float(user) + float(system); rss += int(rss_kb) / 1024
+    verdict = (doc.get("verdict") or {}).get("finding") or (doc.get("verdict") or {}).get("summary") or ""
+    verdicts.append(str(verdict)[:160])
+print("\t".join(str(x) for x in [n, f"{rps:.0f}", f"{cpu / max(n, 1) * 1e6:.2f}", f"{rss:.1f}", failed, shards, " | ".join(verdicts)]))
+PY
+}
+
+# run_wrk NAME CONNECTIONS SECONDS: prints requests, req/s, CPU µs/request, peak RSS MB, errors.
+run_wrk() {
+  bench_wrk "$@"
+}
+
+if [ "$compare" = 1 ]; then
+  note "== loadgen vs wrk, ${seconds}s each, nginx with 4 workers (reuseport) on core $server_cpu"
+  start_nginx 4 off
+  out_dir=$out
+  printf 'connections\tclient\trequests\treq/s\tCPU µs/req\tpeak RSS MB\terrors\n' >"$out/compare.tsv"
+  for c in ${LEVELS:-1000 10000 50000}; do
+    IFS=$'\t' read -r n rps cpu rss failed shards _ <<<"$(run_loadgen "c$c" "$c" -d "${seconds}s" --connect-timeout 30s)"
+    printf '%s\tloadgen\t%s\t%s\t%s\t%s\t%s\n' "$c" "$n" "$rps" "$cpu" "$rss" "$failed" | tee -a "$out/compare.tsv" >&2
+    [ "$shards" -gt 1 ] && note "loadgen at $c connections: $shards processes (--shard), RSS and CPU summed"
+    if [ "$c" -le "$per_process" ]; then
+      out=$out_dir
+      row=$(run_wrk "wrk-c$c" "$c" "$seconds")
+      printf '%s\twrk\t%s\n' "$c" "$row" | tee -a "$out/compare.tsv" >&2
+    else
+      note "wrk at $c connections: not run (one process holds at most $files files here, and wrk has no shards or source addresses)"
+    fi
+  done
+  python3 - "$out/compare.tsv" <<'PY' | tee -a "$report" >&2
+import sys
+rows = [l.rstrip("\n").split("\t") for l in open(sys.argv[1])][1:]
+by = {(r[0], r[1]): r for r in rows}
+print(f"{'connections':>12}{'client':>9}{'req/s':>10}{'CPU µs/req':>12}{'peak RSS MB':>13}{'errors':>8}")
+for r in rows:
+    print(f"{r[0]:>12}{r[1]:>9}{r[3]:>10}{r[4]:>12}{r[5]:>13}{r[6]:>8}")
+for tool in ("loadgen", "wrk"):
+    a, b = by.get(("1000", tool)), by.get(("10000", tool))
+    if a and b:
+        slope = (float(b[5]) - float(a[5])) * 1024 / 9000
+        print(f"{tool}: RSS per added connection (1,000 → 10,000): {slope:.2f} KB")
+PY
+fi
+
+if [ "$users" = 0 ]; then cat "$report"; exit 0; fi
+workers=$(((users + per_process - 1) / per_process + 1))
+note "== $users users, closed model, 10 s think time, ${hold}s, nginx with $workers workers (reuseport, access log on)"
+start_nginx "$workers" on
+IFS=$'\t' read -r n rps cpu rss failed shards verdicts <<<"$(run_loadgen users "$users" --think-time 10s -d "${hold}s" --connect-timeout 30s --connect-rate 2000/s)"
+bench_cleanup
+sleep 1
+logged=$(wc -l <"$out/nginx/access.log")
+note "rows $n (in $shards processes), nginx access log $logged, error rows $failed, $rps req/s, peak RSS $rss MB (summed), CPU $cpu µs/request"
+note "verdicts: $verdicts"
+if [ "$n" = "$logged" ] && [ "$failed" = 0 ]; then note "rows = nginx's count, no error rows"; else note "MISMATCH: rows $n vs nginx $logged, $failed error rows"; fi
+
+printf '\n==== summary (%s, %s, %s cores) ====\n' "$(date -u +%Y-%m-%d)" "$(uname -r)" "$(nproc)"
+cat "$report"

@@ -1,0 +1,74 @@
+//! Where a run's HTTP/1.1 connections come from: enough local addresses that no (source,
+//! destination) pair runs out of the kernel's ephemeral ports.
+//!
+//! One local address holds about as many connections to one server address as
+//! `ip_local_port_range` has ports (28,232 by Linux's default). `--source-addr` gives more
+//! addresses; without it, a run against a loopback target that needs more takes 127.0.0.1,
+//! 127.0.0.2, … (all local on loopback), and a run against another host that needs more is
+//! refused with the flag to use.
+
+use std::net::{IpAddr, Ipv4Addr, SocketAddr};
+
+use super::RunError;
+use crate::config::RunConfig;
+
+/// Of each address's ports, the share a run plans to use: the rest is left for connections
+/// closing (TIME_WAIT) and for other programs.
+const PORT_SHARE_PERCENT: u64 = 90;
+
+/// The kernel's ephemeral port range size; Linux's default when it cannot be read.
+fn ephemeral_ports() -> u64 {
+    let text =
+        std::fs::read_to_string("/proc/sys/net/ipv4/ip_local_port_range").unwrap_or_default();
+    let mut bounds = text
+        .split_whitespace()
+        .filter_map(|n| n.parse::<u64>().ok());
+    match (bounds.next(), bounds.next()) {
+        (Some(low), Some(high)) if high >= low => high - low + 1,
+        _ => 60999 - 32768 + 1,
+    }
+}
+
+/// The source addresses the run's workers take in turn (empty: the kernel's choice), or why
+/// the ones given cannot hold the run's connections.
+pub(super) fn plan_sources(
+    config: &RunConfig,
+    target: SocketAddr,
+) -> Result<Vec<IpAddr>, RunError> {
+    let given = &config.connection.source_addrs;
+    if config.connection.http2 {
+        return Ok(given.clone());
+    }
+    let connections = u64::from(config.model.plan().max_workers());
+    let per_address = ephemeral_ports() * PORT_SHARE_PERCENT / 100;
+    let needed = connections.div_ceil(per_address.max(1));
+    if !given.is_empty() {
+        if (given.len() as u64) < needed {
+            return Err(RunError::SourcePorts {
+                connections,
+                per_address,
+                needed,
+                given: given.len(),
+            });
+        }
+        return Ok(given.clone());
+    }
+    if needed <= 1 {
+        return Ok(Vec::new());
+    }
+    match target.ip() {
+        IpAddr::V4(ip) if ip.is_loopback() => Ok((1..=needed)
+            .map(|i| {
+                IpAddr::V4(Ipv4Addr::from(
+                    u32::from(Ipv4Addr::new(127, 0, 0, 0)) + i as u32,
+                ))
+            })
+            .collect()),
+        _ => Err(RunError::SourcePorts {
+            connections,
+            per_address,
+            needed,
+            given: 1,
+        }),
+    }
+}
