@@ -8,6 +8,12 @@ import json
 import shutil
 from pathlib import Path
 
+import pandas as pd
+import pytest
+
+from loadgen_analysis.history import gate
+from loadgen_analysis.thresholds import EXIT_THRESHOLD
+
 from .conftest import run_cli
 
 DATA = Path(__file__).resolve().parents[2] / "data" / "runs"
@@ -36,3 +42,61 @@ def test_a_path_with_glob_characters_means_itself(tmp_path: Path) -> None:
     assert shown.returncode == 0, shown.stderr
     own = run_cli("history", "show", "--store", tmp_path / "st1", "--json")
     assert shown.stdout != own.stdout
+
+
+#: A few tenths of a percent of deterministic noise, so no level is a constant.
+_NOISE = (1.5, -1.0, 0.5, -1.5, 1.0, -0.5)
+
+
+def _throughput(levels: list[tuple[float, int]]) -> pd.DataFrame:
+    """A history of one series whose throughput holds each (level, runs) in turn."""
+    values = [
+        level * (1 + _NOISE[i % len(_NOISE)] / 1000)
+        for i, level in enumerate(v for level, runs in levels for v in [level] * runs)
+    ]
+    n = len(values)
+    return pd.DataFrame(
+        {
+            "fingerprint": "f",
+            "op": "op",
+            "run_id": [f"r{i:02d}" for i in range(n)],
+            "started_unix_ns": range(n),
+            "build": None,
+            "commit": None,
+            "throughput_rps": values,
+        }
+    )
+
+
+def _nightly(history: pd.DataFrame, first: int) -> dict[int, int]:
+    """The gate's exit code (limit 5 %) each night from run ``first`` on, by run number."""
+    return {
+        n: gate.check(history.iloc[:n], 0.05, ("throughput_rps",)).exit_code
+        for n in range(first, len(history) + 1)
+    }
+
+
+def test_the_history_gate_fails_a_creep_of_small_steps() -> None:
+    """Four −3 % steps (500 → 443 req/s): each within 5 %, together −11.5 %."""
+    levels = [500 * 0.97**k for k in range(5)]
+    history = _throughput([(level, 8) for level in levels])
+    nights = _nightly(history, 36)
+    assert set(nights.values()) == {EXIT_THRESHOLD}, nights
+    (judged,) = gate.check(history, 0.05, ("throughput_rps",)).judgements
+    assert judged.status == "regression"
+    assert judged.baseline is not None and judged.baseline.mean == pytest.approx(500, rel=0.01)
+    assert judged.change == pytest.approx(-0.115, abs=0.01)
+    assert "before its regressions" in judged.describe(0.05)
+
+
+def test_the_history_gate_fails_a_partial_recovery() -> None:
+    """500 → 300 for two runs, then 400: 20 % below where it was, every night from the drop."""
+    history = _throughput([(500, 10), (300, 2), (400, 10)])
+    nights = _nightly(history, 13)
+    assert set(nights.values()) == {EXIT_THRESHOLD}, nights
+    # A full recovery passes, and so does a step up.
+    recovered = _throughput([(500, 10), (300, 2), (500, 10)])
+    assert gate.check(recovered, 0.05, ("throughput_rps",)).exit_code == 0
+    better = _throughput([(500, 10), (600, 10)])
+    (judged,) = gate.check(better, 0.05, ("throughput_rps",)).judgements
+    assert judged.status == "improvement"
