@@ -100,3 +100,16 @@ def test_the_history_gate_fails_a_partial_recovery() -> None:
     better = _throughput([(500, 10), (600, 10)])
     (judged,) = gate.check(better, 0.05, ("throughput_rps",)).judgements
     assert judged.status == "improvement"
+
+
+def test_a_pairwise_gate_that_cannot_tell_fails_asking_for_more_runs() -> None:
+    """One run per side: p99 +38 % beyond a 10 % limit, its interval including no change."""
+    baseline = DATA / "regression" / "baseline-5ms" / "r1"
+    candidate = DATA / "regression" / "candidate-8ms" / "r1"
+    limits = ("--max-p99-increase", "10%", "--max-throughput-drop", "90%")
+    proc = run_cli("compare", baseline, candidate, *limits)
+    assert "noisy" in proc.stdout, proc.stdout
+    assert proc.returncode == 1, proc.stdout
+    assert "FAIL (cannot tell): p99" in proc.stdout and "more runs per side" in proc.stdout
+    data = json.loads(run_cli("compare", baseline, candidate, *limits, "--json").stdout)
+    assert data["passed"] is False

@@ -37,6 +37,10 @@ def default_name(comparison: Comparison) -> str:
     return f"{last(comparison.candidate)} vs {last(comparison.baseline)}"
 
 
+#: The verdicts that fail the gate: a limit exceeded, or a change the gate cannot tell from noise.
+_FAILED = ("fail", "noisy")
+
+
 def comparison_junit(
     comparison: Comparison, name: str | None = None, time_s: float | None = None
 ) -> str:
@@ -45,7 +49,7 @@ def comparison_junit(
     name = name or default_name(comparison)
     table = comparison.table
     judged = table[table["verdict"] != _NOT_JUDGED]
-    failures = int((judged["verdict"] == "fail").sum())
+    failures = int(judged["verdict"].isin(_FAILED).sum())
     time = "" if time_s is None else f' time="{time_s:.3f}"'
     lines = [
         '<?xml version="1.0" encoding="UTF-8"?>',
@@ -54,7 +58,7 @@ def comparison_junit(
     ]
     for op, rows in table.groupby("op", sort=False):
         tests = rows[rows["verdict"] != _NOT_JUDGED]
-        failed = int((tests["verdict"] == "fail").sum())
+        failed = int(tests["verdict"].isin(_FAILED).sum())
         suite = quoteattr(f"{name}: {op}")
         lines.append(f'  <testsuite name={suite} tests="{len(tests)}" failures="{failed}"{time}>')
         untested = rows[rows["verdict"] == _NOT_JUDGED]
@@ -88,6 +92,12 @@ def _testcase(op: str, row: Any) -> str:
     if row.verdict == "fail":
         message = quoteattr(f"{summary}: beyond the limit")
         return f'{head}<failure message={message} type="regression"/></testcase>'
+    if row.verdict == "noisy":
+        message = quoteattr(
+            f"{summary}: beyond the limit but within noise — cannot tell; "
+            "rerun with more runs per side"
+        )
+        return f'{head}<failure message={message} type="undecided"/></testcase>'
     return f"{head}<system-out>{_text(f'{summary}: {row.verdict}')}</system-out></testcase>"
 
 
