@@ -5,6 +5,7 @@ history of shard sets and capacity folders, and the crashes on valid input."""
 from __future__ import annotations
 
 import json
+import math
 import shutil
 from pathlib import Path
 
@@ -12,6 +13,8 @@ import pandas as pd
 import pytest
 
 from loadgen_analysis.history import gate
+from loadgen_analysis.models.identify import not_identifiable
+from loadgen_analysis.models.usl import USLFit
 from loadgen_analysis.thresholds import EXIT_THRESHOLD
 
 from .conftest import run_cli
@@ -113,3 +116,19 @@ def test_a_pairwise_gate_that_cannot_tell_fails_asking_for_more_runs() -> None:
     assert "FAIL (cannot tell): p99" in proc.stdout and "more runs per side" in proc.stdout
     data = json.loads(run_cli("compare", baseline, candidate, *limits, "--json").stdout)
     assert data["passed"] is False
+
+
+@pytest.mark.parametrize("kappa", [5e-324, 1e-310, 1e-300, 0.0, math.nan])
+def test_a_usl_fit_whose_kappa_underflows_has_no_finite_knee_and_does_not_crash(
+    kappa: float,
+) -> None:
+    """κ on the smallest positive float (where one machine's optimizer landed for
+    ``fit_usl([1, 2, 4], [100, 199, 396])``) overflowed ⌊√((1−σ)/κ)⌋; built directly, so the
+    test does not depend on one machine's floating-point path."""
+    fit = USLFit(100.0, 0.005, kappa, 0.99, 1.0, (math.nan,) * 3, 3)
+    assert fit.n_max == math.inf or fit.n_max > 1e100
+    assert math.isfinite(fit.x_max) and fit.x_max > 0
+    assert "κ=" in fit.label() and fit.as_dict()["n_max"] == fit.n_max
+    assert not_identifiable(fit, [1, 2, 4], [100.0, 199.0, 396.0]) is not None
+    # σ ≥ 1: throughput falls from the first level on; a knee of 0, not a math error.
+    assert USLFit(100.0, 1.5, 1e-3, 0.9, 1.0, (math.nan,) * 3, 3).n_max == 0.0
