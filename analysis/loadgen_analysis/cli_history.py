@@ -142,15 +142,29 @@ def _metrics(args: argparse.Namespace, default: tuple[str, ...]) -> tuple[str, .
 def _add(args: argparse.Namespace) -> int:
     from .history import record, store
     from .io.load import load_runs
+    from .io.outputs import refuse_outputs_on_runs
 
     given = record.labels(dict(record.parse_label(text) for text in args.labels))
-    for path in args.runs:
-        if record.is_capacity(path):
-            tables = [(path, record.capacity_rows(Path(path), given))]
-        else:
-            tables = [(run.location, record.run_rows(run, given)) for run in load_runs([path])]
-        for source, rows in tables:
-            print(f"added {source} ({count(len(rows), 'op')}) as {store.add(rows, args.store)}")
+    capacities, others = record.split_capacity(args.runs)
+    # Every other path at once, as the analysis reads them: the shard directories of one run
+    # given one by one are one run, not one half-run each.
+    runs = load_runs(others) if others else []
+    if not args.store.startswith("s3://"):
+        # The store is never written into a run it reads (its requests/ folder would then hold
+        # a file that is not a segment).
+        read = [
+            *capacities,
+            *(p for run in runs for p in (run.path, *(s.path for s in run.shards))),
+        ]
+        refuse_outputs_on_runs({"--store": Path(args.store)}, read)
+    tables = [(str(path), record.capacity_rows(path, given)) for path in capacities]
+    tables += [(run.location, record.run_rows(run, given)) for run in runs]
+    for path in capacities:
+        note = record.unconverged_note(path)
+        if note:
+            print(f"note: {note}")
+    for source, rows in tables:
+        print(f"added {source} ({count(len(rows), 'op')}) as {store.add(rows, args.store)}")
     return 0
 
 

@@ -10,6 +10,8 @@ import shutil
 from pathlib import Path
 
 import pandas as pd
+import pyarrow as pa
+import pyarrow.parquet as pq
 import pytest
 
 from loadgen_analysis.history import gate
@@ -17,7 +19,7 @@ from loadgen_analysis.models.identify import not_identifiable
 from loadgen_analysis.models.usl import USLFit
 from loadgen_analysis.thresholds import EXIT_THRESHOLD
 
-from .conftest import run_cli
+from .conftest import ShardSet, run_cli
 
 DATA = Path(__file__).resolve().parents[2] / "data" / "runs"
 
@@ -132,3 +134,91 @@ def test_a_usl_fit_whose_kappa_underflows_has_no_finite_knee_and_does_not_crash(
     assert not_identifiable(fit, [1, 2, 4], [100.0, 199.0, 396.0]) is not None
     # σ ≥ 1: throughput falls from the first level on; a knee of 0, not a math error.
     assert USLFit(100.0, 1.5, 1e-3, 0.9, 1.0, (math.nan,) * 3, 3).n_max == 0.0
+
+
+def _all_warmup(tmp_path: Path) -> Path:
+    """The overview run with every row relabelled as the warm-up's (run.json saying so)."""
+    run = tmp_path / "all-warmup"
+    shutil.copytree(DATA / "overview", run)
+    segment = run / "requests" / "part-00000.parquet"
+    table = pq.read_table(segment)
+    phase = table.column("phase").combine_chunks()
+    warm = pa.DictionaryArray.from_arrays(pa.array([0] * len(table), pa.int32()), phase.dictionary)
+    table = table.set_column(
+        table.schema.get_field_index("phase"), table.schema.field("phase"), warm
+    )
+    ours = {
+        k: v for k, v in pq.read_metadata(segment).metadata.items() if k.startswith(b"loadgen.")
+    }
+    pq.write_table(table.replace_schema_metadata(ours), segment)
+    doc = json.loads((run / "run.json").read_text())
+    doc["summary"]["warmup_requests"] = len(table)
+    (run / "run.json").write_text(json.dumps(doc))
+    return run
+
+
+def test_history_add_of_an_all_warmup_run_and_a_foreign_file_are_one_clear_line(
+    tmp_path: Path,
+) -> None:
+    added = run_cli("history", "add", _all_warmup(tmp_path), "--store", tmp_path / "st")
+    assert added.returncode == 2 and "no judged requests" in added.stderr, added.stderr
+    assert "KeyError" not in added.stderr and len(added.stderr.strip().splitlines()) == 1
+    store = tmp_path / "store"
+    assert run_cli("history", "add", DATA / "overview", "--store", store).returncode == 0
+    shutil.copy(DATA / "overview" / "requests" / "part-00000.parquet", store / "segment.parquet")
+    for command in ("show", "check"):
+        proc = run_cli("history", command, "--store", store)
+        assert proc.returncode == 2, proc.stdout + proc.stderr
+        assert "segment.parquet is not a history file" in proc.stderr, proc.stderr
+
+
+def test_history_add_refuses_a_store_inside_a_run(tmp_path: Path) -> None:
+    run = tmp_path / "run"
+    shutil.copytree(DATA / "overview", run)
+    proc = run_cli("history", "add", run, "--store", run / "requests")
+    assert proc.returncode == 2 and "--store" in proc.stderr, proc.stderr
+    assert sorted(p.name for p in (run / "requests").iterdir()) == ["part-00000.parquet"]
+    assert run_cli("summary", run).returncode == 0
+
+
+def _capacity(tmp_path: Path, converged: bool) -> Path:
+    where = tmp_path / ("converged" if converged else "unconverged")
+    shutil.copytree(DATA / "capacity-w8-10ms", where)
+    if not converged:
+        doc = json.loads((where / "capacity.json").read_text())
+        doc |= {"converged": False, "ended": "budget"}
+        (where / "capacity.json").write_text(json.dumps(doc))
+    return where
+
+
+def test_history_add_of_a_folder_adds_its_capacity_directory_and_marks_an_unconverged_one(
+    tmp_path: Path,
+) -> None:
+    folder = tmp_path / "nightly"
+    folder.mkdir()
+    shutil.copytree(DATA / "overview", folder / "run")
+    _capacity(folder, converged=True)
+    store = tmp_path / "store"
+    proc = run_cli("history", "add", folder, "--store", store)
+    assert proc.returncode == 0, proc.stderr
+    history = pd.read_parquet(store)
+    assert sorted(history["kind"].unique()) == ["capacity", "run"], proc.stdout
+    lone = tmp_path / "lone"
+    proc = run_cli("history", "add", _capacity(tmp_path, converged=False), "--store", lone)
+    assert proc.returncode == 0, proc.stderr
+    assert "did not converge" in proc.stdout and "lower bound 776" in proc.stdout
+    (row,) = pd.read_parquet(lone).to_dict("records")
+    assert pd.isna(row["capacity_rps"]) and row["capacity_low_rps"] == 776.0
+
+
+def test_history_add_of_shard_directories_given_one_by_one_is_one_run(
+    shard_sets: dict[str, ShardSet], tmp_path: Path
+) -> None:
+    shards = next(iter(shard_sets.values()))
+    store = tmp_path / "store"
+    proc = run_cli("history", "add", *shards.shards, "--store", store)
+    assert proc.returncode == 0, proc.stderr
+    history = pd.read_parquet(store)
+    assert history["run_id"].nunique() == 1, proc.stdout
+    whole = sum(int(s["summary"]["requests"]) for s in shards.summaries)
+    assert int(history["requests"].sum()) == whole

@@ -107,6 +107,7 @@ def read(store: str) -> pd.DataFrame:
             f"{store}: the history store holds no runs; add some with "
             f"`loadgen-analyze history add RUN --store {store}`"
         )
+    _refuse_foreign(store, files)
     # The files listed, each taken literally: the store's folder name is no pattern.
     # A run added twice (a retried CI job) counts once: its newest file's rows.
     query = (
@@ -120,6 +121,22 @@ def read(store: str) -> pd.DataFrame:
             return con.execute(query).df()
     except duckdb.Error as exc:
         raise _damaged(store, files, exc) from exc
+
+
+def _refuse_foreign(store: str, files: list[Path]) -> None:
+    """Raise, naming the file and the fix, when a file of the store is readable Parquet but no
+    history file (its metadata lacks ``loadgen.kind: history-run``) — a run's segment copied in
+    would otherwise be read as runs with no identity."""
+    for path in files:
+        try:
+            metadata = pq.read_schema(path).metadata or {}
+        except Exception:  # a damaged file: _damaged names it when the query fails
+            continue
+        if metadata.get(b"loadgen.kind") != b"history-run":
+            raise RunLoadError(
+                f"{store}: {path.name} is not a history file (a Parquet file, but not one "
+                "`loadgen-analyze history add` wrote); remove it from the store"
+            )
 
 
 def _damaged(store: str, files: list[Path], exc: Exception) -> RunLoadError:
