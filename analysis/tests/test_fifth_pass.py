@@ -13,7 +13,9 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
+from hdrh.log import HistogramLogReader
 
+from loadgen_analysis.export.hlog import new_histogram
 from loadgen_analysis.history import gate
 from loadgen_analysis.models.identify import not_identifiable
 from loadgen_analysis.models.usl import USLFit
@@ -222,3 +224,35 @@ def test_history_add_of_shard_directories_given_one_by_one_is_one_run(
     assert history["run_id"].nunique() == 1, proc.stdout
     whole = sum(int(s["summary"]["requests"]) for s in shards.summaries)
     assert int(history["requests"].sum()) == whole
+
+
+def test_summary_of_a_run_with_no_judged_rows_is_a_sentence(tmp_path: Path) -> None:
+    proc = run_cli("summary", _all_warmup(tmp_path))
+    assert proc.returncode == 0, proc.stderr
+    assert "Empty DataFrame" not in proc.stdout and "no judged requests" in proc.stdout
+
+
+def test_export_to_an_existing_directory_is_refused_and_leaves_nothing(tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    out.mkdir()
+    proc = run_cli("export", DATA / "overview", "--format", "csv", "-o", out)
+    assert proc.returncode == 2 and "is a directory" in proc.stderr, proc.stderr
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["out"]
+
+
+def test_the_hlog_has_untagged_all_op_intervals_and_a_fractional_max(tmp_path: Path) -> None:
+    out = tmp_path / "r.hlog"
+    assert run_cli("export", DATA / "overview", "--format", "hlog", "-o", out).returncode == 0
+    lines = [x for x in out.read_text().splitlines() if x and not x.startswith(("#", '"'))]
+    untagged = [x for x in lines if not x.startswith("Tag=")]
+    tagged = [x for x in lines if x.startswith("Tag=")]
+    assert untagged and tagged
+    maxima = [float(x.split(",")[2]) for x in untagged]
+    assert all(m > 0 for m in maxima), maxima[:5]  # sub-millisecond maxima are not 0.000
+    assert any(m != int(m) for m in maxima)
+    reader = HistogramLogReader(str(out), new_histogram())
+    totals: dict[object, int] = {}
+    while (interval := reader.get_next_interval_histogram()) is not None:
+        key = interval.get_tag()
+        totals[key] = totals.get(key, 0) + interval.get_total_count()
+    assert totals[None] == sum(n for key, n in totals.items() if key is not None)
