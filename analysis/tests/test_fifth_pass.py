@@ -8,6 +8,7 @@ import json
 import math
 import shutil
 from pathlib import Path
+from xml.etree import ElementTree
 
 import pandas as pd
 import pyarrow as pa
@@ -256,3 +257,13 @@ def test_the_hlog_has_untagged_all_op_intervals_and_a_fractional_max(tmp_path: P
         key = interval.get_tag()
         totals[key] = totals.get(key, 0) + interval.get_total_count()
     assert totals[None] == sum(n for key, n in totals.items() if key is not None)
+
+
+def test_a_control_character_in_a_label_never_makes_the_junit_invalid(tmp_path: Path) -> None:
+    history = _throughput([(500, 10), (300, 10)])
+    history["commit"] = "abc\x01def"
+    xml = gate.gate_junit(gate.check(history, 0.05, ("throughput_rps",)))
+    assert "\x01" in gate.check(history, 0.05, ("throughput_rps",)).to_text()
+    assert ElementTree.fromstring(xml).get("failures") == "1"
+    proc = run_cli("history", "add", DATA / "overview", "--store", tmp_path, "--label", "c=\x01")
+    assert proc.returncode == 2 and "control character" in proc.stderr, proc.stderr

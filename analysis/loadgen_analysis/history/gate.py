@@ -20,10 +20,10 @@ from __future__ import annotations
 import itertools
 from dataclasses import asdict, dataclass, field
 from typing import Any
-from xml.sax.saxutils import quoteattr
 
 import pandas as pd
 
+from ..report.junit import xml_attr, xml_safe
 from ..thresholds import EXIT_THRESHOLD
 from ..units import count
 from . import DEFAULT_GATED, DEFAULT_MAX_PVALUE, MIN_RUNS, MIN_RUNS_AFTER
@@ -221,19 +221,19 @@ def gate_junit(result: GateResult, name: str = "history") -> str:
         '<?xml version="1.0" encoding="UTF-8"?>',
         f'<testsuites name="loadgen-analyze history check" tests="{len(result.judgements)}" '
         f'failures="{failures}">',
-        f"  <testsuite name={quoteattr(name)} tests={quoteattr(str(len(result.judgements)))} "
+        f"  <testsuite name={xml_attr(name)} tests={xml_attr(str(len(result.judgements)))} "
         f'failures="{failures}">',
     ]
     for j in result.judgements:
         text = j.describe(result.limit)
         head = (
-            f"    <testcase classname={quoteattr(f'history.{j.fingerprint}.{j.op}')} "
-            f"name={quoteattr(j.metric)}>"
+            f"    <testcase classname={xml_attr(f'history.{j.fingerprint}.{j.op}')} "
+            f"name={xml_attr(j.metric)}>"
         )
         if j.status == "regression":
-            lines.append(f'{head}<failure message={quoteattr(text)} type="regression"/></testcase>')
+            lines.append(f'{head}<failure message={xml_attr(text)} type="regression"/></testcase>')
         else:
-            body = text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+            body = xml_safe(text).replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
             lines.append(f"{head}<system-out>{body}</system-out></testcase>")
     lines += ["  </testsuite>", "</testsuites>"]
     return "\n".join(lines) + "\n"

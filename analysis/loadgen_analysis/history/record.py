@@ -59,6 +59,10 @@ def parse_label(text: str) -> tuple[str, str]:
     key, sep, value = text.partition("=")
     if not sep or not key.strip():
         raise ValueError(f"--label '{text}' is not key=value; write e.g. --label commit=abc123")
+    if any(ord(ch) < 32 or ord(ch) == 127 for ch in text):
+        raise ValueError(
+            f"--label {text!r} holds a control character; write the label in printable text"
+        )
     return key.strip(), value.strip()
 
 
