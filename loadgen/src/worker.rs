@@ -100,6 +100,18 @@ pub struct WorkerContext {
     pub stop: StopSignal,
     /// `--trace`: the share of `traceparent` headers sampled; `None` sends none.
     pub trace_sample: Option<f64>,
+    /// Oldest a worker's finished rows may get before it hands them over: a second, or — when
+    /// a judge watches the run (`--abort-on-fail`) — the judge's period, and then even while
+    /// the worker's next request is in flight, so a slow response never hides the rows
+    /// before it from the judge. `None`: [`BATCH_MAX_AGE`], and only between requests.
+    pub watched_rows_max_age: Option<Duration>,
+}
+
+impl WorkerContext {
+    /// How old a batch may get before it is handed over.
+    fn rows_max_age(&self) -> Duration {
+        self.watched_rows_max_age.unwrap_or(BATCH_MAX_AGE)
+    }
 }
 
 /// When the model moved this worker's work to another phase (a warm-up's end, a ramp's next
@@ -168,13 +180,36 @@ pub async fn run_worker<T: Transport, S: WorkSource>(
                 .map(|t| nanos(started.saturating_duration_since(t))),
         );
         ctx.live.in_flight.fetch_add(1, Ordering::Relaxed);
-        let exchange = tokio::select! {
-            biased;
-            exchange = transport.send(template, prepared, started, &mut captured) => exchange,
-            () = &mut aborting => Exchange {
-                error: Some(ErrorClass::Cancelled),
-                ..Exchange::default()
-            },
+        // Watched: rows in hand go to the writer when they are the judge's period old, even
+        // while this request is in flight (one timer reset per request, only then).
+        let mut hold = ctx.watched_rows_max_age.is_some() && !batch.is_empty();
+        if hold {
+            let due = (batch_started + ctx.rows_max_age()).into();
+            let timer = idle_timer.get_or_insert_with(|| Box::pin(tokio::time::sleep_until(due)));
+            timer.as_mut().reset(due);
+        }
+        let exchange = {
+            let send = transport.send(template, prepared, started, &mut captured);
+            tokio::pin!(send);
+            loop {
+                tokio::select! {
+                    biased;
+                    exchange = send.as_mut() => break exchange,
+                    () = &mut aborting => break Exchange {
+                        error: Some(ErrorClass::Cancelled),
+                        ..Exchange::default()
+                    },
+                    () = held_rows_due(&mut idle_timer), if hold => {
+                        hold = false;
+                        if !hand_over(&mut batch, &records, &ctx).await {
+                            break Exchange {
+                                error: Some(ErrorClass::Cancelled),
+                                ..Exchange::default()
+                            };
+                        }
+                    }
+                }
+            }
         };
         let ended = Instant::now();
         clock.enter(State::Own, ctx.anchor.offset_ns(ended));
@@ -199,7 +234,7 @@ pub async fn run_worker<T: Transport, S: WorkSource>(
         if error == Some(ErrorClass::Cancelled) {
             break;
         }
-        if (batch.len() >= BATCH_ROWS || ended - batch_started >= BATCH_MAX_AGE)
+        if (batch.len() >= BATCH_ROWS || ended - batch_started >= ctx.rows_max_age())
             && !hand_over(&mut batch, &records, &ctx).await
         {
             break;
@@ -210,6 +245,14 @@ pub async fn run_worker<T: Transport, S: WorkSource>(
 
 /// The timer that hands a waiting worker's rows over; one per worker, reset, never rebuilt.
 type IdleTimer = std::pin::Pin<Box<tokio::time::Sleep>>;
+
+/// Completes when the worker's timer (set before the send) fires.
+async fn held_rows_due(timer: &mut Option<IdleTimer>) {
+    match timer {
+        Some(timer) => timer.as_mut().await,
+        None => std::future::pending().await,
+    }
+}
 
 /// The next work item; `None` when the source is done or the writer is gone.
 ///
@@ -236,7 +279,7 @@ async fn next_work<S: WorkSource>(
     let work = if batch.is_empty() {
         next.await
     } else {
-        let due = batch_started + BATCH_MAX_AGE;
+        let due = batch_started + ctx.rows_max_age();
         let idle_timer =
             idle_timer.get_or_insert_with(|| Box::pin(tokio::time::sleep_until(due.into())));
         idle_timer.as_mut().reset(due.into());

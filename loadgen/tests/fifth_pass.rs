@@ -113,3 +113,41 @@ fn weights_whose_sum_wraps_a_u32_are_bad_input() {
     assert_eq!(output.status.code(), Some(2), "{stderr}");
     assert!(stderr.contains("at most 10000"), "{stderr}");
 }
+
+#[test]
+fn abort_on_fail_stops_an_overloaded_open_run_within_the_judges_period() {
+    // 4 workers × 500 ms: 8 req/s, against 100 req/s offered; the first response (0.5 s)
+    // already crosses p99<100ms. Each worker's next request waits in the server's queue for
+    // seconds, and a worker that held its rows until then kept them from the judge until
+    // every one of the 600 sends was made.
+    let server = ServerOnRuntime::start(ServerConfig {
+        service_time: "500ms".parse().unwrap(),
+        workers: Some(4),
+        ..ServerConfig::default()
+    });
+    let dir = tempfile::tempdir().unwrap();
+    let url = server.url("/");
+    let args = [
+        "--url",
+        &url,
+        "--rate",
+        "100",
+        "-d",
+        "3s",
+        "--threshold",
+        "p99<100ms",
+    ];
+    let (output, out) = run(
+        &[&args[..], &["--abort-on-fail", "--abort-after", "500ms"]].concat(),
+        dir.path(),
+    );
+    let text = String::from_utf8_lossy(&output.stdout).into_owned()
+        + &String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(99), "{text}");
+    let document = common::run_json(&out);
+    assert_eq!(document["exit_reason"], "threshold", "{document}");
+    // The rows reach the writer within a quarter second, the judge within its period (1 s):
+    // the schedule stops after about 2 s of its 6 (leeway for a loaded machine).
+    let sent = read_rows(&out).len();
+    assert!(sent < 400, "{sent} sends: {text}");
+}
