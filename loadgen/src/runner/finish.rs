@@ -299,7 +299,7 @@ fn decide_verdict(
                     None
                 }
             });
-    let server = match config.server_metrics.sources.is_empty() {
+    let mut server = match config.server_metrics.sources.is_empty() {
         true => None,
         false => verdict::ServerEvidence::read(run_dir, &config.server_metrics.saturation)
             .unwrap_or_else(|why| {
@@ -309,6 +309,13 @@ fn decide_verdict(
                 None
             }),
     };
+    // A --server-saturation gauge that matched no series, or several, is said, not read.
+    warnings.extend(
+        server
+            .as_mut()
+            .map(|s| std::mem::take(&mut s.notes))
+            .unwrap_or_default(),
+    );
     verdict::decide(verdict::Facts {
         summary,
         components: &report.stats.components,
