@@ -180,37 +180,14 @@ pub async fn run_worker<T: Transport, S: WorkSource>(
                 .map(|t| nanos(started.saturating_duration_since(t))),
         );
         ctx.live.in_flight.fetch_add(1, Ordering::Relaxed);
-        // Watched: rows in hand go to the writer when they are the judge's period old, even
-        // while this request is in flight (one timer reset per request, only then).
-        let mut hold = ctx.watched_rows_max_age.is_some() && !batch.is_empty();
-        if hold {
-            let due = (batch_started + ctx.rows_max_age()).into();
-            let timer = idle_timer.get_or_insert_with(|| Box::pin(tokio::time::sleep_until(due)));
-            timer.as_mut().reset(due);
-        }
-        let exchange = {
-            let send = transport.send(template, prepared, started, &mut captured);
-            tokio::pin!(send);
-            loop {
-                tokio::select! {
-                    biased;
-                    exchange = send.as_mut() => break exchange,
-                    () = &mut aborting => break Exchange {
-                        error: Some(ErrorClass::Cancelled),
-                        ..Exchange::default()
-                    },
-                    () = held_rows_due(&mut idle_timer), if hold => {
-                        hold = false;
-                        if !hand_over(&mut batch, &records, &ctx).await {
-                            break Exchange {
-                                error: Some(ErrorClass::Cancelled),
-                                ..Exchange::default()
-                            };
-                        }
-                    }
-                }
-            }
+        let send = transport.send(template, prepared, started, &mut captured);
+        let held = Held {
+            batch: &mut batch,
+            started: batch_started,
+            timer: &mut idle_timer,
+            records: &records,
         };
+        let exchange = exchange_holding(send, &mut aborting, held, &ctx).await;
         let ended = Instant::now();
         clock.enter(State::Own, ctx.anchor.offset_ns(ended));
         ctx.live.in_flight.fetch_sub(1, Ordering::Relaxed);
@@ -245,6 +222,50 @@ pub async fn run_worker<T: Transport, S: WorkSource>(
 
 /// The timer that hands a waiting worker's rows over; one per worker, reset, never rebuilt.
 type IdleTimer = std::pin::Pin<Box<tokio::time::Sleep>>;
+
+/// The rows a worker holds while a request is in flight, and what hands them over.
+struct Held<'a> {
+    batch: &'a mut Vec<RequestRecord>,
+    /// When the oldest row of `batch` was finished.
+    started: Instant,
+    timer: &'a mut Option<IdleTimer>,
+    records: &'a RecordSender,
+}
+
+/// The request's exchange (`Cancelled` when the run aborts). Watched (`--abort-on-fail`), the
+/// rows in hand go to the writer when they are [`WorkerContext::rows_max_age`] old even while
+/// the request is in flight (one timer reset per request, only then).
+async fn exchange_holding(
+    send: impl Future<Output = Exchange>,
+    aborting: &mut (impl Future<Output = ()> + Unpin),
+    held: Held<'_>,
+    ctx: &WorkerContext,
+) -> Exchange {
+    let cancelled = || Exchange {
+        error: Some(ErrorClass::Cancelled),
+        ..Exchange::default()
+    };
+    let mut hold = ctx.watched_rows_max_age.is_some() && !held.batch.is_empty();
+    if hold {
+        let due = (held.started + ctx.rows_max_age()).into();
+        let timer = (held.timer).get_or_insert_with(|| Box::pin(tokio::time::sleep_until(due)));
+        timer.as_mut().reset(due);
+    }
+    tokio::pin!(send);
+    loop {
+        tokio::select! {
+            biased;
+            exchange = send.as_mut() => return exchange,
+            () = &mut *aborting => return cancelled(),
+            () = held_rows_due(held.timer), if hold => {
+                hold = false;
+                if !hand_over(held.batch, held.records, ctx).await {
+                    return cancelled();
+                }
+            }
+        }
+    }
+}
 
 /// Completes when the worker's timer (set before the send) fires.
 async fn held_rows_due(timer: &mut Option<IdleTimer>) {
