@@ -108,10 +108,12 @@ def add_parser(sub: Any) -> None:
     report.add_argument("--plots", type=Path, metavar="DIR", help="also write SVG and PNG figures")
     check = commands.add_parser(
         "check",
-        help="gate: exit 99 when the newest runs lie after a change beyond --max-regression",
-        description="Judge the newest run's series: exit 99 when the newest change point (with "
-        f"{MIN_RUNS_AFTER} or more runs after it) makes a metric worse by more than "
-        "--max-regression; improvements are reported, not failed; a series of fewer than "
+        help="gate: exit 99 when a metric is now worse than before its regressions began",
+        description="Judge the newest run's series: the change points with "
+        f"{MIN_RUNS_AFTER} or more runs after them cut it into levels; exit 99 when the current "
+        "level is worse than the best level before it (where the series was before its "
+        "regressions began) by more than --max-regression, so a creep of small steps or a "
+        "partial recovery fails; improvements are reported, not failed; a series of fewer than "
         f"{MIN_RUNS} runs is too short to judge (exit 0, said). Default metrics: "
         f"{', '.join(DEFAULT_GATED)}. Exit codes: 0 pass, 2 bad input, 99 a regression.",
     )
