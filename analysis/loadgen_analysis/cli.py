@@ -332,6 +332,12 @@ def _summary(args: argparse.Namespace) -> int:
         for text in (shards, checks):  # stdout stays the JSON list; these are for the reader
             if text:
                 print(text, file=sys.stderr)
+    elif frame.empty:
+        names = ", ".join(run.label for run in runs)
+        print(
+            f"{names}: no judged requests to summarise (the run recorded none, or every row "
+            "is its warm-up's)"
+        )
     else:
         print(frame.to_string(index=False, float_format=lambda v: f"{v:.3f}"))
         if "latency_from" in frame:

@@ -108,10 +108,12 @@ def add_parser(sub: Any) -> None:
     report.add_argument("--plots", type=Path, metavar="DIR", help="also write SVG and PNG figures")
     check = commands.add_parser(
         "check",
-        help="gate: exit 99 when the newest runs lie after a change beyond --max-regression",
-        description="Judge the newest run's series: exit 99 when the newest change point (with "
-        f"{MIN_RUNS_AFTER} or more runs after it) makes a metric worse by more than "
-        "--max-regression; improvements are reported, not failed; a series of fewer than "
+        help="gate: exit 99 when a metric is now worse than before its regressions began",
+        description="Judge the newest run's series: the change points with "
+        f"{MIN_RUNS_AFTER} or more runs after them cut it into levels; exit 99 when the current "
+        "level is worse than the best level before it (where the series was before its "
+        "regressions began) by more than --max-regression, so a creep of small steps or a "
+        "partial recovery fails; improvements are reported, not failed; a series of fewer than "
         f"{MIN_RUNS} runs is too short to judge (exit 0, said). Default metrics: "
         f"{', '.join(DEFAULT_GATED)}. Exit codes: 0 pass, 2 bad input, 99 a regression.",
     )
@@ -142,15 +144,29 @@ def _metrics(args: argparse.Namespace, default: tuple[str, ...]) -> tuple[str, .
 def _add(args: argparse.Namespace) -> int:
     from .history import record, store
     from .io.load import load_runs
+    from .io.outputs import refuse_outputs_on_runs
 
     given = record.labels(dict(record.parse_label(text) for text in args.labels))
-    for path in args.runs:
-        if record.is_capacity(path):
-            tables = [(path, record.capacity_rows(Path(path), given))]
-        else:
-            tables = [(run.location, record.run_rows(run, given)) for run in load_runs([path])]
-        for source, rows in tables:
-            print(f"added {source} ({count(len(rows), 'op')}) as {store.add(rows, args.store)}")
+    capacities, others = record.split_capacity(args.runs)
+    # Every other path at once, as the analysis reads them: the shard directories of one run
+    # given one by one are one run, not one half-run each.
+    runs = load_runs(others) if others else []
+    if not args.store.startswith("s3://"):
+        # The store is never written into a run it reads (its requests/ folder would then hold
+        # a file that is not a segment).
+        read = [
+            *capacities,
+            *(p for run in runs for p in (run.path, *(s.path for s in run.shards))),
+        ]
+        refuse_outputs_on_runs({"--store": Path(args.store)}, read)
+    tables = [(str(path), record.capacity_rows(path, given)) for path in capacities]
+    tables += [(run.location, record.run_rows(run, given)) for run in runs]
+    for path in capacities:
+        note = record.unconverged_note(path)
+        if note:
+            print(f"note: {note}")
+    for source, rows in tables:
+        print(f"added {source} ({count(len(rows), 'op')}) as {store.add(rows, args.store)}")
     return 0
 
 

@@ -16,9 +16,11 @@ Confidence intervals:
 
 Verdicts: a limited metric **fails** when its change is beyond the limit (the minimum effect
 that matters) *and* the interval excludes no change (the effect is not noise); it is
-**noisy** when the change is beyond the limit but the interval includes no change (rerun with
-repeats), and **pass** otherwise. The error-rate limit is absolute: it fails when the
-candidate's error rate is above it. Metrics without a limit are shown, not judged.
+**noisy** when the change is beyond the limit but the interval includes no change, and
+**pass** otherwise. A noisy metric fails the gate too, saying the gate cannot tell and needs
+more runs per side: a gate that cannot tell a regression from noise must not pass it. The
+error-rate limit is absolute: it fails when the candidate's error rate is above it. Metrics
+without a limit are shown, not judged.
 """
 
 from __future__ import annotations
@@ -106,7 +108,9 @@ class Comparison:
 
     @property
     def failures(self) -> pd.DataFrame:
-        return self.table[self.table["verdict"] == "fail"]
+        """The rows that fail the gate: a limit exceeded (``fail``) or a change beyond a limit
+        the gate cannot tell from noise (``noisy``)."""
+        return self.table[self.table["verdict"].isin(("fail", "noisy"))]
 
     @property
     def passed(self) -> bool:
@@ -468,20 +472,24 @@ def format_comparison(comparison: Comparison) -> str:
             )
     lines.append("")
     if comparison.passed:
-        noisy = comparison.table[comparison.table["verdict"] == "noisy"]
-        extra = (
-            f" ({count(len(noisy), 'change')} beyond a limit within noise: rerun with repeats)"
-            if len(noisy)
-            else ""
-        )
-        lines.append(f"PASS: no limit exceeded{extra}")
+        lines.append("PASS: no limit exceeded")
     else:
-        reasons = []
+        reasons, undecided = [], []
         for r in comparison.failures.itertuples(index=False):
             if r.column == "error_rate":
                 change = _fmt_value(r.column, r.candidate)
             else:
                 change = _fmt_delta(r.column, r.delta)
-            reasons.append(f"{r.metric} {change} beyond {_fmt_limit(r.column, r.limit)} ({r.op})")
-        lines.append("FAIL: " + "; ".join(reasons))
+            reason = f"{r.metric} {change} beyond {_fmt_limit(r.column, r.limit)} ({r.op})"
+            (undecided if r.verdict == "noisy" else reasons).append(reason)
+        if reasons:
+            lines.append("FAIL: " + "; ".join(reasons))
+        if undecided:
+            lines.append(
+                "FAIL (cannot tell): "
+                + "; ".join(undecided)
+                + f", but the interval includes no change — rerun with more runs per side "
+                f"(now {count(len(comparison.baseline), 'run')} against "
+                f"{count(len(comparison.candidate), 'run')})"
+            )
     return "\n".join(lines)

@@ -49,6 +49,8 @@ def export(args: argparse.Namespace) -> int:
             "run directories"
         )
     run = runs[0]
+    if args.out is not None and args.out.is_dir():
+        raise ValueError(f"-o {args.out} is a directory; give the path of a file to write")
     partial = args.out.with_name(args.out.name + ".partial") if args.out else None
     sink = partial.open("wb") if partial else sys.stdout.buffer
     try:
@@ -67,6 +69,10 @@ def export(args: argparse.Namespace) -> int:
         raise
     if partial and args.out:
         sink.close()
-        partial.replace(args.out)
+        try:
+            partial.replace(args.out)
+        except OSError:
+            partial.unlink(missing_ok=True)
+            raise
         print(f"wrote {args.out} ({count} {what} of {run.label})", file=sys.stderr)
     return 0

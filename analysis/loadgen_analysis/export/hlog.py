@@ -1,14 +1,16 @@
 """A run's latencies as an HdrHistogram interval log (``.hlog``): one interval per second of
-the run and op, tagged with the op, in the format HdrHistogram's own tools read
-(``HistogramLogProcessor``, HdrHistogramVisualizer, the ``hdrhistogram`` Python package's
-``HistogramLogReader``). The histograms are encoded by the ``hdrhistogram`` package.
+the run and op, tagged with the op, and one untagged interval per second of every op's
+latencies (what ``HistogramLogProcessor`` reads without ``-tag``), in the format
+HdrHistogram's own tools read (``HistogramLogProcessor``, HdrHistogramVisualizer, the
+``hdrhistogram`` Python package's ``HistogramLogReader``). The histograms are encoded by the
+``hdrhistogram`` package.
 
 The latency is the one every table reports (:data:`~loadgen_analysis.io.engine.REPORTED_LATENCY`:
 from the intended send for the open model, else from the actual send), of the rows with a
 response, each counted in the second it completed, as the analysis' timelines do. Values are
-nanoseconds (HdrHistogram's usual unit; the interval's max column is in milliseconds), 1 ns to
-one hour at 3 significant digits, as loadgen's own histograms. A tag is the op with each space
-or comma made ``_`` (``GET /`` → ``GET_/``), since tags end at a comma.
+nanoseconds (HdrHistogram's usual unit; the interval's max column is in milliseconds, with
+its fraction), 1 ns to one hour at 3 significant digits, as loadgen's own histograms. A tag is
+the op with each space or comma made ``_`` (``GET /`` → ``GET_/``), since tags end at a comma.
 
 Bounded memory: DuckDB counts the latencies per (second, op, histogram bucket) — the bucket's
 lowest value, worked out in SQL exactly as HdrHistogram does — spilling to disk when it must;
@@ -63,41 +65,46 @@ def new_histogram() -> HdrHistogram:
 
 
 def write_hlog(run: Run, sink: TextIO) -> int:
-    """Writes ``run``'s interval log; returns the number of intervals."""
+    """Writes ``run``'s interval log; returns the number of intervals (untagged ones too)."""
     writer = HistogramLogWriter(sink)
     _header(run, writer)
     con = connect(run)
     try:
         reader = con.sql(_COUNTS).to_arrow_reader(_ROWS_PER_FETCH)
-        intervals, current, histogram = 0, None, new_histogram()
+        intervals, current, histogram, every_op = 0, None, new_histogram(), new_histogram()
         for batch in reader:
             columns = batch.to_pydict()
             for second, op, value, n in zip(
                 columns["second"], columns["op"], columns["value"], columns["n"], strict=True
             ):
                 if (second, op) != current:
-                    intervals += _interval(sink, writer, current, histogram)
+                    intervals += _interval(sink, current, histogram)
+                    if current is not None and current[0] != second:
+                        intervals += _interval(sink, (current[0], None), every_op)
+                        every_op = new_histogram()
                     current, histogram = (second, op), new_histogram()
                 histogram.record_value(value, n)
-        intervals += _interval(sink, writer, current, histogram)
+                every_op.record_value(value, n)
+        intervals += _interval(sink, current, histogram)
+        if current is not None:
+            intervals += _interval(sink, (current[0], None), every_op)
     finally:
         con.close()
     return intervals
 
 
-def _interval(
-    sink: TextIO,
-    writer: HistogramLogWriter,
-    key: tuple[int, str] | None,
-    histogram: HdrHistogram,
-) -> int:
-    """Writes one tagged interval (none before the first); returns how many it wrote."""
+def _interval(sink: TextIO, key: tuple[int, str | None] | None, histogram: HdrHistogram) -> int:
+    """Writes one interval (none before the first): tagged with its op, or untagged — every
+    op's latencies of that second, the form other tools write and read without ``-tag``.
+    Returns how many it wrote. The line is written here, not by ``HistogramLogWriter``, whose
+    max column floors to whole milliseconds (0.000 for every latency below 1 ms)."""
     if key is None:
         return 0
     second, op = key
-    sink.write(f"Tag={tag(op)},")
-    # A start of 0 would be taken as "none given": the histogram's own start is 0 as well.
-    writer.output_interval_histogram(histogram, float(second), float(second + 1))
+    prefix = "" if op is None else f"Tag={tag(op)},"
+    max_ms = histogram.get_max_value() / 1e6
+    payload = histogram.encode().decode("ascii")
+    sink.write(f"{prefix}{float(second):f},{1.0:f},{max_ms:f},{payload}\n")
     return 1
 
 

@@ -109,7 +109,7 @@ def series_starts(history: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(marks, columns=["run_id", "fingerprint", "changed"])
 
 
-def _change(metric: str, before: float, after: float) -> float:
+def change_between(metric: str, before: float, after: float) -> float:
     if metric in ABSOLUTE:
         return after - before
     return after / before - 1.0 if before else math.inf
@@ -143,7 +143,7 @@ def change_points(
                 commit_after=commit if isinstance(commit, str) else None,
                 mean_before=before,
                 mean_after=after,
-                change=_change(metric, before, after),
+                change=change_between(metric, before, after),
                 pvalue=float(point.stats.pvalue),
             )
         )

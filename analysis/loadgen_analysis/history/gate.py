@@ -1,35 +1,54 @@
-"""The gate of ``loadgen-analyze history check``: do the newest runs lie after a change point
-that made a metric worse by more than the limit?
+"""The gate of ``loadgen-analyze history check``: is a metric now worse, by more than the
+limit, than it was before its regressions began?
 
 Judged are the series the newest run belongs to (and, when runs carry a ``build`` label, every
-series with a run of the newest run's build), per op and gated metric. The newest change point
-with at least ``min_runs_after`` runs after it is the one judged: a worsening beyond the limit
-is a regression (exit 99), an improvement or a change within the limit is reported and passes.
-A change point with fewer runs after it is reported as not yet confirmed — one slow run at the
-end of a series is an outlier until more runs agree. A series with fewer than ``min_runs`` runs
-is too short to judge: said, and exit 0. Latency and throughput changes are relative (5 % =
-0.05); the error rate's is absolute (5 % = five percentage points).
+series with a run of the newest run's build), per op and gated metric. The change points with
+at least ``MIN_RUNS_AFTER`` runs after them cut the series into levels; the *current* level
+(the runs after the newest such point) is judged against the *baseline*: the best level
+before it — where the series was before its regressions began. So a creep of small steps,
+each within the limit, fails once it adds up past the limit, and a partial recovery still
+fails while the series stays below where it was; a worsening beyond the limit is a regression
+(exit 99), a current level within the limit of the baseline (or better) passes, reported with
+the newest change. A change point with fewer runs after it is reported as not yet confirmed —
+one slow run at the end of a series is an outlier until more runs agree. A series with fewer
+than ``MIN_RUNS`` runs is too short to judge: said, and exit 0. Latency and throughput changes
+are relative (5 % = 0.05); the error rate's is absolute (5 % = five percentage points).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+import itertools
+from dataclasses import asdict, dataclass, field
 from typing import Any
-from xml.sax.saxutils import quoteattr
 
 import pandas as pd
 
+from ..report.junit import xml_attr, xml_safe
 from ..thresholds import EXIT_THRESHOLD
 from ..units import count
 from . import DEFAULT_GATED, DEFAULT_MAX_PVALUE, MIN_RUNS, MIN_RUNS_AFTER
-from .changes import ChangePoint, change_points, series
+from .changes import ABSOLUTE, HIGHER_IS_WORSE, ChangePoint, change_between, change_points, series
+
+
+@dataclass(frozen=True)
+class Level:
+    """The mean of ``metric`` over runs ``first``..``last`` (1-based, inclusive) of a series."""
+
+    first: int
+    last: int
+    mean: float
+
+    def describe(self) -> str:
+        runs = f"run {self.first}" if self.first == self.last else f"runs {self.first}–{self.last}"
+        return f"{self.mean:.4g} over {runs}"
 
 
 @dataclass(frozen=True)
 class Judgement:
     """One series' metric: ``status`` is ``regression``, ``improvement``, ``within limit``,
-    ``no change`` or ``too few runs``; ``point`` the change judged, ``unconfirmed`` a newer one
-    with too few runs after it."""
+    ``no change`` or ``too few runs``; ``point`` the newest confirmed change, ``unconfirmed`` a
+    newer one with too few runs after it; ``baseline`` and ``current`` the levels judged and
+    ``change`` between them (relative, or absolute for the error rate)."""
 
     fingerprint: str
     op: str
@@ -38,14 +57,27 @@ class Judgement:
     status: str
     point: ChangePoint | None = None
     unconfirmed: ChangePoint | None = None
+    baseline: Level | None = None
+    current: Level | None = None
+    change: float | None = None
 
     def describe(self, limit: float) -> str:
         head = f"{self.status.upper() if self.status == 'regression' else self.status}:"
         runs = count(self.runs, "run")
         if self.status == "too few runs":
             text = f"{head} {self.metric} of op {self.op} has {runs}, needs {MIN_RUNS}"
-        elif self.point is not None:
-            text = f"{head} {self.point.describe()} (limit {limit:.0%})"
+        elif self.point is not None and self.baseline and self.current and self.change is not None:
+            size = (
+                f"{self.change * 100:+.2f} points"
+                if self.metric in ABSOLUTE
+                else f"{self.change * 100:+.1f} %"
+            )
+            text = (
+                f"{head} {self.metric} of op {self.op} now {size} against its level before "
+                f"its regressions ({self.current.describe()}; baseline "
+                f"{self.baseline.describe()}; limit {limit:.0%}); newest change: "
+                f"{self.point.describe()}"
+            )
         else:
             text = f"{head} {self.metric} of op {self.op}, no change point in {runs}"
         if self.unconfirmed is not None:
@@ -65,6 +97,9 @@ class Judgement:
             "status": self.status,
             "change_point": self.point.as_dict() if self.point else None,
             "unconfirmed": self.unconfirmed.as_dict() if self.unconfirmed else None,
+            "baseline": asdict(self.baseline) if self.baseline else None,
+            "current": asdict(self.current) if self.current else None,
+            "change": self.change,
         }
 
 
@@ -123,12 +158,33 @@ def _judge(rows: pd.DataFrame, metric: str, limit: float, max_pvalue: float) -> 
     unconfirmed = newer[-1] if newer else None
     if not confirmed:
         return Judgement(fp, op, metric, runs, "no change", None, unconfirmed)
-    point = confirmed[-1]
-    if not point.worse:
+    baseline, current = _levels(rows, metric, confirmed)
+    change = change_between(metric, baseline.mean, current.mean)
+    worse = (
+        current.mean > baseline.mean if metric in HIGHER_IS_WORSE else current.mean < baseline.mean
+    )
+    status = "regression" if abs(change) > limit else "within limit"
+    if not worse:
         status = "improvement"
-    else:
-        status = "regression" if abs(point.change) > limit else "within limit"
-    return Judgement(fp, op, metric, runs, status, point, unconfirmed)
+    return Judgement(
+        fp, op, metric, runs, status, confirmed[-1], unconfirmed, baseline, current, change
+    )
+
+
+def _levels(rows: pd.DataFrame, metric: str, confirmed: list[ChangePoint]) -> tuple[Level, Level]:
+    """(baseline, current): the series cut at the ``confirmed`` change points into levels, the
+    last one current and the best one before it the baseline — where the metric was before its
+    regressions began (a creep's first step, the level a partial recovery has not regained)."""
+    values = [float(v) for v in rows[metric].dropna()]
+    cuts = [0, *(p.index for p in confirmed), len(values)]
+    levels = [
+        Level(start + 1, end, sum(values[start:end]) / (end - start))
+        for start, end in itertools.pairwise(cuts)
+        if end > start
+    ]
+    before = levels[:-1] or levels
+    best = min if metric in HIGHER_IS_WORSE else max
+    return best(before, key=lambda level: level.mean), levels[-1]
 
 
 def check(
@@ -165,19 +221,19 @@ def gate_junit(result: GateResult, name: str = "history") -> str:
         '<?xml version="1.0" encoding="UTF-8"?>',
         f'<testsuites name="loadgen-analyze history check" tests="{len(result.judgements)}" '
         f'failures="{failures}">',
-        f"  <testsuite name={quoteattr(name)} tests={quoteattr(str(len(result.judgements)))} "
+        f"  <testsuite name={xml_attr(name)} tests={xml_attr(str(len(result.judgements)))} "
         f'failures="{failures}">',
     ]
     for j in result.judgements:
         text = j.describe(result.limit)
         head = (
-            f"    <testcase classname={quoteattr(f'history.{j.fingerprint}.{j.op}')} "
-            f"name={quoteattr(j.metric)}>"
+            f"    <testcase classname={xml_attr(f'history.{j.fingerprint}.{j.op}')} "
+            f"name={xml_attr(j.metric)}>"
         )
         if j.status == "regression":
-            lines.append(f'{head}<failure message={quoteattr(text)} type="regression"/></testcase>')
+            lines.append(f'{head}<failure message={xml_attr(text)} type="regression"/></testcase>')
         else:
-            body = text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+            body = xml_safe(text).replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
             lines.append(f"{head}<system-out>{body}</system-out></testcase>")
     lines += ["  </testsuite>", "</testsuites>"]
     return "\n".join(lines) + "\n"

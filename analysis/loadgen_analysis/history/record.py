@@ -16,7 +16,7 @@ import hashlib
 import json
 import os
 import time
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -59,6 +59,10 @@ def parse_label(text: str) -> tuple[str, str]:
     key, sep, value = text.partition("=")
     if not sep or not key.strip():
         raise ValueError(f"--label '{text}' is not key=value; write e.g. --label commit=abc123")
+    if any(ord(ch) < 32 or ord(ch) == 127 for ch in text):
+        raise ValueError(
+            f"--label {text!r} holds a control character; write the label in printable text"
+        )
     return key.strip(), value.strip()
 
 
@@ -118,6 +122,11 @@ def _identity(run: Run, kind: str, given: dict[str, str]) -> dict[str, Any]:
 def run_rows(run: Run, given: dict[str, str]) -> pd.DataFrame:
     """The rows of one run: its identity and, per op, its figures and the run's verdict."""
     summary = op_summary(run)
+    if summary.empty:
+        raise ValueError(
+            f"{run.location}: the run has no judged requests (every row is a warm-up's, or it "
+            "has none), so it has no figures to add; add a run whose measured phase sent requests"
+        )
     identity = _identity(run, "run", given)
     verdict = attribute([run]).verdict
     rows = []
@@ -150,7 +159,9 @@ def capacity_rows(path: Path, given: dict[str, str]) -> pd.DataFrame:
         **identity,
         "op": "all",
         "verdict": capacity.get("verdict"),
-        "capacity_rps": capacity.get("capacity_rps"),
+        # An unconverged search's answer is only a lower bound: kept as capacity_low_rps, not
+        # as an answer the gate would judge (unconverged_note says so).
+        "capacity_rps": capacity.get("capacity_rps") if capacity.get("converged") else None,
         "capacity_low_rps": interval[0],
         "capacity_high_rps": interval[1],
         "run_id": f"capacity-{calibration.run_id}",
@@ -162,3 +173,54 @@ def capacity_rows(path: Path, given: dict[str, str]) -> pd.DataFrame:
 def is_capacity(path: str | Path) -> bool:
     """Whether ``path`` (local) is a ``loadgen capacity`` directory."""
     return not str(path).startswith("s3://") and is_capacity_dir(path)
+
+
+def unconverged_note(path: Path) -> str | None:
+    """What ``history add`` says of a capacity search that did not converge, or None."""
+    capacity = read_capacity(path)
+    if capacity.get("converged"):
+        return None
+    low = (capacity.get("interval") or [None])[0]
+    bound = f"its lower bound {low:g} req/s" if isinstance(low, int | float) else "its bracket"
+    return (
+        f"{path}: the capacity search did not converge (ended: {capacity.get('ended')}); "
+        f"{bound} is stored as capacity_low_rps, with no capacity_rps, so the gate does not "
+        "judge it"
+    )
+
+
+def split_capacity(paths: Sequence[str]) -> tuple[list[Path], list[str]]:
+    """(capacity directories, other paths) of ``history add``'s RUNs: a capacity directory
+    given, or one inside a folder given (a folder's runs are read as the analysis reads them,
+    which leaves capacity directories out), is one row of its own."""
+    capacities: list[Path] = []
+    others: list[str] = []
+    for raw in paths:
+        if is_capacity(raw):
+            capacities.append(Path(raw))
+            continue
+        folder = Path(raw)
+        inside = (
+            sorted(c for c in folder.iterdir() if c.is_dir() and is_capacity(c))
+            if not str(raw).startswith("s3://")
+            and folder.is_dir()
+            and not (folder / "requests").exists()
+            else []
+        )
+        capacities += inside
+        if not inside or _has_runs_besides(folder, inside):
+            others.append(raw)
+    return capacities, others
+
+
+def _has_runs_besides(folder: Path, capacities: list[Path]) -> bool:
+    """Whether ``folder`` holds run directories (or folders of them) besides ``capacities``."""
+    return any(
+        child.is_dir()
+        and child not in capacities
+        and (
+            (child / "requests").is_dir()
+            or any((g / "requests").is_dir() for g in child.iterdir() if g.is_dir())
+        )
+        for child in folder.iterdir()
+    )

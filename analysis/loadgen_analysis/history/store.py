@@ -5,9 +5,10 @@ digits) and never touches another file: locally written to a hidden temporary fi
 store and renamed into place (a reader never sees half a file), on S3 one PUT (atomic there).
 So two CI jobs adding at once lose nothing, and there is no shared file to corrupt.
 
-Reading is one DuckDB query over the glob ``STORE/*.parquet``; an ``s3://`` store is first
-mirrored into the local cache (:func:`~..io.s3.mirror_files`, only new or changed files are
-downloaded). A file DuckDB cannot read is named in one sentence with the fix.
+Reading is one DuckDB query over the store's files (``STORE/*.parquet``, listed, each path
+taken literally, never as a pattern); an ``s3://`` store is first mirrored into the local
+cache (:func:`~..io.s3.mirror_files`, only new or changed files are downloaded). A file
+DuckDB cannot read is named in one sentence with the fix.
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ import pyarrow.parquet as pq
 
 from ..errors import RunLoadError
 from ..io import contract, s3
-from ..io.engine import engine_settings
+from ..io.engine import engine_settings, parquet_files_sql
 
 #: The contract's name of a store's file.
 FILE = "history_run"
@@ -106,10 +107,11 @@ def read(store: str) -> pd.DataFrame:
             f"{store}: the history store holds no runs; add some with "
             f"`loadgen-analyze history add RUN --store {store}`"
         )
-    pattern = str(folder / "*.parquet").replace("'", "''")
+    _refuse_foreign(store, files)
+    # The files listed, each taken literally: the store's folder name is no pattern.
     # A run added twice (a retried CI job) counts once: its newest file's rows.
     query = (
-        f"SELECT * FROM read_parquet('{pattern}', union_by_name = true) "
+        f"SELECT * FROM read_parquet({parquet_files_sql(files)}, union_by_name = true) "
         "QUALIFY row_number() OVER (PARTITION BY run_id, op ORDER BY added_unix_ns DESC) = 1 "
         "ORDER BY started_unix_ns, run_id, op"
     )
@@ -119,6 +121,22 @@ def read(store: str) -> pd.DataFrame:
             return con.execute(query).df()
     except duckdb.Error as exc:
         raise _damaged(store, files, exc) from exc
+
+
+def _refuse_foreign(store: str, files: list[Path]) -> None:
+    """Raise, naming the file and the fix, when a file of the store is readable Parquet but no
+    history file (its metadata lacks ``loadgen.kind: history-run``) — a run's segment copied in
+    would otherwise be read as runs with no identity."""
+    for path in files:
+        try:
+            metadata = pq.read_schema(path).metadata or {}
+        except Exception:  # a damaged file: _damaged names it when the query fails
+            continue
+        if metadata.get(b"loadgen.kind") != b"history-run":
+            raise RunLoadError(
+                f"{store}: {path.name} is not a history file (a Parquet file, but not one "
+                "`loadgen-analyze history add` wrote); remove it from the store"
+            )
 
 
 def _damaged(store: str, files: list[Path], exc: Exception) -> RunLoadError:

@@ -16,6 +16,7 @@ warm-up rows too. This module never aggregates: reductions live in
 from __future__ import annotations
 
 import os
+import re
 import tempfile
 from collections.abc import Sequence
 from pathlib import Path
@@ -33,6 +34,21 @@ WARMUP_PHASE: str = contract.file("requests")["phase_labels"]["warmup"]["label"]
 
 def _sql_string(text: str) -> str:
     return "'" + text.replace("'", "''") + "'"
+
+
+_GLOB_CHARACTER = re.compile(r"[\[*?]")
+
+
+def literal_path(path: str | os.PathLike[str]) -> str:
+    """``path`` as DuckDB's file readers take it literally: they read every path they are given
+    as a glob pattern, so each ``[``, ``*`` and ``?`` a user's folder name holds is put in a
+    character class of its own (``hc[1]`` → ``hc[[]1]``), which matches only itself."""
+    return _GLOB_CHARACTER.sub(lambda m: f"[{m.group(0)}]", str(path))
+
+
+def parquet_files_sql(paths: Sequence[str | os.PathLike[str]]) -> str:
+    """The SQL list of ``paths`` for ``read_parquet``, each taken literally."""
+    return "[" + ", ".join(_sql_string(literal_path(p)) for p in paths) + "]"
 
 
 #: DuckDB's memory limit for one analysis connection; past it DuckDB spills to disk. Override
@@ -91,7 +107,7 @@ def connect(runs: Run | Sequence[Run]) -> duckdb.DuckDBPyConnection:
     for index, run in enumerate(runs):
         connections = "NULL" if run.connections is None else str(int(run.connections))
         for part in run.parts:
-            files = ", ".join(_sql_string(str(s)) for s in part.segments)
+            files = parquet_files_sql(part.segments)
             shard = "NULL" if part.shard is None else str(part.shard[0])
             offset = 0
             if run.shards and part.anchor_unix_ns is not None and run.anchor_unix_ns is not None:
@@ -109,7 +125,7 @@ def connect(runs: Run | Sequence[Run]) -> duckdb.DuckDBPyConnection:
                 f"CAST(op AS VARCHAR) AS op_name, CAST(phase AS VARCHAR) AS phase_name, "
                 f"CAST(error AS VARCHAR) AS error_class, *{rebase}, "
                 f"{_REPORTED_SQL} AS {REPORTED_LATENCY} "
-                f"FROM read_parquet([{files}])"
+                f"FROM read_parquet({files})"
             )
     con.execute("CREATE VIEW records_all AS " + " UNION ALL BY NAME ".join(parts))
     _create_judged_view(con, runs)

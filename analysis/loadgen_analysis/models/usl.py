@@ -56,17 +56,27 @@ class USLFit:
 
     @property
     def n_max(self) -> float:
-        """Concurrency of peak throughput, ⌊√((1−σ)/κ)⌋; infinity when κ = 0."""
-        if self.kappa <= 0:
+        """Concurrency of peak throughput, ⌊√((1−σ)/κ)⌋; infinity when κ = 0 — and when κ is
+        so small (a subnormal such as 5e-324, where an optimizer's last digits can land) that
+        the quotient overflows: a peak beyond every float is no peak. 0 when σ ≥ 1."""
+        if not self.kappa > 0:  # 0, negative or NaN
             return math.inf
-        return float(math.floor(math.sqrt((1.0 - self.sigma) / self.kappa)))
+        ratio = (1.0 - self.sigma) / self.kappa
+        if math.isnan(ratio):
+            return math.inf
+        root = math.sqrt(max(ratio, 0.0))
+        return float(math.floor(root)) if math.isfinite(root) else math.inf
 
     @property
     def x_max(self) -> float:
-        """Throughput at N_max; without coherency (κ = 0), the asymptote λ/σ (or ∞)."""
-        if math.isinf(self.n_max):
+        """Throughput at N_max; without coherency (κ = 0), the asymptote λ/σ (or ∞). Computed
+        as λ / (1/N + σ(1 − 1/N) + κ(N − 1)), which neither overflows nor underflows for a
+        huge N_max (κ N² would)."""
+        n = self.n_max
+        if math.isinf(n):
             return self.lam / self.sigma if self.sigma > 0 else math.inf
-        return float(usl_throughput(max(self.n_max, 1.0), self.lam, self.sigma, self.kappa))
+        n = max(n, 1.0)
+        return float(self.lam / (1.0 / n + self.sigma * (1.0 - 1.0 / n) + self.kappa * (n - 1.0)))
 
     def throughput(self, n: float | np.ndarray) -> float | np.ndarray:
         """Predicted X(N)."""

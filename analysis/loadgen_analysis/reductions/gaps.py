@@ -29,7 +29,7 @@ import duckdb
 import numpy as np
 import pyarrow as pa
 
-from ..io.engine import engine_settings
+from ..io.engine import engine_settings, literal_path
 from ..io.run import Run
 
 #: Rows read per batch.
@@ -131,7 +131,8 @@ def _ordered_columns(part: Run, offset_ns: int) -> Iterator[tuple[np.ndarray, ..
     con = duckdb.connect(":memory:", config=settings)
     for segment in part.segments:
         reader = con.sql(
-            "SELECT worker, start_ns, latency_ns FROM read_parquet(?)", params=[str(segment)]
+            "SELECT worker, start_ns, latency_ns FROM read_parquet(?)",
+            params=[literal_path(segment)],
         ).to_arrow_reader(BATCH_ROWS)
         for batch in reader:
             worker = batch.column(0).to_numpy().astype(np.int64)

@@ -12,6 +12,7 @@ text as the console's (:func:`~loadgen_analysis.regression.formatted_cells`); th
 
 from __future__ import annotations
 
+import re
 from itertools import takewhile
 from pathlib import Path
 from typing import Any
@@ -37,6 +38,10 @@ def default_name(comparison: Comparison) -> str:
     return f"{last(comparison.candidate)} vs {last(comparison.baseline)}"
 
 
+#: The verdicts that fail the gate: a limit exceeded, or a change the gate cannot tell from noise.
+_FAILED = ("fail", "noisy")
+
+
 def comparison_junit(
     comparison: Comparison, name: str | None = None, time_s: float | None = None
 ) -> str:
@@ -45,17 +50,17 @@ def comparison_junit(
     name = name or default_name(comparison)
     table = comparison.table
     judged = table[table["verdict"] != _NOT_JUDGED]
-    failures = int((judged["verdict"] == "fail").sum())
+    failures = int(judged["verdict"].isin(_FAILED).sum())
     time = "" if time_s is None else f' time="{time_s:.3f}"'
     lines = [
         '<?xml version="1.0" encoding="UTF-8"?>',
-        f"<testsuites name={quoteattr(name)} tests={quoteattr(str(len(judged)))} "
+        f"<testsuites name={xml_attr(name)} tests={xml_attr(str(len(judged)))} "
         f'failures="{failures}"{time}>',
     ]
     for op, rows in table.groupby("op", sort=False):
         tests = rows[rows["verdict"] != _NOT_JUDGED]
-        failed = int((tests["verdict"] == "fail").sum())
-        suite = quoteattr(f"{name}: {op}")
+        failed = int(tests["verdict"].isin(_FAILED).sum())
+        suite = xml_attr(f"{name}: {op}")
         lines.append(f'  <testsuite name={suite} tests="{len(tests)}" failures="{failed}"{time}>')
         untested = rows[rows["verdict"] == _NOT_JUDGED]
         if len(untested):
@@ -78,21 +83,42 @@ def _summary(row: Any) -> str:
 
 def _property(row: Any) -> str:
     """A metric shown without a limit: measured, not judged."""
-    return f"      <property name={quoteattr(row.metric)} value={quoteattr(_summary(row))}/>"
+    return f"      <property name={xml_attr(row.metric)} value={xml_attr(_summary(row))}/>"
 
 
 def _testcase(op: str, row: Any) -> str:
     summary = _summary(row)
-    classname = quoteattr(f"compare.{op}")
-    head = f"    <testcase classname={classname} name={quoteattr(row.metric)}>"
+    classname = xml_attr(f"compare.{op}")
+    head = f"    <testcase classname={classname} name={xml_attr(row.metric)}>"
     if row.verdict == "fail":
-        message = quoteattr(f"{summary}: beyond the limit")
+        message = xml_attr(f"{summary}: beyond the limit")
         return f'{head}<failure message={message} type="regression"/></testcase>'
+    if row.verdict == "noisy":
+        message = xml_attr(
+            f"{summary}: beyond the limit but within noise — cannot tell; "
+            "rerun with more runs per side"
+        )
+        return f'{head}<failure message={message} type="undecided"/></testcase>'
     return f"{head}<system-out>{_text(f'{summary}: {row.verdict}')}</system-out></testcase>"
 
 
+#: Characters XML 1.0 does not allow, even escaped: control characters but tab, LF and CR.
+_NOT_XML = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\ufffe\uffff\ud800-\udfff]")
+
+
+def xml_safe(value: str) -> str:
+    """``value`` with each character XML cannot hold (``\x01`` from a label, say) made U+FFFD,
+    so the document stays valid XML whatever a run's labels or ops hold."""
+    return _NOT_XML.sub("\ufffd", value)
+
+
+def xml_attr(value: str) -> str:
+    """``value`` quoted as an XML attribute, made :func:`xml_safe` first."""
+    return quoteattr(xml_safe(value))
+
+
 def _text(value: str) -> str:
-    return value.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+    return xml_safe(value).replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
 
 
 def write_comparison_junit(

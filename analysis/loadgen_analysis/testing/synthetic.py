@@ -24,7 +24,7 @@ from pathlib import Path
 import duckdb
 import pyarrow.parquet as pq
 
-from ..io.engine import engine_settings
+from ..io.engine import engine_settings, parquet_files_sql
 from ..io.load import load_run
 
 
@@ -45,8 +45,8 @@ def synthesise(
     (out / "requests").mkdir(parents=True, exist_ok=False)
     con = duckdb.connect(":memory:", config=engine_settings())
     con.execute("SET enable_progress_bar = false")
-    files = ", ".join(_sql_string(str(s)) for s in run.segments)
-    con.execute(f"CREATE TABLE seed AS SELECT * FROM read_parquet([{files}]) ORDER BY start_ns")
+    files = parquet_files_sql(run.segments)
+    con.execute(f"CREATE TABLE seed AS SELECT * FROM read_parquet({files}) ORDER BY start_ns")
     seed_rows, workers, span_ns = con.execute(
         "SELECT count(*), max(worker) + 1, max(start_ns + latency_ns) FROM seed"
     ).fetchone()

@@ -67,7 +67,9 @@ pub struct OpenPlan {
     pub offset: f64,
     /// Each arrival is one iteration — the whole sequence on one worker, each later step sent
     /// when the one before it ends, which is that step's intended time — instead of one
-    /// request. Set when the scenario extracts values, which only one worker's session holds.
+    /// request. Set for a scenario's sequence of several requests (it must be when the
+    /// scenario extracts values, which only one worker's session holds); never for a targets
+    /// file, whose `--rate` is in requests per second.
     pub chained: bool,
     /// The first stretch of the schedule, whose sends carry the phase `warmup` (the rest
     /// `main`); zero: one phase, `main`.

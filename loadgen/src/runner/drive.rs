@@ -13,6 +13,10 @@ use crate::model::{Announcer, DriveContext};
 use crate::report::metrics::{MetricsListener, MetricsServer, MetricsSource};
 use crate::report::progress::Progress;
 use crate::report::thresholds::{self, ABORT_EVERY};
+
+/// `--abort-on-fail`: the oldest a worker's finished rows get before they go to the writer,
+/// even while its next request is in flight (a quarter of the judge's period).
+const ROWS_TO_JUDGE_MAX_AGE: std::time::Duration = ABORT_EVERY.checked_div(4).unwrap();
 use crate::servermon::{self, ServerMon, ServerMonConfig, ServerMonError};
 use crate::stats::live::LiveMetrics;
 use crate::stats::samples::LevelRows;
@@ -76,6 +80,8 @@ pub(super) async fn drive(
         metrics: live_metrics,
         stop: stop.clone(),
         trace_sample: config.trace_sample,
+        // A judge reads the writer's aggregates: rows reach the writer within its period.
+        watched_rows_max_age: config.abort_after.map(|_| ROWS_TO_JUDGE_MAX_AGE),
     });
     if !config.json {
         eprintln!(

@@ -135,7 +135,8 @@ pub(super) async fn finish(
     let summary = summarize(&config, &driven.live, &report, &labels);
     let thresholds = thresholds::evaluate(&config.thresholds, &report.stats, &summary);
     let judged = judge(&config, &summary, &mut report, (exit_reason, aborted));
-    let verdict = decide_verdict(&config, (&summary, &report), &client, &judged, scrapes);
+    let facts = (&summary, &report, &judged);
+    let verdict = decide_verdict(&config, facts, &client, scrapes, &mut warnings);
     let header = header(&config, &target);
     target.shut_down().await;
 
@@ -332,13 +333,20 @@ fn judge(
 /// client's CPU, an open run's schedule, a capacity level's SLOs, the server's scrapes.
 fn decide_verdict(
     config: &RunConfig,
-    (summary, report): (&RunSummary, &WriterReport),
+    (summary, report, judged): (&RunSummary, &WriterReport, &Judged),
     client: &Option<ClientSummary>,
-    judged: &Judged,
     scrapes: Option<Scrapes>,
+    warnings: &mut Vec<String>,
 ) -> Verdict {
     let saturation = &config.server_metrics.saturation;
-    let server = scrapes.and_then(|s| ServerEvidence::of(&s.rows, saturation));
+    let mut server = scrapes.and_then(|s| ServerEvidence::of(&s.rows, saturation));
+    // A --server-saturation gauge that matched no series, or several, is said, not read.
+    warnings.extend(
+        server
+            .as_mut()
+            .map(|s| std::mem::take(&mut s.notes))
+            .unwrap_or_default(),
+    );
     verdict::decide(verdict::Facts {
         summary,
         components: &report.stats.components,

@@ -104,6 +104,8 @@ fn parse(text: &str) -> Result<(String, Vec<Target>), (usize, String)> {
     let mut targets: Vec<Target> = Vec::new();
     let mut origin: Option<(String, usize)> = None;
     let mut in_target = false;
+    // A file saved with a UTF-8 byte order mark (as some editors and tools write) starts with it.
+    let text = text.strip_prefix('\u{feff}').unwrap_or(text);
     for (index, raw) in text.lines().enumerate() {
         let (line, trimmed) = (index + 1, raw.trim());
         if trimmed.is_empty() {
@@ -147,9 +149,13 @@ fn parse(text: &str) -> Result<(String, Vec<Target>), (usize, String)> {
     }
 }
 
-/// `GET http://…`: a method token followed by an http(s) URL.
+/// `GET http://…`: a method token followed by an http(s) URL. A method is an HTTP token,
+/// which never holds `:`, so `Referer: http://…` is a header whose value is a URL.
 fn request_line(line: &str) -> Option<(&str, &str)> {
     let (method, url) = line.split_once(char::is_whitespace)?;
+    if method.contains(':') {
+        return None;
+    }
     let url = url.trim();
     let lower = url.to_ascii_lowercase();
     (lower.starts_with("http://") || lower.starts_with("https://")).then_some((method, url))
@@ -176,7 +182,11 @@ fn target(line: usize, method: &str, url: &str) -> Result<(String, Target), (usi
     let port = authority
         .port_u16()
         .unwrap_or(if scheme == "https" { 443 } else { 80 });
-    let origin = format!("{scheme}://{}:{port}", authority.host());
+    // Host names are case-insensitive: LOCALHOST and localhost are one origin.
+    let origin = format!(
+        "{scheme}://{}:{port}",
+        authority.host().to_ascii_lowercase()
+    );
     let path = uri
         .path_and_query()
         .map_or("/".to_string(), |p| p.as_str().to_string());
@@ -243,8 +253,9 @@ fn sequence(targets: usize, weights: &[u32]) -> Result<Vec<u16>, String> {
             vec!["1"; targets].join(",")
         ));
     }
-    let total: u32 = weights.iter().sum();
-    if weights.contains(&0) || total > MAX_SEQUENCE {
+    // Summed in u64: weights near u32::MAX would wrap a u32 sum past the limit.
+    let total: u64 = weights.iter().map(|&w| u64::from(w)).sum();
+    if weights.contains(&0) || total > u64::from(MAX_SEQUENCE) {
         return Err(format!(
             "--targets-weights must be whole numbers of at least 1 that add up to at most {MAX_SEQUENCE}"
         ));
@@ -374,5 +385,28 @@ mod tests {
             .unwrap_err()
             .contains("2 weights for 3 targets"));
         assert!(sequence(2, &[1, 0]).is_err());
+    }
+
+    #[test]
+    fn weights_whose_sum_wraps_a_u32_are_refused() {
+        // 4294967295 + 1 wrapped to 0 in a u32 sum, passing the limit; then the sequence
+        // asked for 8 GB.
+        let message = sequence(2, &[u32::MAX, 1]).unwrap_err();
+        assert!(message.contains("at most 10000"), "{message}");
+        assert!(sequence(2, &[u32::MAX / 2 + 1, u32::MAX / 2 + 1]).is_err());
+    }
+
+    #[test]
+    fn files_real_tools_write_parse() {
+        // A header whose value is a URL, after a byte order mark; the host's case differs.
+        let text = "\u{feff}GET http://LOCALHOST:8080/a\nReferer: http://example.com/x\n\
+                    Origin: https://example.com\n\nPOST http://localhost:8080/b\n";
+        let (origin, targets) = parse(text).unwrap();
+        assert_eq!(origin, "http://localhost:8080");
+        assert_eq!(targets.len(), 2);
+        let names: Vec<_> = targets[0].headers.iter().map(|(n, _)| n.as_str()).collect();
+        assert_eq!(names, ["referer", "origin"]);
+        assert_eq!(targets[0].headers[0].1, "http://example.com/x");
+        assert_eq!(targets[0].method, Method::GET);
     }
 }

@@ -40,13 +40,15 @@ pub struct LiveCounters {
     pub skipped: Box<[AtomicU64]>,
     /// Each worker's busy, waiting and alive time (read by the sampler and the summary).
     pub activity: Activity,
-    /// Latency of answered requests, coarsely, for the progress line's live p50/p99.
+    /// Latency of answered requests, in the summary's buckets, for the live p50/p99.
     pub latency: LiveLatency,
 }
 
-/// Buckets of a quarter octave (values within ±12 % share one) from 1 ns to 2⁶⁴ ns, as
-/// relaxed atomics: one increment per answered request. Only the progress line reads them;
-/// the results come from the exact aggregates of the rows.
+/// The answered requests' latencies in the buckets of the summary's histograms (HDR, 3
+/// significant digits, 1 ns to [`MAX_TRACKED_NS`]), as relaxed atomics: one increment per
+/// answered request. Only the progress line reads them, and its percentiles come from the
+/// same definition as the summary's — `hdrhistogram`'s `value_at_quantile` over the same
+/// buckets — so a live p50 is never below the run's minimum (a bucket's lower bound was).
 #[derive(Debug)]
 pub struct LiveLatency {
     buckets: Box<[AtomicU64]>,
@@ -55,7 +57,7 @@ pub struct LiveLatency {
 impl Default for LiveLatency {
     fn default() -> Self {
         LiveLatency {
-            buckets: (0..LiveLatency::BUCKETS)
+            buckets: (0..=LiveLatency::index(MAX_TRACKED_NS))
                 .map(|_| AtomicU64::new(0))
                 .collect(),
         }
@@ -63,26 +65,30 @@ impl Default for LiveLatency {
 }
 
 impl LiveLatency {
-    const BUCKETS: usize = 64 * 4;
+    /// log2 of half the sub-buckets of a 3-significant-digit HDR histogram (2048 of them).
+    const HALF_MAGNITUDE: u32 = 10;
 
-    fn index(ns: u64) -> usize {
-        let octave = 63 - ns.max(1).leading_zeros() as usize;
-        let quarter = if octave >= 2 {
-            (ns >> (octave - 2)) & 3
-        } else {
-            0
-        } as usize;
-        octave * 4 + quarter
+    /// The HDR counts index of `ns` (clamped into 1..=MAX_TRACKED_NS), as `hdrhistogram`
+    /// lays out a histogram of 1 ns to `MAX_TRACKED_NS` at 3 significant digits.
+    pub(crate) fn index(ns: u64) -> usize {
+        let v = ns.clamp(1, MAX_TRACKED_NS);
+        let sub_bucket_mask = (1u64 << (Self::HALF_MAGNITUDE + 1)) - 1;
+        let bucket = (64 - (Self::HALF_MAGNITUDE + 1)) - (v | sub_bucket_mask).leading_zeros();
+        let sub_bucket = v >> bucket;
+        (((bucket as u64 + 1) << Self::HALF_MAGNITUDE) + sub_bucket
+            - (1u64 << Self::HALF_MAGNITUDE)) as usize
     }
 
     /// The smallest latency in bucket `index`, in ns.
-    fn lower_bound(index: usize) -> u64 {
-        let (octave, quarter) = (index / 4, (index % 4) as u64);
-        if octave < 2 {
-            1 << octave
+    pub(crate) fn lower_bound(index: usize) -> u64 {
+        let half = 1usize << Self::HALF_MAGNITUDE;
+        let bucket = (index >> Self::HALF_MAGNITUDE).saturating_sub(1);
+        let sub_bucket = if index < half {
+            index
         } else {
-            (4 + quarter) << (octave - 2)
-        }
+            (index & (half - 1)) + half
+        };
+        (sub_bucket as u64) << bucket
     }
 
     pub fn record(&self, ns: u64) {
@@ -98,23 +104,20 @@ impl LiveLatency {
     }
 
     /// The `q` quantile (0–1) of the latencies counted between `earlier` and `later`
-    /// snapshots, in ns (a bucket's lower bound); None when none was.
+    /// snapshots, in ns, as the summary computes it; None when none was.
     pub fn quantile(earlier: &[u64], later: &[u64], q: f64) -> Option<u64> {
-        let counts: Vec<u64> = later
+        let mut histogram = new_histogram();
+        for (index, (l, e)) in later
             .iter()
             .zip(earlier.iter().chain(std::iter::repeat(&0)))
-            .map(|(l, e)| l.saturating_sub(*e))
-            .collect();
-        let total: u64 = counts.iter().sum();
-        let rank = ((q * total as f64).ceil() as u64).max(1);
-        let mut seen = 0;
-        for (index, count) in counts.iter().enumerate() {
-            seen += count;
-            if total > 0 && seen >= rank {
-                return Some(Self::lower_bound(index));
+            .enumerate()
+        {
+            let n = l.saturating_sub(*e);
+            if n > 0 {
+                histogram.record_n(Self::lower_bound(index), n).ok()?;
             }
         }
-        None
+        (!histogram.is_empty()).then(|| histogram.value_at_quantile(q))
     }
 }
 

@@ -237,6 +237,8 @@ struct SegmentWriter {
     /// When the aggregates were last published.
     published_at: Instant,
     samples: Option<SampleLog>,
+    /// Rows the last copy counted.
+    published_rows: u64,
 }
 
 impl SegmentWriter {
@@ -269,6 +271,7 @@ impl SegmentWriter {
             segment_started: None,
             published_at: Instant::now(),
             samples,
+            published_rows: 0,
             report: WriterReport {
                 segments: Vec::new(),
                 rows: 0,
@@ -328,14 +331,19 @@ impl SegmentWriter {
         self.close_segment()
     }
 
-    /// Copies the aggregates out when a judge asked for them and the last copy is old enough;
-    /// hands the new samples to a level's watcher.
+    /// Hands the new samples to a level's watcher, and copies the aggregates out when a judge
+    /// asked for them: when rows came since the last copy and it is a quarter of `every` old
+    /// (so the judge never looks at a copy much older than the rows it was handed), else every
+    /// `every`.
     fn publish(&mut self) {
         if let Some(samples) = &mut self.samples {
             samples.hand_over();
         }
         if let Some((published, every)) = &self.config.publish {
-            if self.published_at.elapsed() >= *every {
+            let requests = self.report.stats.requests() + self.report.stats.left_out_rows;
+            let age = self.published_at.elapsed();
+            if (requests != self.published_rows && age >= *every / 4) || age >= *every {
+                self.published_rows = requests;
                 published.publish(&self.report.stats);
                 self.published_at = Instant::now();
             }

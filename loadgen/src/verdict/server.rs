@@ -51,15 +51,10 @@ impl std::str::FromStr for SaturationGauges {
     /// `BUSY/LIMIT` (LIMIT a gauge's name or a number), `BUSY/LIMIT,QUEUE`, or `QUEUE`
     /// alone (a queue's length).
     fn from_str(text: &str) -> Result<Self, String> {
-        let valid = |name: &str| {
-            !name.is_empty()
-                && name
-                    .chars()
-                    .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == ':')
-        };
-        let (workers, queue) = match text.split_once(',') {
+        let valid = |text: &str| Selector::parse(text).is_some();
+        let (workers, queue) = match split_outside_braces(text, ',') {
             Some((workers, queue)) => (Some(workers.trim()), Some(queue.trim())),
-            None if text.contains('/') => (Some(text.trim()), None),
+            None if split_outside_braces(text, '/').is_some() => (Some(text.trim()), None),
             None => (None, Some(text.trim())),
         };
         let mut gauges = SaturationGauges {
@@ -68,7 +63,7 @@ impl std::str::FromStr for SaturationGauges {
             queue: None,
         };
         if let Some(workers) = workers {
-            let (busy, limit) = workers.split_once('/').ok_or_else(|| {
+            let (busy, limit) = split_outside_braces(workers, '/').ok_or_else(|| {
                 format!("`{workers}` is not BUSY/LIMIT (e.g. `threads_busy/threads_max`)")
             })?;
             let limit = match limit.trim().parse::<f64>() {
@@ -76,22 +71,123 @@ impl std::str::FromStr for SaturationGauges {
                 _ if valid(limit.trim()) => Limit::Gauge(limit.trim().into()),
                 _ => {
                     return Err(format!(
-                        "`{limit}` is neither a metric name nor a positive number"
+                        "`{limit}` is neither a metric (NAME or NAME{{label=\"value\"}}) nor a \
+                         positive number"
                     ))
                 }
             };
             if !valid(busy.trim()) {
-                return Err(format!("`{busy}` is not a metric name"));
+                return Err(format!(
+                    "`{busy}` is not a metric: NAME, or NAME{{label=\"value\",…}} for one series"
+                ));
             }
             (gauges.busy, gauges.limit) = (Some(busy.trim().into()), Some(limit));
         }
         if let Some(queue) = queue {
             if !valid(queue) {
-                return Err(format!("`{queue}` is not a metric name"));
+                return Err(format!(
+                    "`{queue}` is not a metric: NAME, or NAME{{label=\"value\",…}} for one series"
+                ));
             }
             gauges.queue = Some(queue.into());
         }
         Ok(gauges)
+    }
+}
+
+/// `text` split at the first `sep` outside `{…}` (a label value may hold `,` or `/`).
+fn split_outside_braces(text: &str, sep: char) -> Option<(&str, &str)> {
+    let mut depth = 0i32;
+    for (i, c) in text.char_indices() {
+        match c {
+            '{' => depth += 1,
+            '}' => depth -= 1,
+            c if c == sep && depth == 0 => return Some((&text[..i], &text[i + 1..])),
+            _ => {}
+        }
+    }
+    None
+}
+
+/// A gauge of `--server-saturation`: a metric name and the labels a series must carry
+/// (`pool_active{pool="orders"}`), so a gauge exposed per pool is read one series at a time.
+#[derive(Debug, Clone, PartialEq)]
+struct Selector {
+    name: String,
+    labels: Vec<(String, String)>,
+}
+
+impl Selector {
+    fn parse(text: &str) -> Option<Selector> {
+        let text = text.trim();
+        let (name, labels) = match text.split_once('{') {
+            Some((name, rest)) => (name, rest.strip_suffix('}')?),
+            None => (text, ""),
+        };
+        let name_ok = !name.is_empty()
+            && name
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == ':');
+        let labels = labels
+            .split(',')
+            .filter(|pair| !pair.trim().is_empty())
+            .map(|pair| {
+                let (key, value) = pair.split_once('=')?;
+                let value = value.trim().strip_prefix('"')?.strip_suffix('"')?;
+                Some((key.trim().to_string(), value.to_string()))
+            })
+            .collect::<Option<Vec<_>>>()?;
+        name_ok.then(|| Selector {
+            name: name.to_string(),
+            labels,
+        })
+    }
+
+    fn matches(&self, labels: &str) -> bool {
+        self.labels
+            .iter()
+            .all(|(key, value)| label(labels, key) == Some(value.as_str()))
+    }
+}
+
+/// The one series of `points` (a metric's samples) that `selector` picks, or why there is
+/// none to read: no series at all, or several — whose values must never be mixed (one
+/// pool's busy gauge against another's limit).
+fn one_series<'p>(
+    by_metric: &'p BTreeMap<&str, Vec<Point<'p>>>,
+    text: &str,
+) -> Result<Vec<&'p Point<'p>>, String> {
+    let selector = Selector::parse(text).ok_or_else(|| format!("`{text}` is not a metric"))?;
+    let matched: Vec<&Point<'_>> = by_metric
+        .get(selector.name.as_str())
+        .map(|points| {
+            points
+                .iter()
+                .filter(|p| selector.matches(p.labels))
+                .collect()
+        })
+        .unwrap_or_default();
+    let series: std::collections::BTreeSet<(&str, &str)> =
+        matched.iter().map(|p| (p.source, p.labels)).collect();
+    match series.len() {
+        0 => Err(format!(
+            "--server-saturation: `{text}` matched no series in the scrapes, so the verdict \
+             reads no saturation from it; check the name and labels against the endpoint's \
+             /metrics"
+        )),
+        1 => Ok(matched),
+        n => Err(format!(
+            "--server-saturation: `{text}` matches {n} series ({}), whose values must not be \
+             mixed, so the verdict reads no saturation from it; pick one with its labels, \
+             e.g. `{}{{{}}}`",
+            series
+                .iter()
+                .map(|(_, labels)| format!("{{{labels}}}"))
+                .collect::<Vec<_>>()
+                .join(", "),
+            selector.name,
+            series.iter().next().map_or("", |(_, labels)| *labels)
+        )),
     }
 }
 
@@ -134,6 +230,10 @@ pub struct ServerEvidence {
     pub service_cpu_cores: Option<f64>,
     pub workers: Option<Workers>,
     pub queue: Option<Queue>,
+    /// Why a `--server-saturation` gauge was not read (no series, or several): run
+    /// warnings, never a verdict.
+    #[serde(skip)]
+    pub notes: Vec<String>,
 }
 
 /// One successful sample.
@@ -178,11 +278,28 @@ impl ServerEvidence {
             .iter()
             .map(|p| p.source)
             .collect();
-        let limit = match &gauges.limit {
-            Some(Limit::Gauge(name)) => gauge_values(metric(&Some(name.clone()))).last().copied(),
-            Some(Limit::Fixed(n)) => Some(*n),
-            None => None,
+        // Each gauge is one series (a selector's labels pick it); one that matches no
+        // series or several is not read, and said — only the defaults may be absent quietly.
+        let mut notes = Vec::new();
+        let quiet = *gauges == SaturationGauges::default();
+        let mut read = |text: &Option<String>| -> Vec<&Point<'_>> {
+            let Some(text) = text.as_deref() else {
+                return Vec::new();
+            };
+            one_series(&by_metric, text).unwrap_or_else(|note| {
+                if !quiet || note.contains("series (") {
+                    notes.push(note);
+                }
+                Vec::new()
+            })
         };
+        let busy = read(&gauges.busy);
+        let limit = match &gauges.limit {
+            Some(Limit::Gauge(name)) => LimitValues::Series(read(&Some(name.clone()))),
+            Some(Limit::Fixed(n)) => LimitValues::Fixed(*n),
+            None => LimitValues::None,
+        };
+        let queued = read(&gauges.queue);
         ServerEvidence {
             scrapes: scrapes.len() as u64,
             failed_scrapes: failed,
@@ -192,30 +309,59 @@ impl ServerEvidence {
                     .iter()
                     .filter(|p| !node_sources.contains(p.source)),
             ),
-            workers: workers(gauge_values(metric(&gauges.busy)), limit),
-            queue: queue(gauge_values(metric(&gauges.queue))),
+            workers: workers(&busy, &limit),
+            queue: queue(queued.iter().map(|p| p.value).collect()),
+            notes,
         }
+    }
+}
+
+/// The workers' limit: a series (each busy sample judged against the limit of the same
+/// scrape, or the latest before it), a number, or none.
+enum LimitValues<'p> {
+    Series(Vec<&'p Point<'p>>),
+    Fixed(f64),
+    None,
+}
+
+impl LimitValues<'_> {
+    /// The limit in force at `t_ns`: the latest sample at or before it (the first one before
+    /// the series begins).
+    fn at(&self, t_ns: i64) -> Option<f64> {
+        match self {
+            LimitValues::Fixed(n) => Some(*n),
+            LimitValues::None => None,
+            LimitValues::Series(points) => points
+                .iter()
+                .filter(|p| p.t_ns <= t_ns)
+                .max_by_key(|p| p.t_ns)
+                .or_else(|| points.iter().min_by_key(|p| p.t_ns))
+                .map(|p| p.value),
+        }
+    }
+
+    fn last(&self) -> Option<f64> {
+        self.at(i64::MAX)
     }
 }
 
 const NODE_CPU: &str = "node_cpu_seconds_total";
 
-fn gauge_values(points: &[Point<'_>]) -> Vec<f64> {
-    points.iter().map(|p| p.value).collect()
-}
-
-fn workers(busy: Vec<f64>, limit: Option<f64>) -> Option<Workers> {
+fn workers(busy: &[&Point<'_>], limit: &LimitValues<'_>) -> Option<Workers> {
     if busy.is_empty() {
         return None;
     }
     let n = busy.len() as f64;
+    let judged: Vec<bool> = busy
+        .iter()
+        .filter_map(|p| limit.at(p.t_ns).filter(|l| *l > 0.0).map(|l| p.value >= l))
+        .collect();
     Some(Workers {
-        busy_max: busy.iter().copied().fold(0.0, f64::max),
-        busy_mean: busy.iter().sum::<f64>() / n,
-        limit,
-        all_busy_share: limit
-            .filter(|l| *l > 0.0)
-            .map(|l| busy.iter().filter(|&&b| b >= l).count() as f64 / n),
+        busy_max: busy.iter().map(|p| p.value).fold(0.0, f64::max),
+        busy_mean: busy.iter().map(|p| p.value).sum::<f64>() / n,
+        limit: limit.last(),
+        all_busy_share: (!judged.is_empty())
+            .then(|| judged.iter().filter(|&&full| full).count() as f64 / n),
     })
 }
 
@@ -380,6 +526,43 @@ mod tests {
     }
 
     #[test]
+    fn a_gauge_per_pool_is_read_one_series_at_a_time_never_mixed() {
+        // The issue's endpoint: neither pool is full (orders 3 of 8, reports 8 of 200).
+        let s = "http://s/metrics";
+        let mut rows = Vec::new();
+        for t in 0..4 {
+            rows.push(row(t, s, "pool_active", "pool=\"orders\"", 3.0));
+            rows.push(row(t, s, "pool_active", "pool=\"reports\"", 8.0));
+            rows.push(row(t, s, "pool_max", "pool=\"reports\"", 200.0));
+            rows.push(row(t, s, "pool_max", "pool=\"orders\"", 8.0));
+        }
+        let mixed: SaturationGauges = "pool_active/pool_max".parse().unwrap();
+        let e = ServerEvidence::from_rows(&rows, &mixed);
+        assert!(e.workers.is_none(), "{:?}", e.workers);
+        assert_eq!(e.notes.len(), 2, "{:?}", e.notes);
+        assert!(e.notes[0].contains("matches 2 series"), "{:?}", e.notes);
+        let orders: SaturationGauges = "pool_active{pool=\"orders\"}/pool_max{pool=\"orders\"}"
+            .parse()
+            .unwrap();
+        let e = ServerEvidence::from_rows(&rows, &orders);
+        let w = e.workers.unwrap();
+        assert_eq!(
+            (w.busy_max, w.limit, w.all_busy_share),
+            (3.0, Some(8.0), Some(0.0))
+        );
+        assert!(e.notes.is_empty(), "{:?}", e.notes);
+        // A gauge that never appears is said, and gives no saturation.
+        let absent: SaturationGauges = "threads_busy/threads_max".parse().unwrap();
+        let e = ServerEvidence::from_rows(&rows, &absent);
+        assert!(e.workers.is_none());
+        assert!(
+            e.notes.iter().all(|n| n.contains("matched no series")),
+            "{:?}",
+            e.notes
+        );
+    }
+
+    #[test]
     fn saturation_gauges_are_parsed_or_refused_in_one_sentence() {
         let g: SaturationGauges = "threads_busy/threads_max,queue_len".parse().unwrap();
         assert_eq!(g.busy.as_deref(), Some("threads_busy"));
@@ -389,6 +572,13 @@ mod tests {
         assert_eq!(g.limit, Some(Limit::Fixed(200.0)));
         let g: SaturationGauges = "pending".parse().unwrap();
         assert_eq!((g.busy, g.queue.as_deref()), (None, Some("pending")));
+        let g: SaturationGauges = "a{pool=\"x\",k=\"1\"}/b{pool=\"x/y\"},q{k=\"v\"}"
+            .parse()
+            .unwrap();
+        assert_eq!(g.busy.as_deref(), Some("a{pool=\"x\",k=\"1\"}"));
+        assert_eq!(g.limit, Some(Limit::Gauge("b{pool=\"x/y\"}".into())));
+        assert_eq!(g.queue.as_deref(), Some("q{k=\"v\"}"));
+        assert!("a{pool=x}/b".parse::<SaturationGauges>().is_err());
         assert!("busy/-3".parse::<SaturationGauges>().is_err());
         assert!("a b".parse::<SaturationGauges>().is_err());
     }

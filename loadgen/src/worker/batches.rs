@@ -54,6 +54,9 @@ pub(crate) struct Batches {
     slots: Box<[Mutex<Slot>]>,
     records: RecordSender,
     live: Arc<LiveCounters>,
+    /// A batch this old goes to the writer: [`BATCH_MAX_AGE`], or less when a judge watches
+    /// the run (`--abort-on-fail`).
+    max_age: Duration,
 }
 
 thread_local! {
@@ -64,7 +67,11 @@ static THREADS: AtomicUsize = AtomicUsize::new(0);
 
 impl Batches {
     /// Batches with one slot per core (the runtime's worker threads).
-    pub(crate) fn new(records: RecordSender, live: Arc<LiveCounters>) -> Arc<Self> {
+    pub(crate) fn new(
+        records: RecordSender,
+        live: Arc<LiveCounters>,
+        max_age: Duration,
+    ) -> Arc<Self> {
         let threads = std::thread::available_parallelism().map_or(1, |n| n.get());
         let slot = || {
             Mutex::new(Slot {
@@ -77,6 +84,7 @@ impl Batches {
             slots: (0..threads).map(|_| slot()).collect(),
             records,
             live,
+            max_age,
         })
     }
 
@@ -122,7 +130,7 @@ impl Batches {
         }
         slot.rows.push(row);
         last.slot = Some((index, slot.generation));
-        if slot.rows.len() >= BATCH_ROWS || now - slot.started >= BATCH_MAX_AGE {
+        if slot.rows.len() >= BATCH_ROWS || now - slot.started >= self.max_age {
             self.hand_over(&mut slot)?;
         }
         Ok(())
@@ -169,7 +177,7 @@ impl Batches {
         tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         loop {
             tick.tick().await;
-            self.flush_older_than(BATCH_MAX_AGE)?;
+            self.flush_older_than(self.max_age)?;
         }
     }
 
@@ -217,7 +225,7 @@ mod tests {
     #[test]
     fn full_batches_go_out_whole_and_in_order_and_a_flush_sends_the_rest() {
         let (tx, rx) = flume::bounded(1024);
-        let batches = Batches::new(tx, Arc::new(LiveCounters::for_ops(1)));
+        let batches = Batches::new(tx, Arc::new(LiveCounters::for_ops(1)), BATCH_MAX_AGE);
         let mut last = LastSlot::default();
         let now = Instant::now();
         for i in 0..(BATCH_ROWS as i64 * 2 + 10) {
@@ -249,6 +257,7 @@ mod tests {
                 .collect(),
             records: tx,
             live: Arc::new(LiveCounters::for_ops(1)),
+            max_age: BATCH_MAX_AGE,
         });
         // The worker's first row waits in the other thread's slot.
         let here = {

@@ -100,6 +100,10 @@ pub struct WorkerContext {
     pub stop: StopSignal,
     /// `--trace`: the share of `traceparent` headers sampled; `None` sends none.
     pub trace_sample: Option<f64>,
+    /// Oldest finished rows may get before they go to the writer when a judge watches the run
+    /// (`--abort-on-fail`): the judge's period, so a slow response never hides the rows
+    /// before it from the judge. `None`: a second.
+    pub watched_rows_max_age: Option<Duration>,
 }
 
 /// When the model moved this worker's work to another phase (a warm-up's end, a ramp's next
@@ -384,7 +388,8 @@ impl WorkerPool {
         records: RecordSender,
         shard: crate::shard::Shard,
     ) -> Self {
-        let batches = Batches::new(records, ctx.live.clone());
+        let max_age = ctx.watched_rows_max_age.unwrap_or(batches::BATCH_MAX_AGE);
+        let batches = Batches::new(records, ctx.live.clone(), max_age);
         let flusher = tokio::spawn({
             let (batches, stop) = (batches.clone(), ctx.stop.clone());
             async move {

@@ -74,8 +74,20 @@ pub enum TemplateError {
     Path { path: String, reason: String },
 }
 
+/// Headers that frame the message: written by the transport from the body, never taken from
+/// a user (`-H`, a scenario, a targets file). A `Content-Length: 10` on a request without a
+/// body made the server wait for ten bytes that never came and put the keep-alive connection
+/// out of step.
+pub const FRAMING_HEADERS: [HeaderName; 2] = [
+    hyper::header::CONTENT_LENGTH,
+    hyper::header::TRANSFER_ENCODING,
+];
+
 impl RequestTemplate {
-    /// Builds a template; `user_headers` come last and win. The transport adds `Host`.
+    /// Builds a template; `user_headers` come last and win, but for the framing headers
+    /// ([`FRAMING_HEADERS`]): the client owns how a message is framed, so a user's
+    /// `Content-Length` or `Transfer-Encoding` is dropped and the transport writes the one the
+    /// body has. The transport adds `Host` unless the user sets one (a virtual host).
     pub fn new(
         label: Option<String>,
         method: Method,
@@ -95,7 +107,9 @@ impl RequestTemplate {
             }
         }
         for (name, value) in user_headers {
-            headers.insert(name.clone(), value.clone());
+            if !FRAMING_HEADERS.contains(name) {
+                headers.insert(name.clone(), value.clone());
+            }
         }
         let no_values: Vec<Value> = Vec::new();
         let fixed = if path.is_static() && body.is_static() {

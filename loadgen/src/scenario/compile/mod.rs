@@ -124,14 +124,21 @@ pub fn compile_literal(
 }
 
 /// As [`compile_literal`], for several literal requests and the sequence of one iteration
-/// (indices into `requests`): a `--targets` file's.
+/// (indices into `requests`): a `--targets` file's. Under the open model `--rate` is in
+/// requests per second, as vegeta means it for a targets file: each arrival sends the
+/// sequence's next request (literal requests extract nothing, so no worker need send a whole
+/// iteration); only a scenario's sequence is scheduled by iterations.
 pub fn compile_literals(
     scenario: &Scenario,
     requests: Vec<RequestTemplate>,
     sequence: Vec<u16>,
 ) -> Result<Compiled, Violation> {
     let fields = workload::compile_fields(&scenario.fields, "fields", &Fields::default())?;
-    finish(scenario, requests, sequence, &fields)
+    let mut compiled = finish(scenario, requests, sequence, &fields)?;
+    if let ModelPlan::Open(plan) = &mut compiled.model {
+        plan.chained = false;
+    }
+    Ok(compiled)
 }
 
 /// The model plan and the scenario-wide defaults, around compiled templates.

@@ -1,0 +1,166 @@
+//! Regression tests of issue 45's loadgen findings, each against a real `loadgen-server`:
+//! framing headers owned by the client, `--rate` in requests per second for a targets file,
+//! targets files real tools write, and weights whose sum wraps a u32.
+
+mod common;
+
+use common::{loadgen_bin, read_rows, ServerOnRuntime};
+use servers::ServerConfig;
+
+/// Runs `loadgen ARGS --out DIR/run --no-progress`; the output and the run directory.
+fn run(args: &[&str], dir: &std::path::Path) -> (std::process::Output, std::path::PathBuf) {
+    let out = dir.join("run");
+    let output = loadgen_bin()
+        .args(["run", "--no-progress", "--out", out.to_str().unwrap()])
+        .args(args)
+        .output()
+        .unwrap();
+    (output, out)
+}
+
+#[test]
+fn a_content_length_header_without_a_body_is_the_clients_to_write() {
+    let server = ServerOnRuntime::start(ServerConfig::default());
+    for given in ["Content-Length: 10", "Transfer-Encoding: chunked"] {
+        let dir = tempfile::tempdir().unwrap();
+        let url = server.url("/");
+        let (output, out) = run(
+            &["--url", &url, "-c", "1", "-n", "4", "-H", given],
+            dir.path(),
+        );
+        assert!(output.status.success(), "{given}: {output:?}");
+        let rows = read_rows(&out);
+        assert_eq!(rows.len(), 4, "{given}");
+        assert!(
+            rows.iter().all(|r| r.error.is_none() && r.status == 200),
+            "{given}: {rows:?}"
+        );
+    }
+    // And in a targets file, beside a header whose value is a URL, after a byte order mark.
+    let dir = tempfile::tempdir().unwrap();
+    let targets = dir.path().join("targets.txt");
+    let text = format!(
+        "\u{feff}GET {}\nReferer: http://example.com/x\nContent-Length: 10\n\nGET {}\nOrigin: https://example.com\n",
+        server.url("/"),
+        server.url("/albums/1")
+    );
+    std::fs::write(&targets, text).unwrap();
+    let (output, out) = run(
+        &["--targets", targets.to_str().unwrap(), "-c", "1", "-n", "4"],
+        dir.path(),
+    );
+    assert!(output.status.success(), "{output:?}");
+    let rows = read_rows(&out);
+    assert_eq!(rows.len(), 4);
+    assert!(rows.iter().all(|r| r.error.is_none()), "{rows:?}");
+}
+
+#[test]
+fn rate_with_a_targets_file_is_requests_per_second() {
+    let server = ServerOnRuntime::start(ServerConfig::default());
+    let dir = tempfile::tempdir().unwrap();
+    let targets = dir.path().join("targets.txt");
+    let text = format!(
+        "GET {}\n\nGET {}\n\nGET {}\n",
+        server.url("/"),
+        server.url("/albums/1"),
+        server.url("/albums/2")
+    );
+    std::fs::write(&targets, text).unwrap();
+    let (output, out) = run(
+        &[
+            "--targets",
+            targets.to_str().unwrap(),
+            "--rate",
+            "60",
+            "-d",
+            "1s",
+        ],
+        dir.path(),
+    );
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert!(output.status.success(), "{output:?}");
+    assert!(!stdout.contains("iterations/s"), "{stdout}");
+    let rows = read_rows(&out);
+    // 60 req/s for 1 s is 60 requests (not 60 iterations of 3), the targets taking turns.
+    assert_eq!(rows.len(), 60, "{stdout}");
+    for op in ["GET /", "GET /albums/1", "GET /albums/2"] {
+        assert_eq!(rows.iter().filter(|r| r.op == op).count(), 20, "op {op}");
+    }
+}
+
+#[test]
+fn weights_whose_sum_wraps_a_u32_are_bad_input() {
+    let dir = tempfile::tempdir().unwrap();
+    let targets = dir.path().join("targets.txt");
+    std::fs::write(
+        &targets,
+        "GET http://127.0.0.1:9/a\n\nGET http://127.0.0.1:9/b\n",
+    )
+    .unwrap();
+    let (output, _) = run(
+        &[
+            "--targets",
+            targets.to_str().unwrap(),
+            "--targets-weights",
+            "4294967295,1",
+            "-n",
+            "2",
+        ],
+        dir.path(),
+    );
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(2), "{stderr}");
+    assert!(stderr.contains("at most 10000"), "{stderr}");
+}
+
+#[test]
+fn abort_on_fail_stops_an_overloaded_open_run_within_the_judges_period() {
+    // 4 workers × 500 ms: 8 req/s, against 100 req/s offered; the first response (0.5 s)
+    // already crosses p99<100ms. Each worker's next request waits in the server's queue for
+    // seconds, and a worker that held its rows until then kept them from the judge until
+    // every one of the 600 sends was made.
+    let server = ServerOnRuntime::start(ServerConfig {
+        service_time: "500ms".parse().unwrap(),
+        workers: Some(4),
+        ..ServerConfig::default()
+    });
+    let dir = tempfile::tempdir().unwrap();
+    let url = server.url("/");
+    let args = [
+        "--url",
+        &url,
+        "--rate",
+        "100",
+        "-d",
+        "3s",
+        "--threshold",
+        "p99<100ms",
+    ];
+    let (output, out) = run(
+        &[&args[..], &["--abort-on-fail", "--abort-after", "500ms"]].concat(),
+        dir.path(),
+    );
+    let text = String::from_utf8_lossy(&output.stdout).into_owned()
+        + &String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(99), "{text}");
+    let document = common::run_json(&out);
+    assert_eq!(document["exit_reason"], "threshold", "{document}");
+    // The rows reach the writer within a quarter second, the judge within its period (1 s):
+    // the schedule stops after about 2 s of its 6 (leeway for a loaded machine).
+    let sent = read_rows(&out).len();
+    assert!(sent < 400, "{sent} sends: {text}");
+    // The judge lost the threshold on the first rows, not on rows of requests that waited
+    // seconds in the server's queue behind a worker's held rows (5.6 s when they were held).
+    let observed = text
+        .lines()
+        .find(|l| l.contains("lost on the first"))
+        .and_then(|l| l.split("(observed ").nth(1))
+        .and_then(|rest| rest.split(')').next())
+        .unwrap_or_else(|| panic!("no abort line: {text}"));
+    let observed_s = match observed.strip_suffix("ms") {
+        Some(ms) => ms.parse::<f64>().unwrap() / 1e3,
+        None => observed.trim_end_matches('s').parse::<f64>().unwrap(),
+    };
+    assert!(observed_s < 3.0, "judged on a p99 of {observed}: {text}");
+}
