@@ -45,7 +45,7 @@ pub struct LiveCounters {
 }
 
 /// The answered requests' latencies in the buckets of the summary's histograms (HDR, 3
-/// significant digits, 1 ns to [`MAX_TRACKED_NS`]), as relaxed atomics: one increment per
+/// significant digits, 1 ns to `MAX_TRACKED_NS`), as relaxed atomics: one increment per
 /// answered request. Only the progress line reads them, and its percentiles come from the
 /// same definition as the summary's — `hdrhistogram`'s `value_at_quantile` over the same
 /// buckets — so a live p50 is never below the run's minimum (a bucket's lower bound was).

@@ -2,7 +2,7 @@
 //!
 //! A worker is a tokio task owning one [`Transport`]. It asks its [`WorkSource`] for the next
 //! request, sends it, turns the outcome into a [`RequestRecord`], and appends that to its
-//! runtime thread's batch ([`batches`]), which goes to the writer thread when it is full or a
+//! runtime thread's batch (`batches`), which goes to the writer thread when it is full or a
 //! second old. It never waits for another worker, never aggregates across workers and never
 //! touches a file (docs/architecture.md, "Hot path rules"). It keeps its own [`WorkerClock`]
 //! — busy, waiting, its own work — with plain stores that the sampler reads, so how much of the
@@ -521,7 +521,7 @@ impl WorkerPool {
 
 impl Drop for WorkerPool {
     /// The flusher stops; the rows still in batches go to the writer when the last worker
-    /// lets go of them ([`Batches`]' own drop).
+    /// lets go of them (`Batches`' own drop).
     fn drop(&mut self) {
         self.flusher.abort();
     }
