@@ -26,6 +26,7 @@ from .io.load import load_runs
 from .io.outputs import refuse_outputs_on_runs
 from .io.run import Run
 from .jsonable import jsonable
+from .report.shards import shards_text
 from .thresholds import (
     EXIT_THRESHOLD,
     Threshold,
@@ -266,38 +267,6 @@ def _error(message: str) -> int:
     return EXIT_BAD_INPUT
 
 
-def _shards_text(runs: list[Run]) -> str:
-    """Per sharded run: how many shards, their start skew and each one's share of requests."""
-    from .reductions.summary import shard_table
-
-    table = shard_table(runs)
-    blocks = []
-    for run in runs:
-        if not run.shards:
-            continue
-        rows = table[table["run"] == run.label]
-        head = f"{run.label}: {len(run.shards)} of {run.shard_count} shards"
-        if run.missing_shards:
-            missing = ", ".join(f"{i}/{run.shard_count}" for i in run.missing_shards)
-            head += f" — INCOMPLETE, missing {missing}"
-        first = rows["first_request_skew_ms"].iloc[0]
-        skew = (
-            f"start skew {first:.1f} ms (first requests)"
-            if first == first  # NaN: fewer than two shards sent a request
-            else "start skew unknown (fewer than two shards sent a request)"
-        )
-        offset = rows["start_offset_skew_ms"].iloc[0]
-        if offset == offset:  # not NaN: the shards were started with --start-at
-            skew += f", {offset:.1f} ms (start after --start-at)"
-        shown = rows[["shard", "directory", "host", "workers", "requests", "share_pct"]].copy()
-        shown["first request ms"] = rows["first_request_ms"]
-        shown["late ms"] = rows["start_offset_ms"]
-        shown = shown.rename(columns={"share_pct": "share %"})
-        body = shown.to_string(index=False, float_format=lambda v: f"{v:.1f}")
-        blocks.append(f"{head}; {skew}\n{body}")
-    return "\n\n".join(blocks)
-
-
 def _judged(runs: list[Run], frame: Any, thresholds: list[Threshold]) -> list[tuple[Run, list]]:
     """Each run with its thresholds judged (selectors resolved as loadgen does)."""
     resolved = resolve_ops(runs, set(frame["op"]), thresholds)
@@ -313,7 +282,7 @@ def _summary(args: argparse.Namespace) -> int:
     judged = _judged(runs, frame, args.thresholds) if args.thresholds else []
     crossed = any(not r.passed for _, results in judged for r in results)
     code = EXIT_THRESHOLD if crossed else EXIT_OK
-    shards, checks = _shards_text(runs), checks_text(runs)
+    shards, checks = shards_text(runs), checks_text(runs)
     if judged and args.json:
         doc = {
             "ops": json.loads(frame.to_json(orient="records")),
