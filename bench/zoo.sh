@@ -22,25 +22,9 @@ if ! command -v nginx >/dev/null 2>&1 && [ ! -x /usr/sbin/nginx ]; then
   apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq nginx-light >/dev/null
 fi
 
-# The analysis venv, as scripts/test-python.sh makes it (same locks, same stamps).
-VENV=.venv
-LOCK=analysis/requirements.lock
-stamp="$VENV/.installed-$(cat "$LOCK" pyproject.toml | sha256sum | cut -c1-16)"
-if [ ! -f "$stamp" ]; then
-  echo "creating $VENV from $LOCK" >&2
-  [ -x "$VENV/bin/python" ] || "${PYTHON:-python3}" -m venv "$VENV"
-  "$VENV/bin/python" -m pip install --quiet --disable-pip-version-check 'uv==0.13.9'
-  "$VENV/bin/uv" pip install --quiet --python "$VENV/bin/python" -r "$LOCK"
-  "$VENV/bin/uv" pip install --quiet --python "$VENV/bin/python" --no-deps -e .
-  rm -f "$VENV"/.installed-*
-  touch "$stamp"
-fi
-zoo_stamp="$VENV/.zoo-$(sha256sum analysis/zoo.lock | cut -c1-16)"
-if [ ! -f "$zoo_stamp" ]; then
-  "$VENV/bin/uv" pip install --quiet --python "$VENV/bin/python" -r analysis/zoo.lock
-  rm -f "$VENV"/.zoo-*
-  touch "$zoo_stamp"
-fi
+# The analysis venv, with the zoo's gunicorn (bench/lib.sh).
+source bench/lib.sh
+bench_venv
 
 cargo build --release --locked -p loadgen -p loadgen-servers >&2
 
