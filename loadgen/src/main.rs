@@ -45,7 +45,7 @@ fn run(args: &loadgen::cli::RunArgs) -> i32 {
         Ok(config) => config,
         Err(e) => return fail(&e.into()),
     };
-    let json = config.json;
+    let json = config.output.json;
     let output = args.output.clone();
     with_runtime(|stop| async move {
         match loadgen::run(config, stop.clone()).await {

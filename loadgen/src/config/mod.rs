@@ -17,6 +17,7 @@
 
 mod flags;
 mod model_flags;
+mod parts;
 mod redact;
 mod validate;
 
@@ -35,6 +36,9 @@ use crate::scenario::{Scenario, ScenarioError};
 use crate::workload::Workload;
 
 pub use model_flags::SweepLevel;
+pub use parts::{
+    Evidence, LiveMetrics, OutputSettings, ServerMetrics, Sharding, DEFAULT_METRICS_LINGER,
+};
 pub use redact::ResolvedConfig;
 pub use validate::{Output, Target, TargetUrl};
 
@@ -118,15 +122,13 @@ pub struct RunConfig {
     pub timeout: Duration,
     pub connect_timeout: Duration,
     pub grace: Duration,
-    pub out: Output,
-    pub progress: bool,
-    pub json: bool,
-    pub segment_interval: Duration,
     pub connection: ConnectionOptions,
-    /// The slice of the load this process runs (`--shard`); the model is already sliced.
-    pub shard: crate::shard::Shard,
-    /// `--start-at`, as Unix nanoseconds.
-    pub start_at_unix_ns: Option<i64>,
+    /// Where the results go and how the console shows them.
+    pub output: OutputSettings,
+    /// What the run gathers beside its rows.
+    pub evidence: Evidence,
+    /// This process's slice of a sharded run (the model is already sliced) and its start.
+    pub sharding: Sharding,
     /// `-d` with a model other than closed (whose duration it sets): the run stops sending
     /// after this long whatever the model, like k6's `maxDuration`.
     pub duration_cap: Option<Duration>,
@@ -136,31 +138,11 @@ pub struct RunConfig {
     /// What the model rules changed that the user may not expect (a scenario's model replaced
     /// by `--rate`, `-n` rounded up to whole iterations): on the console and in run.json.
     pub notes: Vec<String>,
-    /// `--link-capacity`, in bits per second.
-    pub link_capacity_bps: Option<u64>,
     /// The scenario's `thresholds` and `--threshold`s, judged at the end.
     pub thresholds: Vec<Threshold>,
     /// `--abort-on-fail`: judge the thresholds on the rows so far once a second after this
     /// long, and end the run when one is lost.
     pub abort_after: Option<Duration>,
-    /// `--metrics-addr`: where live metrics are served for Prometheus.
-    pub metrics_addr: Option<std::net::SocketAddr>,
-    /// How long the metrics endpoint serves the final counts after the run (`--metrics-linger`,
-    /// 15 s with `--metrics-addr`; a sweep sets zero for all but its last level).
-    pub metrics_linger: Duration,
-    /// `--run-group`: the label shards of one run share in the live metrics.
-    pub run_group: Option<String>,
-    /// True when this run waits for `--start-at` and records how late it started: false for
-    /// a sweep's later levels, which start when the level before them ends.
-    pub waits_for_start_at: bool,
-    /// The console shows the latency histogram (not `--no-histogram`).
-    pub histogram: bool,
-    /// `--upload-timeout`: the longest the end of an `--out s3://` run waits for uploads.
-    pub upload_timeout: Duration,
-    /// The server's endpoints to scrape (`--server-metrics`, a scenario's `server_metrics`).
-    pub server_metrics: ServerMetrics,
-    /// `--trace`: the share of requests whose `traceparent` is sampled (`--trace-sample`).
-    pub trace_sample: Option<f64>,
     /// What a workflow asks of the run's judgement beyond a plain run's.
     pub judgement: Judgement,
 }
@@ -182,19 +164,6 @@ pub struct LevelSpec {
     /// them is stopped at once (the contract's abort rule).
     pub slos: Vec<Threshold>,
 }
-
-/// The server's Prometheus endpoints scraped during a run; none: no scraper, no file.
-#[derive(Debug, Clone, Default, PartialEq)]
-pub struct ServerMetrics {
-    pub sources: Vec<String>,
-    pub timeout: Duration,
-    /// Which gauges say the service is saturated (`--server-saturation`).
-    pub saturation: crate::verdict::SaturationGauges,
-}
-
-/// `--metrics-linger` when `--metrics-addr` is given without it: three scrapes at Prometheus's
-/// common 5 s interval.
-pub const DEFAULT_METRICS_LINGER: Duration = Duration::from_secs(15);
 
 /// How workers connect: TLS verification, protocol, keep-alive, redirects.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -321,22 +290,11 @@ pub struct RunInputs {
     connect_timeout: Option<Duration>,
     grace: Duration,
     max_body_kept: usize,
-    out: Output,
-    progress: bool,
-    json: bool,
-    histogram: bool,
-    segment_interval: Duration,
-    shard: crate::shard::Shard,
-    start_at_unix_ns: Option<i64>,
-    link_capacity_bps: Option<u64>,
+    output: OutputSettings,
+    evidence: Evidence,
+    sharding: Sharding,
     thresholds: Vec<String>,
     abort_after: Option<Duration>,
-    metrics_addr: Option<std::net::SocketAddr>,
-    metrics_linger: Duration,
-    run_group: Option<String>,
-    upload_timeout: Duration,
-    server_metrics: ServerMetrics,
-    trace_sample: Option<f64>,
 }
 
 impl RunInputs {
@@ -357,33 +315,10 @@ impl RunInputs {
             }
             None => model_flags::ModelFlags::none(),
         };
-        let shard = flags.shard;
-        let evidence = &output.evidence;
-        let server_metrics = ServerMetrics {
-            sources: validate::server_metrics(
-                source
-                    .scenario
-                    .server_metrics
-                    .iter()
-                    .chain(&evidence.server_metrics),
-            )?,
-            timeout: evidence.server_metrics_timeout,
-            saturation: match evidence
-                .server_saturation
-                .as_ref()
-                .or(source.scenario.server_saturation.as_ref())
-            {
-                Some(spec) => spec.parse().map_err(|why| {
-                    ConfigError::ServerSaturation(format!(
-                        "--server-saturation '{spec}': {why}; write BUSY/LIMIT, BUSY/LIMIT,QUEUE or QUEUE (metric names)"
-                    ))
-                })?,
-                None => Default::default(),
-            },
-        };
         Ok(RunInputs {
-            server_metrics,
-            trace_sample: evidence.trace.then_some(evidence.trace_sample),
+            evidence: Evidence::read(&output.evidence, &source.scenario, target.link_capacity)?,
+            output: OutputSettings::from_args(output, flags.upload_timeout)?,
+            sharding: Sharding::from_args(flags.shard)?,
             source,
             model_flags,
             think_time: flags.model.and_then(|(m, _)| m.think_time),
@@ -391,38 +326,20 @@ impl RunInputs {
             connect_timeout: target.connect_timeout,
             grace: target.grace,
             max_body_kept: target.max_body_kept,
-            out: Output::from_arg(output.out.as_deref())?,
-            progress: !output.no_progress && !output.json,
-            json: output.json,
-            histogram: !output.no_histogram,
-            segment_interval: output.segment_interval,
-            shard: shard.and_then(|s| s.shard).unwrap_or_default(),
-            start_at_unix_ns: shard
-                .and_then(|s| s.start_at.as_deref())
-                .map(validate::parse_start_at)
-                .transpose()?,
-            link_capacity_bps: target.link_capacity,
             thresholds: flags.thresholds.to_vec(),
             abort_after: flags.abort_after,
-            metrics_addr: output.metrics_addr,
-            metrics_linger: match output.metrics_addr {
-                Some(_) => output.metrics_linger.unwrap_or(DEFAULT_METRICS_LINGER),
-                None => Duration::ZERO,
-            },
-            run_group: output.run_group.clone(),
-            upload_timeout: flags.upload_timeout,
             connection,
         })
     }
 
     /// Where the command's results go (`--out`).
     pub fn out(&self) -> &Output {
-        &self.out
+        &self.output.out
     }
 
     /// Whether the command prints JSON (and so no progress or level lines).
     pub fn json(&self) -> bool {
-        self.json
+        self.output.json
     }
 
     /// The scenario's thresholds and `--threshold`s, as written.
@@ -465,13 +382,14 @@ impl RunInputs {
         let model = match whole {
             true => compiled.model,
             false => self
+                .sharding
                 .shard
                 .slice(&compiled.model)
                 .map_err(ConfigError::Shard)?,
         };
         let request_cap = applied
             .request_cap
-            .map(|n| shard_cap(&self.shard, n, model.plan().sequence().len()));
+            .map(|n| shard_cap(&self.sharding.shard, n, model.plan().sequence().len()));
         let thresholds = validate::thresholds(
             scenario.thresholds.iter().chain(&self.thresholds),
             &compiled.workload,
@@ -496,30 +414,21 @@ impl RunInputs {
                 .or(compiled.connect_timeout)
                 .unwrap_or(DEFAULT_CONNECT_TIMEOUT),
             grace: self.grace,
-            out: match out {
-                Some(dir) => Output::Dir(dir.to_path_buf()),
-                None => self.out.clone(),
+            output: OutputSettings {
+                out: match out {
+                    Some(dir) => Output::Dir(dir.to_path_buf()),
+                    None => self.output.out.clone(),
+                },
+                ..self.output.clone()
             },
-            progress: self.progress,
-            json: self.json,
-            segment_interval: self.segment_interval,
             connection: self.connection.clone(),
-            shard: self.shard,
-            start_at_unix_ns: self.start_at_unix_ns,
+            evidence: self.evidence.clone(),
+            sharding: self.sharding,
             duration_cap: applied.duration_cap,
             request_cap,
             notes: applied.notes,
-            link_capacity_bps: self.link_capacity_bps,
             thresholds,
             abort_after: self.abort_after,
-            metrics_addr: self.metrics_addr,
-            metrics_linger: self.metrics_linger,
-            run_group: self.run_group.clone(),
-            waits_for_start_at: true,
-            histogram: self.histogram,
-            upload_timeout: self.upload_timeout,
-            server_metrics: self.server_metrics.clone(),
-            trace_sample: self.trace_sample,
             judgement: Judgement::default(),
         })
     }
@@ -583,7 +492,7 @@ mod tests {
         let flags = [file, "--url", url, "--server-metrics", "http://b/metrics"];
         let config = RunConfig::from_args(&run_args(&flags)).unwrap();
         let expected = ["http://a:9100/metrics", "http://b/metrics"];
-        assert_eq!(config.server_metrics.sources, expected);
+        assert_eq!(config.evidence.server_metrics.sources, expected);
         let twice = [
             file,
             "--url",
@@ -592,7 +501,10 @@ mod tests {
             "http://a:9100/metrics",
         ];
         let config = RunConfig::from_args(&run_args(&twice)).unwrap();
-        assert_eq!(config.server_metrics.sources, ["http://a:9100/metrics"]);
+        assert_eq!(
+            config.evidence.server_metrics.sources,
+            ["http://a:9100/metrics"]
+        );
         let bad = ["--url", url, "--server-metrics", "file:///metrics"];
         let error = RunConfig::from_args(&run_args(&bad))
             .unwrap_err()
@@ -604,6 +516,7 @@ mod tests {
         assert_eq!(
             RunConfig::from_args(&run_args(&["--url", url]))
                 .unwrap()
+                .evidence
                 .trace_sample,
             None
         );

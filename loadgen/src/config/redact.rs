@@ -24,7 +24,7 @@ impl RunConfig {
             timeout: text(self.timeout),
             connect_timeout: text(self.connect_timeout),
             grace: text(self.grace),
-            segment_interval: text(self.segment_interval),
+            segment_interval: text(self.output.segment_interval),
             protocol: if self.connection.http2 {
                 "HTTP/2"
             } else {
@@ -44,8 +44,8 @@ impl RunConfig {
                 crate::transport::tls::Verify::Insecure => "off (--insecure)".to_string(),
             },
             notes: self.notes.clone(),
-            server_metrics: self.server_metrics.sources.clone(),
-            trace_sample: self.trace_sample,
+            server_metrics: self.evidence.server_metrics.sources.clone(),
+            trace_sample: self.evidence.trace_sample,
             definition: self.scenario.clone(),
         }
     }

@@ -79,11 +79,11 @@ pub(super) async fn drive(
         live: live.clone(),
         metrics: live_metrics,
         stop: stop.clone(),
-        trace_sample: config.trace_sample,
+        trace_sample: config.evidence.trace_sample,
         // A judge reads the writer's aggregates: rows reach the writer within its period.
         watched_rows_max_age: config.abort_after.map(|_| ROWS_TO_JUDGE_MAX_AGE),
     });
-    if !config.json {
+    if !config.output.json {
         eprintln!(
             "running {} against {} — Ctrl-C stops and keeps every completed request",
             config.model.plan().describe(),
@@ -94,9 +94,13 @@ pub(super) async fn drive(
             eprintln!("note: {note}");
         }
     }
-    let progress = Progress::start(config.progress, config.model.plan().extent(), live.clone());
-    let announce = progress.announcer(!config.json);
-    let mut pool = WorkerPool::new(ctx, transport, records, config.shard);
+    let progress = Progress::start(
+        config.output.progress,
+        config.model.plan().extent(),
+        live.clone(),
+    );
+    let announce = progress.announcer(!config.output.json);
+    let mut pool = WorkerPool::new(ctx, transport, records, config.sharding.shard);
     let timer = duration_timer(config, stop);
     let judge = abort_on_fail(config, output, stop, announce.clone());
     let level_watch = watch_level(config, output, stop);
@@ -148,7 +152,7 @@ fn start_servermon(
     config: &RunConfig,
     output: &RunOutput,
 ) -> Option<Result<ServerMon, ServerMonError>> {
-    let sources = &config.server_metrics.sources;
+    let sources = &config.evidence.server_metrics.sources;
     if sources.is_empty() {
         return None;
     }
@@ -156,7 +160,7 @@ fn start_servermon(
         path: output.run_dir.join("server-metrics.parquet"),
         sources: sources.clone(),
         interval: servermon::INTERVAL,
-        timeout: config.server_metrics.timeout,
+        timeout: config.evidence.server_metrics.timeout,
         anchor: output.identity.anchor,
     }))
 }
@@ -172,16 +176,14 @@ fn serve_metrics(
         output.labels.ops.len(),
         config.max_lateness_ns(),
     ));
-    let addr = config
-        .metrics_addr
-        .expect("a listener was bound for --metrics-addr");
+    let addr = (config.output.metrics.addr).expect("a listener was bound for --metrics-addr");
     let server = listener
         .serve(MetricsSource {
             live: live.clone(),
             metrics: metrics.clone(),
             ops: output.labels.ops.clone(),
             run_id: output.run_id.clone(),
-            shard: config.shard.to_string(),
+            shard: config.sharding.shard.to_string(),
             run_group: run_group(config, &output.run_id),
         })
         .map_err(|source| RunError::MetricsAddr { addr, source })?;
@@ -191,10 +193,10 @@ fn serve_metrics(
 /// The `run_group` label: `--run-group`, else the `--start-at` instant that the shards of one
 /// run share (RFC 3339, milliseconds), else the run id.
 fn run_group(config: &RunConfig, run_id: &str) -> String {
-    if let Some(group) = &config.run_group {
+    if let Some(group) = &config.output.metrics.run_group {
         return group.clone();
     }
-    match config.start_at_unix_ns {
+    match config.sharding.start_at_unix_ns {
         Some(ns) => chrono::DateTime::<chrono::Utc>::from_timestamp_nanos(ns)
             .format("%Y-%m-%dT%H:%M:%S%.3fZ")
             .to_string(),

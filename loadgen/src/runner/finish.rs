@@ -157,7 +157,7 @@ pub(super) async fn finish(
         extra,
     )?;
 
-    let during = (config.upload_timeout, stop);
+    let during = (config.output.upload_timeout, stop);
     let upload = upload(
         s3.as_ref().zip(mirror),
         during,
@@ -191,7 +191,8 @@ pub(super) async fn finish(
         client,
         verdict,
         // Served to the end and beyond, so a last scrape sees the final counts.
-        metrics: (driven.metrics_server).map(|server| server.after_run(config.metrics_linger)),
+        metrics: (driven.metrics_server)
+            .map(|server| server.after_run(config.output.metrics.linger)),
     })
 }
 
@@ -244,7 +245,7 @@ fn summarize(
         live.handoff_blocked_ns.load(Ordering::Relaxed),
         open,
     );
-    if !config.histogram {
+    if !config.output.histogram {
         summary.latency_histogram = None;
     }
     summary.workers = Some(WorkersSummary::from_activity(
@@ -338,7 +339,7 @@ fn decide_verdict(
     scrapes: Option<Scrapes>,
     warnings: &mut Vec<String>,
 ) -> Verdict {
-    let saturation = &config.server_metrics.saturation;
+    let saturation = &config.evidence.server_metrics.saturation;
     let mut server = scrapes.and_then(|s| ServerEvidence::of(&s.rows, saturation));
     // A --server-saturation gauge that matched no series, or several, is said, not read.
     warnings.extend(
@@ -427,7 +428,7 @@ fn client_summary(
             client.set_shared_with(target.server_on_this_machine());
             (client.link_capacity_bps, client.link_capacity_source) =
                 crate::sysmon::link::link_capacity(
-                    config.link_capacity_bps,
+                    config.evidence.link_capacity_bps,
                     target.interface.as_deref(),
                 );
             Some(client)

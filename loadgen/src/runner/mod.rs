@@ -97,7 +97,7 @@ fn check_open_files(config: &RunConfig) -> Result<Option<String>, RunError> {
 
 /// `--metrics-addr`: bound before anything is written, so a taken port is bad input.
 fn bind_metrics(config: &RunConfig) -> Result<Option<MetricsListener>, RunError> {
-    let Some(addr) = config.metrics_addr else {
+    let Some(addr) = config.output.metrics.addr else {
         return Ok(None);
     };
     let listener =

@@ -48,17 +48,20 @@ impl RunOutput {
         target: &PreparedTarget,
         stop: &StopSignal,
     ) -> Result<(Self, RecordSender), RunError> {
-        let s3 = match &config.out {
+        let s3 = match &config.output.out {
             Output::S3(location) => Some(S3Store::connect(location).await?),
             _ => None,
         };
         // A directory given with --out is claimed before waiting for --start-at, so a second
         // run given the same one is refused at once, not at the start instant.
-        let claimed = match &config.out {
+        let claimed = match &config.output.out {
             Output::Dir(dir) => Some((dir.exists(), create_run_dir(Some(dir), "")?)),
             _ => None,
         };
-        if let (Some(start_at), true) = (config.start_at_unix_ns, config.waits_for_start_at) {
+        if let (Some(start_at), true) = (
+            config.sharding.start_at_unix_ns,
+            config.sharding.waits_for_start_at,
+        ) {
             if let Err(stopped) = wait_until(start_at, stop).await {
                 // Stopped before the start: leave the directory as it was.
                 if let Some((existed, dir)) = &claimed {
@@ -71,10 +74,10 @@ impl RunOutput {
             }
         }
         let claimed = claimed.map(|(_, dir)| dir);
-        let run_id = run_id(config.shard);
+        let run_id = run_id(config.sharding.shard);
         let (run_dir, location) = match claimed {
             Some(dir) => (dir.clone(), dir.display().to_string()),
-            None => claim_run_dir(&config.out, &run_id)?,
+            None => claim_run_dir(&config.output.out, &run_id)?,
         };
         let identity = RunIdentity::new(config, &run_id, &target.url.url);
         let (closed, mirror) = match &s3 {
@@ -95,7 +98,7 @@ impl RunOutput {
             dir: run_dir.join("requests"),
             metadata: identity.parquet_metadata(),
             labels: labels.clone(),
-            segment_interval: config.segment_interval,
+            segment_interval: config.output.segment_interval,
             max_attempts: config.model.plan().max_attempts(),
             max_lateness_ns: config
                 .model
@@ -276,15 +279,14 @@ impl RunIdentity {
             anchor_unix_ns: anchor.unix_ns,
             host: HostInfo::current(),
             config: config.resolved(target_url),
-            shard: config.shard.to_string(),
+            shard: config.sharding.shard.to_string(),
             connections: Connections {
                 connect_rate_per_s: config.connection.connect_rate_per_s,
                 source_addrs: config.connection.source_addrs.clone(),
             },
-            start_at_unix_ns: config.start_at_unix_ns,
-            start_offset_ns: config
-                .start_at_unix_ns
-                .filter(|_| config.waits_for_start_at)
+            start_at_unix_ns: config.sharding.start_at_unix_ns,
+            start_offset_ns: (config.sharding.start_at_unix_ns)
+                .filter(|_| config.sharding.waits_for_start_at)
                 .map(|t| anchor.unix_ns - t),
             anchor,
         }
@@ -435,7 +437,7 @@ mod tests {
         assert!(sharded.start_offset_ns.is_some());
         // A sweep's later level keeps the group (start_at) but records no lateness.
         let mut later = config(&["--shard", "1/2", "--start-at", &in_a_minute.to_string()]);
-        later.waits_for_start_at = false;
+        later.sharding.waits_for_start_at = false;
         let later = RunIdentity::new(&later, "r3", "http://x/");
         assert!(later.start_at_unix_ns.is_some());
         assert_eq!(later.start_offset_ns, None);

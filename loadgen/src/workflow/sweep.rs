@@ -153,7 +153,7 @@ pub async fn sweep(args: &SweepArgs, stop: StopSignal) -> Result<(Sweep, PathBuf
     let mut results = Vec::new();
     let mut last_metrics = None;
     for (level, (name, config)) in levels.into_iter().zip(configs) {
-        if !config.json {
+        if !config.output.json {
             eprintln!("\n== sweep {name} ==");
         }
         // The previous level's endpoint goes first: this level binds the same address.
@@ -235,14 +235,14 @@ fn level_configs(
         if !configs.is_empty() {
             // Later levels start when the one before ends, not at --start-at: their lateness
             // after it is not skew and is not recorded.
-            config.waits_for_start_at = false;
+            config.sharding.waits_for_start_at = false;
         }
         configs.push((name, config));
     }
     // Live metrics linger once, after the last level.
     let last = configs.len().saturating_sub(1);
     for (_, config) in &mut configs[..last] {
-        config.metrics_linger = std::time::Duration::ZERO;
+        config.output.metrics.linger = std::time::Duration::ZERO;
     }
     Ok(configs)
 }
@@ -300,12 +300,17 @@ mod tests {
         let inputs = RunInputs::read((&args).into()).unwrap();
         let levels = [1, 2, 4].map(SweepLevel::Workers);
         let configs = level_configs(&inputs, Path::new("unused"), &levels).unwrap();
-        let waits: Vec<bool> = configs.iter().map(|(_, c)| c.waits_for_start_at).collect();
+        let waits: Vec<bool> = configs
+            .iter()
+            .map(|(_, c)| c.sharding.waits_for_start_at)
+            .collect();
         assert_eq!(waits, [true, false, false]);
-        assert!(configs.iter().all(|(_, c)| c.start_at_unix_ns.is_some()));
+        assert!(configs
+            .iter()
+            .all(|(_, c)| c.sharding.start_at_unix_ns.is_some()));
         let lingers: Vec<u64> = configs
             .iter()
-            .map(|(_, c)| c.metrics_linger.as_secs())
+            .map(|(_, c)| c.output.metrics.linger.as_secs())
             .collect();
         assert_eq!(lingers, [0, 0, 15]);
     }

@@ -116,7 +116,7 @@ impl LevelPlan<'_> {
         };
         let model = ModelChoice::Spec(ModelSpec::Open(spec));
         let mut config = self.inputs.config(model, Some(&self.dir.join(name)))?;
-        config.segment_interval = SEGMENT_INTERVAL;
+        config.output.segment_interval = SEGMENT_INTERVAL;
         Ok(config)
     }
 
