@@ -20,7 +20,8 @@ use crate::units::{parse_duration, parse_link_capacity};
 #[derive(Debug, Args, Clone)]
 #[command(next_help_heading = "Target and transport")]
 pub struct TargetArgs {
-    /// Scenario file (TOML) describing requests, payloads and the client model.
+    /// Scenario file (TOML) describing requests, payloads and the client model. A URL here
+    /// (http://…) is taken as --url, as wrk and oha take it.
     #[arg(value_name = "SCENARIO.toml", conflicts_with = "scenario")]
     pub file: Option<PathBuf>,
 
@@ -47,7 +48,8 @@ pub struct TargetArgs {
 
     /// Send the requests of a vegeta targets file instead of one --url: paragraphs of
     /// `METHOD URL`, then `Header: value` lines and an optional `@body-file` line, every URL
-    /// on one origin. Each iteration sends every target once, in file order.
+    /// on one origin. Each iteration sends every target once, in file order. `-` reads them
+    /// from stdin.
     #[arg(long, value_name = "FILE", conflicts_with_all = ["file", "scenario", "url", "method", "body"])]
     pub targets: Option<PathBuf>,
 

@@ -90,6 +90,24 @@ impl ConnectionOptions {
     }
 }
 
+/// A URL given where the scenario file goes (`loadgen run http://host/`, as wrk, oha and hey
+/// take it): the flags with it as `--url`. Both it and `--url`: refused, naming the fix.
+fn url_as_argument(args: &TargetArgs) -> Result<Option<TargetArgs>, ConfigError> {
+    let Some(text) = args.file.as_deref().and_then(|p| p.to_str()) else {
+        return Ok(None);
+    };
+    if !text.contains("://") {
+        return Ok(None);
+    }
+    if args.url.is_some() {
+        return Err(ConfigError::UrlTwice(text.to_string()));
+    }
+    let mut args = args.clone();
+    args.url = Some(text.to_string());
+    args.file = None;
+    Ok(Some(args))
+}
+
 /// The scenario text the flags name, with its origin: `--file`'s or a built-in's.
 fn scenario_text(args: &TargetArgs) -> Result<Option<(String, String)>, ConfigError> {
     Ok(match (&args.file, &args.scenario) {
@@ -153,6 +171,8 @@ impl Source {
             // clap's `requires` does not hold a list flag to it: said here, not ignored.
             return Err(ConfigError::QuickOnlyWeights);
         }
+        let url_argument = url_as_argument(args)?;
+        let args = &url_argument.unwrap_or_else(|| args.clone());
         let url = args.url.as_deref().map(TargetUrl::parse).transpose()?;
         match scenario_text(args)? {
             Some((origin, text)) => from_scenario(args, url, origin, &text, headers),
@@ -265,8 +285,16 @@ fn from_targets(
     headers: &[(HeaderName, HeaderValue)],
     connection: &ConnectionOptions,
 ) -> Result<Source, ConfigError> {
-    let origin = path.display().to_string();
-    let text = std::fs::read_to_string(path).map_err(|e| ScenarioError {
+    let from_stdin = path.as_os_str() == "-";
+    let origin = match from_stdin {
+        true => "targets from stdin".to_string(),
+        false => path.display().to_string(),
+    };
+    let text = match from_stdin {
+        true => std::io::read_to_string(std::io::stdin()),
+        false => std::fs::read_to_string(path),
+    };
+    let text = text.map_err(|e| ScenarioError {
         origin: origin.clone(),
         line: None,
         path: String::new(),

@@ -47,6 +47,8 @@ pub use validate::{Output, Target, TargetUrl};
 pub enum ConfigError {
     #[error("--url '{url}' is not a valid URL ({reason}); use e.g. http://127.0.0.1:8080/path")]
     BadUrl { url: String, reason: String },
+    #[error("'{0}' is a URL given where the scenario file goes, and --url is given too; drop one of them (a URL alone as the argument is run as --url)")]
+    UrlTwice(String),
     #[error("--url '{url}' has scheme '{scheme}'; only http:// and https:// URLs are supported")]
     Scheme { url: String, scheme: String },
     #[error("{flag} must be at least 1 (got 0)")]

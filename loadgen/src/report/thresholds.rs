@@ -352,7 +352,8 @@ pub fn evaluate(
         .collect()
 }
 
-/// The console line: all passed, or which were crossed and by how much.
+/// The console line: all passed with what each observed, or which were crossed and by how
+/// much.
 pub fn console_line(results: &[ThresholdResult]) -> String {
     let crossed: Vec<String> = results
         .iter()
@@ -360,7 +361,13 @@ pub fn console_line(results: &[ThresholdResult]) -> String {
         .map(|r| format!("{} (observed {})", r.threshold, observed_text(r)))
         .collect();
     match crossed.len() {
-        0 => format!("all {} passed", results.len()),
+        0 => {
+            let observed: Vec<String> = results
+                .iter()
+                .map(|r| format!("{} ({})", r.threshold, observed_text(r)))
+                .collect();
+            format!("all {} passed: {}", results.len(), observed.join(", "))
+        }
         n => format!(
             "{n} of {} CROSSED (exit code {EXIT_CODE}): {}",
             results.len(),

@@ -1,0 +1,92 @@
+//! Habits users bring from wrk, oha, vegeta and k6 (issue 49), on the real binary against a
+//! real `loadgen-server`: the URL as the positional argument, `--targets -` from stdin, and
+//! passing thresholds that show what they observed.
+
+mod common;
+
+use std::io::Write;
+use std::process::Stdio;
+
+use common::{loadgen_bin, read_rows, run_json, ServerOnRuntime};
+use servers::ServerConfig;
+
+/// `loadgen run http://…/` is a run of that URL, as `wrk`, `oha` and `hey` take it; with
+/// `--url` too it is refused with one sentence, exit 2.
+#[test]
+fn a_url_as_the_argument_is_run_as_url() {
+    let server = ServerOnRuntime::start(ServerConfig::default());
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("run");
+    let url = server.url("/albums/1");
+    let output = loadgen_bin()
+        .args(["run", &url, "-c", "2", "-n", "40", "--out"])
+        .arg(&out)
+        .output()
+        .unwrap();
+    assert!(output.status.success(), "{output:?}");
+    assert_eq!(read_rows(&out).len(), 40);
+    assert_eq!(run_json(&out)["config"]["url"], url);
+
+    let twice = loadgen_bin()
+        .args(["run", &url, "--url", &url, "-n", "1"])
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&twice.stderr);
+    assert_eq!(twice.status.code(), Some(2), "{stderr}");
+    assert!(stderr.contains("drop one of them"), "{stderr}");
+    assert_eq!(stderr.trim().lines().count(), 1, "{stderr}");
+}
+
+/// `--targets -` reads a vegeta targets list from stdin, as vegeta's `attack` does.
+#[test]
+fn targets_dash_reads_the_targets_from_stdin() {
+    let server = ServerOnRuntime::start(ServerConfig::default());
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("run");
+    let mut child = loadgen_bin()
+        .args(["run", "--targets", "-", "-c", "1", "-n", "20", "--out"])
+        .arg(&out)
+        .stdin(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let text = format!(
+        "GET {}\n\nGET {}\n",
+        server.url("/"),
+        server.url("/albums/1")
+    );
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(text.as_bytes())
+        .unwrap();
+    let output = child.wait_with_output().unwrap();
+    assert!(output.status.success(), "{output:?}");
+    let rows = read_rows(&out);
+    assert_eq!(rows.len(), 20);
+    let albums = rows.iter().filter(|r| r.op.contains("albums")).count();
+    assert_eq!(albums, 10, "the two targets take turns");
+    assert_eq!(run_json(&out)["config"]["scenario"], "targets from stdin");
+}
+
+/// Passing thresholds show what each observed, as k6 does, not only "all passed".
+#[test]
+fn passing_thresholds_show_their_observed_values() {
+    let server = ServerOnRuntime::start(ServerConfig::default());
+    let dir = tempfile::tempdir().unwrap();
+    let output = loadgen_bin()
+        .args(["run", "--url", &server.url("/"), "-c", "1", "-n", "30"])
+        .args(["--threshold", "p99<10s", "--threshold", "error_rate<50%"])
+        .arg("--out")
+        .arg(dir.path().join("run"))
+        .output()
+        .unwrap();
+    assert!(output.status.success(), "{output:?}");
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    let line = stdout
+        .lines()
+        .find(|l| l.trim_start().starts_with("Thresholds"))
+        .unwrap_or_else(|| panic!("no Thresholds line:\n{stdout}"));
+    assert!(line.contains("all 2 passed: p99<10s ("), "{line}");
+    assert!(line.contains("error_rate<50% (0.00%)"), "{line}");
+}
