@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any, NoReturn
 
 from . import cli_history
-from .errors import RunLoadError, os_error_text
+from .errors import RunLoadError, check_writable, os_error_text
 from .export.command import add_export_parser, export
 from .io.load import load_runs
 from .io.outputs import refuse_outputs_on_runs
@@ -353,6 +353,7 @@ def _report(args: argparse.Namespace) -> int:
     from .report.html import write_report
     from .report.markup import figures_into, figures_text
 
+    check_writable(args.out)
     with figures_into(args.plots) as written:
         if len(args.runs) == 1 and is_capacity_dir(args.runs[0]):
             args.out.parent.mkdir(parents=True, exist_ok=True)
@@ -390,6 +391,9 @@ def _compare(args: argparse.Namespace) -> int:
         return _error("--windows must be at least 2")
     if args.junit_name and not args.junit:
         return _error("--junit-name names the suites of --junit FILE: give --junit too")
+    for path in (args.html, args.junit):
+        if path:
+            check_writable(path)
     baseline = load_runs([args.baseline])
     candidate = load_runs([args.candidate])
     # The flags are parsed already; handed on as percentages, so an increase above 100 %

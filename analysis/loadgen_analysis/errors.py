@@ -8,6 +8,8 @@ other. ``loadgen_analysis.RunLoadError`` is the documented name. Also how an
 
 from __future__ import annotations
 
+from pathlib import Path
+
 
 class RunLoadError(ValueError):
     """A run directory cannot be read: missing, empty, or written in an unknown schema."""
@@ -20,3 +22,15 @@ def os_error_text(exc: OSError) -> str:
     if not path:
         return reason
     return f"cannot use {path}: {reason}; check the path (and that its folder is writable)"
+
+
+def check_writable(path: Path) -> None:
+    """Raise the :class:`OSError` writing ``path`` would raise, now, before minutes of work
+    (figures, a whole report) end on it. Its folders are made; a file that was not there is
+    not left behind."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    existed = path.exists()
+    with path.open("a", encoding="utf-8"):
+        pass
+    if not existed:
+        path.unlink()

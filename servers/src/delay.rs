@@ -49,7 +49,7 @@ fn timer() -> Option<&'static Sender<Entry>> {
         .get_or_init(|| {
             let (tx, rx) = mpsc::channel::<Entry>();
             std::thread::Builder::new()
-                .name("loadgen-server-timer".into())
+                .name(format!("{}-timer", crate::THREAD_NAME))
                 .spawn(move || {
                     let mut heap = BinaryHeap::new();
                     loop {

@@ -56,6 +56,11 @@ mod service_time;
 mod state;
 mod tls;
 
+/// The start of the name of every thread the server itself starts (its timer), and of an
+/// embedding program's threads that run it (loadgen's embedded server): their CPU is the
+/// server's, not the embedder's. Linux keeps a thread's first 15 bytes.
+pub const THREAD_NAME: &str = "loadgen-server";
+
 pub use config::{ServerConfig, Stall};
 pub use error::ConfigError;
 pub use fault::Fault;

@@ -339,6 +339,13 @@ impl RunInputs {
         &self.output.out
     }
 
+    /// The same inputs, whose runs start without their banner: a workflow that announces
+    /// itself once (a capacity search) and not each run it makes.
+    pub fn without_banner(mut self) -> Self {
+        self.output.banner = false;
+        self
+    }
+
     /// Whether the command prints JSON (and so no progress or level lines).
     pub fn json(&self) -> bool {
         self.output.json

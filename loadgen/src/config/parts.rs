@@ -27,6 +27,9 @@ pub struct OutputSettings {
     pub json: bool,
     /// The console shows the latency histogram (not `--no-histogram`).
     pub histogram: bool,
+    /// The run says what it runs, how it connects and that Ctrl-C keeps its rows, before it
+    /// starts (not `--json`; not a capacity search's levels, which the search announces once).
+    pub banner: bool,
     /// A new Parquet segment this often (`--segment-interval`).
     pub segment_interval: Duration,
     /// `--upload-timeout`: the longest the end of an `--out s3://` run waits for uploads.
@@ -58,6 +61,7 @@ impl OutputSettings {
             progress: !output.no_progress && !output.json,
             json: output.json,
             histogram: !output.no_histogram,
+            banner: !output.json,
             segment_interval: output.segment_interval,
             upload_timeout,
             metrics: LiveMetrics {

@@ -64,6 +64,7 @@ pub(super) async fn drive(
         live: live.clone(),
         cgroup: target.cgroup.clone(),
         target_interface: target.interface.clone(),
+        not_client_threads: target.embedded.as_ref().map(|_| servers::THREAD_NAME),
     });
     let servermon = start_servermon(config, output);
     let (live_metrics, metrics_server) = match metrics {
@@ -83,7 +84,7 @@ pub(super) async fn drive(
         // A judge reads the writer's aggregates: rows reach the writer within its period.
         watched_rows_max_age: config.abort_after.map(|_| ROWS_TO_JUDGE_MAX_AGE),
     });
-    if !config.output.json {
+    if config.output.banner {
         eprintln!(
             "running {} against {} — Ctrl-C stops and keeps every completed request",
             config.model.plan().describe(),

@@ -503,7 +503,12 @@ fn footer<'a>(
     if let Some(client) = client {
         footer.push(("Client", client.console_line()));
     }
-    footer.push(("Verdict", verdict.console_line()));
+    let sharing = client.and_then(ClientSummary::sharing);
+    let (verdict_line, why) = verdict.console_lines(sharing.as_deref());
+    footer.push(("Verdict", verdict_line));
+    if let Some(why) = why {
+        footer.push(("", why));
+    }
     for phase in &verdict.phases {
         footer.push((
             "  phase",

@@ -16,7 +16,7 @@ use crate::transport::{probe, Origin};
 /// A target that answered, and what the run needs to know about reaching it.
 pub(super) struct PreparedTarget {
     /// The in-process reference server, when the run tests that.
-    pub embedded: Option<servers::RunningServer>,
+    pub embedded: Option<Embedded>,
     pub url: TargetUrl,
     pub addr: SocketAddr,
     pub origin: Origin,
@@ -28,16 +28,12 @@ pub(super) struct PreparedTarget {
 impl PreparedTarget {
     pub async fn prepare(config: &RunConfig) -> Result<Self, RunError> {
         let embedded = match config.target {
-            Target::Embedded => Some(
-                servers::start(servers::ServerConfig::default())
-                    .await
-                    .map_err(RunError::EmbeddedServer)?,
-            ),
+            Target::Embedded => Some(Embedded::start().await?),
             Target::Url(_) => None,
         };
         let url = match (&config.target, &embedded) {
             (Target::Url(url), _) => url.clone(),
-            (Target::Embedded, Some(server)) => TargetUrl::parse(&format!("{}/", server.url()))?,
+            (Target::Embedded, Some(e)) => TargetUrl::parse(&format!("{}/", e.server.url()))?,
             (Target::Embedded, None) => unreachable!("embedded server started above"),
         };
         let addr = resolve(&url).await?;
@@ -90,9 +86,34 @@ impl PreparedTarget {
 
     /// Stops the embedded server, if the run started one.
     pub async fn shut_down(self) {
-        if let Some(server) = self.embedded {
-            server.shutdown().await;
+        if let Some(embedded) = self.embedded {
+            embedded.server.shutdown().await;
+            embedded.runtime.shutdown_background();
         }
+    }
+}
+
+/// The embedded reference server, on a runtime of its own whose threads are named
+/// [`servers::THREAD_NAME`]: the client's CPU is measured without them.
+pub(super) struct Embedded {
+    server: servers::RunningServer,
+    runtime: tokio::runtime::Runtime,
+}
+
+impl Embedded {
+    async fn start() -> Result<Self, RunError> {
+        let runtime = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .thread_name(servers::THREAD_NAME)
+            .enable_all()
+            .build()
+            .map_err(RunError::EmbeddedServer)?;
+        let server = runtime
+            .spawn(servers::start(servers::ServerConfig::default()))
+            .await
+            .map_err(|e| RunError::EmbeddedServer(std::io::Error::other(e)))?
+            .map_err(RunError::EmbeddedServer)?;
+        Ok(Embedded { server, runtime })
     }
 }
 

@@ -96,6 +96,9 @@ pub struct SysmonConfig {
     pub cgroup: Cgroup,
     /// The interface carrying the target's traffic, recorded in the file's metadata.
     pub target_interface: Option<String>,
+    /// Threads whose name starts with this are not the client's (the embedded server's):
+    /// their CPU is left out of the client's.
+    pub not_client_threads: Option<&'static str>,
 }
 
 /// A running sampler. Dropping it without [`Sysmon::finish`] still closes the file, from the
@@ -125,7 +128,7 @@ pub fn start(config: SysmonConfig) -> Result<Sysmon, SysmonError> {
 
 fn start_with(config: SysmonConfig, row_group_every: Duration) -> Result<Sysmon, SysmonError> {
     let limit = config.cgroup.limit(cgroup::affinity_cores());
-    let probe = Probe::new(limit.stat_dir.clone())?;
+    let probe = Probe::new(limit.stat_dir.clone(), config.not_client_threads)?;
     let baseline = probe.baseline()?;
     let file = file::create(
         &config.path,
@@ -371,6 +374,7 @@ mod tests {
             phase_labels: vec!["main".into()],
             cgroup: Cgroup::discover(),
             target_interface: None,
+            not_client_threads: None,
         }
     }
 

@@ -82,10 +82,15 @@ pub(super) struct Probe {
     ns_per_tick: u64,
     /// The cgroup whose `cpu.stat` counts this process's throttling.
     stat_dir: Option<(CgroupVersion, PathBuf)>,
+    /// Threads of this process that are not the client's, by the start of their name.
+    not_client_threads: Option<&'static str>,
 }
 
 impl Probe {
-    pub(super) fn new(stat_dir: Option<(CgroupVersion, PathBuf)>) -> Result<Self, SysmonError> {
+    pub(super) fn new(
+        stat_dir: Option<(CgroupVersion, PathBuf)>,
+        not_client_threads: Option<&'static str>,
+    ) -> Result<Self, SysmonError> {
         let me = Process::myself().map_err(|source| SysmonError::Proc {
             what: "/proc/self",
             source,
@@ -96,6 +101,7 @@ impl Probe {
             me,
             ns_per_tick,
             stat_dir,
+            not_client_threads,
         })
     }
 
@@ -131,13 +137,32 @@ impl Probe {
     }
 
     fn process(&self) -> Result<ProcessReading, ProcError> {
-        // /proc/self/stat (not thread-self) sums every thread of the process.
+        // /proc/self/stat (not thread-self) sums every thread of the process, those that
+        // are not the client's included: their own stat is taken off.
         let stat = self.me.stat()?;
+        let (other_user, other_sys) = self.not_client_ticks();
         Ok(ProcessReading {
-            user_ns: stat.utime * self.ns_per_tick,
-            sys_ns: stat.stime * self.ns_per_tick,
+            user_ns: stat.utime.saturating_sub(other_user) * self.ns_per_tick,
+            sys_ns: stat.stime.saturating_sub(other_sys) * self.ns_per_tick,
             rss_bytes: stat.rss.saturating_mul(procfs::page_size()),
         })
+    }
+
+    /// User and system ticks of the threads that are not the client's (0 without any). A
+    /// thread that ends between two readings takes its ticks with it: the client's CPU of
+    /// that interval is then overstated, never understated.
+    fn not_client_ticks(&self) -> (u64, u64) {
+        let Some(prefix) = self.not_client_threads else {
+            return (0, 0);
+        };
+        let Ok(tasks) = self.me.tasks() else {
+            return (0, 0);
+        };
+        tasks
+            .flatten()
+            .filter_map(|task| task.stat().ok())
+            .filter(|stat| stat.comm.starts_with(prefix))
+            .fold((0, 0), |(u, s), stat| (u + stat.utime, s + stat.stime))
     }
 
     fn open_fds(&self) -> Result<u64, ProcError> {
@@ -249,4 +274,41 @@ fn net() -> Result<BTreeMap<String, NetCounters>, ProcError> {
             (name, counters)
         })
         .collect())
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use super::*;
+
+    /// CPU of threads named as not the client's (an embedded server's) is left out of the
+    /// client's: two probes read at the same moments differ by that thread's CPU.
+    #[test]
+    fn threads_that_are_not_the_clients_are_left_out_of_its_cpu() {
+        let all = Probe::new(None, None).unwrap();
+        let client = Probe::new(None, Some("not-client-burn")).unwrap();
+        let (all_before, client_before) = (all.process().unwrap(), client.process().unwrap());
+        std::thread::Builder::new()
+            .name("not-client-burn".into())
+            .spawn(|| {
+                let started = std::time::Instant::now();
+                let mut x = 0u64;
+                while started.elapsed() < Duration::from_millis(400) {
+                    x = std::hint::black_box(x.wrapping_mul(31).wrapping_add(7));
+                }
+                // Still alive while read: a thread's ticks leave the sum when it ends.
+                std::thread::sleep(Duration::from_millis(300));
+            })
+            .unwrap();
+        std::thread::sleep(Duration::from_millis(450));
+        let (all_after, client_after) = (all.process().unwrap(), client.process().unwrap());
+        let ns = |r: ProcessReading| r.user_ns + r.sys_ns;
+        let all_ns = ns(all_after) - ns(all_before);
+        let client_ns = ns(client_after) - ns(client_before);
+        assert!(
+            all_ns >= client_ns + 10_000_000,
+            "all threads {all_ns} ns, client's {client_ns} ns"
+        );
+    }
 }

@@ -130,4 +130,50 @@ impl Verdict {
         };
         format!("{} ({strength}) — {}", self.cause.as_str(), self.summary)
     }
+
+    /// The console's two lines: "cause (strength) — " and the clause with the number that
+    /// decided, then the rest of the sentence (none when there is no rest). Who shares the
+    /// client's cores is left out when the Client line said it (`said_sharing`).
+    pub fn console_lines(&self, said_sharing: Option<&str>) -> (String, Option<String>) {
+        let strength = match self.strength {
+            Strength::Strong => "strong",
+            Strength::Weak => "weak",
+        };
+        let mut summary = self.summary.as_str();
+        if let Some(sharing) = said_sharing {
+            let suffix = format!(" — {sharing} with the client");
+            summary = summary.strip_suffix(suffix.as_str()).unwrap_or(summary);
+        }
+        let clauses = top_level_clauses(summary);
+        let first = clauses
+            .iter()
+            .position(|c| c.bytes().any(|b| b.is_ascii_digit()))
+            .unwrap_or(0);
+        let rest: Vec<&str> = (clauses.iter().enumerate())
+            .filter(|&(i, _)| i != first)
+            .map(|(_, c)| *c)
+            .collect();
+        let head = format!("{} ({strength}) — {}", self.cause.as_str(), clauses[first]);
+        (head, (!rest.is_empty()).then(|| rest.join(": ")))
+    }
+}
+
+/// `text` cut at each ": " outside parentheses and backticks ("a: b (c: d)" → "a", "b (c: d)").
+fn top_level_clauses(text: &str) -> Vec<&str> {
+    let (mut clauses, mut start, mut depth, mut quoted) = (Vec::new(), 0, 0i32, false);
+    let bytes = text.as_bytes();
+    for (i, &b) in bytes.iter().enumerate() {
+        match b {
+            b'(' if !quoted => depth += 1,
+            b')' if !quoted => depth -= 1,
+            b'`' => quoted = !quoted,
+            b':' if depth == 0 && !quoted && bytes.get(i + 1) == Some(&b' ') && i >= start => {
+                clauses.push(&text[start..i]);
+                start = i + 2;
+            }
+            _ => {}
+        }
+    }
+    clauses.push(&text[start.min(text.len())..]);
+    clauses
 }

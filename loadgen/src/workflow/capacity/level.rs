@@ -23,7 +23,7 @@ use crate::stop::StopSignal;
 use crate::verdict::schedule::{Schedule, Sustainability};
 use crate::verdict::slo::{self, Outcome, SloJudgement};
 
-pub use crate::verdict::slo::{observed_text, Abort, Outage};
+pub use crate::verdict::slo::{Abort, Outage};
 /// What stopped a level (errors, client, network or server): the run verdict's causes.
 pub use crate::verdict::Cause;
 

@@ -47,10 +47,13 @@ pub async fn capacity(
     args: &CapacityArgs,
     stop: StopSignal,
 ) -> Result<(Capacity, PathBuf), RunError> {
-    let inputs = RunInputs::read(args.into())?;
+    let inputs = RunInputs::read(args.into())?.without_banner();
     let slos = check(args, &inputs)?;
     super::local_only("capacity", inputs.out())?;
     let dir = super::workflow_dir(args.output.out.as_deref(), "capacity")?;
+    if !args.output.json {
+        eprintln!("{}", render::banner(args, &dir));
+    }
     let started = Instant::now();
     let calibration = first_rate(args, &inputs, &dir, &stop).await?;
     let plan = LevelPlan {

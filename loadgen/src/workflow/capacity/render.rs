@@ -2,9 +2,25 @@
 //! [`conclude`](super::conclude) decided. Nothing here decides anything.
 
 use super::conclude::{cause_name, Capacity, Ended};
-use super::level::{observed_text, Level};
+use super::level::Level;
 
-/// One line per level, printed as the search goes.
+/// The search's one line before its first level: what it looks for, and that Ctrl-C keeps
+/// what it measured.
+pub fn banner(args: &crate::cli::CapacityArgs, dir: &std::path::Path) -> String {
+    let slos: Vec<&str> = args.slos.iter().map(|s| s.trim()).collect();
+    format!(
+        "capacity: the highest rate with {}, {} arrivals, levels of {} ({} warm-up), into {} — \
+         Ctrl-C stops and keeps every completed level",
+        slos.join(" and "),
+        args.open.arrivals.unwrap_or_default().name(),
+        humantime::format_duration(args.level_duration),
+        humantime::format_duration(args.warmup),
+        dir.display()
+    )
+}
+
+/// One line per level, printed as the search goes: its rate, what it achieved, its p99 and
+/// its result with the first reason (every reason is in capacity.json and `explain`).
 pub fn level_line(l: &Level) -> String {
     let p99 = l
         .latency
@@ -14,14 +30,19 @@ pub fn level_line(l: &Level) -> String {
         .map_or("-".to_string(), crate::units::duration);
     // pass / fail / inconclusive → extended: a level whose interval straddled a limit is
     // not a failure; it is run again, twice as long, and that run (`extend`) is the verdict.
+    let why = match l.reasons.as_slice() {
+        [] => String::new(),
+        [only] => format!(" ({only})"),
+        [first, rest @ ..] => format!(" ({first}; {} more)", rest.len()),
+    };
     let verdict = if l.passed {
         "pass".to_string()
     } else if l.interrupted {
         "interrupted (not judged)".to_string()
     } else if l.needs_extension() {
-        format!("inconclusive → extended ({})", l.reasons.join("; "))
+        format!("inconclusive → extended{why}")
     } else {
-        format!("fail ({})", l.reasons.join("; "))
+        format!("fail{why}")
     };
     format!(
         "  {:<8} {:>9.1} req/s offered  {:>9.1} achieved  p99 {:>9} from intended  {verdict}",
@@ -32,7 +53,8 @@ pub fn level_line(l: &Level) -> String {
     )
 }
 
-/// The console report.
+/// The console report: the answer, why the search stopped there and how it went. Each level
+/// was its own line as it finished; capacity.json and `loadgen-analyze explain` hold them all.
 pub fn render(c: &Capacity, dir: &std::path::Path) -> String {
     let mut out = format!(
         "\nCapacity under {} ({} arrivals) — {}\n\n",
@@ -40,20 +62,13 @@ pub fn render(c: &Capacity, dir: &std::path::Path) -> String {
         c.arrivals,
         dir.display()
     );
-    for level in &c.levels {
-        out += &level_line(level);
-        out.push('\n');
-        for slo in &level.slos {
-            out += &format!("           {:<24} {}\n", slo.slo, observed_text(slo));
-        }
-    }
-    out += &format!("\n  Answer     {}\n", c.answer);
+    out += &format!("  Answer     {}\n", c.answer);
     if let Some(cause) = c.verdict {
-        out += &format!(
-            "  Stops at   {} — {}\n",
-            cause_name(cause),
-            c.evidence.join("; ")
-        );
+        let evidence = c.evidence.join("; ");
+        match c.answer.contains(&evidence) {
+            true => out += &format!("  Stops at   {}\n", cause_name(cause)),
+            false => out += &format!("  Stops at   {} — {evidence}\n", cause_name(cause)),
+        }
     }
     out += &format!(
         "  Search     {} in {:.0}s, {}\n",
