@@ -33,7 +33,7 @@ impl PreparedTarget {
         };
         let url = match (&config.target, &embedded) {
             (Target::Url(url), _) => url.clone(),
-            (Target::Embedded, Some(e)) => TargetUrl::parse(&format!("{}/", e.server.url()))?,
+            (Target::Embedded, Some(e)) => TargetUrl::parse(&format!("{}/", e.url()))?,
             (Target::Embedded, None) => unreachable!("embedded server started above"),
         };
         let addr = resolve(&url).await?;
@@ -86,21 +86,36 @@ impl PreparedTarget {
 
     /// Stops the embedded server, if the run started one.
     pub async fn shut_down(self) {
-        if let Some(embedded) = self.embedded {
-            embedded.server.shutdown().await;
-            embedded.runtime.shutdown_background();
+        if let Some(mut embedded) = self.embedded {
+            if let Some(server) = embedded.server.take() {
+                server.shutdown().await;
+            }
         }
     }
 }
 
 /// The embedded reference server, on a runtime of its own whose threads are named
-/// [`servers::THREAD_NAME`]: the client's CPU is measured without them.
+/// [`servers::THREAD_NAME`]: the client's CPU is measured without them. Dropped (a run that
+/// failed before its end, or after `shut_down`), its runtime stops in the background.
 pub(super) struct Embedded {
-    server: servers::RunningServer,
-    runtime: tokio::runtime::Runtime,
+    server: Option<servers::RunningServer>,
+    runtime: Option<tokio::runtime::Runtime>,
+}
+
+impl Drop for Embedded {
+    fn drop(&mut self) {
+        // Not `Runtime::drop`: it blocks, which an async context forbids.
+        if let Some(runtime) = self.runtime.take() {
+            runtime.shutdown_background();
+        }
+    }
 }
 
 impl Embedded {
+    fn url(&self) -> String {
+        self.server.as_ref().map(|s| s.url()).unwrap_or_default()
+    }
+
     async fn start() -> Result<Self, RunError> {
         let runtime = tokio::runtime::Builder::new_multi_thread()
             .worker_threads(2)
@@ -113,7 +128,10 @@ impl Embedded {
             .await
             .map_err(|e| RunError::EmbeddedServer(std::io::Error::other(e)))?
             .map_err(RunError::EmbeddedServer)?;
-        Ok(Embedded { server, runtime })
+        Ok(Embedded {
+            server: Some(server),
+            runtime: Some(runtime),
+        })
     }
 }
 
