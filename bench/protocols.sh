@@ -88,7 +88,7 @@ grpc_setup() {
   grpc_url="http://127.0.0.1:$port"
   ghz=$(command -v ghz || echo bench/tools/bin/ghz)
   if [ ! -x "$ghz" ] && command -v go >/dev/null; then
-    GOBIN="$PWD/bench/tools/bin" go install github.com/bojand/ghz/cmd/ghz@v0.121.0 >&2 || true
+    GOBIN="$PWD/bench/tools/bin" go install github.com/bojand/ghz/cmd/ghz@v0.93.0 >&2 || true
   fi
   [ -x "$ghz" ] || ghz=""
 }
@@ -96,7 +96,13 @@ grpc_setup() {
 report=$(mktemp)
 note() { printf '%s\n' "$*" | tee -a "$report" >&2; }
 
-bench_setup nginx-tls
+# nginx only for the HTTP shapes; gRPC alone needs just the folder and the cores.
+http_shapes=${shapes//grpc-2x8/}
+if [ -n "${http_shapes//,/}" ]; then
+  bench_setup nginx-tls
+else
+  bench_setup server
+fi
 for shape in ${shapes//,/ }; do
   case $shape in
     https1)

@@ -16,11 +16,9 @@ from pathlib import Path
 import pyarrow.parquet as pq
 import pytest
 
-from loadgen_analysis.testing import harness
+from loadgen_analysis.testing import grpc_greeter, harness
 
 from .conftest import Binaries, run_cli
-
-from loadgen_analysis.testing import grpc_greeter
 
 CALLS = 400
 
@@ -84,7 +82,13 @@ def test_a_non_ok_status_is_a_grpc_status_row_with_the_servers_code_and_message(
         (("--grpc", "demo.Greeter/Shout"), "it has: demo.Greeter/Hello"),
         (("--grpc", grpc_greeter.METHOD, "-b", '{"nam": 1}'), "not a demo.HelloRequest message"),
         (("--grpc", grpc_greeter.METHOD, "--proto", "missing.proto"), "--proto missing.proto: "),
-        (("--streams-per-connection", "2",), "add --http2 (or --proto for gRPC)"),
+        (
+            (
+                "--streams-per-connection",
+                "2",
+            ),
+            "add --http2 (or --proto for gRPC)",
+        ),
     ],
 )
 def test_bad_grpc_input_is_one_sentence_and_exit_2(

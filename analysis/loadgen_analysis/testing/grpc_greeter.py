@@ -5,9 +5,9 @@ at start into a temporary directory. It counts every call it is handed;
 ``fail_with`` is a gRPC status code other than 0, aborts the call with that code and the message
 ``no NAME, ever``.
 
-Run as ``python -m loadgen_analysis.testing.grpc_greeter --port N --proto FILE``: it writes
-the .proto to FILE once it is serving (wait for the file), prints its count on SIGTERM or
-SIGINT and exits.
+Run as ``python -m loadgen_analysis.testing.grpc_greeter --proto FILE --url-file FILE``: once
+it serves (on ``--port``, default a free one) it writes the .proto and then its URL to those
+files (wait for the URL file); on SIGTERM or SIGINT it prints its count and exits.
 """
 
 from __future__ import annotations
@@ -87,14 +87,16 @@ class Greeter:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--port", type=int, default=50051)
+    parser.add_argument("--port", type=int, default=0)
     parser.add_argument("--proto", type=Path, required=True, help="where to write demo.proto")
+    parser.add_argument("--url-file", type=Path, required=True, help="where to write its URL")
     args = parser.parse_args(argv)
     greeter = Greeter(args.port)
     done = threading.Event()
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda *_: done.set())
     args.proto.write_text(PROTO)
+    args.url_file.write_text(greeter.url + "\n")
     done.wait()
     greeter.stop()
     print(f"calls {greeter.calls}", flush=True)
