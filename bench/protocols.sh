@@ -62,7 +62,7 @@ PY
 bench_ghz() {
   local name=$1 connections=$2 concurrency=$3 seconds=$4
   /usr/bin/time -f "%U %S %M" -o "$out/$name.time" \
-    taskset -c "$client_cpu" "$ghz" --insecure --proto "$out/demo.proto" --call demo.Greeter/Hello \
+    taskset -c "$client_cpu" "$ghz" --insecure --proto "$PWD/$out/demo.proto" --call demo.Greeter/Hello \
     -d '{"name": "ann"}' --connections "$connections" -c "$concurrency" -z "${seconds}s" \
     --format json "${grpc_url#http://}" >"$out/$name.json"
   python3 - "$out/$name.json" "$out/$name.time" <<'PY'
@@ -78,14 +78,12 @@ PY
 # grpc_setup: the greeter (grpcio, Python) on the server core, ghz if it can be had.
 grpc_setup() {
   bench_venv
-  local port
-  port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
-  taskset -c "$server_cpu" .venv/bin/python -m loadgen_analysis.testing.grpc_greeter --port "$port" \
-    --proto "$out/demo.proto" >"$out/greeter.log" 2>&1 &
+  taskset -c "$server_cpu" .venv/bin/python -m loadgen_analysis.testing.grpc_greeter \
+    --proto "$out/demo.proto" --url-file "$out/greeter.url" >"$out/greeter.log" 2>&1 &
   grpc_pid=$!
   bench_pids+=("$grpc_pid")
-  for _ in $(seq 200); do [ -s "$out/demo.proto" ] && break; sleep 0.1; done
-  grpc_url="http://127.0.0.1:$port"
+  for _ in $(seq 200); do [ -s "$out/greeter.url" ] && break; sleep 0.1; done
+  grpc_url=$(cat "$out/greeter.url")
   ghz=$(command -v ghz || echo bench/tools/bin/ghz)
   if [ ! -x "$ghz" ] && command -v go >/dev/null; then
     GOBIN="$PWD/bench/tools/bin" go install github.com/bojand/ghz/cmd/ghz@v0.93.0 >&2 || true
@@ -101,7 +99,11 @@ http_shapes=${shapes//grpc-2x8/}
 if [ -n "${http_shapes//,/}" ]; then
   bench_setup nginx-tls
 else
-  bench_setup server
+  # gRPC alone: no target of bench_setup's, only loadgen, the results folder and the cores.
+  [ -n "${LOADGEN:-}" ] || cargo build --release --locked -p loadgen >&2
+  if [ "$(nproc)" -ge 2 ]; then server_cpu=0; client_cpu=1; else server_cpu=0; client_cpu=0; fi
+  out="bench/out/$(date -u +%Y%m%dT%H%M%SZ)-grpc"
+  mkdir -p "$out"
 fi
 for shape in ${shapes//,/ }; do
   case $shape in

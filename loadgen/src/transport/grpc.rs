@@ -127,7 +127,16 @@ pub struct Calls {
 /// A call about to be sent: its method and its request as a gRPC frame.
 pub struct Call {
     pub method: MethodDescriptor,
-    pub framed: Bytes,
+    framed: [Bytes; 1],
+}
+
+impl Call {
+    /// Makes `head` this call's request (a POST with gRPC's headers); returns its body.
+    pub fn onto(&self, head: &mut hyper::Request<()>) -> &[Bytes] {
+        set_headers(head.headers_mut(), self.framed[0].len());
+        *head.method_mut() = hyper::Method::POST;
+        &self.framed
+    }
 }
 
 impl Calls {
@@ -160,12 +169,15 @@ impl Calls {
                 framed
             }
         };
-        Ok(Some(Call { method, framed }))
+        Ok(Some(Call {
+            method,
+            framed: [framed],
+        }))
     }
 }
 
 /// The request headers of a call: gRPC's content type, `te: trailers`, the frame's length.
-pub fn set_headers(headers: &mut HeaderMap, framed_bytes: usize) {
+fn set_headers(headers: &mut HeaderMap, framed_bytes: usize) {
     headers.insert(CONTENT_TYPE, HeaderValue::from_static("application/grpc"));
     headers.insert(TE, HeaderValue::from_static("trailers"));
     headers.insert(CONTENT_LENGTH, HeaderValue::from(framed_bytes));

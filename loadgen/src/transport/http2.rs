@@ -406,14 +406,8 @@ impl Hop for Http2Stream {
             None => None,
         };
         let mut head = build_request(request, self.absolute_uri(&request.path));
-        let framed;
         let body = match &call {
-            Some(call) => {
-                grpc::set_headers(head.headers_mut(), call.framed.len());
-                *head.method_mut() = Method::POST;
-                framed = [call.framed.clone()];
-                &framed[..]
-            }
+            Some(call) => call.onto(&mut head),
             None => request.body.chunks(),
         };
         out.bytes_sent += header_bytes(head.headers())
