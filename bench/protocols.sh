@@ -8,9 +8,13 @@
 #                                                                   vs h2load -t1 -c4 -m50
 #   h2, 1 connection x 100 streams     loadgen --http2 -c 1 --streams-per-connection 100
 #                                                                   vs h2load -t1 -c1 -m100
+#   gRPC, 2 connections x 8 streams    loadgen --grpc -c 2 --streams-per-connection 8
+#     to grpcio's server (Python,      vs ghz --connections 2 -c 16 (built from the Go module
+#     analysis/zoo.lock, 4 threads)       proxy into bench/tools/ if missing), else vs nothing:
+#                                         the server's own count is checked either way
 #
 # usage: bench/protocols.sh [-r PAIRS] [-d SECONDS] [-s SHAPES]
-#   SHAPES: a comma list of https1, h2-4x50, h2-1x100 (default: all three)
+#   SHAPES: a comma list of https1, h2-4x50, h2-1x100, grpc-2x8 (default: all four)
 # Installs wrk, nginx and h2load (nghttp2-client) from Debian's packages if missing; leaves
 # nothing running; raw results under bench/out/.
 set -euo pipefail
@@ -19,7 +23,7 @@ source bench/lib.sh
 
 pairs=3
 seconds=8
-shapes=https1,h2-4x50,h2-1x100
+shapes=https1,h2-4x50,h2-1x100,grpc-2x8
 while getopts "r:d:s:h" opt; do
   case $opt in
     r) pairs=$OPTARG ;;
@@ -31,8 +35,8 @@ done
 
 for shape in ${shapes//,/ }; do
   case $shape in
-    https1|h2-4x50|h2-1x100) ;;
-    *) echo "error: unknown shape '$shape' in -s (use https1, h2-4x50 or h2-1x100)" >&2; exit 2 ;;
+    https1|h2-4x50|h2-1x100|grpc-2x8) ;;
+    *) echo "error: unknown shape '$shape' in -s (use https1, h2-4x50, h2-1x100 or grpc-2x8)" >&2; exit 2 ;;
   esac
 done
 
@@ -53,10 +57,54 @@ print(f"{n}\t{rps:.0f}\t{(float(user) + float(system)) / n * 1e6:.2f}\t{int(rss_
 PY
 }
 
+# bench_ghz NAME CONNECTIONS CONCURRENCY SECONDS: ghz on the client core against the greeter;
+# prints requests, req/s, CPU µs/request, peak RSS MB, failed requests.
+bench_ghz() {
+  local name=$1 connections=$2 concurrency=$3 seconds=$4
+  /usr/bin/time -f "%U %S %M" -o "$out/$name.time" \
+    taskset -c "$client_cpu" "$ghz" --insecure --proto "$PWD/$out/demo.proto" --call demo.Greeter/Hello \
+    -d '{"name": "ann"}' --connections "$connections" -c "$concurrency" -z "${seconds}s" \
+    --format json "${grpc_url#http://}" >"$out/$name.json"
+  python3 - "$out/$name.json" "$out/$name.time" <<'PY'
+import json, sys
+report = json.load(open(sys.argv[1]))
+codes = report.get("statusCodeDistribution") or {}
+n = sum(codes.values()) or report["count"]
+user, system, rss_kb = open(sys.argv[2]).read().split()[-3:]
+print(f"{n}\t{report['rps']:.0f}\t{(float(user) + float(system)) / n * 1e6:.2f}\t{int(rss_kb) / 1024:.1f}\t{n - codes.get('OK', 0)}")
+PY
+}
+
+# grpc_setup: the greeter (grpcio, Python) on the server core, ghz if it can be had.
+grpc_setup() {
+  bench_venv
+  taskset -c "$server_cpu" .venv/bin/python -m loadgen_analysis.testing.grpc_greeter \
+    --proto "$out/demo.proto" --url-file "$out/greeter.url" >"$out/greeter.log" 2>&1 &
+  grpc_pid=$!
+  bench_pids+=("$grpc_pid")
+  for _ in $(seq 200); do [ -s "$out/greeter.url" ] && break; sleep 0.1; done
+  grpc_url=$(cat "$out/greeter.url")
+  ghz=$(command -v ghz || echo bench/tools/bin/ghz)
+  if [ ! -x "$ghz" ] && command -v go >/dev/null; then
+    GOBIN="$PWD/bench/tools/bin" go install github.com/bojand/ghz/cmd/ghz@v0.93.0 >&2 || true
+  fi
+  [ -x "$ghz" ] || ghz=""
+}
+
 report=$(mktemp)
 note() { printf '%s\n' "$*" | tee -a "$report" >&2; }
 
-bench_setup nginx-tls
+# nginx only for the HTTP shapes; gRPC alone needs just the folder and the cores.
+http_shapes=${shapes//grpc-2x8/}
+if [ -n "${http_shapes//,/}" ]; then
+  bench_setup nginx-tls
+else
+  # gRPC alone: no target of bench_setup's, only loadgen, the results folder and the cores.
+  [ -n "${LOADGEN:-}" ] || cargo build --release --locked -p loadgen >&2
+  if [ "$(nproc)" -ge 2 ]; then server_cpu=0; client_cpu=1; else server_cpu=0; client_cpu=0; fi
+  out="bench/out/$(date -u +%Y%m%dT%H%M%SZ)-grpc"
+  mkdir -p "$out"
+fi
 for shape in ${shapes//,/ }; do
   case $shape in
     https1)
@@ -79,6 +127,24 @@ for shape in ${shapes//,/ }; do
           | tee -a "$out/pairs.tsv" >&2
       done
       bench_medians "$shape" h2load | tee -a "$report"
+      ;;
+    grpc-*)
+      IFS=x read -r connections streams <<<"${shape#grpc-}"
+      grpc_setup
+      note "== gRPC, $connections connection(s) x $streams streams to grpcio: loadgen vs ${ghz:-(no ghz)}"
+      for i in $(seq "$pairs"); do
+        printf '%s\tloadgen\t%s\n' "$shape" "$(url=$grpc_url bench_loadgen "$shape-loadgen-$i" \
+          --proto "$out/demo.proto" --grpc demo.Greeter/Hello -b '{"name": "ann"}' \
+          -c "$connections" --streams-per-connection "$streams" -d "${seconds}s" | cut -f1-5)" \
+          | tee -a "$out/pairs.tsv" >&2
+        [ -z "$ghz" ] || printf '%s\tghz\t%s\n' "$shape" "$(bench_ghz "$shape-ghz-$i" "$connections" \
+          "$((connections * streams))" "$seconds")" | tee -a "$out/pairs.tsv" >&2
+      done
+      kill -INT "$grpc_pid"; wait "$grpc_pid" 2>/dev/null || true
+      served=$(grep -o 'calls [0-9]*' "$out/greeter.log" | cut -d' ' -f2)
+      recorded=$(awk -F'\t' -v s="$shape" '$1 == s { n += $3 } END { print n }' "$out/pairs.tsv")
+      note "grpcio counted $served calls; loadgen and ghz reported $recorded together"
+      if [ -n "$ghz" ]; then bench_medians "$shape" ghz | tee -a "$report"; fi
       ;;
   esac
 done

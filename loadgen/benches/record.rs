@@ -38,6 +38,8 @@ fn rows() -> Vec<RequestRecord> {
                 attempt: 1,
                 check: None,
                 trace_id: None,
+                grpc_status: None,
+                grpc_message: None,
             }
         })
         .collect()

@@ -83,8 +83,28 @@ pub struct TargetArgs {
     pub http2: bool,
 
     /// HTTP/2: concurrent streams (workers) multiplexed on each connection [default: 1].
-    #[arg(long, value_name = "N", requires = "http2")]
+    #[arg(long, value_name = "N")]
     pub streams_per_connection: Option<u32>,
+
+    /// Call the gRPC method PACKAGE.SERVICE/METHOD of --proto's file (unary), with --body as
+    /// the request message in JSON and -H as metadata; over HTTP/2 like --http2.
+    #[arg(
+        long,
+        value_name = "METHOD",
+        requires_all = ["proto", "url"],
+        conflicts_with_all = ["file", "scenario", "targets", "method"]
+    )]
+    pub grpc: Option<String>,
+
+    /// The .proto file that describes the gRPC services called, read at run time (no code
+    /// generation). With a scenario, its requests to /PACKAGE.SERVICE/METHOD are gRPC calls.
+    #[arg(long, value_name = "FILE")]
+    pub proto: Option<PathBuf>,
+
+    /// A directory --proto's imports are looked up in (repeatable; the file's own directory
+    /// is searched last).
+    #[arg(long, value_name = "DIR", requires = "proto")]
+    pub import_path: Vec<PathBuf>,
 
     /// Open a new connection for every request (HTTP/1.1 `Connection: close`), so connect
     /// time shows in every row.

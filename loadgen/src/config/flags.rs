@@ -16,6 +16,7 @@ use crate::cli::{ModelArgs, OutputArgs, RedirectsArg, TargetArgs};
 use crate::model::DEFAULT_DURATION;
 use crate::scenario::schema::{ClosedSpec, Defaults, Dur, ModelSpec, RequestSpec};
 use crate::scenario::{self, builtin, Compiled, Scenario, ScenarioError};
+use crate::transport::grpc::{self, Codec};
 use crate::transport::Redirects;
 use crate::workload::template::{Body, Text};
 use crate::workload::{RequestTemplate, StatusSet};
@@ -60,16 +61,30 @@ pub(super) fn check_counts(
 }
 
 impl ConnectionOptions {
-    pub(super) fn from_args(args: &TargetArgs) -> Self {
+    pub(super) fn from_args(args: &TargetArgs) -> Result<Self, ConfigError> {
         use crate::transport::tls::Verify;
-        ConnectionOptions {
+        if args.streams_per_connection.is_some() && !args.http2 && args.proto.is_none() {
+            return Err(ConfigError::StreamsWithoutHttp2);
+        }
+        let grpc = match &args.proto {
+            Some(proto) => {
+                let codec = Codec::load(proto, &args.import_path).map_err(ConfigError::Grpc)?;
+                if let Some(method) = &args.grpc {
+                    codec.check_method(method).map_err(ConfigError::Grpc)?;
+                }
+                Some(std::sync::Arc::new(codec))
+            }
+            None => None,
+        };
+        Ok(ConnectionOptions {
             verify: match (&args.cacert, args.insecure) {
                 (_, true) => Verify::Insecure,
                 (Some(path), false) => Verify::CaFile(path.clone()),
                 (None, false) => Verify::System,
             },
-            http2: args.http2,
+            http2: args.http2 || grpc.is_some(),
             streams_per_connection: args.streams_per_connection.unwrap_or(1),
+            grpc,
             keepalive: !args.no_keepalive,
             redirects: match args.follow_redirects {
                 None => Redirects::None,
@@ -80,7 +95,7 @@ impl ConnectionOptions {
             connect_rate_per_s: args
                 .connect_rate
                 .unwrap_or(super::DEFAULT_CONNECT_RATE_PER_S),
-        }
+        })
     }
 
     /// Workers a closed model runs for `-c` connections: one per connection over HTTP/1.1,
@@ -372,13 +387,24 @@ fn quick_scenario(
     connection: &ConnectionOptions,
 ) -> Result<(Scenario, RequestTemplate), ConfigError> {
     let method_text = args.method.clone().unwrap_or_else(|| "GET".to_string());
-    let method = Method::from_bytes(method_text.to_ascii_uppercase().as_bytes())
+    let mut method = Method::from_bytes(method_text.to_ascii_uppercase().as_bytes())
         .map_err(|_| ConfigError::Method(method_text.clone()))?;
     let body = quick_body(args)?;
-    let path = match target {
+    let mut path = match target {
         Target::Url(url) => url.path.to_string(),
         Target::Embedded => "/".to_string(),
     };
+    if let (Some(call), Some(codec)) = (&args.grpc, &connection.grpc) {
+        // A gRPC call is a POST to /PACKAGE.SERVICE/METHOD; its body must be the input message.
+        (method, path) = (Method::POST, format!("/{call}"));
+        let input = codec.method(&path).map(|m| m.input());
+        if let Some(Err(why)) = input.map(|input| grpc::encode(&input, &body)) {
+            return Err(ConfigError::Grpc(format!(
+                "--body is not a {} message in JSON ({why}); write its fields as JSON, e.g. {{\"name\": \"x\"}}",
+                codec.method(&path).map(|m| m.input().full_name().to_string()).unwrap_or_default()
+            )));
+        }
+    }
     let template = RequestTemplate::new(
         None,
         method.clone(),

@@ -73,6 +73,10 @@ pub enum ConfigError {
         "there is no built-in scenario '{name}'; built-ins are: {known} (see `loadgen scenarios`)"
     )]
     UnknownScenario { name: String, known: String },
+    #[error("{0}")]
+    Grpc(String),
+    #[error("--streams-per-connection multiplexes HTTP/2 connections; add --http2 (or --proto for gRPC)")]
+    StreamsWithoutHttp2,
     #[error("--method and --body describe a single-URL run; with a scenario, set them in its [requests] (or with --set)")]
     QuickOnly,
     /// A model flag that cannot apply to the model asked for (see `model_flags`).
@@ -174,6 +178,8 @@ pub struct ConnectionOptions {
     pub http2: bool,
     /// HTTP/2: workers sharing one connection.
     pub streams_per_connection: u32,
+    /// `--proto`: the gRPC services requests may call (implies HTTP/2).
+    pub grpc: Option<std::sync::Arc<crate::transport::grpc::Codec>>,
     pub keepalive: bool,
     pub redirects: crate::transport::Redirects,
     /// `--source-addr` (empty: the kernel's choice, or 127.0.0.x as needed on loopback).
@@ -304,7 +310,7 @@ impl RunInputs {
     pub fn read(flags: CommandFlags<'_>) -> Result<Self, ConfigError> {
         let (target, output) = (flags.target, flags.output);
         flags::check_counts(target, flags.model.map(|(m, _)| m), output)?;
-        let connection = ConnectionOptions::from_args(target);
+        let connection = ConnectionOptions::from_args(target)?;
         let headers = target
             .headers
             .iter()

@@ -25,10 +25,10 @@ impl RunConfig {
             connect_timeout: text(self.connect_timeout),
             grace: text(self.grace),
             segment_interval: text(self.output.segment_interval),
-            protocol: if self.connection.http2 {
-                "HTTP/2"
-            } else {
-                "HTTP/1.1"
+            protocol: match (self.connection.grpc.is_some(), self.connection.http2) {
+                (true, _) => "gRPC over HTTP/2",
+                (false, true) => "HTTP/2",
+                (false, false) => "HTTP/1.1",
             },
             streams_per_connection: self
                 .connection

@@ -11,6 +11,7 @@
 //! segments to it, and the tables of docs/reference/files.md are generated from it, so change
 //! the contract with the code.
 
+pub mod grpc;
 pub mod parquet_file;
 pub mod phase;
 pub mod trace;
@@ -24,8 +25,9 @@ use serde::Serialize;
 /// Version 2 added `send_ns`; version 3 added `check` (and the `check` error class); version 4
 /// added `buffer_wait_ns`, and HTTP/2's `send_ns` includes the client's wait for a stream slot
 /// and flow-control capacity; version 5 added `trace_id` (`--trace`); version 6 adds nothing to the rows, but its run.json
-/// carries the engine's `verdict` (a run recorded before it is "not measured" there).
-pub const SCHEMA_VERSION: u32 = 6;
+/// carries the engine's `verdict` (a run recorded before it is "not measured" there); version 7
+/// adds `grpc_status` and `grpc_message` (and the `grpc_status` error class).
+pub const SCHEMA_VERSION: u32 = 7;
 
 /// Why a request did not produce the response the run expected.
 ///
@@ -62,13 +64,16 @@ pub enum ErrorClass {
     /// The response had an expected status but failed one of the op's checks, or a value
     /// to extract was not in it; the row's `check` column names which.
     Check,
+    /// A gRPC call ended with a status other than OK; the row's `grpc_status` and
+    /// `grpc_message` say which.
+    GrpcStatus,
     /// Anything not classified above; the console shows it so we can classify it next time.
     Other,
 }
 
 impl ErrorClass {
     /// Every class, in dictionary-key order.
-    pub const ALL: [ErrorClass; 14] = [
+    pub const ALL: [ErrorClass; 15] = [
         ErrorClass::HttpStatus,
         ErrorClass::ConnectRefused,
         ErrorClass::ConnectTimeout,
@@ -82,6 +87,7 @@ impl ErrorClass {
         ErrorClass::Cancelled,
         ErrorClass::TooManyRedirects,
         ErrorClass::Check,
+        ErrorClass::GrpcStatus,
         ErrorClass::Other,
     ];
 
@@ -101,6 +107,7 @@ impl ErrorClass {
             ErrorClass::Cancelled => "cancelled",
             ErrorClass::TooManyRedirects => "too_many_redirects",
             ErrorClass::Check => "check",
+            ErrorClass::GrpcStatus => "grpc_status",
             ErrorClass::Other => "other",
         }
     }
@@ -161,6 +168,11 @@ pub struct RequestRecord {
     /// The W3C trace id of the `traceparent` the request carried (`--trace`); never zero
     /// (an invalid id), which keeps the field as small as the id.
     pub trace_id: Option<std::num::NonZeroU128>,
+    /// gRPC calls: the `grpc-status` code of the reply (0 is OK); `None` for HTTP requests
+    /// and calls that got no status.
+    pub grpc_status: Option<u8>,
+    /// gRPC calls: the reply's `grpc-message`, as an index into [`grpc`]'s table.
+    pub grpc_message: Option<u16>,
 }
 
 fn dictionary(name: &str, nullable: bool) -> Field {
@@ -192,5 +204,7 @@ pub fn schema() -> SchemaRef {
         Field::new("attempt", DataType::UInt8, false),
         dictionary("check", true),
         Field::new("trace_id", DataType::Utf8, true),
+        Field::new("grpc_status", DataType::UInt8, true),
+        Field::new("grpc_message", DataType::Utf8, true),
     ]))
 }

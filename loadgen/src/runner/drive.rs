@@ -214,6 +214,7 @@ fn transport_config(
         origin: target.origin.clone(),
         http2: config.connection.http2,
         streams_per_connection: config.connection.streams_per_connection,
+        grpc: config.connection.grpc.clone(),
         keepalive: config.connection.keepalive,
         redirects: config.connection.redirects,
         redirect_tls: match config.connection.redirects {

@@ -145,6 +145,8 @@ struct Columns {
     attempt: UInt8Builder,
     check: Vec<Option<i32>>,
     trace_id: StringBuilder,
+    grpc_status: UInt8Builder,
+    grpc_message: StringBuilder,
 }
 
 impl Columns {
@@ -175,6 +177,11 @@ impl Columns {
                 .trace_id
                 .append_value(crate::record::trace::Hex32::new(id.get()).as_str()),
             None => self.trace_id.append_null(),
+        }
+        self.grpc_status.append_option(r.grpc_status);
+        match r.grpc_message.and_then(crate::record::grpc::text) {
+            Some(text) => self.grpc_message.append_value(&*text),
+            None => self.grpc_message.append_null(),
         }
     }
 
@@ -214,6 +221,8 @@ impl Columns {
                 &dicts.checks,
             ),
             Arc::new(self.trace_id.finish()),
+            Arc::new(self.grpc_status.finish()),
+            Arc::new(self.grpc_message.finish()),
         ];
         RecordBatch::try_new(schema(), columns).expect("columns match the record schema")
     }
@@ -455,6 +464,8 @@ mod tests {
             attempt: 1 + (i % 3) as u8,
             check: i.is_multiple_of(11).then_some(0),
             trace_id: None,
+            grpc_status: None,
+            grpc_message: None,
         }
     }
 

@@ -45,6 +45,7 @@ mod preface;
 
 use self::preface::{ServerPreface, Watched};
 use super::connect::{connect, Origin};
+use super::grpc;
 use super::{classify_io, location, Exchange, Hop, Outgoing, TransportConfig};
 use crate::clock::nanos;
 use crate::record::ErrorClass;
@@ -117,6 +118,8 @@ pub struct Http2Stream {
     /// The last request's path and its absolute URI: most ops send the same path every
     /// time, and a clone of the URI is cheaper than building it from its parts again.
     last_uri: Option<(Uri, Uri)>,
+    /// `--proto`: the stream's gRPC state (see `grpc`).
+    calls: grpc::Calls,
 }
 
 impl Http2Stream {
@@ -129,6 +132,7 @@ impl Http2Stream {
             scheme,
             authority,
             last_uri: None,
+            calls: grpc::Calls::default(),
         }
     }
 
@@ -397,11 +401,20 @@ impl Hop for Http2Stream {
     ) -> Result<Option<HeaderValue>, ErrorClass> {
         // Redirects to another origin go over HTTP/1.1 (see `Client::hop`), so the origin's
         // scheme and authority are the configured ones.
-        let head = build_request(request, self.absolute_uri(&request.path));
-        let body = request.body.chunks();
+        let call = match &self.config.grpc {
+            Some(codec) => self.calls.prepare(codec, &request.path, &request.body)?,
+            None => None,
+        };
+        let mut head = build_request(request, self.absolute_uri(&request.path));
+        let body = match &call {
+            Some(call) => call.onto(&mut head),
+            None => request.body.chunks(),
+        };
         out.bytes_sent += header_bytes(head.headers())
             + head.uri().path_and_query().map_or(1, |p| p.as_str().len()) as u64
-            + request.body.len() as u64;
+            + body.iter().map(|c| c.len() as u64).sum::<u64>();
+        // The reply body of a call whose checks read it (the buffer is the stream's, reused).
+        let mut reply = std::mem::take(&mut self.calls.reply);
         let open = self.sender(origin, out).await?;
         std::future::poll_fn(|cx| open.sender.poll_ready(cx))
             .await
@@ -432,6 +445,9 @@ impl Hop for Http2Stream {
         if headers {
             captured.headers.clone_from(response.headers());
         }
+        // A trailers-only reply (an error at once) carries its status in the headers.
+        let early = (call.is_some() && response.headers().contains_key("grpc-status"))
+            .then(|| grpc::status(response.headers()));
         let mut body = response.into_body();
         while let Some(data) = body.data().await {
             let data = data.map_err(|e| match open.classify(&e) {
@@ -439,11 +455,30 @@ impl Hop for Http2Stream {
                 _ => ErrorClass::Body,
             })?;
             out.bytes_received += data.len() as u64;
-            if keep_body {
-                captured.push_body(&data);
+            match (keep_body, &call) {
+                (false, _) => {}
+                (true, None) => captured.push_body(&data),
+                (true, Some(_)) => reply.extend_from_slice(&data),
             }
             // Gives the window back, so the server can send the rest.
             let _ = body.flow_control().release_capacity(data.len());
+        }
+        // A gRPC server answers 200; any other status is the HTTP error it is.
+        if let (Some(call), 200) = (call, out.status) {
+            if keep_body {
+                let json = grpc::decode_json(&call.method.output(), &reply);
+                captured.push_body(json.as_deref().unwrap_or_default());
+            }
+            reply.clear();
+            let status = match early {
+                Some(status) => status,
+                None => match body.trailers().await.map_err(|e| open.classify(&e))? {
+                    Some(trailers) => grpc::status(&trailers),
+                    None => Err(ErrorClass::Protocol),
+                },
+            };
+            self.calls.reply = reply;
+            return grpc::settle(status, out).map(|()| redirect);
         }
         Ok(redirect)
     }

@@ -10,6 +10,7 @@
 //! worker does).
 
 pub mod connect;
+pub mod grpc;
 pub mod http1;
 pub mod http2;
 mod io;
@@ -51,6 +52,10 @@ pub struct Exchange {
     pub bytes_sent: u64,
     pub bytes_received: u64,
     pub error: Option<ErrorClass>,
+    /// gRPC calls: the reply's `grpc-status` and `grpc-message` (an index into
+    /// [`crate::record::grpc`]'s table).
+    pub grpc_status: Option<u8>,
+    pub grpc_message: Option<u16>,
 }
 
 impl Exchange {
@@ -80,6 +85,8 @@ pub struct TransportConfig {
     pub http2: bool,
     /// HTTP/2: workers (streams) sharing one connection.
     pub streams_per_connection: u32,
+    /// `--proto`: requests to `/package.Service/Method` are gRPC calls (HTTP/2 only).
+    pub grpc: Option<Arc<grpc::Codec>>,
     /// `false`: a new connection for every request (`--no-keepalive`, HTTP/1.1).
     pub keepalive: bool,
     pub redirects: Redirects,

@@ -219,6 +219,8 @@ mod tests {
             attempt: 1,
             check: None,
             trace_id: None,
+            grpc_status: None,
+            grpc_message: None,
         }
     }
 

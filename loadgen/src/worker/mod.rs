@@ -285,6 +285,8 @@ fn row(
         attempt: work.attempt,
         check,
         trace_id: None,
+        grpc_status: exchange.grpc_status,
+        grpc_message: exchange.grpc_message,
     }
 }
 

@@ -88,6 +88,9 @@ row! {
     check: Option<String>,
     /// `--trace`: the trace id the request's `traceparent` carried.
     trace_id: Option<Text>,
+    /// gRPC calls: the reply's status code and message.
+    grpc_status: Option<u8>,
+    grpc_message: Option<Text>,
 }
 
 /// A plain (not dictionary) utf8 cell.

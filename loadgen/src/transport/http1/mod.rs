@@ -394,6 +394,7 @@ mod tests {
             },
             http2: false,
             streams_per_connection: 1,
+            grpc: None,
             keepalive: true,
             redirects: super::super::Redirects::None,
             redirect_tls: None,
