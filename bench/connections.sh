@@ -107,16 +107,19 @@ run_loadgen() {
   python3 - "$out" "$name" "$shards" <<'PY'
 import json, sys
 out, name, shards = sys.argv[1], sys.argv[2], int(sys.argv[3])
-n = failed = 0; cpu = rss = rps = 0.0; verdicts = []
+n = failed = 0; cpu = rss = rps = 0.0; verdicts = []; classes = {}
 for i in range(shards):
     doc = json.load(open(f"{out}/{name}-{i}.json"))
     summary = doc["summary"]
     user, system, rss_kb = open(f"{out}/{name}-{i}.time").read().split()[-3:]
     n += summary["requests"]; failed += summary["failed"]; rps += summary["throughput_rps"]
+    for cls, count in (summary.get("errors") or {}).items():
+        classes[cls] = classes.get(cls, 0) + count
     cpu += float(user) + float(system); rss += int(rss_kb) / 1024
     verdict = (doc.get("verdict") or {}).get("finding") or (doc.get("verdict") or {}).get("summary") or ""
     verdicts.append(str(verdict)[:160])
-print("\t".join(str(x) for x in [n, f"{rps:.0f}", f"{cpu / max(n, 1) * 1e6:.2f}", f"{rss:.1f}", failed, shards, " | ".join(verdicts)]))
+errors = ", ".join(f"{c} {k}" for c, k in sorted(classes.items())) or "none"
+print("\t".join(str(x) for x in [n, f"{rps:.0f}", f"{cpu / max(n, 1) * 1e6:.2f}", f"{rss:.1f}", failed, shards, " | ".join(verdicts), errors]))
 PY
 }
 
@@ -161,12 +164,26 @@ if [ "$users" = 0 ]; then cat "$report"; exit 0; fi
 workers=$(((users + per_process - 1) / per_process + 1))
 note "== $users users, closed model, 10 s think time, ${hold}s, nginx with $workers workers (reuseport, access log on)"
 start_nginx "$workers" on
-IFS=$'\t' read -r n rps cpu rss failed shards verdicts <<<"$(run_loadgen users "$users" --think-time 10s -d "${hold}s" --connect-timeout 30s --connect-rate 2000/s)"
+# Opening 100,000 connections is a burst of SYNs on one nginx core: the listen queues are
+# raised for this run (somaxconn caps nginx's `backlog`; the SYN queue holds half-open ones)
+# and put back after it, and the shards share one connect rate.
+connect_rate=${CONNECT_RATE:-5000}
+shards=$(((users + per_process - 1) / per_process))
+saved_sysctl=$(sysctl -n net.core.somaxconn net.ipv4.tcp_max_syn_backlog | tr '\n' ' ')
+restore_sysctl() {
+  read -r somaxconn syn_backlog <<<"$saved_sysctl"
+  sysctl -qw net.core.somaxconn="$somaxconn" net.ipv4.tcp_max_syn_backlog="$syn_backlog" || true
+}
+trap 'bench_cleanup; restore_sysctl' EXIT
+sysctl -qw net.core.somaxconn=65535 net.ipv4.tcp_max_syn_backlog=65535 ||
+  note "cannot raise somaxconn / tcp_max_syn_backlog here: the listen queues stay at $saved_sysctl"
+IFS=$'\t' read -r n rps cpu rss failed shards verdicts errors <<<"$(run_loadgen users "$users" --think-time 10s -d "${hold}s" --connect-timeout 30s --connect-rate "$((connect_rate / shards))/s")"
 bench_cleanup
 sleep 1
 logged=$(wc -l <"$out/nginx/access.log")
 note "rows $n (in $shards processes), nginx access log $logged, error rows $failed, $rps req/s, peak RSS $rss MB (summed), CPU $cpu µs/request"
 note "verdicts: $verdicts"
+note "error rows by class: $errors"
 if [ "$n" = "$logged" ] && [ "$failed" = 0 ]; then note "rows = nginx's count, no error rows"; else note "MISMATCH: rows $n vs nginx $logged, $failed error rows"; fi
 
 printf '\n==== summary (%s, %s, %s cores) ====\n' "$(date -u +%Y-%m-%d)" "$(uname -r)" "$(nproc)"

@@ -327,6 +327,12 @@ impl WorkSource for SequenceSource {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Every worker holds its task's state for as long as it runs (issue 46).
+    #[test]
+    fn worker_task_stays_small() {
+        crate::worker::assert_task_small::<SequenceSource>();
+    }
     use crate::workload::fields::Generator;
 
     /// A walking worker keeps each value for `iterations_per_step` whole iterations, in

@@ -561,6 +561,12 @@ impl WorkSource for OpenWorker {
 mod tests {
     use super::*;
 
+    /// Every worker holds its task's state for as long as it runs (issue 46).
+    #[test]
+    fn worker_task_stays_small() {
+        crate::worker::assert_task_small::<OpenWorker>();
+    }
+
     fn stage(seconds: f64, from_rps: f64, to_rps: f64) -> Stage {
         Stage {
             duration: Duration::from_secs_f64(seconds),

@@ -255,3 +255,14 @@ impl WorkSource for Consumer {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Every worker holds its task's state for as long as it runs (issue 46).
+    #[test]
+    fn worker_task_stays_small() {
+        crate::worker::assert_task_small::<Consumer>();
+    }
+}

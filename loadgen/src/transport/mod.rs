@@ -252,34 +252,58 @@ impl<C: Connect> Client<C> {
     }
 
     /// Sends `outgoing` and follows redirects as configured.
+    ///
+    /// The first hop is the whole request almost always; following a redirect is boxed, so
+    /// its state (the next origin, a copy of the request) is not part of every request's
+    /// future, which every worker holds for as long as it runs.
     async fn follow(
         &mut self,
+        outgoing: &Outgoing<'_>,
+        started: Instant,
+        out: &mut Exchange,
+        captured: &mut Captured,
+    ) -> Result<(), ErrorClass> {
+        let location = self.hop(None, outgoing, started, out, captured).await?;
+        match location {
+            Some(location) if self.config.redirects != Redirects::None => {
+                let outgoing = outgoing.clone();
+                Box::pin(self.redirect(outgoing, location, started, out, captured)).await
+            }
+            _ => Ok(()),
+        }
+    }
+
+    /// Follows the redirect to `location` that the first hop of `outgoing` was answered
+    /// with, and those after it, up to [`MAX_REDIRECTS`].
+    async fn redirect(
+        &mut self,
         mut outgoing: Outgoing<'_>,
+        mut location: HeaderValue,
         started: Instant,
         out: &mut Exchange,
         captured: &mut Captured,
     ) -> Result<(), ErrorClass> {
         let mut origin: Option<Origin> = None;
-        for hop in 0..=MAX_REDIRECTS {
-            let location = self
-                .hop(origin.as_ref(), &outgoing, started, out, captured)
-                .await?;
-            let (Some(location), true) = (location, self.config.redirects != Redirects::None)
-            else {
-                return Ok(());
-            };
+        for hop in 1..=MAX_REDIRECTS + 1 {
             let config = self.config.clone();
             let Some((next_origin, path)) =
                 Self::redirect_target(&config, &location, origin.as_ref()).await?
             else {
                 return Ok(());
             };
-            if hop == MAX_REDIRECTS {
+            if hop == MAX_REDIRECTS + 1 {
                 return Err(ErrorClass::TooManyRedirects);
             }
             redirect_method(&mut outgoing, out.status);
             outgoing.path = path;
             origin = next_origin;
+            match self
+                .hop(origin.as_ref(), &outgoing, started, out, captured)
+                .await?
+            {
+                Some(next) => location = next,
+                None => return Ok(()),
+            }
         }
         Ok(())
     }
@@ -381,7 +405,7 @@ impl<C: Connect> Transport for Client<C> {
         };
         let result = tokio::select! {
             biased;
-            result = self.follow(outgoing, started, &mut out, captured) => Some(result),
+            result = self.follow(&outgoing, started, &mut out, captured) => Some(result),
             () = deadline.as_mut() => None,
         };
         self.deadline = Some(deadline);

@@ -118,18 +118,25 @@ fn move_to_phase(clock: &mut Arc<WorkerClock>, ctx: &WorkerContext, phase: u16, 
 ///
 /// Per request: take the next work, render it, send it (counted in flight, cut off when the
 /// run aborts), judge the outcome, count it live, and add its row to the thread's batch.
+///
+/// It is the worker's whole task (the pool spawns this future as it is, with nothing around
+/// it), so that its arguments are held once: every byte of this future is held by every
+/// worker for as long as it runs (`worker_task_stays_small`).
 pub(crate) async fn run_worker<T: Transport, S: WorkSource>(
-    worker: u32,
+    id: WorkerDone,
     mut transport: T,
     mut source: S,
     ctx: Arc<WorkerContext>,
     batches: Arc<Batches>,
-    clock: &mut Arc<WorkerClock>,
+    mut clock: Arc<WorkerClock>,
     pace: Option<Arc<ConnectPacer>>,
-) {
+) -> WorkerDone {
+    let worker = id.worker;
     // `--connect-rate`: a worker that opens a connection starts at its turn, before any row.
+    // The once-per-worker steps are boxed so their state does not stay in every worker's
+    // task for as long as it runs (`worker_task_stays_small`).
     if let Some(pacer) = pace {
-        pacer.turn().await;
+        Box::pin(pacer.turn()).await;
     }
     let mut last_slot = LastSlot::default();
     let mut rng = fastrand::Rng::new();
@@ -141,10 +148,10 @@ pub(crate) async fn run_worker<T: Transport, S: WorkSource>(
     tokio::pin!(aborting);
     if source.connect_first() {
         // A failure here is not a request; the first request will try again and say why.
-        transport.connect().await;
+        Box::pin(transport.connect()).await;
     }
     loop {
-        let Some(work) = next_work(&mut source, &mut transport, (&ctx, &**clock)).await else {
+        let Some(work) = next_work(&mut source, &mut transport, (&ctx, &*clock)).await else {
             break;
         };
         let template = &ctx.workload.templates[usize::from(work.op)];
@@ -160,7 +167,7 @@ pub(crate) async fn run_worker<T: Transport, S: WorkSource>(
             .trace_sample
             .and_then(|sample| trace(template, sample, &mut rng, &mut prepared));
         let started = Instant::now();
-        move_to_phase(clock, &ctx, work.phase, started);
+        move_to_phase(&mut clock, &ctx, work.phase, started);
         clock.send(
             ctx.anchor.offset_ns(started),
             work.intended
@@ -200,6 +207,9 @@ pub(crate) async fn run_worker<T: Transport, S: WorkSource>(
             break;
         }
     }
+    clock.end(ctx.anchor.offset_ns(Instant::now()));
+    ctx.live.workers_alive.fetch_sub(1, Ordering::Relaxed);
+    id
 }
 
 /// The next work item; `None` when the source is done.
@@ -357,6 +367,55 @@ fn judge(
     }
 }
 
+/// Most bytes a worker's task (the future [`run_worker`] returns) may hold, whatever its
+/// model and transport: every worker holds it for as long as it runs, so 100,000 workers hold
+/// it 100,000 times (issue 46). Measured in a debug build: 2,928 bytes over HTTP/1.1 and 3,360
+/// over HTTP/2 with the closed model's source (4,960 and 4,416 before the connect, redirect
+/// and once-per-worker paths were boxed); a release build's are smaller.
+#[cfg(test)]
+pub(crate) const TASK_BYTES_MAX: usize = 3_584;
+
+/// Bytes of a worker task's state (the future [`run_worker`] returns) for transport `T` and
+/// source `S`: what every worker holds for as long as it runs, whatever it is waiting for.
+#[cfg(test)]
+pub(crate) fn task_bytes<T: Transport, S: WorkSource>() -> usize {
+    fn size_of_output<T, S, F>(
+        _: impl FnOnce(
+            WorkerDone,
+            T,
+            S,
+            Arc<WorkerContext>,
+            Arc<Batches>,
+            Arc<WorkerClock>,
+            Option<Arc<ConnectPacer>>,
+        ) -> F,
+    ) -> usize {
+        std::mem::size_of::<F>()
+    }
+    size_of_output(run_worker::<T, S>)
+}
+
+/// Holds the worker task of source `S` under [`TASK_BYTES_MAX`] over both transports; each
+/// model's tests call it with its own source.
+#[cfg(test)]
+pub(crate) fn assert_task_small<S: WorkSource>() {
+    use crate::transport::{http1::Http1Connection, http2::Http2Stream};
+    let http1 = task_bytes::<Client<Http1Connection>, S>();
+    let http2 = task_bytes::<Client<Http2Stream>, S>();
+    eprintln!(
+        "worker task of {}: HTTP/1.1 {http1} bytes, HTTP/2 {http2} bytes",
+        std::any::type_name::<S>()
+    );
+    for (protocol, bytes) in [("HTTP/1.1", http1), ("HTTP/2", http2)] {
+        assert!(
+            bytes <= TASK_BYTES_MAX,
+            "a {protocol} worker task of {} holds {bytes} bytes, over {TASK_BYTES_MAX}: box a \
+             rarely taken path or keep a large local from living across an await",
+            std::any::type_name::<S>()
+        );
+    }
+}
+
 /// A worker that has finished: which one, and in which phase it ran.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct WorkerDone {
@@ -442,14 +501,10 @@ impl WorkerPool {
     ) {
         let (ctx, batches) = (self.ctx.clone(), self.batches.clone());
         ctx.live.workers_alive.fetch_add(1, Ordering::Relaxed);
-        let mut clock = (ctx.live.activity).register(phase, ctx.anchor.offset_ns(Instant::now()));
-        self.running.spawn(async move {
-            let (live, anchor) = (ctx.live.clone(), ctx.anchor);
-            run_worker(worker, transport, source, ctx, batches, &mut clock, pace).await;
-            clock.end(anchor.offset_ns(Instant::now()));
-            live.workers_alive.fetch_sub(1, Ordering::Relaxed);
-            WorkerDone { worker, phase }
-        });
+        let clock = (ctx.live.activity).register(phase, ctx.anchor.offset_ns(Instant::now()));
+        let id = WorkerDone { worker, phase };
+        let task = run_worker(id, transport, source, ctx, batches, clock, pace);
+        self.running.spawn(task);
     }
 
     /// HTTP/2: the connection the next worker's stream goes on (consecutive workers fill a

@@ -98,9 +98,10 @@ impl Http1Connection {
         }
         if self.open.is_none() {
             let before = Instant::now();
-            let Connected { io, meter } = connect(origin, self.source, self.config.connect_timeout)
-                .await
-                .map_err(|f| f.class)?;
+            // Boxed: opening (TCP, TLS) is rare on a keep-alive connection, and its state
+            // would otherwise be part of every request's future, held by every worker.
+            let opening = connect(origin, self.source, self.config.connect_timeout);
+            let Connected { io, meter } = Box::pin(opening).await.map_err(|f| f.class)?;
             out.add_connect(nanos(before.elapsed()));
             self.open = Some(Open {
                 io,
