@@ -85,7 +85,7 @@ def explain_markdown(document: dict[str, Any], traced: int = 0) -> str:
         [
             p["phase"],
             p["verdict"],
-            f"{p['workers_alive']:.1f}",
+            f"{round(p['workers_alive'], 1):g}",
             f"{p['busy_share']:.0%}",
             f"{p['waiting_share']:.0%}",
         ]
