@@ -104,7 +104,20 @@ def _parser() -> argparse.ArgumentParser:
     _add_notebook(sub)
     add_export_parser(sub)
     cli_history.add_parser(sub)
+    sub.add_parser(
+        "glossary",
+        help="print the glossary: the words of the reports and explain",
+        description="Print the glossary (docs/glossary.md, shipped with the package): closed "
+        "and open model, latency from intended send, USL, bounds, knee, N_eff and the rest.",
+    )
     return parser
+
+
+def _glossary(args: argparse.Namespace) -> int:
+    from importlib.resources import files
+
+    print((files(__package__) / "glossary.md").read_text(encoding="utf-8"), end="")
+    return EXIT_OK
 
 
 def _add_notebook(sub: Any) -> None:
@@ -138,7 +151,13 @@ def _add_summary(sub: Any) -> None:
         "threshold language. Exit codes: 0 ok, 2 bad input, 99 a threshold crossed.",
     )
     summary.add_argument("runs", nargs="+", metavar="RUN", help=_RUN_HELP)
-    summary.add_argument("--json", action="store_true", help="print JSON instead of a table")
+    scripts = summary.add_mutually_exclusive_group()
+    scripts.add_argument(
+        "--json", action="store_true", help="print JSON (every column) instead of the table"
+    )
+    scripts.add_argument(
+        "--csv", action="store_true", help="print CSV (every column) instead of the table"
+    )
     summary.add_argument(
         "--threshold",
         dest="thresholds",
@@ -276,6 +295,7 @@ def _judged(runs: list[Run], frame: Any, thresholds: list[Threshold]) -> list[tu
 def _summary(args: argparse.Namespace) -> int:
     from .reductions.checks import checks_text
     from .reductions.summary import op_summary
+    from .report.summary_text import summary_table
 
     runs = load_runs(args.runs)
     frame = op_summary(runs)
@@ -296,8 +316,8 @@ def _summary(args: argparse.Namespace) -> int:
             ],
         }
         print(json.dumps(doc, indent=2, ensure_ascii=False))
-    elif args.json:
-        print(frame.to_json(orient="records", indent=2))
+    elif args.json or args.csv:
+        print(frame.to_json(orient="records", indent=2) if args.json else frame.to_csv(index=False))
         for text in (shards, checks):  # stdout stays the JSON list; these are for the reader
             if text:
                 print(text, file=sys.stderr)
@@ -308,11 +328,11 @@ def _summary(args: argparse.Namespace) -> int:
             "is its warm-up's)"
         )
     else:
-        print(frame.to_string(index=False, float_format=lambda v: f"{v:.3f}"))
+        print(summary_table(frame))
         if "latency_from" in frame:
             print(
                 "\nlatency: open-model runs count from the intended send time (as loadgen's "
-                "console and run.json); *_from_send_ms count from the actual send"
+                "console and run.json); --json or --csv also give it from the actual send"
             )
         if shards:
             print("\nshards\n" + shards)
@@ -343,7 +363,7 @@ def _explain(args: argparse.Namespace) -> int:
         print(explain_markdown(result.explain_dict(" ".join(args.runs)), len(traces)))
     else:
         print("\n\n".join(filter(None, (result.to_text(), traces_text(traces)))))
-        print("\nterms: docs/glossary.md")  # where USL, knee, N_eff, … are explained
+        print("\nterms: loadgen-analyze glossary")  # where USL, knee, N_eff, … are explained
     return EXIT_OK
 
 
@@ -452,6 +472,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         "notebook": _notebook,
         "export": export,
         "history": cli_history.run,
+        "glossary": _glossary,
     }
     from .reductions.cache import reuse_reductions
 

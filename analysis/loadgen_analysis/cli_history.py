@@ -57,6 +57,12 @@ def _add_filters(parser: argparse.ArgumentParser, what: str) -> None:
         metavar="P",
         help=f"significance a change point needs (default {DEFAULT_MAX_PVALUE:g}, Otava's)",
     )
+    parser.add_argument(
+        "--by-host",
+        action="store_true",
+        help="key series by the target's whole URL, host and port included (default: by the "
+        "scenario, method, path and model, so a new port is not a new series)",
+    )
 
 
 def add_parser(sub: Any) -> None:
@@ -85,14 +91,20 @@ def add_parser(sub: Any) -> None:
         action="append",
         default=[],
         metavar="KEY=VALUE",
-        help="a label of the runs, e.g. commit=abc123 (repeatable)",
+        help="a label of the runs, e.g. commit=abc123 or name=nightly (repeatable)",
+    )
+    add.add_argument(
+        "--series",
+        metavar="NAME",
+        help="put the runs in the series NAME, whatever they tested (default: the series of "
+        "their scenario, method, path and model)",
     )
     show = commands.add_parser(
         "show",
         help="print each series and its change points",
-        description="Print the store's "
-        "series (runs of one scenario, target, model, protocol and loadgen version, per op), "
-        "where a new series starts, and each metric's change points.",
+        description="Print the store's series (runs of one scenario, method and path, model, "
+        "protocol and loadgen version, per op; the host and port only with --by-host), where a "
+        "new series starts, and each metric's change points.",
     )
     _add_filters(show, "show")
     show.add_argument("--json", action="store_true", help="print JSON instead of tables")
@@ -159,8 +171,8 @@ def _add(args: argparse.Namespace) -> int:
             *(p for run in runs for p in (run.path, *(s.path for s in run.shards))),
         ]
         refuse_outputs_on_runs({"--store": Path(args.store)}, read)
-    tables = [(str(path), record.capacity_rows(path, given)) for path in capacities]
-    tables += [(run.location, record.run_rows(run, given)) for run in runs]
+    tables = [(str(path), record.capacity_rows(path, given, args.series)) for path in capacities]
+    tables += [(run.location, record.run_rows(run, given, args.series)) for run in runs]
     for path in capacities:
         note = record.unconverged_note(path)
         if note:
@@ -173,7 +185,7 @@ def _add(args: argparse.Namespace) -> int:
 def _show(args: argparse.Namespace) -> int:
     from .history import changes, store
 
-    history = store.read(args.store)
+    history = store.read(args.store, args.by_host)
     points = changes.all_change_points(
         history, _metrics(args, changes.ALL_METRICS), _ops(args), args.max_pvalue
     )
@@ -186,10 +198,16 @@ def _show(args: argparse.Namespace) -> int:
         }
         print(json.dumps(doc, indent=2, ensure_ascii=False))
         return 0
-    print("series\n" + table.to_string(index=False))
+    print("series")
+    for row in table.to_dict("records"):
+        print(
+            f"  {row['series']}, op {row['op']}: {count(row['runs'], 'run')}, "
+            f"{row['first']:%Y-%m-%d %H:%M} → {row['last']:%Y-%m-%d %H:%M} UTC "
+            f"(key {row['key']}; {row['protocol']}, loadgen {row['loadgen_version']})"
+        )
     for mark in starts.to_dict("records"):
         print(
-            f"new series {mark['fingerprint']} from run {mark['run_id']}: "
+            f"new series {mark['fingerprint']} from run {mark['run']}: "
             + "; ".join(mark["changed"])
         )
     print(f"\nchange points (E-divisive means, p ≤ {args.max_pvalue:g})")
@@ -205,7 +223,7 @@ def _report(args: argparse.Namespace) -> int:
     from .history import changes, store, trend
     from .report.markup import figures_into, figures_text
 
-    history = store.read(args.store)
+    history = store.read(args.store, args.by_host)
     metrics = _metrics(args, changes.ALL_METRICS)
     with figures_into(args.plots) as written:
         out = trend.write_trend_report(history, args.out, metrics, _ops(args), args.max_pvalue)
@@ -218,7 +236,7 @@ def _report(args: argparse.Namespace) -> int:
 def _check(args: argparse.Namespace) -> int:
     from .history import gate, store
 
-    history = store.read(args.store)
+    history = store.read(args.store, args.by_host)
     metrics = _metrics(args, DEFAULT_GATED)
     result = gate.check(history, args.max_regression, metrics, _ops(args), args.max_pvalue)
     if args.json:

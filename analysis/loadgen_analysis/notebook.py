@@ -92,10 +92,20 @@ def execute(spec: NotebookSpec, runs: list[str], out: Path) -> Path:
             kernel_name="python3",
             log_output=False,
             progress_bar=False,
+            config=_local_kernel(Path(scratch)),
         )
         if out.suffix == ".html":
             _to_html(executed, out)
     return out
+
+
+def _local_kernel(scratch: Path):
+    """The kernel's channels over Unix sockets in ``scratch`` (jupyter_client's ``ipc``
+    transport), not TCP on loopback: nothing else on the machine can connect to the kernel,
+    and ipykernel has no reason to warn that it "is running over TCP without encryption"."""
+    from traitlets.config import Config
+
+    return Config({"KernelManager": {"transport": "ipc", "ip": str(scratch / "kernel")}})
 
 
 def _to_html(notebook: Path, out: Path) -> None:

@@ -28,3 +28,36 @@ def parse_bucket_seconds(text: str) -> float:
     if seconds < 0.001:
         raise argparse.ArgumentTypeError(f"'{text}': a bucket must be at least 1ms")
     return seconds
+
+
+#: Column names whose human name is not the rule's (:func:`human_name`).
+_NAMES = {
+    "throughput_rps": "throughput (req/s)",
+    "error_rate": "error rate",
+    "p999_ms": "p99.9 (ms)",
+    "p999_low_ms": "p99.9 low (ms)",
+    "p999_high_ms": "p99.9 high (ms)",
+    "run_id": "run id",
+}
+
+#: A column's unit suffix → how a person writes the unit.
+_UNITS = (
+    ("_rps", "req/s"),
+    ("_ms", "ms"),
+    ("_ns", "ns"),
+    ("_s", "s"),
+    ("_pct", "%"),
+    ("_bytes", "bytes"),
+)
+
+
+def human_name(column: str) -> str:
+    """A column's name for a table people read: ``throughput_rps`` → ``throughput (req/s)``,
+    ``p99_low_ms`` → ``p99 low (ms)``, ``passed`` → ``passed`` (units from the name's suffix,
+    underscores as spaces)."""
+    if column in _NAMES:
+        return _NAMES[column]
+    for suffix, unit in _UNITS:
+        if column.endswith(suffix) and len(column) > len(suffix):
+            return f"{column[: -len(suffix)].replace('_', ' ')} ({unit})"
+    return column.replace("_", " ")

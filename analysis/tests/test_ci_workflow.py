@@ -1,8 +1,8 @@
-"""The GitHub Actions workflows of docs/ci.md and examples/ci/ (issues 30 and 37): each file is
-shown on the page as it is, is a well-formed workflow, and its steps run here as they would on
-a runner — loadtest.yml's baseline, candidate with thresholds, the compare gate and the report;
-nightly.yml's run, ``history add``, ``history check`` and the trend report — against the
-debug binaries, with their JUnit files checked.
+"""The GitHub Actions workflows of docs/reference/ci-workflows.md and examples/ci/ (issues 30
+and 37): each file is shown on the page as it is, is a well-formed workflow, and its steps run
+here as they would on a runner — loadtest.yml's baseline, candidate with thresholds, the compare
+gate and the report; nightly.yml's run, ``history add``, ``history check`` and the trend report
+— against the debug binaries, with their JUnit files checked.
 
 Steps that use an action (``uses:``) or set up the machine (named ``Set up: …``: the release
 build, ``pip install``) are not run: the binaries and this venv stand in for them. ``-d 5s``
@@ -46,9 +46,10 @@ def _steps(path: Path = WORKFLOW) -> list[dict]:
 
 @pytest.mark.parametrize("path", WORKFLOWS, ids=lambda p: p.name)
 def test_the_docs_show_the_example_workflow_as_it_is(path: Path) -> None:
-    page = (REPO / "docs" / "ci.md").read_text()
+    page = (REPO / "docs" / "reference" / "ci-workflows.md").read_text()
     blocks = re.findall(r"```yaml\n(.*?)```", page, re.S)
-    assert path.read_text() in blocks, f"docs/ci.md must show examples/ci/{path.name} verbatim"
+    shown = "docs/reference/ci-workflows.md must show"
+    assert path.read_text() in blocks, f"{shown} examples/ci/{path.name} verbatim"
 
 
 @pytest.mark.parametrize("path", WORKFLOWS, ids=lambda p: p.name)

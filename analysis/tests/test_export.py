@@ -2,7 +2,7 @@
 every Parquet row with the contract's columns, and the HdrHistogram interval log, read back with
 the ``hdrhistogram`` package's own reader, gives the run's p50/p99 per op (the latency from
 the intended send) within the histogram's precision. Memory at 10 M rows is measured once for
-the docs (docs/analysis.md), not here: these runs are short.
+the docs (docs/reference/exports.md), not here: these runs are short.
 """
 
 from __future__ import annotations

@@ -141,9 +141,10 @@ def test_plots_writes_the_figures_of_a_capacity_directory_compare_and_history(
 
     run_cli("history", "add", *REGRESSION.iterdir(), "--store", tmp_path / "store")
     history = ("history", "report", "--store", tmp_path / "store", "-o", tmp_path / "h.html")
-    proc = run_cli(*history, "--metric", "p99_ms", "--plots", tmp_path / "hist")
+    proc = run_cli(*history, "--metric", "p99_ms", "--plots", tmp_path / "hist", "--by-host")
     assert proc.returncode == 0, proc.stderr
-    # One p99 panel per series: the baseline and candidate samples are two series.
+    # One p99 panel per series: the baseline and candidate samples, recorded against two
+    # servers, are two series by host (one test, one series without --by-host: issue 49).
     names = _written(proc.stdout, tmp_path / "hist")
     assert len(names) == 2 and all("p99" in name for name in names), names
 

@@ -60,6 +60,10 @@ def test_notebook_01_says_how_to_get_the_servers_side_when_the_run_has_none(
 ) -> None:
     proc = _run(tmp_path, "run-overview", DATA / "think-time", "-o", "overview.html")
     assert proc.returncode == 0, proc.stderr
+    # The kernel talks over Unix sockets in the scratch folder, so ipykernel has no TCP
+    # warning to print (issue 49), and nothing is left in the working directory.
+    assert "without encryption" not in proc.stdout + proc.stderr, proc.stderr
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["overview.html"]
     page = (tmp_path / "overview.html").read_text()
     assert "think-time" in page and "<img" in page
     printed = notebook_outputs(page)

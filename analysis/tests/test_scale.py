@@ -165,7 +165,7 @@ def test_exports_of_millions_of_rows_hold_every_row_in_bounded_memory(
     error_run: Recorded, big: Path, tmp_path: Path
 ) -> None:
     """Issue 38: ``export --format csv|jsonl`` streams, so the big run's export needs less
-    memory over the small run's than its rows would (docs/analysis.md has 10 M rows)."""
+    memory over the small run's than its rows would (docs/reference/exports.md has 10 M rows)."""
     for form in ("csv", "jsonl"):
         small_mb = _peak_rss_mb(
             tmp_path, "export", error_run.path, "--format", form, "-o", tmp_path / "s"

@@ -1,12 +1,13 @@
 """Series of runs and the change points in them, found by Apache Otava's E-divisive means.
 
-A *series* is the runs of one fingerprint (scenario, target, model, protocol, loadgen version)
-in start-time order, per op; a run whose fingerprint differs from the run before it starts
-another series, and :func:`series_starts` marks where and what changed. Per series and metric,
-:func:`change_points` hands the values to ``otava.analysis.compute_change_points`` — Hunter's
-split-and-merge form of E-divisive means (Matteson and James; Fleming et al., ICPE 2023), a
-Student's t-test for each candidate's significance — and keeps each change point's position,
-the runs either side, the segment means, the relative change and its p-value.
+A *series* is the runs of one fingerprint (scenario, request, model, protocol, loadgen version —
+:mod:`.identity`; or a ``--series`` name) in start-time order, per op; a run whose fingerprint
+differs from the run before it starts another series, and :func:`series_starts` marks where and
+what changed. Per series and metric, :func:`change_points` hands the values to
+``otava.analysis.compute_change_points`` — Hunter's split-and-merge form of E-divisive means
+(Matteson and James; Fleming et al., ICPE 2023), a Student's t-test for each candidate's
+significance — and keeps each change point's position, the runs either side, the segment means,
+the relative change and its p-value.
 
 This module finds and describes; judging the newest change against a limit is :mod:`.gate`.
 """
@@ -21,7 +22,8 @@ import pandas as pd
 from otava.analysis import compute_change_points
 
 from . import DEFAULT_MAX_PVALUE
-from .record import FINGERPRINT_FIELDS, METRICS
+from .identity import FINGERPRINT_FIELDS, run_name, series_title
+from .record import METRICS
 
 #: Every metric a series may have (a capacity search's answer besides the runs' figures).
 ALL_METRICS = (*METRICS, "capacity_rps")
@@ -54,6 +56,8 @@ class ChangePoint:
     mean_after: float
     change: float
     pvalue: float
+    #: The first run after it as people know it (:func:`~.identity.run_name`).
+    name_after: str = ""
 
     @property
     def worse(self) -> bool:
@@ -76,7 +80,7 @@ class ChangePoint:
         return (
             f"{self.metric} of op {self.op} {size} ({self.mean_before:.4g} → "
             f"{self.mean_after:.4g}, p = {self.pvalue:.2g}) at run {self.index + 1} of "
-            f"{self.runs}: first run after it {self.run_after}{commit}"
+            f"{self.runs}: first run after it {self.name_after or self.run_after}{commit}"
         )
 
     def as_dict(self) -> dict[str, Any]:
@@ -102,11 +106,18 @@ def series_starts(history: pd.DataFrame) -> pd.DataFrame:
             changed = [
                 f"{f} {before[f]!r} → {row[f]!r}" for f in FINGERPRINT_FIELDS if row[f] != before[f]
             ]
+            if not changed and isinstance(row.get("series"), str):
+                changed = [f"series {before.get('series')!r} → {row['series']!r}"]
             marks.append(
-                {"run_id": row["run_id"], "fingerprint": row["fingerprint"], "changed": changed}
+                {
+                    "run_id": row["run_id"],
+                    "run": run_name(row),
+                    "fingerprint": row["fingerprint"],
+                    "changed": changed,
+                }
             )
         before = row
-    return pd.DataFrame(marks, columns=["run_id", "fingerprint", "changed"])
+    return pd.DataFrame(marks, columns=["run_id", "run", "fingerprint", "changed"])
 
 
 def change_between(metric: str, before: float, after: float) -> float:
@@ -145,6 +156,7 @@ def change_points(
                 mean_after=after,
                 change=change_between(metric, before, after),
                 pvalue=float(point.stats.pvalue),
+                name_after=run_name(present.iloc[index].to_dict()),
             )
         )
     return points
@@ -173,9 +185,10 @@ def series_table(history: pd.DataFrame) -> pd.DataFrame:
         first = frame.iloc[0]
         rows.append(
             {
-                "fingerprint": fp,
+                "series": series_title(first),
                 "op": op,
                 **{f: first[f] for f in FINGERPRINT_FIELDS},
+                "key": fp,
                 "runs": len(frame),
                 "first": pd.Timestamp(int(frame["started_unix_ns"].iloc[0]), unit="ns"),
                 "last": pd.Timestamp(int(frame["started_unix_ns"].iloc[-1]), unit="ns"),

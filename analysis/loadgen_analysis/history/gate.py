@@ -28,6 +28,7 @@ from ..thresholds import EXIT_THRESHOLD
 from ..units import count
 from . import DEFAULT_GATED, DEFAULT_MAX_PVALUE, MIN_RUNS, MIN_RUNS_AFTER
 from .changes import ABSOLUTE, HIGHER_IS_WORSE, ChangePoint, change_between, change_points, series
+from .identity import run_name
 
 
 @dataclass(frozen=True)
@@ -144,7 +145,7 @@ def _judged_fingerprints(history: pd.DataFrame) -> tuple[str, set[str]]:
     build = newest.get("build")
     if isinstance(build, str):
         fingerprints |= set(ordered.loc[ordered["build"] == build, "fingerprint"].astype(str))
-    return str(newest["run_id"]), fingerprints
+    return run_name(newest.to_dict()), fingerprints
 
 
 def _judge(rows: pd.DataFrame, metric: str, limit: float, max_pvalue: float) -> Judgement:

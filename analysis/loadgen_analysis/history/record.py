@@ -12,7 +12,6 @@ A sharded run's shard directories are one run, as everywhere in the package.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import time
@@ -27,6 +26,7 @@ from ..io.load import load_run
 from ..io.run import Run
 from ..reductions.summary import op_summary
 from ..verdict.attribution import attribute
+from .identity import FINGERPRINT_FIELDS, digest
 
 #: Label → the CI variables it is read from, first present wins; ``--label`` overrides.
 CI_LABELS = {
@@ -49,9 +49,6 @@ CI_LABELS = {
 
 #: The figures a history row holds per op, as in op_summary (the metrics of ``history show``).
 METRICS = ("throughput_rps", "p50_ms", "p90_ms", "p99_ms", "p999_ms", "error_rate")
-
-#: What identifies a series: runs that differ in any of these are not compared.
-FINGERPRINT_FIELDS = ("scenario", "target", "model", "protocol", "loadgen_version")
 
 
 def parse_label(text: str) -> tuple[str, str]:
@@ -96,15 +93,22 @@ def fingerprint_of(run: Run) -> dict[str, str]:
             run.meta.get("loadgen_version") or run.parquet_meta.get("loadgen.version") or "unknown"
         ),
     }
-    return {"fingerprint": _digest(parts), **parts}
+    return {"fingerprint": digest(parts), **parts, "method": _method(definition)}
 
 
-def _digest(parts: Mapping[str, str]) -> str:
-    """The fingerprint: 12 hex digits of the SHA-256 of the parts as sorted JSON."""
-    return hashlib.sha256(json.dumps(dict(parts), sort_keys=True).encode()).hexdigest()[:12]
+def _method(definition: Mapping[str, Any]) -> str | None:
+    """The method of the run's one request; None when it has several (the scenario names them)."""
+    requests = definition.get("requests")
+    if not isinstance(requests, dict) or len(requests) != 1:
+        return None
+    (request,) = requests.values()
+    method = request.get("method") if isinstance(request, dict) else None
+    return str(method) if method else None
 
 
-def _identity(run: Run, kind: str, given: dict[str, str]) -> dict[str, Any]:
+def _identity(
+    run: Run, kind: str, given: dict[str, str], series: str | None = None
+) -> dict[str, Any]:
     if run.anchor_unix_ns is None:
         raise ValueError(f"{run.location}: the run has no start time (loadgen.anchor_unix_ns)")
     return {
@@ -116,10 +120,11 @@ def _identity(run: Run, kind: str, given: dict[str, str]) -> dict[str, Any]:
         **{k: given.get(k) for k in CI_LABELS},
         "labels": json.dumps(given, sort_keys=True, ensure_ascii=False),
         **fingerprint_of(run),
+        "series": series,
     }
 
 
-def run_rows(run: Run, given: dict[str, str]) -> pd.DataFrame:
+def run_rows(run: Run, given: dict[str, str], series: str | None = None) -> pd.DataFrame:
     """The rows of one run: its identity and, per op, its figures and the run's verdict."""
     summary = op_summary(run)
     if summary.empty:
@@ -127,7 +132,7 @@ def run_rows(run: Run, given: dict[str, str]) -> pd.DataFrame:
             f"{run.location}: the run has no judged requests (every row is a warm-up's, or it "
             "has none), so it has no figures to add; add a run whose measured phase sent requests"
         )
-    identity = _identity(run, "run", given)
+    identity = _identity(run, "run", given, series)
     verdict = attribute([run]).verdict
     rows = []
     for row in summary.to_dict("records"):
@@ -145,15 +150,15 @@ def run_rows(run: Run, given: dict[str, str]) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-def capacity_rows(path: Path, given: dict[str, str]) -> pd.DataFrame:
+def capacity_rows(path: Path, given: dict[str, str], series: str | None = None) -> pd.DataFrame:
     """One row for a ``loadgen capacity`` directory: its answer and interval, identified by its
     calibration run (the same target and scenario), with ``capacity`` as its model's kind."""
     capacity = read_capacity(path)
     calibration = load_run(path / "calibration")
-    identity = _identity(calibration, "capacity", given)
+    identity = _identity(calibration, "capacity", given, series)
     slos = ", ".join(str(s) for s in capacity.get("slos") or [])
     identity["model"] = f"capacity, slos={slos}, arrivals={capacity.get('arrivals')}"
-    identity["fingerprint"] = _digest({k: identity[k] for k in FINGERPRINT_FIELDS})
+    identity["fingerprint"] = digest({k: identity[k] for k in FINGERPRINT_FIELDS})
     interval = capacity.get("interval") or [None, None]
     row = {
         **identity,

@@ -26,6 +26,7 @@ import pyarrow.parquet as pq
 from ..errors import RunLoadError
 from ..io import contract, s3
 from ..io.engine import engine_settings, parquet_files_sql
+from .identity import keyed
 
 #: The contract's name of a store's file.
 FILE = "history_run"
@@ -97,9 +98,10 @@ def local_folder(store: str) -> Path:
     return folder
 
 
-def read(store: str) -> pd.DataFrame:
+def read(store: str, by_host: bool = False) -> pd.DataFrame:
     """Every run of ``store`` (a run added more than once: its newest rows), one row per op,
-    oldest run first (by start time, then run id)."""
+    oldest run first (by start time, then run id), keyed into series by what was tested
+    (:func:`~.identity.keyed`; ``by_host`` keys by the whole URL)."""
     folder = local_folder(store)
     files = sorted(p for p in folder.glob("*.parquet") if not p.name.startswith("."))
     if not files:
@@ -118,9 +120,10 @@ def read(store: str) -> pd.DataFrame:
     try:
         with duckdb.connect(config=engine_settings()) as con:
             con.execute("SET enable_progress_bar = false")
-            return con.execute(query).df()
+            history = con.execute(query).df()
     except duckdb.Error as exc:
         raise _damaged(store, files, exc) from exc
+    return keyed(history, by_host)
 
 
 def _refuse_foreign(store: str, files: list[Path]) -> None:

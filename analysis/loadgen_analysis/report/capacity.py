@@ -16,7 +16,7 @@ import pandas as pd
 from matplotlib.figure import Figure
 
 from ..io.capacity import is_capacity_dir, read_capacity
-from .figures import figure, legend_below, ms_log_yaxis
+from .figures import figure, legend_below, log_grid, ms_log_yaxis, wrapped
 from .markup import figure_html, page, table_html
 
 __all__ = ["build_capacity_report", "is_capacity_dir", "levels_frame", "read_capacity"]
@@ -74,6 +74,7 @@ def plot_capacity(capacity: dict[str, Any]) -> Figure:
             capsize=3,
             label=f"level {label} (p99, 95% CI)",
         )
+    _say_why(ax, capacity, frame)
     for text, limit_ms in _latency_limits_ms(capacity):
         ax.axhline(limit_ms, color="#444", linestyle="--", linewidth=1, label=f"SLO {text}")
     interval = capacity.get("interval")
@@ -83,9 +84,55 @@ def plot_capacity(capacity: dict[str, Any]) -> Figure:
     ax.set_xlabel(f"offered rate (req/s, {capacity['arrivals']} arrivals)")
     ms_log_yaxis(ax, "p99 latency from intended send (ms)")
     ax.set_title(_capacity_title(capacity))
-    ax.grid(alpha=0.3, which="both")
+    log_grid(ax)
     legend_below(fig)
     return fig
+
+
+#: Words of the engine's reasons (capacity.json ``levels[].reasons``) → what a figure's label
+#: calls them, first match per reason. The engine judged the level; this only shortens its
+#: own sentences for a label (the report's table holds them whole).
+_REASON_WORDS = (
+    ("dropped", "sends dropped"),
+    ("grew", "latency growing"),
+    ("below the", "achieved < offered"),
+    ("error", "errors"),
+    ("crossed", "over the SLO"),
+    ("stopped early", "over the SLO"),
+)
+
+
+def short_reasons(reasons: list[str]) -> str:
+    """The engine's reasons for a failed level as a short label: ``over the SLO, latency
+    growing, sends dropped`` (each said once, in the engine's order); a reason with none of
+    the words is kept up to its first colon."""
+    said: list[str] = []
+    for reason in reasons:
+        word = next((short for key, short in _REASON_WORDS if key in reason.lower()), None)
+        word = word or reason.split(":")[0][:40]
+        if word not in said:
+            said.append(word)
+    return ", ".join(said)
+
+
+def _say_why(ax, capacity: dict[str, Any], frame: pd.DataFrame) -> None:
+    """Each failed level labelled with why it failed (its reasons in capacity.json), beside
+    its point, towards the middle of the figure."""
+    middle = (frame["offered_rps"].min() * frame["offered_rps"].max()) ** 0.5
+    for level, row in zip(capacity["levels"], frame.to_dict("records"), strict=True):
+        if level["passed"] or not level["reasons"]:
+            continue
+        right = row["offered_rps"] > middle
+        ax.annotate(
+            wrapped(short_reasons(level["reasons"])),
+            (row["offered_rps"], row["p99_ms"]),
+            textcoords="offset points",
+            xytext=(-8, 0) if right else (8, 0),
+            ha="right" if right else "left",
+            va="center",
+            fontsize=7,
+            color="#c44e52",
+        )
 
 
 def _capacity_title(capacity: dict[str, Any]) -> str:

@@ -25,15 +25,33 @@ def figure(width: float = 9.0, height: float = 4.5, rows: int = 1, sharex: bool 
     return fig, axes
 
 
+#: A log axis spanning at most this many decades labels its minor ticks (4, 6, 7, 8, 9 × 10ⁿ)
+#: and draws their gridlines; a wider one draws neither, so no gridline goes unlabelled.
+DENSE_DECADES = 1.5
+
+
 def ms_log_yaxis(ax, label: str) -> None:
     """The y axis of ``ax`` on a log scale of latency, labelled ``label (log scale)`` in plain
-    milliseconds at 1, 2, 3, 5 × 10ⁿ (``0.5``, ``2``, ``50``), never ``6×10⁰``."""
+    milliseconds at 1, 2, 3, 5 × 10ⁿ (``0.5``, ``2``, ``50``), never ``6×10⁰``; over a short
+    span (:data:`DENSE_DECADES`) every other gridline labelled too (``40``). Call it once the
+    data is drawn, then :func:`log_grid`."""
     ax.set_yscale("log")
     ax.yaxis.set_major_locator(LogLocator(base=10, subs=(1.0, 2.0, 3.0, 5.0)))
     ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}"))
     ax.yaxis.set_minor_locator(LogLocator(base=10, subs=(4.0, 6.0, 7.0, 8.0, 9.0)))
-    ax.yaxis.set_minor_formatter(NullFormatter())
+    dense = FuncFormatter(lambda v, _: f"{v:g}")
+    ax.yaxis.set_minor_formatter(dense if _dense(ax) else NullFormatter())
     ax.set_ylabel(log_label(label))
+
+
+def _dense(ax) -> bool:
+    low, high = ax.get_ylim()
+    return low > 0 and high / low <= 10**DENSE_DECADES
+
+
+def log_grid(ax) -> None:
+    """Gridlines at the labelled ticks of ``ax``'s log y axis (:func:`ms_log_yaxis`) only."""
+    ax.grid(alpha=0.3, which="both" if _dense(ax) else "major")
 
 
 def log_label(label: str) -> str:

@@ -33,18 +33,35 @@ def table(header: list[str], rows: list[list[object]]) -> list[str]:
     return lines
 
 
+#: Numbers the engine writes as a fraction of one (a share, a utilisation, a rate).
+_FRACTIONS = ("_share", "utilisation", "error_rate", "client_cpu_peak")
+
+
+def measure(name: str, value: object) -> tuple[str, str]:
+    """One of the engine's numbers as people read it: ``client_cpu_peak 0.0150003`` →
+    (``client cpu peak``, ``1.5%``), ``mean_latency_ns`` → (``mean latency``, ``10.82 ms``),
+    ``link_capacity_bps`` → (``link capacity``, ``1 Gbit/s``), every other to 3 significant
+    digits."""
+    if not isinstance(value, int | float) or isinstance(value, bool):
+        return name.replace("_", " "), str(value)
+    if name.endswith(_FRACTIONS):
+        shown = f"{100 * value:.1f}%"
+    elif name.endswith("_ns"):
+        name, shown = name.removesuffix("_ns"), f"{value / 1e6:.2f} ms"
+    elif name.endswith("_bps"):
+        name, shown = name.removesuffix("_bps"), f"{value / 1e9:.3g} Gbit/s"
+    elif name.endswith("_cores"):
+        name, shown = name.removesuffix("_cores"), f"{value:.3g} cores"
+    else:
+        shown = f"{value:.3g}"
+    return name.replace("_", " "), shown
+
+
 def _measures(document: dict[str, Any]) -> list[list[object]]:
     """The engine's rule and the numbers behind its verdict (one run), as table rows: shares
-    as percentages, times in ms."""
+    as percentages, times in ms (:func:`measure`)."""
     rows: list[list[object]] = [["rule", document["rule"]]] if document.get("rule") else []
-    for name, value in sorted((document.get("numbers") or {}).items()):
-        if name.endswith("_share") or name.endswith("utilisation") or name == "error_rate":
-            shown = f"{100 * value:.1f}%"
-        elif name.endswith("_ns"):
-            shown = f"{value / 1e6:.2f} ms"
-        else:
-            shown = f"{value:g}"
-        rows.append([name, shown])
+    rows += [list(measure(n, v)) for n, v in sorted((document.get("numbers") or {}).items())]
     return rows
 
 
@@ -68,7 +85,7 @@ def explain_markdown(document: dict[str, Any], traced: int = 0) -> str:
         [
             p["phase"],
             p["verdict"],
-            f"{p['workers_alive']:g}",
+            f"{round(p['workers_alive'], 1):g}",
             f"{p['busy_share']:.0%}",
             f"{p['waiting_share']:.0%}",
         ]

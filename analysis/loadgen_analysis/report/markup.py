@@ -13,10 +13,11 @@ from contextlib import contextmanager
 from contextvars import ContextVar
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 from matplotlib.figure import Figure
 
-from ..units import count
+from ..units import count, human_name
 
 CSS = """
 body { font-family: -apple-system, 'Segoe UI', Helvetica, Arial, sans-serif; margin: 2em auto;
@@ -111,8 +112,12 @@ def figure_html(fig: Figure, caption: str) -> str:
 
 
 def fmt(value: object, digits: int = 3) -> str:
+    """A table cell as people read it: ``yes``/``no``, ``—`` for nothing, 3 significant
+    digits, thousands separated."""
     if value is None:
         return "—"
+    if isinstance(value, bool | np.bool_):
+        return "yes" if value else "no"
     if isinstance(value, float):
         if math.isnan(value):
             return "—"
@@ -125,8 +130,12 @@ def fmt(value: object, digits: int = 3) -> str:
 
 
 def table_html(frame: pd.DataFrame, columns: dict[str, str] | None = None) -> str:
+    """``frame`` as an HTML table: ``columns`` picks and names them, else every column under
+    its :func:`~..units.human_name`; cells by :func:`fmt`."""
     if columns:
         frame = frame[[c for c in columns if c in frame]].rename(columns=columns)
+    else:
+        frame = frame.rename(columns=lambda c: human_name(str(c)))
     head = "".join(f"<th>{html.escape(str(c))}</th>" for c in frame.columns)
     body = []
     for row in frame.itertuples(index=False):
@@ -138,8 +147,8 @@ def table_html(frame: pd.DataFrame, columns: dict[str, str] | None = None) -> st
 #: The last line of every page: where the words the figures use are explained.
 GLOSSARY_NOTE = (
     "<p class='note'>Terms (USL and σ/κ/λ, the bounds model, knee N*, N_eff, send lag, "
-    "latency from intended send, plateau, closed and open model): <code>docs/glossary.md</code> "
-    "in loadgen's documentation.</p>"
+    "latency from intended send, plateau, closed and open model): <code>loadgen-analyze "
+    "glossary</code> prints them (<code>docs/glossary.md</code> in loadgen's documentation).</p>"
 )
 
 

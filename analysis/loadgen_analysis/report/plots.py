@@ -21,7 +21,7 @@ from ..models.usl import USLFit
 from ..reductions.percentiles import SPECTRUM_PERCENTILES, percentile_spectrum
 from ..reductions.summary import latency_components
 from ..regression import Comparison
-from .figures import colour, figure, legend_below, ms_log_yaxis, set_title
+from .figures import colour, figure, legend_below, log_grid, ms_log_yaxis, set_title
 from .timeline_plot import plot_timeline
 
 __all__ = [
@@ -84,7 +84,7 @@ def plot_percentile_spectrum(
     ax.set_xlabel("percentile (spaced by 1/(1−p), log scale); shown while n·(1−p) ≥ 10")
     ms_log_yaxis(ax, "latency (ms)")
     ax.set_title("Latency percentile spectrum")
-    ax.grid(alpha=0.3, which="both")
+    log_grid(ax)
     legend_below(fig)
     return fig
 

@@ -96,5 +96,14 @@ class Attribution:
             f"busy {p['busy_share']:.0%}, waiting {p['waiting_share']:.0%})"
             for p in self.phases
         )
-        lines.extend(f"  note: {c}" for c in dict.fromkeys(self.caveats))
+        lines.extend(f"  {_labelled(c)}" for c in dict.fromkeys(self.caveats))
         return "\n".join(lines)
+
+
+#: The labels a caveat may already carry (a run's warnings are written ``warning: …``).
+_LABELS = ("note:", "warning:", "error:")
+
+
+def _labelled(caveat: str) -> str:
+    """``note: …`` for a caveat, once: one that already says ``warning:`` keeps its own label."""
+    return caveat if caveat.lower().startswith(_LABELS) else f"note: {caveat}"
