@@ -119,10 +119,15 @@ impl Evidence {
             })?,
             None => Default::default(),
         };
+        let sources = validate::server_metrics(sources)?;
+        if evidence.server_metrics_timeout.is_zero() && !sources.is_empty() {
+            // Every scrape would time out at once: a run with evidence that says nothing.
+            return Err(ConfigError::ServerMetricsTimeout);
+        }
         Ok(Evidence {
             link_capacity_bps,
             server_metrics: ServerMetrics {
-                sources: validate::server_metrics(sources)?,
+                sources,
                 timeout: evidence.server_metrics_timeout,
                 saturation,
             },

@@ -46,6 +46,9 @@ pub enum RunError {
     Certificate { url: String, detail: String },
     #[error(transparent)]
     TlsSetup(#[from] TlsSetupError),
+    /// A `--server-saturation` gauge the scrape before the run could not pin to one series.
+    #[error("{0}")]
+    SaturationGauge(String),
     #[error("stopped while waiting for --start-at; nothing was run")]
     NotStarted(ExitReason),
     #[error("--out {0} already exists and is not empty; choose a new directory or remove it")]
@@ -137,6 +140,7 @@ impl RunError {
             | RunError::Unreachable { .. }
             | RunError::Certificate { .. }
             | RunError::TlsSetup(_)
+            | RunError::SaturationGauge(_)
             | RunError::OutExists(_)
             | RunError::OpenFiles { .. }
             | RunError::SourcePorts { .. }

@@ -154,6 +154,57 @@ pub fn start(config: ServerMonConfig) -> Result<ServerMon, ServerMonError> {
     Ok(ServerMon { stop, thread })
 }
 
+/// One scrape of every source, before the run (each within `timeout`), as rows — a failed
+/// scrape is a row with its error, as in the run. Lets the run hold `--server-saturation`'s
+/// gauges to what the server exposes before any load is sent.
+pub async fn scrape_once(sources: &[String], timeout: Duration) -> Vec<ScrapeRow> {
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    let Ok(client) = reqwest::Client::builder()
+        .timeout(timeout)
+        .connect_timeout(timeout)
+        .no_proxy()
+        .build()
+    else {
+        return Vec::new();
+    };
+    let mut tasks = tokio::task::JoinSet::new();
+    for (i, source) in sources.iter().enumerate() {
+        let request = client.get(source);
+        tasks.spawn(async move { (i, scrape(request).await.body) });
+    }
+    let mut bodies = tasks.join_all().await;
+    bodies.sort_by_key(|(i, _)| *i);
+    let mut rows = Vec::new();
+    for (i, body) in bodies {
+        let source = &sources[i];
+        match body.and_then(|body| parse(&body)) {
+            Ok(samples) => {
+                rows.extend(
+                    samples
+                        .into_iter()
+                        .map(|(metric, labels, value)| ScrapeRow {
+                            t_ns: 0,
+                            source: source.clone(),
+                            metric: Some(metric),
+                            labels: Some(labels),
+                            value: Some(value),
+                            error: None,
+                        }),
+                )
+            }
+            Err(error) => rows.push(ScrapeRow {
+                t_ns: 0,
+                source: source.clone(),
+                metric: None,
+                labels: None,
+                value: None,
+                error: Some(error),
+            }),
+        }
+    }
+    rows
+}
+
 /// The scraper thread's state.
 struct Scraper {
     config: ServerMonConfig,
