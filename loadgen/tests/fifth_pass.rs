@@ -164,3 +164,122 @@ fn abort_on_fail_stops_an_overloaded_open_run_within_the_judges_period() {
     };
     assert!(observed_s < 3.0, "judged on a p99 of {observed}: {text}");
 }
+
+/// Serves `body` as a Prometheus endpoint on loopback, to `max` requests; its URL.
+fn metrics_endpoint(body: &'static str, max: usize) -> String {
+    use std::io::{Read, Write};
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let url = format!("http://{}/metrics", listener.local_addr().unwrap());
+    std::thread::spawn(move || {
+        for stream in listener.incoming().take(max) {
+            let Ok(mut stream) = stream else { continue };
+            let mut request = [0u8; 4096];
+            let _ = stream.read(&mut request);
+            let _ = write!(
+                stream,
+                "HTTP/1.1 200 OK\r\nContent-Type: text/plain; version=0.0.4\r\n\
+                 Content-Length: {}\r\nConnection: close\r\n\r\n{body}",
+                body.len()
+            );
+        }
+    });
+    url
+}
+
+#[test]
+fn a_saturation_gauge_of_several_series_or_none_is_refused_before_the_run() {
+    let server = ServerOnRuntime::start(ServerConfig::default());
+    let metrics = metrics_endpoint(
+        "pool_active{pool=\"orders\"} 3\npool_active{pool=\"reports\"} 8\n\
+         pool_max{pool=\"reports\"} 200\npool_max{pool=\"orders\"} 8\n",
+        50,
+    );
+    let url = server.url("/");
+    let with = |spec: &str| {
+        let dir = tempfile::tempdir().unwrap();
+        let (output, out) = run(
+            &[
+                "--url",
+                &url,
+                "-c",
+                "1",
+                "-n",
+                "3",
+                "--server-metrics",
+                &metrics,
+                "--server-saturation",
+                spec,
+            ],
+            dir.path(),
+        );
+        let stderr = String::from_utf8_lossy(&output.stderr).to_string();
+        (output.status.code(), stderr, out.join("run.json").exists())
+    };
+    let (code, stderr, ran) = with("pool_active/pool_max");
+    assert_eq!(code, Some(2), "{stderr}");
+    assert!(stderr.contains("matches 2 series"), "{stderr}");
+    assert_eq!(stderr.trim().lines().count(), 1, "one sentence: {stderr}");
+    assert!(!ran);
+    let (code, stderr, _) = with("pool_active{pool=\"billing\"}/200");
+    assert_eq!(code, Some(2), "{stderr}");
+    assert!(stderr.contains("matches none of the 2 series"), "{stderr}");
+    let (code, stderr, ran) = with("pool_active{pool=\"orders\"}/pool_max{pool=\"orders\"}");
+    assert_eq!(code, Some(0), "{stderr}");
+    assert!(ran);
+    // A busy gauge alone is not read as a queue.
+    let (code, stderr, _) = with("loadgen_server_workers_busy");
+    assert_eq!(code, Some(2), "{stderr}");
+    assert!(stderr.contains("read as a queue's length"), "{stderr}");
+    // A scrape timeout of zero would fail every scrape.
+    let dir = tempfile::tempdir().unwrap();
+    let (output, _) = run(
+        &[
+            "--url",
+            &url,
+            "-n",
+            "1",
+            "--server-metrics",
+            &metrics,
+            "--server-metrics-timeout",
+            "0s",
+        ],
+        dir.path(),
+    );
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(2), "{stderr}");
+    assert!(stderr.contains("would fail every scrape"), "{stderr}");
+}
+
+#[test]
+fn control_characters_in_names_leave_the_junit_file_valid_xml() {
+    let server = ServerOnRuntime::start(ServerConfig::default());
+    let dir = tempfile::tempdir().unwrap();
+    let junit = dir.path().join("junit.xml");
+    let (output, _) = run(
+        &[
+            "--url",
+            &server.url("/"),
+            "-n",
+            "3",
+            "--threshold",
+            "p99<10s",
+            "--junit",
+            junit.to_str().unwrap(),
+            "--junit-name",
+            "nightly\u{1}\u{1b}[31m",
+        ],
+        dir.path(),
+    );
+    assert!(output.status.success(), "{output:?}");
+    let xml = std::fs::read_to_string(&junit).unwrap();
+    // XML 1.0's Char production, which expat and the JVM's parsers hold a file to.
+    let bad: Vec<char> = xml
+        .chars()
+        .filter(|&c| c < ' ' && !matches!(c, '\t' | '\n' | '\r'))
+        .collect();
+    assert!(bad.is_empty(), "{bad:?} in {xml:?}");
+    let suites = common::junit::suites(&xml);
+    assert_eq!(suites.len(), 1);
+    assert_eq!(suites[0].name, "nightly\u{fffd}\u{fffd}[31m");
+    assert_eq!((suites[0].cases, suites[0].failures), (1, 0));
+}
