@@ -283,3 +283,31 @@ fn control_characters_in_names_leave_the_junit_file_valid_xml() {
     assert_eq!(suites[0].name, "nightly\u{fffd}\u{fffd}[31m");
     assert_eq!((suites[0].cases, suites[0].failures), (1, 0));
 }
+
+#[test]
+fn a_source_address_no_connection_can_start_from_is_refused_before_the_run() {
+    let server = ServerOnRuntime::start(ServerConfig::default());
+    // TEST-NET-1 (not this machine's), and IPv6 for an IPv4 target: every request failed.
+    for (source, why) in [
+        ("192.0.2.1", "cannot be bound here"),
+        ("::1", "is IPv6 but the target"),
+    ] {
+        let dir = tempfile::tempdir().unwrap();
+        let (output, out) = run(
+            &[
+                "--url",
+                &server.url("/"),
+                "-n",
+                "2",
+                "--source-addr",
+                source,
+            ],
+            dir.path(),
+        );
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert_eq!(output.status.code(), Some(2), "{source}: {stderr}");
+        assert!(stderr.contains(why), "{source}: {stderr}");
+        assert_eq!(stderr.trim().lines().count(), 1, "{stderr}");
+        assert!(!out.join("run.json").exists());
+    }
+}

@@ -46,6 +46,11 @@ pub enum RunError {
     Certificate { url: String, detail: String },
     #[error(transparent)]
     TlsSetup(#[from] TlsSetupError),
+    #[error("--source-addr {addr} {reason}; give addresses of this machine's interfaces (see `ip addr`), of the target's family")]
+    SourceAddr {
+        addr: std::net::IpAddr,
+        reason: String,
+    },
     /// A `--server-saturation` gauge the scrape before the run could not pin to one series.
     #[error("{0}")]
     SaturationGauge(String),
@@ -144,6 +149,7 @@ impl RunError {
             | RunError::OutExists(_)
             | RunError::OpenFiles { .. }
             | RunError::SourcePorts { .. }
+            | RunError::SourceAddr { .. }
             | RunError::RunDir { .. }
             | RunError::Staging { .. }
             | RunError::S3(_)
