@@ -192,7 +192,7 @@ pub struct OpenSummary {
 }
 
 /// Latency percentiles in nanoseconds, at HDR precision (3 significant digits).
-#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+#[derive(Debug, Clone, Copy, Serialize)]
 pub struct LatencySummary {
     pub count: u64,
     pub mean_ns: f64,

@@ -130,7 +130,18 @@ fn add_list(list: &[(u32, u64)], into: &mut Histogram<u64>) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::report::latency;
+
+    /// What the summary reads of a histogram (`report::latency`'s figures).
+    fn latency(h: &Histogram<u64>) -> (u64, f64, u64, u64, [u64; 4]) {
+        let q = |q| h.value_at_quantile(q);
+        (
+            h.len(),
+            h.mean(),
+            h.min(),
+            h.max(),
+            [q(0.5), q(0.9), q(0.99), q(0.999)],
+        )
+    }
 
     const MAX_NS: u64 = 3_600 * 1_000_000_000;
 
