@@ -66,9 +66,10 @@ impl std::str::FromStr for SaturationGauges {
             let (busy, limit) = split_outside_braces(workers, '/').ok_or_else(|| {
                 format!("`{workers}` is not BUSY/LIMIT (e.g. `threads_busy/threads_max`)")
             })?;
+            // Anything that reads as a number (`0`, `inf`, `NaN`) is a number, never a name.
             let limit = match limit.trim().parse::<f64>() {
-                Ok(n) if n > 0.0 => Limit::Fixed(n),
-                _ if valid(limit.trim()) => Limit::Gauge(limit.trim().into()),
+                Ok(n) if n.is_finite() && n > 0.0 => Limit::Fixed(n),
+                Err(_) if valid(limit.trim()) => Limit::Gauge(limit.trim().into()),
                 _ => {
                     return Err(format!(
                         "`{limit}` is neither a metric (NAME or NAME{{label=\"value\"}}) nor a \
@@ -148,7 +149,11 @@ impl Selector {
             Some((name, rest)) => (name, rest.strip_suffix('}')?),
             None => (text, ""),
         };
-        let name_ok = !name.is_empty()
+        // Prometheus's metric names: [a-zA-Z_:][a-zA-Z0-9_:]*.
+        let name_ok = name
+            .chars()
+            .next()
+            .is_some_and(|c| c.is_ascii_alphabetic() || c == '_' || c == ':')
             && name
                 .chars()
                 .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == ':');
@@ -675,6 +680,13 @@ mod tests {
         assert_eq!(g.queue.as_deref(), Some("q{k=\"v\"}"));
         assert!("a{pool=x}/b".parse::<SaturationGauges>().is_err());
         assert!("busy/-3".parse::<SaturationGauges>().is_err());
+        for limit in ["0", "inf", "NaN", "-0", "1e999", "9lives"] {
+            let why = format!("busy/{limit}")
+                .parse::<SaturationGauges>()
+                .unwrap_err();
+            assert!(why.contains("positive number"), "{limit}: {why}");
+        }
+        assert!("9lives".parse::<SaturationGauges>().is_err());
         assert!("a b".parse::<SaturationGauges>().is_err());
     }
 
