@@ -122,9 +122,13 @@ fn names_workers(text: &str) -> bool {
 
 /// `text` split at the first `sep` outside `{…}` (a label value may hold `,` or `/`).
 fn split_outside_braces(text: &str, sep: char) -> Option<(&str, &str)> {
-    let mut depth = 0i32;
+    let (mut depth, mut quoted, mut escaped) = (0i32, false, false);
     for (i, c) in text.char_indices() {
         match c {
+            _ if escaped => escaped = false,
+            '\\' if quoted => escaped = true,
+            '"' => quoted = !quoted,
+            _ if quoted => {}
             '{' => depth += 1,
             '}' => depth -= 1,
             c if c == sep && depth == 0 => return Some((&text[..i], &text[i + 1..])),
@@ -157,15 +161,7 @@ impl Selector {
             && name
                 .chars()
                 .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == ':');
-        let labels = labels
-            .split(',')
-            .filter(|pair| !pair.trim().is_empty())
-            .map(|pair| {
-                let (key, value) = pair.split_once('=')?;
-                let value = value.trim().strip_prefix('"')?.strip_suffix('"')?;
-                Some((key.trim().to_string(), value.to_string()))
-            })
-            .collect::<Option<Vec<_>>>()?;
+        let labels = crate::servermon::label_pairs(labels.trim().trim_end_matches(','))?;
         name_ok.then(|| Selector {
             name: name.to_string(),
             labels,
@@ -173,9 +169,11 @@ impl Selector {
     }
 
     fn matches(&self, labels: &str) -> bool {
+        // A value may hold `,` or `=` (quoted), so the series' labels are read as pairs.
+        let series = crate::servermon::label_pairs(labels).unwrap_or_default();
         self.labels
             .iter()
-            .all(|(key, value)| label(labels, key) == Some(value.as_str()))
+            .all(|wanted| series.iter().any(|pair| pair == wanted))
     }
 }
 
@@ -759,5 +757,24 @@ mod tests {
         assert!(check("threads_busy/threads_max").is_ok());
         assert!(check_before_run(&rows, &SaturationGauges::default()).is_ok());
         assert!(check_before_run(&[], &"pool_active/pool_max".parse().unwrap()).is_ok());
+    }
+
+    #[test]
+    fn label_values_with_commas_and_braces_are_told_apart() {
+        // As the scraper stores them (servermon's labels_text).
+        let rows = [
+            row(0, "a", "pool_active", "pool=\"a,b\"", 3.0),
+            row(0, "a", "pool_active", "pool=\"a,c=}\"", 8.0),
+        ];
+        let check = |spec: &str| check_before_run(&rows, &spec.parse().unwrap());
+        assert!(check("pool_active/10")
+            .unwrap_err()
+            .contains("matches 2 series"));
+        assert!(check("pool_active{pool=\"a\"}/10").is_err());
+        let gauges: SaturationGauges = "pool_active{pool=\"a,c=}\"}/10".parse().unwrap();
+        assert_eq!(gauges.limit, Some(Limit::Fixed(10.0)));
+        assert!(check_before_run(&rows, &gauges).is_ok());
+        let workers = ServerEvidence::of(&rows, &gauges).unwrap().workers.unwrap();
+        assert_eq!(workers.busy_max, 8.0);
     }
 }
