@@ -167,11 +167,17 @@ fn abort_on_fail_stops_an_overloaded_open_run_within_the_judges_period() {
 
 /// Serves `body` as a Prometheus endpoint on loopback, to `max` requests; its URL.
 fn metrics_endpoint(body: &'static str, max: usize) -> String {
+    metrics_endpoint_changing(body, body, max)
+}
+
+/// Serves `first` to the first request and `then` to the rest, to `max` requests; its URL.
+fn metrics_endpoint_changing(first: &'static str, then: &'static str, max: usize) -> String {
     use std::io::{Read, Write};
     let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     let url = format!("http://{}/metrics", listener.local_addr().unwrap());
     std::thread::spawn(move || {
-        for stream in listener.incoming().take(max) {
+        for (i, stream) in listener.incoming().take(max).enumerate() {
+            let body = if i == 0 { first } else { then };
             let Ok(mut stream) = stream else { continue };
             let mut request = [0u8; 4096];
             let _ = stream.read(&mut request);
@@ -248,6 +254,31 @@ fn a_saturation_gauge_of_several_series_or_none_is_refused_before_the_run() {
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert_eq!(output.status.code(), Some(2), "{stderr}");
     assert!(stderr.contains("would fail every scrape"), "{stderr}");
+}
+
+/// A workflow holds the gauges to the scrape before its first level only: a series that
+/// appears later is a warning of that level's run, never a refusal after levels ran.
+#[test]
+fn a_sweep_refuses_gauges_before_its_first_level_only() {
+    let server = ServerOnRuntime::start(ServerConfig::default());
+    let metrics = metrics_endpoint_changing(
+        "pool_active{pool=\"orders\"} 3\n",
+        "pool_active{pool=\"orders\"} 3\npool_active{pool=\"reports\"} 8\n",
+        100,
+    );
+    let dir = tempfile::tempdir().unwrap();
+    let output = loadgen_bin()
+        .args(["sweep", "--no-progress", "--url", &server.url("/")])
+        .args(["--rate-levels", "20,40", "-d", "1s"])
+        .args(["--server-metrics", &metrics])
+        .args(["--server-saturation", "pool_active/8"])
+        .args(["--out", dir.path().join("sweep").to_str().unwrap()])
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    // Both levels ran: the second's scrape before it saw two series, and did not refuse.
+    assert_eq!(output.status.code(), Some(0), "{stderr}");
+    assert!(dir.path().join("sweep").read_dir().unwrap().count() >= 2);
 }
 
 #[test]

@@ -140,7 +140,10 @@ impl Embedded {
 /// a gauge that picks several series, or none of its metric's, is refused (exit 2).
 async fn check_saturation_gauges(config: &RunConfig) -> Result<(), RunError> {
     let metrics = &config.evidence.server_metrics;
-    if metrics.sources.is_empty() || metrics.saturation == Default::default() {
+    if metrics.sources.is_empty()
+        || metrics.saturation == Default::default()
+        || !metrics.check_before_run
+    {
         return Ok(());
     }
     // A hanging endpoint delays the run's start by this much at most.
