@@ -520,6 +520,48 @@ fn a_target_lost_between_levels_ends_the_search_with_what_it_measured() {
     assert_eq!(answer["levels"][0]["passed"], true, "{answer}");
 }
 
+/// Ctrl-C while the search waits for a target that went away is the user stopping it
+/// (`ended: interrupted`, exit 130), not the target lost.
+#[test]
+fn ctrl_c_while_the_target_is_waited_for_interrupts_the_search() {
+    let _alone = MEASURING.lock().unwrap_or_else(|e| e.into_inner());
+    let mut server = ServerOnRuntime::start(ServerConfig::default());
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("capacity");
+    let flags = [
+        "--level-duration",
+        "1500ms",
+        "--warmup",
+        "300ms",
+        "--cool-down",
+        "1s",
+    ];
+    let child = spawn_capacity(&server.url("/albums/1"), &flags, &out);
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    let first = out.join("level-00-50rps").join("run.json");
+    while !first.exists() {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the first level never ended"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    server.stop();
+    // Past the cool-down, into the retries (which last up to 30 s): Ctrl-C there.
+    std::thread::sleep(std::time::Duration::from_secs(4));
+    let status = std::process::Command::new("kill")
+        .args(["-INT", &child.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(status.success());
+    let output = child.wait_with_output().unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(130), "{stderr}");
+    let answer = common::contract::read_json(&out.join("capacity.json"));
+    assert_eq!(answer["ended"], "interrupted", "{answer}");
+    assert_eq!(answer["levels"][0]["passed"], true, "{answer}");
+}
+
 /// `loadgen capacity` at `url` under `p99<50ms` from 50 req/s with `flags`, into `out`, as a
 /// child process to signal or outlive its server (its stdout the `--json` capacity.json).
 fn spawn_capacity(url: &str, flags: &[&str], out: &std::path::Path) -> std::process::Child {

@@ -164,3 +164,181 @@ fn abort_on_fail_stops_an_overloaded_open_run_within_the_judges_period() {
     };
     assert!(observed_s < 3.0, "judged on a p99 of {observed}: {text}");
 }
+
+/// Serves `body` as a Prometheus endpoint on loopback, to `max` requests; its URL.
+fn metrics_endpoint(body: &'static str, max: usize) -> String {
+    metrics_endpoint_changing(body, body, max)
+}
+
+/// Serves `first` to the first request and `then` to the rest, to `max` requests; its URL.
+fn metrics_endpoint_changing(first: &'static str, then: &'static str, max: usize) -> String {
+    use std::io::{Read, Write};
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let url = format!("http://{}/metrics", listener.local_addr().unwrap());
+    std::thread::spawn(move || {
+        for (i, stream) in listener.incoming().take(max).enumerate() {
+            let body = if i == 0 { first } else { then };
+            let Ok(mut stream) = stream else { continue };
+            let mut request = [0u8; 4096];
+            let _ = stream.read(&mut request);
+            let _ = write!(
+                stream,
+                "HTTP/1.1 200 OK\r\nContent-Type: text/plain; version=0.0.4\r\n\
+                 Content-Length: {}\r\nConnection: close\r\n\r\n{body}",
+                body.len()
+            );
+        }
+    });
+    url
+}
+
+#[test]
+fn a_saturation_gauge_of_several_series_or_none_is_refused_before_the_run() {
+    let server = ServerOnRuntime::start(ServerConfig::default());
+    let metrics = metrics_endpoint(
+        "pool_active{pool=\"orders\"} 3\npool_active{pool=\"reports\"} 8\n\
+         pool_max{pool=\"reports\"} 200\npool_max{pool=\"orders\"} 8\n",
+        50,
+    );
+    let url = server.url("/");
+    let with = |spec: &str| {
+        let dir = tempfile::tempdir().unwrap();
+        let (output, out) = run(
+            &[
+                "--url",
+                &url,
+                "-c",
+                "1",
+                "-n",
+                "3",
+                "--server-metrics",
+                &metrics,
+                "--server-saturation",
+                spec,
+            ],
+            dir.path(),
+        );
+        let stderr = String::from_utf8_lossy(&output.stderr).to_string();
+        (output.status.code(), stderr, out.join("run.json").exists())
+    };
+    let (code, stderr, ran) = with("pool_active/pool_max");
+    assert_eq!(code, Some(2), "{stderr}");
+    assert!(stderr.contains("matches 2 series"), "{stderr}");
+    assert_eq!(stderr.trim().lines().count(), 1, "one sentence: {stderr}");
+    assert!(!ran);
+    let (code, stderr, _) = with("pool_active{pool=\"billing\"}/200");
+    assert_eq!(code, Some(2), "{stderr}");
+    assert!(stderr.contains("matches none of the 2 series"), "{stderr}");
+    let (code, stderr, ran) = with("pool_active{pool=\"orders\"}/pool_max{pool=\"orders\"}");
+    assert_eq!(code, Some(0), "{stderr}");
+    assert!(ran);
+    // A busy gauge alone is not read as a queue.
+    let (code, stderr, _) = with("loadgen_server_workers_busy");
+    assert_eq!(code, Some(2), "{stderr}");
+    assert!(stderr.contains("read as a queue's length"), "{stderr}");
+    // A scrape timeout of zero would fail every scrape.
+    let dir = tempfile::tempdir().unwrap();
+    let (output, _) = run(
+        &[
+            "--url",
+            &url,
+            "-n",
+            "1",
+            "--server-metrics",
+            &metrics,
+            "--server-metrics-timeout",
+            "0s",
+        ],
+        dir.path(),
+    );
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(2), "{stderr}");
+    assert!(stderr.contains("would fail every scrape"), "{stderr}");
+}
+
+/// A workflow holds the gauges to the scrape before its first level only: a series that
+/// appears later is a warning of that level's run, never a refusal after levels ran.
+#[test]
+fn a_sweep_refuses_gauges_before_its_first_level_only() {
+    let server = ServerOnRuntime::start(ServerConfig::default());
+    let metrics = metrics_endpoint_changing(
+        "pool_active{pool=\"orders\"} 3\n",
+        "pool_active{pool=\"orders\"} 3\npool_active{pool=\"reports\"} 8\n",
+        100,
+    );
+    let dir = tempfile::tempdir().unwrap();
+    let output = loadgen_bin()
+        .args(["sweep", "--no-progress", "--url", &server.url("/")])
+        .args(["--rate-levels", "20,40", "-d", "1s"])
+        .args(["--server-metrics", &metrics])
+        .args(["--server-saturation", "pool_active/8"])
+        .args(["--out", dir.path().join("sweep").to_str().unwrap()])
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    // Both levels ran: the second's scrape before it saw two series, and did not refuse.
+    assert_eq!(output.status.code(), Some(0), "{stderr}");
+    assert!(dir.path().join("sweep").read_dir().unwrap().count() >= 2);
+}
+
+#[test]
+fn control_characters_in_names_leave_the_junit_file_valid_xml() {
+    let server = ServerOnRuntime::start(ServerConfig::default());
+    let dir = tempfile::tempdir().unwrap();
+    let junit = dir.path().join("junit.xml");
+    let (output, _) = run(
+        &[
+            "--url",
+            &server.url("/"),
+            "-n",
+            "3",
+            "--threshold",
+            "p99<10s",
+            "--junit",
+            junit.to_str().unwrap(),
+            "--junit-name",
+            "nightly\u{1}\u{1b}[31m",
+        ],
+        dir.path(),
+    );
+    assert!(output.status.success(), "{output:?}");
+    let xml = std::fs::read_to_string(&junit).unwrap();
+    // XML 1.0's Char production, which expat and the JVM's parsers hold a file to.
+    let bad: Vec<char> = xml
+        .chars()
+        .filter(|&c| c < ' ' && !matches!(c, '\t' | '\n' | '\r'))
+        .collect();
+    assert!(bad.is_empty(), "{bad:?} in {xml:?}");
+    let suites = common::junit::suites(&xml);
+    assert_eq!(suites.len(), 1);
+    assert_eq!(suites[0].name, "nightly\u{fffd}\u{fffd}[31m");
+    assert_eq!((suites[0].cases, suites[0].failures), (1, 0));
+}
+
+#[test]
+fn a_source_address_no_connection_can_start_from_is_refused_before_the_run() {
+    let server = ServerOnRuntime::start(ServerConfig::default());
+    // TEST-NET-1 (not this machine's), and IPv6 for an IPv4 target: every request failed.
+    for (source, why) in [
+        ("192.0.2.1", "cannot be bound here"),
+        ("::1", "is IPv6 but the target"),
+    ] {
+        let dir = tempfile::tempdir().unwrap();
+        let (output, out) = run(
+            &[
+                "--url",
+                &server.url("/"),
+                "-n",
+                "2",
+                "--source-addr",
+                source,
+            ],
+            dir.path(),
+        );
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert_eq!(output.status.code(), Some(2), "{source}: {stderr}");
+        assert!(stderr.contains(why), "{source}: {stderr}");
+        assert_eq!(stderr.trim().lines().count(), 1, "{stderr}");
+        assert!(!out.join("run.json").exists());
+    }
+}

@@ -92,6 +92,8 @@ pub enum ConfigError {
     Shard(String),
     #[error("{0}")]
     ServerSaturation(String),
+    #[error("--server-metrics-timeout 0s would fail every scrape; give the longest one scrape may take, e.g. --server-metrics-timeout 1s")]
+    ServerMetricsTimeout,
     #[error("{0}")]
     Threshold(String),
     /// `loadgen capacity`: a flag the search owns, or a setting out of range.

@@ -95,6 +95,9 @@ pub struct ServerMetrics {
     pub timeout: Duration,
     /// Which gauges say the service is saturated (`--server-saturation`).
     pub saturation: crate::verdict::SaturationGauges,
+    /// Hold those gauges to a scrape before the run (refusing one that picks several series
+    /// or none): a run's or a workflow's first; a later level only warns, as its run does.
+    pub check_before_run: bool,
 }
 
 impl Evidence {
@@ -119,12 +122,18 @@ impl Evidence {
             })?,
             None => Default::default(),
         };
+        let sources = validate::server_metrics(sources)?;
+        if evidence.server_metrics_timeout.is_zero() && !sources.is_empty() {
+            // Every scrape would time out at once: a run with evidence that says nothing.
+            return Err(ConfigError::ServerMetricsTimeout);
+        }
         Ok(Evidence {
             link_capacity_bps,
             server_metrics: ServerMetrics {
-                sources: validate::server_metrics(sources)?,
+                sources,
                 timeout: evidence.server_metrics_timeout,
                 saturation,
+                check_before_run: true,
             },
             trace_sample: evidence.trace.then_some(evidence.trace_sample),
         })

@@ -32,9 +32,12 @@ pub struct LatencyHistogram {
 
 impl LatencyHistogram {
     /// The histogram of all of `ops` together; `None` when none got a response.
-    pub fn from_ops<'a>(ops: impl IntoIterator<Item = &'a Histogram<u64>>) -> Option<Self> {
+    pub fn from_ops<H: std::borrow::Borrow<Histogram<u64>>>(
+        ops: impl IntoIterator<Item = H>,
+    ) -> Option<Self> {
         let mut all: Option<Histogram<u64>> = None;
         for h in ops {
+            let h = h.borrow();
             match &mut all {
                 Some(merged) => merged.add(h).expect("the ops' histograms have one range"),
                 None => all = Some(h.clone()),

@@ -123,8 +123,18 @@ fn observed_text(result: &ThresholdResult) -> String {
     }
 }
 
+/// `text` as XML character data or an attribute's value: markup escaped, and each
+/// character XML 1.0 cannot hold even escaped (control characters but tab, LF and CR;
+/// U+FFFE, U+FFFF) made U+FFFD, as the analysis's JUnit does — a `--junit-name` or an
+/// `--out` folder with `\x01` or an ANSI escape in it must not make the file unreadable.
 fn escape(text: &str) -> String {
-    text.replace('&', "&amp;")
+    let allowed = |c: char| {
+        matches!(c, '\t' | '\n' | '\r') || (c >= ' ' && c != '\u{FFFE}' && c != '\u{FFFF}')
+    };
+    text.chars()
+        .map(|c| if allowed(c) { c } else { '\u{FFFD}' })
+        .collect::<String>()
+        .replace('&', "&amp;")
         .replace('<', "&lt;")
         .replace('>', "&gt;")
         .replace('"', "&quot;")
@@ -165,6 +175,23 @@ mod tests {
         assert!(xml.contains("<failure message=\"p99&lt;50ms crossed: observed 61.2"));
         assert!(
             xml.contains("<system-out>observed 0.20%</system-out>"),
+            "{xml}"
+        );
+    }
+
+    #[test]
+    fn control_characters_become_the_replacement_character_and_the_file_stays_xml() {
+        let results = [result("p99<50ms", 61_200_000.0, "ns", false)];
+        let name = "run\u{1}\u{1b}[31mred\u{0}\ttab".to_string();
+        let xml = document(&[Suite::of(name, 1.0, &results)]);
+        // XML 1.0's Char production: what an XML parser (expat, Java's, .NET's) accepts.
+        let bad: Vec<char> = xml
+            .chars()
+            .filter(|&c| c < ' ' && !matches!(c, '\t' | '\n' | '\r'))
+            .collect();
+        assert!(bad.is_empty(), "{bad:?} in {xml:?}");
+        assert!(
+            xml.contains("name=\"run\u{FFFD}\u{FFFD}[31mred\u{FFFD}\ttab\""),
             "{xml}"
         );
     }

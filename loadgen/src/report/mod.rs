@@ -261,7 +261,7 @@ impl RunSummary {
             record_handoff_blocked_ns: handoff_blocked_ns,
             workers: None,
             latency_histogram: histogram::LatencyHistogram::from_ops(
-                stats.ops.iter().map(|o| &o.latency_ns),
+                stats.ops.iter().map(|o| o.latency_ns.histogram()),
             ),
         }
     }
@@ -286,8 +286,9 @@ fn op_summaries(
             errors: errors_by_name(op),
             skipped: skipped.get(i).copied().unwrap_or(0),
             throughput_rps: per_second(op.requests, wall_time_ns),
-            latency: latency(&op.latency_ns),
-            uncorrected_latency: op.uncorrected_latency_ns.as_ref().and_then(latency),
+            latency: latency(&op.latency_ns.histogram()),
+            uncorrected_latency: (op.uncorrected_latency_ns.as_ref())
+                .and_then(|h| latency(&h.histogram())),
         })
         .collect()
 }
@@ -308,7 +309,7 @@ fn phase_summaries(stats: &Aggregator, labels: &Labels) -> Vec<PhaseSummary> {
                 failed: phase.failures,
                 wall_time_ns: wall,
                 throughput_rps: per_second(phase.requests, wall),
-                latency: latency(&phase.latency_ns),
+                latency: latency(&phase.latency_ns.histogram()),
                 op_mean_latency_ns: labels
                     .ops
                     .iter()

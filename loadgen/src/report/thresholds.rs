@@ -289,7 +289,7 @@ impl Threshold {
             latency => {
                 let mut histogram = hdrhistogram::Histogram::<u64>::new(3).ok()?;
                 for &i in &chosen {
-                    histogram.add(&stats.ops.get(i)?.latency_ns).ok()?;
+                    stats.ops.get(i)?.latency_ns.add_to(&mut histogram);
                 }
                 if histogram.is_empty() {
                     return None;

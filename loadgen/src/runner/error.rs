@@ -46,6 +46,14 @@ pub enum RunError {
     Certificate { url: String, detail: String },
     #[error(transparent)]
     TlsSetup(#[from] TlsSetupError),
+    #[error("--source-addr {addr} {reason}; give addresses of this machine's interfaces (see `ip addr`), of the target's family")]
+    SourceAddr {
+        addr: std::net::IpAddr,
+        reason: String,
+    },
+    /// A `--server-saturation` gauge the scrape before the run could not pin to one series.
+    #[error("{0}")]
+    SaturationGauge(String),
     #[error("stopped while waiting for --start-at; nothing was run")]
     NotStarted(ExitReason),
     #[error("--out {0} already exists and is not empty; choose a new directory or remove it")]
@@ -137,9 +145,11 @@ impl RunError {
             | RunError::Unreachable { .. }
             | RunError::Certificate { .. }
             | RunError::TlsSetup(_)
+            | RunError::SaturationGauge(_)
             | RunError::OutExists(_)
             | RunError::OpenFiles { .. }
             | RunError::SourcePorts { .. }
+            | RunError::SourceAddr { .. }
             | RunError::RunDir { .. }
             | RunError::Staging { .. }
             | RunError::S3(_)

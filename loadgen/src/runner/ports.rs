@@ -36,6 +36,9 @@ pub(super) fn plan_sources(
     target: SocketAddr,
 ) -> Result<Vec<IpAddr>, RunError> {
     let given = &config.connection.source_addrs;
+    for &source in given {
+        usable_source(source, target)?;
+    }
     if config.connection.http2 {
         return Ok(given.clone());
     }
@@ -70,5 +73,42 @@ pub(super) fn plan_sources(
             needed,
             given: 1,
         }),
+    }
+}
+
+/// A `--source-addr` address a connection to `target` can start from: of the target's family
+/// and this machine's (bindable). Else every request would fail to connect, one row each,
+/// for a reason the user could have fixed before the run.
+fn usable_source(source: IpAddr, target: SocketAddr) -> Result<(), RunError> {
+    let refuse = |reason: String| RunError::SourceAddr {
+        addr: source,
+        reason,
+    };
+    if source.is_ipv4() != target.is_ipv4() {
+        return Err(refuse(format!(
+            "is {} but the target {target} is {}",
+            if source.is_ipv4() { "IPv4" } else { "IPv6" },
+            if target.is_ipv4() { "IPv4" } else { "IPv6" }
+        )));
+    }
+    std::net::TcpListener::bind(SocketAddr::new(source, 0))
+        .map(drop)
+        .map_err(|e| refuse(format!("cannot be bound here ({e})")))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_source_address_of_another_family_or_machine_is_refused() {
+        let target: SocketAddr = "127.0.0.1:80".parse().unwrap();
+        assert!(usable_source("127.0.0.2".parse().unwrap(), target).is_ok());
+        let why = usable_source("::1".parse().unwrap(), target).unwrap_err();
+        assert!(why.to_string().contains("is IPv6 but the target"), "{why}");
+        // TEST-NET-1 (RFC 5737): no machine's own address.
+        let why = usable_source("192.0.2.1".parse().unwrap(), target).unwrap_err();
+        assert!(why.to_string().contains("cannot be bound here"), "{why}");
+        assert_eq!(why.exit_code(), 2);
     }
 }

@@ -51,6 +51,7 @@ impl PreparedTarget {
                     source,
                 },
             })?;
+        check_saturation_gauges(config).await?;
         Ok(PreparedTarget {
             embedded,
             url,
@@ -133,6 +134,22 @@ impl Embedded {
             runtime: Some(runtime),
         })
     }
+}
+
+/// `--server-saturation`'s gauges held to one scrape of `--server-metrics` before the run:
+/// a gauge that picks several series, or none of its metric's, is refused (exit 2).
+async fn check_saturation_gauges(config: &RunConfig) -> Result<(), RunError> {
+    let metrics = &config.evidence.server_metrics;
+    if metrics.sources.is_empty()
+        || metrics.saturation == Default::default()
+        || !metrics.check_before_run
+    {
+        return Ok(());
+    }
+    // A hanging endpoint delays the run's start by this much at most.
+    let timeout = metrics.timeout.min(std::time::Duration::from_secs(2));
+    let rows = crate::servermon::scrape_once(&metrics.sources, timeout).await;
+    crate::verdict::check_before_run(&rows, &metrics.saturation).map_err(RunError::SaturationGauge)
 }
 
 async fn resolve(target: &TargetUrl) -> Result<SocketAddr, RunError> {

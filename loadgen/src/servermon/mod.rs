@@ -154,6 +154,57 @@ pub fn start(config: ServerMonConfig) -> Result<ServerMon, ServerMonError> {
     Ok(ServerMon { stop, thread })
 }
 
+/// One scrape of every source, before the run (each within `timeout`), as rows — a failed
+/// scrape is a row with its error, as in the run. Lets the run hold `--server-saturation`'s
+/// gauges to what the server exposes before any load is sent.
+pub async fn scrape_once(sources: &[String], timeout: Duration) -> Vec<ScrapeRow> {
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    let Ok(client) = reqwest::Client::builder()
+        .timeout(timeout)
+        .connect_timeout(timeout)
+        .no_proxy()
+        .build()
+    else {
+        return Vec::new();
+    };
+    let mut tasks = tokio::task::JoinSet::new();
+    for (i, source) in sources.iter().enumerate() {
+        let request = client.get(source);
+        tasks.spawn(async move { (i, scrape(request).await.body) });
+    }
+    let mut bodies = tasks.join_all().await;
+    bodies.sort_by_key(|(i, _)| *i);
+    let mut rows = Vec::new();
+    for (i, body) in bodies {
+        let source = &sources[i];
+        match body.and_then(|body| parse(&body)) {
+            Ok(samples) => {
+                rows.extend(
+                    samples
+                        .into_iter()
+                        .map(|(metric, labels, value)| ScrapeRow {
+                            t_ns: 0,
+                            source: source.clone(),
+                            metric: Some(metric),
+                            labels: Some(labels),
+                            value: Some(value),
+                            error: None,
+                        }),
+                )
+            }
+            Err(error) => rows.push(ScrapeRow {
+                t_ns: 0,
+                source: source.clone(),
+                metric: None,
+                labels: None,
+                value: None,
+                error: Some(error),
+            }),
+        }
+    }
+    rows
+}
+
 /// The scraper thread's state.
 struct Scraper {
     config: ServerMonConfig,
@@ -354,12 +405,23 @@ fn root_cause(error: &(dyn std::error::Error + 'static)) -> String {
 /// `NAME_bucket{le=…}`, summary quantiles as `NAME{quantile=…}`; labels as `name="value"`
 /// pairs sorted by name. A body with no sample at all is not an exposition.
 fn parse(body: &str) -> Result<Vec<(String, String, f64)>, String> {
-    let lines = body.lines().map(|line| Ok(line.to_string()));
-    let scrape = prometheus_parse::Scrape::parse(lines).map_err(|e| format!("parse: {e}"))?;
-    if scrape.samples.is_empty() {
+    // Lines whose label values hold `,`, `=`, `{`, `}`, `"` or `\\` are read here:
+    // prometheus-parse splits labels at every `,` and `=`, which would give two series
+    // (`pool="a,b"`, `pool="a,c"`) one label set, and mix their values.
+    let mut rows = Vec::new();
+    let mut plain = Vec::new();
+    for line in body.lines() {
+        match odd_sample(line) {
+            Some(row) => rows.push(row),
+            None => plain.push(Ok(line.to_string())),
+        }
+    }
+    let scrape =
+        prometheus_parse::Scrape::parse(plain.into_iter()).map_err(|e| format!("parse: {e}"))?;
+    if scrape.samples.is_empty() && rows.is_empty() {
         return Err("parse: no samples in the body".to_string());
     }
-    let mut rows = Vec::with_capacity(scrape.samples.len());
+    rows.reserve(scrape.samples.len());
     for sample in scrape.samples {
         let labels = sample.labels.to_string();
         let with = |name: &str, value: f64| {
@@ -392,9 +454,134 @@ fn parse(body: &str) -> Result<Vec<(String, String, f64)>, String> {
     Ok(rows)
 }
 
+/// A sample line (`name{k="v",…} value`) with a label value prometheus-parse would split
+/// wrongly, read here as (name, labels as [`labels_text`] writes them, value); None for any
+/// other line (plain samples, comments, lines that are not samples).
+fn odd_sample(line: &str) -> Option<(String, String, f64)> {
+    let line = line.trim();
+    let (name, rest) = line.split_once('{')?;
+    if line.starts_with('#') || name.is_empty() {
+        return None;
+    }
+    // The closing brace: the first `}` outside a quoted value.
+    let (mut quoted, mut escaped, mut close) = (false, false, None);
+    for (i, c) in rest.char_indices() {
+        match (escaped, quoted, c) {
+            (true, _, _) => escaped = false,
+            (false, true, '\\') => escaped = true,
+            (false, _, '"') => quoted = !quoted,
+            (false, false, '}') => {
+                close = Some(i);
+                break;
+            }
+            _ => {}
+        }
+    }
+    let close = close?;
+    let pairs = label_pairs(&rest[..close])?;
+    let odd = |v: &String| v.contains([',', '=', '{', '}', '"', '\\', '\n']);
+    if !pairs.iter().any(|(_, v)| odd(v)) {
+        return None;
+    }
+    let value = rest[close + 1..]
+        .split_whitespace()
+        .next()?
+        .parse::<f64>()
+        .ok()?;
+    Some((name.trim().to_string(), labels_text(pairs), value))
+}
+
+/// `k="v",k2="v2"` (a series' labels as stored, or a selector's) as pairs, the values
+/// unescaped (`\\`, `\"`, `\n`); None when the text is not of that form.
+pub fn label_pairs(text: &str) -> Option<Vec<(String, String)>> {
+    let mut pairs = Vec::new();
+    let mut rest = text.trim();
+    while !rest.is_empty() {
+        let (key, after) = rest.split_once('=')?;
+        let body = after.trim_start().strip_prefix('"')?;
+        let (mut value, mut escaped, mut end) = (String::new(), false, None);
+        for (i, c) in body.char_indices() {
+            match (escaped, c) {
+                (true, c) => {
+                    value.push(if c == 'n' { '\n' } else { c });
+                    escaped = false;
+                }
+                (false, '\\') => escaped = true,
+                (false, '"') => {
+                    end = Some(i);
+                    break;
+                }
+                (false, c) => value.push(c),
+            }
+        }
+        let key = key.trim();
+        if key.is_empty() {
+            return None;
+        }
+        pairs.push((key.to_string(), value));
+        rest = body[end? + 1..].trim_start();
+        rest = match rest.strip_prefix(',') {
+            Some(more) => more.trim_start(),
+            None if rest.is_empty() => rest,
+            None => return None,
+        };
+    }
+    Some(pairs)
+}
+
+/// Labels as server-metrics.parquet holds them: sorted by name, `k="v"` joined by `,` (as
+/// prometheus-parse writes plain ones), with `\\`, `"` and newlines in a value escaped.
+fn labels_text(mut pairs: Vec<(String, String)>) -> String {
+    pairs.sort();
+    let escape = |v: &str| {
+        v.replace('\\', "\\\\")
+            .replace('"', "\\\"")
+            .replace('\n', "\\n")
+    };
+    pairs
+        .iter()
+        .map(|(k, v)| format!("{k}=\"{}\"", escape(v)))
+        .collect::<Vec<_>>()
+        .join(",")
+}
+
 #[cfg(test)]
 mod tests {
-    use super::parse;
+    use super::{label_pairs, parse};
+
+    #[test]
+    fn label_values_with_commas_equals_and_braces_stay_apart() {
+        let body = "# TYPE pool_active gauge\n\
+                    pool_active{pool=\"a,b\"} 3\n\
+                    pool_active{pool=\"a,c\",zone=\"x=1}\"} 8\n\
+                    pool_active{pool=\"q\\\"uote\"} 1\n\
+                    up 1\n";
+        let mut rows = parse(body).unwrap();
+        rows.sort_by(|a, b| a.1.cmp(&b.1));
+        let labels: Vec<&str> = rows.iter().map(|r| r.1.as_str()).collect();
+        assert_eq!(
+            labels,
+            [
+                "",
+                "pool=\"a,b\"",
+                "pool=\"a,c\",zone=\"x=1}\"",
+                "pool=\"q\\\"uote\""
+            ]
+        );
+        assert_eq!(rows[2].2, 8.0);
+        // Read back as pairs, the values whole again.
+        assert_eq!(
+            label_pairs(&rows[2].1).unwrap(),
+            [
+                ("pool".into(), "a,c".into()),
+                ("zone".into(), "x=1}".into())
+            ]
+        );
+        assert_eq!(label_pairs(&rows[3].1).unwrap()[0].1, "q\"uote");
+        assert_eq!(label_pairs("a=\"1\",b"), None);
+        // Only odd lines are read here: a body of them alone is samples too.
+        assert_eq!(parse("x{k=\"1,2\"} 5\n").unwrap().len(), 1);
+    }
 
     #[test]
     fn an_exposition_becomes_rows_with_sorted_labels() {

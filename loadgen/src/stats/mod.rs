@@ -10,6 +10,7 @@
 pub mod activity;
 pub mod live;
 pub mod samples;
+pub mod sparse;
 
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
@@ -18,6 +19,7 @@ use hdrhistogram::Histogram;
 
 use crate::record::{ErrorClass, RequestRecord};
 use activity::Activity;
+use sparse::OpHistogram;
 
 /// Counters read by the progress line while the run goes on.
 #[derive(Debug, Default)]
@@ -206,9 +208,11 @@ pub struct OpAggregate {
     pub bytes_received: u64,
     /// Latency of requests that got a response, in ns — from the *intended* send time when
     /// the row has one (open model), so a stalled server shows in the percentiles.
-    pub latency_ns: Histogram<u64>,
+    /// Sparse while the op has few samples ([`sparse`]): a targets file's many ops each
+    /// cost what their samples need.
+    pub latency_ns: OpHistogram,
     /// Open model only: latency from the actual send (`latency_ns` column), for comparison.
-    pub uncorrected_latency_ns: Option<Histogram<u64>>,
+    pub uncorrected_latency_ns: Option<OpHistogram>,
 }
 
 impl OpAggregate {
@@ -219,7 +223,7 @@ impl OpAggregate {
             errors: [0; ErrorClass::ALL.len()],
             bytes_sent: 0,
             bytes_received: 0,
-            latency_ns: new_histogram(),
+            latency_ns: OpHistogram::new(),
             uncorrected_latency_ns: None,
         }
     }
@@ -234,7 +238,7 @@ pub struct PhaseAggregate {
     pub workers_seen: Vec<bool>,
     pub first_start_ns: Option<i64>,
     pub last_end_ns: Option<i64>,
-    pub latency_ns: Histogram<u64>,
+    pub latency_ns: OpHistogram,
     /// Per op: (responses, Σ latency in ns) — the mean response time of each request type
     /// in this phase, which calibration needs (R(1) per op).
     pub op_latency_sum_ns: Vec<(u64, u128)>,
@@ -249,7 +253,7 @@ impl PhaseAggregate {
             workers_seen: Vec::new(),
             first_start_ns: None,
             last_end_ns: None,
-            latency_ns: new_histogram(),
+            latency_ns: OpHistogram::new(),
         }
     }
 
@@ -448,10 +452,7 @@ impl Aggregator {
             phase.failures += 1;
         }
         if r.status > 0 {
-            phase
-                .latency_ns
-                .record(latency_ns)
-                .expect("value clamped into range");
+            phase.latency_ns.record(latency_ns);
             let (count, sum) = &mut phase.op_latency_sum_ns[usize::from(r.op)];
             *count += 1;
             *sum += u128::from(latency_ns);
@@ -479,14 +480,11 @@ impl Aggregator {
             *failed += 1;
         }
         if r.status > 0 {
-            op.latency_ns
-                .record(latency_ns)
-                .expect("value clamped into range");
+            op.latency_ns.record(latency_ns);
             if r.intended_ns.is_some() {
                 op.uncorrected_latency_ns
-                    .get_or_insert_with(new_histogram)
-                    .record(uncorrected_ns)
-                    .expect("value clamped into range");
+                    .get_or_insert_with(OpHistogram::new)
+                    .record(uncorrected_ns);
             }
         }
     }

@@ -215,6 +215,31 @@ pub fn parse_source_addrs(text: &str) -> Result<Vec<IpAddr>, String> {
                 addrs.extend((first..=last).map(|a| IpAddr::V4(a.into())));
             }
         }
+        // Each range is bounded, and so are all of them together: thousands of ranges in one
+        // argument would otherwise hold tens of millions of addresses.
+        if addrs.len() > MAX_SOURCE_ADDRS as usize {
+            return Err(format!(
+                "--source-addr '{}…' names more than {MAX_SOURCE_ADDRS} addresses; at most \
+                 {MAX_SOURCE_ADDRS} are useful",
+                text.chars().take(40).collect::<String>()
+            ));
+        }
     }
     Ok(addrs)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn source_addresses_are_bounded_in_all_not_only_per_range() {
+        let one_range = "10.0.0.0-10.0.15.255";
+        assert_eq!(parse_source_addrs(one_range).unwrap().len(), 4096);
+        let many = vec![one_range; 2_000].join(",");
+        let why = parse_source_addrs(&many).unwrap_err();
+        assert!(why.contains("more than 4096 addresses"), "{why}");
+        let singles = vec!["127.0.0.1"; 5_000].join(",");
+        assert!(parse_source_addrs(&singles).is_err());
+    }
 }

@@ -13,7 +13,7 @@ use super::rule::{Rule, WorkerShares, T};
 use super::schedule::{Schedule, Sustainability};
 use super::server::ServerEvidence;
 use super::slo::LevelFacts;
-use super::words::{phase_where, sentence, wait_text, ONE_LEVEL};
+use super::words::{phase_where, sentence, wait_text, ONE_LEVEL, ONE_LEVEL_SCRAPED};
 use super::{Cause, PhaseVerdict, SloVerdict, Verdict};
 use crate::report::{PhaseWorkers, RunSummary};
 use crate::stats::Components;
@@ -279,8 +279,13 @@ fn server_decision(
             wait_text(wait)
         ),
         _ => format!(
-            "{}: the time is spent at the server, but {ONE_LEVEL}",
-            wait_text(wait)
+            "{}: the time is spent at the server, but {}",
+            wait_text(wait),
+            if f.server.is_some() {
+                ONE_LEVEL_SCRAPED
+            } else {
+                ONE_LEVEL
+            }
         ),
     };
     match rule {
@@ -498,6 +503,20 @@ mod tests {
             (Cause::Inconclusive, "inconclusive.one_level")
         );
         assert!(v.summary.contains(ONE_LEVEL));
+        // Scraped, but no gauge read: the advice is the gauges' flag, not the scrape it had.
+        let v = decide(Facts {
+            server: Some(ServerEvidence {
+                scrapes: 3,
+                ..Default::default()
+            }),
+            ..facts(&s, &c)
+        });
+        assert_eq!(v.rule.name(), "inconclusive.one_level");
+        assert!(v.summary.contains("--server-saturation"), "{}", v.summary);
+        assert!(!v.summary.contains("(--server-metrics)"), "{}", v.summary);
+        assert!(v
+            .summary
+            .contains("one level cannot tell a server at its capacity"));
         let gauges = ServerEvidence {
             workers: Some(Workers {
                 busy_max: 8.0,

@@ -29,7 +29,7 @@ use serde::Serialize;
 
 pub use self::decide::{decide, Facts};
 pub use self::rule::Rule;
-pub use self::server::{SaturationGauges, ServerEvidence};
+pub use self::server::{check_before_run, SaturationGauges, ServerEvidence};
 
 /// Where the limit is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]

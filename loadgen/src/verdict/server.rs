@@ -66,9 +66,10 @@ impl std::str::FromStr for SaturationGauges {
             let (busy, limit) = split_outside_braces(workers, '/').ok_or_else(|| {
                 format!("`{workers}` is not BUSY/LIMIT (e.g. `threads_busy/threads_max`)")
             })?;
+            // Anything that reads as a number (`0`, `inf`, `NaN`) is a number, never a name.
             let limit = match limit.trim().parse::<f64>() {
-                Ok(n) if n > 0.0 => Limit::Fixed(n),
-                _ if valid(limit.trim()) => Limit::Gauge(limit.trim().into()),
+                Ok(n) if n.is_finite() && n > 0.0 => Limit::Fixed(n),
+                Err(_) if valid(limit.trim()) => Limit::Gauge(limit.trim().into()),
                 _ => {
                     return Err(format!(
                         "`{limit}` is neither a metric (NAME or NAME{{label=\"value\"}}) nor a \
@@ -89,17 +90,45 @@ impl std::str::FromStr for SaturationGauges {
                     "`{queue}` is not a metric: NAME, or NAME{{label=\"value\",…}} for one series"
                 ));
             }
+            if workers.is_none() && names_workers(queue) {
+                return Err(format!(
+                    "`{queue}` alone is read as a queue's length, but its name says busy \
+                     workers or their limit; write BUSY/LIMIT (e.g. `{queue}/200`) or \
+                     BUSY/LIMIT,QUEUE"
+                ));
+            }
             gauges.queue = Some(queue.into());
         }
         Ok(gauges)
     }
 }
 
+/// Whether a gauge's name says it counts workers or their limit (`…_busy`, `…_active`,
+/// `…_max`), not requests waiting: such a gauge given alone would be read as a queue.
+fn names_workers(text: &str) -> bool {
+    let name = text.split('{').next().unwrap_or(text).to_ascii_lowercase();
+    let waiting = ["queue", "pending", "waiting", "backlog"];
+    let workers = [
+        "_busy",
+        "_active",
+        "_in_use",
+        "_used",
+        "_max",
+        "_limit",
+        "_capacity",
+    ];
+    !waiting.iter().any(|w| name.contains(w)) && workers.iter().any(|w| name.ends_with(w))
+}
+
 /// `text` split at the first `sep` outside `{…}` (a label value may hold `,` or `/`).
 fn split_outside_braces(text: &str, sep: char) -> Option<(&str, &str)> {
-    let mut depth = 0i32;
+    let (mut depth, mut quoted, mut escaped) = (0i32, false, false);
     for (i, c) in text.char_indices() {
         match c {
+            _ if escaped => escaped = false,
+            '\\' if quoted => escaped = true,
+            '"' => quoted = !quoted,
+            _ if quoted => {}
             '{' => depth += 1,
             '}' => depth -= 1,
             c if c == sep && depth == 0 => return Some((&text[..i], &text[i + 1..])),
@@ -124,19 +153,15 @@ impl Selector {
             Some((name, rest)) => (name, rest.strip_suffix('}')?),
             None => (text, ""),
         };
-        let name_ok = !name.is_empty()
+        // Prometheus's metric names: [a-zA-Z_:][a-zA-Z0-9_:]*.
+        let name_ok = name
+            .chars()
+            .next()
+            .is_some_and(|c| c.is_ascii_alphabetic() || c == '_' || c == ':')
             && name
                 .chars()
                 .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == ':');
-        let labels = labels
-            .split(',')
-            .filter(|pair| !pair.trim().is_empty())
-            .map(|pair| {
-                let (key, value) = pair.split_once('=')?;
-                let value = value.trim().strip_prefix('"')?.strip_suffix('"')?;
-                Some((key.trim().to_string(), value.to_string()))
-            })
-            .collect::<Option<Vec<_>>>()?;
+        let labels = crate::servermon::label_pairs(labels.trim().trim_end_matches(','))?;
         name_ok.then(|| Selector {
             name: name.to_string(),
             labels,
@@ -144,9 +169,11 @@ impl Selector {
     }
 
     fn matches(&self, labels: &str) -> bool {
+        // A value may hold `,` or `=` (quoted), so the series' labels are read as pairs.
+        let series = crate::servermon::label_pairs(labels).unwrap_or_default();
         self.labels
             .iter()
-            .all(|(key, value)| label(labels, key) == Some(value.as_str()))
+            .all(|wanted| series.iter().any(|pair| pair == wanted))
     }
 }
 
@@ -189,6 +216,73 @@ fn one_series<'p>(
             series.iter().next().map_or("", |(_, labels)| *labels)
         )),
     }
+}
+
+/// The `--server-saturation` gauges a user named, held to the scrape taken before the run
+/// (`rows`): a gauge whose metric is there but whose selector picks several of its series,
+/// or none of them, is refused in one sentence — a run would only say afterwards that it
+/// read nothing. A metric not there yet is let through (it may appear once the load
+/// starts; the run warns if it never does). loadgen-server's default gauges are not held.
+pub fn check_before_run(rows: &[Row], gauges: &SaturationGauges) -> Result<(), String> {
+    if *gauges == SaturationGauges::default() {
+        return Ok(());
+    }
+    let limit = match &gauges.limit {
+        Some(Limit::Gauge(name)) => Some(name),
+        _ => None,
+    };
+    for text in [gauges.busy.as_ref(), limit, gauges.queue.as_ref()]
+        .into_iter()
+        .flatten()
+    {
+        let Some(selector) = Selector::parse(text) else {
+            continue;
+        };
+        let of_metric: Vec<&Row> = rows
+            .iter()
+            .filter(|r| r.metric.as_deref() == Some(selector.name.as_str()) && r.error.is_none())
+            .collect();
+        let series = |picked: bool| -> std::collections::BTreeSet<(&str, &str)> {
+            of_metric
+                .iter()
+                .map(|r| (r.source.as_str(), r.labels.as_deref().unwrap_or("")))
+                .filter(|(_, labels)| !picked || selector.matches(labels))
+                .collect()
+        };
+        let (all, picked) = (series(false), series(true));
+        let listed = |set: &std::collections::BTreeSet<(&str, &str)>| {
+            let mut names: Vec<String> = set
+                .iter()
+                .take(3)
+                .map(|(_, l)| format!("{{{l}}}"))
+                .collect();
+            if set.len() > 3 {
+                names.push(format!("… {} in all", set.len()));
+            }
+            names.join(", ")
+        };
+        let example = all.iter().next().map_or("", |(_, l)| *l);
+        match (all.len(), picked.len()) {
+            (0, _) | (_, 1) => {}
+            (_, 0) => {
+                return Err(format!(
+                    "--server-saturation `{text}` matches none of the {} series of `{}` the                      server exposes ({}); pick one with its labels, e.g. `{}{{{example}}}`",
+                    all.len(),
+                    selector.name,
+                    listed(&all),
+                    selector.name
+                ))
+            }
+            (_, n) => {
+                return Err(format!(
+                    "--server-saturation `{text}` matches {n} series ({}), whose values must                      not be mixed; pick one with its labels, e.g. `{}{{{example}}}`",
+                    listed(&picked),
+                    selector.name
+                ))
+            }
+        }
+    }
+    Ok(())
 }
 
 /// The target host's CPU over the run, from node_exporter.
@@ -256,6 +350,10 @@ impl ServerEvidence {
         let mut failed = 0;
         for row in rows {
             match (&row.metric, row.value, &row.error) {
+                // A gauge not yet set (NaN) or overflowed is no reading, nor a failed scrape.
+                (Some(_), Some(value), None) if !value.is_finite() => {
+                    scrapes.insert((row.t_ns, row.source.as_str()));
+                }
                 (Some(metric), Some(value), None) => {
                     scrapes.insert((row.t_ns, row.source.as_str()));
                     by_metric.entry(metric).or_default().push(Point {
@@ -580,6 +678,103 @@ mod tests {
         assert_eq!(g.queue.as_deref(), Some("q{k=\"v\"}"));
         assert!("a{pool=x}/b".parse::<SaturationGauges>().is_err());
         assert!("busy/-3".parse::<SaturationGauges>().is_err());
+        for limit in ["0", "inf", "NaN", "-0", "1e999", "9lives"] {
+            let why = format!("busy/{limit}")
+                .parse::<SaturationGauges>()
+                .unwrap_err();
+            assert!(why.contains("positive number"), "{limit}: {why}");
+        }
+        assert!("9lives".parse::<SaturationGauges>().is_err());
         assert!("a b".parse::<SaturationGauges>().is_err());
+    }
+
+    #[test]
+    fn a_gauge_that_is_not_a_number_is_no_reading() {
+        let gauges: SaturationGauges = "busy/limit,queue".parse().unwrap();
+        let mut rows = Vec::new();
+        for t in 0..4 {
+            let odd = t % 2 == 1;
+            rows.push(row(t, "a", "busy", "", if odd { f64::NAN } else { 2.0 }));
+            rows.push(row(t, "a", "limit", "", 8.0));
+            rows.push(row(
+                t,
+                "a",
+                "queue",
+                "",
+                if odd { f64::INFINITY } else { 1.0 },
+            ));
+        }
+        let e = ServerEvidence::of(&rows, &gauges).unwrap();
+        let workers = e.workers.unwrap();
+        assert_eq!((workers.busy_max, workers.busy_mean), (2.0, 2.0));
+        assert_eq!(workers.all_busy_share, Some(0.0));
+        let queue = e.queue.unwrap();
+        assert_eq!((queue.max, queue.mean), (1.0, 1.0));
+        assert_eq!((e.scrapes, e.failed_scrapes), (4, 0));
+    }
+
+    #[test]
+    fn a_busy_gauge_alone_is_refused_not_read_as_a_queue() {
+        for busy in [
+            "loadgen_server_workers_busy",
+            "pool_active{pool=\"orders\"}",
+            "tomcat_threads_max",
+        ] {
+            let why = busy.parse::<SaturationGauges>().unwrap_err();
+            assert!(why.contains("read as a queue's length"), "{why}");
+        }
+        for queue in [
+            "loadgen_server_queue_length",
+            "jobs_pending",
+            "queue_max",
+            "depth",
+        ] {
+            let g: SaturationGauges = queue.parse().unwrap();
+            assert_eq!(g.queue.as_deref(), Some(queue));
+        }
+        // With a limit the busy gauge is what it says.
+        assert!("loadgen_server_workers_busy/8"
+            .parse::<SaturationGauges>()
+            .is_ok());
+    }
+
+    #[test]
+    fn the_scrape_before_the_run_refuses_a_gauge_of_several_series_or_none() {
+        let rows = [
+            row(0, "a", "pool_active", "pool=\"orders\"", 3.0),
+            row(0, "a", "pool_active", "pool=\"reports\"", 8.0),
+            row(0, "a", "pool_max", "pool=\"reports\"", 200.0),
+            row(0, "a", "pool_max", "pool=\"orders\"", 8.0),
+        ];
+        let check = |spec: &str| check_before_run(&rows, &spec.parse().unwrap());
+        let why = check("pool_active/pool_max").unwrap_err();
+        assert!(why.contains("matches 2 series"), "{why}");
+        assert!(why.contains("pool=\"orders\""), "{why}");
+        let why = check("pool_active{pool=\"billing\"}/200").unwrap_err();
+        assert!(why.contains("matches none of the 2 series"), "{why}");
+        assert!(check("pool_active{pool=\"orders\"}/pool_max{pool=\"orders\"}").is_ok());
+        // A gauge not exposed yet may appear under load: the run warns if it never does.
+        assert!(check("threads_busy/threads_max").is_ok());
+        assert!(check_before_run(&rows, &SaturationGauges::default()).is_ok());
+        assert!(check_before_run(&[], &"pool_active/pool_max".parse().unwrap()).is_ok());
+    }
+
+    #[test]
+    fn label_values_with_commas_and_braces_are_told_apart() {
+        // As the scraper stores them (servermon's labels_text).
+        let rows = [
+            row(0, "a", "pool_active", "pool=\"a,b\"", 3.0),
+            row(0, "a", "pool_active", "pool=\"a,c=}\"", 8.0),
+        ];
+        let check = |spec: &str| check_before_run(&rows, &spec.parse().unwrap());
+        assert!(check("pool_active/10")
+            .unwrap_err()
+            .contains("matches 2 series"));
+        assert!(check("pool_active{pool=\"a\"}/10").is_err());
+        let gauges: SaturationGauges = "pool_active{pool=\"a,c=}\"}/10".parse().unwrap();
+        assert_eq!(gauges.limit, Some(Limit::Fixed(10.0)));
+        assert!(check_before_run(&rows, &gauges).is_ok());
+        let workers = ServerEvidence::of(&rows, &gauges).unwrap().workers.unwrap();
+        assert_eq!(workers.busy_max, 8.0);
     }
 }

@@ -14,6 +14,13 @@ pub const ONE_LEVEL: &str = "one level cannot tell a server at its capacity from
      to spare; run `loadgen capacity` or a sweep to find where it stops, or scrape the \
      server's metrics (--server-metrics) to see its saturation";
 
+/// [`ONE_LEVEL`] for a run that scraped the server (`--server-metrics`) and read no
+/// saturation gauge there: advising the scrape it had would send the user in a circle.
+pub const ONE_LEVEL_SCRAPED: &str = "one level cannot tell a server at its capacity from one \
+     with room to spare, and the server's scrapes held no saturation gauge the verdict read; \
+     run `loadgen capacity` or a sweep to find where it stops, or name the service's gauges \
+     with --server-saturation (BUSY/LIMIT)";
+
 /// The target's CPU against the contract's `cpu_saturated_share` and `cpu_room_share`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum CpuBusy {

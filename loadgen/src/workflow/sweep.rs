@@ -236,6 +236,8 @@ fn level_configs(
             // Later levels start when the one before ends, not at --start-at: their lateness
             // after it is not skew and is not recorded.
             config.sharding.waits_for_start_at = false;
+            // The gauges were held to the scrape before the first level.
+            config.evidence.server_metrics.check_before_run = false;
         }
         configs.push((name, config));
     }

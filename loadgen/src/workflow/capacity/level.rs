@@ -131,6 +131,9 @@ impl LevelPlan<'_> {
     ) -> Result<Level, RunError> {
         let name = format!("level-{index:02}-{rate_rps}rps");
         let mut config = self.config(&name, rate_rps, duration)?;
+        // The gauges are held to a scrape before the first level only: a later level that
+        // sees several series warns, as a run does, and keeps what the search measured.
+        config.evidence.server_metrics.check_before_run = index == 0;
         config.judgement.level = Some(LevelSpec {
             slos: self.slos.to_vec(),
         });

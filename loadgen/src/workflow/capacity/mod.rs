@@ -120,6 +120,10 @@ async fn run_search(
         };
         let (mut level, sent) = match measure(args, plan, &mut levels, level, stop).await {
             Ok(measured) => measured,
+            // Ctrl-C while the target was being waited for: the user stopped the search.
+            Err(lost) if lost.is_target_lost() && stop.is_draining() => {
+                return Ok((levels, Stopped::Interrupted));
+            }
             Err(lost) if lost.is_target_lost() => {
                 return Ok((levels, Stopped::TargetLost(lost.to_string())));
             }
