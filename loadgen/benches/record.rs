@@ -38,6 +38,7 @@ fn rows() -> Vec<RequestRecord> {
                 attempt: 1,
                 check: None,
                 trace_id: None,
+                retry_after_s: None,
             }
         })
         .collect()

@@ -161,6 +161,15 @@ pub struct RequestRecord {
     /// The W3C trace id of the `traceparent` the request carried (`--trace`); never zero
     /// (an invalid id), which keeps the field as small as the id.
     pub trace_id: Option<std::num::NonZeroU128>,
+    /// A rejection's (429, 503) `Retry-After` in seconds. Not a column: the writer's
+    /// aggregates count it into run.json's `summary.rejections`.
+    pub retry_after_s: Option<u32>,
+}
+
+/// True for the statuses that reject a request for now (429 Too Many Requests, 503 Service
+/// Unavailable): the ones whose `Retry-After` is recorded and the verdict calls rejections.
+pub fn is_rejection(status: u16) -> bool {
+    matches!(status, 429 | 503)
 }
 
 fn dictionary(name: &str, nullable: bool) -> Field {

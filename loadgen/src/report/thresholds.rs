@@ -438,6 +438,7 @@ mod tests {
             attempt: 1,
             check: None,
             trace_id: None,
+            retry_after_s: None,
         }
     }
 

@@ -39,6 +39,8 @@ pub(super) struct Driven {
     /// A capacity level's watcher: why it stopped the level early, if it did (it ends when
     /// the writer has handed over its last samples).
     pub level_watch: Option<tokio::task::JoinHandle<Option<Abort>>>,
+    /// The connections' `TCP_INFO`, summed as each closed.
+    pub tcp: Arc<crate::stats::tcp::TcpTotals>,
 }
 
 /// Runs the model until its workers are done (or cut off) and the progress line is cleared.
@@ -96,6 +98,7 @@ pub(super) async fn drive(
     }
     let progress = Progress::start(config.progress, config.model.plan().extent(), live.clone());
     let announce = progress.announcer(!config.json);
+    let tcp = transport.tcp.clone();
     let mut pool = WorkerPool::new(ctx, transport, records, config.shard);
     let timer = duration_timer(config, stop);
     let judge = abort_on_fail(config, output, stop, announce.clone());
@@ -125,6 +128,7 @@ pub(super) async fn drive(
         servermon,
         metrics_server,
         level_watch,
+        tcp,
     })
 }
 
@@ -223,6 +227,7 @@ fn transport_config(
         connect_pacer: Some(Arc::new(ConnectPacer::new(f64::from(
             config.connection.connect_rate_per_s,
         )))),
+        tcp: Arc::default(),
     })
 }
 

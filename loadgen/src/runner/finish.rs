@@ -113,7 +113,10 @@ pub(super) async fn finish(
     mut warnings: Vec<String>,
     extra: Option<RunJsonExtra>,
 ) -> Result<RunOutcome, RunError> {
-    let client = client_summary(&config, &target, driven.sysmon, &mut warnings);
+    let mut client = client_summary(&config, &target, driven.sysmon, &mut warnings);
+    if let Some(client) = client.as_mut() {
+        client.tcp = driven.tcp.summary();
+    }
     let scrapes = driven.servermon.map(|s| server_scrapes(s, &mut warnings));
     let RunOutput {
         run_id,

@@ -455,6 +455,7 @@ mod tests {
             attempt: 1 + (i % 3) as u8,
             check: i.is_multiple_of(11).then_some(0),
             trace_id: None,
+            retry_after_s: None,
         }
     }
 

@@ -219,6 +219,7 @@ mod tests {
             attempt: 1,
             check: None,
             trace_id: None,
+            retry_after_s: None,
         }
     }
 

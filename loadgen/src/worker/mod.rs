@@ -285,6 +285,7 @@ fn row(
         attempt: work.attempt,
         check,
         trace_id: None,
+        retry_after_s: exchange.retry_after_s,
     }
 }
 

@@ -98,7 +98,8 @@ impl Http1Connection {
         }
         if self.open.is_none() {
             let before = Instant::now();
-            let Connected { io, meter } = connect(origin, self.source, self.config.connect_timeout)
+            let (source, timeout) = (self.source, self.config.connect_timeout);
+            let Connected { io, meter } = connect(origin, source, timeout, &self.config.tcp)
                 .await
                 .map_err(|f| f.class)?;
             out.add_connect(nanos(before.elapsed()));
@@ -163,6 +164,7 @@ impl Http1Connection {
             }
         };
         out.status = head.status;
+        out.retry_after_s = head.retry_after_s;
         let first_byte = open.meter.first_read().unwrap_or_else(Instant::now);
         out.ttfb_ns = Some(nanos(first_byte.saturating_duration_since(started)));
         let Capture { headers, body, .. } = request.capture;
@@ -401,6 +403,7 @@ mod tests {
             request_timeout: std::time::Duration::from_secs(30),
             sources: Vec::new(),
             connect_pacer: None,
+            tcp: Arc::default(),
         });
         let mut connection = Http1Connection::new(config.clone(), None);
         let request = Outgoing {
