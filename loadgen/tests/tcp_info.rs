@@ -1,8 +1,9 @@
 //! Issue 44: the network's own evidence. A run's `client.tcp` (run.json) is what the kernel
-//! measured on the client's sockets (`TCP_INFO`, read as each connection closes): over a
-//! real path with a known delay and loss — a network namespace joined to this one by a veth
-//! pair, `tc netem` on the client's side — the round trip it reports is the delay, and loss
-//! shows as retransmits. Needs root, `ip` and `tc` (and the `sch_netem` module); skips with
+//! measured on the client's sockets (`TCP_INFO`, read as each connection closes), over a real
+//! path — a network namespace joined to this one by a veth pair. With `tc netem` on the
+//! client's side, the round trip it reports is netem's delay and loss shows as retransmits;
+//! a kernel without netem (this project's VMs) is shaped with `tbf` instead: a full link's
+//! queue shows as a round trip far above the lowest. Needs root, `ip` and `tc`; skips with
 //! the reason otherwise. Traffic stays inside the namespace pair it creates.
 
 mod common;
@@ -19,6 +20,7 @@ use servers::ServerConfig;
 struct Namespace {
     namespace: String,
     inside: String,
+    outside: String,
     host_ip: Ipv4Addr,
 }
 
@@ -48,6 +50,7 @@ impl Namespace {
         let path = Namespace {
             namespace,
             inside,
+            outside: outside.clone(),
             host_ip,
         };
         let ns = path.namespace.as_str();
@@ -94,7 +97,7 @@ impl Namespace {
     }
 
     /// A closed run of 4 connections for 2 s from inside the namespace; its run.json.
-    fn run(&self, url: &str, out: &Path) -> serde_json::Value {
+    fn run(&self, url: &str, out: &Path, extra: &[&str]) -> serde_json::Value {
         let output = Command::new("ip")
             .args([
                 "netns",
@@ -113,6 +116,7 @@ impl Namespace {
                 "--no-progress",
                 "--json",
             ])
+            .args(extra)
             .arg("--out")
             .arg(out)
             .output()
@@ -138,19 +142,19 @@ fn tcp_info_shows_the_paths_delay_and_its_losses() {
             return;
         }
     };
-    if let Err(why) = path.netem(&["delay", "20ms"]) {
-        eprintln!("skipped: tc netem is not available ({why})");
-        return;
-    }
     let server = ServerOnRuntime::start(ServerConfig {
         bind: IpAddr::V4(path.host_ip),
         ..ServerConfig::default()
     });
     let url = server.url("/albums/1");
     let dir = tempfile::tempdir().unwrap();
+    if let Err(why) = path.netem(&["delay", "20ms"]) {
+        eprintln!("no tc netem ({why}): the link is shaped with tbf instead");
+        return a_full_links_queue_shows_in_the_round_trip(&path, &url, dir.path());
+    }
 
     // 20 ms on the client's way out: every round trip takes at least that.
-    let run = path.run(&url, &dir.path().join("delay"));
+    let run = path.run(&url, &dir.path().join("delay"), &[]);
     let tcp = &run["client"]["tcp"];
     assert!(tcp["connections"].as_u64().unwrap() >= 4, "{tcp}");
     let rtt_us = tcp["rtt_mean_us"].as_f64().unwrap();
@@ -162,8 +166,47 @@ fn tcp_info_shows_the_paths_delay_and_its_losses() {
 
     // And 10 % of its segments lost: the client sends them again.
     path.netem(&["delay", "20ms", "loss", "10%"]).unwrap();
-    let run = path.run(&url, &dir.path().join("loss"));
+    let run = path.run(&url, &dir.path().join("loss"), &[]);
     let tcp = &run["client"]["tcp"];
     assert!(tcp["retransmits"].as_u64().unwrap() > 0, "{tcp}");
     assert!(tcp["retransmit_share"].as_f64().unwrap() > 0.01, "{tcp}");
+}
+
+/// The server's way out shaped to 64 kbit/s (`tbf`, a queue of up to 200 ms): 4 connections
+/// fill it, and its queue holds the acknowledgements of the client's requests, so the round
+/// trip TCP measured is far above the lowest (measured: 99 ms against 5 µs), and the verdict
+/// shows it. First the same path unshaped: microseconds, nothing to show.
+fn a_full_links_queue_shows_in_the_round_trip(path: &Namespace, url: &str, dir: &Path) {
+    let idle = path.run(url, &dir.join("idle"), &[]);
+    let tcp = &idle["client"]["tcp"];
+    assert!(tcp["rtt_mean_us"].as_f64().unwrap() < 5_000.0, "{tcp}");
+    let evidence = idle["verdict"]["evidence"].to_string();
+    assert!(evidence.contains("TCP on the client's"), "{evidence}");
+    assert_ne!(idle["verdict"]["cause"], "network", "{}", idle["verdict"]);
+    let shape = [
+        "tc",
+        "qdisc",
+        "replace",
+        "dev",
+        &path.outside,
+        "root",
+        "tbf",
+        "rate",
+        "64kbit",
+        "burst",
+        "4kbit",
+        "latency",
+        "200ms",
+    ];
+    if let Err(why) = sh(&shape) {
+        eprintln!("skipped: neither netem nor tbf ({why})");
+        return;
+    }
+    let full = path.run(url, &dir.join("full"), &["--link-capacity", "64kbit"]);
+    let tcp = &full["client"]["tcp"];
+    let rtt_us = tcp["rtt_mean_us"].as_f64().unwrap();
+    let lowest_us = tcp["min_rtt_us"].as_f64().unwrap();
+    assert!(rtt_us >= 10_000.0 && rtt_us >= 2.0 * lowest_us, "{tcp}");
+    let evidence = full["verdict"]["evidence"].to_string();
+    assert!(evidence.contains("TCP on the client's"), "{evidence}");
 }

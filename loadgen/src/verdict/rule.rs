@@ -29,6 +29,7 @@ pub struct Thresholds {
     pub min_transfer_link_share: f64,
     pub tcp_quiet_max_retransmit_share: f64,
     pub tcp_queueing_rtt_ratio: f64,
+    pub tcp_queueing_min_us: f64,
     pub saturated_scrape_share: f64,
     pub cpu_saturated_share: f64,
     pub cpu_room_share: f64,
@@ -173,12 +174,15 @@ impl Rule {
 
 /// Whether the client's sockets show the network (`TCP_INFO`): retransmits above
 /// `tcp_quiet_max_retransmit_share` of the segments sent, or a mean round-trip time at least
-/// `tcp_queueing_rtt_ratio` times the lowest (queues on the path). Without either, a network
+/// `tcp_queueing_rtt_ratio` times the lowest and `tcp_queueing_min_us` above it (queues on the
+/// path, not a microsecond path's noise). Without either, a network
 /// verdict is weak: bytes alone do not make the network the cause.
 pub fn tcp_shows_network(retransmit_share: f64, rtt_mean_us: f64, min_rtt_us: Option<u64>) -> bool {
-    let queueing = min_rtt_us
-        .filter(|m| *m > 0)
-        .is_some_and(|m| rtt_mean_us >= T.tcp_queueing_rtt_ratio * m as f64);
+    let queueing = min_rtt_us.filter(|m| *m > 0).is_some_and(|m| {
+        let lowest = m as f64;
+        rtt_mean_us >= T.tcp_queueing_rtt_ratio * lowest
+            && rtt_mean_us - lowest >= T.tcp_queueing_min_us
+    });
     retransmit_share > T.tcp_quiet_max_retransmit_share || queueing
 }
 
