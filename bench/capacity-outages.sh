@@ -27,7 +27,12 @@ out="bench/out/$(date -u +%Y%m%dT%H%M%SZ)-capacity-outages"
 mkdir -p "$out"
 echo "runs in $out; $(nproc) cores, load average $(cut -d' ' -f1-3 /proc/loadavg)" >&2
 OUT="$out" SEARCHES="${1:-5}" OUTAGES="${OUTAGES:-1}" "$VENV/bin/python" - <<'PY' | tee "$out/table.md"
-import json, os, signal, subprocess, threading, time
+import json
+import os
+import signal
+import subprocess
+import threading
+import time
 from pathlib import Path
 
 from loadgen_analysis.testing.zoo import nginx as zn
@@ -36,7 +41,8 @@ from loadgen_analysis.testing.zoo.stacks import free_port
 OUT, SEARCHES = Path(os.environ["OUT"]), int(os.environ["SEARCHES"])
 OUTAGES = os.environ["OUTAGES"] != "0"
 TRUTH, TOLERANCE = float(zn.LIMIT_RPS), 0.15
-LOADGEN, SERVER = "target/release/loadgen", "target/release/loadgen-server"
+LOADGEN = os.environ.get("LOADGEN_BIN", "target/release/loadgen")
+SERVER = os.environ.get("LOADGEN_SERVER_BIN", "target/release/loadgen-server")
 FLAGS = ["--slo", "p99<100ms", "--slo", "error_rate<1%", "--level-duration", "2s",
          "--warmup", "500ms", "--cool-down", "500ms", "--tolerance", "10%",
          "--allow-unconverged", "--json", "--no-progress"]
