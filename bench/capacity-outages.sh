@@ -30,6 +30,7 @@ OUT="$out" SEARCHES="${1:-5}" OUTAGES="${OUTAGES:-1}" "$VENV/bin/python" - <<'PY
 import json
 import os
 import signal
+import socket
 import subprocess
 import threading
 import time
@@ -51,13 +52,20 @@ FLAGS = ["--slo", "p99<100ms", "--slo", "error_rate<1%", "--level-duration", "2s
 class Server:
     """A server process that can be stopped and started again on its port."""
 
-    def __init__(self, argv):
-        self.argv, self.proc = argv, None
+    def __init__(self, argv, port):
+        self.argv, self.port, self.proc = argv, port, None
 
     def start(self):
         self.proc = subprocess.Popen(self.argv, stdout=subprocess.DEVNULL,
                                      stderr=subprocess.DEVNULL)
-        time.sleep(0.3)
+        deadline = time.monotonic() + 15
+        while time.monotonic() < deadline:  # until it accepts (nginx takes a moment)
+            try:
+                socket.create_connection(("127.0.0.1", self.port), timeout=0.2).close()
+                return
+            except OSError:
+                time.sleep(0.05)
+        raise RuntimeError(f"{self.argv[0]} did not listen on port {self.port}")
 
     def stop(self):
         self.proc.send_signal(signal.SIGTERM)
@@ -72,13 +80,13 @@ def nginx_row(directory: Path):
     config = directory / "nginx.conf"
     config.write_text(zn.CONFIG.format(d=directory, port=port, upstream="127.0.0.1:9",
                                        rate=zn.LIMIT_RPS, burst=zn.LIMIT_BURST))
-    return Server([zn.NGINX, "-c", str(config)]), f"http://127.0.0.1:{port}/limit503"
+    return Server([zn.NGINX, "-c", str(config)], port), f"http://127.0.0.1:{port}/limit503"
 
 
 def loadgen_server_row(directory: Path):
     port = free_port()
     argv = [SERVER, "--port", str(port), "--rate-limit", str(zn.LIMIT_RPS)]
-    return Server(argv), f"http://127.0.0.1:{port}/albums/1"
+    return Server(argv, port), f"http://127.0.0.1:{port}/albums/1"
 
 
 def blink(server: Server, search: Path, done: threading.Event, seen: list):

@@ -204,7 +204,10 @@ impl Level {
         // long it asked clients to wait: the answer names the rejections.
         if !passed {
             if let Some(rejected) = words::rejected(summary.requests, &summary.rejections) {
-                level.reasons.push(rejected);
+                // Said once: the verdict's errors.share reason may already say it.
+                if !level.reasons.iter().any(|r| r.contains(&rejected)) {
+                    level.reasons.push(rejected);
+                }
             }
         }
         if level.interrupted {
