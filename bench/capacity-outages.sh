@@ -73,6 +73,7 @@ class Server:
 
 
 def nginx_row(directory: Path):
+    directory = directory.resolve()  # nginx reads relative paths from its own prefix
     (directory / "www").mkdir(parents=True)
     (directory / "tmp").mkdir()
     (directory / "www" / "static.txt").write_bytes(b"x" * 63 + b"\n")
