@@ -227,5 +227,5 @@ def test_the_image_builds_the_readme_binary_and_runs_it() -> None:
     lines = (REPO / ".dockerignore").read_text().splitlines()
     ignored = [line.rstrip("/") for line in lines if line and not line.startswith("#")]
     assert "target" in ignored
-    for needed in ("Cargo.toml", "Cargo.lock", "loadgen", "servers"):
+    for needed in ("Cargo.toml", "Cargo.lock", "loadgen", "servers", "tcpinfo"):
         assert not [p for p in ignored if fnmatch.fnmatch(needed, p)], needed

@@ -40,6 +40,7 @@ fn rows() -> Vec<RequestRecord> {
                 trace_id: None,
                 grpc_status: None,
                 grpc_message: None,
+                retry_after_s: None,
             }
         })
         .collect()

@@ -413,10 +413,27 @@ fn a_rate_limited_server_is_found_and_limited_by_errors() {
     assert_eq!(answer["limited_by"], "errors", "{answer}");
     let evidence = answer["evidence"].to_string();
     assert!(evidence.contains("503"), "{evidence}");
+    // Issue 44: the answer names the rejections and how long the server asked to wait.
+    let text = answer["answer"].as_str().unwrap();
+    assert!(
+        text.contains("the server rejected") && text.contains("with 503, Retry-After 1 s"),
+        "{text}"
+    );
     // Every level that failed was rejected, none blamed on the server or the client.
     for level in answer["levels"].as_array().unwrap() {
         if level["passed"] == false {
             assert_eq!(level["cause"], "errors", "{level}");
+            let rejections = &level["rejections"][0];
+            assert_eq!(rejections["status"], 503, "{level}");
+            assert_eq!(rejections["retry_after_min_s"], 1, "{level}");
+            assert_eq!(
+                rejections["retry_after_responses"], rejections["responses"],
+                "{level}"
+            );
+            let run = common::run_json(std::path::Path::new(level["run_dir"].as_str().unwrap()));
+            assert_eq!(run["summary"]["rejections"], level["rejections"], "{run}");
+            let evidence = run["verdict"]["evidence"].to_string();
+            assert!(evidence.contains("with 503, Retry-After 1 s"), "{evidence}");
         }
     }
 }

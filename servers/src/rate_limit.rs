@@ -1,5 +1,6 @@
 //! `--rate-limit`: at most so many API requests per second are served; one arriving faster is
-//! answered `503 Service Unavailable` at once, as an API gateway or nginx's `limit_req` does.
+//! answered `503 Service Unavailable` with `Retry-After: 1` at once, as an API gateway or
+//! nginx's `limit_req` does.
 //!
 //! A generic cell rate algorithm on one atomic: the theoretical arrival time of the next
 //! request moves by one interval per request served, and a request that would push it more

@@ -6,7 +6,7 @@
 use bytes::Bytes;
 use http_body_util::BodyExt as _;
 use hyper::body::Incoming;
-use hyper::header::{HeaderValue, ALLOW, CONTENT_TYPE};
+use hyper::header::{HeaderValue, ALLOW, CONTENT_TYPE, RETRY_AFTER};
 use hyper::{Response, StatusCode};
 use serde::Serialize;
 
@@ -60,6 +60,16 @@ pub(crate) fn json(status: StatusCode, value: &impl Serialize) -> Reply {
 pub(crate) fn empty(status: StatusCode) -> Reply {
     let mut response = Response::new(Bytes::new());
     *response.status_mut() = status;
+    response
+}
+
+/// `--rate-limit`'s refusal: 503 with `Retry-After: 1` (the limiter's window is a second),
+/// as an API gateway or nginx's `limit_req` with `add_header Retry-After` answers.
+pub(crate) fn rejected() -> Reply {
+    let mut response = empty(StatusCode::SERVICE_UNAVAILABLE);
+    response
+        .headers_mut()
+        .insert(RETRY_AFTER, HeaderValue::from_static("1"));
     response
 }
 

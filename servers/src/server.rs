@@ -417,7 +417,7 @@ async fn serve_api(
         .is_some_and(|limit| !limit.admit())
     {
         reply::discard_body(body).await;
-        return (reply::empty(hyper::StatusCode::SERVICE_UNAVAILABLE), None);
+        return (reply::rejected(), None);
     }
     hold_during_stall(shared).await;
     let _worker = match &shared.workers {

@@ -173,6 +173,15 @@ pub struct RequestRecord {
     pub grpc_status: Option<u8>,
     /// gRPC calls: the reply's `grpc-message`, as an index into [`grpc`]'s table.
     pub grpc_message: Option<u16>,
+    /// A rejection's (429, 503) `Retry-After` in seconds. Not a column: the writer's
+    /// aggregates count it into run.json's `summary.rejections`.
+    pub retry_after_s: Option<u32>,
+}
+
+/// True for the statuses that reject a request for now (429 Too Many Requests, 503 Service
+/// Unavailable): the ones whose `Retry-After` is recorded and the verdict calls rejections.
+pub fn is_rejection(status: u16) -> bool {
+    matches!(status, 429 | 503)
 }
 
 fn dictionary(name: &str, nullable: bool) -> Field {

@@ -20,6 +20,28 @@ use crate::record::Labels;
 use crate::stats::activity::Activity;
 use crate::stats::{Aggregator, OpAggregate};
 
+/// The responses of one rejecting status (429, 503): how many, and the `Retry-After` they
+/// carried (how long the server asked clients to wait), in seconds.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct Rejection {
+    pub status: u16,
+    pub responses: u64,
+    pub retry_after_responses: u64,
+    pub retry_after_min_s: Option<u32>,
+    pub retry_after_max_s: Option<u32>,
+}
+
+impl Rejection {
+    /// "503, Retry-After 1 s", "429, Retry-After 1–30 s", or "429" without one.
+    pub fn text(&self) -> String {
+        match (self.retry_after_min_s, self.retry_after_max_s) {
+            (Some(lo), Some(hi)) if lo == hi => format!("{}, Retry-After {lo} s", self.status),
+            (Some(lo), Some(hi)) => format!("{}, Retry-After {lo}–{hi} s", self.status),
+            _ => self.status.to_string(),
+        }
+    }
+}
+
 /// The numbers a run ends with; printed on the console and stored in run.json.
 #[derive(Debug, Clone, Default, Serialize)]
 pub struct RunSummary {
@@ -30,6 +52,9 @@ pub struct RunSummary {
     pub errors: BTreeMap<String, u64>,
     /// Failures of class `http_status` by status code (`"404": 34562`).
     pub failed_statuses: BTreeMap<String, u64>,
+    /// Rejections (429, 503) by status, with the `Retry-After` they carried; absent when none.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub rejections: Vec<Rejection>,
     /// From the first request's start to the last one's end.
     pub wall_time_ns: i64,
     pub throughput_rps: f64,
@@ -237,6 +262,17 @@ impl RunSummary {
                 .failed_statuses
                 .iter()
                 .map(|(status, n)| (status.to_string(), *n))
+                .collect(),
+            rejections: stats
+                .rejections
+                .iter()
+                .map(|(&status, r)| Rejection {
+                    status,
+                    responses: r.responses,
+                    retry_after_responses: r.retry_after_responses,
+                    retry_after_min_s: r.retry_after_min_s,
+                    retry_after_max_s: r.retry_after_max_s,
+                })
                 .collect(),
             wall_time_ns,
             throughput_rps: rate(requests),

@@ -39,6 +39,8 @@ pub(super) struct Driven {
     /// A capacity level's watcher: why it stopped the level early, if it did (it ends when
     /// the writer has handed over its last samples).
     pub level_watch: Option<tokio::task::JoinHandle<Option<Abort>>>,
+    /// The connections' `TCP_INFO`, summed as each closed.
+    pub tcp: Arc<crate::stats::tcp::TcpTotals>,
 }
 
 /// Runs the model until its workers are done (or cut off) and the progress line is cleared.
@@ -85,15 +87,7 @@ pub(super) async fn drive(
         watched_rows_max_age: config.abort_after.map(|_| ROWS_TO_JUDGE_MAX_AGE),
     });
     if config.output.banner {
-        eprintln!(
-            "running {} against {} — Ctrl-C stops and keeps every completed request",
-            config.model.plan().describe(),
-            target.url.url
-        );
-        eprintln!("{}", connecting(config));
-        for note in &config.notes {
-            eprintln!("note: {note}");
-        }
+        eprintln!("{}", banner(config, target));
     }
     let progress = Progress::start(
         config.output.progress,
@@ -101,6 +95,7 @@ pub(super) async fn drive(
         live.clone(),
     );
     let announce = progress.announcer(!config.output.json);
+    let tcp = transport.tcp.clone();
     let mut pool = WorkerPool::new(ctx, transport, records, config.sharding.shard);
     let timer = duration_timer(config, stop);
     let judge = abort_on_fail(config, output, stop, announce.clone());
@@ -130,7 +125,22 @@ pub(super) async fn drive(
         servermon,
         metrics_server,
         level_watch,
+        tcp,
     })
+}
+
+/// What the run runs, against what, how it connects and its notes: said once at its start.
+fn banner(config: &RunConfig, target: &PreparedTarget) -> String {
+    let mut lines = vec![
+        format!(
+            "running {} against {} — Ctrl-C stops and keeps every completed request",
+            config.model.plan().describe(),
+            target.url.url
+        ),
+        connecting(config),
+    ];
+    lines.extend(config.notes.iter().map(|note| format!("note: {note}")));
+    lines.join("\n")
 }
 
 /// How connections are opened, said once at the start: the pace and, when not the kernel's
@@ -227,6 +237,7 @@ fn transport_config(
         connect_pacer: Some(Arc::new(ConnectPacer::new(f64::from(
             config.connection.connect_rate_per_s,
         )))),
+        tcp: Arc::default(),
     })
 }
 

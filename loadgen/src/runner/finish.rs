@@ -113,7 +113,8 @@ pub(super) async fn finish(
     mut warnings: Vec<String>,
     extra: Option<RunJsonExtra>,
 ) -> Result<RunOutcome, RunError> {
-    let client = client_summary(&config, &target, driven.sysmon, &mut warnings);
+    let sysmon = (driven.sysmon, &*driven.tcp);
+    let client = client_summary(&config, &target, sysmon, &mut warnings);
     let scrapes = driven.servermon.map(|s| server_scrapes(s, &mut warnings));
     let RunOutput {
         run_id,
@@ -419,11 +420,12 @@ async fn upload(
 fn client_summary(
     config: &RunConfig,
     target: &PreparedTarget,
-    sysmon: Result<Sysmon, SysmonError>,
+    (sysmon, tcp): (Result<Sysmon, SysmonError>, &crate::stats::tcp::TcpTotals),
     warnings: &mut Vec<String>,
 ) -> Option<ClientSummary> {
     match sysmon.and_then(|s| s.finish()) {
         Ok(mut client) => {
+            client.tcp = tcp.summary();
             verdict::client::judge(&mut client);
             client.set_shared_with(target.server_on_this_machine());
             (client.link_capacity_bps, client.link_capacity_source) =

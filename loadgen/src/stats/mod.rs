@@ -11,6 +11,7 @@ pub mod activity;
 pub mod live;
 pub mod samples;
 pub mod sparse;
+pub mod tcp;
 
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
@@ -354,6 +355,8 @@ pub struct Aggregator {
     pub check_failures: Vec<u64>,
     /// Rows of class `http_status` (an unexpected status) per status code.
     pub failed_statuses: BTreeMap<u16, u64>,
+    /// Rejections (429, 503) per status, with the `Retry-After` they carried.
+    pub rejections: BTreeMap<u16, Rejections>,
     /// Rows whose response had an expected status: the ones checks were evaluated on.
     pub checked: u64,
     /// The phase whose rows are recorded but left out of everything above but `phases`: the
@@ -365,6 +368,27 @@ pub struct Aggregator {
     pub components: Components,
     max_attempts: u8,
     max_lateness_ns: i64,
+}
+
+/// Responses of one rejecting status (429, 503) and the `Retry-After` they carried.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Rejections {
+    pub responses: u64,
+    /// Responses with a `Retry-After` the client could read (delay-seconds or an HTTP-date).
+    pub retry_after_responses: u64,
+    pub retry_after_min_s: Option<u32>,
+    pub retry_after_max_s: Option<u32>,
+}
+
+impl Rejections {
+    fn observe(&mut self, retry_after_s: Option<u32>) {
+        self.responses += 1;
+        if let Some(s) = retry_after_s {
+            self.retry_after_responses += 1;
+            self.retry_after_min_s = Some(self.retry_after_min_s.map_or(s, |m| m.min(s)));
+            self.retry_after_max_s = Some(self.retry_after_max_s.map_or(s, |m| m.max(s)));
+        }
+    }
 }
 
 impl Aggregator {
@@ -388,6 +412,7 @@ impl Aggregator {
             send_lag_ns: None,
             check_failures: vec![0; check_count],
             failed_statuses: BTreeMap::new(),
+            rejections: BTreeMap::new(),
             checked: 0,
             left_out_phase: None,
             left_out_rows: 0,
@@ -472,6 +497,12 @@ impl Aggregator {
             if class == ErrorClass::HttpStatus {
                 *self.failed_statuses.entry(r.status).or_insert(0) += 1;
             }
+        }
+        if crate::record::is_rejection(r.status) {
+            self.rejections
+                .entry(r.status)
+                .or_default()
+                .observe(r.retry_after_s);
         }
         if let Some(failed) = r
             .check

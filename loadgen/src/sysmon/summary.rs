@@ -60,6 +60,9 @@ pub struct ClientSummary {
     pub link_capacity_bps: Option<u64>,
     /// `flag` or `interface`; `None` when unknown.
     pub link_capacity_source: Option<&'static str>,
+    /// What the kernel measured on the client's sockets (`TCP_INFO`, read as each connection
+    /// closed): round-trip time and retransmits; `None` when no connection was read.
+    pub tcp: Option<crate::stats::tcp::TcpSummary>,
     /// Who shares the cores, for the console ("the embedded server").
     #[serde(skip)]
     pub shared_with: Option<&'static str>,
@@ -201,6 +204,7 @@ pub mod tests {
             target_interface: None,
             link_capacity_bps: None,
             link_capacity_source: None,
+            tcp: None,
             shared_with: None,
         }
     }

@@ -17,6 +17,7 @@ use tokio::net::TcpStream;
 use super::classify_io;
 use super::io::{Meter, MeteredIo};
 use crate::record::ErrorClass;
+use crate::stats::tcp::TcpTotals;
 
 /// Anything a connection can run over (plain TCP or TLS), boxed so both share one type.
 pub trait Io: AsyncRead + AsyncWrite + Send + Unpin {}
@@ -73,8 +74,9 @@ pub async fn connect(
     origin: &Origin,
     source: Option<IpAddr>,
     timeout: Duration,
+    tcp: &Arc<TcpTotals>,
 ) -> Result<Connected, ConnectFailure> {
-    match tokio::time::timeout(timeout, connect_inner(origin, source)).await {
+    match tokio::time::timeout(timeout, connect_inner(origin, source, tcp)).await {
         Ok(result) => result,
         Err(_) => Err(ConnectFailure {
             class: ErrorClass::ConnectTimeout,
@@ -89,6 +91,7 @@ pub async fn connect(
 async fn connect_inner(
     origin: &Origin,
     source: Option<IpAddr>,
+    tcp_totals: &Arc<TcpTotals>,
 ) -> Result<Connected, ConnectFailure> {
     let failure = |e: std::io::Error| ConnectFailure {
         class: classify_io(&e, true),
@@ -109,7 +112,7 @@ async fn connect_inner(
     // Requests are small and latency matters more than packet count.
     let _ = tcp.set_nodelay(true);
     let meter = Meter::new();
-    let metered = MeteredIo::new(tcp, meter.clone());
+    let metered = MeteredIo::new(tcp, meter.clone(), tcp_totals.clone());
     let io: Box<dyn Io> = match &origin.tls {
         None => Box::new(metered),
         Some(config) => {

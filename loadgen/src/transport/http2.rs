@@ -192,7 +192,7 @@ impl SharedConnection {
 /// Opens a connection (TCP, TLS with ALPN `h2`, or prior knowledge over TCP), completes the
 /// HTTP/2 handshake and starts the task that drives the connection.
 async fn handshake(origin: &Origin, config: &TransportConfig) -> Result<Open, ErrorClass> {
-    let connected = connect(origin, None, config.connect_timeout)
+    let connected = connect(origin, None, config.connect_timeout, &config.tcp)
         .await
         .map_err(|f| f.class)?;
     // Until the server's SETTINGS arrive, h2 would open any number of streams, and a server
@@ -434,6 +434,10 @@ impl Hop for Http2Stream {
         out.send_ns = Some(nanos(started.elapsed()));
         let response = response.await.map_err(|e| open.classify(&e))?;
         out.status = response.status().as_u16();
+        out.retry_after_s = response
+            .headers()
+            .get(hyper::header::RETRY_AFTER)
+            .and_then(|v| super::retry_after_s(out.status, v.as_bytes()));
         out.ttfb_ns = Some(nanos(started.elapsed()));
         out.bytes_received += header_bytes(response.headers());
         let redirect = location(response.status(), response.headers());

@@ -4,7 +4,9 @@
 //! counts are bytes on the wire and the first response byte is seen when it arrives. Over
 //! HTTP/1.1 the worker itself does the I/O; over HTTP/2 hyper's connection task does, while
 //! workers read the counters, hence atomics. Each connection has exactly one writer of each
-//! counter, so relaxed ordering suffices.
+//! counter, so relaxed ordering suffices. As the connection closes, it reads the kernel's
+//! `TCP_INFO` for the socket once (round-trip time, retransmits) into the run's
+//! [`TcpTotals`] — one system call per connection, never per request.
 
 use std::io::IoSlice;
 use std::pin::Pin;
@@ -14,6 +16,9 @@ use std::task::{Context, Poll};
 use std::time::Instant;
 
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
+use tokio::net::TcpStream;
+
+use crate::stats::tcp::TcpTotals;
 
 const DISARMED: i64 = i64::MIN;
 const ARMED: i64 = -1;
@@ -60,20 +65,31 @@ impl Meter {
     }
 }
 
-/// An I/O object that reports its traffic to a [`Meter`].
+/// A TCP stream that reports its traffic to a [`Meter`], and its `TCP_INFO` to the run's
+/// [`TcpTotals`] as it closes.
 #[derive(Debug)]
-pub struct MeteredIo<T> {
-    inner: T,
+pub struct MeteredIo {
+    inner: TcpStream,
     meter: Arc<Meter>,
+    tcp: Arc<TcpTotals>,
 }
 
-impl<T> MeteredIo<T> {
-    pub fn new(inner: T, meter: Arc<Meter>) -> Self {
-        MeteredIo { inner, meter }
+impl MeteredIo {
+    pub fn new(inner: TcpStream, meter: Arc<Meter>, tcp: Arc<TcpTotals>) -> Self {
+        MeteredIo { inner, meter, tcp }
     }
 }
 
-impl<T: AsyncRead + Unpin> AsyncRead for MeteredIo<T> {
+impl Drop for MeteredIo {
+    fn drop(&mut self) {
+        use std::os::fd::AsFd;
+        if let Some(info) = tcpinfo::read(self.inner.as_fd()) {
+            self.tcp.observe(&info);
+        }
+    }
+}
+
+impl AsyncRead for MeteredIo {
     fn poll_read(
         mut self: Pin<&mut Self>,
         cx: &mut Context<'_>,
@@ -94,7 +110,7 @@ impl<T: AsyncRead + Unpin> AsyncRead for MeteredIo<T> {
     }
 }
 
-impl<T: AsyncWrite + Unpin> AsyncWrite for MeteredIo<T> {
+impl AsyncWrite for MeteredIo {
     fn poll_write(
         mut self: Pin<&mut Self>,
         cx: &mut Context<'_>,

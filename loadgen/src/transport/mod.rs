@@ -56,6 +56,9 @@ pub struct Exchange {
     /// [`crate::record::grpc`]'s table).
     pub grpc_status: Option<u8>,
     pub grpc_message: Option<u16>,
+    /// The last response was a rejection (429, 503) with a `Retry-After`: its delay in
+    /// seconds ([`retry_after_s`]).
+    pub retry_after_s: Option<u32>,
 }
 
 impl Exchange {
@@ -100,6 +103,8 @@ pub struct TransportConfig {
     pub sources: Vec<std::net::IpAddr>,
     /// `--connect-rate`: the pace of the workers' first connections.
     pub connect_pacer: Option<Arc<ConnectPacer>>,
+    /// The run's `TCP_INFO` sums: each connection adds its own as it closes.
+    pub tcp: Arc<crate::stats::tcp::TcpTotals>,
 }
 
 /// One worker's way of sending requests.
@@ -436,6 +441,24 @@ fn redirect_method(outgoing: &mut Outgoing<'_>, status: u16) {
     }
 }
 
+/// A rejection's `Retry-After` (RFC 9110 §10.2.3) in seconds: its delay-seconds, or an
+/// HTTP-date's distance from now (0 when past); `None` for any other status or a value that
+/// is neither. Read only on rejections, so the common response pays one name comparison.
+pub fn retry_after_s(status: u16, value: &[u8]) -> Option<u32> {
+    if !crate::record::is_rejection(status) {
+        return None;
+    }
+    let text = std::str::from_utf8(value).ok()?.trim();
+    if let Ok(seconds) = text.parse::<u64>() {
+        return Some(seconds.min(u64::from(u32::MAX)) as u32);
+    }
+    let at = httpdate::parse_http_date(text).ok()?;
+    let ahead = at
+        .duration_since(std::time::SystemTime::now())
+        .unwrap_or_default();
+    Some(ahead.as_secs().min(u64::from(u32::MAX)) as u32)
+}
+
 /// True for the statuses whose `Location` a client may follow.
 pub(crate) fn is_redirect(status: u16) -> bool {
     matches!(status, 301 | 302 | 303 | 307 | 308)
@@ -472,7 +495,8 @@ pub fn classify_io(error: &std::io::Error, connecting: bool) -> ErrorClass {
 /// target or a certificate problem is a clear error at start instead of a run full of
 /// failed rows.
 pub async fn probe(origin: &Origin, connect_timeout: Duration) -> Result<(), ConnectFailure> {
-    connect::connect(origin, None, connect_timeout)
+    let uncounted = Arc::new(crate::stats::tcp::TcpTotals::default());
+    connect::connect(origin, None, connect_timeout, &uncounted)
         .await
         .map(drop)
 }

@@ -143,6 +143,7 @@ pub fn errors(f: &Facts<'_>, numbers: &mut Numbers) -> Vec<Finding> {
             rate,
             classes,
             statuses,
+            rejections: s.rejections.clone(),
         };
         found.push(Finding {
             rule: Rule::ErrorsShare,
@@ -242,6 +243,17 @@ fn schedule(f: &Facts<'_>, numbers: &mut Numbers) -> Option<Finding> {
 /// network's: a late body is noted (and counted as time at the server), a slow send is noted.
 pub fn network(f: &Facts<'_>, shares: &Shares, numbers: &mut Numbers) -> Vec<Finding> {
     let mut found = Vec::new();
+    // The network's own evidence, shown whenever the kernel gave it.
+    if let Some(tcp) = f.client.and_then(|c| c.tcp) {
+        numbers.extend([
+            ("tcp_rtt_mean_us", tcp.rtt_mean_us),
+            ("tcp_retransmit_share", tcp.retransmit_share),
+        ]);
+        if let Some(min) = tcp.min_rtt_us {
+            numbers.insert("tcp_min_rtt_us", min as f64);
+        }
+        found.push(Finding::note(Rule::NetworkTcp, Seen::Tcp(tcp)));
+    }
     let capacity = f
         .client
         .and_then(|c| c.link_capacity_bps)

@@ -9,7 +9,7 @@
 //! found, else the server's.
 
 use super::checks::{self, share, worker_shares, Finding, Numbers, Shares};
-use super::rule::{Rule, WorkerShares, T};
+use super::rule::{self, Rule, WorkerShares, T};
 use super::schedule::{Schedule, Sustainability};
 use super::server::ServerEvidence;
 use super::slo::LevelFacts;
@@ -50,6 +50,20 @@ impl Decision {
             used: Vec::new(),
             reasons: Vec::new(),
         }
+    }
+}
+
+/// The rule's strength; a network cause is weak when the client's sockets (`TCP_INFO`) were
+/// read and show nothing of the network: no retransmits, no queueing.
+fn strength(f: &Facts<'_>, rule: Rule) -> super::Strength {
+    let tcp = f.client.and_then(|c| c.tcp.as_ref());
+    match (rule.cause(), tcp) {
+        (Cause::Network, Some(t))
+            if !rule::tcp_shows_network(t.retransmit_share, t.rtt_mean_us, t.min_rtt_us) =>
+        {
+            super::Strength::Weak
+        }
+        _ => rule.strength(),
     }
 }
 
@@ -103,7 +117,7 @@ pub fn decide(f: Facts<'_>) -> Verdict {
     let saturated = server.iter().any(|x| x.limit);
     Verdict {
         cause: decision.rule.cause(),
-        strength: decision.rule.strength(),
+        strength: strength(&f, decision.rule),
         rule: decision.rule,
         summary,
         evidence,

@@ -27,6 +27,9 @@ pub struct Thresholds {
     pub max_transfer_share: f64,
     pub max_link_utilisation: f64,
     pub min_transfer_link_share: f64,
+    pub tcp_quiet_max_retransmit_share: f64,
+    pub tcp_queueing_rtt_ratio: f64,
+    pub tcp_queueing_min_us: f64,
     pub saturated_scrape_share: f64,
     pub cpu_saturated_share: f64,
     pub cpu_room_share: f64,
@@ -79,6 +82,8 @@ pub enum Rule {
     NetworkLink,
     NetworkTransfer,
     NetworkSend,
+    /// The client's sockets as the kernel saw them (`TCP_INFO`): a note, it decides nothing.
+    NetworkTcp,
     ServerFellBehind,
     ServerSaturated,
     /// A capacity level crossed a latency SLO with nothing before the server to blame.
@@ -114,6 +119,7 @@ impl Rule {
             Rule::NetworkLink => "network.link",
             Rule::NetworkTransfer => "network.transfer",
             Rule::NetworkSend => "network.send",
+            Rule::NetworkTcp => "network.tcp",
             Rule::ServerFellBehind => "server.fell_behind",
             Rule::ServerSaturated => "server.saturated",
             Rule::ServerSlo => "server.slo",
@@ -141,7 +147,9 @@ impl Rule {
             | Rule::ClientSchedule
             | Rule::ClientHttp2Streams
             | Rule::ClientNote => Cause::Client,
-            Rule::NetworkLink | Rule::NetworkTransfer | Rule::NetworkSend => Cause::Network,
+            Rule::NetworkLink | Rule::NetworkTransfer | Rule::NetworkSend | Rule::NetworkTcp => {
+                Cause::Network
+            }
             Rule::ServerFellBehind | Rule::ServerSaturated | Rule::ServerSlo | Rule::ServerNote => {
                 Cause::Server
             }
@@ -162,6 +170,20 @@ impl Rule {
             _ => super::Strength::Strong,
         }
     }
+}
+
+/// Whether the client's sockets show the network (`TCP_INFO`): retransmits above
+/// `tcp_quiet_max_retransmit_share` of the segments sent, or a mean round-trip time at least
+/// `tcp_queueing_rtt_ratio` times the lowest and `tcp_queueing_min_us` above it (queues on the
+/// path, not a microsecond path's noise). Without either, a network
+/// verdict is weak: bytes alone do not make the network the cause.
+pub fn tcp_shows_network(retransmit_share: f64, rtt_mean_us: f64, min_rtt_us: Option<u64>) -> bool {
+    let queueing = min_rtt_us.filter(|m| *m > 0).is_some_and(|m| {
+        let lowest = m as f64;
+        rtt_mean_us >= T.tcp_queueing_rtt_ratio * lowest
+            && rtt_mean_us - lowest >= T.tcp_queueing_min_us
+    });
+    retransmit_share > T.tcp_quiet_max_retransmit_share || queueing
 }
 
 impl serde::Serialize for Rule {
@@ -204,6 +226,20 @@ impl WorkerShares {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// contract/verdict.json's `tcp_vectors`: when TCP shows the network.
+    #[test]
+    fn tcp_shows_the_network_as_the_contracts_vectors_say() {
+        let contract: serde_json::Value = serde_json::from_str(VERDICT_JSON).unwrap();
+        for v in contract["tcp_vectors"].as_array().unwrap() {
+            let shows = tcp_shows_network(
+                v["retransmit_share"].as_f64().unwrap(),
+                v["rtt_mean_us"].as_f64().unwrap(),
+                v["min_rtt_us"].as_u64(),
+            );
+            assert_eq!(shows, v["shows_network"].as_bool().unwrap(), "{v}");
+        }
+    }
 
     #[test]
     fn every_threshold_is_the_contracts_and_every_rule_has_one_name() {

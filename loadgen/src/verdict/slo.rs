@@ -254,7 +254,11 @@ pub struct Outage {
 /// An outage, by the contract's rule (`outage_cluster_share`, `outage_max_span_share`,
 /// `max_error_rate`): most connection failures within a short stretch of the judged window,
 /// and no more other failures than the errors share. A limiter's answers (429, 503) are
-/// responses, not connection failures, and spread through the level.
+/// responses, not connection failures, and spread through the level. A level that ended
+/// inside the stretch — its watcher stops a level whose requests fail — cannot show how long
+/// it lasted: it is an outage when nothing succeeded after it began and the level was clean
+/// before it for at least `outage_max_span_share` of the window (measuring it again tells a
+/// moment from a target that is gone).
 pub fn outage(rows: &LevelRows) -> Option<Outage> {
     let (first, last) = rows.window_ns()?;
     let mut ends: Vec<i64> = rows
@@ -269,11 +273,15 @@ pub fn outage(rows: &LevelRows) -> Option<Outage> {
     ends.sort_unstable();
     let cluster =
         ((T.outage_cluster_share * ends.len() as f64).ceil() as usize).clamp(2, ends.len());
-    let span_ns = (0..=ends.len() - cluster)
-        .map(|i| ends[i + cluster - 1] - ends[i])
-        .min()?;
+    let (start, span_ns) = (0..=ends.len() - cluster)
+        .map(|i| (i, ends[i + cluster - 1] - ends[i]))
+        .min_by_key(|c| c.1)?;
     let window_ns = last - first;
-    if span_ns as f64 > T.outage_max_span_share * window_ns as f64 {
+    let short = T.outage_max_span_share * window_ns as f64;
+    let began_ns = ends[start];
+    let ended_inside = (began_ns - first) as f64 >= short
+        && rows.judged.iter().all(|s| s.failed || s.end_ns < began_ns);
+    if span_ns as f64 > short && !ended_inside {
         return None;
     }
     let other_failures = rows

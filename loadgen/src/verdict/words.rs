@@ -42,7 +42,11 @@ pub enum Seen {
         rate: f64,
         classes: Vec<(String, u64)>,
         statuses: Vec<(String, u64)>,
+        /// The 429s and 503s among the responses, with their `Retry-After`.
+        rejections: Vec<crate::report::Rejection>,
     },
+    /// The client's sockets as the kernel saw them (`TCP_INFO`).
+    Tcp(crate::stats::tcp::TcpSummary),
     /// The client's CPU line (saturated or not).
     Client(Box<ClientSummary>),
     OwnWork {
@@ -134,7 +138,12 @@ pub fn sentence(rule: super::Rule, limit: bool, seen: &Seen) -> String {
             rate,
             classes,
             statuses,
-        } => failures(*failed, *requests, *rate, classes, statuses, limit),
+            rejections,
+        } => {
+            let text = failures(*failed, *requests, *rate, classes, statuses, limit);
+            rejected(*requests, rejections).map_or(text.clone(), |r| format!("{r}: {text}"))
+        }
+        Seen::Tcp(t) => tcp(t),
         Seen::Client(c) if limit => c
             .saturated_finding()
             .unwrap_or_else(|| format!("the client: {}", c.console_line())),
@@ -238,6 +247,38 @@ fn moving(rule: super::Rule, limit: bool, share: f64, c: &super::checks::Carried
         "{what} took {} of latency, but the link does not explain it ({link}): {why}; give \
          --link-capacity if the link may be the limit",
         pct(share)
+    )
+}
+
+/// "the server rejected 12 % with 503, Retry-After 1 s": a limiter's or an overloaded
+/// server's answer, told apart from other failures; `None` without rejections.
+pub fn rejected(requests: u64, rejections: &[crate::report::Rejection]) -> Option<String> {
+    let responses: u64 = rejections.iter().map(|r| r.responses).sum();
+    if responses == 0 {
+        return None;
+    }
+    let list: Vec<String> = rejections.iter().map(|r| r.text()).collect();
+    Some(format!(
+        "the server rejected {} with {}",
+        pct(responses as f64 / requests.max(1) as f64),
+        list.join(" and ")
+    ))
+}
+
+/// "TCP on 16 connections: round trip 20.3 ms (lowest 20.0 ms), 12 of 10000 segments
+/// retransmitted (0.1%)".
+fn tcp(t: &crate::stats::tcp::TcpSummary) -> String {
+    let lowest = t.min_rtt_us.map_or(String::new(), |m| {
+        format!(" (lowest {})", duration(m as f64 * 1e3))
+    });
+    format!(
+        "TCP on the client's {} connections: round trip {}{lowest}, {} of {} segments \
+         retransmitted ({})",
+        t.connections,
+        duration(t.rtt_mean_us * 1e3),
+        t.retransmits,
+        t.segments_out,
+        pct(t.retransmit_share)
     )
 }
 

@@ -221,6 +221,7 @@ mod tests {
             trace_id: None,
             grpc_status: None,
             grpc_message: None,
+            retry_after_s: None,
         }
     }
 

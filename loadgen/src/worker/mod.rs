@@ -297,6 +297,7 @@ fn row(
         trace_id: None,
         grpc_status: exchange.grpc_status,
         grpc_message: exchange.grpc_message,
+        retry_after_s: exchange.retry_after_s,
     }
 }
 

@@ -100,7 +100,12 @@ impl Http1Connection {
             let before = Instant::now();
             // Boxed: opening (TCP, TLS) is rare on a keep-alive connection, and its state
             // would otherwise be part of every request's future, held by every worker.
-            let opening = connect(origin, self.source, self.config.connect_timeout);
+            let opening = connect(
+                origin,
+                self.source,
+                self.config.connect_timeout,
+                &self.config.tcp,
+            );
             let Connected { io, meter } = Box::pin(opening).await.map_err(|f| f.class)?;
             out.add_connect(nanos(before.elapsed()));
             self.open = Some(Open {
@@ -164,6 +169,7 @@ impl Http1Connection {
             }
         };
         out.status = head.status;
+        out.retry_after_s = head.retry_after_s;
         let first_byte = open.meter.first_read().unwrap_or_else(Instant::now);
         out.ttfb_ns = Some(nanos(first_byte.saturating_duration_since(started)));
         let Capture { headers, body, .. } = request.capture;
@@ -403,6 +409,7 @@ mod tests {
             request_timeout: std::time::Duration::from_secs(30),
             sources: Vec::new(),
             connect_pacer: None,
+            tcp: Arc::default(),
         });
         let mut connection = Http1Connection::new(config.clone(), None);
         let request = Outgoing {

@@ -2,7 +2,9 @@
 //! reused buffer, and a response head parsed with `httparse` into what the worker needs
 //! (status, how the body ends, whether the connection stays open, a redirect's location).
 
-use hyper::header::{HeaderMap, HeaderValue, CONNECTION, CONTENT_LENGTH, HOST, TRANSFER_ENCODING};
+use hyper::header::{
+    HeaderMap, HeaderValue, CONNECTION, CONTENT_LENGTH, HOST, RETRY_AFTER, TRANSFER_ENCODING,
+};
 use hyper::{Method, StatusCode};
 
 use super::super::connect::Origin;
@@ -37,6 +39,8 @@ pub struct Head {
     /// The server will close the connection after this response.
     pub close: bool,
     pub location: Option<HeaderValue>,
+    /// A rejection's (429, 503) `Retry-After`, in seconds ([`super::super::retry_after_s`]).
+    pub retry_after_s: Option<u32>,
 }
 
 /// Serialises `request` into `out` (cleared first): request line, `Host` unless the request
@@ -111,6 +115,7 @@ pub fn parse_head(buf: &[u8], head_request: bool) -> Result<Option<Head>, ErrorC
     let http10 = response.version == Some(0);
     let (mut length, mut chunked, mut close, mut keep_alive) = (None, false, http10, false);
     let mut location_value = None;
+    let mut retry_after = None;
     for header in response.headers.iter() {
         let name = header.name;
         if name.eq_ignore_ascii_case(CONTENT_LENGTH.as_str()) {
@@ -134,6 +139,8 @@ pub fn parse_head(buf: &[u8], head_request: bool) -> Result<Option<Head>, ErrorC
             }
         } else if name.eq_ignore_ascii_case("location") {
             location_value = HeaderValue::from_bytes(header.value).ok();
+        } else if name.eq_ignore_ascii_case(RETRY_AFTER.as_str()) {
+            retry_after = Some(header.value);
         }
     }
     if http10 && keep_alive {
@@ -155,12 +162,14 @@ pub fn parse_head(buf: &[u8], head_request: bool) -> Result<Option<Head>, ErrorC
         }
     };
     let location = location_value.filter(|_| super::super::is_redirect(status));
+    let retry_after_s = retry_after.and_then(|v| super::super::retry_after_s(status, v));
     Ok(Some(Head {
         status,
         len,
         framing,
         close,
         location,
+        retry_after_s,
     }))
 }
 
@@ -195,6 +204,31 @@ mod tests {
         response_headers(text, &mut out);
         assert_eq!(out["content-type"], "application/json");
         assert_eq!(out.get_all("x-a").iter().count(), 2);
+    }
+
+    /// A rejection's `Retry-After` is read as seconds (delay-seconds or an HTTP-date ahead);
+    /// on any other status, or unreadable, it is not.
+    #[test]
+    fn a_rejections_retry_after_is_read_in_seconds() {
+        let retry = |status: &str, value: &str| {
+            let text =
+                format!("HTTP/1.1 {status}\r\nRetry-After: {value}\r\nContent-Length: 0\r\n\r\n");
+            parse_head(text.as_bytes(), false)
+                .unwrap()
+                .unwrap()
+                .retry_after_s
+        };
+        assert_eq!(retry("503 Service Unavailable", "1"), Some(1));
+        assert_eq!(retry("429 Too Many Requests", " 120 "), Some(120));
+        assert_eq!(retry("200 OK", "1"), None);
+        assert_eq!(retry("503 Service Unavailable", "soon"), None);
+        assert_eq!(
+            retry("429 Too Many Requests", "Wed, 21 Oct 2015 07:28:00 GMT"),
+            Some(0)
+        );
+        let ahead = std::time::SystemTime::now() + std::time::Duration::from_secs(90);
+        let date = httpdate::fmt_http_date(ahead);
+        assert!(retry("429 Too Many Requests", &date).is_some_and(|s| (88..=90).contains(&s)));
     }
 
     #[test]

@@ -22,6 +22,7 @@ use crate::stats::samples::LevelRows;
 use crate::stop::StopSignal;
 use crate::verdict::schedule::{Schedule, Sustainability};
 use crate::verdict::slo::{self, Outcome, SloJudgement};
+use crate::verdict::words;
 
 pub use crate::verdict::slo::{Abort, Outage};
 /// What stopped a level (errors, client, network or server): the run verdict's causes.
@@ -57,6 +58,9 @@ pub struct Level {
     pub judged_failed: u64,
     /// The statuses of failed responses (`"503"`), with their counts.
     pub failed_statuses: std::collections::BTreeMap<String, u64>,
+    /// Rejections (429, 503) by status, with the `Retry-After` they carried.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub rejections: Vec<crate::report::Rejection>,
     pub failed: u64,
     pub dropped: u64,
     pub late: u64,
@@ -175,6 +179,7 @@ impl Level {
             judged_requests: rows.judged.len() as u64,
             judged_failed: rows.judged.iter().filter(|s| s.failed).count() as u64,
             failed_statuses: summary.failed_statuses.clone(),
+            rejections: summary.rejections.clone(),
             failed: summary.failed,
             dropped: open.map_or(0, |o| o.dropped),
             late: open.map_or(0, |o| o.late),
@@ -198,6 +203,16 @@ impl Level {
             client_saturated: client.is_some_and(|c| c.saturated),
             server_shares_cores: client.is_some_and(|c| c.server_shares_cores),
         };
+        // A failed level that a limiter or an overloaded server answered says so, and how
+        // long it asked clients to wait: the answer names the rejections.
+        if !passed {
+            if let Some(rejected) = words::rejected(summary.requests, &summary.rejections) {
+                // Said once: the verdict's errors.share reason may already say it.
+                if !level.reasons.iter().any(|r| r.contains(&rejected)) {
+                    level.reasons.push(rejected);
+                }
+            }
+        }
         if level.interrupted {
             level.duration_s = summary.wall_time_ns as f64 / 1e9;
             level.reasons.push(format!(
