@@ -390,8 +390,49 @@ fn header_bytes(headers: &HeaderMap) -> u64 {
         .sum()
 }
 
+/// A gRPC call's status: a trailers-only reply's, else its trailers'.
+async fn call_status(
+    early: Option<Result<(u8, Option<String>), ErrorClass>>,
+    body: &mut h2::RecvStream,
+    open: &Open,
+) -> Result<(u8, Option<String>), ErrorClass> {
+    match early {
+        Some(status) => status,
+        None => match body.trailers().await.map_err(|e| open.classify(&e))? {
+            Some(trailers) => grpc::status(&trailers),
+            None => Err(ErrorClass::Protocol),
+        },
+    }
+}
+
 impl Hop for Http2Stream {
     async fn hop(
+        &mut self,
+        origin: &Origin,
+        request: &Outgoing<'_>,
+        started: Instant,
+        out: &mut Exchange,
+        captured: &mut Captured,
+    ) -> Result<Option<HeaderValue>, ErrorClass> {
+        // Boxed: a request's state (its head, the stream, a gRPC call's reply) lives only
+        // while it is in flight, not in every worker's future, idle or not.
+        Box::pin(self.exchange(origin, request, started, out, captured)).await
+    }
+
+    fn settle(&mut self, _out: &mut Exchange) {
+        // Bytes are counted as they are sent and received (see the module note).
+    }
+
+    fn discard(&mut self) {
+        // The stream failed; the connection may be fine for the group's other workers. If it
+        // is not, it reports itself closed and the next request opens a new one.
+        self.open = None;
+    }
+}
+
+impl Http2Stream {
+    /// One request and its response on this worker's stream.
+    async fn exchange(
         &mut self,
         origin: &Origin,
         request: &Outgoing<'_>,
@@ -474,27 +515,11 @@ impl Hop for Http2Stream {
                 captured.push_body(json.as_deref().unwrap_or_default());
             }
             reply.clear();
-            let status = match early {
-                Some(status) => status,
-                None => match body.trailers().await.map_err(|e| open.classify(&e))? {
-                    Some(trailers) => grpc::status(&trailers),
-                    None => Err(ErrorClass::Protocol),
-                },
-            };
+            let status = call_status(early, &mut body, open).await;
             self.calls.reply = reply;
             return grpc::settle(status, out).map(|()| redirect);
         }
         Ok(redirect)
-    }
-
-    fn settle(&mut self, _out: &mut Exchange) {
-        // Bytes are counted as they are sent and received (see the module note).
-    }
-
-    fn discard(&mut self) {
-        // The stream failed; the connection may be fine for the group's other workers. If it
-        // is not, it reports itself closed and the next request opens a new one.
-        self.open = None;
     }
 }
 
