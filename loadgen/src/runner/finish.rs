@@ -14,6 +14,7 @@ use super::{RunError, RunJsonExtra};
 use crate::config::RunConfig;
 use crate::model::Limit;
 use crate::record::Labels;
+use crate::report::dashboard::FinalDashboard;
 use crate::report::metrics::FinalMetrics;
 use crate::report::thresholds::{self, ThresholdResult};
 use crate::report::{
@@ -58,6 +59,8 @@ pub struct RunOutcome {
     pub verdict: Verdict,
     /// The live metrics endpoint, still serving the final counts (`--metrics-addr`).
     pub metrics: Option<FinalMetrics>,
+    /// The page, still serving the final figures (`--dashboard`).
+    pub dashboard: Option<FinalDashboard>,
 }
 
 /// What a run's judgement saw beyond its summary.
@@ -75,9 +78,17 @@ impl RunOutcome {
     /// Keeps the metrics endpoint serving the final counts for `--metrics-linger` (Ctrl-C
     /// skips it); call it once the summary is out. The endpoint closes with the outcome.
     pub async fn linger_metrics(&self, stop: &StopSignal) {
-        if let Some(metrics) = self.metrics.clone() {
-            metrics.linger(stop).await;
-        }
+        let metrics = async {
+            if let Some(metrics) = self.metrics.clone() {
+                metrics.linger(stop).await;
+            }
+        };
+        let dashboard = async {
+            if let Some(dashboard) = self.dashboard.clone() {
+                dashboard.linger(stop).await;
+            }
+        };
+        tokio::join!(metrics, dashboard);
     }
 
     /// The process exit code: the exit reason's; 1 when results did not all reach S3; 99
@@ -139,6 +150,16 @@ pub(super) async fn finish(
     let verdict = decide_verdict(&config, facts, &client, scrapes, &mut warnings);
     let header = header(&config, &target);
     target.shut_down().await;
+    let last = serde_json::json!({
+        "run_id": run_id,
+        "location": location,
+        "exit_reason": exit_reason,
+        "summary": summary,
+        "verdict": verdict,
+        "client": client,
+        "thresholds": thresholds,
+    });
+    let dashboard = (driven.dashboard).map(|d| d.finish(&last, &mut warnings));
 
     write_run_json(
         &run_dir,
@@ -193,6 +214,7 @@ pub(super) async fn finish(
         // Served to the end and beyond, so a last scrape sees the final counts.
         metrics: (driven.metrics_server)
             .map(|server| server.after_run(config.output.metrics.linger)),
+        dashboard,
     })
 }
 
