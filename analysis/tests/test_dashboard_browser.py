@@ -9,6 +9,7 @@ the reason, where no Chromium is installed (as test_report_browser.py).
 
 from __future__ import annotations
 
+import itertools
 import json
 import re
 import subprocess
@@ -82,7 +83,7 @@ def test_the_live_page_moves_and_ends_on_run_jsons_figures(binaries: Binaries, t
     assert process.returncode == 0, rest
     run = json.loads((out / "run.json").read_text())
     seen = live["seen"]
-    assert len(seen) >= 2 and all(a < b for a, b in zip(seen, seen[1:])), live
+    assert len(seen) >= 2 and all(a < b for a, b in itertools.pairwise(seen)), live
     assert live["state"] == "final", live
     assert live["requests"] == run["summary"]["requests"], live
     assert live["charts"] >= 2, live
