@@ -70,34 +70,8 @@ pub(super) async fn drive(
         not_client_threads: target.embedded.as_ref().map(|_| servers::THREAD_NAME),
     });
     let servermon = start_servermon(config, output);
-    // The per-op live metrics exist only when something reads them (the endpoint, the page).
-    let live_metrics =
-        (listeners.metrics.is_some() || config.output.dashboard.wanted()).then(|| {
-            Arc::new(LiveMetrics::new(
-                output.labels.ops.len(),
-                config.max_lateness_ns(),
-            ))
-        });
-    let metrics_server = match (listeners.metrics, &live_metrics) {
-        (Some(listener), Some(metrics)) => Some(serve_metrics(
-            listener,
-            config,
-            output,
-            &live,
-            metrics.clone(),
-        )?),
-        _ => None,
-    };
-    let dashboard = match &live_metrics {
-        Some(metrics) if config.output.dashboard.wanted() => Some(start_dashboard(
-            listeners.dashboard,
-            config,
-            target,
-            &live,
-            metrics.clone(),
-        )?),
-        _ => None,
-    };
+    let (live_metrics, metrics_server, dashboard) =
+        serve_live(listeners, config, target, output, &live)?;
     let ctx = Arc::new(WorkerContext {
         anchor: output.identity.anchor,
         workload: config.workload.clone(),
@@ -189,6 +163,54 @@ fn start_servermon(
         timeout: config.evidence.server_metrics.timeout,
         anchor: output.identity.anchor,
     }))
+}
+
+/// The live views of the run: the per-op live metrics (only when something reads them), the
+/// `--metrics-addr` endpoint, the `--dashboard` page's sampler and server.
+#[allow(clippy::type_complexity)]
+fn serve_live(
+    listeners: Listeners,
+    config: &RunConfig,
+    target: &PreparedTarget,
+    output: &RunOutput,
+    live: &Arc<LiveCounters>,
+) -> Result<
+    (
+        Option<Arc<LiveMetrics>>,
+        Option<MetricsServer>,
+        Option<Dashboard>,
+    ),
+    RunError,
+> {
+    // The per-op live metrics exist only when something reads them (the endpoint, the page).
+    let live_metrics =
+        (listeners.metrics.is_some() || config.output.dashboard.wanted()).then(|| {
+            Arc::new(LiveMetrics::new(
+                output.labels.ops.len(),
+                config.max_lateness_ns(),
+            ))
+        });
+    let metrics_server = match (listeners.metrics, &live_metrics) {
+        (Some(listener), Some(metrics)) => Some(serve_metrics(
+            listener,
+            config,
+            output,
+            live,
+            metrics.clone(),
+        )?),
+        _ => None,
+    };
+    let dashboard = match &live_metrics {
+        Some(metrics) if config.output.dashboard.wanted() => Some(start_dashboard(
+            listeners.dashboard,
+            config,
+            target,
+            live,
+            metrics.clone(),
+        )?),
+        _ => None,
+    };
+    Ok((live_metrics, metrics_server, dashboard))
 }
 
 /// The listeners a run binds before it writes anything (a taken port is bad input).

@@ -14,7 +14,7 @@ use super::{RunError, RunJsonExtra};
 use crate::config::RunConfig;
 use crate::model::Limit;
 use crate::record::Labels;
-use crate::report::dashboard::FinalDashboard;
+use crate::report::dashboard::{Dashboard, FinalDashboard};
 use crate::report::metrics::FinalMetrics;
 use crate::report::thresholds::{self, ThresholdResult};
 use crate::report::{
@@ -91,6 +91,32 @@ impl RunOutcome {
         tokio::join!(metrics, dashboard);
     }
 
+    /// Sends the final figures (run.json's summary, verdict, client and thresholds) to the
+    /// `--dashboard` page and saves it with `--dashboard-out` (a file not written is said).
+    /// The outcome with its `--dashboard` page finished (see [`RunOutcome::final_page`]).
+    fn with_final_page(mut self, page: Option<Dashboard>) -> Self {
+        self.dashboard = page.map(|page| self.final_page(page));
+        self
+    }
+
+    fn final_page(&self, page: Dashboard) -> FinalDashboard {
+        let last = serde_json::json!({
+            "run_id": self.run_id,
+            "location": self.location,
+            "exit_reason": self.exit_reason,
+            "summary": self.summary,
+            "verdict": self.verdict,
+            "client": self.client,
+            "thresholds": self.thresholds,
+        });
+        let mut warnings = Vec::new();
+        let page = page.finish(&last, &mut warnings);
+        for warning in warnings {
+            eprintln!("warning: {warning}");
+        }
+        page
+    }
+
     /// The process exit code: the exit reason's; 1 when results did not all reach S3; 99
     /// when a run that finished crossed a threshold; 130 / 143 when a signal stopped the
     /// upload.
@@ -150,16 +176,6 @@ pub(super) async fn finish(
     let verdict = decide_verdict(&config, facts, &client, scrapes, &mut warnings);
     let header = header(&config, &target);
     target.shut_down().await;
-    let last = serde_json::json!({
-        "run_id": run_id,
-        "location": location,
-        "exit_reason": exit_reason,
-        "summary": summary,
-        "verdict": verdict,
-        "client": client,
-        "thresholds": thresholds,
-    });
-    let dashboard = (driven.dashboard).map(|d| d.finish(&last, &mut warnings));
 
     write_run_json(
         &run_dir,
@@ -214,8 +230,9 @@ pub(super) async fn finish(
         // Served to the end and beyond, so a last scrape sees the final counts.
         metrics: (driven.metrics_server)
             .map(|server| server.after_run(config.output.metrics.linger)),
-        dashboard,
-    })
+        dashboard: None,
+    }
+    .with_final_page(driven.dashboard))
 }
 
 /// Writes run.json (the document plus a workflow's extra fields) atomically, once.
