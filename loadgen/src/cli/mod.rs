@@ -18,7 +18,8 @@ mod groups;
 mod parse;
 
 pub use groups::{
-    EvidenceArgs, ModelArgs, OpenArgs, OutputArgs, ShardArgs, TargetArgs, ThresholdArgs,
+    DashboardArgs, EvidenceArgs, ModelArgs, OpenArgs, OutputArgs, ShardArgs, TargetArgs,
+    ThresholdArgs,
 };
 use parse::{parse_fraction, parse_per_second, parse_rate};
 pub use parse::{RedirectsArg, SourceAddrs};
@@ -300,6 +301,8 @@ pub struct RunArgs {
     pub output: OutputArgs,
     #[command(flatten)]
     pub shard: ShardArgs,
+    #[command(flatten)]
+    pub dashboard: DashboardArgs,
 
     /// With --out s3://: the longest the end of the run waits for uploads still going; what
     /// has not arrived by then stays in the local staging directory (exit 1).

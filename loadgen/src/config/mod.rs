@@ -454,7 +454,9 @@ impl RunInputs {
 impl RunConfig {
     /// Validates the flags of `loadgen run` (and the scenario they name).
     pub fn from_args(args: &RunArgs) -> Result<Self, ConfigError> {
-        RunInputs::read(args.into())?.config(ModelChoice::Flags, None)
+        let mut config = RunInputs::read(args.into())?.config(ModelChoice::Flags, None)?;
+        config.output.dashboard = parts::DashboardSettings::from_args(&args.dashboard);
+        Ok(config)
     }
 
     /// From how late after its intended time a send counts as late, in ns: the open model's

@@ -36,6 +36,37 @@ pub struct OutputSettings {
     pub upload_timeout: Duration,
     /// Live metrics for Prometheus (`--metrics-addr`).
     pub metrics: LiveMetrics,
+    /// The run's page in the browser (`--dashboard`, `--dashboard-out`; `run` only).
+    pub dashboard: DashboardSettings,
+}
+
+/// `--dashboard [ADDR]` at `--dashboard-linger` after the run, `--dashboard-out FILE`.
+#[derive(Debug, Clone, Default)]
+pub struct DashboardSettings {
+    pub addr: Option<SocketAddr>,
+    pub linger: Duration,
+    pub out: Option<std::path::PathBuf>,
+}
+
+/// `--dashboard-linger` when `--dashboard` is given without it.
+pub const DEFAULT_DASHBOARD_LINGER: Duration = Duration::from_secs(30);
+
+impl DashboardSettings {
+    pub fn from_args(args: &crate::cli::DashboardArgs) -> Self {
+        DashboardSettings {
+            addr: args.dashboard,
+            linger: match args.dashboard {
+                Some(_) => args.dashboard_linger.unwrap_or(DEFAULT_DASHBOARD_LINGER),
+                None => Duration::ZERO,
+            },
+            out: args.dashboard_out.clone(),
+        }
+    }
+
+    /// Whether the run samples its live figures for a page (served, saved or both).
+    pub fn wanted(&self) -> bool {
+        self.addr.is_some() || self.out.is_some()
+    }
 }
 
 /// The live metrics endpoint: where, for how long after the run, under which group label.
@@ -72,6 +103,7 @@ impl OutputSettings {
                 },
                 run_group: output.run_group.clone(),
             },
+            dashboard: DashboardSettings::default(),
         })
     }
 }

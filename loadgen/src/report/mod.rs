@@ -5,6 +5,7 @@
 //! "The data flow"). This module decides how results are shown, not how they are measured.
 
 pub mod console;
+pub mod dashboard;
 pub mod histogram;
 pub mod junit;
 pub mod metrics;

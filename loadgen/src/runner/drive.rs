@@ -10,6 +10,7 @@ use super::target::PreparedTarget;
 use super::RunError;
 use crate::config::RunConfig;
 use crate::model::{Announcer, DriveContext};
+use crate::report::dashboard::{Dashboard, DashboardListener, DashboardSource};
 use crate::report::metrics::{MetricsListener, MetricsServer, MetricsSource};
 use crate::report::progress::Progress;
 use crate::report::thresholds::{self, ABORT_EVERY};
@@ -36,6 +37,8 @@ pub(super) struct Driven {
     pub servermon: Option<Result<ServerMon, ServerMonError>>,
     /// Kept serving until the run is finished, so a last scrape sees the final counts.
     pub metrics_server: Option<MetricsServer>,
+    /// `--dashboard` / `--dashboard-out`: sampling until the run is finished.
+    pub dashboard: Option<Dashboard>,
     /// A capacity level's watcher: why it stopped the level early, if it did (it ends when
     /// the writer has handed over its last samples).
     pub level_watch: Option<tokio::task::JoinHandle<Option<Abort>>>,
@@ -50,7 +53,7 @@ pub(super) async fn drive(
     target: &PreparedTarget,
     output: &RunOutput,
     records: RecordSender,
-    metrics: Option<MetricsListener>,
+    listeners: Listeners,
     stop: &StopSignal,
 ) -> Result<Driven, RunError> {
     let transport = Arc::new(transport_config(config, target)?);
@@ -69,13 +72,8 @@ pub(super) async fn drive(
         not_client_threads: target.embedded.as_ref().map(|_| servers::THREAD_NAME),
     });
     let servermon = start_servermon(config, output);
-    let (live_metrics, metrics_server) = match metrics {
-        Some(listener) => {
-            let (metrics, server) = serve_metrics(listener, config, output, &live)?;
-            (Some(metrics), Some(server))
-        }
-        None => (None, None),
-    };
+    let (live_metrics, metrics_server, dashboard) =
+        serve_live(listeners, config, target, output, &live)?;
     let ctx = Arc::new(WorkerContext {
         anchor: output.identity.anchor,
         workload: config.workload.clone(),
@@ -124,6 +122,7 @@ pub(super) async fn drive(
         sysmon,
         servermon,
         metrics_server,
+        dashboard,
         level_watch,
         tcp,
     })
@@ -176,29 +175,105 @@ fn start_servermon(
     }))
 }
 
+/// The live views of the run: the per-op live metrics (only when something reads them), the
+/// `--metrics-addr` endpoint, the `--dashboard` page's sampler and server.
+#[allow(clippy::type_complexity)]
+fn serve_live(
+    listeners: Listeners,
+    config: &RunConfig,
+    target: &PreparedTarget,
+    output: &RunOutput,
+    live: &Arc<LiveCounters>,
+) -> Result<
+    (
+        Option<Arc<LiveMetrics>>,
+        Option<MetricsServer>,
+        Option<Dashboard>,
+    ),
+    RunError,
+> {
+    // The per-op live metrics exist only when something reads them (the endpoint, the page).
+    let live_metrics =
+        (listeners.metrics.is_some() || config.output.dashboard.wanted()).then(|| {
+            Arc::new(LiveMetrics::new(
+                output.labels.ops.len(),
+                config.max_lateness_ns(),
+            ))
+        });
+    let metrics_server = match (listeners.metrics, &live_metrics) {
+        (Some(listener), Some(metrics)) => Some(serve_metrics(
+            listener,
+            config,
+            output,
+            live,
+            metrics.clone(),
+        )?),
+        _ => None,
+    };
+    let dashboard = match &live_metrics {
+        Some(metrics) if config.output.dashboard.wanted() => Some(start_dashboard(
+            listeners.dashboard,
+            config,
+            target,
+            live,
+            metrics.clone(),
+        )?),
+        _ => None,
+    };
+    Ok((live_metrics, metrics_server, dashboard))
+}
+
+/// The listeners a run binds before it writes anything (a taken port is bad input).
+pub(super) struct Listeners {
+    pub metrics: Option<MetricsListener>,
+    pub dashboard: Option<DashboardListener>,
+}
+
+/// Starts the page's sampler over the live counters, and its server when `--dashboard`.
+fn start_dashboard(
+    listener: Option<DashboardListener>,
+    config: &RunConfig,
+    target: &PreparedTarget,
+    live: &Arc<LiveCounters>,
+    metrics: Arc<LiveMetrics>,
+) -> Result<Dashboard, RunError> {
+    let settings = &config.output.dashboard;
+    let source = DashboardSource {
+        live: live.clone(),
+        metrics,
+        open: config.model.plan().max_lateness().is_some(),
+        title: format!(
+            "{}, against {}",
+            config.model.plan().describe(),
+            target.url.url
+        ),
+        out: settings.out.clone(),
+        linger: settings.linger,
+    };
+    let addr = settings.addr.unwrap_or(([127, 0, 0, 1], 0).into());
+    Dashboard::start(source, listener).map_err(|source| RunError::DashboardAddr { addr, source })
+}
+
 /// Starts serving the live metrics the workers will bump, labelled with the run and shard.
 fn serve_metrics(
     listener: MetricsListener,
     config: &RunConfig,
     output: &RunOutput,
     live: &Arc<LiveCounters>,
-) -> Result<(Arc<LiveMetrics>, MetricsServer), RunError> {
-    let metrics = Arc::new(LiveMetrics::new(
-        output.labels.ops.len(),
-        config.max_lateness_ns(),
-    ));
+    metrics: Arc<LiveMetrics>,
+) -> Result<MetricsServer, RunError> {
     let addr = (config.output.metrics.addr).expect("a listener was bound for --metrics-addr");
     let server = listener
         .serve(MetricsSource {
             live: live.clone(),
-            metrics: metrics.clone(),
+            metrics,
             ops: output.labels.ops.clone(),
             run_id: output.run_id.clone(),
             shard: config.sharding.shard.to_string(),
             run_group: run_group(config, &output.run_id),
         })
         .map_err(|source| RunError::MetricsAddr { addr, source })?;
-    Ok((metrics, server))
+    Ok(server)
 }
 
 /// The `run_group` label: `--run-group`, else the `--start-at` instant that the shards of one

@@ -132,6 +132,12 @@ pub enum RunError {
         #[source]
         source: std::io::Error,
     },
+    #[error("cannot serve the dashboard on --dashboard {addr}: {source}; choose a free port (or port 0 for any)")]
+    DashboardAddr {
+        addr: std::net::SocketAddr,
+        #[source]
+        source: std::io::Error,
+    },
 }
 
 impl RunError {
@@ -153,7 +159,8 @@ impl RunError {
             | RunError::RunDir { .. }
             | RunError::Staging { .. }
             | RunError::S3(_)
-            | RunError::MetricsAddr { .. } => 2,
+            | RunError::MetricsAddr { .. }
+            | RunError::DashboardAddr { .. } => 2,
             RunError::EmbeddedServer(_)
             | RunError::Record(_)
             | RunError::RecordsLost { .. }

@@ -14,6 +14,7 @@ use super::{RunError, RunJsonExtra};
 use crate::config::RunConfig;
 use crate::model::Limit;
 use crate::record::Labels;
+use crate::report::dashboard::{Dashboard, FinalDashboard};
 use crate::report::metrics::FinalMetrics;
 use crate::report::thresholds::{self, ThresholdResult};
 use crate::report::{
@@ -58,6 +59,8 @@ pub struct RunOutcome {
     pub verdict: Verdict,
     /// The live metrics endpoint, still serving the final counts (`--metrics-addr`).
     pub metrics: Option<FinalMetrics>,
+    /// The page, still serving the final figures (`--dashboard`).
+    pub dashboard: Option<FinalDashboard>,
 }
 
 /// What a run's judgement saw beyond its summary.
@@ -75,9 +78,43 @@ impl RunOutcome {
     /// Keeps the metrics endpoint serving the final counts for `--metrics-linger` (Ctrl-C
     /// skips it); call it once the summary is out. The endpoint closes with the outcome.
     pub async fn linger_metrics(&self, stop: &StopSignal) {
-        if let Some(metrics) = self.metrics.clone() {
-            metrics.linger(stop).await;
+        let metrics = async {
+            if let Some(metrics) = self.metrics.clone() {
+                metrics.linger(stop).await;
+            }
+        };
+        let dashboard = async {
+            if let Some(dashboard) = self.dashboard.clone() {
+                dashboard.linger(stop).await;
+            }
+        };
+        tokio::join!(metrics, dashboard);
+    }
+
+    /// Sends the final figures (run.json's summary, verdict, client and thresholds) to the
+    /// `--dashboard` page and saves it with `--dashboard-out` (a file not written is said).
+    /// The outcome with its `--dashboard` page finished (see [`RunOutcome::final_page`]).
+    fn with_final_page(mut self, page: Option<Dashboard>) -> Self {
+        self.dashboard = page.map(|page| self.final_page(page));
+        self
+    }
+
+    fn final_page(&self, page: Dashboard) -> FinalDashboard {
+        let last = serde_json::json!({
+            "run_id": self.run_id,
+            "location": self.location,
+            "exit_reason": self.exit_reason,
+            "summary": self.summary,
+            "verdict": self.verdict,
+            "client": self.client,
+            "thresholds": self.thresholds,
+        });
+        let mut warnings = Vec::new();
+        let page = page.finish(&last, &mut warnings);
+        for warning in warnings {
+            eprintln!("warning: {warning}");
         }
+        page
     }
 
     /// The process exit code: the exit reason's; 1 when results did not all reach S3; 99
@@ -194,7 +231,9 @@ pub(super) async fn finish(
         // Served to the end and beyond, so a last scrape sees the final counts.
         metrics: (driven.metrics_server)
             .map(|server| server.after_run(config.output.metrics.linger)),
-    })
+        dashboard: None,
+    }
+    .with_final_page(driven.dashboard))
 }
 
 /// Writes run.json (the document plus a workflow's extra fields) atomically, once.

@@ -21,6 +21,7 @@ pub use output::HostInfo;
 
 use crate::config::{RunConfig, Target};
 use crate::model::ModelPlan;
+use crate::report::dashboard::DashboardListener;
 use crate::report::metrics::MetricsListener;
 use crate::report::RunSummary;
 use crate::stop::StopSignal;
@@ -50,9 +51,12 @@ pub async fn run_with(
     let target = target::PreparedTarget::prepare(&config).await?;
     config.connection.source_addrs = ports::plan_sources(&config, target.addr)?;
     warnings.extend(target.tls_warning(&config));
-    let metrics = bind_metrics(&config)?;
+    let listeners = drive::Listeners {
+        metrics: bind_metrics(&config)?,
+        dashboard: bind_dashboard(&config)?,
+    };
     let (output, records) = output::RunOutput::create(&config, &target, &stop).await?;
-    let driven = drive::drive(&config, &target, &output, records, metrics, &stop).await?;
+    let driven = drive::drive(&config, &target, &output, records, listeners, &stop).await?;
     finish::finish(config, target, output, driven, &stop, warnings, extra).await
 }
 
@@ -104,6 +108,19 @@ fn bind_metrics(config: &RunConfig) -> Result<Option<MetricsListener>, RunError>
         MetricsListener::bind(addr).map_err(|source| RunError::MetricsAddr { addr, source })?;
     if let Ok(bound) = listener.local_addr() {
         eprintln!("metrics for Prometheus at http://{bound}/metrics");
+    }
+    Ok(Some(listener))
+}
+
+/// `--dashboard`: bound before anything is written, so a taken port is bad input.
+fn bind_dashboard(config: &RunConfig) -> Result<Option<DashboardListener>, RunError> {
+    let Some(addr) = config.output.dashboard.addr else {
+        return Ok(None);
+    };
+    let listener =
+        DashboardListener::bind(addr).map_err(|source| RunError::DashboardAddr { addr, source })?;
+    if let Ok(bound) = listener.local_addr() {
+        eprintln!("dashboard at http://{bound}/");
     }
     Ok(Some(listener))
 }

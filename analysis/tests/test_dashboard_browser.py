@@ -1,0 +1,96 @@
+"""``loadgen run --dashboard``: the live page in headless Chromium during a real run against
+loadgen-server, and the page saved with ``--dashboard-out`` opened with no network.
+
+Chromium's ``--dump-dom`` prints the page once its virtual-time budget is spent; the page
+keeps the request counts it was sent in ``#seen`` and its state in ``body[data-state]``, so
+the dump says whether the numbers moved and whether the final figures arrived. Skipped, with
+the reason, where no Chromium is installed (as test_report_browser.py).
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import re
+import subprocess
+from pathlib import Path
+
+from loadgen_analysis.testing import harness
+
+from .conftest import Binaries
+from .test_report_browser import _chromium
+
+#: A proxy nobody listens on: a page that fetched anything from the network would fail.
+NO_NETWORK = "--proxy-server=127.0.0.1:9"
+
+
+def _dump(url: str, *flags: str) -> str:
+    command = [_chromium(), "--headless", "--no-sandbox", "--disable-gpu", *flags]
+    command += ["--virtual-time-budget=8000", "--dump-dom", url]
+    proc = subprocess.run(command, capture_output=True, text=True, timeout=60, check=False)
+    assert "<body" in proc.stdout, f"chromium printed no page:\n{proc.stderr[-2000:]}"
+    return proc.stdout
+
+
+def _figures(dom: str) -> dict:
+    state = re.search(r'<body data-state="([a-z]+)"', dom)
+    seen = re.search(r'<pre id="seen"[^>]*>(.*?)</pre>', dom, re.S)
+    requests = re.search(r'id="requests">(\d+)<', dom)
+    return {
+        "state": state and state.group(1),
+        "seen": json.loads(seen.group(1)) if seen and seen.group(1) else [],
+        "requests": int(requests.group(1)) if requests else None,
+        "charts": dom.count("<canvas"),
+    }
+
+
+def test_the_live_page_moves_and_ends_on_run_jsons_figures(binaries: Binaries, tmp_path: Path):
+    out, page = tmp_path / "run", tmp_path / "page.html"
+    with harness.Server(("--service-time", "2ms"), binary=binaries.server) as server:
+        process = subprocess.Popen(
+            [
+                str(binaries.loadgen),
+                "run",
+                "--url",
+                server.url + "/",
+                "-c",
+                "2",
+                "-d",
+                "4s",
+                "--no-progress",
+                "--dashboard",
+                "--dashboard-linger",
+                "2s",
+                "--dashboard-out",
+                str(page),
+                "--out",
+                str(out),
+            ],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        try:
+            url = None
+            for line in process.stderr:
+                if match := re.search(r"dashboard at (http://\S+/)", line):
+                    url = match.group(1)
+                    break
+            assert url, "loadgen did not say where its dashboard is"
+            live = _figures(_dump(url))
+        finally:
+            rest = process.communicate(timeout=60)[1]
+    assert process.returncode == 0, rest
+    run = json.loads((out / "run.json").read_text())
+    seen = live["seen"]
+    assert len(seen) >= 2 and all(a < b for a, b in itertools.pairwise(seen)), live
+    assert live["state"] == "final", live
+    assert live["requests"] == run["summary"]["requests"], live
+    assert live["charts"] >= 2, live
+
+    # The saved page, with every network fetch bound to fail: the same final figures, charts.
+    saved = _figures(_dump(page.as_uri(), NO_NETWORK))
+    assert saved["state"] == "final", saved
+    assert saved["requests"] == run["summary"]["requests"], saved
+    assert len(saved["seen"]) >= len(seen), saved
+    assert saved["charts"] >= 2, saved
