@@ -150,27 +150,16 @@ pub(super) async fn finish(
     mut warnings: Vec<String>,
     extra: Option<RunJsonExtra>,
 ) -> Result<RunOutcome, RunError> {
-    let sysmon = (driven.sysmon, &*driven.tcp);
+    let sysmon = (driven.sysmon, &driven.tcp);
     let client = client_summary(&config, &target, sysmon, &mut warnings);
     let scrapes = driven.servermon.map(|s| server_scrapes(s, &mut warnings));
-    let RunOutput {
-        run_id,
-        run_dir,
-        location,
-        identity,
-        s3,
-        mirror,
-        writer,
-        labels,
-        ..
-    } = output;
-    let mut report = wait_for_writer(writer, &run_dir).await?;
+    let mut report = wait_for_writer(output.writer, &output.run_dir).await?;
     let aborted = watched_to_the_end(driven.level_watch).await;
     let exit_reason = stop.reason().unwrap_or(ExitReason::Completed);
     // The load is over: a signal from here on stops the upload or the metrics linger, and
     // is not announced as stopping the load.
     stop.drain(exit_reason);
-    let summary = summarize(&config, &driven.live, &report, &labels);
+    let summary = summarize(&config, &driven.live, &report, &output.labels);
     let thresholds = thresholds::evaluate(&config.thresholds, &report.stats, &summary);
     let judged = judge(&config, &summary, &mut report, (exit_reason, aborted));
     let facts = (&summary, &report, &judged);
@@ -179,13 +168,13 @@ pub(super) async fn finish(
     target.shut_down().await;
 
     write_run_json(
-        &run_dir,
+        &output.run_dir,
         &RunJson {
-            identity: &identity,
+            identity: &output.identity,
             exit_reason,
             exit_code: exit_code(exit_reason, &[], &thresholds),
             summary: &summary,
-            records: RecordsInfo::new(&report, &run_dir),
+            records: RecordsInfo::new(&report, &output.run_dir),
             warnings: &warnings,
             client: client.as_ref(),
             thresholds: &thresholds,
@@ -197,15 +186,15 @@ pub(super) async fn finish(
 
     let during = (config.output.upload_timeout, stop);
     let upload = upload(
-        s3.as_ref().zip(mirror),
+        output.s3.as_ref().zip(output.mirror),
         during,
-        &run_dir,
-        &location,
+        &output.run_dir,
+        &output.location,
         &mut warnings,
     )
     .await;
     let mut footer = footer(
-        &location,
+        &output.location,
         &report,
         exit_reason,
         &thresholds,
@@ -216,11 +205,11 @@ pub(super) async fn finish(
     footer.extend(config.notes.iter().map(|note| ("Note", note.clone())));
     let console = console::render(&summary, &header, &footer);
     Ok(RunOutcome {
-        run_dir,
-        location,
+        run_dir: output.run_dir,
+        location: output.location,
         upload_failures: upload.report.failed,
         upload_stopped_by: upload.stopped_by,
-        run_id,
+        run_id: output.run_id,
         summary,
         exit_reason,
         console,
@@ -459,7 +448,10 @@ async fn upload(
 fn client_summary(
     config: &RunConfig,
     target: &PreparedTarget,
-    (sysmon, tcp): (Result<Sysmon, SysmonError>, &crate::stats::tcp::TcpTotals),
+    (sysmon, tcp): (
+        Result<Sysmon, SysmonError>,
+        &std::sync::Arc<crate::stats::tcp::TcpTotals>,
+    ),
     warnings: &mut Vec<String>,
 ) -> Option<ClientSummary> {
     match sysmon.and_then(|s| s.finish()) {
