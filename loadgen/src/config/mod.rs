@@ -652,6 +652,7 @@ mod tests {
             ("connect_timeout", text(DEFAULT_CONNECT_TIMEOUT)),
             ("connect_rate", format!("{DEFAULT_CONNECT_RATE_PER_S}/s")),
             ("metrics_linger", text(DEFAULT_METRICS_LINGER)),
+            ("dashboard_linger", text(parts::DEFAULT_DASHBOARD_LINGER)),
             ("think_time", text(Duration::ZERO)),
             ("warmup", text(Duration::ZERO)),
             (
