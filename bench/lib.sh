@@ -176,25 +176,8 @@ for col, name in [(3, "requests/s"), (4, "CPU µs/request")]:
 PY
 }
 
-# The analysis venv at .venv, as scripts/test-python.sh makes it (same locks, same stamps),
-# with the zoo's gunicorn (analysis/zoo.lock).
+# The analysis venv at .venv, with the zoo's gunicorn: scripts/venv.sh, as the tests make it.
 bench_venv() {
   VENV=.venv
-  local lock=analysis/requirements.lock
-  local stamp="$VENV/.installed-$(cat "$lock" pyproject.toml | sha256sum | cut -c1-16)"
-  if [ ! -f "$stamp" ]; then
-    echo "creating $VENV from $lock" >&2
-    [ -x "$VENV/bin/python" ] || "${PYTHON:-python3}" -m venv "$VENV"
-    "$VENV/bin/python" -m pip install --quiet --disable-pip-version-check 'uv==0.13.9'
-    "$VENV/bin/uv" pip install --quiet --python "$VENV/bin/python" -r "$lock"
-    "$VENV/bin/uv" pip install --quiet --python "$VENV/bin/python" --no-deps -e .
-    rm -f "$VENV"/.installed-*
-    touch "$stamp"
-  fi
-  local zoo_stamp="$VENV/.zoo-$(sha256sum analysis/zoo.lock | cut -c1-16)"
-  if [ ! -f "$zoo_stamp" ]; then
-    "$VENV/bin/uv" pip install --quiet --python "$VENV/bin/python" -r analysis/zoo.lock
-    rm -f "$VENV"/.zoo-*
-    touch "$zoo_stamp"
-  fi
+  ./scripts/venv.sh
 }
