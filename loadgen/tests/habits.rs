@@ -90,3 +90,56 @@ fn passing_thresholds_show_their_observed_values() {
     assert!(line.contains("all 2 passed: p99<10s ("), "{line}");
     assert!(line.contains("error_rate<50% (0.00%)"), "{line}");
 }
+
+/// A capacity search's console (issue 49): its banner once, one line per level (no run
+/// banner, no connect line per level), and the report after it without the levels again.
+#[test]
+fn a_capacity_search_says_its_banner_once_and_each_level_once() {
+    let server = ServerOnRuntime::start(ServerConfig::default());
+    let dir = tempfile::tempdir().unwrap();
+    let output = loadgen_bin()
+        .args(["capacity", "--url", &server.url("/"), "--slo", "p99<2s"])
+        .args([
+            "--start-rate",
+            "50",
+            "--level-duration",
+            "1s",
+            "--warmup",
+            "200ms",
+        ])
+        .args([
+            "--cool-down",
+            "100ms",
+            "--budget",
+            "4s",
+            "--no-progress",
+            "--out",
+        ])
+        .arg(dir.path().join("capacity"))
+        .output()
+        .unwrap();
+    let (stdout, stderr) = (
+        String::from_utf8_lossy(&output.stdout),
+        String::from_utf8_lossy(&output.stderr),
+    );
+    // The budget ends the search unconverged (its own exit code); it wrote its answer.
+    assert_ne!(output.status.code(), Some(2), "{stderr}");
+    assert_eq!(
+        stderr.matches("capacity: the highest rate").count(),
+        1,
+        "{stderr}"
+    );
+    assert!(!stderr.contains("running open model"), "{stderr}");
+    assert!(!stderr.contains("opening connections"), "{stderr}");
+    let levels = stderr
+        .lines()
+        .filter(|l| l.contains("req/s offered"))
+        .count();
+    let json: serde_json::Value = serde_json::from_str(
+        &std::fs::read_to_string(dir.path().join("capacity/capacity.json")).unwrap(),
+    )
+    .unwrap();
+    assert_eq!(levels, json["levels"].as_array().unwrap().len(), "{stderr}");
+    assert!(stdout.contains("  Answer "), "{stdout}");
+    assert!(!stdout.contains("req/s offered"), "{stdout}");
+}

@@ -177,3 +177,51 @@ fn top_level_clauses(text: &str) -> Vec<&str> {
     clauses.push(&text[start.min(text.len())..]);
     clauses
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn verdict(summary: &str) -> Verdict {
+        Verdict {
+            cause: Cause::Inconclusive,
+            strength: Strength::Weak,
+            rule: Rule::InconclusiveOneLevel,
+            summary: summary.to_string(),
+            evidence: vec![],
+            numbers: Default::default(),
+            server: None,
+            phases: vec![],
+            slos: None,
+            decided_by: "loadgen run",
+        }
+    }
+
+    /// The console's Verdict line holds the clause with the deciding number, the rest goes
+    /// below, and who shares the cores is left to the Client line that said it.
+    #[test]
+    fn the_console_says_the_deciding_number_first_and_the_sharing_once() {
+        let v = verdict(
+            "no sign of a server-side limit: waiting for the first byte is 75.0% of latency \
+             — the embedded server shares these 2 cores with the client",
+        );
+        let sharing = "the embedded server shares these 2 cores";
+        let (head, why) = v.console_lines(Some(sharing));
+        assert_eq!(
+            head,
+            "inconclusive (weak) — waiting for the first byte is 75.0% of latency"
+        );
+        assert_eq!(why.as_deref(), Some("no sign of a server-side limit"));
+        let (head, _) = v.console_lines(None);
+        assert!(
+            head.ends_with("shares these 2 cores with the client"),
+            "{head}"
+        );
+        // A colon inside parentheses or backticks does not cut the sentence.
+        let v = verdict("the client was saturated (peak CPU 92 %: of 2 cores): give it more");
+        let (head, why) = v.console_lines(None);
+        assert!(head.ends_with("(peak CPU 92 %: of 2 cores)"), "{head}");
+        assert_eq!(why.as_deref(), Some("give it more"));
+        assert_eq!(verdict("nothing").console_lines(None).1, None);
+    }
+}
