@@ -55,8 +55,10 @@ pub struct SustainabilityRule {
     pub lag_share_of_latency: f64,
     /// The slope's t value above which latency trends up...
     pub growth_slope_t: f64,
-    /// ... and the growth over the run, as a share of the latency reference, that matters.
+    /// ... and the growth over the run, as a share of the latency reference, that matters...
     pub material_growth: f64,
+    /// ... the reference never below this (ns): sub-millisecond drift is the machine's noise.
+    pub growth_reference_min_ns: f64,
 }
 
 /// The verdict's thresholds.

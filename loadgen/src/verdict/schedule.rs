@@ -206,7 +206,7 @@ pub fn sustainability(rows: &LevelRows, dropped: u64, reference_ns: Option<f64>)
         0.0
     };
     let mut problems = Vec::new();
-    if grew(t, growth_ns / reference.max(1e6)) {
+    if grew(t, growth_ns / reference.max(S.growth_reference_min_ns)) {
         problems.push(format!(
             "latency from intended time grew {} through the level (t = {t:.1})",
             crate::units::duration(growth_ns)
