@@ -12,17 +12,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 source bench/lib.sh
 
-connections=50
-seconds=10
-pairs=5
-while getopts "c:d:r:h" opt; do
-  case $opt in
-    c) connections=$OPTARG ;;
-    d) seconds=$OPTARG ;;
-    r) pairs=$OPTARG ;;
-    *) sed -n '2,10p' "$0"; exit 2 ;;
-  esac
-done
+bench_pair_flags "$@"
 
 bench_setup server
 echo "$connections connections, ${seconds}s per run, $pairs interleaved pairs; results in $out" >&2

@@ -181,3 +181,28 @@ bench_venv() {
   VENV=.venv
   ./scripts/venv.sh
 }
+
+# Debian's nginx-light, for the zoo's and the testbeds' nginx rows, when it is not installed.
+bench_nginx() {
+  if ! command -v nginx >/dev/null 2>&1 && [ ! -x /usr/sbin/nginx ]; then
+    echo "installing nginx-light from Debian's packages" >&2
+    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq nginx-light >/dev/null
+  fi
+}
+
+# The paired benches' flags: -c CONNECTIONS, -d SECONDS, -r PAIRS (defaults 50, 10, 5);
+# anything else prints the calling script's usage and exits 2.
+bench_pair_flags() {
+  connections=50
+  seconds=10
+  pairs=5
+  local opt OPTIND
+  while getopts "c:d:r:h" opt; do
+    case $opt in
+      c) connections=$OPTARG ;;
+      d) seconds=$OPTARG ;;
+      r) pairs=$OPTARG ;;
+      *) sed -n '2,10p' "$0"; exit 2 ;;
+    esac
+  done
+}

@@ -12,17 +12,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 source bench/lib.sh
 
-connections=50
-seconds=10
-pairs=5
-while getopts "c:d:r:h" opt; do
-  case $opt in
-    c) connections=$OPTARG ;;
-    d) seconds=$OPTARG ;;
-    r) pairs=$OPTARG ;;
-    *) sed -n '2,10p' "$0"; exit 2 ;;
-  esac
-done
+bench_pair_flags "$@"
 
 if ! command -v prometheus-node-exporter >/dev/null 2>&1; then
   echo "installing prometheus-node-exporter from Debian's packages" >&2

@@ -21,10 +21,8 @@ fi
 
 # The analysis venv, with the zoo's gunicorn (bench/lib.sh).
 source bench/lib.sh
+bench_nginx
 bench_venv
-if ! command -v nginx >/dev/null 2>&1 && [ ! -x /usr/sbin/nginx ]; then
-  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq nginx-light >/dev/null
-fi
 
 cargo build --release --locked -p loadgen -p loadgen-servers >&2
 

@@ -17,13 +17,10 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-if ! command -v nginx >/dev/null 2>&1 && [ ! -x /usr/sbin/nginx ]; then
-  echo "installing nginx-light from Debian's packages" >&2
-  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq nginx-light >/dev/null
-fi
 
 # The analysis venv, with the zoo's gunicorn (bench/lib.sh).
 source bench/lib.sh
+bench_nginx
 bench_venv
 
 cargo build --release --locked -p loadgen -p loadgen-servers >&2
