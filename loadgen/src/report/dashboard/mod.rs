@@ -1,7 +1,7 @@
 //! `--dashboard [ADDR]`: the run as a live page in the browser, served by loadgen itself, and
 //! `--dashboard-out FILE`: the final page saved as one self-contained HTML file.
 //!
-//! A sampler task reads the live counters once a second ([`sample`]) and appends the event to
+//! A sampler task reads the live counters once a second (`sample.rs`) and appends the event to
 //! a log; `GET /` answers the page (its script and the charting library, uPlot, inlined: it
 //! works offline), `GET /events` a server-sent-event stream: the log so far as one `history`
 //! event, then each new second as it comes, then a `final` event with the run's summary and
