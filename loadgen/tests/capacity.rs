@@ -444,6 +444,54 @@ fn a_rate_limited_server_is_found_and_limited_by_errors() {
     }
 }
 
+/// Issue 44: an error-rate SLO at a low rate. A level with no failure shows `error_rate<5%`
+/// only on 73 judged rows or more (the Wilson bound); at 30 req/s a 1-second level judges 24,
+/// and twice as long still 54, so every level at the limiter's rate used to be uncertain, then
+/// failed, and the search walked down to `--min-rate`. Levels are now lengthened to the rows
+/// their SLOs need, and the limiter's 30 req/s is found.
+#[test]
+fn an_error_rate_slo_at_a_low_rate_lengthens_the_levels_and_finds_the_limit() {
+    let _alone = MEASURING.lock().unwrap_or_else(|e| e.into_inner());
+    let server = ServerOnRuntime::start(ServerConfig {
+        rate_limit: Some(30.0),
+        ..ServerConfig::default()
+    });
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("capacity");
+    let flags = [
+        "--slo",
+        "error_rate<5%",
+        "--max-rate",
+        "100",
+        "--level-duration",
+        "1s",
+        "--warmup",
+        "200ms",
+        "--tolerance",
+        "20%",
+        "--confirm-levels",
+        "1",
+    ];
+    let (code, answer, stderr) = capacity(&server.url("/albums/1"), &flags, &out);
+    eprintln!("{} (in {:.0} s)", answer["answer"], answer["elapsed_s"]);
+    assert_eq!(code, 0, "{stderr}");
+    let found = answer["capacity_rps"].as_f64().unwrap();
+    assert!((21.0..=33.0).contains(&found), "{found}: {answer}");
+    let ended = answer["ended"].as_str();
+    assert!(
+        matches!(ended, Some("converged" | "noise_floor")),
+        "{answer}"
+    );
+    for level in answer["levels"].as_array().unwrap() {
+        let offered = level["offered_rps"].as_f64().unwrap();
+        let duration_s = level["duration_s"].as_f64().unwrap();
+        assert!(duration_s >= 0.2 + 73.0 / offered, "{level}");
+        if level["passed"] == true {
+            assert!(level["judged_requests"].as_u64().unwrap() >= 73, "{level}");
+        }
+    }
+}
+
 /// Issue 36: Ctrl-C during a level ends the search as `interrupted` — exit 130, capacity.json
 /// written (also with `--json`), the level cut short recorded with its real duration and not
 /// judged — instead of "the budget ran out" over a partial level judged as passed.

@@ -5,10 +5,9 @@
 use std::path::{Path, PathBuf};
 use std::sync::atomic::Ordering;
 
-use serde::Serialize;
-
 use super::drive::Driven;
-use super::output::{RunIdentity, RunOutput};
+use super::output::RunOutput;
+use super::run_json::{write_run_json, RecordsInfo, RunJson};
 use super::target::PreparedTarget;
 use super::{RunError, RunJsonExtra};
 use crate::config::RunConfig;
@@ -17,9 +16,7 @@ use crate::record::Labels;
 use crate::report::dashboard::{Dashboard, FinalDashboard};
 use crate::report::metrics::FinalMetrics;
 use crate::report::thresholds::{self, ThresholdResult};
-use crate::report::{
-    console, latency, write_json_atomically, OpenSummary, RunSummary, WorkersSummary,
-};
+use crate::report::{console, latency, OpenSummary, RunSummary, WorkersSummary};
 use crate::servermon::{Scrapes, ServerMon, ServerMonError};
 use crate::stats::samples::LevelRows;
 use crate::stats::LiveCounters;
@@ -223,20 +220,6 @@ pub(super) async fn finish(
         dashboard: None,
     }
     .with_final_page(driven.dashboard))
-}
-
-/// Writes run.json (the document plus a workflow's extra fields) atomically, once.
-fn write_run_json(
-    run_dir: &Path,
-    document: &RunJson<'_>,
-    extra: Option<RunJsonExtra>,
-) -> Result<(), RunError> {
-    let mut run_json = serde_json::to_value(document).expect("run.json is plain data");
-    if let (Some(extra), Some(fields)) = (extra, run_json.as_object_mut()) {
-        fields.extend(extra(document.summary));
-    }
-    let path = run_dir.join("run.json");
-    write_json_atomically(&path, &run_json).map_err(|source| RunError::Write { path, source })
 }
 
 /// Waits for the writer thread to close the last segment; a writer that failed leaves the
@@ -559,48 +542,6 @@ fn footer<'a>(
         footer.push(("Warning", warning.clone()));
     }
     footer
-}
-
-/// The final run.json: the identity, how the run ended and what it measured.
-#[derive(Debug, Serialize)]
-struct RunJson<'a> {
-    #[serde(flatten)]
-    identity: &'a RunIdentity,
-    exit_reason: ExitReason,
-    exit_code: i32,
-    summary: &'a RunSummary,
-    records: RecordsInfo,
-    warnings: &'a [String],
-    /// Client CPU, memory and saturation (from client-metrics.parquet).
-    client: Option<&'a ClientSummary>,
-    /// Each threshold (scenario `thresholds`, `--threshold`) with what the run did.
-    thresholds: &'a [ThresholdResult],
-    /// Where the run's throughput stopped and why (the `verdict` module).
-    verdict: &'a Verdict,
-    /// Each request's name in the scenario → its op's label (selectors may name either).
-    request_ops: std::collections::BTreeMap<String, String>,
-}
-
-#[derive(Debug, Serialize)]
-struct RecordsInfo {
-    rows: u64,
-    bytes_on_disk: u64,
-    segments: Vec<String>,
-}
-
-impl RecordsInfo {
-    fn new(report: &WriterReport, run_dir: &Path) -> Self {
-        RecordsInfo {
-            rows: report.rows,
-            bytes_on_disk: report.bytes_on_disk,
-            segments: report
-                .segments
-                .iter()
-                .filter_map(|p| p.strip_prefix(run_dir).ok())
-                .map(|p| p.display().to_string())
-                .collect(),
-        }
-    }
 }
 
 /// Complete segments (not the hidden `.partial` one) in `dir`.

@@ -13,6 +13,7 @@ mod error;
 mod finish;
 mod output;
 mod ports;
+mod run_json;
 mod target;
 
 pub use error::RunError;

@@ -169,6 +169,29 @@ pub fn judge_slo(threshold: &Threshold, rows: &LevelRows) -> SloJudgement {
     judgement
 }
 
+/// The fewest judged rows on which every SLO in `slos` can pass at all: an error rate below
+/// `L` is shown only when even a level without one failure has its interval's top (the Wilson
+/// bound, see [`judge_slo`]) under `L` — about 381 rows for 1 %, 3,838 for 0.1 %. A capacity
+/// level at a rate too low to send that many in its window is lengthened rather than called
+/// uncertain for want of rows. Other SLOs set no floor (0).
+pub fn rows_to_pass(slos: &[Threshold]) -> u64 {
+    slos.iter()
+        .filter(|slo| slo.metric == Metric::ErrorRate)
+        .filter(|slo| matches!(slo.comparison, Comparison::Below | Comparison::AtMost))
+        .filter(|slo| slo.limit > 0.0 && slo.limit < 1.0)
+        .map(|slo| {
+            // wilson_upper(0, n) = z² / (n + z²): below the limit once n > z²(1 − L) / L.
+            let z2 = 1.96f64 * 1.96;
+            let mut n = (z2 * (1.0 - slo.limit) / slo.limit).ceil().max(1.0);
+            while !slo.passes(wilson_upper(0.0, n)) {
+                n += 1.0;
+            }
+            n as u64
+        })
+        .max()
+        .unwrap_or(0)
+}
+
 /// The upper end of the Wilson score interval for `events` in `n` trials (z = 1.96).
 pub fn wilson_upper(events: f64, n: f64) -> f64 {
     if n <= 0.0 {
@@ -499,6 +522,27 @@ mod tests {
             .problems
             .iter()
             .any(|p| p.contains("dropped")));
+    }
+
+    #[test]
+    fn error_rate_slos_need_enough_rows_to_pass_without_a_failure() {
+        let one_percent = [threshold("error_rate<1%"), threshold("p99<100ms")];
+        let n = rows_to_pass(&one_percent);
+        assert_eq!(n, 381);
+        assert!(wilson_upper(0.0, n as f64) < 0.01);
+        assert!(wilson_upper(0.0, (n - 1) as f64) >= 0.01);
+        // A level of exactly that many rows, none failed, passes; one row fewer cannot.
+        for (count, outcome) in [(n, Outcome::Pass), (n - 1, Outcome::Uncertain)] {
+            let level = rows(|_| 1_000_000, count as f64 / 4.0, 4.0);
+            assert_eq!(level.judged.len() as u64, count);
+            let judged = judge_slo(&one_percent[0], &level);
+            assert_eq!(judged.outcome, outcome, "{count} rows: {judged:?}");
+        }
+        assert_eq!(rows_to_pass(&[threshold("error_rate<0.1%")]), 3_838);
+        assert_eq!(
+            rows_to_pass(&[threshold("p99<100ms"), threshold("error_rate>1%")]),
+            0
+        );
     }
 
     #[test]

@@ -31,6 +31,7 @@ use crate::report::thresholds::Threshold;
 use crate::report::write_json_atomically;
 use crate::runner::RunError;
 use crate::stop::StopSignal;
+use crate::verdict::slo;
 /// Requests of the short calibration (after a few warm-up ones).
 const CALIBRATION_REQUESTS: u64 = 100;
 /// How long a target that cannot be reached before a level (refused, reset, not resolved)
@@ -101,10 +102,7 @@ async fn run_search(
         let Next::Run { rate_rps, step } = search.next() else {
             return Ok((levels, Stopped::Done));
         };
-        let duration = match step {
-            Step::Confirm => args.level_duration.mul_f64(args.confirm_levels),
-            _ => args.level_duration,
-        };
+        let duration = level_length(args, plan, rate_rps, step);
         if stop.is_draining() {
             return Ok((levels, Stopped::Interrupted));
         }
@@ -145,6 +143,21 @@ async fn run_search(
         cool_down(args, pause, stop).await;
         overhead = overhead.max(began.elapsed().saturating_sub(sent));
     }
+}
+
+/// How long a level sends: `--level-duration` (times `--confirm-levels` for a confirmation),
+/// or longer at a rate too low to send, after its warm-up, the rows its SLOs need to be shown
+/// met (an error rate below 1 % needs 381 rows without a failure): a level is not called
+/// uncertain, nor failed, for want of rows.
+fn level_length(args: &CapacityArgs, plan: &LevelPlan<'_>, rate_rps: f64, step: Step) -> Duration {
+    let given = match step {
+        Step::Confirm => args.level_duration.mul_f64(args.confirm_levels),
+        _ => args.level_duration,
+    };
+    let rows = slo::rows_to_pass(plan.slos);
+    // One more second than the rows take: the window's last sends may still be in flight.
+    let needed_s = rows as f64 / rate_rps.max(f64::MIN_POSITIVE) + 1.0;
+    given.max(plan.warmup + Duration::from_secs_f64(needed_s.min(args.budget.as_secs_f64())))
 }
 
 /// The rate, step and length of a level to run.
