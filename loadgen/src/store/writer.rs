@@ -484,7 +484,8 @@ mod tests {
                 phases: vec!["startup".into(), "main".into()],
                 checks: vec!["json /id present".into()],
             },
-            segment_interval: Duration::from_secs(60),
+            // Longer than any machine takes to write 70,000 rows: one segment.
+            segment_interval: Duration::from_secs(3600),
             max_attempts: 1,
             max_lateness_ns: i64::MAX,
             closed: None,

@@ -418,7 +418,11 @@ mod tests {
         std::thread::sleep(Duration::from_millis(100));
         let finishing = Instant::now();
         sysmon.finish().unwrap();
-        assert!(finishing.elapsed() < interval / 2, "{:?}", finishing.elapsed());
+        assert!(
+            finishing.elapsed() < interval / 2,
+            "{:?}",
+            finishing.elapsed()
+        );
         assert!(path.exists());
     }
 
