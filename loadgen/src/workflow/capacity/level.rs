@@ -228,6 +228,18 @@ impl Level {
         !self.passed && self.cause == Some(Cause::Inconclusive) && self.outage.is_some()
     }
 
+    /// Whether it failed while this client sent late (its schedule not kept): on a loaded
+    /// machine the late sends go out together, and a limiter answers such a burst with
+    /// rejections the steady rate would not get. A moment of the client's, like an outage of
+    /// the target's, is measured again rather than taken as the service's limit; a client
+    /// that cannot keep the rate at all is the verdict's `client` cause, which ends the search.
+    pub fn failed_off_schedule(&self) -> bool {
+        !self.passed
+            && !self.interrupted
+            && !self.schedule.kept
+            && self.cause != Some(Cause::Client)
+    }
+
     /// Whether an SLO's interval straddled its limit in a level that ran its course: it is
     /// run again, twice as long, rather than guessed (an extension itself is final).
     pub fn needs_extension(&self) -> bool {
@@ -280,5 +292,64 @@ mod tests {
         // A level that completed nothing: 1 req/s, and never more than a minute.
         assert_eq!(backlog_cool_down(two_s, 30, 0.0), Duration::from_secs(30));
         assert_eq!(backlog_cool_down(two_s, 1_000, 1.0), MAX_BACKLOG_WAIT);
+    }
+
+    /// A failed level of `cause`, its schedule kept or not.
+    fn failed(cause: Cause, schedule_kept: bool) -> Level {
+        Level {
+            step: Step::Bisect,
+            offered_rps: 194.0,
+            achieved_rps: 177.6,
+            duration_s: 2.0,
+            run_dir: PathBuf::new(),
+            requests: 345,
+            judged_requests: 345,
+            judged_failed: 30,
+            failed_statuses: [("503".to_string(), 30)].into(),
+            rejections: Vec::new(),
+            failed: 30,
+            dropped: 0,
+            late: 47,
+            cut_in_flight: 0,
+            cool_down_s: 0.0,
+            latency: Vec::new(),
+            slos: Vec::new(),
+            sustainability: Sustainability::default(),
+            schedule: Schedule {
+                kept: schedule_kept,
+                ..Schedule::default()
+            },
+            aborted: None,
+            outage: None,
+            interrupted: false,
+            passed: false,
+            uncertain: false,
+            reasons: Vec::new(),
+            cause: Some(cause),
+            client_saturated: false,
+            server_shares_cores: false,
+        }
+    }
+
+    /// Issue 44: a level whose 503s came while the client sent late is measured again; one
+    /// that failed on time is the limit; a client that cannot keep the rate ends the search
+    /// (its cause), and a level that passed or was cut short is not measured again.
+    #[test]
+    fn a_level_failed_while_the_client_sent_late_is_measured_again() {
+        assert!(failed(Cause::Errors, false).failed_off_schedule());
+        assert!(failed(Cause::Server, false).failed_off_schedule());
+        assert!(!failed(Cause::Errors, true).failed_off_schedule());
+        assert!(!failed(Cause::Client, false).failed_off_schedule());
+        let passed = Level {
+            passed: true,
+            cause: None,
+            ..failed(Cause::Errors, false)
+        };
+        assert!(!passed.failed_off_schedule());
+        let interrupted = Level {
+            interrupted: true,
+            ..failed(Cause::Errors, false)
+        };
+        assert!(!interrupted.failed_off_schedule());
     }
 }

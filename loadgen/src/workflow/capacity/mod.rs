@@ -38,9 +38,9 @@ const CALIBRATION_REQUESTS: u64 = 100;
 /// is tried again before the search ends as `target_lost`: real targets restart and fail
 /// over, and the answer must not be the moment's.
 pub const TARGET_WAIT: Duration = Duration::from_secs(30);
-/// How often a level that failed on a moment's outage is measured again before its failure
-/// is taken as it is.
-const OUTAGE_REMEASURES: u32 = 2;
+/// How often a level that failed on a moment's outage of the target, or while this client
+/// sent late, is measured again before its failure is taken as it is.
+const REMEASURES: u32 = 2;
 
 /// Runs the search into `--out DIR` (default `runs/capacity-<time>`), writes
 /// `DIR/capacity.json` and returns it with the directory.
@@ -169,7 +169,8 @@ struct LevelRun {
 }
 
 /// Runs one level — twice as long again when an SLO's interval straddled its limit, and again
-/// when it failed on a moment's outage of the target (each earlier one goes into `levels`) —
+/// when it failed on a moment's outage of the target or while this client sent late (each
+/// earlier one goes into `levels`) —
 /// and returns it with how long it sent.
 async fn measure(
     args: &CapacityArgs,
@@ -181,7 +182,7 @@ async fn measure(
     let mut level = reach(plan, levels.len(), run, stop).await?;
     announce(args, &level);
     let mut sent = run.duration;
-    let mut outages = 0;
+    let mut remeasured = 0;
     loop {
         let again = if level.needs_extension() {
             // Straddling the limit: look twice as long rather than guess.
@@ -190,8 +191,16 @@ async fn measure(
                 duration: run.duration * 2,
                 ..run
             }
-        } else if level.failed_on_outage() && outages < OUTAGE_REMEASURES {
-            outages += 1;
+        } else if (level.failed_on_outage() || level.failed_off_schedule())
+            && remeasured < REMEASURES
+        {
+            remeasured += 1;
+            if !level.failed_on_outage() {
+                level.reasons.push(format!(
+                    "the client sent {} of its requests late: measured again",
+                    crate::verdict::words::pct(level.schedule.late_share)
+                ));
+            }
             LevelRun {
                 step: level.step,
                 ..run
