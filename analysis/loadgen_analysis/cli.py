@@ -214,6 +214,12 @@ def _add_explain_and_report(sub: Any) -> None:
         help="the timeline's bucket width, e.g. 100ms to see a stall shorter than a second, "
         "which one-second buckets average away (default 1s)",
     )
+    report.add_argument(
+        "--dashboard",
+        action="store_true",
+        help="write the live dashboard's page instead (what `loadgen run --dashboard-out` "
+        "saves): one RUN's seconds from its rows and run.json's final figures",
+    )
 
 
 def _add_compare(sub: Any) -> None:
@@ -374,6 +380,8 @@ def _report(args: argparse.Namespace) -> int:
     from .report.markup import figures_into, figures_text
 
     check_writable(args.out)
+    if args.dashboard:
+        return _report_dashboard(args)
     with figures_into(args.plots) as written:
         if len(args.runs) == 1 and is_capacity_dir(args.runs[0]):
             args.out.parent.mkdir(parents=True, exist_ok=True)
@@ -386,6 +394,25 @@ def _report(args: argparse.Namespace) -> int:
             print(f"wrote {out} ({count(len(runs), 'run')})")
     if args.plots is not None:
         print(figures_text(written, args.plots))
+    return EXIT_OK
+
+
+def _report_dashboard(args: argparse.Namespace) -> int:
+    from .io.capacity import is_capacity_dir
+    from .report.dashboard import write_dashboard
+
+    if args.plots is not None or args.bucket != 1.0:
+        raise ValueError(
+            "--dashboard draws the page's own charts (per second); leave out --plots and --bucket"
+        )
+    runs = [] if any(is_capacity_dir(r) for r in args.runs) else load_runs(args.runs)
+    if len(runs) != 1:
+        raise ValueError(
+            f"--dashboard shows one run, and {' '.join(args.runs)} is "
+            f"{'a capacity search' if not runs else count(len(runs), 'run')}; give one run directory"
+        )
+    out = write_dashboard(runs[0], args.out, args.title)
+    print(f"wrote {out} (the dashboard of {runs[0].location})")
     return EXIT_OK
 
 
