@@ -407,9 +407,10 @@ def _report_dashboard(args: argparse.Namespace) -> int:
         )
     runs = [] if any(is_capacity_dir(r) for r in args.runs) else load_runs(args.runs)
     if len(runs) != 1:
+        what = count(len(runs), "run") if runs else "a capacity search"
         raise ValueError(
-            f"--dashboard shows one run, and {' '.join(args.runs)} is "
-            f"{'a capacity search' if not runs else count(len(runs), 'run')}; give one run directory"
+            f"--dashboard shows one run, and {' '.join(args.runs)} is {what}; "
+            "give one run directory"
         )
     out = write_dashboard(runs[0], args.out, args.title)
     print(f"wrote {out} (the dashboard of {runs[0].location})")

@@ -1,9 +1,9 @@
 """``loadgen-analyze history``: the run history's subcommands, parsed and run.
 
 ``add`` appends runs to a store, ``show`` prints its series and change points, ``report``
-writes the trend report, ``site`` the static site of its series, ``check`` is the gate (exit 0 pass, 99 a regression beyond the limit,
-2 bad input). The work is :mod:`.history`'s; this module only parses, prints and picks the
-exit code, as :mod:`.cli` does for the other commands.
+writes the trend report, ``site`` the static site of its series, ``check`` is the gate (exit 0
+pass, 99 a regression beyond the limit, 2 bad input). The work is :mod:`.history`'s; this
+module only parses, prints and picks the exit code, as :mod:`.cli` does for the other commands.
 """
 
 from __future__ import annotations
@@ -150,7 +150,9 @@ def add_parser(sub: Any) -> None:
         f"Pages, an S3 bucket). Judged metrics by default: {', '.join(DEFAULT_GATED)}.",
     )
     _add_filters(site, "draw and judge")
-    site.add_argument("-o", "--out", required=True, type=Path, metavar="DIR", help="folder to write")
+    site.add_argument(
+        "-o", "--out", required=True, type=Path, metavar="DIR", help="the folder to write"
+    )
     site.add_argument(
         "--max-regression",
         type=_limit,
@@ -273,8 +275,8 @@ def _site(args: argparse.Namespace) -> int:
     from .errors import check_writable
     from .history import changes, site, store
 
-    check_writable(args.out / "index.html")
     history = store.read(args.store, args.by_host)
+    check_writable(args.out / "index.html")
     settings = site.SiteSettings(
         metrics=_metrics(args, changes.ALL_METRICS),
         gated=_metrics(args, DEFAULT_GATED),

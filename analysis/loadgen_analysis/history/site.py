@@ -87,7 +87,7 @@ def _value(rows: pd.DataFrame, metric: str) -> str:
     values = rows[metric].dropna() if metric in rows else pd.Series(dtype=float)
     if values.empty:
         return "—"
-    label, scale = METRIC_AXES.get(metric, (metric, 1.0))
+    _, scale = METRIC_AXES.get(metric, (metric, 1.0))
     return fmt(float(values.iloc[-1]) * scale)
 
 
@@ -171,10 +171,7 @@ def _series_page(rows: pd.DataFrame, judged: list[Judgement], settings: SiteSett
         _SITE_CSS,
         "<p><a href='index.html'>← all series</a></p>",
         f"<h1>{html.escape(series_title(first))}, op {html.escape(op)}</h1>",
-        f"<p class='meta'>{count(len(rows), 'run')}; {html.escape(str(first['scenario']))}, "
-        f"{html.escape(str(first['target']))}; {html.escape(str(first['model']))}; "
-        f"{html.escape(str(first['protocol']))}, loadgen {html.escape(str(first['loadgen_version']))}"
-        "</p>",
+        f"<p class='meta'>{count(len(rows), 'run')}; {_what(first)}</p>",
         f"<h2>The gate's judgement: {_status_html(status_of(judged))}</h2>",
         f"<pre id='judgement'>{html.escape(judgement)}</pre>",
         f"<h2>Change points (E-divisive means, p ≤ {settings.max_pvalue:g})</h2>",
@@ -185,6 +182,13 @@ def _series_page(rows: pd.DataFrame, judged: list[Judgement], settings: SiteSett
         _runs_table(rows, metrics),
     ]
     return page(f"loadgen history: {series_title(first)}, op {op}", body)
+
+
+def _what(first: Mapping[str, Any]) -> str:
+    """Scenario, request, model, protocol and version, as the series' key has them."""
+    parts = [first["scenario"], first["target"], first["model"], first["protocol"]]
+    text = "; ".join(str(p) for p in parts) + f", loadgen {first['loadgen_version']}"
+    return html.escape(text)
 
 
 def _points_list(points: list[ChangePoint]) -> str:
