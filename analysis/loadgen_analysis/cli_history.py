@@ -139,6 +139,11 @@ def add_parser(sub: Any) -> None:
     )
     check.add_argument("--junit", type=Path, metavar="FILE", help="also write JUnit XML")
     check.add_argument("--json", action="store_true", help="print JSON instead of text")
+    _add_site(commands)
+
+
+def _add_site(commands: Any) -> None:
+    """``history site``: its flags are the filters, ``-o DIR`` and the gate's limit."""
     site = commands.add_parser(
         "site",
         help="write the history as a static site: an index of series, a page per series",
