@@ -57,32 +57,39 @@ def _bounds_ns(run: Run, last_end_ns: int) -> tuple[np.ndarray, pd.DataFrame | N
     return bounds, samples
 
 
-def _rows_by_second(run: Run) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
-    """(requests and failures, errors by class, answered latencies at 3 significant digits)
-    per row-end time, all rows (warm-up included, as the live counters count it)."""
+def _rows_by_second(run: Run) -> tuple[np.ndarray, pd.DataFrame | None, list[pd.DataFrame]]:
+    """The seconds' bounds, the client-metrics samples, and per second (the index of its
+    bound): requests and failures, errors by class, answered latencies at 3 significant
+    digits — over all rows (warm-up included, as the live counters count them), reduced in
+    DuckDB so only the per-second counts reach Python."""
     with connect(run) as con:
         con.execute(
             f"CREATE TEMP VIEW ended AS SELECT start_ns + latency_ns AS end_ns, error_class, "
             f"status, {REPORTED_LATENCY} AS latency_ns FROM records_all"
         )
-        ends = con.execute(
-            "SELECT end_ns, count(*) AS n, count(error_class) AS failed FROM ended GROUP BY end_ns"
-        ).df()
-        errors = con.execute(
-            "SELECT end_ns, error_class, count(*) AS n FROM ended WHERE error_class IS NOT NULL "
-            "GROUP BY ALL"
-        ).df()
-        latencies = con.execute(
-            "SELECT end_ns, CASE WHEN latency_ns <= 0 THEN 0 ELSE round(latency_ns, "
-            "2 - CAST(floor(log10(latency_ns)) AS INTEGER)) END AS latency_ns, count(*) AS n "
-            "FROM ended WHERE status <> 0 GROUP BY ALL"
-        ).df()
-    return ends, errors, latencies
-
-
-def _second_of(end_ns: pd.Series, bounds: np.ndarray) -> np.ndarray:
-    """The index of the second each end time falls in: the first bound at or after it."""
-    return np.searchsorted(bounds, end_ns.to_numpy(dtype=np.int64), side="left")
+        ((last_end_ns,),) = con.execute("SELECT max(end_ns) FROM ended").fetchall()
+        if last_end_ns is None:
+            raise ValueError(f"{run.location}: the run has no requests, so no seconds to show")
+        bounds, samples = _bounds_ns(run, int(last_end_ns))
+        seconds = pd.DataFrame({"second": np.arange(len(bounds)), "t_ns": bounds})
+        con.register("seconds", seconds)
+        con.execute(
+            "CREATE TEMP VIEW timed AS SELECT s.second, e.* FROM ended e "
+            "ASOF JOIN seconds s ON e.end_ns <= s.t_ns"
+        )
+        frames = [
+            con.execute(query).df()
+            for query in (
+                "SELECT second, count(*) AS n, count(error_class) AS failed FROM timed "
+                "GROUP BY second",
+                "SELECT second, error_class, count(*) AS n FROM timed "
+                "WHERE error_class IS NOT NULL GROUP BY ALL",
+                "SELECT second, CASE WHEN latency_ns <= 0 THEN 0 ELSE round(latency_ns, "
+                "2 - CAST(floor(log10(latency_ns)) AS INTEGER)) END AS latency_ns, "
+                "count(*) AS n FROM timed WHERE status <> 0 GROUP BY ALL",
+            )
+        ]
+    return bounds, samples, frames
 
 
 def _rank_value(values: np.ndarray, counts: np.ndarray, q: float) -> float | None:
@@ -98,7 +105,7 @@ def _percentiles(latencies: pd.DataFrame, bounds: np.ndarray) -> list[dict[str, 
     """Per second: the window's and the run-so-far's percentiles, in ms."""
     values = np.sort(latencies["latency_ns"].unique()) if len(latencies) else np.array([])
     position = np.searchsorted(values, latencies["latency_ns"].to_numpy())
-    second = _second_of(latencies["end_ns"], bounds)
+    second = latencies["second"].to_numpy()
     total = np.zeros(len(values), dtype=np.int64)
     out = []
     for s in range(len(bounds)):
@@ -117,14 +124,10 @@ def _percentiles(latencies: pd.DataFrame, bounds: np.ndarray) -> list[dict[str, 
 
 def per_second_events(run: Run) -> list[dict[str, Any]]:
     """The per-second events of ``run`` (module docs), in the keys of the live page's."""
-    ends, errors, latencies = _rows_by_second(run)
-    if ends.empty:
-        raise ValueError(f"{run.location}: the run has no requests, so no seconds to show")
-    bounds, samples = _bounds_ns(run, int(ends["end_ns"].max()))
-    second = _second_of(ends["end_ns"], bounds)
+    bounds, samples, (ends, errors, latencies) = _rows_by_second(run)
+    second = ends["second"].to_numpy()
     requests = np.bincount(second, ends["n"].to_numpy(), minlength=len(bounds)).astype(np.int64)
     failed = np.bincount(second, ends["failed"].to_numpy(), minlength=len(bounds)).astype(np.int64)
-    errors = errors.assign(second=_second_of(errors["end_ns"], bounds))
     by_class = errors.pivot_table(index="second", columns="error_class", values="n", aggfunc="sum")
     by_class = by_class.reindex(range(len(bounds))).fillna(0).cumsum()
     pcts = _percentiles(latencies, bounds)
@@ -184,7 +187,10 @@ def build_dashboard(run: Run, title: str | None = None) -> str:
     data = {"history": per_second_events(run), "last": final_event(run)}
     url = run.config.get("url") or "its scenario's target"
     if title is None:
-        model = ", ".join(f"{k}={v}" for k, v in sorted(run.model_config.items()) if k != "kind")
+        settings = sorted(run.model_config.items())
+        model = ", ".join(
+            f"{k}={v}" for k, v in settings if k != "kind" and not isinstance(v, list | dict)
+        )
         title = f"{run.model_config.get('kind', 'run')} model ({model}), against {url}"
     text = json.dumps(data, ensure_ascii=False, allow_nan=False).replace("</", "<\\/")
     return (
