@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 import re
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -43,8 +44,10 @@ def dashboard_run(binaries: Binaries, tmp_path_factory: pytest.TempPathFactory) 
     root = tmp_path_factory.mktemp("dashboard")
     run, saved, rebuilt = root / "run", root / "saved.html", root / "rebuilt.html"
     with harness.Server(("--service-time", "2ms"), binary=binaries.server) as server:
-        extra = ("--rate", str(RATE), "--dashboard-out", str(saved))
-        harness.run_loadgen(server.url + "/", run, 4, "4s", extra=extra, binary=binaries.loadgen)
+        command = [str(binaries.loadgen), "run", "--url", server.url + "/", "--rate", str(RATE)]
+        command += ["-d", "4s", "--no-progress", "--out", str(run), "--dashboard-out", str(saved)]
+        proc = subprocess.run(command, capture_output=True, text=True, timeout=60, check=False)
+    assert proc.returncode == 0, proc.stderr
     proc = run_cli("report", run, "--dashboard", "-o", rebuilt)
     assert proc.returncode == 0, proc.stderr
     return {"run": run, "saved": saved, "rebuilt": rebuilt}

@@ -159,8 +159,8 @@ def _sampled(samples: pd.DataFrame | None, s: int) -> dict[str, Any]:
         "workers": int(row["workers_alive"]),
         "client_cpu_percent": None if pd.isna(cpu) else float(cpu) * 100.0,
     }
-    for name in ("scheduled", "dropped", "late"):
-        if name in samples and samples[name].sum() > 0:
+    if "scheduled" in samples and samples["scheduled"].sum() > 0:  # a run with a schedule
+        for name in ("scheduled", "dropped", "late"):
             out[name] = int(samples[name].iloc[: s + 1].sum())
     return out
 
