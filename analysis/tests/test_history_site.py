@@ -15,7 +15,9 @@ from urllib.parse import urlsplit
 
 import pytest
 
-from .conftest import run_cli
+from loadgen_analysis import cli
+from loadgen_analysis.history import site as site_module
+
 from .test_dashboard_browser import NO_NETWORK
 from .test_history import GATE
 from .test_report_browser import _chromium
@@ -59,9 +61,9 @@ def _links(page: Path) -> list[str]:
 def site(service_series: dict, tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The site of the step store, with GATE's limit and metrics."""
     out = tmp_path_factory.mktemp("site") / "site"
-    proc = run_cli("history", "site", "--store", service_series["step"], "-o", out, *GATE)
-    assert proc.returncode == 0, proc.stderr
-    assert "1 series page" in proc.stdout, proc.stdout
+    args = ["history", "site", "--store", str(service_series["step"]), "-o", str(out), *GATE]
+    assert cli.main(args) == 0  # in this process: a command's imports would cost seconds
+    assert len(list(out.glob("series-*.html"))) == 1
     return out
 
 
@@ -76,18 +78,18 @@ def test_the_index_lists_the_series_with_its_newest_values_and_status(
     assert newest in index and "class='regression'" in index
 
 
-def test_the_pages_say_what_history_check_says(site: Path, service_series: dict) -> None:
-    check = run_cli("history", "check", "--store", service_series["step"], *GATE)
-    assert check.returncode == 99, check.stdout
+def test_the_pages_say_what_history_check_says(site: Path, service_series: dict, capsys) -> None:
+    assert cli.main(["history", "check", "--store", str(service_series["step"]), *GATE]) == 99
+    check = capsys.readouterr().out
     index = (site / "index.html").read_text()
     gate = re.search(r"<pre id='gate'>(.*?)</pre>", index, re.S)
-    assert gate and _unescape(gate.group(1)) == check.stdout.strip()
+    assert gate and _unescape(gate.group(1)) == check.strip()
     (page,) = site.glob("series-*.html")
     judgement = re.search(r"<pre id='judgement'>(.*?)</pre>", page.read_text(), re.S)
     assert judgement
     # The series is the newest run's: its judgement is check's, line for line.
     lines = _unescape(judgement.group(1)).splitlines()
-    assert lines and all(line in check.stdout.splitlines() for line in lines)
+    assert lines and all(line in check.splitlines() for line in lines)
     assert any(line.startswith("REGRESSION: p50_ms") for line in lines)
     assert "run 11 of 15" in page.read_text()  # the change point, where the 8 ms runs begin
 
@@ -99,22 +101,34 @@ def test_every_link_is_relative_and_resolves(site: Path) -> None:
             assert (site / link).exists(), (page, link)
 
 
-def test_a_runs_report_label_is_its_link(service_series: dict, tmp_path: Path) -> None:
+def test_a_runs_report_label_is_its_link(service_series: dict, tmp_path: Path, capsys) -> None:
     store, out = tmp_path / "store", tmp_path / "site"
     run = service_series["5ms"][0]
+    # In this process (each command's import would cost seconds): a report, the run added
+    # with its label, the site.
     report = out / "reports" / "first.html"
-    assert run_cli("report", run, "-o", report).returncode == 0
+    assert cli.main(["report", str(run), "--dashboard", "-o", str(report)]) == 0
     label = "report=reports/first.html"
-    assert run_cli("history", "add", run, "--store", store, "--label", label).returncode == 0
-    hostile = "report=javascript:alert(1)"
-    other = service_series["5ms"][1]
-    assert run_cli("history", "add", other, "--store", store, "--label", hostile).returncode == 0
-    proc = run_cli("history", "site", "--store", store, "-o", out)
-    assert proc.returncode == 0, proc.stderr
+    assert cli.main(["history", "add", str(run), "--store", str(store), "--label", label]) == 0
+    assert cli.main(["history", "site", "--store", str(store), "-o", str(out)]) == 0
+    capsys.readouterr()
     (page,) = out.glob("series-*.html")
-    assert "reports/first.html" in _links(page)
-    assert not any("javascript" in link for link in _links(page))
+    assert "reports/first.html" in _links(page) and (out / "reports" / "first.html").exists()
     assert "too few runs" in (out / "index.html").read_text()
+
+
+@pytest.mark.parametrize(
+    ("label", "link"),
+    [
+        ("https://ci.example/r/1.html", "https://ci.example/r/1.html"),
+        ("reports/1.html", "reports/1.html"),
+        ("javascript:alert(1)", None),
+        ("file:///etc/passwd", None),
+        ("/abs/1.html", None),
+    ],
+)
+def test_only_web_and_relative_links_are_linked(label: str, link: str | None) -> None:
+    assert site_module.report_link({"labels": json.dumps({"report": label})}) == link
 
 
 def test_the_site_opens_offline_in_chromium(site: Path) -> None:
@@ -128,18 +142,17 @@ def test_the_site_opens_offline_in_chromium(site: Path) -> None:
     assert any(re.fullmatch(r"[\d,.]+", cell) for cell in found["cells"]), found
 
 
-def test_bad_input_is_one_sentence_and_exit_2(service_series: dict, tmp_path: Path) -> None:
+def test_bad_input_is_one_sentence_and_exit_2(service_series: dict, tmp_path: Path, capsys) -> None:
     blocker = tmp_path / "a-file"
     blocker.write_text("")
     for args in (
-        ("--store", tmp_path / "no-store", "-o", tmp_path / "site"),
-        ("--store", service_series["step"], "-o", blocker),
-        ("--store", service_series["step"], "-o", "/proc/site"),
-        ("--store", service_series["step"], "-o", service_series["step"] / "site"),
+        ("--store", tmp_path / "no-store", "-o", tmp_path / "site"),  # no store
+        ("--store", service_series["step"], "-o", blocker),  # -o cannot be a folder
+        ("--store", service_series["step"], "-o", service_series["step"] / "site"),  # in it
     ):
-        proc = run_cli("history", "site", *args)
-        assert proc.returncode == 2, proc
-        assert len(proc.stderr.strip().splitlines()) == 1, proc.stderr
+        assert cli.main(["history", "site", *map(str, args)]) == 2, args
+        err = capsys.readouterr().err
+        assert len(err.strip().splitlines()) == 1, err
     assert not (tmp_path / "site").exists()
 
 

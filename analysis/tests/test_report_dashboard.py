@@ -20,9 +20,10 @@ from pathlib import Path
 
 import pytest
 
+from loadgen_analysis import cli
 from loadgen_analysis.testing import harness
 
-from .conftest import Binaries, run_cli
+from .conftest import Binaries
 from .test_dashboard_browser import NO_NETWORK, _dump, _figures
 from .test_report_browser import DATA, _chromium
 
@@ -48,8 +49,8 @@ def dashboard_run(binaries: Binaries, tmp_path_factory: pytest.TempPathFactory) 
         command += ["-d", "4s", "--no-progress", "--out", str(run), "--dashboard-out", str(saved)]
         proc = subprocess.run(command, capture_output=True, text=True, timeout=60, check=False)
     assert proc.returncode == 0, proc.stderr
-    proc = run_cli("report", run, "--dashboard", "-o", rebuilt)
-    assert proc.returncode == 0, proc.stderr
+    # In this process: a command's imports would cost seconds.
+    assert cli.main(["report", str(run), "--dashboard", "-o", str(rebuilt)]) == 0
     return {"run": run, "saved": saved, "rebuilt": rebuilt}
 
 
@@ -95,13 +96,13 @@ def test_the_rebuilt_page_opens_offline_with_run_jsons_figures(dashboard_run: di
     assert verdict["cause"] in dom
 
 
-def test_bad_input_is_one_sentence_and_exit_2(dashboard_run: dict, tmp_path: Path) -> None:
+def test_bad_input_is_one_sentence_and_exit_2(dashboard_run: dict, tmp_path: Path, capsys) -> None:
     for args in (
         ("report", dashboard_run["run"], DATA / "overview", "--dashboard"),
         ("report", dashboard_run["run"], "--dashboard", "--plots", tmp_path / "figures"),
         ("report", tmp_path / "missing", "--dashboard"),
     ):
-        proc = run_cli(*args, "-o", tmp_path / "page.html")
-        assert proc.returncode == 2, proc
-        assert len(proc.stderr.strip().splitlines()) == 1, proc.stderr
+        assert cli.main([*map(str, args), "-o", str(tmp_path / "page.html")]) == 2, args
+        err = capsys.readouterr().err
+        assert len(err.strip().splitlines()) == 1, err
     assert not (tmp_path / "page.html").exists()  # nothing half-written
