@@ -7,7 +7,8 @@ module only fills in the data the engine's ``--dashboard-out`` fills in — one 
 and the final one. The final event is run.json's ``summary``, ``verdict``, ``client`` and
 ``thresholds`` verbatim. The seconds come from the rows: a second ends at each client-metrics
 sample (``client-metrics.parquet``'s ``t_ns``, one a second from the run's start; without that
-file, at each whole second from the anchor) and counts the requests that *ended* in it, as the
+file, at each whole second from the anchor; the last second runs to the last row's end) and
+counts the requests that *ended* in it, as the
 live counters do. Its percentiles are the live page's: over the answered requests (a status
 came back) of that second (``p*_ms``) and of the run so far (``total_p*_ms``), from the
 intended send under the open model, each the ⌈q·n⌉-th smallest latency at 3 significant digits
@@ -49,11 +50,13 @@ def _bounds_ns(run: Run, last_end_ns: int) -> tuple[np.ndarray, pd.DataFrame | N
         columns += [c for c in ("scheduled", "dropped", "late") if c in names]
         samples = pq.read_table(run.client_metrics_files[0], columns=columns).to_pandas()
         samples = samples.sort_values("t_ns").reset_index(drop=True)
-        bounds = samples["t_ns"].to_numpy(dtype=np.int64)
+        bounds = samples["t_ns"].to_numpy(dtype=np.int64).copy()
     else:
         bounds = np.arange(1, math.ceil(last_end_ns / 1e9) + 1, dtype=np.int64) * 1_000_000_000
-    if len(bounds) == 0 or bounds[-1] < last_end_ns:  # the rows that ended after the last one
-        bounds = np.append(bounds, np.int64(last_end_ns))
+    if len(bounds) == 0:
+        bounds = np.array([last_end_ns], dtype=np.int64)
+    elif bounds[-1] < last_end_ns:  # the last rows ended after the last sample: its second
+        bounds[-1] = last_end_ns  # (a sliver of its own would make a rate of a few rows)
     return bounds, samples
 
 
