@@ -2,9 +2,9 @@
 
 Responsible for parsing arguments, calling the package and choosing the exit code — nothing
 else. Subcommands: ``summary`` (per-op tables), ``explain`` (where throughput stopped: the
-verdict and its evidence), ``report`` (self-contained HTML), ``compare`` (the regression
-gate: exit 0 pass, 1 a limit exceeded, 2 bad input), ``export`` and ``history`` (their own
-modules). Bad input is one line on stderr and exit 2. Every RUN is a run directory, a folder
+verdict and its evidence), ``compare`` (the regression gate: exit 0 pass, 1 a limit exceeded,
+2 bad input); ``report`` (self-contained HTML), ``export`` and ``history`` in their own
+modules. Bad input is one line on stderr and exit 2. Every RUN is a run directory, a folder
 of them, or an ``s3://`` URL of either; warnings (an incomplete sharded run) go to stderr.
 """
 
@@ -19,7 +19,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, NoReturn
 
-from . import cli_history
+from . import cli_history, cli_report
 from .errors import RunLoadError, check_writable, os_error_text
 from .export.command import add_export_parser, export
 from .io.load import load_runs
@@ -37,7 +37,6 @@ from .thresholds import (
     parse_threshold,
     resolve_ops,
 )
-from .units import count, parse_bucket_seconds
 
 #: One exit-code table for loadgen and loadgen-analyze (docs/troubleshooting.md).
 EXIT_OK = 0
@@ -99,7 +98,8 @@ def _parser() -> argparse.ArgumentParser:
     )
     sub = parser.add_subparsers(dest="command", required=True)
     _add_summary(sub)
-    _add_explain_and_report(sub)
+    _add_explain(sub)
+    cli_report.add_parser(sub, _RUN_HELP)
     _add_compare(sub)
     _add_notebook(sub)
     add_export_parser(sub)
@@ -170,7 +170,7 @@ def _add_summary(sub: Any) -> None:
     )
 
 
-def _add_explain_and_report(sub: Any) -> None:
+def _add_explain(sub: Any) -> None:
     explain = sub.add_parser(
         "explain",
         help="print where throughput stopped: the verdict and each check's evidence",
@@ -186,33 +186,6 @@ def _add_explain_and_report(sub: Any) -> None:
         "--markdown",
         action="store_true",
         help="print Markdown tables (for $GITHUB_STEP_SUMMARY or a pull-request comment)",
-    )
-
-    report = sub.add_parser(
-        "report",
-        help="write one self-contained HTML report on runs (a sweep when their -c differ)",
-        description="Write a self-contained HTML report: summary tables, the attribution "
-        "verdict, Little's Law and USL for several concurrency levels, and plots. A RUN "
-        "that is a folder of run directories stands for all of them; a `loadgen capacity` "
-        "directory gets latency vs offered rate with the SLO and the answer.",
-    )
-    report.add_argument("runs", nargs="+", metavar="RUN", help=_RUN_HELP)
-    report.add_argument("-o", "--out", required=True, type=Path, help="HTML file to write")
-    report.add_argument("--title", help="report title")
-    report.add_argument(
-        "--plots",
-        type=Path,
-        metavar="DIR",
-        help="also write each figure as SVG and PNG (200 dpi) into DIR, for papers and slides "
-        "(also for a capacity directory)",
-    )
-    report.add_argument(
-        "--bucket",
-        type=parse_bucket_seconds,
-        default=1.0,
-        metavar="WIDTH",
-        help="the timeline's bucket width, e.g. 100ms to see a stall shorter than a second, "
-        "which one-second buckets average away (default 1s)",
     )
 
 
@@ -367,28 +340,6 @@ def _explain(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-def _report(args: argparse.Namespace) -> int:
-    from .io.capacity import is_capacity_dir
-    from .report.capacity import build_capacity_report
-    from .report.html import write_report
-    from .report.markup import figures_into, figures_text
-
-    check_writable(args.out)
-    with figures_into(args.plots) as written:
-        if len(args.runs) == 1 and is_capacity_dir(args.runs[0]):
-            args.out.parent.mkdir(parents=True, exist_ok=True)
-            text = build_capacity_report(args.runs[0], args.title)
-            args.out.write_text(text, encoding="utf-8")
-            print(f"wrote {args.out} (capacity search)")
-        else:
-            runs = load_runs(args.runs)
-            out = write_report(runs, args.out, args.title, bucket_s=args.bucket)
-            print(f"wrote {out} ({count(len(runs), 'run')})")
-    if args.plots is not None:
-        print(figures_text(written, args.plots))
-    return EXIT_OK
-
-
 def _notebook(args: argparse.Namespace) -> int:
     from . import notebook
 
@@ -467,7 +418,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     handlers = {
         "summary": _summary,
         "explain": _explain,
-        "report": _report,
+        "report": cli_report.run,
         "compare": _compare,
         "notebook": _notebook,
         "export": export,

@@ -1,9 +1,9 @@
 """``loadgen-analyze history``: the run history's subcommands, parsed and run.
 
 ``add`` appends runs to a store, ``show`` prints its series and change points, ``report``
-writes the trend report, ``check`` is the gate (exit 0 pass, 99 a regression beyond the limit,
-2 bad input). The work is :mod:`.history`'s; this module only parses, prints and picks the
-exit code, as :mod:`.cli` does for the other commands.
+writes the trend report, ``site`` the static site of its series, ``check`` is the gate (exit 0
+pass, 99 a regression beyond the limit, 2 bad input). The work is :mod:`.history`'s; this
+module only parses, prints and picks the exit code, as :mod:`.cli` does for the other commands.
 """
 
 from __future__ import annotations
@@ -139,6 +139,32 @@ def add_parser(sub: Any) -> None:
     )
     check.add_argument("--junit", type=Path, metavar="FILE", help="also write JUnit XML")
     check.add_argument("--json", action="store_true", help="print JSON instead of text")
+    _add_site(commands)
+
+
+def _add_site(commands: Any) -> None:
+    """``history site``: its flags are the filters, ``-o DIR`` and the gate's limit."""
+    site = commands.add_parser(
+        "site",
+        help="write the history as a static site: an index of series, a page per series",
+        description="Write a folder of HTML pages: index.html lists each series (what was "
+        "tested, its newest values, the gate's status), and each series has a page with its "
+        "metrics over the runs, the change points, the judgement `history check` makes of it "
+        "and its runs, each linked to its report when added with --label report=URL (a web "
+        "URL, or a path relative to DIR). Links are relative: publish DIR as it is (GitHub "
+        f"Pages, an S3 bucket). Judged metrics by default: {', '.join(DEFAULT_GATED)}.",
+    )
+    _add_filters(site, "draw and judge")
+    site.add_argument(
+        "-o", "--out", required=True, type=Path, metavar="DIR", help="the folder to write"
+    )
+    site.add_argument(
+        "--max-regression",
+        type=_limit,
+        default=0.05,
+        metavar="PCT",
+        help="the gate's limit, as for `history check` (default 5%%)",
+    )
 
 
 def _metrics(args: argparse.Namespace, default: tuple[str, ...]) -> tuple[str, ...]:
@@ -250,7 +276,25 @@ def _check(args: argparse.Namespace) -> int:
     return result.exit_code
 
 
+def _site(args: argparse.Namespace) -> int:
+    from .errors import check_writable
+    from .history import changes, site, store
+
+    history = store.read(args.store, args.by_host)
+    check_writable(args.out / "index.html")
+    settings = site.SiteSettings(
+        metrics=_metrics(args, changes.ALL_METRICS),
+        gated=_metrics(args, DEFAULT_GATED),
+        limit=args.max_regression,
+        max_pvalue=args.max_pvalue,
+    )
+    pages = site.write_site(history, args.out, settings, _ops(args))
+    runs = count(history["run_id"].nunique(), "run")
+    print(f"wrote {args.out / 'index.html'} and {count(len(pages) - 1, 'series page')} ({runs})")
+    return 0
+
+
 def run(args: argparse.Namespace) -> int:
     """Run the parsed ``history`` subcommand; returns the exit code."""
-    handlers = {"add": _add, "show": _show, "report": _report, "check": _check}
+    handlers = {"add": _add, "show": _show, "report": _report, "check": _check, "site": _site}
     return handlers[args.history_command](args)

@@ -349,3 +349,29 @@ def s3_bucket(
     name = f"loadgen-test-{uuid.uuid4().hex[:12]}"
     client.create_bucket(Bucket=name)
     return S3Bucket(endpoint_url=s3_server, name=name, client=client)
+
+
+@pytest.fixture(scope="session")
+def service_series(binaries: Binaries, tmp_path_factory: pytest.TempPathFactory) -> dict:
+    """15 one-second runs (4 workers) against a 5 ms server, then 5 against an 8 ms server on
+    another ephemeral port, as a service started anew in CI each night (the same test, so one
+    series, issue 49): 20 runs, about 20 s. Shared by test_history.py and
+    test_history_site.py."""
+    root = tmp_path_factory.mktemp("history-runs")
+    at_5ms, at_8ms = [], []
+    with harness.Server(("--service-time", "5ms"), binary=binaries.server) as server:
+        first_url = server.url
+        for i in range(15):
+            at_5ms.append(root / f"5ms-{i:02d}")
+            harness.run_loadgen(server.url + "/", at_5ms[-1], 4, "1s", binary=binaries.loadgen)
+    with harness.Server(("--service-time", "8ms"), binary=binaries.server) as server:
+        assert server.url != first_url  # two ports: the test the issue asks for
+        for i in range(5):
+            at_8ms.append(root / f"8ms-{i:02d}")
+            harness.run_loadgen(server.url + "/", at_8ms[-1], 4, "1s", binary=binaries.loadgen)
+    stores = tmp_path_factory.mktemp("history-stores")
+    step, noise = stores / "step", stores / "noise"
+    for runs, where in ((at_5ms[:10] + at_8ms, step), (at_5ms, noise)):
+        proc = run_cli("history", "add", *runs, "--store", where, "--label", "branch=main")
+        assert proc.returncode == 0, proc.stderr
+    return {"5ms": at_5ms, "8ms": at_8ms, "step": step, "noise": noise}

@@ -26,7 +26,7 @@ DOCS = Path(__file__).resolve().parents[2] / "docs" / "architecture.md"
 LAYERS: tuple[tuple[str, ...], ...] = (
     ("__init__", "testing"),  # the public names; test and bench helpers (not in the wheel)
     ("cli",),  # loadgen-analyze
-    ("cli_history",),  # loadgen-analyze history's subcommands
+    ("cli_history", "cli_report"),  # loadgen-analyze history's subcommands; report
     ("export", "history"),  # CSV, JSON lines, hlog; the run history store and its gate
     ("notebook", "report"),  # notebooks run headless; plots, HTML, JUnit
     ("regression",),  # baseline against candidate

@@ -1,13 +1,14 @@
 """The GitHub Actions workflows of docs/reference/ci-workflows.md and examples/ci/ (issues 30
 and 37): each file is shown on the page as it is, is a well-formed workflow, and its steps run
 here as they would on a runner — loadtest.yml's baseline, candidate with thresholds, the compare
-gate and the report; nightly.yml's run, ``history add``, ``history check`` and the trend report
-— against the debug binaries, with their JUnit files checked.
+gate and the report; nightly.yml's run, its report, ``history add``, ``history check``, the
+trend report and the history site (issue 48) — against the debug binaries, with their JUnit
+files checked.
 
 Steps that use an action (``uses:``) or set up the machine (named ``Set up: …``: the release
 build, ``pip install``) are not run: the binaries and this venv stand in for them. ``-d 5s``
 and ``-d 10s`` run for 2 s here, to keep the suite short. GITHUB_PATH and GITHUB_STEP_SUMMARY
-are files in the scratch directory, as on a runner.
+are files in the scratch directory, as on a runner; GITHUB_RUN_ID is set, as there.
 """
 
 from __future__ import annotations
@@ -95,6 +96,7 @@ def _run_steps(path: Path, binaries, tmp_path: Path) -> Path:
         ),
         "GITHUB_PATH": str(tmp_path / "github_path"),
         "GITHUB_STEP_SUMMARY": str(tmp_path / "step_summary.md"),
+        "GITHUB_RUN_ID": "4242",
     }
     try:
         for step in _steps(path):
@@ -147,3 +149,10 @@ def test_the_nightly_workflow_steps_run_locally(binaries, tmp_path: Path) -> Non
     assert int(root.get("tests")) >= 1 and root.get("failures") == "0"
     assert (work / "trend.html").exists() and list((work / "trend-figures").glob("*.svg"))
     assert "change points" in (tmp_path / "step_summary.md").read_text()
+    # The site Pages publishes: its index, the series' page linking the night's report, which
+    # the site carries (its links are relative).
+    site = work / "site"
+    assert "1 run in 1 series" in (site / "index.html").read_text()
+    (page,) = site.glob("series-*.html")
+    assert "href='reports/4242.html'" in page.read_text()
+    assert (site / "reports" / "4242.html").exists()

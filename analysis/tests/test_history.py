@@ -22,40 +22,15 @@ import pytest
 import loadgen_analysis as la
 from loadgen_analysis.history import gate, store
 from loadgen_analysis.io import contract
-from loadgen_analysis.testing import change_series, harness
+from loadgen_analysis.testing import change_series
 
-from .conftest import Binaries, S3Bucket, ShardSet, run_cli
+from .conftest import S3Bucket, ShardSet, run_cli
 
 REPO = Path(__file__).resolve().parents[2]
 #: Limits of the real-run gate: the step is ~50 % (5 → 8 ms); this machine's run-to-run noise
 #: in throughput and p50 has shifted a series by up to ~6 % (a busy neighbour), so 10 %. (A
 #: 5 → 6 ms step was too close to that noise: a clean-clone run split it at a noise change.)
 GATE = ("--max-regression", "10%", "--metric", "throughput_rps", "--metric", "p50_ms")
-
-
-@pytest.fixture(scope="module")
-def service_series(binaries: Binaries, tmp_path_factory: pytest.TempPathFactory) -> dict:
-    """15 one-second runs (4 workers) against a 5 ms server, then 5 against an 8 ms server on
-    another ephemeral port, as a service started anew in CI each night (the same test, so one
-    series, issue 49): 20 runs, about 20 s."""
-    root = tmp_path_factory.mktemp("history-runs")
-    at_5ms, at_8ms = [], []
-    with harness.Server(("--service-time", "5ms"), binary=binaries.server) as server:
-        first_url = server.url
-        for i in range(15):
-            at_5ms.append(root / f"5ms-{i:02d}")
-            harness.run_loadgen(server.url + "/", at_5ms[-1], 4, "1s", binary=binaries.loadgen)
-    with harness.Server(("--service-time", "8ms"), binary=binaries.server) as server:
-        assert server.url != first_url  # two ports: the test the issue asks for
-        for i in range(5):
-            at_8ms.append(root / f"8ms-{i:02d}")
-            harness.run_loadgen(server.url + "/", at_8ms[-1], 4, "1s", binary=binaries.loadgen)
-    stores = tmp_path_factory.mktemp("history-stores")
-    step, noise = stores / "step", stores / "noise"
-    for runs, where in ((at_5ms[:10] + at_8ms, step), (at_5ms, noise)):
-        proc = run_cli("history", "add", *runs, "--store", where, "--label", "branch=main")
-        assert proc.returncode == 0, proc.stderr
-    return {"5ms": at_5ms, "8ms": at_8ms, "step": step, "noise": noise}
 
 
 def _run_id(run_dir: Path) -> str:

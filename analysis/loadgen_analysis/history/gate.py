@@ -188,6 +188,21 @@ def _levels(rows: pd.DataFrame, metric: str, confirmed: list[ChangePoint]) -> tu
     return best(before, key=lambda level: level.mean), levels[-1]
 
 
+def judge_series(
+    rows: pd.DataFrame,
+    limit: float,
+    metrics: tuple[str, ...] = DEFAULT_GATED,
+    max_pvalue: float = DEFAULT_MAX_PVALUE,
+) -> list[Judgement]:
+    """One series' judgements (``rows``: one fingerprint and op, in time order), per metric it
+    has: what :func:`check` says of it when the newest run is in it."""
+    return [
+        _judge(rows, metric, limit, max_pvalue)
+        for metric in metrics
+        if metric in rows and rows[metric].notna().any()
+    ]
+
+
 def check(
     history: pd.DataFrame,
     limit: float,
@@ -201,9 +216,7 @@ def check(
     for (fp, op), rows in series(history).items():
         if fp not in fingerprints or (ops is not None and op not in ops):
             continue
-        for metric in metrics:
-            if metric in rows and rows[metric].notna().any():
-                judgements.append(_judge(rows, metric, limit, max_pvalue))
+        judgements += judge_series(rows, limit, metrics, max_pvalue)
     if not judgements:
         judged = history[history["fingerprint"].astype(str).isin(fingerprints)]
         raise ValueError(
