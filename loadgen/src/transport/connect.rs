@@ -88,6 +88,22 @@ pub async fn connect(
     }
 }
 
+/// A connection to a loopback port that no one listens on, itself in the ephemeral range, can
+/// be given that same port as its source: TCP's simultaneous open then connects the socket to
+/// itself. loadgen would read its own request as the reply, and the socket holds the port, so
+/// the server cannot listen on it again (a target restarting on an ephemeral port, retried by
+/// every worker, met this in a capacity search). It is what it means: nobody listens — refused,
+/// as Go's dialer does.
+fn refuse_self_connect(tcp: &TcpStream) -> Result<(), ConnectFailure> {
+    match (tcp.local_addr(), tcp.peer_addr()) {
+        (Ok(local), Ok(peer)) if local == peer => Err(ConnectFailure {
+            class: ErrorClass::ConnectRefused,
+            detail: format!("nothing listens on {peer} (the connection reached itself)"),
+        }),
+        _ => Ok(()),
+    }
+}
+
 async fn connect_inner(
     origin: &Origin,
     source: Option<IpAddr>,
@@ -109,6 +125,7 @@ async fn connect_inner(
             socket.connect(origin.addr).await.map_err(failure)?
         }
     };
+    refuse_self_connect(&tcp)?;
     // Requests are small and latency matters more than packet count.
     let _ = tcp.set_nodelay(true);
     let meter = Meter::new();
@@ -234,6 +251,35 @@ pub fn parse_source_addrs(text: &str) -> Result<Vec<IpAddr>, String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A socket bound to a free loopback port and connected to that same port, with nobody
+    /// listening, connects to itself (TCP's simultaneous open): refused, not a connection.
+    #[tokio::test]
+    async fn a_connection_that_reached_itself_is_refused() {
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port();
+        let addr = SocketAddr::from(([127, 0, 0, 1], port));
+        let socket = tokio::net::TcpSocket::new_v4().unwrap();
+        socket.bind(addr).unwrap();
+        let tcp = socket.connect(addr).await.expect("a self-connect on Linux");
+        assert_eq!(tcp.local_addr().unwrap(), tcp.peer_addr().unwrap());
+        let refused = refuse_self_connect(&tcp).unwrap_err();
+        assert_eq!(refused.class, ErrorClass::ConnectRefused);
+        assert!(
+            refused.detail.contains("reached itself"),
+            "{}",
+            refused.detail
+        );
+        // An ordinary connection is left alone.
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let tcp = TcpStream::connect(listener.local_addr().unwrap())
+            .await
+            .unwrap();
+        assert!(refuse_self_connect(&tcp).is_ok());
+    }
 
     #[test]
     fn source_addresses_are_bounded_in_all_not_only_per_range() {
