@@ -126,10 +126,10 @@ PY
 peak_rss_kb() {
   local root=$1 peak=0 total pids
   while kill -0 "$root" 2>/dev/null; do
-    pids=$(ps -o pid= --ppid "$root" | xargs -r -n1 ps -o pid= --ppid | tr '\n' ' ')
-    pids="$pids $(ps -o pid= --ppid "$root" | tr '\n' ' ')"
-    total=$(ps -o rss= -p "$root $pids" 2>/dev/null | awk '{s += $1} END {print s + 0}')
-    [ "$total" -gt "$peak" ] && peak=$total
+    # The run's children (loadgen under taskset) and theirs (the processes it spread over).
+    pids=$( { ps -o pid= --ppid "$root" | xargs -r -n1 ps -o pid= --ppid; ps -o pid= --ppid "$root"; } 2>/dev/null || true)
+    total=$(echo "$root" $pids | tr -s ' ' ',' | xargs ps -o rss= -p 2>/dev/null | awk '{s += $1} END {print s + 0}') || true
+    if [ "$total" -gt "$peak" ]; then peak=$total; fi
     sleep 0.2
   done
   echo "$peak"

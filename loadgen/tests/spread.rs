@@ -31,7 +31,13 @@ fn three_thousand_connections_under_1700_files_are_two_processes_and_one_run_dir
     let url = server.url("/albums/1");
     let output = loadgen_under_sh(LIMIT)
         .args(["run", "--url", &url, "-c", "3000", "-d", "3s"])
-        .args(["--think-time", "500ms", "--connect-rate", "6000/s", "--json"])
+        .args([
+            "--think-time",
+            "500ms",
+            "--connect-rate",
+            "6000/s",
+            "--json",
+        ])
         .arg("--out")
         .arg(&out)
         .output()
@@ -55,7 +61,11 @@ fn three_thousand_connections_under_1700_files_are_two_processes_and_one_run_dir
         rows += read_rows(shard).len() as u64;
     }
     assert_eq!(workers, 3000, "each process ran its share of the workers");
-    assert_eq!(rows, server.server().requests_total(), "rows = server's count");
+    assert_eq!(
+        rows,
+        server.server().requests_total(),
+        "rows = server's count"
+    );
     assert_eq!(totals["requests"], rows, "{totals}");
 }
 
@@ -67,7 +77,13 @@ fn ctrl_c_reaches_every_process_and_their_rows_are_kept() {
     let url = server.url("/albums/1");
     let child = loadgen_under_sh(LIMIT)
         .args(["run", "--url", &url, "-c", "3000", "-d", "60s"])
-        .args(["--think-time", "500ms", "--connect-rate", "6000/s", "--json"])
+        .args([
+            "--think-time",
+            "500ms",
+            "--connect-rate",
+            "6000/s",
+            "--json",
+        ])
         .arg("--out")
         .arg(&out)
         .spawn()
@@ -91,7 +107,11 @@ fn ctrl_c_reaches_every_process_and_their_rows_are_kept() {
         assert_eq!(run_json(shard)["exit_reason"], "interrupted", "{shard:?}");
     }
     let rows: u64 = shards.iter().map(|s| read_rows(s).len() as u64).sum();
-    assert_eq!(rows, server.server().requests_total(), "rows = server's count");
+    assert_eq!(
+        rows,
+        server.server().requests_total(),
+        "rows = server's count"
+    );
     assert_eq!(totals["requests"], rows, "{totals}");
 }
 

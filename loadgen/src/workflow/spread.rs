@@ -317,7 +317,10 @@ async fn forward_signals(stop: StopSignal, pids: Vec<u32>) {
             ExitReason::Terminated => rustix::process::Signal::TERM,
             _ => rustix::process::Signal::INT,
         };
-        for pid in pids.iter().filter_map(|&p| rustix::process::Pid::from_raw(p as i32)) {
+        for pid in pids
+            .iter()
+            .filter_map(|&p| rustix::process::Pid::from_raw(p as i32))
+        {
             let _ = rustix::process::kill_process(pid, signal);
         }
     }
@@ -431,7 +434,11 @@ impl Totals {
         for lost in &self.lost {
             text += &format!("  {lost}\n");
         }
-        let errors: Vec<String> = self.errors.iter().map(|(c, n)| format!("{n} {c}")).collect();
+        let errors: Vec<String> = self
+            .errors
+            .iter()
+            .map(|(c, n)| format!("{n} {c}"))
+            .collect();
         text += &format!(
             "all: {} requests, {} failed{}, {:.0} req/s\n\
              percentiles over every process's rows: loadgen-analyze summary {}\n",
