@@ -10,11 +10,12 @@
 #   -t  length of the long run (default 70)            -s  skip the comparison runs
 #
 # nginx on core 0 (workers with `reuseport`, each under this machine's open-files limit), the
-# clients on core 1. A process here may hold 20,000 files and no more, so a count above ~19,900
-# connections runs as several `loadgen run --shard i/N` processes started together
-# (`--start-at`), each from its own loopback source address (127.0.0.x) so that no
-# (source, destination) pair runs out of ephemeral ports; their RSS and CPU are summed. wrk
-# has neither shards nor source addresses: it runs where one process can hold the count.
+# clients on core 1. A process here may hold 20,000 files and no more, so above ~19,900
+# connections the one `loadgen run` command spreads its workers over several processes of
+# itself (one shard each, loopback source addresses 127.0.0.x so that no (source, destination)
+# pair runs out of ephemeral ports, one run directory); their CPU is counted together (the
+# run waits for them) and their RSS summed (sampled from /proc). wrk has neither: it runs
+# where one process can hold the count.
 # LEVELS="1000 10000" chooses the comparison counts; LOADGEN=path benchmarks that binary.
 # Installs wrk and nginx from Debian's packages if missing; leaves nothing running; raw results
 # under bench/out/.
@@ -84,43 +85,54 @@ CONF
   for _ in $(seq 100); do curl -fs "${url}probe" >/dev/null 2>&1 && break; sleep 0.1; done
 }
 
-# run_loadgen NAME CONNECTIONS ARGS…: loadgen with CONNECTIONS workers on the client core, as
-# one process or as shards started together; prints requests, req/s, CPU µs/request, peak
-# RSS MB (summed over shards), failed, shards, verdict(s).
+# run_loadgen NAME CONNECTIONS ARGS…: one `loadgen run` with CONNECTIONS workers on the client
+# core (past one process's open files it spreads itself over several); prints requests, req/s,
+# CPU µs/request (the processes' together), peak RSS MB (of all of them together, sampled from
+# /proc every 0.2 s), failed, processes, verdict(s), errors by class.
 run_loadgen() {
-  local name=$1 connections=$2 shards i pids=()
+  local name=$1 connections=$2 pid
   shift 2
-  shards=$(((connections + per_process - 1) / per_process))
-  local start_at
-  start_at=$(date -u -d "+3 seconds" +%Y-%m-%dT%H:%M:%SZ)
-  for i in $(seq 0 $((shards - 1))); do
-    local shard_args=()
-    if [ "$shards" -gt 1 ]; then
-      shard_args=(--shard "$i/$shards" --start-at "$start_at" --source-addr "127.0.0.$((i + 2))")
-    fi
-    /usr/bin/time -f "%U %S %M" -o "$out/$name-$i.time" \
-      taskset -c "$client_cpu" "$loadgen" run --url "$url" --no-progress --json \
-      --out "$out/$name-$i" -c "$connections" "${shard_args[@]}" "$@" >"$out/$name-$i.json" 2>"$out/$name-$i.err" &
-    pids+=($!)
-  done
-  for p in "${pids[@]}"; do wait "$p" || true; done
-  python3 - "$out" "$name" "$shards" <<'PY'
+  /usr/bin/time -f "%U %S %M" -o "$out/$name.time" \
+    taskset -c "$client_cpu" "$loadgen" run --url "$url" --no-progress --json \
+    --out "$out/$name" -c "$connections" "$@" >"$out/$name.json" 2>"$out/$name.err" &
+  pid=$!
+  peak_rss_kb "$pid" >"$out/$name.rss"
+  wait "$pid" || true
+  python3 - "$out" "$name" <<'PY'
 import json, sys
-out, name, shards = sys.argv[1], sys.argv[2], int(sys.argv[3])
-n = failed = 0; cpu = rss = rps = 0.0; verdicts = []; classes = {}
-for i in range(shards):
-    doc = json.load(open(f"{out}/{name}-{i}.json"))
+out, name = sys.argv[1], sys.argv[2]
+doc = json.load(open(f"{out}/{name}.json"))
+user, system, rss_kb = open(f"{out}/{name}.time").read().split()[-3:]
+# One process: its own peak (as wrk's is measured); spread: the sampled sum of the processes.
+rss = int(rss_kb) / 1024
+if "processes" in doc:  # spread over several processes: their sums
+    n, failed, rps, classes = doc["requests"], doc["failed"], doc["throughput_rps"], doc["errors"]
+    processes = doc["processes"]
+    verdicts = [str(s.get("verdict") or "")[:160] for s in doc["shards"]] + doc["lost"]
+    rss = int(open(f"{out}/{name}.rss").read().split()[0]) / 1024
+else:
     summary = doc["summary"]
-    user, system, rss_kb = open(f"{out}/{name}-{i}.time").read().split()[-3:]
-    n += summary["requests"]; failed += summary["failed"]; rps += summary["throughput_rps"]
-    for cls, count in (summary.get("errors") or {}).items():
-        classes[cls] = classes.get(cls, 0) + count
-    cpu += float(user) + float(system); rss += int(rss_kb) / 1024
-    verdict = (doc.get("verdict") or {}).get("finding") or (doc.get("verdict") or {}).get("summary") or ""
-    verdicts.append(str(verdict)[:160])
+    n, failed, rps = summary["requests"], summary["failed"], summary["throughput_rps"]
+    classes, processes = summary.get("errors") or {}, 1
+    verdicts = [str((doc.get("verdict") or {}).get("summary") or "")[:160]]
+cpu = float(user) + float(system)
 errors = ", ".join(f"{c} {k}" for c, k in sorted(classes.items())) or "none"
-print("\t".join(str(x) for x in [n, f"{rps:.0f}", f"{cpu / max(n, 1) * 1e6:.2f}", f"{rss:.1f}", failed, shards, " | ".join(verdicts), errors]))
+print("\t".join(str(x) for x in [n, f"{rps:.0f}", f"{cpu / max(n, 1) * 1e6:.2f}", f"{rss:.1f}", failed, processes, " | ".join(verdicts), errors]))
 PY
+}
+
+# peak_rss_kb PID: the largest sum of the resident sets of PID's process tree (the loadgen run
+# and the processes it spread over), sampled every 0.2 s until PID ends.
+peak_rss_kb() {
+  local root=$1 peak=0 total pids
+  while kill -0 "$root" 2>/dev/null; do
+    # The run's children (loadgen under taskset) and theirs (the processes it spread over).
+    pids=$( { ps -o pid= --ppid "$root" | xargs -r -n1 ps -o pid= --ppid; ps -o pid= --ppid "$root"; } 2>/dev/null || true)
+    total=$(echo "$root" $pids | tr -s ' ' ',' | xargs ps -o rss= -p 2>/dev/null | awk '{s += $1} END {print s + 0}') || true
+    if [ "$total" -gt "$peak" ]; then peak=$total; fi
+    sleep 0.2
+  done
+  echo "$peak"
 }
 
 # run_wrk NAME CONNECTIONS SECONDS: prints requests, req/s, CPU µs/request, peak RSS MB, errors.
@@ -134,9 +146,9 @@ if [ "$compare" = 1 ]; then
   out_dir=$out
   printf 'connections\tclient\trequests\treq/s\tCPU µs/req\tpeak RSS MB\terrors\n' >"$out/compare.tsv"
   for c in ${LEVELS:-1000 10000 50000}; do
-    IFS=$'\t' read -r n rps cpu rss failed shards _ <<<"$(run_loadgen "c$c" "$c" -d "${seconds}s" --connect-timeout 30s)"
+    IFS=$'\t' read -r n rps cpu rss failed processes _ <<<"$(run_loadgen "c$c" "$c" -d "${seconds}s" --connect-timeout 30s)"
     printf '%s\tloadgen\t%s\t%s\t%s\t%s\t%s\n' "$c" "$n" "$rps" "$cpu" "$rss" "$failed" | tee -a "$out/compare.tsv" >&2
-    [ "$shards" -gt 1 ] && note "loadgen at $c connections: $shards processes (--shard), RSS and CPU summed"
+    [ "$processes" -gt 1 ] && note "loadgen at $c connections: spread itself over $processes processes (one command), RSS and CPU summed"
     if [ "$c" -le "$per_process" ]; then
       out=$out_dir
       row=$(run_wrk "wrk-c$c" "$c" "$seconds")
@@ -166,9 +178,8 @@ note "== $users users, closed model, 10 s think time, ${hold}s, nginx with $work
 start_nginx "$workers" on
 # Opening 100,000 connections is a burst of SYNs on one nginx core: the listen queues are
 # raised for this run (somaxconn caps nginx's `backlog`; the SYN queue holds half-open ones)
-# and put back after it, and the shards share one connect rate.
+# and put back after it; one connect rate for the run (loadgen shares it among its processes).
 connect_rate=${CONNECT_RATE:-5000}
-shards=$(((users + per_process - 1) / per_process))
 saved_sysctl=$(sysctl -n net.core.somaxconn net.ipv4.tcp_max_syn_backlog | tr '\n' ' ')
 restore_sysctl() {
   read -r somaxconn syn_backlog <<<"$saved_sysctl"
@@ -177,11 +188,11 @@ restore_sysctl() {
 trap 'bench_cleanup; restore_sysctl' EXIT
 sysctl -qw net.core.somaxconn=65535 net.ipv4.tcp_max_syn_backlog=65535 ||
   note "cannot raise somaxconn / tcp_max_syn_backlog here: the listen queues stay at $saved_sysctl"
-IFS=$'\t' read -r n rps cpu rss failed shards verdicts errors <<<"$(run_loadgen users "$users" --think-time 10s -d "${hold}s" --connect-timeout 30s --connect-rate "$((connect_rate / shards))/s")"
+IFS=$'\t' read -r n rps cpu rss failed processes verdicts errors <<<"$(run_loadgen users "$users" --think-time 10s -d "${hold}s" --connect-timeout 30s --connect-rate "${connect_rate}/s")"
 bench_cleanup
 sleep 1
 logged=$(wc -l <"$out/nginx/access.log")
-note "rows $n (in $shards processes), nginx access log $logged, error rows $failed, $rps req/s, peak RSS $rss MB (summed), CPU $cpu µs/request"
+note "one loadgen run: rows $n (in $processes processes), nginx access log $logged, error rows $failed, $rps req/s, peak RSS $rss MB (summed), CPU $cpu µs/request"
 note "verdicts: $verdicts"
 note "error rows by class: $errors"
 if [ "$n" = "$logged" ] && [ "$failed" = 0 ]; then note "rows = nginx's count, no error rows"; else note "MISMATCH: rows $n vs nginx $logged, $failed error rows"; fi

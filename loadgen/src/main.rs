@@ -8,6 +8,7 @@ use loadgen::cli::{Cli, Command, ScenariosAction};
 use loadgen::config::RunConfig;
 use loadgen::report::junit::Suite;
 use loadgen::stop::{ExitReason, StopSignal};
+use loadgen::workflow::spread;
 
 /// Writes to stdout, ignoring a reader that went away (`loadgen … --json | head`): the run's
 /// results are on disk whatever happens to the printout.
@@ -38,6 +39,12 @@ fn main() -> ExitCode {
 }
 
 fn run(args: &loadgen::cli::RunArgs) -> i32 {
+    let mut args = args.clone();
+    if let Err(e) = spread::as_child(&mut args) {
+        eprintln!("error: {e}");
+        return 2;
+    }
+    let args = &args;
     if let Err(code) = outputs_clear(&args.output, None) {
         return code;
     }
@@ -48,6 +55,11 @@ fn run(args: &loadgen::cli::RunArgs) -> i32 {
     let json = config.output.json;
     let output = args.output.clone();
     with_runtime(|stop| async move {
+        match spread::plan(&config, output.junit.is_some()).await {
+            Ok(Some(plan)) => return run_spread(&plan, json, &stop).await,
+            Ok(None) => {}
+            Err(e) => return fail(&e),
+        }
         match loadgen::run(config, stop.clone()).await {
             Ok(outcome) => {
                 if json {
@@ -74,6 +86,29 @@ fn run(args: &loadgen::cli::RunArgs) -> i32 {
             Err(e) => fail(&e),
         }
     })
+}
+
+/// `loadgen run` spread over several processes: their counts added up, each one's line.
+async fn run_spread(plan: &spread::Spread, json: bool, stop: &StopSignal) -> i32 {
+    eprintln!(
+        "{} connections need more open files than one process may hold ({}): running {} \
+         processes of loadgen, one shard each, into {}",
+        plan.connections,
+        plan.limit,
+        plan.children.len(),
+        plan.dir.display()
+    );
+    match spread::run(plan, stop).await {
+        Ok(ends) => {
+            let totals = spread::totals(plan, &ends);
+            match json {
+                true => emit_json(&totals),
+                false => emit(&totals.console()),
+            }
+            totals.exit_code
+        }
+        Err(e) => fail(&e),
+    }
 }
 
 /// Builds the runtime and runs `body` with a stop signal wired to Ctrl-C / SIGTERM.

@@ -19,6 +19,7 @@ mod target;
 pub use error::RunError;
 pub use finish::{Judged, RunOutcome};
 pub use output::HostInfo;
+pub(crate) use ports::ports_per_address;
 
 use crate::config::{RunConfig, Target};
 use crate::model::ModelPlan;
@@ -61,19 +62,13 @@ pub async fn run_with(
     finish::finish(config, target, output, driven, &stop, warnings, extra).await
 }
 
-/// Raises the soft open-files limit to the hard one, then checks that the run's connections
-/// fit under it. A model that will open its workers' connections is refused when they do
-/// not fit (the run would be mostly `too_many_open_files` rows); the open model's
-/// `--max-in-flight` is only a cap, reached when the server falls behind, so it gets a
-/// warning instead.
-fn check_open_files(config: &RunConfig) -> Result<Option<String>, RunError> {
-    // Headroom for the runtime, the writer, the sampler and stdio.
-    const SPARE_FDS: u64 = 64;
-    let Ok(limit) = rlimit::increase_nofile_limit(u64::MAX) else {
-        return Ok(None);
-    };
-    let workers = config.model.plan().max_workers();
-    let mut connections = u64::from(workers);
+/// Headroom beside a run's connections: the runtime, the writer, the sampler and stdio.
+pub(crate) const SPARE_FDS: u64 = 64;
+
+/// The connections a run's workers open at most (an open model's: its `--max-in-flight`),
+/// counting the embedded server's end of each when it runs in this process.
+pub(crate) fn connections_needed(config: &RunConfig) -> u64 {
+    let mut connections = u64::from(config.model.plan().max_workers());
     if config.connection.http2 {
         let streams = u64::from(config.connection.streams_per_connection.max(1));
         connections = connections.div_ceil(streams);
@@ -82,7 +77,21 @@ fn check_open_files(config: &RunConfig) -> Result<Option<String>, RunError> {
         // The embedded server holds the other end of every connection in this process.
         connections *= 2;
     }
-    let needed = connections + SPARE_FDS;
+    connections
+}
+
+/// Raises the soft open-files limit to the hard one, then checks that the run's connections
+/// fit under it. A model that will open its workers' connections is refused when they do
+/// not fit (the run would be mostly `too_many_open_files` rows); the open model's
+/// `--max-in-flight` is only a cap, reached when the server falls behind, so it gets a
+/// warning instead. (`loadgen run` spreads a run that does not fit over several processes
+/// before it gets here: `workflow::spread`.)
+fn check_open_files(config: &RunConfig) -> Result<Option<String>, RunError> {
+    let Ok(limit) = rlimit::increase_nofile_limit(u64::MAX) else {
+        return Ok(None);
+    };
+    let workers = config.model.plan().max_workers();
+    let needed = connections_needed(config) + SPARE_FDS;
     if needed <= limit {
         return Ok(None);
     }

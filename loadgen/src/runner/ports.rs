@@ -29,6 +29,11 @@ fn ephemeral_ports() -> u64 {
     }
 }
 
+/// The connections a run plans to open from one local address to one server address.
+pub(crate) fn ports_per_address() -> u64 {
+    ephemeral_ports() * PORT_SHARE_PERCENT / 100
+}
+
 /// The source addresses the run's workers take in turn (empty: the kernel's choice), or why
 /// the ones given cannot hold the run's connections.
 pub(super) fn plan_sources(
@@ -43,7 +48,7 @@ pub(super) fn plan_sources(
         return Ok(given.clone());
     }
     let connections = u64::from(config.model.plan().max_workers());
-    let per_address = ephemeral_ports() * PORT_SHARE_PERCENT / 100;
+    let per_address = ports_per_address();
     let needed = connections.div_ceil(per_address.max(1));
     if !given.is_empty() {
         if (given.len() as u64) < needed {

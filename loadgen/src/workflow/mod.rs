@@ -1,8 +1,10 @@
 //! The workflows: compositions of ordinary runs, beside each other — [`mod@calibrate`] (one
 //! worker → R(1) and the prediction X(N) = N / R(1)), [`mod@sweep`] (a run per concurrency level
 //! or arrival rate, each compared with the prediction) and [`capacity`] (a search over
-//! open-model rates for the highest one meeting an SLO) — with what they share below them,
-//! here: where a workflow's directory goes, and reading a calibration a user names.
+//! open-model rates for the highest one meeting an SLO), and [`spread`] (one run's workers
+//! over several processes of this machine, when one process cannot hold its connections) —
+//! with what they share below them, here: where a workflow's directory goes, and reading a
+//! calibration a user names.
 //!
 //! Each reads its command line once into a [`RunInputs`](crate::config::RunInputs) and makes
 //! every run from it with its own model and output folder; each run writes a normal run
@@ -14,6 +16,7 @@
 
 pub mod calibrate;
 pub mod capacity;
+pub mod spread;
 pub mod sweep;
 
 use std::path::{Path, PathBuf};

@@ -24,7 +24,7 @@ use std::time::Instant;
 
 use hyper::header::HeaderValue;
 use hyper::Method;
-use tokio::io::{AsyncReadExt, AsyncWriteExt, ReadBuf};
+use tokio::io::{AsyncWriteExt, ReadBuf};
 
 use super::connect::{connect, Connected, Io, Origin};
 use super::io::Meter;
@@ -39,15 +39,13 @@ use wire::{encode, parse_head, response_headers, Framing, INLINE_BODY_BYTES};
 /// A connection idle at least this long is checked for a close by the server before it is
 /// used again (keep-alive timeouts are seconds; back-to-back requests skip the check).
 const IDLE_PROBE_AFTER: std::time::Duration = std::time::Duration::from_millis(50);
-/// The read buffer's first size: a response head and a small body fit in one read. It grows
-/// (doubling, up to [`READ_MAX`]) while reads fill it — a large response is read in large
-/// reads — and is given back to this size after the response, and entirely while the worker
-/// waits for its next request: 100,000 idle connections do not each hold a large buffer.
+/// The most of its read buffer a connection keeps between responses: a response head and a
+/// small body. The buffer holds only what arrived (reads land in the thread's scratch, see
+/// [`read_more`]); a larger one is given back after the response, and any one while the
+/// worker waits for its next request: 100,000 idle connections hold no read buffers.
 pub(crate) const READ_START: usize = 1024;
-/// The most the read buffer grows to for a body (a head larger than this still fits).
+/// The largest single read: each runtime thread's scratch buffer.
 pub(crate) const READ_MAX: usize = 64 * 1024;
-/// The request buffer kept between requests (it grows to the largest request sent).
-const WRITE_KEEP: usize = 1024;
 
 struct Open {
     io: Box<dyn Io>,
@@ -148,6 +146,9 @@ impl Http1Connection {
                 Ok(Sent::AnsweredEarly) => (false, None),
                 Err(e) => (false, Some(classify_io(&e, false))),
             };
+        // The request is out: its buffer is not held while the response is awaited (one
+        // small allocation per request, ~150 bytes fewer per waiting connection).
+        self.write_buf = Vec::new();
         let head = loop {
             if let Some(head) = parse_head(buf, head_request)? {
                 if (100..200).contains(&head.status) && head.status != 101 {
@@ -231,17 +232,15 @@ impl Hop for Http1Connection {
 
     fn idle(&mut self) {
         give_back(&mut self.read_buf, 0);
-        if self.write_buf.capacity() > WRITE_KEEP {
-            self.write_buf = Vec::new();
-        }
     }
 }
 
-/// Empties `buf` and shrinks it to at most `keep` bytes of capacity.
+/// Empties `buf`, and frees it when it holds more than `keep` bytes of capacity (the next
+/// response allocates what it needs).
 fn give_back(buf: &mut Vec<u8>, keep: usize) {
     buf.clear();
     if buf.capacity() > keep {
-        buf.shrink_to(keep);
+        *buf = Vec::new();
     }
 }
 
@@ -331,29 +330,40 @@ async fn write_watching(
     .await
 }
 
-/// Reads what is available into the spare capacity of `buf`; 0 means the peer closed.
+thread_local! {
+    /// Each runtime thread's one read buffer: a read lands here and only what arrived is
+    /// copied to the connection's own buffer, so a connection waiting for its response holds
+    /// no read space at all (10,000 in-flight connections once held 1 KiB each).
+    static SCRATCH: std::cell::RefCell<Box<[u8]>> =
+        std::cell::RefCell::new(vec![0; READ_MAX].into_boxed_slice());
+}
+
+/// Reads what is available and appends it to `buf`; 0 means the peer closed.
 ///
-/// The buffer starts at [`READ_START`] and doubles, up to [`READ_MAX`], each time a read fills
-/// what was free (more was waiting); a head that does not fit grows it past that.
+/// The read goes into the thread's [`SCRATCH`] (up to [`READ_MAX`] at once, so a large body is
+/// read in large reads) and `buf` grows by what arrived: sized to what the connection needs.
 async fn read_more(io: &mut Box<dyn Io>, buf: &mut Vec<u8>) -> Result<usize, ErrorClass> {
-    let free = buf.capacity() - buf.len();
-    if free < READ_START / 4 {
-        let grown = (buf.capacity() * 2).clamp(READ_START, READ_MAX);
-        buf.reserve_exact(grown.max(buf.len() + READ_START) - buf.len());
-    }
-    let free = buf.capacity() - buf.len();
-    let read = io.read_buf(buf).await.map_err(|e| classify_io(&e, false))?;
-    if read == free && buf.capacity() < READ_MAX {
-        let grown = (buf.capacity() * 2).min(READ_MAX);
-        buf.reserve_exact(grown - buf.len());
-    }
-    Ok(read)
+    std::future::poll_fn(|cx| {
+        SCRATCH.with_borrow_mut(|scratch| {
+            let mut read = ReadBuf::new(scratch);
+            match Pin::new(&mut **io).poll_read(cx, &mut read) {
+                Poll::Ready(Ok(())) => {
+                    buf.extend_from_slice(read.filled());
+                    Poll::Ready(Ok(read.filled().len()))
+                }
+                Poll::Ready(Err(e)) => Poll::Ready(Err(classify_io(&e, false))),
+                Poll::Pending => Poll::Pending,
+            }
+        })
+    })
+    .await
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
     use std::borrow::Cow;
+    use tokio::io::AsyncReadExt;
 
     /// A server on 127.0.0.1 that answers each request on one connection with `bodies[i]`
     /// bytes of body, in turn.
@@ -374,15 +384,17 @@ mod tests {
     }
 
     #[tokio::test]
-    async fn reads_that_fill_the_buffer_grow_it_up_to_its_most() {
+    async fn a_large_body_is_read_in_large_reads() {
         let addr = server(vec![4 << 20]).await;
         let tcp = tokio::net::TcpStream::connect(addr).await.unwrap();
         tcp.try_write(b"GET / HTTP/1.1\r\n\r\n").unwrap();
         let mut io: Box<dyn Io> = Box::new(tcp);
         let (mut buf, mut largest, mut total) = (Vec::new(), 0, 0);
         while total < 4 << 20 {
-            total += read_more(&mut io, &mut buf).await.unwrap();
-            largest = largest.max(buf.capacity());
+            let read = read_more(&mut io, &mut buf).await.unwrap();
+            assert_eq!(buf.len(), read, "the buffer holds what arrived");
+            total += read;
+            largest = largest.max(read);
             buf.clear();
         }
         assert_eq!(largest, READ_MAX, "a large body is read in large reads");
@@ -433,6 +445,7 @@ mod tests {
                 "given back after the response"
             );
             assert!(connection.open.is_some(), "the connection is kept");
+            assert_eq!(connection.write_buf.capacity(), 0, "no request buffer kept");
         }
         connection.idle();
         assert_eq!(connection.read_buf.capacity(), 0, "nothing kept while idle");

@@ -48,6 +48,8 @@ pub struct Head {
 /// `INLINE_BODY_BYTES` (a larger one is written from its own chunks).
 pub fn encode(out: &mut Vec<u8>, request: &Outgoing<'_>, origin: &Origin, close: bool) {
     out.clear();
+    // One allocation for a usual request's head, not a doubling per header.
+    out.reserve(256);
     out.extend_from_slice(request.method.as_str().as_bytes());
     out.push(b' ');
     let target = request.path.path_and_query().map_or("/", |p| p.as_str());

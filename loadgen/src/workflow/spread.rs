@@ -1,0 +1,456 @@
+//! One `loadgen run` past the open-files limit. When one process cannot hold the connections
+//! asked (its hard limit, which in many containers not even root may raise), the run's
+//! workers are spread over several processes of this binary on this machine: each is a shard
+//! (`--shard I/N`, the machinery of several machines) started at one instant, with its share of
+//! the workers and of the connect rate, and the source addresses the whole run needs. Their
+//! shard directories go into ONE run directory, which `loadgen-analyze` reads as one run.
+//!
+//! The parent holds no connection: it plans, starts the processes, forwards each Ctrl-C and
+//! SIGTERM to every one of them (they run in their own process group, so a terminal's Ctrl-C
+//! reaches each exactly once, through the parent), and adds up their counts when they end. A
+//! process that dies is named, and what it completed stays in its directory: its closed
+//! segments, whose rows are counted from their Parquet footers.
+//!
+//! What it does not do: merge percentiles or verdicts. Each shard's summary and verdict are its
+//! own (one line each); the run as one — percentiles over every row, the analysis' findings —
+//! is `loadgen-analyze summary DIR`, the one owner of joining shards.
+
+use std::net::IpAddr;
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+
+use serde::{Deserialize, Serialize};
+
+use crate::cli::{RunArgs, SourceAddrs};
+use crate::config::{Output, RunConfig, Target};
+use crate::model::ModelPlan;
+use crate::runner::{connections_needed, ports_per_address, RunError, SPARE_FDS};
+use crate::shard::Shard;
+use crate::stop::{ExitReason, StopSignal};
+
+/// The environment variable that makes a `loadgen run` one process of a spread run: what the
+/// parent chose for it, as JSON ([`ChildPlan`]). Not a flag: no one types it.
+pub const CHILD_ENV: &str = "LOADGEN_SPREAD_CHILD";
+/// Processes one run may spread over: far past what a 20,000-file limit needs for a million
+/// connections, and a bound on what a typo (`-c 10000000`) starts.
+const MAX_PROCESSES: u64 = 64;
+/// How long after planning the processes start together (they load the scenario first).
+const START_DELAY_MS: u64 = 2_000;
+
+/// What the parent chose for one of its processes.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct ChildPlan {
+    /// `I/N`.
+    pub shard: String,
+    pub start_at_unix_ms: u64,
+    /// Its run directory, inside the spread run's.
+    pub out: PathBuf,
+    pub sources: Vec<IpAddr>,
+    pub connect_rate_per_s: u32,
+}
+
+/// A run spread over several processes.
+#[derive(Debug)]
+pub struct Spread {
+    /// The run directory holding one shard directory per process.
+    pub dir: PathBuf,
+    /// The open-files limit of one process.
+    pub limit: u64,
+    pub connections: u64,
+    pub children: Vec<ChildPlan>,
+}
+
+/// In a process the parent started: the parent's choices applied to `args` (`--shard`,
+/// `--start-at`, `--out`, `--source-addr`, `--connect-rate`, `--json`, `--no-progress`), so the
+/// run is parsed and validated as one shard like any other.
+pub fn as_child(args: &mut RunArgs) -> Result<(), String> {
+    let Ok(text) = std::env::var(CHILD_ENV) else {
+        return Ok(());
+    };
+    let plan: ChildPlan = serde_json::from_str(&text)
+        .map_err(|e| format!("{CHILD_ENV} is not a spread run's plan ({e}); unset it"))?;
+    args.shard.shard = Some(plan.shard.parse()?);
+    args.shard.start_at = Some(plan.start_at_unix_ms.to_string());
+    args.output.out = Some(plan.out);
+    args.output.json = true;
+    args.output.no_progress = true;
+    args.target.connect_rate = Some(plan.connect_rate_per_s);
+    if !plan.sources.is_empty() {
+        args.target.source_addr = Some(SourceAddrs(plan.sources));
+    }
+    Ok(())
+}
+
+/// `None` when the run fits in this process (after raising the soft open-files limit to the
+/// hard one); else the processes it needs, or why even they cannot hold it.
+pub async fn plan(config: &RunConfig, junit: bool) -> Result<Option<Spread>, RunError> {
+    // A shard given by hand stays one process; an open model's `--max-in-flight` is a cap
+    // the runner warns about, not connections it opens.
+    if std::env::var_os(CHILD_ENV).is_some()
+        || !config.sharding.shard.is_whole()
+        || matches!(config.model, ModelPlan::Open(_))
+    {
+        return Ok(None);
+    }
+    let Ok(limit) = rlimit::increase_nofile_limit(u64::MAX) else {
+        return Ok(None);
+    };
+    let connections = connections_needed(config);
+    if connections + SPARE_FDS <= limit {
+        return Ok(None);
+    }
+    let workers = config.model.plan().max_workers();
+    let refuse_files = || RunError::OpenFiles {
+        workers,
+        needed: connections + SPARE_FDS,
+        limit,
+    };
+    let per_process = limit.saturating_sub(2 * SPARE_FDS);
+    if per_process == 0 || connections.div_ceil(per_process) > MAX_PROCESSES {
+        return Err(refuse_files());
+    }
+    spreadable(config, junit)?;
+    let processes = connections.div_ceil(per_process) as u32;
+    let sources = sources(config, connections).await?;
+    let dir = run_dir(config)?;
+    let start_at_unix_ms = match config.sharding.start_at_unix_ns {
+        Some(ns) => (ns / 1_000_000) as u64,
+        None => unix_ms() + START_DELAY_MS,
+    };
+    let connect_rate_per_s = (config.connection.connect_rate_per_s / processes).max(1);
+    let children = (0..processes)
+        .map(|index| {
+            let shard = Shard {
+                index,
+                count: processes,
+            };
+            ChildPlan {
+                shard: shard.to_string(),
+                start_at_unix_ms,
+                out: dir.join(format!("shard-{index}-of-{processes}")),
+                sources: sources.clone(),
+                connect_rate_per_s,
+            }
+        })
+        .collect();
+    Ok(Some(Spread {
+        dir,
+        limit,
+        connections,
+        children,
+    }))
+}
+
+/// What several processes cannot share: one port, one page, one JUnit file, one upload, one
+/// embedded server.
+fn spreadable(config: &RunConfig, junit: bool) -> Result<(), RunError> {
+    let clash = if config.output.metrics.addr.is_some() {
+        Some("--metrics-addr")
+    } else if config.output.dashboard.addr.is_some() {
+        Some("--dashboard")
+    } else if junit {
+        Some("--junit")
+    } else if matches!(config.output.out, Output::S3(_)) {
+        Some("--out s3://")
+    } else if matches!(config.target, Target::Embedded) {
+        Some("the embedded server (no --url)")
+    } else {
+        None
+    };
+    match clash {
+        Some(what) => Err(RunError::Config(crate::config::ConfigError::Out(format!(
+            "{} connections do not fit in one process here and loadgen would spread them over \
+             several processes, but {what} belongs to one process; leave it out, or run fewer \
+             connections",
+            connections_needed(config)
+        )))),
+        None => Ok(()),
+    }
+}
+
+/// The local addresses every process takes in turn, so that no (source, destination) pair
+/// runs out of ports across all of them: the ones given, checked against the whole run; else,
+/// on loopback, 127.0.0.1, 127.0.0.2, … as many as needed.
+async fn sources(config: &RunConfig, connections: u64) -> Result<Vec<IpAddr>, RunError> {
+    let per_address = ports_per_address().max(1);
+    let needed = connections.div_ceil(per_address);
+    let given = &config.connection.source_addrs;
+    if config.connection.http2 || (given.is_empty() && needed <= 1) {
+        return Ok(given.clone());
+    }
+    if !given.is_empty() {
+        return match (given.len() as u64) < needed {
+            true => Err(RunError::SourcePorts {
+                connections,
+                per_address,
+                needed,
+                given: given.len(),
+            }),
+            false => Ok(given.clone()),
+        };
+    }
+    if target_is_loopback(config).await {
+        let first = u32::from(std::net::Ipv4Addr::new(127, 0, 0, 1));
+        return Ok((0..needed as u32)
+            .map(|i| IpAddr::V4((first + i).into()))
+            .collect());
+    }
+    Err(RunError::SourcePorts {
+        connections,
+        per_address,
+        needed,
+        given: 1,
+    })
+}
+
+/// True when the target's host resolves to a loopback address (where every 127.x is local).
+async fn target_is_loopback(config: &RunConfig) -> bool {
+    let Target::Url(url) = &config.target else {
+        return true;
+    };
+    let host = url.host.trim_start_matches('[').trim_end_matches(']');
+    match tokio::net::lookup_host((host, url.port)).await {
+        Ok(mut addrs) => addrs.next().is_some_and(|a| a.ip().is_loopback()),
+        Err(_) => false,
+    }
+}
+
+/// `--out DIR` (new or empty), else `runs/<UTC time>-spread`; made now, so the processes'
+/// directories have a home.
+fn run_dir(config: &RunConfig) -> Result<PathBuf, RunError> {
+    let out = match &config.output.out {
+        Output::Dir(dir) => Some(dir.as_path()),
+        _ => None,
+    };
+    let dir = super::workflow_dir(out, "spread")?;
+    std::fs::create_dir_all(&dir).map_err(|source| RunError::RunDir {
+        path: dir.clone(),
+        source,
+    })?;
+    Ok(dir)
+}
+
+fn unix_ms() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as u64)
+}
+
+/// How one process ended: its `--json` document when it printed one, its exit status.
+#[derive(Debug)]
+pub struct ChildEnd {
+    pub plan: ChildPlan,
+    pub status: std::process::ExitStatus,
+    pub doc: Option<serde_json::Value>,
+}
+
+/// Starts every process with this command line and its plan, forwards signals, and waits for
+/// all of them.
+pub async fn run(spread: &Spread, stop: &StopSignal) -> Result<Vec<ChildEnd>, RunError> {
+    use std::os::unix::process::CommandExt;
+    let exe = std::env::current_exe().map_err(|source| RunError::RunDir {
+        path: PathBuf::from("/proc/self/exe"),
+        source,
+    })?;
+    let args: Vec<_> = std::env::args_os().skip(1).collect();
+    let mut started = Vec::new();
+    for plan in &spread.children {
+        let spawned = std::process::Command::new(&exe)
+            .args(&args)
+            .env(CHILD_ENV, serde_json::to_string(plan).unwrap_or_default())
+            .process_group(0)
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .spawn();
+        match spawned {
+            Ok(child) => started.push((plan.clone(), child)),
+            Err(source) => {
+                for (_, mut child) in started {
+                    let _ = child.kill();
+                    let _ = child.wait();
+                }
+                return Err(RunError::RunDir {
+                    path: exe.clone(),
+                    source,
+                });
+            }
+        }
+    }
+    let pids: Vec<u32> = started.iter().map(|(_, c)| c.id()).collect();
+    let forward = tokio::spawn(forward_signals(stop.clone(), pids));
+    let waits: Vec<_> = started
+        .into_iter()
+        .map(|started| tokio::task::spawn_blocking(move || wait_child(started)))
+        .collect();
+    let mut ends = Vec::new();
+    for wait in waits {
+        if let Ok(end) = wait.await {
+            ends.push(end);
+        }
+    }
+    forward.abort();
+    Ok(ends)
+}
+
+/// Reads a process's `--json` document and waits for it to end.
+fn wait_child((plan, mut child): (ChildPlan, std::process::Child)) -> ChildEnd {
+    use std::io::Read;
+    let mut text = String::new();
+    if let Some(mut stdout) = child.stdout.take() {
+        let _ = stdout.read_to_string(&mut text);
+    }
+    let status = child
+        .wait()
+        .unwrap_or_else(|_| std::os::unix::process::ExitStatusExt::from_raw(1 << 8));
+    ChildEnd {
+        plan,
+        status,
+        doc: serde_json::from_str(&text).ok(),
+    }
+}
+
+/// Each Ctrl-C / SIGTERM the parent gets, to every process: the first drains them, a second
+/// cuts their requests in flight off, as in one process.
+async fn forward_signals(stop: StopSignal, pids: Vec<u32>) {
+    loop {
+        let signal = match stop.next_signal().await {
+            ExitReason::Terminated => rustix::process::Signal::TERM,
+            _ => rustix::process::Signal::INT,
+        };
+        for pid in pids
+            .iter()
+            .filter_map(|&p| rustix::process::Pid::from_raw(p as i32))
+        {
+            let _ = rustix::process::kill_process(pid, signal);
+        }
+    }
+}
+
+/// The spread run's counts: the processes' own, added up, with each one's line.
+#[derive(Debug, Serialize)]
+pub struct Totals {
+    pub run_dir: PathBuf,
+    pub processes: usize,
+    pub open_files_limit: u64,
+    pub requests: u64,
+    pub failed: u64,
+    pub errors: std::collections::BTreeMap<String, u64>,
+    pub throughput_rps: f64,
+    /// Every process: shard, exit code, directory, requests, failed, verdict.
+    pub shards: Vec<serde_json::Value>,
+    /// Processes that ended without their summary (killed, crashed), with what they kept.
+    pub lost: Vec<String>,
+    pub exit_code: i32,
+}
+
+/// Adds up what the processes reported; a process without a summary is counted from the
+/// rows its closed segments hold.
+pub fn totals(spread: &Spread, ends: &[ChildEnd]) -> Totals {
+    let mut totals = Totals {
+        run_dir: spread.dir.clone(),
+        processes: ends.len(),
+        open_files_limit: spread.limit,
+        requests: 0,
+        failed: 0,
+        errors: Default::default(),
+        throughput_rps: 0.0,
+        shards: Vec::new(),
+        lost: Vec::new(),
+        exit_code: 0,
+    };
+    for end in ends {
+        let code = end.status.code().unwrap_or(1);
+        totals.exit_code = totals.exit_code.max(code);
+        let Some(doc) = &end.doc else {
+            let rows = rows_on_disk(&end.plan.out);
+            totals.requests += rows;
+            totals.lost.push(format!(
+                "process {} ended ({}) without its summary; its {rows} rows in closed \
+                 segments are kept in {}",
+                end.plan.shard,
+                end.status,
+                end.plan.out.display()
+            ));
+            totals.exit_code = totals.exit_code.max(1);
+            continue;
+        };
+        let summary = &doc["summary"];
+        totals.requests += summary["requests"].as_u64().unwrap_or(0);
+        totals.failed += summary["failed"].as_u64().unwrap_or(0);
+        totals.throughput_rps += summary["throughput_rps"].as_f64().unwrap_or(0.0);
+        if let Some(errors) = summary["errors"].as_object() {
+            for (class, n) in errors {
+                *totals.errors.entry(class.clone()).or_default() += n.as_u64().unwrap_or(0);
+            }
+        }
+        totals.shards.push(serde_json::json!({
+            "shard": end.plan.shard,
+            "exit_code": code,
+            "run_dir": doc["run_dir"],
+            "requests": summary["requests"],
+            "failed": summary["failed"],
+            "verdict": doc["verdict"]["summary"],
+        }));
+    }
+    totals
+}
+
+/// Rows in a run directory's closed segments, read from their Parquet footers.
+fn rows_on_disk(dir: &Path) -> u64 {
+    let Ok(entries) = std::fs::read_dir(dir.join("requests")) else {
+        return 0;
+    };
+    entries
+        .flatten()
+        .filter(|e| e.path().extension().is_some_and(|x| x == "parquet"))
+        .filter_map(|e| std::fs::File::open(e.path()).ok())
+        .filter_map(|f| parquet::file::reader::SerializedFileReader::new(f).ok())
+        .map(|r| {
+            use parquet::file::reader::FileReader;
+            r.metadata().file_metadata().num_rows().max(0) as u64
+        })
+        .sum()
+}
+
+impl Totals {
+    /// The console's lines: where the run is, each process, the sums, how to read it as one.
+    pub fn console(&self) -> String {
+        let mut text = format!(
+            "spread over {} processes (open-files limit {} each): {}\n",
+            self.processes,
+            self.open_files_limit,
+            self.run_dir.display()
+        );
+        for shard in &self.shards {
+            text += &format!(
+                "  shard {}: {} requests, {} failed (exit {}); verdict: {}\n",
+                shard["shard"].as_str().unwrap_or("?"),
+                shard["requests"],
+                shard["failed"],
+                shard["exit_code"],
+                shard["verdict"].as_str().unwrap_or("none")
+            );
+        }
+        for lost in &self.lost {
+            text += &format!("  {lost}\n");
+        }
+        let errors: Vec<String> = self
+            .errors
+            .iter()
+            .map(|(c, n)| format!("{n} {c}"))
+            .collect();
+        text += &format!(
+            "all: {} requests, {} failed{}, {:.0} req/s\n\
+             percentiles over every process's rows: loadgen-analyze summary {}\n",
+            self.requests,
+            self.failed,
+            match errors.is_empty() {
+                true => String::new(),
+                false => format!(" ({})", errors.join(", ")),
+            },
+            self.throughput_rps,
+            self.run_dir.display()
+        );
+        text
+    }
+}
