@@ -92,7 +92,9 @@ impl RunOutput {
             phases: config.model.plan().phase_labels(),
             checks: config.workload.check_names.clone(),
         };
-        let published = config.abort_after.map(|_| Arc::new(Published::default()));
+        // The aggregates so far: for `--abort-on-fail`'s judge and a live page's verdict.
+        let published = (config.abort_after.is_some() || config.output.dashboard.wanted())
+            .then(|| Arc::new(Published::default()));
         let (samples, watched) = sample_log(config);
         let (records, writer) = writer::spawn(WriterConfig {
             dir: run_dir.join("requests"),
