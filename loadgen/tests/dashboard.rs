@@ -396,3 +396,53 @@ fn a_sweeps_taken_dashboard_port_is_refused_before_the_first_level() {
     assert!(stderr.contains(&format!("--dashboard {addr}")), "{stderr}");
     assert!(!out.exists());
 }
+
+/// With `--server-metrics`, the seconds carry the server's figures as the verdict reads them
+/// from the scrapes so far (run.json's `verdict.server` at the end), and with `--trace` the
+/// slowest requests carry their trace ids.
+#[test]
+fn the_page_shows_the_servers_scraped_figures_and_the_slowest_requests_trace_ids() {
+    let server = ServerOnRuntime::start(ServerConfig {
+        service_time: "2ms".parse().unwrap(),
+        ..ServerConfig::default()
+    });
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("run");
+    let (url, metrics) = (server.url("/albums/1"), server.url("/metrics"));
+    let (mut child, addr) = spawn_with_dashboard(&[
+        "run",
+        "--url",
+        &url,
+        "-c",
+        "2",
+        "-d",
+        "3s",
+        "--server-metrics",
+        &metrics,
+        "--trace",
+        "--no-progress",
+        "--dashboard",
+        "--dashboard-linger",
+        "1s",
+        "--out",
+        out.to_str().unwrap(),
+    ]);
+    let (seconds, last) = seconds_and_final(&read_stream(&addr));
+    assert!(child.wait().unwrap().success());
+    let run = run_json(&out);
+    assert_eq!(last["verdict"], run["verdict"]);
+    let server_seconds: Vec<&Value> = seconds.iter().filter_map(|s| s.get("server")).collect();
+    assert!(!server_seconds.is_empty(), "{seconds:?}");
+    let final_server = &run["verdict"]["server"];
+    for server in &server_seconds {
+        // The same reduction of the same scrapes: the same figures, so far.
+        for field in ["service_cpu_cores", "workers", "queue"] {
+            assert_eq!(server[field].is_null(), final_server[field].is_null(), "{field}");
+        }
+        assert!(server["scrapes"].as_u64().unwrap() <= final_server["scrapes"].as_u64().unwrap());
+    }
+    let traced = seconds.iter().filter_map(|s| s["slowest"].as_array()).flatten();
+    let ids: Vec<&str> = traced.filter_map(|s| s["trace_id"].as_str()).collect();
+    assert!(!ids.is_empty(), "{seconds:?}");
+    assert!(ids.iter().all(|id| id.len() == 32 && id.chars().all(|c| c.is_ascii_hexdigit())));
+}
