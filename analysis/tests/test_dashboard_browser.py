@@ -134,7 +134,7 @@ def test_a_capacity_searchs_levels_appear_as_they_finish_and_end_on_capacity_jso
                 "--confirm-levels",
                 "1",
                 "--budget",
-                "6s",
+                "10s",
                 "--allow-unconverged",
                 "--no-progress",
                 "--dashboard",

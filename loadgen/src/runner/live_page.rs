@@ -10,6 +10,7 @@
 //! model's schedule, a capacity level's SLOs) is left out of the facts and named as lacking.
 
 use std::sync::Arc;
+use std::time::Instant;
 
 use serde_json::{json, Map, Value};
 
@@ -32,19 +33,20 @@ pub(super) struct LiveFacts {
     pub server_rows: Option<RowsSoFar>,
 }
 
+/// The server's figures are reduced again at most this share of the time: the reduction reads
+/// every row scraped so far, which grows with a long run against a large exposition.
+const SERVER_SHARE: u32 = 20;
+
 /// The page's hook: the provisional verdict, the server's figures and the slowest requests.
 pub(super) fn so_far(facts: LiveFacts) -> SoFar {
     let mut stats: Option<Aggregator> = None;
+    let mut server = ServerSoFar::default();
     Box::new(move || {
         if let Some(latest) = facts.published.as_ref().and_then(|p| p.peek()) {
             stats = Some(latest);
         }
         let mut fields = Map::new();
-        let server = facts.server_rows.as_ref().and_then(|rows| {
-            let rows = rows.lock().ok()?;
-            let saturation = &facts.config.evidence.server_metrics.saturation;
-            ServerEvidence::of(&rows, saturation)
-        });
+        let server = server.read(&facts);
         if let Some(server) = &server {
             fields.insert("server".into(), json!(server));
         }
@@ -54,6 +56,32 @@ pub(super) fn so_far(facts: LiveFacts) -> SoFar {
         }
         fields
     })
+}
+
+/// The server's figures as the verdict reduces its scrapes, kept between reductions.
+#[derive(Default)]
+struct ServerSoFar {
+    last: Option<ServerEvidence>,
+    next_at: Option<Instant>,
+}
+
+impl ServerSoFar {
+    /// The scrapes so far reduced, at most every `SERVER_SHARE` times the reduction's own
+    /// time; the last reduction in between, and once the run's end took the rows over.
+    fn read(&mut self, facts: &LiveFacts) -> Option<ServerEvidence> {
+        let rows = facts.server_rows.as_ref()?;
+        if self.next_at.is_some_and(|at| Instant::now() < at) {
+            return self.last.clone();
+        }
+        let started = Instant::now();
+        let saturation = &facts.config.evidence.server_metrics.saturation;
+        let reduced = ServerEvidence::of(&rows.lock().ok()?, saturation);
+        self.next_at = Some(Instant::now() + started.elapsed() * SERVER_SHARE);
+        if reduced.is_some() {
+            self.last = reduced;
+        }
+        self.last.clone()
+    }
 }
 
 /// The slowest requests so far, each with its op's label.
@@ -69,7 +97,7 @@ fn slowest(stats: &Aggregator, labels: &Labels) -> Value {
 /// The engine's verdict on the rows so far, with what it still lacks.
 fn provisional(facts: &LiveFacts, stats: &Aggregator, server: Option<ServerEvidence>) -> Value {
     let config = &facts.config;
-    let now_ns = facts.anchor.offset_ns(std::time::Instant::now());
+    let now_ns = facts.anchor.offset_ns(Instant::now());
     let summary = summarize(config, &facts.live, stats, &facts.labels, now_ns);
     let verdict = verdict::decide(verdict::Facts {
         summary: &summary,
