@@ -276,6 +276,32 @@ fn a_sweeps_page_shows_each_level_as_it_finishes_and_ends_with_sweep_json() {
     assert!(saved.contains("\"points\":[{\"kind\":\"sweep\""));
 }
 
+/// A short capacity search against 2 workers × 10 ms (200 req/s), served on a page.
+const QUICK_SEARCH: [&str; 22] = [
+    "--slo",
+    "p99<50ms",
+    "--start-rate",
+    "100",
+    "--level-duration",
+    "1500ms",
+    "--warmup",
+    "300ms",
+    "--cool-down",
+    "0s",
+    "--tolerance",
+    "50%",
+    "--confirm-levels",
+    "1",
+    "--budget",
+    "10s",
+    "--allow-unconverged",
+    "--no-progress",
+    "--dashboard",
+    "--dashboard-linger",
+    "1s",
+    "--json",
+];
+
 /// Issue 48: a capacity search's page. Its calibration's and levels' seconds, each level as a
 /// point as the search decides it (offered vs achieved, p99, pass or fail and why), and the
 /// final event is capacity.json as written; each point is its level in capacity.json.
@@ -289,34 +315,9 @@ fn a_capacity_searchs_levels_appear_as_they_finish_and_the_final_is_capacity_jso
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("capacity");
     let url = server.url("/albums/1");
-    let (mut child, addr) = spawn_with_dashboard(&[
-        "capacity",
-        "--url",
-        &url,
-        "--slo",
-        "p99<50ms",
-        "--start-rate",
-        "100",
-        "--level-duration",
-        "1500ms",
-        "--warmup",
-        "300ms",
-        "--cool-down",
-        "0s",
-        "--tolerance",
-        "50%",
-        "--confirm-levels",
-        "1",
-        "--budget",
-        "10s",
-        "--allow-unconverged",
-        "--no-progress",
-        "--dashboard",
-        "--dashboard-linger",
-        "1s",
-        "--out",
-        out.to_str().unwrap(),
-    ]);
+    let mut args = vec!["capacity", "--url", &url, "--out", out.to_str().unwrap()];
+    args.extend(QUICK_SEARCH);
+    let (mut child, addr) = spawn_with_dashboard(&args);
     let events = read_stream(&addr);
     let status = child.wait().unwrap();
     assert!(matches!(status.code(), Some(0 | 99)), "{status}");
