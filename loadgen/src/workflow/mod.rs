@@ -4,8 +4,8 @@
 //! open-model rates for the highest one meeting an SLO) — with what they share below them,
 //! here: where a workflow's directory goes, and reading a calibration a user names.
 //!
-//! Each reads its command line once into a [`RunInputs`](crate::config::RunInputs) and makes
-//! every run from it with its own model and output folder; each run writes a normal run
+//! Each reads its command line once into a [`RunInputs`] and makes every run from it with
+//! its own model and output folder; each run writes a normal run
 //! directory through [`crate::run`] and hands back a typed [`RunOutcome`](crate::RunOutcome)
 //! — its summary, its verdict and what the verdict saw — so a workflow never edits flags or
 //! reads back what a run just wrote. A workflow only chooses the models, reads the outcomes
