@@ -384,6 +384,16 @@ fn create_run_dir(out: Option<&Path>, run_id: &str) -> Result<PathBuf, RunError>
     }
 }
 
+/// How often the writer copies its aggregates out (a copy is a few hundred KiB of histograms):
+/// `--abort-on-fail`'s judge wants them a quarter of its period old at most; a live page reads
+/// them once a second, so a copy a second when rows came (see the writer's `publish`).
+fn publish_every(config: &RunConfig) -> std::time::Duration {
+    match config.abort_after {
+        Some(_) => crate::report::thresholds::ABORT_EVERY / 4,
+        None => std::time::Duration::from_secs(4),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -487,15 +497,5 @@ mod tests {
                 assert_eq!(lost.exit_code(), 2);
             }
         }
-    }
-}
-
-/// How often the writer copies its aggregates out (a copy is a few hundred KiB of histograms):
-/// `--abort-on-fail`'s judge wants them a quarter of its period old at most; a live page reads
-/// them once a second, so a copy a second when rows came (see the writer's `publish`).
-fn publish_every(config: &RunConfig) -> std::time::Duration {
-    match config.abort_after {
-        Some(_) => crate::report::thresholds::ABORT_EVERY / 4,
-        None => std::time::Duration::from_secs(4),
     }
 }
