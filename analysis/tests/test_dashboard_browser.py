@@ -1,5 +1,6 @@
-"""``loadgen run --dashboard``: the live page in headless Chromium during a real run against
-loadgen-server, and the page saved with ``--dashboard-out`` opened with no network.
+"""``loadgen run --dashboard`` and ``loadgen capacity --dashboard``: the live page in headless
+Chromium during a real run and a real capacity search against loadgen-server, and the page
+saved with ``--dashboard-out`` opened with no network.
 
 Chromium's ``--dump-dom`` prints the page once its virtual-time budget is spent; the page
 keeps the request counts it was sent in ``#seen`` and its state in ``body[data-state]``, so
@@ -94,3 +95,86 @@ def test_the_live_page_moves_and_ends_on_run_jsons_figures(binaries: Binaries, t
     assert saved["requests"] == run["summary"]["requests"], saved
     assert len(saved["seen"]) >= len(seen), saved
     assert saved["charts"] >= 2, saved
+
+
+def _levels(dom: str) -> dict:
+    seen = re.search(r'<pre id="levels_seen"[^>]*>(.*?)</pre>', dom, re.S)
+    capacity = re.search(r'id="capacity_rps">([^<]*)<', dom)
+    return {
+        "rows": dom.count('<tr class="level">'),
+        "seen": json.loads(seen.group(1)) if seen and seen.group(1) else [],
+        "capacity_rps": capacity and capacity.group(1),
+    }
+
+
+def test_a_capacity_searchs_levels_appear_as_they_finish_and_end_on_capacity_json(
+    binaries: Binaries, tmp_path: Path
+):
+    out, page = tmp_path / "capacity", tmp_path / "capacity.html"
+    server_args = ("--service-time", "10ms", "--workers", "2")
+    with harness.Server(server_args, binary=binaries.server) as server:
+        process = subprocess.Popen(
+            [
+                str(binaries.loadgen),
+                "capacity",
+                "--url",
+                server.url + "/albums/1",
+                "--slo",
+                "p99<50ms",
+                "--start-rate",
+                "100",
+                "--level-duration",
+                "1500ms",
+                "--warmup",
+                "300ms",
+                "--cool-down",
+                "0s",
+                "--tolerance",
+                "50%",
+                "--confirm-levels",
+                "1",
+                "--budget",
+                "10s",
+                "--allow-unconverged",
+                "--no-progress",
+                "--dashboard",
+                "--dashboard-linger",
+                "3s",
+                "--dashboard-out",
+                str(page),
+                "--out",
+                str(out),
+            ],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        try:
+            url = None
+            for line in process.stderr:
+                if match := re.search(r"dashboard at (http://\S+/)", line):
+                    url = match.group(1)
+                    break
+            assert url, "loadgen did not say where its dashboard is"
+            dom = _dump(url)
+        finally:
+            rest = process.communicate(timeout=90)[1]
+    assert process.returncode in (0, 99), rest
+    capacity = json.loads((out / "capacity.json").read_text())
+    levels = len(capacity["levels"])
+    assert levels >= 2, capacity
+
+    live, figures = _levels(dom), _figures(dom)
+    assert figures["state"] == "final", figures
+    # Every level is a row, and each arrived as it finished: seconds of the search came
+    # between one level and the next.
+    assert live["rows"] == levels, live
+    assert len(live["seen"]) == levels, live
+    assert all(a < b for a, b in itertools.pairwise(live["seen"])), live
+    found = capacity["capacity_rps"]
+    assert live["capacity_rps"] == ("none" if found is None else f"{found:.1f}"), live
+
+    # The saved page, with no network: the same levels and answer.
+    saved = _levels(_dump(page.as_uri(), NO_NETWORK))
+    assert saved["rows"] == levels, saved
+    assert saved["capacity_rps"] == live["capacity_rps"], saved

@@ -276,17 +276,20 @@ impl ThresholdArgs {
     }
 }
 
-/// `loadgen run`'s page in the browser: live figures while it runs, the final ones after.
+/// The page in the browser of `loadgen run`, `sweep` and `capacity`: live figures while it
+/// runs (a workflow's: each run's, and each finished level as a point), the final ones after.
 #[derive(Debug, Args, Clone, Default)]
 #[command(next_help_heading = "Output and reporting")]
 pub struct DashboardArgs {
-    /// Serve a live page of the run at http://ADDR/ (throughput, latency percentiles, errors
-    /// by class, in flight, late sends, the client's CPU; the final figures and verdict at the
-    /// end), updated every second; without ADDR, a free loopback port (the URL is printed).
+    /// Serve a live page at http://ADDR/ (throughput, latency percentiles, errors by class,
+    /// in flight, late sends, the client's CPU, the server's gauges, the slowest requests, the
+    /// verdict as it stands; a sweep's or capacity search's levels as they finish; the final
+    /// figures at the end), updated every second; without ADDR, a free loopback port (the URL
+    /// is printed).
     #[arg(long, value_name = "ADDR", num_args = 0..=1, default_missing_value = "127.0.0.1:0")]
     pub dashboard: Option<std::net::SocketAddr>,
 
-    /// With --dashboard: keep serving the final page this long after the run (Ctrl-C skips
+    /// With --dashboard: keep serving the final page this long after the end (Ctrl-C skips
     /// the wait) [default: 30s with --dashboard].
     #[arg(long, value_name = "DURATION", value_parser = parse_duration, requires = "dashboard")]
     pub dashboard_linger: Option<Duration>,

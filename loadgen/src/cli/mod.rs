@@ -117,6 +117,8 @@ pub struct CapacityArgs {
     pub open: OpenArgs,
     #[command(flatten)]
     pub output: OutputArgs,
+    #[command(flatten)]
+    pub dashboard: DashboardArgs,
 
     /// The service level objective every level is judged by, in the --threshold language:
     /// 'p99<50ms', 'error_rate<0.1%', 'p99[GET /x]<20ms' (repeatable; all must hold).
@@ -234,6 +236,8 @@ pub struct SweepArgs {
     pub output: OutputArgs,
     #[command(flatten)]
     pub shard: ShardArgs,
+    #[command(flatten)]
+    pub dashboard: DashboardArgs,
 
     /// Closed-model concurrency levels (workers), e.g. 1,10,20,50,100,200: each level's -c.
     #[arg(help_heading = "Sweep", 

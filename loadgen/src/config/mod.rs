@@ -37,7 +37,8 @@ use crate::workload::Workload;
 
 pub use model_flags::SweepLevel;
 pub use parts::{
-    Evidence, LiveMetrics, OutputSettings, ServerMetrics, Sharding, DEFAULT_METRICS_LINGER,
+    DashboardSettings, Evidence, LiveMetrics, OutputSettings, ServerMetrics, Sharding,
+    DEFAULT_METRICS_LINGER,
 };
 pub use redact::ResolvedConfig;
 pub use validate::{Output, Target, TargetUrl};
@@ -351,6 +352,16 @@ impl RunInputs {
     /// itself once (a capacity search) and not each run it makes.
     pub fn without_banner(mut self) -> Self {
         self.output.banner = false;
+        self
+    }
+
+    /// The same inputs, whose runs append their live figures to `page` (a workflow's
+    /// `--dashboard`, which it serves and finishes itself).
+    pub fn with_dashboard_page(mut self, page: crate::report::dashboard::SharedPage) -> Self {
+        self.output.dashboard = parts::DashboardSettings {
+            page: Some(page),
+            ..parts::DashboardSettings::default()
+        };
         self
     }
 

@@ -36,7 +36,7 @@ pub struct OutputSettings {
     pub upload_timeout: Duration,
     /// Live metrics for Prometheus (`--metrics-addr`).
     pub metrics: LiveMetrics,
-    /// The run's page in the browser (`--dashboard`, `--dashboard-out`; `run` only).
+    /// The run's page in the browser (`--dashboard`, `--dashboard-out`), or its workflow's.
     pub dashboard: DashboardSettings,
 }
 
@@ -46,6 +46,9 @@ pub struct DashboardSettings {
     pub addr: Option<SocketAddr>,
     pub linger: Duration,
     pub out: Option<std::path::PathBuf>,
+    /// A workflow's page (`sweep`, `capacity`): the run appends its seconds to it instead
+    /// of serving its own (the workflow bound, serves, saves and finishes it).
+    pub page: Option<crate::report::dashboard::SharedPage>,
 }
 
 /// `--dashboard-linger` when `--dashboard` is given without it.
@@ -60,12 +63,13 @@ impl DashboardSettings {
                 None => Duration::ZERO,
             },
             out: args.dashboard_out.clone(),
+            page: None,
         }
     }
 
     /// Whether the run samples its live figures for a page (served, saved or both).
     pub fn wanted(&self) -> bool {
-        self.addr.is_some() || self.out.is_some()
+        self.addr.is_some() || self.out.is_some() || self.page.is_some()
     }
 }
 

@@ -128,7 +128,12 @@ pub struct PhaseWorkers {
 impl WorkersSummary {
     /// Read from every worker's clock once they have all ended.
     pub fn from_activity(activity: &Activity, phase_labels: &[String]) -> Self {
-        let phases = activity.by_phase(i64::MAX);
+        Self::from_activity_at(activity, phase_labels, i64::MAX)
+    }
+
+    /// The workers' time as of `now_ns` (from the run's anchor): a running run's, so far.
+    pub fn from_activity_at(activity: &Activity, phase_labels: &[String], now_ns: i64) -> Self {
+        let phases = activity.by_phase(now_ns);
         let total = Activity::total(&phases);
         let phases = phases
             .iter()

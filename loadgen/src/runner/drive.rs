@@ -72,8 +72,12 @@ pub(super) async fn drive(
         not_client_threads: target.embedded.as_ref().map(|_| servers::THREAD_NAME),
     });
     let servermon = start_servermon(config, output);
+    let server_rows = servermon
+        .as_ref()
+        .and_then(|s| s.as_ref().ok())
+        .map(ServerMon::rows_so_far);
     let (live_metrics, metrics_server, dashboard) =
-        serve_live(listeners, config, target, output, &live)?;
+        serve_live(listeners, config, (target, output), &live, server_rows)?;
     let ctx = Arc::new(WorkerContext {
         anchor: output.identity.anchor,
         workload: config.workload.clone(),
@@ -181,9 +185,9 @@ fn start_servermon(
 fn serve_live(
     listeners: Listeners,
     config: &RunConfig,
-    target: &PreparedTarget,
-    output: &RunOutput,
+    (target, output): (&PreparedTarget, &RunOutput),
     live: &Arc<LiveCounters>,
+    server_rows: Option<crate::servermon::RowsSoFar>,
 ) -> Result<
     (
         Option<Arc<LiveMetrics>>,
@@ -211,13 +215,18 @@ fn serve_live(
         _ => None,
     };
     let dashboard = match &live_metrics {
-        Some(metrics) if config.output.dashboard.wanted() => Some(start_dashboard(
-            listeners.dashboard,
-            config,
-            target,
-            live,
-            metrics.clone(),
-        )?),
+        Some(metrics) if config.output.dashboard.wanted() => {
+            let facts = super::live_page::LiveFacts {
+                config: config.clone(),
+                live: live.clone(),
+                labels: output.labels.clone(),
+                published: output.published.clone(),
+                anchor: output.identity.anchor,
+                server_rows,
+            };
+            let source = dashboard_source(config, (target, output), live, metrics.clone());
+            Some(start_dashboard(listeners.dashboard, config, source, facts)?)
+        }
         _ => None,
     };
     Ok((live_metrics, metrics_server, dashboard))
@@ -229,16 +238,15 @@ pub(super) struct Listeners {
     pub dashboard: Option<DashboardListener>,
 }
 
-/// Starts the page's sampler over the live counters, and its server when `--dashboard`.
-fn start_dashboard(
-    listener: Option<DashboardListener>,
+/// What the page's sampler reads: the live counters, and the run's name and title.
+fn dashboard_source(
     config: &RunConfig,
-    target: &PreparedTarget,
+    (target, output): (&PreparedTarget, &RunOutput),
     live: &Arc<LiveCounters>,
     metrics: Arc<LiveMetrics>,
-) -> Result<Dashboard, RunError> {
+) -> DashboardSource {
     let settings = &config.output.dashboard;
-    let source = DashboardSource {
+    DashboardSource {
         live: live.clone(),
         metrics,
         open: config.model.plan().max_lateness().is_some(),
@@ -247,9 +255,27 @@ fn start_dashboard(
             config.model.plan().describe(),
             target.url.url
         ),
+        run: (output.run_dir.file_name())
+            .map_or_else(String::new, |name| name.to_string_lossy().into_owned()),
+        so_far: None,
         out: settings.out.clone(),
         linger: settings.linger,
-    };
+    }
+}
+
+/// Starts the page's sampler over the live counters and the run's facts so far: onto its
+/// workflow's page, or onto its own, served when `--dashboard`.
+fn start_dashboard(
+    listener: Option<DashboardListener>,
+    config: &RunConfig,
+    mut source: DashboardSource,
+    facts: super::live_page::LiveFacts,
+) -> Result<Dashboard, RunError> {
+    source.so_far = Some(super::live_page::so_far(facts));
+    let settings = &config.output.dashboard;
+    if let Some(page) = &settings.page {
+        return Ok(Dashboard::attach(source, page));
+    }
     let addr = settings.addr.unwrap_or(([127, 0, 0, 1], 0).into());
     Dashboard::start(source, listener).map_err(|source| RunError::DashboardAddr { addr, source })
 }

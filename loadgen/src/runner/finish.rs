@@ -156,7 +156,13 @@ pub(super) async fn finish(
     // The load is over: a signal from here on stops the upload or the metrics linger, and
     // is not announced as stopping the load.
     stop.drain(exit_reason);
-    let summary = summarize(&config, &driven.live, &report, &output.labels);
+    let summary = summarize(
+        &config,
+        &driven.live,
+        &report.stats,
+        &output.labels,
+        i64::MAX,
+    );
     let thresholds = thresholds::evaluate(&config.thresholds, &report.stats, &summary);
     let judged = judge(&config, &summary, &mut report, (exit_reason, aborted));
     let facts = (&summary, &report, &judged);
@@ -238,20 +244,23 @@ async fn wait_for_writer(writer: WriterThread, run_dir: &Path) -> Result<WriterR
         })
 }
 
-/// The summary from the writer's exact aggregates, with the open model's schedule keeping.
-fn summarize(
+/// The summary from the writer's exact aggregates, with the open model's schedule keeping
+/// and the workers' time as of `now_ns` (`i64::MAX` at the end of the run; a live page's
+/// summary of the rows so far reads it as of its second).
+pub(super) fn summarize(
     config: &RunConfig,
     live: &LiveCounters,
-    report: &WriterReport,
+    stats: &crate::stats::Aggregator,
     labels: &Labels,
+    now_ns: i64,
 ) -> RunSummary {
     let open = config
         .model
         .plan()
         .max_lateness()
-        .map(|max_lateness| open_summary(config, live, report, max_lateness));
+        .map(|max_lateness| open_summary(config, live, stats, max_lateness));
     let mut summary = RunSummary::from_stats(
-        &report.stats,
+        stats,
         labels,
         &live.skipped(),
         live.handoff_blocked_ns.load(Ordering::Relaxed),
@@ -260,9 +269,10 @@ fn summarize(
     if !config.output.histogram {
         summary.latency_histogram = None;
     }
-    summary.workers = Some(WorkersSummary::from_activity(
+    summary.workers = Some(WorkersSummary::from_activity_at(
         &live.activity,
         &labels.phases,
+        now_ns,
     ));
     summary
 }
@@ -272,11 +282,11 @@ fn summarize(
 fn open_summary(
     config: &RunConfig,
     live: &LiveCounters,
-    report: &WriterReport,
+    stats: &crate::stats::Aggregator,
     max_lateness: std::time::Duration,
 ) -> OpenSummary {
     let scheduled = live.scheduled.load(Ordering::Relaxed);
-    let wall_ns = report.stats.last_end_ns.unwrap_or(0).max(0);
+    let wall_ns = stats.last_end_ns.unwrap_or(0).max(0);
     let schedule_ns = match config.model.plan().extent() {
         Limit::Duration(d) => crate::clock::nanos(d).min(wall_ns.max(1)),
         Limit::Requests(_) => wall_ns,
@@ -284,14 +294,14 @@ fn open_summary(
     OpenSummary {
         scheduled,
         dropped: live.dropped.load(Ordering::Relaxed),
-        late: report.stats.late,
+        late: stats.late,
         max_lateness_ns: crate::clock::nanos(max_lateness),
         offered_rps: if schedule_ns > 0 {
             scheduled as f64 * 1e9 / schedule_ns as f64
         } else {
             0.0
         },
-        send_lag: report.stats.send_lag_ns.as_ref().and_then(latency),
+        send_lag: stats.send_lag_ns.as_ref().and_then(latency),
     }
 }
 
@@ -368,11 +378,16 @@ fn decide_verdict(
         open: judged.open.clone(),
         server,
         level: judged.level.as_ref(),
-        decided_by: match judged.level {
-            Some(_) => "loadgen capacity",
-            None => "loadgen run",
-        },
+        decided_by: decided_by(config),
     })
+}
+
+/// Who decided the verdict: a run's judge, or a capacity level's.
+pub(super) fn decided_by(config: &RunConfig) -> &'static str {
+    match config.judgement.level {
+        Some(_) => "loadgen capacity",
+        None => "loadgen run",
+    }
 }
 
 /// The console's first line: the version, the model and the target.

@@ -2,7 +2,8 @@
 //! output, drive the model, finish. Each step is a module of its own: `target` (the embedded
 //! server, or a check that the user's server answers), `output` (`--start-at`, the run
 //! directory, the writer, S3), `drive` (workers, progress, `-d`, signals) and `finish`
-//! (client verdict, summary, run.json, upload, console).
+//! (client verdict, summary, run.json, upload, console); `live_page` is what a `--dashboard`
+//! page adds each second (the provisional verdict on the facts so far).
 //!
 //! This is the only place that knows about all the parts; each part knows only its neighbours.
 //! Nothing is written to disk until the target has answered a TCP connect, so bad input never
@@ -11,6 +12,7 @@
 mod drive;
 mod error;
 mod finish;
+mod live_page;
 mod output;
 mod ports;
 mod run_json;

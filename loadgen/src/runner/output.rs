@@ -92,7 +92,9 @@ impl RunOutput {
             phases: config.model.plan().phase_labels(),
             checks: config.workload.check_names.clone(),
         };
-        let published = config.abort_after.map(|_| Arc::new(Published::default()));
+        // The aggregates so far: for `--abort-on-fail`'s judge and a live page's verdict.
+        let published = (config.abort_after.is_some() || config.output.dashboard.wanted())
+            .then(|| Arc::new(Published::default()));
         let (samples, watched) = sample_log(config);
         let (records, writer) = writer::spawn(WriterConfig {
             dir: run_dir.join("requests"),
@@ -107,9 +109,7 @@ impl RunOutput {
                 .map_or(i64::MAX, crate::clock::nanos),
             closed,
             warmup_phase: config.model.plan().warmup_phase(),
-            publish: published
-                .clone()
-                .map(|p| (p, crate::report::thresholds::ABORT_EVERY / 4)),
+            publish: published.clone().map(|p| (p, publish_every(config))),
             samples,
         })?;
         let output = RunOutput {
@@ -381,6 +381,16 @@ fn create_run_dir(out: Option<&Path>, run_id: &str) -> Result<PathBuf, RunError>
             }
             Err(RunError::RunDir { path: dir, source })
         }
+    }
+}
+
+/// How often the writer copies its aggregates out (a copy is a few hundred KiB of histograms):
+/// `--abort-on-fail`'s judge wants them a quarter of its period old at most; a live page reads
+/// them once a second, so a copy a second when rows came (see the writer's `publish`).
+fn publish_every(config: &RunConfig) -> std::time::Duration {
+    match config.abort_after {
+        Some(_) => crate::report::thresholds::ABORT_EVERY / 4,
+        None => std::time::Duration::from_secs(4),
     }
 }
 

@@ -93,13 +93,23 @@ pub struct Scrapes {
     pub rows: Vec<ScrapeRow>,
 }
 
+/// The rows scraped so far, shared with a live page (`--dashboard`) that reads them once a
+/// second: the scraper adds each scrape's rows under the lock, once per scrape.
+pub type RowsSoFar = std::sync::Arc<std::sync::Mutex<Vec<ScrapeRow>>>;
+
 /// A running scraper. Dropping it without [`ServerMon::finish`] stops it at its next tick.
 pub struct ServerMon {
     stop: tokio::sync::oneshot::Sender<()>,
     thread: JoinHandle<Result<Scrapes, ServerMonError>>,
+    rows: RowsSoFar,
 }
 
 impl ServerMon {
+    /// The rows scraped so far (what the run's verdict will read), for a live page.
+    pub fn rows_so_far(&self) -> RowsSoFar {
+        self.rows.clone()
+    }
+
     /// Takes one last scrape (so counters cover the whole run), closes the file and returns
     /// each source's counts and the rows it wrote.
     pub fn finish(self) -> Result<Scrapes, ServerMonError> {
@@ -144,14 +154,15 @@ pub fn start(config: ServerMonConfig) -> Result<ServerMon, ServerMonError> {
         client,
         file,
         columns: Columns::new(),
-        rows: Vec::new(),
+        rows: RowsSoFar::default(),
     };
+    let rows = scraper.rows.clone();
     let (stop, stopped) = tokio::sync::oneshot::channel();
     let thread = crate::background::spawn("loadgen-servermon", move || {
         runtime.block_on(scraper.run(stopped))
     })
     .map_err(|e| ServerMonError::Start(e.to_string()))?;
-    Ok(ServerMon { stop, thread })
+    Ok(ServerMon { stop, thread, rows })
 }
 
 /// One scrape of every source, before the run (each within `timeout`), as rows — a failed
@@ -212,8 +223,8 @@ struct Scraper {
     file: ParquetFile,
     columns: Columns,
     summaries: Vec<SourceSummary>,
-    /// Every row written, for the run's verdict.
-    rows: Vec<ScrapeRow>,
+    /// Every row written, for the run's verdict (and a live page, so far).
+    rows: RowsSoFar,
 }
 
 /// What one scrape of one source returned.
@@ -233,7 +244,7 @@ impl Scraper {
                 self.file.close()?;
                 Ok(Scrapes {
                     sources: self.summaries,
-                    rows: self.rows,
+                    rows: std::mem::take(&mut *self.rows.lock().expect("scrape rows")),
                 })
             }
             Err(e) => {
@@ -307,6 +318,7 @@ impl Scraper {
         let summary = &mut self.summaries[i];
         summary.scrapes += 1;
         let parsed = scraped.body.and_then(|body| parse(&body));
+        let mut rows = Vec::new();
         match parsed {
             Ok(samples) => {
                 summary.samples += samples.len() as u64;
@@ -317,7 +329,7 @@ impl Scraper {
                         value: *value,
                     };
                     self.columns.sample(t_ns, took_ns, &summary.source, &sample);
-                    self.rows.push(ScrapeRow {
+                    rows.push(ScrapeRow {
                         t_ns,
                         source: summary.source.clone(),
                         metric: Some(metric.to_string()),
@@ -330,7 +342,7 @@ impl Scraper {
             Err(error) => {
                 summary.failures += 1;
                 self.columns.failure(t_ns, took_ns, &summary.source, &error);
-                self.rows.push(ScrapeRow {
+                rows.push(ScrapeRow {
                     t_ns,
                     source: summary.source.clone(),
                     metric: None,
@@ -340,6 +352,7 @@ impl Scraper {
                 });
             }
         }
+        self.rows.lock().expect("scrape rows").extend(rows);
     }
 }
 

@@ -10,6 +10,7 @@
 pub mod activity;
 pub mod live;
 pub mod samples;
+pub mod slowest;
 pub mod sparse;
 pub mod tcp;
 
@@ -190,6 +191,11 @@ impl Published {
         }
     }
 
+    /// A copy of the latest copy, leaving it for [`Published::take`] (a live page's look).
+    pub fn peek(&self) -> Option<Aggregator> {
+        self.latest.lock().ok().and_then(|latest| latest.clone())
+    }
+
     /// The latest copy, if one came since the last take.
     pub fn take(&self) -> Option<Aggregator> {
         self.latest.lock().ok().and_then(|mut latest| latest.take())
@@ -366,6 +372,8 @@ pub struct Aggregator {
     pub left_out_rows: u64,
     /// Where the responses' time went, summed (the verdict's shares of latency).
     pub components: Components,
+    /// The slowest requests so far, with their trace ids (a live page's).
+    pub slowest: slowest::Slowest,
     max_attempts: u8,
     max_lateness_ns: i64,
 }
@@ -417,6 +425,7 @@ impl Aggregator {
             left_out_phase: None,
             left_out_rows: 0,
             components: Components::default(),
+            slowest: slowest::Slowest::default(),
             max_attempts: max_attempts.max(1),
             max_lateness_ns,
         }
@@ -456,6 +465,7 @@ impl Aggregator {
         }
         self.observe_op(r, latency_ns, clamp(r.latency_ns));
         self.components.observe(r);
+        self.slowest.observe(r, latency_ns);
         let mut range = (self.first_start_ns, self.last_end_ns);
         widen(&mut range, r.start_ns, end_ns);
         (self.first_start_ns, self.last_end_ns) = range;

@@ -6,13 +6,17 @@
 //! with what they share below them, here: where a workflow's directory goes, and reading a
 //! calibration a user names.
 //!
-//! Each reads its command line once into a [`RunInputs`](crate::config::RunInputs) and makes
-//! every run from it with its own model and output folder; each run writes a normal run
+//! Each reads its command line once into a [`RunInputs`] and makes every run from it with
+//! its own model and output folder; each run writes a normal run
 //! directory through [`crate::run`] and hands back a typed [`RunOutcome`](crate::RunOutcome)
 //! — its summary, its verdict and what the verdict saw — so a workflow never edits flags or
 //! reads back what a run just wrote. A workflow only chooses the models, reads the outcomes
 //! and adds its own table and JSON (`calibration` in run.json, `sweep.json`,
 //! `capacity.json`). It never measures anything, nor chooses a cause: the verdict does.
+//!
+//! With `--dashboard` a workflow has one page (`WorkflowPage`), bound before its first run:
+//! each run it makes appends its seconds to it, the workflow adds each finished level as a
+//! point (as its JSON file records it), and the final event is that file's content.
 
 pub mod calibrate;
 pub mod capacity;
@@ -21,8 +25,13 @@ pub mod sweep;
 
 use std::path::{Path, PathBuf};
 
-use crate::config::{ConfigError, Output};
+use serde::Serialize;
+
+use crate::cli::DashboardArgs;
+use crate::config::{ConfigError, DashboardSettings, Output, RunInputs};
+use crate::report::dashboard::{DashboardListener, Page};
 use crate::runner::RunError;
+use crate::stop::StopSignal;
 
 pub use self::calibrate::{calibrate, Calibrated, Calibration, CalibrationRun, CALIBRATION};
 pub use self::sweep::{sweep, Level, Sweep};
@@ -72,5 +81,59 @@ pub(crate) fn read_calibration(dir: &Path) -> Result<f64, RunError> {
             "its calibration.r1_ns is {r1_ns}, not a positive duration of at least 1 ns"
         ))),
         None => Err(bad("its run.json has no calibration.r1_ns".to_string())),
+    }
+}
+
+/// A workflow's `--dashboard` / `--dashboard-out` page: one for the whole command.
+#[derive(Debug)]
+pub struct WorkflowPage {
+    page: Page,
+    kind: &'static str,
+}
+
+impl WorkflowPage {
+    /// The page, when asked for, bound before the first run (a taken port is bad input, exit
+    /// 2); `inputs` made so that every run appends its seconds to it.
+    pub(crate) fn start(
+        args: &DashboardArgs,
+        kind: &'static str,
+        title: String,
+        inputs: RunInputs,
+    ) -> Result<(Option<WorkflowPage>, RunInputs), RunError> {
+        let settings = DashboardSettings::from_args(args);
+        if !settings.wanted() {
+            return Ok((None, inputs));
+        }
+        let addr = settings.addr.unwrap_or(([127, 0, 0, 1], 0).into());
+        let taken = |source| RunError::DashboardAddr { addr, source };
+        let listener = match settings.addr {
+            Some(addr) => Some(DashboardListener::bind(addr).map_err(taken)?),
+            None => None,
+        };
+        if let Some(bound) = listener.as_ref().and_then(|l| l.local_addr().ok()) {
+            eprintln!("dashboard at http://{bound}/");
+        }
+        let page = Page::start(title, listener, settings.out, settings.linger).map_err(taken)?;
+        let inputs = inputs.with_dashboard_page(page.shared());
+        Ok((Some(WorkflowPage { page, kind }), inputs))
+    }
+
+    /// A finished level, as the workflow's JSON file records it.
+    pub(crate) fn point(&self, level: &impl Serialize) {
+        let point = serde_json::json!({ "kind": self.kind, "level": level });
+        self.page.point(&point);
+    }
+
+    /// The workflow is over: its file's content (`sweep.json`, `capacity.json`) as the final
+    /// event, the page saved with `--dashboard-out`, and served for `--dashboard-linger`.
+    pub(crate) async fn finish(self, file: &impl Serialize, stop: &StopSignal) {
+        let mut last = serde_json::json!({ "kind": self.kind });
+        last[self.kind] = serde_json::json!(file);
+        let mut warnings = Vec::new();
+        let served = self.page.finish(&last, &mut warnings);
+        for warning in warnings {
+            eprintln!("warning: {warning}");
+        }
+        served.linger(stop).await;
     }
 }

@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 
 use serde::Serialize;
 
-use super::{local_only, read_calibration, workflow_dir};
+use super::{local_only, read_calibration, workflow_dir, WorkflowPage};
 use crate::cli::SweepArgs;
 use crate::config::{ConfigError, ModelChoice, RunConfig, RunInputs, SweepLevel};
 use crate::report::thresholds::{self, ThresholdResult};
@@ -133,6 +133,7 @@ pub async fn sweep(args: &SweepArgs, stop: StopSignal) -> Result<(Sweep, PathBuf
     let inputs = RunInputs::read(args.into())?;
     local_only("sweep", inputs.out())?;
     let dir = workflow_dir(args.output.out.as_deref(), "sweep")?;
+    let (page, inputs) = WorkflowPage::start(&args.dashboard, "sweep", title(args), inputs)?;
     let mut calibration_r1_ns = match &args.calibration {
         Some(path) => Some(read_calibration(path)?),
         None => None,
@@ -166,6 +167,9 @@ pub async fn sweep(args: &SweepArgs, stop: StopSignal) -> Result<(Sweep, PathBuf
         if level == SweepLevel::Workers(1) && calibration_r1_ns.is_none() {
             calibration_r1_ns = Some(level_result.mean_latency_ns);
         }
+        if let Some(page) = &page {
+            page.point(&level_result);
+        }
         results.push(level_result);
         if stop.is_draining() {
             break;
@@ -188,10 +192,33 @@ pub async fn sweep(args: &SweepArgs, stop: StopSignal) -> Result<(Sweep, PathBuf
     };
     let path = dir.join("sweep.json");
     write_json_atomically(&path, &sweep).map_err(|source| RunError::Write { path, source })?;
-    if let Some(metrics) = last_metrics {
-        metrics.linger(&stop).await;
-    }
+    let page = async {
+        if let Some(page) = page {
+            page.finish(&sweep, &stop).await;
+        }
+    };
+    let metrics = async {
+        if let Some(metrics) = last_metrics {
+            metrics.linger(&stop).await;
+        }
+    };
+    tokio::join!(page, metrics);
     Ok((sweep, dir))
+}
+
+/// The page's title: the levels swept.
+fn title(args: &SweepArgs) -> String {
+    let list = |levels: Vec<String>| levels.join(", ");
+    match args.rate_levels.is_empty() {
+        true => format!(
+            "sweep of N = {} (closed model)",
+            list(args.levels.iter().map(u32::to_string).collect())
+        ),
+        false => format!(
+            "sweep of rates {} req/s (open model)",
+            list(args.rate_levels.iter().map(f64::to_string).collect())
+        ),
+    }
 }
 
 /// A level's value as sweep.json records it: workers, or requests/s.

@@ -29,11 +29,12 @@ pub struct Sampler {
 }
 
 impl Sampler {
-    /// A sampler from now; `open`: the run has a schedule (scheduled, dropped, late sends).
-    pub fn new(live: &LiveCounters, open: bool) -> Self {
+    /// A sampler from now, its `t_s` counted from `started` (the page's start); `open`: the
+    /// run has a schedule (scheduled, dropped, late sends).
+    pub fn new(live: &LiveCounters, open: bool, started: Instant) -> Self {
         let now = Instant::now();
         Sampler {
-            started: now,
+            started,
             last: now,
             last_requests: live.requests(),
             last_latency: live.latency.snapshot(),
@@ -120,7 +121,7 @@ mod tests {
     fn a_second_counts_its_requests_and_errors_by_class() {
         let live = LiveCounters::for_run(1, i64::MAX);
         let metrics = LiveMetrics::new(1, i64::MAX);
-        let mut sampler = Sampler::new(&live, false);
+        let mut sampler = Sampler::new(&live, false, Instant::now());
         for ns in [2_000_000u64, 4_000_000, 6_000_000] {
             live.count(false);
             live.latency.record(ns);

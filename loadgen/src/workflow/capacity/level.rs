@@ -103,6 +103,8 @@ pub struct LevelPlan<'a> {
     pub slos: &'a [Threshold],
     pub warmup: Duration,
     pub dir: PathBuf,
+    /// `--dashboard`: where each level goes as a point when it is decided.
+    pub page: Option<&'a super::super::WorkflowPage>,
 }
 
 impl LevelPlan<'_> {
@@ -142,7 +144,11 @@ impl LevelPlan<'_> {
             slos: self.slos.to_vec(),
         });
         let outcome = run(config, stop.child()).await?;
-        Ok(Level::of(step, rate_rps, duration, &outcome))
+        let level = Level::of(step, rate_rps, duration, &outcome);
+        if let Some(page) = self.page {
+            page.point(&level);
+        }
+        Ok(level)
     }
 }
 

@@ -52,6 +52,8 @@ pub async fn capacity(
     let slos = check(args, &inputs)?;
     super::local_only("capacity", inputs.out())?;
     let dir = super::workflow_dir(args.output.out.as_deref(), "capacity")?;
+    let title = format!("capacity under {}", args.slos.join(", "));
+    let (page, inputs) = super::WorkflowPage::start(&args.dashboard, "capacity", title, inputs)?;
     if !args.output.json {
         eprintln!("{}", render::banner(args, &dir));
     }
@@ -63,6 +65,7 @@ pub async fn capacity(
         slos: &slos,
         warmup: args.warmup,
         dir: dir.clone(),
+        page: page.as_ref(),
     };
     let mut search = Search::new(
         calibration.start_rps,
@@ -82,6 +85,9 @@ pub async fn capacity(
     let capacity = conclude::conclude(searched, &search);
     let path = dir.join("capacity.json");
     write_json_atomically(&path, &capacity).map_err(|source| RunError::Write { path, source })?;
+    if let Some(page) = page {
+        page.finish(&capacity, &stop).await;
+    }
     Ok((capacity, dir))
 }
 
