@@ -73,7 +73,7 @@ fn check_open_files(config: &RunConfig) -> Result<Option<String>, RunError> {
     };
     let workers = config.model.plan().max_workers();
     let mut connections = u64::from(workers);
-    if config.connection.http2 {
+    if config.connection.http2 || config.connection.http3 {
         let streams = u64::from(config.connection.streams_per_connection.max(1));
         connections = connections.div_ceil(streams);
     }
