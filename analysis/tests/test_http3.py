@@ -97,13 +97,17 @@ def test_a_stream_the_server_resets_is_a_reset_row(binaries: Binaries, tmp_path:
 def test_a_closed_connection_and_a_refused_handshake_are_classified_rows(
     binaries: Binaries, tmp_path: Path
 ) -> None:
-    # Connection 1 is loadgen's probe, connection 2 carries 10 answers and is closed; every
+    # Connection 1 is loadgen's probe, connection 2 carries 10 requests and is closed; every
     # handshake after it is refused.
     for server in _counter(close_after=10, refuse_after=2):
         rows = _run(binaries, server, tmp_path / "run", 40, connections=1)
         assert len(rows) == 40
         outcomes = Counter(r["error"] for r in rows)
-        assert outcomes[None] == server.requests == 10  # type: ignore[attr-defined]
+        # The server closes at once after its 10th answer (CONNECTION_CLOSE is abrupt: an
+        # answer still in flight is lost with it), so each request it was handed is an ok row
+        # or a `closed` one.
+        assert server.requests == 10  # type: ignore[attr-defined]
+        assert outcomes[None] <= 10 <= outcomes[None] + outcomes["closed"], outcomes
         assert outcomes["handshake"] > 0 and server.refused > 0, outcomes  # type: ignore[attr-defined]
         assert set(outcomes) - {None} <= {"handshake", "closed"}, outcomes
         assert set(outcomes) - {None} <= _error_classes()

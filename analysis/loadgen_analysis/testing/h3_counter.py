@@ -88,8 +88,8 @@ def _protocol_class() -> type:
             if self._h3 is None:
                 return
             for h3_event in self._h3.handle_event(event):
-                ended = isinstance(h3_event, HeadersReceived | DataReceived) and h3_event.stream_ended
-                if ended:
+                request = isinstance(h3_event, HeadersReceived | DataReceived)
+                if request and h3_event.stream_ended:
                     self._answer(h3_event.stream_id)
 
         def _answer(self, stream_id: int) -> None:
@@ -115,12 +115,16 @@ class H3Counter:
     (:attr:`requests`), the streams it reset (:attr:`resets`) and the handshakes it refused
     (:attr:`refused`)."""
 
-    def __init__(self, *, reset_every: int = 0, close_after: int = 0, refuse_after: int = 0) -> None:
+    def __init__(
+        self, *, reset_every: int = 0, close_after: int = 0, refuse_after: int = 0
+    ) -> None:
         from aioquic.asyncio import serve
         from aioquic.h3.connection import H3_ALPN
         from aioquic.quic.configuration import QuicConfiguration
 
-        self.reset_every, self.close_after, self.refuse_after = reset_every, close_after, refuse_after
+        self.reset_every = reset_every
+        self.close_after = close_after
+        self.refuse_after = refuse_after
         self.requests = self.resets = self.connections = self.refused = 0
         self._dir = tempfile.TemporaryDirectory(prefix="h3-counter-")
         self.ca = Path(self._dir.name) / "cert.pem"

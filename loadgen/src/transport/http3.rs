@@ -111,15 +111,14 @@ fn classify_closed(reason: &quinn::ConnectionError) -> ErrorClass {
     }
 }
 
-/// How a QUIC handshake failed: a TLS alert (ours or the server's) is `tls`, no answer in
-/// time `connect_timeout`, anything else the server refused or could not agree on
-/// `handshake`.
+/// How a QUIC handshake failed: our TLS refusing the server (its certificate) is `tls`, no
+/// answer in time `connect_timeout`, anything the server refused or could not agree on (its
+/// CONNECTION_CLOSE, an ALPN it does not speak, a QUIC version) `handshake`.
 fn classify_handshake(error: &quinn::ConnectionError) -> ErrorClass {
     use quinn::ConnectionError as E;
     let crypto = |code: quinn::TransportErrorCode| (0x100..0x200).contains(&u64::from(code));
     match error {
         E::TransportError(e) if crypto(e.code) => ErrorClass::Tls,
-        E::ConnectionClosed(frame) if crypto(frame.error_code) => ErrorClass::Tls,
         E::TimedOut => ErrorClass::ConnectTimeout,
         E::LocallyClosed | E::CidsExhausted => ErrorClass::Other,
         _ => ErrorClass::Handshake,
