@@ -87,7 +87,7 @@ async fn http3_wait_for_a_stream_is_client_time_in_send_ns() {
         ..ServerConfig::default()
     };
     let (server, ca) = h3_server(dir.path(), config).await;
-    let (_d, run_dir, _) = run_at(
+    let (_d, run_dir, outcome) = run_at(
         &format!("{}/", server.url()),
         &[
             "--http3",
@@ -123,6 +123,14 @@ async fn http3_wait_for_a_stream_is_client_time_in_send_ns() {
         waits[median]
     );
     assert!(server_ns[median] < waits[median], "{server_ns:?} {waits:?}");
+    // The verdict: the wait is the client's (as over HTTP/2), never a TCP send buffer.
+    let verdict = &run_json(&outcome.run_dir)["verdict"];
+    assert_eq!(verdict["rule"], "client.http2_streams", "{verdict}");
+    let text = verdict.to_string();
+    assert!(
+        !text.contains("network.send") && !text.contains("tcp_"),
+        "{text}"
+    );
     server.shutdown().await;
 }
 

@@ -133,6 +133,8 @@ pub struct Http3Stream {
     open: Option<Open>,
     scheme: Scheme,
     authority: Option<Authority>,
+    /// The last request's path and its absolute URI (most ops send the same path each time).
+    last_uri: Option<(Uri, Uri)>,
 }
 
 impl Http3Stream {
@@ -144,6 +146,7 @@ impl Http3Stream {
             open: None,
             scheme,
             authority,
+            last_uri: None,
         }
     }
 
@@ -163,11 +166,19 @@ impl Http3Stream {
         Ok(self.open.insert(open))
     }
 
-    fn absolute_uri(&self, path: &Uri) -> Uri {
+    /// The absolute URI (`:scheme`, `:authority`, `:path`) for a request to `path`.
+    fn absolute_uri(&mut self, path: &Uri) -> Uri {
+        if let Some((last, absolute)) = &self.last_uri {
+            if last == path {
+                return absolute.clone();
+            }
+        }
         let mut parts = path.clone().into_parts();
         parts.scheme = Some(self.scheme.clone());
         parts.authority = self.authority.clone();
-        Uri::from_parts(parts).unwrap_or_else(|_| path.clone())
+        let absolute = Uri::from_parts(parts).unwrap_or_else(|_| path.clone());
+        self.last_uri = Some((path.clone(), absolute.clone()));
+        absolute
     }
 }
 
