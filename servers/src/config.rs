@@ -64,6 +64,10 @@ pub struct ServerConfig {
     /// HTTP/2: at most this many streams open at once on a connection
     /// (SETTINGS_MAX_CONCURRENT_STREAMS); `None` leaves hyper's default (200).
     pub h2_max_streams: Option<u32>,
+    /// Serve HTTP/3 too, over QUIC on the UDP port of the same number as the TCP one (needs
+    /// `tls`: QUIC is always encrypted). `h2_max_streams` limits its streams as well
+    /// (QUIC's MAX_STREAMS for requests).
+    pub http3: bool,
     /// Accept a number where the course API has a string (`"year": 1977`, `"swiper": 12`).
     /// Off by default: the server decodes bodies into the API's types like the course
     /// servers do, so a client sending the wrong types fails here as it would there.
@@ -99,6 +103,7 @@ impl Default for ServerConfig {
             stall: None,
             tls: None,
             h2_max_streams: None,
+            http3: false,
             lenient: false,
         }
     }
@@ -143,8 +148,10 @@ impl ServerConfig {
             // Every connection would be reset, which is a broken server, not a limit.
             return Err(ConfigError::ZeroMaxConnections);
         }
-        if let Some(tls) = &self.tls {
-            tls.rustls_config()?;
+        match &self.tls {
+            Some(tls) => drop(tls.rustls_config()?),
+            None if self.http3 => return Err(ConfigError::Http3WithoutTls),
+            None => {}
         }
         Ok(())
     }

@@ -37,6 +37,11 @@ pub enum ConfigError {
     ZeroSlowBody,
     #[error("max connections must be at least 1 (leave it unset for unlimited), got 0")]
     ZeroMaxConnections,
+    #[error(
+        "HTTP/3 runs over QUIC, which is always encrypted: give --tls-cert and --tls-key with \
+         --http3"
+    )]
+    Http3WithoutTls,
     #[error("could not read the TLS {what} file {path}: {reason}")]
     TlsRead {
         what: &'static str,

@@ -89,6 +89,11 @@ struct Cli {
     #[arg(long, value_name = "FILE", requires = "tls_key")]
     tls_cert: Option<PathBuf>,
 
+    /// Serve HTTP/3 too, over QUIC on the UDP port of the same number as the TCP one
+    /// (needs --tls-cert and --tls-key); --h2-max-streams limits its concurrent streams too.
+    #[arg(long, requires = "tls_cert")]
+    http3: bool,
+
     /// Accept a JSON number where the course API has a string (`"year": 1977`); by default
     /// bodies are decoded into the API's types and a wrong type is a 400 naming the field.
     #[arg(long)]
@@ -183,6 +188,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             .map(|(every, duration)| servers::Stall { every, duration }),
         tls,
         h2_max_streams: cli.h2_max_streams,
+        http3: cli.http3,
         lenient: cli.lenient,
     };
     if let Err(e) = config.validate() {
@@ -241,6 +247,9 @@ async fn serve(config: ServerConfig) -> anyhow::Result<()> {
         .and_then(|()| stdout.flush())
         .context("could not write to stdout")?;
     drop(stdout);
+    if let Some(udp) = server.http3_addr() {
+        eprintln!("HTTP/3 over QUIC on UDP {udp}");
+    }
     eprintln!("{knobs}; stop with Ctrl-C");
 
     shutdown_signal().await?;

@@ -1,7 +1,11 @@
-//! Building responses: the one body type every handler returns, JSON and error helpers.
+//! Building responses: the one body type every handler returns, JSON and error helpers; and
+//! the one request body type every handler reads (`RequestBody`).
 //!
 //! Errors are always `{"message": "..."}` with a status, so a client can show the reason. This
 //! module does not decide which status a request deserves; handlers do.
+
+use std::pin::Pin;
+use std::task::{Context, Poll};
 
 use bytes::Bytes;
 use http_body_util::BodyExt as _;
@@ -13,6 +17,34 @@ use serde::Serialize;
 /// Every response body is complete before it is sent: the payloads are tiny. The server turns
 /// it into the body that goes on the wire (`crate::body`), whole or split.
 pub(crate) type Reply = Response<Bytes>;
+
+/// A request's body as the handlers read it: hyper's, streamed (HTTP/1.1, HTTP/2), or one
+/// already read whole (HTTP/3, whose stream the server reads before routing). An enum rather
+/// than a boxed body, so HTTP/1.1 and HTTP/2 requests pay no allocation for it.
+pub(crate) enum RequestBody {
+    Hyper(Incoming),
+    Whole(Option<Bytes>),
+}
+
+impl hyper::body::Body for RequestBody {
+    type Data = Bytes;
+    type Error = Box<dyn std::error::Error + Send + Sync>;
+
+    fn poll_frame(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<hyper::body::Frame<Bytes>, Self::Error>>> {
+        match self.get_mut() {
+            RequestBody::Hyper(body) => Pin::new(body).poll_frame(cx).map_err(Into::into),
+            RequestBody::Whole(bytes) => Poll::Ready(
+                bytes
+                    .take()
+                    .filter(|b| !b.is_empty())
+                    .map(|b| Ok(hyper::body::Frame::data(b))),
+            ),
+        }
+    }
+}
 
 fn json_type() -> HeaderValue {
     HeaderValue::from_static("application/json")
@@ -139,7 +171,10 @@ impl From<Rejection> for Reply {
 /// Reads a whole body up to `limit_bytes`. A larger body is still read to the end (and
 /// thrown away) before the 413, so the client gets its answer on a connection that stays
 /// usable, instead of a reset while it is still sending.
-pub(crate) async fn read_body(mut body: Incoming, limit_bytes: usize) -> Result<Bytes, Rejection> {
+pub(crate) async fn read_body(
+    mut body: RequestBody,
+    limit_bytes: usize,
+) -> Result<Bytes, Rejection> {
     let mut collected = Vec::new();
     while let Some(frame) = body.frame().await {
         let frame = frame
@@ -162,7 +197,7 @@ pub(crate) async fn read_body(mut body: Incoming, limit_bytes: usize) -> Result<
 /// Reads and parses a JSON body; a missing field, a wrong type or broken JSON is a 400 whose
 /// message names the field (see [`decode_json`]).
 pub(crate) async fn read_json<T: serde::de::DeserializeOwned>(
-    body: Incoming,
+    body: RequestBody,
 ) -> Result<T, Rejection> {
     let bytes = read_body(body, JSON_BODY_LIMIT_BYTES).await?;
     decode_json(&bytes, "JSON body")
@@ -196,7 +231,7 @@ pub(crate) fn decode_json<T: serde::de::DeserializeOwned>(
 /// 500, a 413) leaves the keep-alive connection ready for the next request instead of closed.
 /// Past `DISCARD_LIMIT_BYTES` it gives up and lets hyper close the connection: reading an
 /// endless body to be polite is not worth it.
-pub(crate) async fn discard_body(mut body: Incoming) {
+pub(crate) async fn discard_body(mut body: RequestBody) {
     let mut remaining_bytes = DISCARD_LIMIT_BYTES;
     while let Some(Ok(frame)) = body.frame().await {
         if let Some(data) = frame.data_ref() {

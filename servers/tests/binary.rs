@@ -123,6 +123,7 @@ fn bad_flags_exit_2_with_a_message_naming_the_flag() {
         ),
         (&["--max-connections", "0"][..], "--max-connections"),
         (&["--tls-cert", "cert.pem"][..], "--tls-key"),
+        (&["--http3"][..], "--tls-cert"),
         (
             &[
                 "--tls-cert",

@@ -82,7 +82,13 @@ pub struct TargetArgs {
     #[arg(long)]
     pub http2: bool,
 
-    /// HTTP/2: concurrent streams (workers) multiplexed on each connection [default: 1].
+    /// Speak HTTP/3 over QUIC (UDP, TLS 1.3 with ALPN h3; https:// URLs only) instead of
+    /// HTTP/1.1. -c then counts connections, each carrying --streams-per-connection workers.
+    #[arg(long, conflicts_with_all = ["http2", "proto"])]
+    pub http3: bool,
+
+    /// HTTP/2 and HTTP/3: concurrent streams (workers) multiplexed on each connection
+    /// [default: 1].
     #[arg(long, value_name = "N")]
     pub streams_per_connection: Option<u32>,
 
@@ -108,7 +114,7 @@ pub struct TargetArgs {
 
     /// Open a new connection for every request (HTTP/1.1 `Connection: close`), so connect
     /// time shows in every row.
-    #[arg(long, conflicts_with = "http2")]
+    #[arg(long, conflicts_with_all = ["http2", "http3"])]
     pub no_keepalive: bool,
 
     /// Follow redirects (at most 10): to the same scheme, host and port only, or with

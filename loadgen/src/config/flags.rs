@@ -63,7 +63,8 @@ pub(super) fn check_counts(
 impl ConnectionOptions {
     pub(super) fn from_args(args: &TargetArgs) -> Result<Self, ConfigError> {
         use crate::transport::tls::Verify;
-        if args.streams_per_connection.is_some() && !args.http2 && args.proto.is_none() {
+        let multiplexed = args.http2 || args.http3 || args.proto.is_some();
+        if args.streams_per_connection.is_some() && !multiplexed {
             return Err(ConfigError::StreamsWithoutHttp2);
         }
         let grpc = match &args.proto {
@@ -83,6 +84,7 @@ impl ConnectionOptions {
                 (None, false) => Verify::System,
             },
             http2: args.http2 || grpc.is_some(),
+            http3: args.http3,
             streams_per_connection: args.streams_per_connection.unwrap_or(1),
             grpc,
             keepalive: !args.no_keepalive,
@@ -99,7 +101,7 @@ impl ConnectionOptions {
     }
 
     /// Workers a closed model runs for `-c` connections: one per connection over HTTP/1.1,
-    /// `--streams-per-connection` per connection over HTTP/2.
+    /// `--streams-per-connection` per connection over HTTP/2 and HTTP/3.
     fn workers_for(&self, connections: u32) -> u32 {
         connections.saturating_mul(self.streams_per_connection)
     }

@@ -76,8 +76,10 @@ pub enum ConfigError {
     UnknownScenario { name: String, known: String },
     #[error("{0}")]
     Grpc(String),
-    #[error("--streams-per-connection multiplexes HTTP/2 connections; add --http2 (or --proto for gRPC)")]
+    #[error("--streams-per-connection multiplexes HTTP/2 and HTTP/3 connections; add --http2 (or --proto for gRPC) or --http3")]
     StreamsWithoutHttp2,
+    #[error("--http3 runs over QUIC, which is always encrypted; give an https:// URL (with --cacert FILE or --insecure for a self-signed certificate)")]
+    Http3NeedsHttps,
     #[error("--method and --body describe a single-URL run; with a scenario, set them in its [requests] (or with --set)")]
     QuickOnly,
     /// A model flag that cannot apply to the model asked for (see `model_flags`).
@@ -179,7 +181,9 @@ pub struct LevelSpec {
 pub struct ConnectionOptions {
     pub verify: crate::transport::tls::Verify,
     pub http2: bool,
-    /// HTTP/2: workers sharing one connection.
+    /// `--http3`: QUIC with ALPN `h3` (https:// targets only).
+    pub http3: bool,
+    /// HTTP/2 and HTTP/3: workers sharing one connection.
     pub streams_per_connection: u32,
     /// `--proto`: the gRPC services requests may call (implies HTTP/2).
     pub grpc: Option<std::sync::Arc<crate::transport::grpc::Codec>>,
@@ -320,6 +324,10 @@ impl RunInputs {
             .map(|h| validate::parse_header(h))
             .collect::<Result<Vec<_>, _>>()?;
         let source = flags::Source::read(target, &headers, &connection)?;
+        let https = matches!(&source.target, Target::Url(url) if url.scheme == "https");
+        if connection.http3 && !https {
+            return Err(ConfigError::Http3NeedsHttps);
+        }
         let model_flags = match flags.model {
             Some((model, open)) => {
                 model_flags::ModelFlags::from_args(model, open, connection.streams_per_connection)?

@@ -28,11 +28,10 @@ impl RunConfig {
             protocol: match (self.connection.grpc.is_some(), self.connection.http2) {
                 (true, _) => "gRPC over HTTP/2",
                 (false, true) => "HTTP/2",
+                (false, false) if self.connection.http3 => "HTTP/3",
                 (false, false) => "HTTP/1.1",
             },
-            streams_per_connection: self
-                .connection
-                .http2
+            streams_per_connection: (self.connection.http2 || self.connection.http3)
                 .then_some(self.connection.streams_per_connection),
             keepalive: self.connection.keepalive,
             follow_redirects: self.connection.redirects,

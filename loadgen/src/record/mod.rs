@@ -26,7 +26,10 @@ use serde::Serialize;
 /// added `buffer_wait_ns`, and HTTP/2's `send_ns` includes the client's wait for a stream slot
 /// and flow-control capacity; version 5 added `trace_id` (`--trace`); version 6 adds nothing to the rows, but its run.json
 /// carries the engine's `verdict` (a run recorded before it is "not measured" there); version 7
-/// adds `grpc_status` and `grpc_message` (and the `grpc_status` error class).
+/// adds `grpc_status` and `grpc_message` (and the `grpc_status` error class). HTTP/3's error
+/// classes (`handshake`, `closed`, `idle_timeout`) came later without a new version: they are
+/// new values of the `error` dictionary, not a change of any column (the sample runs in
+/// data/ hold no HTTP/3 rows).
 pub const SCHEMA_VERSION: u32 = 7;
 
 /// Why a request did not produce the response the run expected.
@@ -67,13 +70,21 @@ pub enum ErrorClass {
     /// A gRPC call ended with a status other than OK; the row's `grpc_status` and
     /// `grpc_message` say which.
     GrpcStatus,
+    /// HTTP/3: the QUIC handshake was refused by the server or could not agree (a
+    /// certificate problem is `tls`; no answer in time, `connect_timeout`).
+    Handshake,
+    /// HTTP/3: the server closed the QUIC connection (CONNECTION_CLOSE, GOAWAY, a stateless
+    /// reset) while the request was in flight.
+    Closed,
+    /// HTTP/3: the QUIC connection heard nothing from the server for its idle timeout.
+    IdleTimeout,
     /// Anything not classified above; the console shows it so we can classify it next time.
     Other,
 }
 
 impl ErrorClass {
     /// Every class, in dictionary-key order.
-    pub const ALL: [ErrorClass; 15] = [
+    pub const ALL: [ErrorClass; 18] = [
         ErrorClass::HttpStatus,
         ErrorClass::ConnectRefused,
         ErrorClass::ConnectTimeout,
@@ -88,6 +99,9 @@ impl ErrorClass {
         ErrorClass::TooManyRedirects,
         ErrorClass::Check,
         ErrorClass::GrpcStatus,
+        ErrorClass::Handshake,
+        ErrorClass::Closed,
+        ErrorClass::IdleTimeout,
         ErrorClass::Other,
     ];
 
@@ -108,6 +122,9 @@ impl ErrorClass {
             ErrorClass::TooManyRedirects => "too_many_redirects",
             ErrorClass::Check => "check",
             ErrorClass::GrpcStatus => "grpc_status",
+            ErrorClass::Handshake => "handshake",
+            ErrorClass::Closed => "closed",
+            ErrorClass::IdleTimeout => "idle_timeout",
             ErrorClass::Other => "other",
         }
     }

@@ -324,12 +324,16 @@ fn transport_config(
     Ok(TransportConfig {
         origin: target.origin.clone(),
         http2: config.connection.http2,
+        http3: config.connection.http3,
         streams_per_connection: config.connection.streams_per_connection,
         grpc: config.connection.grpc.clone(),
         keepalive: config.connection.keepalive,
         redirects: config.connection.redirects,
         redirect_tls: match config.connection.redirects {
-            Redirects::Any => Some(tls::client_config(&config.connection.verify, false)?),
+            Redirects::Any => Some(tls::client_config(
+                &config.connection.verify,
+                tls::Alpn::Http1,
+            )?),
             _ => None,
         },
         connect_timeout: config.connect_timeout,

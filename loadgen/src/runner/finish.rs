@@ -374,7 +374,7 @@ fn decide_verdict(
         summary,
         components: &report.stats.components,
         client: client.as_ref(),
-        http2: config.connection.http2,
+        streams: config.connection.http2 || config.connection.http3,
         open: judged.open.clone(),
         server,
         level: judged.level.as_ref(),

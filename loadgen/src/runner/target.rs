@@ -38,19 +38,21 @@ impl PreparedTarget {
         };
         let addr = resolve(&url).await?;
         let origin = origin(&url, addr, config)?;
-        probe(&origin, config.connect_timeout)
-            .await
-            .map_err(|source| match source.class {
-                ErrorClass::Tls => RunError::Certificate {
-                    url: url.url.clone(),
-                    detail: source.detail,
-                },
-                _ => RunError::Unreachable {
-                    url: url.url.clone(),
-                    addr,
-                    source,
-                },
-            })?;
+        let probed = match config.connection.http3 {
+            true => crate::transport::http3::probe(&origin, config.connect_timeout).await,
+            false => probe(&origin, config.connect_timeout).await,
+        };
+        probed.map_err(|source| match source.class {
+            ErrorClass::Tls => RunError::Certificate {
+                url: url.url.clone(),
+                detail: source.detail,
+            },
+            _ => RunError::Unreachable {
+                url: url.url.clone(),
+                addr,
+                source,
+            },
+        })?;
         check_saturation_gauges(config).await?;
         Ok(PreparedTarget {
             embedded,
@@ -169,7 +171,11 @@ fn origin(target: &TargetUrl, addr: SocketAddr, config: &RunConfig) -> Result<Or
     let tls = match target.scheme {
         "https" => Some(tls::client_config(
             &config.connection.verify,
-            config.connection.http2,
+            match (config.connection.http3, config.connection.http2) {
+                (true, _) => tls::Alpn::H3,
+                (false, true) => tls::Alpn::H2,
+                (false, false) => tls::Alpn::Http1,
+            },
         )?),
         _ => None,
     };

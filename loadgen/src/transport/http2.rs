@@ -262,7 +262,7 @@ impl<F: Future + Unpin> Future for Batched<F> {
 }
 
 /// `:scheme` and `:authority` for an origin.
-fn uri_base(origin: &Origin) -> (Scheme, Option<Authority>) {
+pub(super) fn uri_base(origin: &Origin) -> (Scheme, Option<Authority>) {
     let scheme = if origin.tls.is_some() {
         Scheme::HTTPS
     } else {
@@ -285,7 +285,7 @@ fn is_connection_header(name: &HeaderName, value: &HeaderValue) -> bool {
 
 /// The request head for one stream: HTTP/2 carries the absolute URI (`:scheme`,
 /// `:authority`) instead of a `Host` header, and the body's length as `content-length`.
-fn build_request(outgoing: &Outgoing<'_>, uri: Uri) -> Request<()> {
+pub(super) fn build_request(outgoing: &Outgoing<'_>, uri: Uri) -> Request<()> {
     let mut request = Request::new(());
     *request.method_mut() = outgoing.method.clone();
     *request.uri_mut() = uri;
@@ -396,7 +396,7 @@ async fn send_body(stream: &mut h2::SendStream<Bytes>, body: &[Bytes]) -> Result
 }
 
 /// Size of a header block written out as HTTP/1.1 text (`name: value\r\n`).
-fn header_bytes(headers: &HeaderMap) -> u64 {
+pub(super) fn header_bytes(headers: &HeaderMap) -> u64 {
     headers
         .iter()
         .map(|(name, value)| (name.as_str().len() + value.len() + 4) as u64)

@@ -2,8 +2,8 @@
 //!
 //! A [`Client`] is owned by exactly one worker. Over HTTP/1.1 it holds at most one connection
 //! of its own, so connection queueing is never hidden behind a pool (docs/architecture.md,
-//! "Hot path rules"); over HTTP/2 a fixed group of workers shares one connection, one stream
-//! each (`--streams-per-connection`). It reports what happened as an [`Exchange`] — status,
+//! "Hot path rules"); over HTTP/2 and HTTP/3 a fixed group of workers shares one connection,
+//! one stream each (`--streams-per-connection`). It reports what happened as an [`Exchange`] — status,
 //! connect and first-byte times, bytes on the wire, and an [`ErrorClass`] when it failed — and
 //! never returns early with an error: failures are data. It follows redirects only when asked.
 //! It does not decide what to send or when (models do) and does not record anything (the
@@ -13,6 +13,7 @@ pub mod connect;
 pub mod grpc;
 pub mod http1;
 pub mod http2;
+pub mod http3;
 mod io;
 pub mod tls;
 
@@ -86,7 +87,9 @@ pub struct TransportConfig {
     pub origin: Origin,
     /// HTTP/2 (ALPN `h2` over TLS, prior knowledge over TCP) instead of HTTP/1.1.
     pub http2: bool,
-    /// HTTP/2: workers (streams) sharing one connection.
+    /// HTTP/3 (QUIC, ALPN `h3`; `https://` only) instead of HTTP/1.1.
+    pub http3: bool,
+    /// HTTP/2 and HTTP/3: workers (streams) sharing one connection.
     pub streams_per_connection: u32,
     /// `--proto`: requests to `/package.Service/Method` are gRPC calls (HTTP/2 only).
     pub grpc: Option<Arc<grpc::Codec>>,
@@ -206,6 +209,12 @@ impl Connect for http2::Http2Stream {
     }
 }
 
+impl Connect for http3::Http3Stream {
+    async fn open_ahead(&mut self, origin: &Origin) {
+        let _ = self.sender(origin, &mut Exchange::default()).await;
+    }
+}
+
 impl Client<http1::Http1Connection> {
     /// A client over its own HTTP/1.1 connection, opened from `source` when given.
     pub fn http1(config: Arc<TransportConfig>, source: Option<std::net::IpAddr>) -> Self {
@@ -222,6 +231,18 @@ impl Client<http2::Http2Stream> {
     /// A client that is one stream of the shared HTTP/2 connection `shared`.
     pub fn http2(config: Arc<TransportConfig>, shared: Arc<http2::SharedConnection>) -> Self {
         let connection = http2::Http2Stream::new(config.clone(), shared);
+        Client {
+            config,
+            connection,
+            deadline: None,
+        }
+    }
+}
+
+impl Client<http3::Http3Stream> {
+    /// A client that is one stream of the shared QUIC connection `shared`.
+    pub fn http3(config: Arc<TransportConfig>, shared: Arc<http3::SharedConnection>) -> Self {
+        let connection = http3::Http3Stream::new(config.clone(), shared);
         Client {
             config,
             connection,

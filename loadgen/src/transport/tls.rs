@@ -33,10 +33,19 @@ pub enum TlsSetupError {
     NoSystemRoots(String),
 }
 
-/// The rustls configuration every connection of the run uses. `http2` selects the ALPN
-/// protocol offered: `h2` alone, or `http/1.1` alone, so the server cannot pick a protocol
+/// The ALPN protocol a run's connections offer, alone, so the server cannot pick a protocol
 /// the run did not ask for.
-pub fn client_config(verify: &Verify, http2: bool) -> Result<Arc<ClientConfig>, TlsSetupError> {
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Alpn {
+    Http1,
+    /// `h2` (`--http2`, gRPC).
+    H2,
+    /// `h3` (`--http3`; QUIC carries TLS 1.3 only, which rustls then negotiates).
+    H3,
+}
+
+/// The rustls configuration every connection of the run uses, offering `alpn`.
+pub fn client_config(verify: &Verify, alpn: Alpn) -> Result<Arc<ClientConfig>, TlsSetupError> {
     let provider = Arc::new(rustls::crypto::ring::default_provider());
     let builder = ClientConfig::builder_with_provider(provider.clone())
         .with_safe_default_protocol_versions()
@@ -53,11 +62,11 @@ pub fn client_config(verify: &Verify, http2: bool) -> Result<Arc<ClientConfig>, 
             .with_root_certificates(ca_file_roots(path)?)
             .with_no_client_auth(),
     };
-    config.alpn_protocols = if http2 {
-        vec![b"h2".to_vec()]
-    } else {
-        vec![b"http/1.1".to_vec()]
-    };
+    config.alpn_protocols = vec![match alpn {
+        Alpn::Http1 => b"http/1.1".to_vec(),
+        Alpn::H2 => b"h2".to_vec(),
+        Alpn::H3 => super::http3::ALPN.to_vec(),
+    }];
     Ok(Arc::new(config))
 }
 

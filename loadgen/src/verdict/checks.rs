@@ -203,7 +203,7 @@ pub fn client(
         ));
     }
     found.extend(schedule(f, numbers));
-    if let (true, Some(send)) = (f.http2, shares.send) {
+    if let (true, Some(send)) = (f.streams, shares.send) {
         numbers.insert("http2_send_share", send);
         if send >= T.max_transfer_share {
             found.push(Finding::limit(
@@ -303,7 +303,7 @@ pub fn network(f: &Facts<'_>, shares: &Shares, numbers: &mut Numbers) -> Vec<Fin
             seen,
         });
     }
-    if let (false, Some(send)) = (f.http2, shares.send) {
+    if let (false, Some(send)) = (f.streams, shares.send) {
         if send >= T.max_transfer_share {
             let seen = Seen::Moving {
                 share: send,

@@ -24,7 +24,10 @@ pub struct Facts<'a> {
     pub summary: &'a RunSummary,
     pub components: &'a Components,
     pub client: Option<&'a ClientSummary>,
-    pub http2: bool,
+    /// Requests went as streams on shared connections (HTTP/2, HTTP/3): a wait to send is
+    /// the client's wait for a stream or flow-control window, not a TCP send buffer
+    /// (`client.http2_streams`, never `network.send`).
+    pub streams: bool,
     /// Open model: how the run kept its schedule, from its rows.
     pub open: Option<(Schedule, Sustainability)>,
     pub server: Option<ServerEvidence>,
@@ -420,7 +423,7 @@ mod tests {
             summary,
             components,
             client: None,
-            http2: false,
+            streams: false,
             open: None,
             server: None,
             level: None,
@@ -656,7 +659,7 @@ mod tests {
         // Over HTTP/2 the send share is the client's wait for a stream slot.
         let streams = components(0.0, 0.6);
         let v = decide(Facts {
-            http2: true,
+            streams: true,
             ..facts(&s, &streams)
         });
         assert_eq!(

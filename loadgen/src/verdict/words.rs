@@ -165,8 +165,8 @@ pub fn sentence(rule: super::Rule, limit: bool, seen: &Seen) -> String {
         } => late(schedule, *server_behind),
         Seen::Share { share } => match rule {
             Rule::ClientHttp2Streams => format!(
-                "over HTTP/2 requests waited {} of their latency inside the client for a \
-                 stream slot or flow-control window: more streams per connection than the \
+                "over HTTP/2 or HTTP/3 requests waited {} of their latency inside the client \
+                 for a stream slot or flow-control window: more streams per connection than the \
                  server allows (lower --streams-per-connection or open more connections)",
                 pct(*share)
             ),

@@ -400,14 +400,15 @@ pub(crate) fn task_bytes<T: Transport, S: WorkSource>() -> usize {
 /// model's tests call it with its own source.
 #[cfg(test)]
 pub(crate) fn assert_task_small<S: WorkSource>() {
-    use crate::transport::{http1::Http1Connection, http2::Http2Stream};
+    use crate::transport::{http1::Http1Connection, http2::Http2Stream, http3::Http3Stream};
     let http1 = task_bytes::<Client<Http1Connection>, S>();
     let http2 = task_bytes::<Client<Http2Stream>, S>();
+    let http3 = task_bytes::<Client<Http3Stream>, S>();
     eprintln!(
-        "worker task of {}: HTTP/1.1 {http1} bytes, HTTP/2 {http2} bytes",
+        "worker task of {}: HTTP/1.1 {http1} bytes, HTTP/2 {http2} bytes, HTTP/3 {http3} bytes",
         std::any::type_name::<S>()
     );
-    for (protocol, bytes) in [("HTTP/1.1", http1), ("HTTP/2", http2)] {
+    for (protocol, bytes) in [("HTTP/1.1", http1), ("HTTP/2", http2), ("HTTP/3", http3)] {
         assert!(
             bytes <= TASK_BYTES_MAX,
             "a {protocol} worker task of {} holds {bytes} bytes, over {TASK_BYTES_MAX}: box a \
@@ -415,6 +416,21 @@ pub(crate) fn assert_task_small<S: WorkSource>() {
             std::any::type_name::<S>()
         );
     }
+}
+
+/// The shared connection of the next worker of a group (consecutive workers fill one up to
+/// `per_connection` before the next is made), and whether the worker is the group's first.
+fn next_in_group<T: Default>(
+    group: &mut Option<(Arc<T>, u32)>,
+    per_connection: u32,
+) -> (Arc<T>, bool) {
+    let next = match group.take() {
+        Some((shared, started)) if started < per_connection.max(1) => (shared, started + 1),
+        _ => (Arc::new(T::default()), 1),
+    };
+    let (shared, first) = (next.0.clone(), next.1 == 1);
+    *group = Some(next);
+    (shared, first)
 }
 
 /// A worker that has finished: which one, and in which phase it ran.
@@ -441,6 +457,8 @@ pub struct WorkerPool {
     /// HTTP/2: the connection the group of the next worker shares, and how many of the
     /// group have started.
     h2_group: Option<(Arc<SharedConnection>, u32)>,
+    /// HTTP/3: the same, for QUIC connections.
+    h3_group: Option<(Arc<crate::transport::http3::SharedConnection>, u32)>,
 }
 
 impl WorkerPool {
@@ -469,6 +487,7 @@ impl WorkerPool {
             next_id: 0,
             shard,
             h2_group: None,
+            h3_group: None,
         }
     }
 
@@ -480,6 +499,14 @@ impl WorkerPool {
         self.next_id += 1;
         let config = self.transport.clone();
         let pacer = config.connect_pacer.clone();
+        let per_connection = config.streams_per_connection;
+        if config.http3 {
+            let (shared, first) = next_in_group(&mut self.h3_group, per_connection);
+            let pacer = pacer.filter(|_| first);
+            let client = Client::http3(config, shared);
+            self.start(worker, phase, client, source, pacer);
+            return worker;
+        }
         match self.h2_connection() {
             None => self.start(worker, phase, Client::http1(config, from), source, pacer),
             Some((shared, first)) => {
@@ -515,14 +542,8 @@ impl WorkerPool {
         if !self.transport.http2 {
             return None;
         }
-        let per_connection = self.transport.streams_per_connection.max(1);
-        let group = match self.h2_group.take() {
-            Some((shared, started)) if started < per_connection => (shared, started + 1),
-            _ => (Arc::new(SharedConnection::default()), 1),
-        };
-        let (shared, first) = (group.0.clone(), group.1 == 1);
-        self.h2_group = Some(group);
-        Some((shared, first))
+        let per_connection = self.transport.streams_per_connection;
+        Some(next_in_group(&mut self.h2_group, per_connection))
     }
 
     /// The live counters every worker updates.

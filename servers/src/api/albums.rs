@@ -8,13 +8,12 @@
 use std::sync::atomic::Ordering;
 
 use http_body_util::BodyDataStream;
-use hyper::body::Incoming;
 use hyper::header::CONTENT_TYPE;
 use hyper::{HeaderMap, StatusCode};
 use multer::{Constraints, Multipart, SizeLimit};
 use serde::{Deserialize, Serialize};
 
-use crate::reply::{self, Rejection, Reply};
+use crate::reply::{self, Rejection, Reply, RequestBody};
 use crate::state::AppState;
 
 /// A whole multipart request (image included) may be at most this big; larger is a 413.
@@ -121,7 +120,7 @@ pub(super) fn get(id: &str) -> Result<Reply, Rejection> {
 
 pub(super) async fn post(
     headers: &HeaderMap,
-    body: Incoming,
+    body: RequestBody,
     state: &AppState,
 ) -> Result<Reply, Rejection> {
     let image_size_bytes = parse(headers, body, state.lenient).await?;
@@ -137,7 +136,7 @@ pub(super) async fn post(
 }
 
 /// Validates the parts and returns the image size in bytes.
-async fn parse(headers: &HeaderMap, body: Incoming, lenient: bool) -> Result<u64, Rejection> {
+async fn parse(headers: &HeaderMap, body: RequestBody, lenient: bool) -> Result<u64, Rejection> {
     let boundary = headers
         .get(CONTENT_TYPE)
         .and_then(|v| v.to_str().ok())

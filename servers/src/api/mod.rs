@@ -13,11 +13,10 @@ mod swipe;
 use std::str::FromStr;
 
 use bytes::Bytes;
-use hyper::body::Incoming;
 use hyper::http::request::Parts;
 use hyper::StatusCode;
 
-use crate::reply::{self, Rejection, Reply};
+use crate::reply::{self, Rejection, Reply, RequestBody};
 use crate::router::Matched;
 use crate::state::AppState;
 
@@ -27,7 +26,7 @@ const HELLO: &[u8] = b"hello, world\n";
 pub(crate) async fn handle(
     matched: Matched<'_>,
     parts: &Parts,
-    body: Incoming,
+    body: RequestBody,
     state: &AppState,
 ) -> Reply {
     let route = matched.route();

@@ -5,12 +5,11 @@
 //! no endpoint here reads them back. Value ranges of `time` and `liftID` are not checked
 //! (any integer is accepted) because clients of different course years use different ones.
 
-use hyper::body::Incoming;
 use hyper::StatusCode;
 use serde::Deserialize;
 
 use super::{day_of_year, integer};
-use crate::reply::{self, Rejection, Reply};
+use crate::reply::{self, Rejection, Reply, RequestBody};
 
 /// The request body. Parsed only to validate its shape, so the fields are never read.
 #[derive(Deserialize)]
@@ -26,7 +25,7 @@ pub(super) async fn post(
     season: &str,
     day: &str,
     skier: &str,
-    body: Incoming,
+    body: RequestBody,
 ) -> Result<Reply, Rejection> {
     integer::<u64>("resortID", resort)?;
     integer::<u64>("seasonID", season)?;

@@ -5,11 +5,10 @@
 //! is decoded into the course API's types (every field a string); `--lenient` also takes
 //! numeric user ids. Swipes are not stored.
 
-use hyper::body::Incoming;
 use hyper::StatusCode;
 use serde::Deserialize;
 
-use crate::reply::{self, Rejection, Reply};
+use crate::reply::{self, Rejection, Reply, RequestBody};
 
 /// The request body, as the course API types it. Parsed only to validate its shape, so the
 /// fields are never read.
@@ -40,7 +39,7 @@ enum UserId {
 
 pub(super) async fn post(
     direction: &str,
-    body: Incoming,
+    body: RequestBody,
     lenient: bool,
 ) -> Result<Reply, Rejection> {
     if direction != "left" && direction != "right" {

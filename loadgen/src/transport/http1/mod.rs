@@ -412,6 +412,7 @@ mod tests {
                 tls: None,
             },
             http2: false,
+            http3: false,
             streams_per_connection: 1,
             grpc: None,
             keepalive: true,

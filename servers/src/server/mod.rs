@@ -8,7 +8,10 @@
 //! worker, do the work, maybe fail or fault), counts the answer just before hyper writes it,
 //! and shapes the body (`--slow-body`). It does not know what any endpoint does (see `api`),
 //! how counters are printed (see `metrics`) or how a fault is carried out on the socket
-//! (see `fault`).
+//! (see `fault`). HTTP/3 (`--http3`) is served beside it, from `http3`, through the same
+//! knobs.
+
+mod http3;
 
 use std::convert::Infallible;
 use std::future::pending;
@@ -17,6 +20,7 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
+use crate::reply::RequestBody;
 use hyper::body::Incoming;
 use hyper::service::service_fn;
 use hyper::{Request, Response, Version};
@@ -81,6 +85,8 @@ pub struct RunningServer {
     /// `None` while running; `Some(grace)` asks the accept loop and connections to stop.
     stop: watch::Sender<Option<Duration>>,
     accept_loop: JoinHandle<()>,
+    /// `--http3`: the UDP address QUIC is served on, and its endpoint's task.
+    http3: Option<(SocketAddr, JoinHandle<()>)>,
 }
 
 /// Binds the listener and spawns the accept loop on the current tokio runtime. Returns as
@@ -128,6 +134,16 @@ pub async fn start(config: ServerConfig) -> io::Result<RunningServer> {
         started: std::time::Instant::now(),
     });
     let (stop, stop_rx) = watch::channel(None);
+    let http3 = match (&shared.tls, config.http3) {
+        (Some(tls), true) => Some(http3::start(
+            local_addr,
+            tls,
+            config.h2_max_streams,
+            Arc::clone(&shared),
+            stop_rx.clone(),
+        )?),
+        _ => None,
+    };
     let accept_loop = tokio::spawn(accept_loop(
         listener,
         Arc::clone(&shared),
@@ -139,6 +155,7 @@ pub async fn start(config: ServerConfig) -> io::Result<RunningServer> {
         shared,
         stop,
         accept_loop,
+        http3,
     })
 }
 
@@ -167,6 +184,11 @@ impl RunningServer {
             "http"
         };
         format!("{scheme}://{}", self.local_addr)
+    }
+
+    /// `--http3`: the UDP address HTTP/3 is served on (the TCP listener's port number).
+    pub fn http3_addr(&self) -> Option<SocketAddr> {
+        self.http3.as_ref().map(|(addr, _)| *addr)
     }
 
     /// API requests the server received and decided on, `/metrics` excluded: answered with
@@ -210,6 +232,9 @@ impl RunningServer {
         let _ = self.stop.send(Some(grace));
         // A panic in the accept loop would be a bug; shutdown still completes.
         let _ = self.accept_loop.await;
+        if let Some((_, quic)) = self.http3 {
+            let _ = quic.await;
+        }
     }
 }
 
@@ -352,6 +377,7 @@ async fn handle(
     request: Request<Incoming>,
 ) -> Result<Response<ResponseBody>, Infallible> {
     let (parts, body) = request.into_parts();
+    let body = RequestBody::Hyper(body);
     let matched = router::resolve(parts.uri.path());
     let route = matched.route();
     if route == Route::Metrics {
@@ -407,7 +433,7 @@ async fn handle(
 async fn serve_api(
     matched: Matched<'_>,
     parts: &hyper::http::request::Parts,
-    body: Incoming,
+    body: RequestBody,
     shared: &Shared,
 ) -> (Reply, Option<Fault>) {
     let _in_flight = shared.app.metrics.enter();
