@@ -195,6 +195,14 @@ pub struct ConnectionOptions {
     pub connect_rate_per_s: u32,
 }
 
+impl ConnectionOptions {
+    /// Whether workers share connections as streams (HTTP/2 or HTTP/3): a wait for a stream
+    /// slot is then the client's, never the network's.
+    pub fn multiplexed(&self) -> bool {
+        self.http2 || self.http3
+    }
+}
+
 /// `--connect-rate` when it is not given: 100,000 connections open in 10 s.
 pub const DEFAULT_CONNECT_RATE_PER_S: u32 = 10_000;
 

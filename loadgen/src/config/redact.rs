@@ -31,7 +31,9 @@ impl RunConfig {
                 (false, false) if self.connection.http3 => "HTTP/3",
                 (false, false) => "HTTP/1.1",
             },
-            streams_per_connection: (self.connection.http2 || self.connection.http3)
+            streams_per_connection: self
+                .connection
+                .multiplexed()
                 .then_some(self.connection.streams_per_connection),
             keepalive: self.connection.keepalive,
             follow_redirects: self.connection.redirects,

@@ -374,7 +374,7 @@ fn decide_verdict(
         summary,
         components: &report.stats.components,
         client: client.as_ref(),
-        streams: config.connection.http2 || config.connection.http3,
+        streams: config.connection.multiplexed(),
         open: judged.open.clone(),
         server,
         level: judged.level.as_ref(),

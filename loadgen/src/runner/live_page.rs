@@ -103,7 +103,7 @@ fn provisional(facts: &LiveFacts, stats: &Aggregator, server: Option<ServerEvide
         summary: &summary,
         components: &stats.components,
         client: None,
-        http2: config.connection.http2,
+        streams: config.connection.multiplexed(),
         open: None,
         server,
         level: None,

@@ -71,7 +71,7 @@ pub(crate) const SPARE_FDS: u64 = 64;
 /// counting the embedded server's end of each when it runs in this process.
 pub(crate) fn connections_needed(config: &RunConfig) -> u64 {
     let mut connections = u64::from(config.model.plan().max_workers());
-    if config.connection.http2 || config.connection.http3 {
+    if config.connection.multiplexed() {
         let streams = u64::from(config.connection.streams_per_connection.max(1));
         connections = connections.div_ceil(streams);
     }

@@ -44,7 +44,7 @@ pub(super) fn plan_sources(
     for &source in given {
         usable_source(source, target)?;
     }
-    if config.connection.http2 || config.connection.http3 {
+    if config.connection.multiplexed() {
         return Ok(given.clone());
     }
     let connections = u64::from(config.model.plan().max_workers());
