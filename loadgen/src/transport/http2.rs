@@ -115,43 +115,20 @@ pub struct Http2Stream {
     shared: Arc<SharedConnection>,
     /// This worker's handle on the shared connection, while it is open.
     open: Option<Open>,
-    /// `:scheme` and `:authority` of the configured origin, parsed once.
-    scheme: Scheme,
-    authority: Option<Authority>,
-    /// The last request's path and its absolute URI: most ops send the same path every
-    /// time, and a clone of the URI is cheaper than building it from its parts again.
-    last_uri: Option<(Uri, Uri)>,
+    uris: AbsoluteUris,
     /// `--proto`: the stream's gRPC state (see `grpc`).
     calls: grpc::Calls,
 }
 
 impl Http2Stream {
     pub fn new(config: Arc<TransportConfig>, shared: Arc<SharedConnection>) -> Self {
-        let (scheme, authority) = uri_base(&config.origin);
         Http2Stream {
+            uris: AbsoluteUris::new(&config.origin),
             config,
             shared,
             open: None,
-            scheme,
-            authority,
-            last_uri: None,
             calls: grpc::Calls::default(),
         }
-    }
-
-    /// The absolute URI (`:scheme`, `:authority`, `:path`) for a request to `path`.
-    fn absolute_uri(&mut self, path: &Uri) -> Uri {
-        if let Some((last, absolute)) = &self.last_uri {
-            if last == path {
-                return absolute.clone();
-            }
-        }
-        let mut parts = path.clone().into_parts();
-        parts.scheme = Some(self.scheme.clone());
-        parts.authority = self.authority.clone();
-        let absolute = Uri::from_parts(parts).unwrap_or_else(|_| path.clone());
-        self.last_uri = Some((path.clone(), absolute.clone()));
-        absolute
     }
 
     /// A handle on the group's open connection, opening it if this worker is the first to
@@ -261,17 +238,44 @@ impl<F: Future + Unpin> Future for Batched<F> {
     }
 }
 
-/// `:scheme` and `:authority` for an origin.
-pub(super) fn uri_base(origin: &Origin) -> (Scheme, Option<Authority>) {
-    let scheme = if origin.tls.is_some() {
-        Scheme::HTTPS
-    } else {
-        Scheme::HTTP
-    };
-    (
-        scheme,
-        Authority::try_from(origin.authority.as_bytes()).ok(),
-    )
+/// The absolute URIs (`:scheme`, `:authority`, `:path`) a worker's requests to one origin
+/// carry over HTTP/2 and HTTP/3: the scheme and authority parsed once, and the last path's URI
+/// kept — most ops send the same path every time, and a clone is cheaper than building it
+/// from its parts again.
+pub(super) struct AbsoluteUris {
+    scheme: Scheme,
+    authority: Option<Authority>,
+    last: Option<(Uri, Uri)>,
+}
+
+impl AbsoluteUris {
+    pub(super) fn new(origin: &Origin) -> Self {
+        let scheme = if origin.tls.is_some() {
+            Scheme::HTTPS
+        } else {
+            Scheme::HTTP
+        };
+        AbsoluteUris {
+            scheme,
+            authority: Authority::try_from(origin.authority.as_bytes()).ok(),
+            last: None,
+        }
+    }
+
+    /// The absolute URI for a request to `path`.
+    pub(super) fn of(&mut self, path: &Uri) -> Uri {
+        if let Some((last, absolute)) = &self.last {
+            if last == path {
+                return absolute.clone();
+            }
+        }
+        let mut parts = path.clone().into_parts();
+        parts.scheme = Some(self.scheme.clone());
+        parts.authority = self.authority.clone();
+        let absolute = Uri::from_parts(parts).unwrap_or_else(|_| path.clone());
+        self.last = Some((path.clone(), absolute.clone()));
+        absolute
+    }
 }
 
 /// True for the headers HTTP/2 forbids (RFC 9113, 8.2.2): they describe an HTTP/1.1
@@ -459,7 +463,7 @@ impl Http2Stream {
             Some(codec) => self.calls.prepare(codec, &request.path, &request.body)?,
             None => None,
         };
-        let mut head = build_request(request, self.absolute_uri(&request.path));
+        let mut head = build_request(request, self.uris.of(&request.path));
         let body = match &call {
             Some(call) => call.onto(&mut head),
             None => request.body.chunks(),

@@ -31,12 +31,10 @@ use std::time::{Duration, Instant};
 use bytes::{Buf, Bytes};
 use h3::error::StreamError;
 use hyper::header::HeaderValue;
-use hyper::http::uri::{Authority, Scheme};
-use hyper::Uri;
 use tokio::sync::Mutex;
 
 use super::connect::{ConnectFailure, Origin};
-use super::http2::{build_request, header_bytes, uri_base};
+use super::http2::{build_request, header_bytes, AbsoluteUris};
 use super::{location, Exchange, Hop, Outgoing, TransportConfig};
 use crate::clock::nanos;
 use crate::record::ErrorClass;
@@ -131,22 +129,16 @@ pub struct Http3Stream {
     shared: Arc<SharedConnection>,
     /// This worker's handle on the shared connection, while it is open.
     open: Option<Open>,
-    scheme: Scheme,
-    authority: Option<Authority>,
-    /// The last request's path and its absolute URI (most ops send the same path each time).
-    last_uri: Option<(Uri, Uri)>,
+    uris: AbsoluteUris,
 }
 
 impl Http3Stream {
     pub fn new(config: Arc<TransportConfig>, shared: Arc<SharedConnection>) -> Self {
-        let (scheme, authority) = uri_base(&config.origin);
         Http3Stream {
+            uris: AbsoluteUris::new(&config.origin),
             config,
             shared,
             open: None,
-            scheme,
-            authority,
-            last_uri: None,
         }
     }
 
@@ -164,21 +156,6 @@ impl Http3Stream {
         // Boxed: the handshake's state would otherwise be part of every request's future.
         let open = Box::pin(self.shared.join_or_open(origin, &self.config, out)).await?;
         Ok(self.open.insert(open))
-    }
-
-    /// The absolute URI (`:scheme`, `:authority`, `:path`) for a request to `path`.
-    fn absolute_uri(&mut self, path: &Uri) -> Uri {
-        if let Some((last, absolute)) = &self.last_uri {
-            if last == path {
-                return absolute.clone();
-            }
-        }
-        let mut parts = path.clone().into_parts();
-        parts.scheme = Some(self.scheme.clone());
-        parts.authority = self.authority.clone();
-        let absolute = Uri::from_parts(parts).unwrap_or_else(|_| path.clone());
-        self.last_uri = Some((path.clone(), absolute.clone()));
-        absolute
     }
 }
 
@@ -311,7 +288,7 @@ impl Http3Stream {
         out: &mut Exchange,
         captured: &mut Captured,
     ) -> Result<Option<HeaderValue>, ErrorClass> {
-        let head = build_request(request, self.absolute_uri(&request.path));
+        let head = build_request(request, self.uris.of(&request.path));
         let body = request.body.chunks();
         out.bytes_sent += header_bytes(head.headers())
             + head.uri().path_and_query().map_or(1, |p| p.as_str().len()) as u64
