@@ -111,14 +111,15 @@ def test_the_history_gate_fails_a_partial_recovery() -> None:
 
 
 def test_a_pairwise_gate_that_cannot_tell_fails_asking_for_more_runs() -> None:
-    """One run per side: p99 +38 % beyond a 10 % limit, its interval including no change."""
+    """One run per side: p90 +25 % beyond a 10 % limit, its interval including no change
+    (the recorded samples' r1: p90 6.9 → 8.5 ms, CI of the change [−0.8, +36.6] %)."""
     baseline = DATA / "regression" / "baseline-5ms" / "r1"
     candidate = DATA / "regression" / "candidate-8ms" / "r1"
-    limits = ("--max-p99-increase", "10%", "--max-throughput-drop", "90%")
+    limits = ("--max-p90-increase", "10%", "--max-throughput-drop", "90%")
     proc = run_cli("compare", baseline, candidate, *limits)
     assert "noisy" in proc.stdout, proc.stdout
     assert proc.returncode == 1, proc.stdout
-    assert "FAIL (cannot tell): p99" in proc.stdout and "more runs per side" in proc.stdout
+    assert "FAIL (cannot tell): p90" in proc.stdout and "more runs per side" in proc.stdout
     data = json.loads(run_cli("compare", baseline, candidate, *limits, "--json").stdout)
     assert data["passed"] is False
 
@@ -209,9 +210,10 @@ def test_history_add_of_a_folder_adds_its_capacity_directory_and_marks_an_unconv
     lone = tmp_path / "lone"
     proc = run_cli("history", "add", _capacity(tmp_path, converged=False), "--store", lone)
     assert proc.returncode == 0, proc.stderr
-    assert "did not converge" in proc.stdout and "lower bound 776" in proc.stdout
+    low = json.loads((DATA / "capacity-w8-10ms" / "capacity.json").read_text())["interval"][0]
+    assert "did not converge" in proc.stdout and f"lower bound {low:g} req/s" in proc.stdout
     (row,) = pd.read_parquet(lone).to_dict("records")
-    assert pd.isna(row["capacity_rps"]) and row["capacity_low_rps"] == 776.0
+    assert pd.isna(row["capacity_rps"]) and row["capacity_low_rps"] == low
 
 
 def test_history_add_of_shard_directories_given_one_by_one_is_one_run(
