@@ -48,10 +48,12 @@ def test_the_compare_page_is_an_html_table(tmp_path: Path) -> None:
 
 
 def _failed_metrics(regression: Path) -> set[str]:
-    """What ``compare --json`` fails on the regression sample (the p99 of three 1 s runs on a
-    shared machine may be significant or noise; the throughput drop always fails)."""
+    """What ``compare --json`` fails on the regression sample: a crossed limit (``fail``) or
+    one it cannot tell from noise (``noisy``, which fails the gate asking for more runs). The
+    p99 of three 1 s runs on a shared machine may be either; the throughput drop always fails."""
     proc = run_cli("compare", regression / "baseline-5ms", regression / "candidate-8ms", "--json")
-    return {m["metric"] for m in json.loads(proc.stdout)["metrics"] if m["verdict"] == "fail"}
+    metrics = json.loads(proc.stdout)["metrics"]
+    return {m["metric"] for m in metrics if m["verdict"] in ("fail", "noisy")}
 
 
 def test_an_open_model_report_shows_offered_against_achieved(binaries, tmp_path: Path) -> None:

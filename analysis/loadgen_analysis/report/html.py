@@ -111,7 +111,8 @@ def comparison_table_html(comparison: Comparison) -> str:
     """``compare``'s table as HTML: one row per op and metric, failures marked."""
     rows = []
     for r in comparison.table.itertuples(index=False):
-        css = " class='status-limit'" if r.verdict == "fail" else ""
+        # A change it cannot tell from noise fails the gate too (more runs per side).
+        css = " class='status-limit'" if r.verdict in ("fail", "noisy") else ""
         text = formatted_cells(r)
         cells = [
             r.op,
