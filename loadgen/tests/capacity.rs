@@ -566,15 +566,7 @@ fn a_target_lost_between_levels_ends_the_search_with_what_it_measured() {
     ];
     let child = spawn_capacity(&server.url("/albums/1"), &flags, &out);
     // The first level wrote its run.json: the search is in its cool-down. Stop the server.
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
-    let first = out.join("level-00-50rps").join("run.json");
-    while !first.exists() {
-        assert!(
-            std::time::Instant::now() < deadline,
-            "the first level never ended"
-        );
-        std::thread::sleep(std::time::Duration::from_millis(20));
-    }
+    wait_for_the_first_level(&out);
     server.stop();
     let output = child.wait_with_output().unwrap();
     let stderr = String::from_utf8_lossy(&output.stderr);
@@ -608,15 +600,7 @@ fn ctrl_c_while_the_target_is_waited_for_interrupts_the_search() {
         "1s",
     ];
     let child = spawn_capacity(&server.url("/albums/1"), &flags, &out);
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
-    let first = out.join("level-00-50rps").join("run.json");
-    while !first.exists() {
-        assert!(
-            std::time::Instant::now() < deadline,
-            "the first level never ended"
-        );
-        std::thread::sleep(std::time::Duration::from_millis(20));
-    }
+    wait_for_the_first_level(&out);
     server.stop();
     // Past the cool-down, into the retries (which last up to 30 s): Ctrl-C there.
     std::thread::sleep(std::time::Duration::from_secs(4));
@@ -631,6 +615,20 @@ fn ctrl_c_while_the_target_is_waited_for_interrupts_the_search() {
     let answer = common::contract::read_json(&out.join("capacity.json"));
     assert_eq!(answer["ended"], "interrupted", "{answer}");
     assert_eq!(answer["levels"][0]["passed"], true, "{answer}");
+}
+
+/// Waits (a minute at most) until the first level of a search spawned by [`spawn_capacity`]
+/// (at 50 req/s) has written its run.json.
+fn wait_for_the_first_level(out: &std::path::Path) {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    let first = out.join("level-00-50rps").join("run.json");
+    while !first.exists() {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the first level never ended"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
 }
 
 /// `loadgen capacity` at `url` under `p99<50ms` from 50 req/s with `flags`, into `out`, as a
