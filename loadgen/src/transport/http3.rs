@@ -445,6 +445,7 @@ mod tests {
             woken.await;
             log(&driver_order, "driver");
         };
+        let waited = order.clone();
         runtime.block_on(async move {
             // On the runtime's worker thread, where wake-ups are local as in a run.
             tokio::spawn(async move {
@@ -459,7 +460,7 @@ mod tests {
             })
             .await
             .expect("the test task runs");
-            while order.lock().unwrap().len() < 2 {
+            while waited.lock().unwrap().len() < 2 {
                 tokio::task::yield_now().await;
             }
         });
