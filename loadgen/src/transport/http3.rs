@@ -14,7 +14,7 @@
 //! here: no `TCP_INFO`, no send buffer; the run's `client.tcp` stays empty.
 //!
 //! quinn's tasks (the endpoint's and each connection's driver) run on the run's tokio runtime,
-//! but yield once before each poll they were woken for ([`BatchingRuntime`]), so that one
+//! but yield once before each poll they were woken for (`BatchingRuntime`), so that one
 //! UDP datagram carries the requests of every worker that was ready, not one request each.
 //!
 //! `send_ns` is the moment the request's stream was finished after every body byte was
