@@ -13,6 +13,10 @@
 //! body — QPACK compression, QUIC framing and encryption are not included. There is no TCP
 //! here: no `TCP_INFO`, no send buffer; the run's `client.tcp` stays empty.
 //!
+//! quinn's tasks (the endpoint's and each connection's driver) run on the run's tokio runtime,
+//! but yield once before each poll they were woken for (`BatchingRuntime`), so that one
+//! UDP datagram carries the requests of every worker that was ready, not one request each.
+//!
 //! `send_ns` is the moment the request's stream was finished after every body byte was
 //! accepted: a request beyond the server's stream limit (QUIC's MAX_STREAMS) waits inside the
 //! client for a stream before that, like HTTP/2's wait for a slot, so that wait is the
@@ -24,8 +28,11 @@
 //! the server refused or that could not agree is `handshake` (a certificate problem is
 //! `tls`, and no answer within `--connect-timeout` is `connect_timeout`).
 
+use std::future::Future;
 use std::net::{Ipv4Addr, Ipv6Addr, SocketAddr};
+use std::pin::Pin;
 use std::sync::Arc;
+use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
 
 use bytes::{Buf, Bytes};
@@ -212,7 +219,11 @@ pub(crate) async fn handshake(origin: &Origin, timeout: Duration) -> Result<Open
         SocketAddr::V4(_) => (Ipv4Addr::UNSPECIFIED, 0).into(),
         SocketAddr::V6(_) => (Ipv6Addr::UNSPECIFIED, 0).into(),
     };
-    let endpoint = quinn::Endpoint::client(local)
+    let endpoint = std::net::UdpSocket::bind(local)
+        .and_then(|socket| {
+            let runtime = Arc::new(BatchingRuntime);
+            quinn::Endpoint::new(quinn::EndpointConfig::default(), None, socket, runtime)
+        })
         .map_err(|e| failure(super::classify_io(&e, true), format!("UDP socket: {e}")))?;
     let name = match &origin.server_name {
         rustls::pki_types::ServerName::DnsName(name) => name.as_ref().to_string(),
@@ -244,6 +255,59 @@ pub(crate) async fn handshake(origin: &Origin, timeout: Duration) -> Result<Open
         drop(endpoint);
     });
     Ok(Open { sender, connection })
+}
+
+/// quinn's tokio runtime, except that the tasks quinn spawns (the endpoint's driver and each
+/// connection's) go to the back of the runtime's queue when woken, before they run.
+///
+/// Why: tokio's multi-threaded scheduler runs a task that the running task woke next (its LIFO
+/// slot). A worker that writes its request on a stream wakes the connection's driver, which
+/// would then send that request alone, in a datagram and a `sendmsg` of its own, before the
+/// next ready worker had written its own: one system call per request, measured. Behind the
+/// ready workers, the driver sends all their requests at once, in as few datagrams as they fit
+/// in — what a current-thread runtime (oha's) does by itself.
+#[derive(Debug)]
+struct BatchingRuntime;
+
+impl quinn::Runtime for BatchingRuntime {
+    fn new_timer(&self, at: Instant) -> Pin<Box<dyn quinn::AsyncTimer>> {
+        quinn::TokioRuntime.new_timer(at)
+    }
+
+    fn spawn(&self, future: Pin<Box<dyn Future<Output = ()> + Send>>) {
+        tokio::spawn(YieldWhenWoken {
+            future,
+            yielded: false,
+        });
+    }
+
+    fn wrap_udp_socket(
+        &self,
+        socket: std::net::UdpSocket,
+    ) -> std::io::Result<Arc<dyn quinn::AsyncUdpSocket>> {
+        quinn::TokioRuntime.wrap_udp_socket(socket)
+    }
+}
+
+/// A future that, each time it is woken, first yields once (waking itself, which tokio
+/// treats as a yield: the back of the queue) and only then polls `future`.
+struct YieldWhenWoken {
+    future: Pin<Box<dyn Future<Output = ()> + Send>>,
+    yielded: bool,
+}
+
+impl Future for YieldWhenWoken {
+    type Output = ();
+
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
+        if !self.yielded {
+            self.yielded = true;
+            cx.waker().wake_by_ref();
+            return Poll::Pending;
+        }
+        self.yielded = false;
+        self.future.as_mut().poll(cx)
+    }
 }
 
 /// Opens one QUIC connection before the run and closes it (the probe of `--http3` runs).
@@ -356,5 +420,66 @@ mod tests {
         assert_eq!(classify_closed(&E::VersionMismatch), ErrorClass::Handshake);
         assert_eq!(classify_handshake(&E::TimedOut), ErrorClass::ConnectTimeout);
         assert_eq!(classify_handshake(&E::Reset), ErrorClass::Handshake);
+    }
+
+    /// The order in which a worker that was ready and a driver woken after it run, on a
+    /// multi-threaded runtime like the run's, the driver spawned by `spawn`.
+    fn order_of_ready_worker_and_woken_driver(
+        spawn: fn(Pin<Box<dyn Future<Output = ()> + Send>>),
+    ) -> Vec<&'static str> {
+        let runtime = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(1)
+            .build()
+            .expect("a runtime");
+        let order = Arc::new(std::sync::Mutex::new(Vec::new()));
+        let log = |order: &Arc<std::sync::Mutex<Vec<_>>>, what| order.lock().unwrap().push(what);
+        let wake = Arc::new(tokio::sync::Notify::new());
+        let (ready, driver_waits) = tokio::sync::oneshot::channel();
+        let (driver_order, driver_wake) = (order.clone(), wake.clone());
+        let worker_order = order.clone();
+        let driver = async move {
+            let woken = driver_wake.notified();
+            tokio::pin!(woken);
+            woken.as_mut().enable();
+            ready.send(()).expect("the test waits");
+            woken.await;
+            log(&driver_order, "driver");
+        };
+        let waited = order.clone();
+        runtime.block_on(async move {
+            // On the runtime's worker thread, where wake-ups are local as in a run.
+            tokio::spawn(async move {
+                spawn(Box::pin(driver));
+                driver_waits.await.expect("the driver is ready");
+                // A fresh turn of the scheduler, as a worker woken by a response has.
+                tokio::task::yield_now().await;
+                let worker = tokio::spawn(async move { log(&worker_order, "worker") });
+                // A worker's write on its stream: it wakes the connection's driver.
+                wake.notify_one();
+                worker.await.expect("the worker runs");
+            })
+            .await
+            .expect("the test task runs");
+            while waited.lock().unwrap().len() < 2 {
+                tokio::task::yield_now().await;
+            }
+        });
+        let order = order.lock().unwrap().clone();
+        order
+    }
+
+    #[test]
+    fn a_woken_quinn_driver_runs_after_the_workers_that_were_ready() {
+        // tokio on its own runs the driver first (its LIFO slot): each request its own datagram.
+        let plain = |driver| drop(tokio::spawn(driver));
+        assert_eq!(
+            order_of_ready_worker_and_woken_driver(plain),
+            ["driver", "worker"]
+        );
+        let batching = |driver| quinn::Runtime::spawn(&BatchingRuntime, driver);
+        assert_eq!(
+            order_of_ready_worker_and_woken_driver(batching),
+            ["worker", "driver"]
+        );
     }
 }
