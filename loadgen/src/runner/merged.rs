@@ -86,8 +86,8 @@ pub fn finish_spread(
     parts: Vec<Part>,
     mut facts: SpreadFacts,
 ) -> Result<RunOutcome, RunError> {
-    let anchor_unix_ns = (parts.iter().map(|p| p.handover.anchor_unix_ns).min())
-        .unwrap_or(facts.start_at_unix_ns);
+    let anchor_unix_ns =
+        (parts.iter().map(|p| p.handover.anchor_unix_ns).min()).unwrap_or(facts.start_at_unix_ns);
     let labels = Labels {
         ops: config.workload.labels(),
         phases: config.model.plan().phase_labels(),
@@ -114,9 +114,10 @@ pub fn finish_spread(
         None,
         &mut warnings,
     );
-    let run_id = run_dir
-        .file_name()
-        .map_or_else(|| "spread".to_string(), |n| n.to_string_lossy().into_owned());
+    let run_id = run_dir.file_name().map_or_else(
+        || "spread".to_string(),
+        |n| n.to_string_lossy().into_owned(),
+    );
     let url = match &config.target {
         Target::Url(url) => url.url.clone(),
         Target::Embedded => String::new(),
@@ -200,7 +201,9 @@ fn merge(
     parts: &[Part],
     anchor_unix_ns: i64,
 ) -> (Aggregator, RunSummary, RecordsInfo) {
-    let warmup = parts.first().and_then(|p| p.handover.aggregates.left_out_phase);
+    let warmup = parts
+        .first()
+        .and_then(|p| p.handover.aggregates.left_out_phase);
     let (ops, phases, checks) = (labels.ops.len(), labels.phases.len(), labels.checks.len());
     let mut stats = Aggregator::new(ops, phases, checks, 1, 0).leaving_out(warmup);
     for part in parts {
@@ -226,12 +229,11 @@ fn merge(
         records.rows += handover.records.rows;
         records.bytes_on_disk += handover.records.bytes_on_disk;
         let dir = &part.dir_name;
-        records.segments.extend(
-            (handover.records.segments.iter()).map(|segment| format!("{dir}/{segment}")),
-        );
+        records
+            .segments
+            .extend((handover.records.segments.iter()).map(|segment| format!("{dir}/{segment}")));
     }
-    let mut summary =
-        RunSummary::from_stats(&stats, labels, &skipped, handoff_blocked_ns, None);
+    let mut summary = RunSummary::from_stats(&stats, labels, &skipped, handoff_blocked_ns, None);
     if !config.output.histogram {
         summary.latency_histogram = None;
     }

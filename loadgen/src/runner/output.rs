@@ -302,8 +302,8 @@ impl RunIdentity {
     ) -> Self {
         let mut identity = Self::new(config, run_id, target_url);
         identity.anchor_unix_ns = anchor_unix_ns;
-        identity.created_at = chrono::DateTime::<chrono::Utc>::from_timestamp_nanos(anchor_unix_ns)
-            .to_rfc3339();
+        identity.created_at =
+            chrono::DateTime::<chrono::Utc>::from_timestamp_nanos(anchor_unix_ns).to_rfc3339();
         identity.start_at_unix_ns = Some(start_at_unix_ns);
         identity.start_offset_ns = Some(anchor_unix_ns - start_at_unix_ns);
         identity

@@ -28,7 +28,9 @@ impl Aggregator {
             op.bytes_received += theirs.bytes_received;
             op.latency_ns.merge(&theirs.latency_ns);
             if let Some(h) = &theirs.uncorrected_latency_ns {
-                (op.uncorrected_latency_ns.get_or_insert_with(Default::default)).merge(h);
+                (op.uncorrected_latency_ns
+                    .get_or_insert_with(Default::default))
+                .merge(h);
             }
         }
         for (phase, theirs) in self.phases.iter_mut().zip(&other.phases) {
@@ -43,7 +45,11 @@ impl Aggregator {
             phase.first_start_ns = earliest(phase.first_start_ns, shift(theirs.first_start_ns));
             phase.last_end_ns = latest(phase.last_end_ns, shift(theirs.last_end_ns));
             phase.latency_ns.merge(&theirs.latency_ns);
-            for (sum, s) in phase.op_latency_sum_ns.iter_mut().zip(&theirs.op_latency_sum_ns) {
+            for (sum, s) in phase
+                .op_latency_sum_ns
+                .iter_mut()
+                .zip(&theirs.op_latency_sum_ns)
+            {
                 sum.0 += s.0;
                 sum.1 += s.1;
             }
@@ -91,7 +97,8 @@ impl Components {
         self.with_send += other.with_send;
         self.queue_wait_ns += other.queue_wait_ns;
         if self.bytes_by_second.len() < other.bytes_by_second.len() {
-            self.bytes_by_second.resize(other.bytes_by_second.len(), (0, 0));
+            self.bytes_by_second
+                .resize(other.bytes_by_second.len(), (0, 0));
         }
         for (ours, theirs) in self.bytes_by_second.iter_mut().zip(&other.bytes_by_second) {
             ours.0 += theirs.0;
@@ -129,7 +136,9 @@ pub(super) mod opt_histogram {
         pairs.serialize(s)
     }
 
-    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Option<Histogram<u64>>, D::Error> {
+    pub fn deserialize<'de, D: Deserializer<'de>>(
+        d: D,
+    ) -> Result<Option<Histogram<u64>>, D::Error> {
         let pairs: Option<Vec<(u64, u64)>> = Option::deserialize(d)?;
         pairs
             .map(|pairs| {
