@@ -104,17 +104,15 @@ out, name = sys.argv[1], sys.argv[2]
 doc = json.load(open(f"{out}/{name}.json"))
 user, system, rss_kb = open(f"{out}/{name}.time").read().split()[-3:]
 # One process: its own peak (as wrk's is measured); spread: the sampled sum of the processes.
+# A spread run's document is the run as one (the processes' aggregates merged, one verdict).
 rss = int(rss_kb) / 1024
-if "processes" in doc:  # spread over several processes: their sums
-    n, failed, rps, classes = doc["requests"], doc["failed"], doc["throughput_rps"], doc["errors"]
-    processes = doc["processes"]
-    verdicts = [str(s.get("verdict") or "")[:160] for s in doc["shards"]] + doc["lost"]
+summary = doc["summary"]
+n, failed, rps = summary["requests"], summary["failed"], summary["throughput_rps"]
+classes = summary.get("errors") or {}
+processes = (doc.get("spread") or {}).get("processes", 1)
+if processes > 1:
     rss = int(open(f"{out}/{name}.rss").read().split()[0]) / 1024
-else:
-    summary = doc["summary"]
-    n, failed, rps = summary["requests"], summary["failed"], summary["throughput_rps"]
-    classes, processes = summary.get("errors") or {}, 1
-    verdicts = [str((doc.get("verdict") or {}).get("summary") or "")[:160]]
+verdicts = [str((doc.get("verdict") or {}).get("summary") or "")[:160]]
 cpu = float(user) + float(system)
 errors = ", ".join(f"{c} {k}" for c, k in sorted(classes.items())) or "none"
 print("\t".join(str(x) for x in [n, f"{rps:.0f}", f"{cpu / max(n, 1) * 1e6:.2f}", f"{rss:.1f}", failed, processes, " | ".join(verdicts), errors]))
