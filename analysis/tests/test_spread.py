@@ -44,6 +44,6 @@ def test_a_spread_run_reads_as_one_run_with_the_engines_summary_and_verdict(
     assert shown.verdict == doc["verdict"]["cause"]
     assert shown.headline == doc["verdict"]["summary"]
     assert not any(c.startswith("shard ") for c in shown.caveats)
-    summary = run_cli("summary", out)
-    assert summary.returncode == 0, summary.stderr
-    assert doc["verdict"]["summary"] in summary.stdout
+    explained = run_cli("explain", out)
+    assert explained.returncode == 0, explained.stderr
+    assert doc["verdict"]["summary"] in explained.stdout

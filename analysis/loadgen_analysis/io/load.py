@@ -107,7 +107,7 @@ def load_run(path: str | Path) -> Run:
         if _is_folder_of_runs(path):
             runs = _load_folder(path)
             if len(runs) == 1 and runs[0].shards:
-                return _with_spread_run_json(runs[0], path)
+                return runs[0]
             raise RunLoadError(
                 f"{path}: a folder of {len(runs)} runs, not one run directory; "
                 "load it with load_runs, or pass one run directory"
@@ -262,7 +262,10 @@ def _load_folder(path: Path) -> list[Run]:
             if all(m.shard is not None for m in members):
                 merged = _merge_shards(members, folder=child)
                 runs.extend(_with_spread_run_json(r, child) for r in merged)
-    loaded = _merge_shards(runs, folder=path)
+    loaded = [
+        _with_spread_run_json(r, path) if r.path == path else r
+        for r in _merge_shards(runs, folder=path)
+    ]
     loaded.sort(key=lambda r: (r.connections or 0, r.label))
     return loaded
 
