@@ -173,10 +173,10 @@ fi
 if [ "$users" = 0 ]; then cat "$report"; exit 0; fi
 workers=$(((users + per_process - 1) / per_process + 1))
 note "== $users users, closed model, 10 s think time, ${hold}s, nginx with $workers workers (reuseport, access log on)"
-start_nginx "$workers" on
 # Opening 100,000 connections is a burst of SYNs on one nginx core: the listen queues are
-# raised for this run (somaxconn caps nginx's `backlog`; the SYN queue holds half-open ones)
-# and put back after it; one connect rate for the run (loadgen shares it among its processes).
+# raised for this run (somaxconn caps nginx's `backlog` when nginx calls listen(), so before
+# it starts; the SYN queue holds half-open ones) and put back after it; one connect rate for
+# the run (loadgen shares it among its processes).
 connect_rate=${CONNECT_RATE:-5000}
 saved_sysctl=$(sysctl -n net.core.somaxconn net.ipv4.tcp_max_syn_backlog | tr '\n' ' ')
 restore_sysctl() {
@@ -186,6 +186,9 @@ restore_sysctl() {
 trap 'bench_cleanup; restore_sysctl' EXIT
 sysctl -qw net.core.somaxconn=65535 net.ipv4.tcp_max_syn_backlog=65535 ||
   note "cannot raise somaxconn / tcp_max_syn_backlog here: the listen queues stay at $saved_sysctl"
+start_nginx "$workers" on
+port=${url##*:}
+note "nginx listen backlog: $(ss -lnt "sport = :${port%/}" | awk 'NR==2 {print $3}')"
 IFS=$'\t' read -r n rps cpu rss failed processes verdicts errors <<<"$(run_loadgen users "$users" --think-time 10s -d "${hold}s" --connect-timeout 30s --connect-rate "${connect_rate}/s")"
 bench_cleanup
 sleep 1
