@@ -144,7 +144,9 @@ mod tests {
         socket.bind(&source.into()).unwrap();
         let bound = socket.local_addr().unwrap().as_socket().unwrap();
         assert_eq!(bound.port(), 0, "the port is not chosen at bind");
-        socket.connect(&listener.local_addr().unwrap().into()).unwrap();
+        socket
+            .connect(&listener.local_addr().unwrap().into())
+            .unwrap();
         let connected = socket.local_addr().unwrap().as_socket().unwrap();
         assert_ne!(connected.port(), 0);
         assert_eq!(connected.ip(), source.ip());
