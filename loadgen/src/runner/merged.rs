@@ -99,20 +99,11 @@ pub fn finish_spread(
         .map(|p| p.handover.exit_reason)
         .max_by_key(|r| r.exit_code())
         .unwrap_or(ExitReason::Interrupted);
-    let thresholds = thresholds::evaluate(&config.thresholds, &stats, &summary);
-    facts.warnings.push(
-        "the client's CPU and memory are each process's own (its shard's run.json `client`); \
-         the verdict did not judge the client"
-            .to_string(),
-    );
     let judged = Judged::default();
-    let mut warnings = facts.warnings;
-    let verdict = decide_verdict(
+    let (thresholds, verdict, warnings) = judge(
         config,
-        (&summary, &stats.components, &judged),
-        &None,
-        None,
-        &mut warnings,
+        (&stats, &summary, &judged),
+        std::mem::take(&mut facts.warnings),
     );
     let run_id = run_dir.file_name().map_or_else(
         || "spread".to_string(),
@@ -122,50 +113,25 @@ pub fn finish_spread(
         Target::Url(url) => url.url.clone(),
         Target::Embedded => String::new(),
     };
-    let identity = RunIdentity::spread(
-        config,
-        &run_id,
-        &url,
-        (anchor_unix_ns, facts.start_at_unix_ns),
-    );
-    let code = exit_code(exit_reason, &[], &thresholds).max(facts.worst_exit_code);
-    let spread = facts.spread;
-    let extra: RunJsonExtra = Box::new(move |_| {
-        let mut fields = serde_json::Map::new();
-        fields.insert("spread".into(), spread);
-        fields
-    });
-    write_run_json(
-        run_dir,
-        &RunJson {
-            identity: &identity,
-            exit_reason,
-            exit_code: code,
-            summary: &summary,
-            records: records.clone(),
-            warnings: &warnings,
-            client: None,
-            thresholds: &thresholds,
-            verdict: &verdict,
-            request_ops: config.workload.request_ops(),
-        },
-        Some(extra),
-    )?;
-    let location = run_dir.display().to_string();
-    let mut footer = vec![
-        ("Run directory", location.clone()),
-        (
-            "Records",
-            format!(
-                "{} rows in {} segment(s) of {} processes, {}",
-                records.rows,
-                records.segments.len(),
-                parts.len(),
-                crate::units::bytes(records.bytes_on_disk)
-            ),
+    let document = RunJson {
+        identity: &RunIdentity::spread(
+            config,
+            &run_id,
+            &url,
+            (anchor_unix_ns, facts.start_at_unix_ns),
         ),
-        ("Ended", exit_reason_text(exit_reason).to_string()),
-    ];
+        exit_reason,
+        exit_code: exit_code(exit_reason, &[], &thresholds).max(facts.worst_exit_code),
+        summary: &summary,
+        records: records.clone(),
+        warnings: &warnings,
+        client: None,
+        thresholds: &thresholds,
+        verdict: &verdict,
+        request_ops: config.workload.request_ops(),
+    };
+    write_run_json(run_dir, &document, Some(spread_field(facts.spread)))?;
+    let mut footer = footer(run_dir, &records, parts.len(), exit_reason);
     footer.extend(judgement_lines(&thresholds, None, &verdict, &warnings));
     let header = format!(
         "loadgen {} — {}, against {url}",
@@ -175,7 +141,7 @@ pub fn finish_spread(
     Ok(RunOutcome {
         run_dir: run_dir.to_path_buf(),
         console: console::render(&summary, &header, &footer),
-        location,
+        location: run_dir.display().to_string(),
         upload_failures: Vec::new(),
         upload_stopped_by: None,
         run_id,
@@ -191,6 +157,56 @@ pub fn finish_spread(
         anchor_unix_ns,
         records,
     })
+}
+
+/// The thresholds and the verdict, by the functions every run's finish uses.
+fn judge(
+    config: &RunConfig,
+    (stats, summary, judged): (&Aggregator, &RunSummary, &Judged),
+    mut warnings: Vec<String>,
+) -> (
+    Vec<thresholds::ThresholdResult>,
+    crate::verdict::Verdict,
+    Vec<String>,
+) {
+    let thresholds = thresholds::evaluate(&config.thresholds, stats, summary);
+    warnings.push(
+        "the client's CPU and memory are each process's own (its shard's run.json `client`); \
+         the verdict did not judge the client"
+            .to_string(),
+    );
+    let facts = (summary, &stats.components, judged);
+    let verdict = decide_verdict(config, facts, &None, None, &mut warnings);
+    (thresholds, verdict, warnings)
+}
+
+/// run.json's `spread`, added to the document as a workflow's fields are.
+fn spread_field(spread: serde_json::Value) -> RunJsonExtra {
+    Box::new(move |_| {
+        let mut fields = serde_json::Map::new();
+        fields.insert("spread".into(), spread);
+        fields
+    })
+}
+
+/// The first lines under the console table: where the run is, its rows, how it ended.
+fn footer(
+    run_dir: &Path,
+    records: &RecordsInfo,
+    processes: usize,
+    exit_reason: ExitReason,
+) -> Vec<(&'static str, String)> {
+    let rows = format!(
+        "{} rows in {} segment(s) of {processes} processes, {}",
+        records.rows,
+        records.segments.len(),
+        crate::units::bytes(records.bytes_on_disk)
+    );
+    vec![
+        ("Run directory", run_dir.display().to_string()),
+        ("Records", rows),
+        ("Ended", exit_reason_text(exit_reason).to_string()),
+    ]
 }
 
 /// The processes' aggregates added up (each shifted by how much later its anchor was), the
