@@ -104,17 +104,15 @@ out, name = sys.argv[1], sys.argv[2]
 doc = json.load(open(f"{out}/{name}.json"))
 user, system, rss_kb = open(f"{out}/{name}.time").read().split()[-3:]
 # One process: its own peak (as wrk's is measured); spread: the sampled sum of the processes.
+# A spread run's document is the run as one (the processes' aggregates merged, one verdict).
 rss = int(rss_kb) / 1024
-if "processes" in doc:  # spread over several processes: their sums
-    n, failed, rps, classes = doc["requests"], doc["failed"], doc["throughput_rps"], doc["errors"]
-    processes = doc["processes"]
-    verdicts = [str(s.get("verdict") or "")[:160] for s in doc["shards"]] + doc["lost"]
+summary = doc["summary"]
+n, failed, rps = summary["requests"], summary["failed"], summary["throughput_rps"]
+classes = summary.get("errors") or {}
+processes = (doc.get("spread") or {}).get("processes", 1)
+if processes > 1:
     rss = int(open(f"{out}/{name}.rss").read().split()[0]) / 1024
-else:
-    summary = doc["summary"]
-    n, failed, rps = summary["requests"], summary["failed"], summary["throughput_rps"]
-    classes, processes = summary.get("errors") or {}, 1
-    verdicts = [str((doc.get("verdict") or {}).get("summary") or "")[:160]]
+verdicts = [str((doc.get("verdict") or {}).get("summary") or "")[:160]]
 cpu = float(user) + float(system)
 errors = ", ".join(f"{c} {k}" for c, k in sorted(classes.items())) or "none"
 print("\t".join(str(x) for x in [n, f"{rps:.0f}", f"{cpu / max(n, 1) * 1e6:.2f}", f"{rss:.1f}", failed, processes, " | ".join(verdicts), errors]))
@@ -175,10 +173,10 @@ fi
 if [ "$users" = 0 ]; then cat "$report"; exit 0; fi
 workers=$(((users + per_process - 1) / per_process + 1))
 note "== $users users, closed model, 10 s think time, ${hold}s, nginx with $workers workers (reuseport, access log on)"
-start_nginx "$workers" on
 # Opening 100,000 connections is a burst of SYNs on one nginx core: the listen queues are
-# raised for this run (somaxconn caps nginx's `backlog`; the SYN queue holds half-open ones)
-# and put back after it; one connect rate for the run (loadgen shares it among its processes).
+# raised for this run (somaxconn caps nginx's `backlog` when nginx calls listen(), so before
+# it starts; the SYN queue holds half-open ones) and put back after it; one connect rate for
+# the run (loadgen shares it among its processes).
 connect_rate=${CONNECT_RATE:-5000}
 saved_sysctl=$(sysctl -n net.core.somaxconn net.ipv4.tcp_max_syn_backlog | tr '\n' ' ')
 restore_sysctl() {
@@ -188,6 +186,9 @@ restore_sysctl() {
 trap 'bench_cleanup; restore_sysctl' EXIT
 sysctl -qw net.core.somaxconn=65535 net.ipv4.tcp_max_syn_backlog=65535 ||
   note "cannot raise somaxconn / tcp_max_syn_backlog here: the listen queues stay at $saved_sysctl"
+start_nginx "$workers" on
+port=${url##*:}
+note "nginx listen backlog: $(ss -lnt "sport = :${port%/}" | awk 'NR==2 {print $3}')"
 IFS=$'\t' read -r n rps cpu rss failed processes verdicts errors <<<"$(run_loadgen users "$users" --think-time 10s -d "${hold}s" --connect-timeout 30s --connect-rate "${connect_rate}/s")"
 bench_cleanup
 sleep 1

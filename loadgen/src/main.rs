@@ -56,24 +56,13 @@ fn run(args: &loadgen::cli::RunArgs) -> i32 {
     let output = args.output.clone();
     with_runtime(|stop| async move {
         match spread::plan(&config, output.junit.is_some()).await {
-            Ok(Some(plan)) => return run_spread(&plan, json, &stop).await,
+            Ok(Some(plan)) => return run_spread(&plan, &config, &stop).await,
             Ok(None) => {}
             Err(e) => return fail(&e),
         }
         match loadgen::run(config, stop.clone()).await {
             Ok(outcome) => {
-                if json {
-                    let summary = serde_json::json!({
-                        "run_dir": outcome.location,
-                        "run_id": outcome.run_id,
-                        "exit_reason": outcome.exit_reason,
-                        "summary": outcome.summary,
-                        "verdict": outcome.verdict,
-                    });
-                    emit_json(&summary);
-                } else {
-                    emit(&outcome.console);
-                }
+                print_outcome(&outcome, json, None);
                 let name = suite_name(&output, &outcome.run_id);
                 let time_s = outcome.summary.wall_time_ns as f64 / 1e9;
                 let suites = [Suite::of(name, time_s, &outcome.thresholds)];
@@ -88,8 +77,32 @@ fn run(args: &loadgen::cli::RunArgs) -> i32 {
     })
 }
 
-/// `loadgen run` spread over several processes: their counts added up, each one's line.
-async fn run_spread(plan: &spread::Spread, json: bool, stop: &StopSignal) -> i32 {
+/// A run's results on stdout: the console table, or with `--json` its document (a process of
+/// a spread run adds what it hands its parent; a spread run adds its processes).
+fn print_outcome(outcome: &loadgen::RunOutcome, json: bool, spread: Option<serde_json::Value>) {
+    if !json {
+        emit(&outcome.console);
+        return;
+    }
+    let mut doc = serde_json::json!({
+        "run_dir": outcome.location,
+        "run_id": outcome.run_id,
+        "exit_reason": outcome.exit_reason,
+        "summary": outcome.summary,
+        "verdict": outcome.verdict,
+    });
+    if std::env::var_os(spread::CHILD_ENV).is_some() {
+        doc["handover"] =
+            serde_json::to_value(loadgen::runner::Handover::of(outcome)).unwrap_or_default();
+    }
+    if let Some(spread) = spread {
+        doc["spread"] = spread;
+    }
+    emit_json(&doc);
+}
+
+/// `loadgen run` spread over several processes: one summary and verdict out of theirs.
+async fn run_spread(plan: &spread::Spread, config: &RunConfig, stop: &StopSignal) -> i32 {
     eprintln!(
         "{} connections need more open files than one process may hold ({}): running {} \
          processes of loadgen, one shard each, into {}",
@@ -99,14 +112,14 @@ async fn run_spread(plan: &spread::Spread, json: bool, stop: &StopSignal) -> i32
         plan.dir.display()
     );
     match spread::run(plan, stop).await {
-        Ok(ends) => {
-            let totals = spread::totals(plan, &ends);
-            match json {
-                true => emit_json(&totals),
-                false => emit(&totals.console()),
+        Ok(ends) => match spread::conclude(plan, config, ends) {
+            Ok((outcome, code)) => {
+                let spread = serde_json::json!({ "processes": plan.children.len() });
+                print_outcome(&outcome, config.output.json, Some(spread));
+                code
             }
-            totals.exit_code
-        }
+            Err(e) => fail(&e),
+        },
         Err(e) => fail(&e),
     }
 }

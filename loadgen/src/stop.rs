@@ -12,7 +12,7 @@ use serde::Serialize;
 use tokio::sync::Notify;
 
 /// Why a run ended; stored in run.json as `exit_reason`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, serde::Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum ExitReason {
     /// Every planned request was sent (`-n`).

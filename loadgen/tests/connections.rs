@@ -1,5 +1,5 @@
-//! Opening many connections (issue 46): `--connect-rate` paces the workers' first connections
-//! and is reported in run.json; `--source-addr` spreads them over local addresses (the server
+//! Opening many connections (issue 46): `--connect-rate` paces the workers' first connections,
+//! ends with the run, and is reported in run.json; `--source-addr` spreads them over local addresses (the server
 //! sees each one) and is reported too; bad values are one sentence. Real servers on 127.0.0.1,
 //! in-process runs; a few seconds in all.
 
@@ -118,6 +118,39 @@ async fn source_addrs_are_taken_in_turn_and_are_in_run_json() {
             "127.0.0.3"
         ]
     );
+}
+
+/// Regression (the 100,000-user run held on past `-d`): workers still waiting for their turn
+/// under `--connect-rate` when the run stops do not open their connections afterwards. 50
+/// workers at 5 a second in a 1 s run: a few connect, not all 50; the run records only what
+/// was sent, every row answered.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn workers_waiting_for_their_connect_turn_stop_with_the_run() {
+    let (url, peers) = server_noting_peers().await;
+    let flags = [
+        "-c",
+        "50",
+        "-d",
+        "1s",
+        "--think-time",
+        "100ms",
+        "--connect-rate",
+        "5/s",
+        "--no-progress",
+    ];
+    let (_dir, out, _) = run_at(&url, &flags, StopSignal::new()).await;
+    let connections = peers.lock().unwrap().len();
+    // The target check's one, and the workers whose turn came within the second.
+    assert!(connections < 25, "{connections} connections opened");
+    let rows = read_rows(&out);
+    assert!(!rows.is_empty());
+    assert!(rows.iter().all(|r| r.status == 200), "{rows:?}");
+    let workers = &run_json(&out)["summary"]["workers"];
+    assert_eq!(workers["started"], 50, "{workers}");
+    // The last turn comes 10 s in: the workers waiting for it ended with the run instead
+    // (the engine's own clocks; with a margin of seconds, not a speed).
+    let last_ended_ns = workers["phases"][0]["last_ended_ns"].as_i64().unwrap();
+    assert!(last_ended_ns < 5_000_000_000, "{workers}");
 }
 
 /// The sentence clap prints for `loadgen run --url U ARGS…`.

@@ -1,14 +1,15 @@
 //! One `loadgen run` past the open-files limit (issue 46): with the limit lowered to 1,700
 //! files (`ulimit -n` before exec), 3,000 connections run as two processes of loadgen, one
-//! shard each, into one run directory whose rows are the server's count; Ctrl-C reaches both;
-//! what cannot be shared between processes is refused with one sentence. The real binary
-//! against the reference server on 127.0.0.1; a few seconds.
+//! shard each, into one run directory whose rows are the server's count, with one summary
+//! (exactly the rows', percentiles included), one verdict and one run.json held to the
+//! contract; Ctrl-C reaches both; what cannot be shared between processes is refused with one
+//! sentence. The real binary against the reference server on 127.0.0.1; a few seconds.
 
 mod common;
 
 use std::path::Path;
 
-use common::{loadgen_under_sh, read_rows, run_json, ServerOnRuntime};
+use common::{contract, loadgen_under_sh, read_rows, run_json, ServerOnRuntime};
 use servers::ServerConfig;
 
 const LIMIT: &str = "ulimit -n 1700";
@@ -18,9 +19,26 @@ fn shard_dirs(dir: &Path) -> Vec<std::path::PathBuf> {
     let mut dirs: Vec<_> = std::fs::read_dir(dir)
         .unwrap()
         .map(|e| e.unwrap().path())
+        .filter(|p| p.is_dir())
         .collect();
     dirs.sort();
     dirs
+}
+
+/// The latency figures of the answered rows, from an HDR histogram of the summary's range.
+fn figures(rows: &[common::Row]) -> serde_json::Value {
+    let mut h = hdrhistogram::Histogram::<u64>::new_with_bounds(1, 3_600_000_000_000, 3).unwrap();
+    for row in rows.iter().filter(|r| r.status > 0) {
+        h.record(row.latency_ns.max(1) as u64).unwrap();
+    }
+    serde_json::json!({
+        "count": h.len(),
+        "min_ns": h.min(),
+        "p50_ns": h.value_at_quantile(0.5),
+        "p90_ns": h.value_at_quantile(0.9),
+        "p99_ns": h.value_at_quantile(0.99),
+        "max_ns": h.max(),
+    })
 }
 
 #[test]
@@ -44,29 +62,87 @@ fn three_thousand_connections_under_1700_files_are_two_processes_and_one_run_dir
         .unwrap();
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert_eq!(output.status.code(), Some(0), "{stderr}");
-    let totals: serde_json::Value = serde_json::from_slice(&output.stdout).unwrap();
-    assert_eq!(totals["processes"], 2, "{totals}");
-    assert_eq!(totals["failed"], 0, "{totals}");
-    assert!(totals["lost"].as_array().unwrap().is_empty(), "{totals}");
+    let doc: serde_json::Value = serde_json::from_slice(&output.stdout).unwrap();
+    assert_eq!(doc["spread"]["processes"], 2, "{doc}");
 
-    // One run directory: a shard directory per process, nothing else; every row on disk.
+    // One run directory: a shard directory per process and the run's own run.json.
     let shards = shard_dirs(&out);
     assert_eq!(shards.len(), 2, "{shards:?}");
-    let mut rows = 0;
-    let mut workers = 0;
+    let mut rows = Vec::new();
     for (i, shard) in shards.iter().enumerate() {
         let run = run_json(shard);
         assert_eq!(run["shard"], format!("{i}/2"), "{shard:?}");
-        workers += run["summary"]["workers"]["started"].as_u64().unwrap();
-        rows += read_rows(shard).len() as u64;
+        rows.extend(read_rows(shard));
     }
-    assert_eq!(workers, 3000, "each process ran its share of the workers");
+    let n = rows.len() as u64;
+    assert_eq!(n, server.server().requests_total(), "rows = server's count");
+
+    // One summary, exactly the rows': counts, workers, and the percentiles of every row.
+    let run = run_json(&out);
+    let problems = contract::json_problems("run_json", &run);
+    assert!(problems.is_empty(), "{problems:#?}");
+    let summary = &run["summary"];
+    assert_eq!(summary["requests"], n, "{summary}");
+    assert_eq!(summary["failed"], 0, "{summary}");
+    assert_eq!(run["records"]["rows"], n);
+    assert_eq!(summary["workers"]["started"], 3000, "{summary}");
+    let latency = &summary["ops"][0]["latency"];
+    let want = figures(&rows);
+    for key in ["count", "min_ns", "p50_ns", "p90_ns", "p99_ns", "max_ns"] {
+        assert_eq!(
+            latency[key], want[key],
+            "{key}: {latency} vs the rows' {want}"
+        );
+    }
+    // One verdict, by the run's judge; the same document on stdout.
     assert_eq!(
-        rows,
-        server.server().requests_total(),
-        "rows = server's count"
+        run["verdict"]["decided_by"], "loadgen run",
+        "{}",
+        run["verdict"]
     );
-    assert_eq!(totals["requests"], rows, "{totals}");
+    assert_eq!(doc["verdict"], run["verdict"]);
+    assert_eq!(doc["summary"]["requests"], n);
+    assert_eq!(run["spread"]["processes"], 2);
+    let handed: Vec<_> = run["spread"]["shards"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s["handed_over"].clone())
+        .collect();
+    assert_eq!(handed, [true, true], "{}", run["spread"]);
+}
+
+/// The console: one table and one Verdict line for the whole run.
+#[test]
+fn a_spread_run_prints_one_summary_and_one_verdict() {
+    let server = ServerOnRuntime::start(ServerConfig::default());
+    let dir = tempfile::tempdir().unwrap();
+    let url = server.url("/albums/1");
+    let output = loadgen_under_sh(LIMIT)
+        .args([
+            "run",
+            "--url",
+            &url,
+            "-c",
+            "3000",
+            "-d",
+            "2s",
+            "--no-progress",
+        ])
+        .args(["--think-time", "500ms", "--connect-rate", "6000/s"])
+        .arg("--out")
+        .arg(dir.path().join("spread"))
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(0), "{stderr}");
+    let console = String::from_utf8_lossy(&output.stdout);
+    assert_eq!(console.matches("Verdict").count(), 1, "{console}");
+    let rows = server.server().requests_total();
+    assert!(
+        console.contains(&format!("{rows} rows in")) && console.contains("of 2 processes"),
+        "{console}"
+    );
 }
 
 #[test]
@@ -100,7 +176,7 @@ fn ctrl_c_reaches_every_process_and_their_rows_are_kept() {
     let output = child.wait_with_output().unwrap();
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert_eq!(output.status.code(), Some(130), "{stderr}");
-    let totals: serde_json::Value = serde_json::from_slice(&output.stdout).unwrap();
+    let doc: serde_json::Value = serde_json::from_slice(&output.stdout).unwrap();
     let shards = shard_dirs(&out);
     assert_eq!(shards.len(), 2, "{shards:?}");
     for shard in &shards {
@@ -112,7 +188,8 @@ fn ctrl_c_reaches_every_process_and_their_rows_are_kept() {
         server.server().requests_total(),
         "rows = server's count"
     );
-    assert_eq!(totals["requests"], rows, "{totals}");
+    assert_eq!(doc["summary"]["requests"], rows, "{doc}");
+    assert_eq!(run_json(&out)["exit_reason"], "interrupted");
 }
 
 #[test]

@@ -212,6 +212,19 @@ def _shorten(problem: str, limit: int = 200) -> str:
     return problem if len(problem) <= limit else problem[: limit - 1] + "…"
 
 
+def _with_spread_run_json(run: Run, folder: Path) -> Run:
+    """A shard set that one ``loadgen run`` spread over several processes has the engine's own
+    run.json at the top of its folder: the run as one (its summary from the processes' exact
+    aggregates, its verdict judged once, ``spread``), held to the contract and read as the
+    merged run's; the shards stay listed (``shard_count``, ``shards``)."""
+    run_json = folder / "run.json"
+    if not run.shards or not run_json.is_file():
+        return run
+    meta = run.meta | _read_run_json(run_json)
+    meta |= {k: run.meta[k] for k in ("shard_count", "shards") if k in run.meta}
+    return replace(run, meta=meta)
+
+
 def _child_runs(path: Path) -> list[Path]:
     return sorted(p for p in path.iterdir() if p.is_dir() and (p / "requests").is_dir())
 
@@ -247,8 +260,12 @@ def _load_folder(path: Path) -> list[Run]:
         if nested:
             members = [_load_directory(c) for c in nested]
             if all(m.shard is not None for m in members):
-                runs.extend(_merge_shards(members, folder=child))
-    loaded = _merge_shards(runs, folder=path)
+                merged = _merge_shards(members, folder=child)
+                runs.extend(_with_spread_run_json(r, child) for r in merged)
+    loaded = [
+        _with_spread_run_json(r, path) if r.path == path else r
+        for r in _merge_shards(runs, folder=path)
+    ]
     loaded.sort(key=lambda r: (r.connections or 0, r.label))
     return loaded
 

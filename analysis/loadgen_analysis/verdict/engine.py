@@ -5,9 +5,11 @@ capacity search's (``capacity.json``: ``limited_by``, the answer). ``explain``, 
 ``report`` and the notebooks present these instead of judging the same rows again, so the
 console, ``loadgen capacity`` and ``loadgen-analyze`` say the same by construction.
 
-A sharded run's shards each decided their own; the merged run's verdict is the first cause, in
-the checks' fixed order (errors, client, network, server, inconclusive, none), among its
-shards' — a shard that failed or whose client was the limit speaks for the set. A run recorded
+A run that ``loadgen run`` spread over several processes has its verdict decided once, by the
+engine, on every process's aggregates (its run.json at the top of the folder): that one is
+shown. Shards started by hand each decided their own; the merged run's verdict is the first
+cause, in the checks' fixed order (errors, client, network, server, inconclusive, none), among
+its shards' — a shard that failed or whose client was the limit speaks for the set. A run recorded
 before the engine decided verdicts (request schema ≤ 5) is "not measured".
 """
 
@@ -50,6 +52,9 @@ def decided(path: str | Path) -> Attribution | None:
 
 def run_verdict(run: Run) -> Attribution:
     """The engine's verdict on one run (its shards' combined for a shard set)."""
+    whole = run.meta.get("verdict") if run.shards else None
+    if isinstance(whole, dict) and "cause" in whole:
+        return _present(whole)
     verdicts = [p.meta.get("verdict") for p in run.parts]
     if not verdicts or not all(isinstance(v, dict) and "cause" in v for v in verdicts):
         return Attribution("inconclusive", NOT_MEASURED, "weak", (), not_measured=True)

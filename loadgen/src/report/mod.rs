@@ -100,7 +100,7 @@ pub struct RunSummary {
 /// alive, in a request (busy), and waiting for their next request (think time, the open
 /// schedule, the producer's buffer, retry backoff). Busy over alive is the share of the
 /// workers really in use: N_eff against the workers alive, from the engine's own clocks.
-#[derive(Debug, Clone, Default, Serialize)]
+#[derive(Debug, Clone, Default, Serialize, serde::Deserialize)]
 pub struct WorkersSummary {
     pub started: u64,
     pub alive_ns: i64,
@@ -110,7 +110,7 @@ pub struct WorkersSummary {
 }
 
 /// One phase's workers.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, serde::Deserialize)]
 pub struct PhaseWorkers {
     pub phase: String,
     /// Workers started in this phase.
@@ -126,6 +126,32 @@ pub struct PhaseWorkers {
 }
 
 impl WorkersSummary {
+    /// Adds another process's workers (a spread run's), whose times are `shift_ns` after
+    /// these; a phase is matched by its name.
+    pub fn merge(&mut self, other: &WorkersSummary, shift_ns: i64) {
+        self.started += other.started;
+        self.alive_ns += other.alive_ns;
+        self.busy_ns += other.busy_ns;
+        self.waiting_ns += other.waiting_ns;
+        for theirs in &other.phases {
+            let mut shifted = theirs.clone();
+            shifted.first_started_ns += shift_ns;
+            shifted.last_ended_ns += shift_ns;
+            match self.phases.iter_mut().find(|p| p.phase == theirs.phase) {
+                None => self.phases.push(shifted),
+                Some(ours) => {
+                    ours.started += shifted.started;
+                    ours.first_started_ns = ours.first_started_ns.min(shifted.first_started_ns);
+                    ours.last_ended_ns = ours.last_ended_ns.max(shifted.last_ended_ns);
+                    ours.alive_ns += shifted.alive_ns;
+                    ours.busy_ns += shifted.busy_ns;
+                    ours.waiting_ns += shifted.waiting_ns;
+                    ours.sent += shifted.sent;
+                }
+            }
+        }
+    }
+
     /// Read from every worker's clock once they have all ended.
     pub fn from_activity(activity: &Activity, phase_labels: &[String]) -> Self {
         Self::from_activity_at(activity, phase_labels, i64::MAX)

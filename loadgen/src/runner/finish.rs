@@ -58,6 +58,11 @@ pub struct RunOutcome {
     pub metrics: Option<FinalMetrics>,
     /// The page, still serving the final figures (`--dashboard`).
     pub dashboard: Option<FinalDashboard>,
+    /// What a process of a spread run hands its parent (`workflow::spread`): the exact
+    /// aggregates the summary came from, the anchor their times count from, the rows on disk.
+    pub aggregates: crate::stats::Aggregator,
+    pub anchor_unix_ns: i64,
+    pub records: RecordsInfo,
 }
 
 /// What a run's judgement saw beyond its summary.
@@ -125,7 +130,7 @@ impl RunOutcome {
     }
 }
 
-fn exit_code(
+pub(super) fn exit_code(
     reason: ExitReason,
     upload_failures: &[String],
     thresholds: &[ThresholdResult],
@@ -165,11 +170,12 @@ pub(super) async fn finish(
     );
     let thresholds = thresholds::evaluate(&config.thresholds, &report.stats, &summary);
     let judged = judge(&config, &summary, &mut report, (exit_reason, aborted));
-    let facts = (&summary, &report, &judged);
+    let facts = (&summary, &report.stats.components, &judged);
     let verdict = decide_verdict(&config, facts, &client, scrapes, &mut warnings);
     let header = header(&config, &target);
     target.shut_down().await;
 
+    let records = RecordsInfo::new(&report, &output.run_dir);
     write_run_json(
         &output.run_dir,
         &RunJson {
@@ -177,7 +183,7 @@ pub(super) async fn finish(
             exit_reason,
             exit_code: exit_code(exit_reason, &[], &thresholds),
             summary: &summary,
-            records: RecordsInfo::new(&report, &output.run_dir),
+            records: records.clone(),
             warnings: &warnings,
             client: client.as_ref(),
             thresholds: &thresholds,
@@ -196,15 +202,13 @@ pub(super) async fn finish(
         &mut warnings,
     )
     .await;
-    let mut footer = footer(
-        &output.location,
-        &report,
-        exit_reason,
+    let mut footer = footer(&output.location, &report, exit_reason);
+    footer.extend(judgement_lines(
         &thresholds,
         client.as_ref(),
         &verdict,
         &warnings,
-    );
+    ));
     footer.extend(config.notes.iter().map(|note| ("Note", note.clone())));
     let console = console::render(&summary, &header, &footer);
     Ok(RunOutcome {
@@ -224,6 +228,9 @@ pub(super) async fn finish(
         metrics: (driven.metrics_server)
             .map(|server| server.after_run(config.output.metrics.linger)),
         dashboard: None,
+        anchor_unix_ns: output.identity.anchor.unix_ns,
+        aggregates: report.stats,
+        records,
     }
     .with_final_page(driven.dashboard))
 }
@@ -354,9 +361,9 @@ fn judge(
 
 /// The run's verdict from every fact the engine holds: the summary, the responses' time, the
 /// client's CPU, an open run's schedule, a capacity level's SLOs, the server's scrapes.
-fn decide_verdict(
+pub(super) fn decide_verdict(
     config: &RunConfig,
-    (summary, report, judged): (&RunSummary, &WriterReport, &Judged),
+    (summary, components, judged): (&RunSummary, &crate::stats::Components, &Judged),
     client: &Option<ClientSummary>,
     scrapes: Option<Scrapes>,
     warnings: &mut Vec<String>,
@@ -372,7 +379,7 @@ fn decide_verdict(
     );
     verdict::decide(verdict::Facts {
         summary,
-        components: &report.stats.components,
+        components,
         client: client.as_ref(),
         streams: config.connection.multiplexed(),
         open: judged.open.clone(),
@@ -494,16 +501,11 @@ fn server_scrapes(
     }
 }
 
-/// The lines under the console table: where the results are, how the run ended, thresholds,
-/// the client's verdict and warnings.
+/// The first lines under the console table: where the results are, how the run ended.
 fn footer<'a>(
     location: &str,
     report: &WriterReport,
     exit_reason: ExitReason,
-    thresholds: &[ThresholdResult],
-    client: Option<&ClientSummary>,
-    verdict: &Verdict,
-    warnings: &[String],
 ) -> Vec<(&'a str, String)> {
     let mut footer = vec![
         ("Run directory", location.to_string()),
@@ -528,6 +530,18 @@ fn footer<'a>(
             ),
         ));
     }
+    footer
+}
+
+/// The last lines under the console table: thresholds, the client's verdict, the run's
+/// verdict per phase, and warnings.
+pub(super) fn judgement_lines<'a>(
+    thresholds: &[ThresholdResult],
+    client: Option<&ClientSummary>,
+    verdict: &Verdict,
+    warnings: &[String],
+) -> Vec<(&'a str, String)> {
+    let mut footer = Vec::new();
     if !thresholds.is_empty() {
         footer.push(("Thresholds", thresholds::console_line(thresholds)));
     }
@@ -564,7 +578,7 @@ fn complete_segments(dir: &Path) -> usize {
     crate::store::segments(dir).map_or(0, |segments| segments.len())
 }
 
-fn exit_reason_text(reason: ExitReason) -> &'static str {
+pub(super) fn exit_reason_text(reason: ExitReason) -> &'static str {
     match reason {
         ExitReason::Completed => "all requests sent",
         ExitReason::DurationElapsed => "duration elapsed",

@@ -3,7 +3,8 @@
 //! server, or a check that the user's server answers), `output` (`--start-at`, the run
 //! directory, the writer, S3), `drive` (workers, progress, `-d`, signals) and `finish`
 //! (client verdict, summary, run.json, upload, console); `live_page` is what a `--dashboard`
-//! page adds each second (the provisional verdict on the facts so far).
+//! page adds each second (the provisional verdict on the facts so far); `merged` is the finish
+//! of a run spread over several processes, out of what each hands over.
 //!
 //! This is the only place that knows about all the parts; each part knows only its neighbours.
 //! Nothing is written to disk until the target has answered a TCP connect, so bad input never
@@ -13,6 +14,7 @@ mod drive;
 mod error;
 mod finish;
 mod live_page;
+mod merged;
 mod output;
 mod ports;
 mod run_json;
@@ -20,6 +22,7 @@ mod target;
 
 pub use error::RunError;
 pub use finish::{Judged, RunOutcome};
+pub use merged::{finish_spread, Handover, Part, SpreadFacts, HANDOVER_VERSION};
 pub use output::HostInfo;
 pub(crate) use ports::ports_per_address;
 

@@ -292,6 +292,23 @@ impl RunIdentity {
         }
     }
 
+    /// A spread run's identity, made by its parent (which holds no connection): its
+    /// processes' earliest anchor, their `--start-at` and source addresses.
+    pub(super) fn spread(
+        config: &RunConfig,
+        run_id: &str,
+        target_url: &str,
+        (anchor_unix_ns, start_at_unix_ns): (i64, i64),
+    ) -> Self {
+        let mut identity = Self::new(config, run_id, target_url);
+        identity.anchor_unix_ns = anchor_unix_ns;
+        identity.created_at =
+            chrono::DateTime::<chrono::Utc>::from_timestamp_nanos(anchor_unix_ns).to_rfc3339();
+        identity.start_at_unix_ns = Some(start_at_unix_ns);
+        identity.start_offset_ns = Some(anchor_unix_ns - start_at_unix_ns);
+        identity
+    }
+
     /// The `loadgen.*` key-value metadata of every segment.
     fn parquet_metadata(&self) -> Vec<(String, String)> {
         let mut metadata = vec![

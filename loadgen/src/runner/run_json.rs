@@ -35,11 +35,12 @@ pub(super) struct RunJson<'a> {
     pub(super) request_ops: std::collections::BTreeMap<String, String>,
 }
 
-#[derive(Debug, Serialize)]
-pub(super) struct RecordsInfo {
-    rows: u64,
-    bytes_on_disk: u64,
-    segments: Vec<String>,
+/// run.json's `records`: the rows on disk and their segments (paths from the run directory).
+#[derive(Debug, Clone, Default, Serialize, serde::Deserialize)]
+pub struct RecordsInfo {
+    pub rows: u64,
+    pub bytes_on_disk: u64,
+    pub segments: Vec<String>,
 }
 
 impl RecordsInfo {

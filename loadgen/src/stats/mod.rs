@@ -9,6 +9,7 @@
 
 pub mod activity;
 pub mod live;
+mod merge;
 pub mod samples;
 pub mod slowest;
 pub mod sparse;
@@ -18,6 +19,7 @@ use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
 
 use hdrhistogram::Histogram;
+use serde::{Deserialize, Serialize};
 
 use crate::record::{ErrorClass, RequestRecord};
 use activity::Activity;
@@ -206,7 +208,7 @@ impl Published {
 const MAX_TRACKED_NS: u64 = 3_600 * 1_000_000_000;
 
 /// Aggregates for one op.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct OpAggregate {
     pub requests: u64,
     pub failures: u64,
@@ -237,7 +239,7 @@ impl OpAggregate {
 }
 
 /// Aggregates for one phase (group, phase, or `main`).
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct PhaseAggregate {
     pub requests: u64,
     pub failures: u64,
@@ -281,7 +283,7 @@ fn widen(range: &mut (Option<i64>, Option<i64>), start_ns: i64, end_ns: i64) {
 /// Where the time of the responses went, summed over every judged row that got a response
 /// with a first byte: the parts of [`RequestRecord::latency_ns`] (from the actual send), and
 /// the busiest second's bytes each way. The verdict reads their shares; nothing here judges.
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
 pub struct Components {
     /// Responses with a first byte (the rows the sums below cover).
     pub responses: u64,
@@ -340,8 +342,9 @@ impl Components {
     }
 }
 
-/// Exact per-op and per-phase counts and latency histograms over every recorded row.
-#[derive(Debug, Clone)]
+/// Exact per-op and per-phase counts and latency histograms over every recorded row; handed
+/// over as JSON between the processes of a spread run, and merged there.
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Aggregator {
     pub ops: Vec<OpAggregate>,
     pub phases: Vec<PhaseAggregate>,
@@ -356,6 +359,7 @@ pub struct Aggregator {
     pub late: u64,
     /// Open model: how long after its intended time each send started (`start_ns -
     /// intended_ns`), over every row with an intended time.
+    #[serde(with = "merge::opt_histogram")]
     pub send_lag_ns: Option<Histogram<u64>>,
     /// Failed rows per check or extraction (indexed by check id, the `check` column).
     pub check_failures: Vec<u64>,
@@ -372,14 +376,15 @@ pub struct Aggregator {
     pub left_out_rows: u64,
     /// Where the responses' time went, summed (the verdict's shares of latency).
     pub components: Components,
-    /// The slowest requests so far, with their trace ids (a live page's).
+    /// The slowest requests so far, with their trace ids (a live page's; not handed over).
+    #[serde(skip)]
     pub slowest: slowest::Slowest,
     max_attempts: u8,
     max_lateness_ns: i64,
 }
 
 /// Responses of one rejecting status (429, 503) and the `Retry-After` they carried.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Rejections {
     pub responses: u64,
     /// Responses with a `Retry-After` the client could read (delay-seconds or an HTTP-date).

@@ -21,8 +21,10 @@ use super::{LiveLatency, MAX_TRACKED_NS};
 /// list at most, an op with fewer samples than this never costs more than its samples.
 pub const SPARSE_MAX_BUCKETS: usize = 1024;
 
-/// Latencies in ns (each already clamped into the summary's range), sparse while few.
-#[derive(Debug, Clone)]
+/// Latencies in ns (each already clamped into the summary's range), sparse while few; on the
+/// wire (a spread run's hand-over) its buckets with counts, as (HDR counts index, count).
+#[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
+#[serde(into = "Vec<(u32, u64)>", from = "Vec<(u32, u64)>")]
 pub struct OpHistogram {
     repr: Repr,
 }
@@ -109,12 +111,76 @@ impl OpHistogram {
         }
     }
 
+    /// The buckets that have counts, as (HDR counts index, count), sorted by index.
+    pub fn buckets(&self) -> Vec<(u32, u64)> {
+        match &self.repr {
+            Repr::Sparse(list) => list.clone(),
+            // A recorded value is its bucket's highest equivalent: the same index.
+            Repr::Dense(h) => h
+                .iter_recorded()
+                .map(|v| {
+                    let index = LiveLatency::index(v.value_iterated_to()) as u32;
+                    (index, v.count_at_value())
+                })
+                .collect(),
+        }
+    }
+
+    /// Adds `other`'s samples (another process's, in a spread run).
+    pub fn merge(&mut self, other: &OpHistogram) {
+        if let Repr::Dense(h) = &mut self.repr {
+            other.add_to(h);
+            return;
+        }
+        let (ours, theirs) = (self.buckets(), other.buckets());
+        let mut merged = Vec::with_capacity(ours.len() + theirs.len());
+        let (mut a, mut b) = (ours.into_iter().peekable(), theirs.into_iter().peekable());
+        loop {
+            let next = match (a.peek(), b.peek()) {
+                (Some(x), Some(y)) if x.0 == y.0 => {
+                    let n = y.1;
+                    b.next();
+                    a.next().map(|(i, m)| (i, m + n))
+                }
+                (Some(x), Some(y)) if x.0 < y.0 => a.next(),
+                (Some(_), None) => a.next(),
+                _ => b.next(),
+            };
+            match next {
+                Some(bucket) => merged.push(bucket),
+                None => break,
+            }
+        }
+        *self = OpHistogram::from(merged);
+    }
+
     /// Bytes of counters this histogram holds on the heap (the list, or the HDR counts).
     pub fn heap_bytes(&self) -> usize {
         match &self.repr {
             Repr::Sparse(list) => list.capacity() * std::mem::size_of::<(u32, u64)>(),
             Repr::Dense(h) => h.distinct_values() * std::mem::size_of::<u64>(),
         }
+    }
+}
+
+impl From<OpHistogram> for Vec<(u32, u64)> {
+    fn from(h: OpHistogram) -> Self {
+        h.buckets()
+    }
+}
+
+impl From<Vec<(u32, u64)>> for OpHistogram {
+    /// From buckets sorted by index, as [`OpHistogram::buckets`] gives them.
+    fn from(list: Vec<(u32, u64)>) -> Self {
+        let repr = match list.len() <= SPARSE_MAX_BUCKETS {
+            true => Repr::Sparse(list),
+            false => {
+                let mut dense = growing();
+                add_list(&list, &mut dense);
+                Repr::Dense(Box::new(dense))
+            }
+        };
+        OpHistogram { repr }
     }
 }
 

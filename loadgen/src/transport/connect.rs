@@ -121,6 +121,9 @@ async fn connect_inner(
                 IpAddr::V6(_) => tokio::net::TcpSocket::new_v6(),
             }
             .map_err(failure)?;
+            // The port is chosen at connect, for this destination, from the whole range: at
+            // bind it would have to be free for every destination (slow past ~14,000).
+            tcpinfo::bind_address_no_port(std::os::fd::AsFd::as_fd(&socket));
             socket.bind(SocketAddr::new(source, 0)).map_err(failure)?;
             socket.connect(origin.addr).await.map_err(failure)?
         }

@@ -114,6 +114,31 @@ fn move_to_phase(clock: &mut Arc<WorkerClock>, ctx: &WorkerContext, phase: u16, 
     }
 }
 
+/// Waits for the worker's turn under `--connect-rate`, then opens its connection when its
+/// source wants it open before the first request; false when the run stops first (`-d`
+/// over, a signal): a turn or a connect still pending then would hold the run past its end.
+async fn open_first<T: Transport>(
+    stop: &StopSignal,
+    pace: Option<Arc<ConnectPacer>>,
+    transport: &mut T,
+    connect: bool,
+) -> bool {
+    let opening = async {
+        if let Some(pacer) = pace {
+            pacer.turn().await;
+        }
+        if connect {
+            // A failure here is not a request; the first request will try again and say why.
+            transport.connect().await;
+        }
+    };
+    tokio::select! {
+        biased;
+        () = stop.draining() => false,
+        () = opening => true,
+    }
+}
+
 /// Runs one worker until its source is exhausted or the run stops.
 ///
 /// Per request: take the next work, render it, send it (counted in flight, cut off when the
@@ -135,8 +160,13 @@ pub(crate) async fn run_worker<T: Transport, S: WorkSource>(
     // `--connect-rate`: a worker that opens a connection starts at its turn, before any row.
     // The once-per-worker steps are boxed so their state does not stay in every worker's
     // task for as long as it runs (`worker_task_stays_small`).
-    if let Some(pacer) = pace {
-        Box::pin(pacer.turn()).await;
+    let connect_first = source.connect_first();
+    if !Box::pin(open_first(&ctx.stop, pace, &mut transport, connect_first)).await {
+        // The run stopped before this worker's turn came or its connection opened: it never
+        // sent, so it has nothing to record.
+        clock.end(ctx.anchor.offset_ns(Instant::now()));
+        ctx.live.workers_alive.fetch_sub(1, Ordering::Relaxed);
+        return id;
     }
     let mut last_slot = LastSlot::default();
     let mut rng = fastrand::Rng::new();
@@ -146,10 +176,6 @@ pub(crate) async fn run_worker<T: Transport, S: WorkSource>(
     // One registration for the whole worker, not one per request.
     let aborting = ctx.stop.aborting();
     tokio::pin!(aborting);
-    if source.connect_first() {
-        // A failure here is not a request; the first request will try again and say why.
-        Box::pin(transport.connect()).await;
-    }
     loop {
         let Some(work) = next_work(&mut source, &mut transport, (&ctx, &*clock)).await else {
             break;

@@ -7,13 +7,12 @@
 //!
 //! The parent holds no connection: it plans, starts the processes, forwards each Ctrl-C and
 //! SIGTERM to every one of them (they run in their own process group, so a terminal's Ctrl-C
-//! reaches each exactly once, through the parent), and adds up their counts when they end. A
-//! process that dies is named, and what it completed stays in its directory: its closed
-//! segments, whose rows are counted from their Parquet footers.
-//!
-//! What it does not do: merge percentiles or verdicts. Each shard's summary and verdict are its
-//! own (one line each); the run as one — percentiles over every row, the analysis' findings —
-//! is `loadgen-analyze summary DIR`, the one owner of joining shards.
+//! reaches each exactly once, through the parent), and makes the run one when they end: each
+//! process hands over its exact aggregates on its stdout (`runner::Handover`), and the parent
+//! adds them up into one summary, judged once by the one judge, written as the run
+//! directory's own run.json (`runner::finish_spread`). A process that dies is named, and what
+//! it completed stays in its directory: its closed segments, whose rows are counted from their
+//! Parquet footers (they are not in the summary: it handed nothing over).
 
 use std::net::IpAddr;
 use std::path::{Path, PathBuf};
@@ -24,7 +23,10 @@ use serde::{Deserialize, Serialize};
 use crate::cli::{RunArgs, SourceAddrs};
 use crate::config::{Output, RunConfig, Target};
 use crate::model::ModelPlan;
-use crate::runner::{connections_needed, ports_per_address, RunError, SPARE_FDS};
+use crate::runner::{
+    connections_needed, ports_per_address, Handover, Part, RunError, SpreadFacts, HANDOVER_VERSION,
+    SPARE_FDS,
+};
 use crate::shard::Shard;
 use crate::stop::{ExitReason, StopSignal};
 
@@ -326,73 +328,65 @@ async fn forward_signals(stop: StopSignal, pids: Vec<u32>) {
     }
 }
 
-/// The spread run's counts: the processes' own, added up, with each one's line.
-#[derive(Debug, Serialize)]
-pub struct Totals {
-    pub run_dir: PathBuf,
-    pub processes: usize,
-    pub open_files_limit: u64,
-    pub requests: u64,
-    pub failed: u64,
-    pub errors: std::collections::BTreeMap<String, u64>,
-    pub throughput_rps: f64,
-    /// Every process: shard, exit code, directory, requests, failed, verdict.
-    pub shards: Vec<serde_json::Value>,
-    /// Processes that ended without their summary (killed, crashed), with what they kept.
-    pub lost: Vec<String>,
-    pub exit_code: i32,
-}
-
-/// Adds up what the processes reported; a process without a summary is counted from the
-/// rows its closed segments hold.
-pub fn totals(spread: &Spread, ends: &[ChildEnd]) -> Totals {
-    let mut totals = Totals {
-        run_dir: spread.dir.clone(),
-        processes: ends.len(),
-        open_files_limit: spread.limit,
-        requests: 0,
-        failed: 0,
-        errors: Default::default(),
-        throughput_rps: 0.0,
-        shards: Vec::new(),
-        lost: Vec::new(),
-        exit_code: 0,
-    };
+/// The run as one, out of what its processes handed over: one summary, one verdict, run.json
+/// at the top of the run directory (`runner::finish_spread`). A process that ended without
+/// its hand-over (killed, crashed) is named in a warning with the rows it kept on disk,
+/// which the summary does not hold. With the exit code: the run's, or a worse process's.
+pub fn conclude(
+    spread: &Spread,
+    config: &RunConfig,
+    ends: Vec<ChildEnd>,
+) -> Result<(crate::RunOutcome, i32), RunError> {
+    let mut parts = Vec::new();
+    let mut warnings = Vec::new();
+    let mut shards = Vec::new();
+    let mut worst_exit_code = 0;
     for end in ends {
         let code = end.status.code().unwrap_or(1);
-        totals.exit_code = totals.exit_code.max(code);
-        let Some(doc) = &end.doc else {
-            let rows = rows_on_disk(&end.plan.out);
-            totals.requests += rows;
-            totals.lost.push(format!(
-                "process {} ended ({}) without its summary; its {rows} rows in closed \
-                 segments are kept in {}",
-                end.plan.shard,
-                end.status,
-                end.plan.out.display()
-            ));
-            totals.exit_code = totals.exit_code.max(1);
-            continue;
-        };
-        let summary = &doc["summary"];
-        totals.requests += summary["requests"].as_u64().unwrap_or(0);
-        totals.failed += summary["failed"].as_u64().unwrap_or(0);
-        totals.throughput_rps += summary["throughput_rps"].as_f64().unwrap_or(0.0);
-        if let Some(errors) = summary["errors"].as_object() {
-            for (class, n) in errors {
-                *totals.errors.entry(class.clone()).or_default() += n.as_u64().unwrap_or(0);
+        worst_exit_code = worst_exit_code.max(code);
+        let dir_name = (end.plan.out.file_name())
+            .map_or_else(String::new, |n| n.to_string_lossy().into_owned());
+        let handover = end.doc.and_then(|mut doc| {
+            serde_json::from_value::<Handover>(doc["handover"].take())
+                .ok()
+                .filter(|h| h.version == HANDOVER_VERSION)
+        });
+        shards.push(serde_json::json!({
+            "shard": end.plan.shard,
+            "dir": dir_name,
+            "exit_code": code,
+            "handed_over": handover.is_some(),
+        }));
+        match handover {
+            Some(handover) => parts.push(Part { dir_name, handover }),
+            None => {
+                worst_exit_code = worst_exit_code.max(1);
+                warnings.push(format!(
+                    "process {} ended ({}) without handing over its aggregates: its {} rows in \
+                     closed segments are kept in {} but are not in this summary",
+                    end.plan.shard,
+                    end.status,
+                    rows_on_disk(&end.plan.out),
+                    end.plan.out.display()
+                ));
             }
         }
-        totals.shards.push(serde_json::json!({
-            "shard": end.plan.shard,
-            "exit_code": code,
-            "run_dir": doc["run_dir"],
-            "requests": summary["requests"],
-            "failed": summary["failed"],
-            "verdict": doc["verdict"]["summary"],
-        }));
     }
-    totals
+    let start_at_unix_ns =
+        (spread.children.first()).map_or(0, |c| c.start_at_unix_ms as i64 * 1_000_000);
+    let facts = SpreadFacts {
+        start_at_unix_ns,
+        worst_exit_code,
+        warnings,
+        spread: serde_json::json!({
+            "processes": shards.len(),
+            "open_files_limit": spread.limit,
+            "shards": shards,
+        }),
+    };
+    let outcome = crate::runner::finish_spread(config, &spread.dir, parts, facts)?;
+    let code = outcome.exit_code().max(worst_exit_code);
+    Ok((outcome, code))
 }
 
 /// Rows in a run directory's closed segments, read from their Parquet footers.
@@ -410,47 +404,4 @@ fn rows_on_disk(dir: &Path) -> u64 {
             r.metadata().file_metadata().num_rows().max(0) as u64
         })
         .sum()
-}
-
-impl Totals {
-    /// The console's lines: where the run is, each process, the sums, how to read it as one.
-    pub fn console(&self) -> String {
-        let mut text = format!(
-            "spread over {} processes (open-files limit {} each): {}\n",
-            self.processes,
-            self.open_files_limit,
-            self.run_dir.display()
-        );
-        for shard in &self.shards {
-            text += &format!(
-                "  shard {}: {} requests, {} failed (exit {}); verdict: {}\n",
-                shard["shard"].as_str().unwrap_or("?"),
-                shard["requests"],
-                shard["failed"],
-                shard["exit_code"],
-                shard["verdict"].as_str().unwrap_or("none")
-            );
-        }
-        for lost in &self.lost {
-            text += &format!("  {lost}\n");
-        }
-        let errors: Vec<String> = self
-            .errors
-            .iter()
-            .map(|(c, n)| format!("{n} {c}"))
-            .collect();
-        text += &format!(
-            "all: {} requests, {} failed{}, {:.0} req/s\n\
-             percentiles over every process's rows: loadgen-analyze summary {}\n",
-            self.requests,
-            self.failed,
-            match errors.is_empty() {
-                true => String::new(),
-                false => format!(" ({})", errors.join(", ")),
-            },
-            self.throughput_rps,
-            self.run_dir.display()
-        );
-        text
-    }
 }
