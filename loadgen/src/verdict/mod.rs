@@ -19,6 +19,7 @@
 pub mod checks;
 pub mod client;
 pub mod decide;
+pub mod queueing;
 pub mod rule;
 pub mod schedule;
 pub mod server;
