@@ -1,0 +1,62 @@
+//! One closed level's latency against its own fastest response (issue 44), on loadgen-server
+//! with known truths: 4 workers × 10 ms and 16 connections queue at the server (12 of them
+//! wait); 2 connections against 8 workers × 10 ms never wait. The verdict says each weakly —
+//! one level cannot show a server's saturation itself — and run.json holds the numbers.
+
+mod common;
+
+use common::{loadgen_bin, run_json, ServerOnRuntime};
+use servers::ServerConfig;
+
+/// Runs `loadgen run` for 2 s with `connections` against a server of `workers` × 10 ms and
+/// returns run.json's verdict.
+fn verdict_of(workers: usize, connections: &str) -> serde_json::Value {
+    let server = ServerOnRuntime::start(ServerConfig {
+        service_time: "10ms".parse().unwrap(),
+        workers: Some(workers),
+        ..ServerConfig::default()
+    });
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("run");
+    let url = server.url("/albums/1");
+    let output = loadgen_bin()
+        .args(["run", "--url", &url, "-c", connections, "-d", "2s"])
+        .args(["--no-progress", "--out", out.to_str().unwrap()])
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert!(output.status.success(), "{stdout}");
+    let verdict = run_json(&out)["verdict"].clone();
+    let rule = verdict["rule"].as_str().unwrap();
+    assert!(stdout.contains("(weak) —"), "{rule}: {stdout}");
+    verdict
+}
+
+#[test]
+fn sixteen_connections_on_four_workers_wait_at_the_server() {
+    let verdict = verdict_of(4, "16");
+    assert_eq!(verdict["rule"], "server.queueing", "{verdict:#}");
+    assert_eq!(verdict["cause"], "server");
+    assert_eq!(verdict["strength"], "weak");
+    let numbers = &verdict["numbers"];
+    // 16 connections on 4 workers: a request waits for 3 others, ~40 ms against 10 ms.
+    assert!(numbers["latency_ratio"].as_f64().unwrap() >= 2.0, "{numbers}");
+    // What the server served at a time (throughput × the fastest response) is at most half
+    // the connections; above its 4 workers only by what a busy machine adds to the fastest.
+    let at_once = numbers["served_at_once"].as_f64().unwrap();
+    assert!((1.0..=8.0).contains(&at_once), "{numbers}");
+    let summary = verdict["summary"].as_str().unwrap();
+    assert!(summary.contains("requests waited there"), "{summary}");
+    assert!(summary.contains("--server-metrics"), "{summary}");
+}
+
+#[test]
+fn two_connections_on_eight_workers_never_wait() {
+    let verdict = verdict_of(8, "2");
+    assert_eq!(verdict["rule"], "none.no_queue", "{verdict:#}");
+    assert_eq!(verdict["cause"], "none");
+    assert_eq!(verdict["strength"], "weak");
+    assert!(verdict["numbers"]["latency_ratio"].as_f64().unwrap() <= 1.5);
+    let summary = verdict["summary"].as_str().unwrap();
+    assert!(summary.contains("nothing queued at the server"), "{summary}");
+}
