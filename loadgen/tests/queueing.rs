@@ -40,7 +40,10 @@ fn sixteen_connections_on_four_workers_wait_at_the_server() {
     assert_eq!(verdict["strength"], "weak");
     let numbers = &verdict["numbers"];
     // 16 connections on 4 workers: a request waits for 3 others, ~40 ms against 10 ms.
-    assert!(numbers["latency_ratio"].as_f64().unwrap() >= 2.0, "{numbers}");
+    assert!(
+        numbers["latency_ratio"].as_f64().unwrap() >= 2.0,
+        "{numbers}"
+    );
     // What the server served at a time (throughput × the fastest response) is at most half
     // the connections; above its 4 workers only by what a busy machine adds to the fastest.
     let at_once = numbers["served_at_once"].as_f64().unwrap();
@@ -58,5 +61,8 @@ fn two_connections_on_eight_workers_never_wait() {
     assert_eq!(verdict["strength"], "weak");
     assert!(verdict["numbers"]["latency_ratio"].as_f64().unwrap() <= 1.5);
     let summary = verdict["summary"].as_str().unwrap();
-    assert!(summary.contains("nothing queued at the server"), "{summary}");
+    assert!(
+        summary.contains("nothing queued at the server"),
+        "{summary}"
+    );
 }
