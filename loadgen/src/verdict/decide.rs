@@ -165,10 +165,12 @@ fn in_context(f: &Facts<'_>, decision: &Decision, phase: Option<&PhaseWorkers>) 
             );
         }
     }
-    let sharing = f
-        .client
-        .and_then(ClientSummary::sharing)
-        .filter(|_| matches!(cause, Cause::Client | Cause::Server | Cause::Inconclusive));
+    // Who shares the cores bears on a cause the server's or client's time decided, and on
+    // `none.no_queue`, which rests on the server's latency too.
+    let sharing = f.client.and_then(ClientSummary::sharing).filter(|_| {
+        matches!(cause, Cause::Client | Cause::Server | Cause::Inconclusive)
+            || decision.rule == Rule::NoneNoQueue
+    });
     match sharing {
         Some(sharing) => format!("{text} — {sharing} with the client"),
         None => text,
@@ -684,6 +686,22 @@ mod tests {
         assert_eq!(
             (v.cause, v.strength, v.rule.name()),
             (Cause::None, Strength::Weak, "none.no_queue")
+        );
+        // The server's latency on the client's cores: said, as for a server cause.
+        let mut client = ClientSummary {
+            samples: 3,
+            cpuset_cores: 2,
+            ..Default::default()
+        };
+        client.set_shared_with(Some("the server on this machine (loopback)"));
+        let v = decide(Facts {
+            client: Some(&client),
+            ..facts(&paced, &c)
+        });
+        assert!(
+            v.summary.ends_with("shares these 2 cores with the client"),
+            "{}",
+            v.summary
         );
         // Exponential service times: the fastest is a short request, not the no-queue time.
         let varied = one_level(2, 0.1, 7.0, 200.0);
