@@ -49,7 +49,10 @@ fn sixteen_connections_on_four_workers_wait_at_the_server() {
     let at_once = numbers["served_at_once"].as_f64().unwrap();
     assert!((1.0..=8.0).contains(&at_once), "{numbers}");
     let summary = verdict["summary"].as_str().unwrap();
-    assert!(summary.contains("requests waited there"), "{summary}");
+    assert!(
+        summary.contains("requests waited at the server"),
+        "{summary}"
+    );
     assert!(summary.contains("--server-metrics"), "{summary}");
 }
 

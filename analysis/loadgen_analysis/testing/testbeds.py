@@ -351,7 +351,7 @@ ONE_LEVEL_SAYS = "one level cannot tell a server at its capacity"
 #: A single run of one kind of request whose median response is many times its fastest: the
 #: requests waited at the server, which the engine says weakly (``server.queueing``, issue 44).
 QUEUED = "server (weak): requests waited"
-QUEUED_SAYS = "likely the server: requests waited there"
+QUEUED_SAYS = "requests waited at the server"
 
 TESTBEDS = (
     Testbed(

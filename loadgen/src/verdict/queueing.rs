@@ -89,19 +89,20 @@ impl QueueFact {
         )
     }
 
-    /// The verdict's sentence when this fact decides (weakly).
+    /// The verdict's sentence when this fact decides (weakly); the console cuts it at its
+    /// ": ", the fact first.
     pub fn decided(&self) -> String {
         match self.queue {
             Queue::Waited => format!(
-                "likely the server: requests waited there — {}; one level cannot show the \
-                 server's saturation itself: scrape its metrics (--server-metrics) or run a \
-                 sweep to confirm",
+                "requests waited at the server — {}: likely its capacity, which one level \
+                 cannot show itself; scrape its metrics (--server-metrics) or run a sweep to \
+                 confirm",
                 self.sentence()
             ),
             _ => format!(
-                "likely the connections set the pace: nothing queued at the server — {}; a \
+                "nothing queued at the server — {}: likely the connections set the pace; a \
                  level with more connections tells whether the server has room (at exactly \
-                 its parallelism none queues either)",
+                 its parallelism nothing queues either)",
                 self.sentence()
             ),
         }
