@@ -91,7 +91,9 @@ pub fn decide(f: Facts<'_>) -> Verdict {
         .filter(|_| f.open.is_none() && f.level.is_none() && checks::phase_count(f.summary) == 1)
         .and_then(|p| QueueFact::of(f.summary, p, &mut numbers));
     // A body that came late is time at the server, not the network's.
-    let shares = match checks::body_came_late(run_findings) {
+    let late = checks::body_came_late(run_findings);
+    let queue = queue.map(|q| q.body_came_late(late));
+    let shares = match late {
         true => Shares {
             server_wait: shares.server_wait.zip(shares.transfer).map(|(w, t)| w + t),
             ..shares
@@ -703,6 +705,12 @@ mod tests {
             "{}",
             v.summary
         );
+        // Issue 44's JDK pool: no queue, but each body held back ~40 ms by the server's
+        // Nagle — the server set each request's time, not the connections: no cause.
+        let mut late = components(0.7, 0.01);
+        late.bytes_by_second = vec![(0, 0), (1_000, 150_000), (1_000, 140_000), (0, 0)];
+        let v = decide(facts(&paced, &late));
+        assert_eq!(v.rule.name(), "inconclusive.one_level", "{}", v.summary);
         // Exponential service times: the fastest is a short request, not the no-queue time.
         let varied = one_level(2, 0.1, 7.0, 200.0);
         let v = decide(facts(&varied, &c));

@@ -75,6 +75,20 @@ impl QueueFact {
         })
     }
 
+    /// A body the server sent late (after its headers: Nagle's algorithm, a flush) is time
+    /// the server held every response: that nothing queued then does not mean the
+    /// connections set the pace (the zoo's JDK pool at 16 connections, each response held
+    /// ~40 ms), so no queue tells nothing.
+    pub fn body_came_late(self, late: bool) -> Self {
+        match (late, self.queue) {
+            (true, Queue::NoWait) => QueueFact {
+                queue: Queue::CannotTell,
+                ..self
+            },
+            _ => self,
+        }
+    }
+
     /// The fact in a sentence: "the median response (41 ms) is 4.1× the level's fastest
     /// (10 ms) with 16 connections: the server served about 3.9 at a time".
     pub fn sentence(&self) -> String {
