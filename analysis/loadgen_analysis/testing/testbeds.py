@@ -348,10 +348,6 @@ class Testbed:
 #: cannot show it is at its capacity, and the verdict says so instead of guessing (issue 34).
 ONE_LEVEL = "inconclusive: one level"
 ONE_LEVEL_SAYS = "one level cannot tell a server at its capacity"
-#: A single run of one kind of request whose median response is many times its fastest: the
-#: requests waited at the server, which the engine says weakly (``server.queueing``, issue 44).
-QUEUED = "server (weak): requests waited"
-QUEUED_SAYS = "requests waited at the server"
 
 TESTBEDS = (
     Testbed(
@@ -380,10 +376,10 @@ TESTBEDS = (
     ),
     Testbed(
         "same link, 2 KB image, server of 8 workers × 10 ms",
-        QUEUED,
+        ONE_LEVEL,
         _behind_link("2KB", 40, CAPACITY_SERVER),
         why_not=harness.why_no_shaped_link,
-        summary_says=QUEUED_SAYS,
+        summary_says=ONE_LEVEL_SAYS,
     ),
     Testbed("think time: 30 ms, -c 8", "none", record_think_time),
     Testbed("errors: 10 % answered 500", "errors", record_errors),
