@@ -2,15 +2,17 @@
 //! with known truths: 4 workers × 10 ms and 16 connections queue at the server (12 of them
 //! wait); 2 connections against 8 workers × 10 ms never wait. The verdict says each weakly —
 //! one level cannot show a server's saturation itself — and run.json holds the numbers.
+//! `--probe` adds R(1) at one connection after the level: the 10 ms service time, against
+//! which the queued level's median is several times longer.
 
 mod common;
 
 use common::{loadgen_bin, run_json, ServerOnRuntime};
 use servers::ServerConfig;
 
-/// Runs `loadgen run` for 2 s with `connections` against a server of `workers` × 10 ms and
-/// returns run.json's verdict.
-fn verdict_of(workers: usize, connections: &str) -> serde_json::Value {
+/// Runs `loadgen run --probe` for 2 s with `connections` against a server of `workers` × 10 ms
+/// and returns run.json's verdict and probe.
+fn verdict_of(workers: usize, connections: &str) -> (serde_json::Value, serde_json::Value) {
     let server = ServerOnRuntime::start(ServerConfig {
         service_time: "10ms".parse().unwrap(),
         workers: Some(workers),
@@ -20,21 +22,39 @@ fn verdict_of(workers: usize, connections: &str) -> serde_json::Value {
     let out = dir.path().join("run");
     let url = server.url("/albums/1");
     let output = loadgen_bin()
-        .args(["run", "--url", &url, "-c", connections, "-d", "2s"])
+        .args([
+            "run",
+            "--url",
+            &url,
+            "-c",
+            connections,
+            "-d",
+            "2s",
+            "--probe",
+        ])
         .args(["--no-progress", "--out", out.to_str().unwrap()])
         .output()
         .unwrap();
     let stdout = String::from_utf8_lossy(&output.stdout);
     assert!(output.status.success(), "{stdout}");
-    let verdict = run_json(&out)["verdict"].clone();
+    let run_json = run_json(&out);
+    let verdict = run_json["verdict"].clone();
     let rule = verdict["rule"].as_str().unwrap();
     assert!(stdout.contains("(weak) —"), "{rule}: {stdout}");
-    verdict
+    let probe = run_json["probe"].clone();
+    assert_eq!(probe["requests"], 50, "{probe}");
+    assert_eq!(probe["failed"], 0, "{probe}");
+    // One connection never waits behind another: R(1) is the service time, at least 10 ms.
+    assert!(probe["r1_ns"].as_f64().unwrap() >= 10e6, "{probe}");
+    assert!(stdout.contains("Probe "), "{stdout}");
+    (verdict, probe)
 }
 
 #[test]
 fn sixteen_connections_on_four_workers_wait_at_the_server() {
-    let verdict = verdict_of(4, "16");
+    let (verdict, probe) = verdict_of(4, "16");
+    // The level's median against R(1): 16 connections on 4 workers wait for ~3 others.
+    assert!(probe["latency_ratio"].as_f64().unwrap() >= 2.0, "{probe}");
     assert_eq!(verdict["rule"], "server.queueing", "{verdict:#}");
     assert_eq!(verdict["cause"], "server");
     assert_eq!(verdict["strength"], "weak");
@@ -58,7 +78,8 @@ fn sixteen_connections_on_four_workers_wait_at_the_server() {
 
 #[test]
 fn two_connections_on_eight_workers_never_wait() {
-    let verdict = verdict_of(8, "2");
+    let (verdict, probe) = verdict_of(8, "2");
+    assert!(probe["latency_ratio"].as_f64().unwrap() <= 1.5, "{probe}");
     assert_eq!(verdict["rule"], "none.no_queue", "{verdict:#}");
     assert_eq!(verdict["cause"], "none");
     assert_eq!(verdict["strength"], "weak");

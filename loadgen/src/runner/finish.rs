@@ -139,7 +139,7 @@ fn exit_code(
 
 /// Writes what the run produced and returns it.
 pub(super) async fn finish(
-    config: RunConfig,
+    mut config: RunConfig,
     target: PreparedTarget,
     output: RunOutput,
     driven: Driven,
@@ -153,9 +153,6 @@ pub(super) async fn finish(
     let mut report = wait_for_writer(output.writer, &output.run_dir).await?;
     let aborted = watched_to_the_end(driven.level_watch).await;
     let exit_reason = stop.reason().unwrap_or(ExitReason::Completed);
-    // The load is over: a signal from here on stops the upload or the metrics linger, and
-    // is not announced as stopping the load.
-    stop.drain(exit_reason);
     let summary = summarize(
         &config,
         &driven.live,
@@ -164,6 +161,15 @@ pub(super) async fn finish(
         i64::MAX,
     );
     let thresholds = thresholds::evaluate(&config.thresholds, &report.stats, &summary);
+    let ended = matches!(
+        exit_reason,
+        ExitReason::Completed | ExitReason::DurationElapsed
+    );
+    let probe = (config.probe.take()).filter(|_| ended);
+    let probe = super::probe::measure(probe, &summary, &mut warnings).await;
+    // The load is over: a signal from here on stops the upload or the metrics linger, and
+    // is not announced as stopping the load.
+    stop.drain(exit_reason);
     let judged = judge(&config, &summary, &mut report, (exit_reason, aborted));
     let facts = (&summary, &report, &judged);
     let verdict = decide_verdict(&config, facts, &client, scrapes, &mut warnings);
@@ -183,6 +189,7 @@ pub(super) async fn finish(
             thresholds: &thresholds,
             verdict: &verdict,
             request_ops: config.workload.request_ops(),
+            probe: probe.as_ref(),
         },
         extra,
     )?;
@@ -205,6 +212,7 @@ pub(super) async fn finish(
         &verdict,
         &warnings,
     );
+    footer.extend(probe.iter().map(|p| ("Probe", p.line())));
     footer.extend(config.notes.iter().map(|note| ("Note", note.clone())));
     let console = console::render(&summary, &header, &footer);
     Ok(RunOutcome {

@@ -15,6 +15,7 @@ mod finish;
 mod live_page;
 mod output;
 mod ports;
+mod probe;
 mod run_json;
 mod target;
 
@@ -22,6 +23,7 @@ pub use error::RunError;
 pub use finish::{Judged, RunOutcome};
 pub use output::HostInfo;
 pub(crate) use ports::ports_per_address;
+pub use probe::Probe;
 
 use crate::config::{RunConfig, Target};
 use crate::model::ModelPlan;
