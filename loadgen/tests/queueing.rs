@@ -47,6 +47,9 @@ fn verdict_of(workers: usize, connections: &str) -> (serde_json::Value, serde_js
     // One connection never waits behind another: R(1) is the service time, at least 10 ms.
     assert!(probe["r1_ns"].as_f64().unwrap() >= 10e6, "{probe}");
     assert!(stdout.contains("Probe "), "{stdout}");
+    let evidence = verdict["evidence"].to_string();
+    assert!(evidence.contains("probe: 1 connection"), "{evidence}");
+    assert_eq!(verdict["numbers"]["probe_r1_ns"], probe["r1_ns"]);
     (verdict, probe)
 }
 

@@ -172,7 +172,10 @@ pub(super) async fn finish(
     stop.drain(exit_reason);
     let judged = judge(&config, &summary, &mut report, (exit_reason, aborted));
     let facts = (&summary, &report, &judged);
-    let verdict = decide_verdict(&config, facts, &client, scrapes, &mut warnings);
+    let mut verdict = decide_verdict(&config, facts, &client, scrapes, &mut warnings);
+    if let Some(probe) = &probe {
+        probe.add_to(&mut verdict);
+    }
     let header = header(&config, &target);
     target.shut_down().await;
 

@@ -12,6 +12,7 @@ use serde::Serialize;
 use crate::config::{Output, RunConfig};
 use crate::report::RunSummary;
 use crate::stop::StopSignal;
+use crate::verdict::Verdict;
 
 /// What the probe measured (run.json `probe`).
 #[derive(Debug, Clone, Serialize)]
@@ -39,6 +40,18 @@ impl Probe {
             crate::units::duration(self.level_median_ns),
             self.latency_ratio
         )
+    }
+}
+
+impl Probe {
+    /// The probe in the verdict's evidence and numbers (`probe_r1_ns`,
+    /// `probe_latency_ratio`): a fact beside the decision, which it does not change yet.
+    pub fn add_to(&self, verdict: &mut Verdict) {
+        verdict.evidence.push(format!("probe: {}", self.line()));
+        verdict.numbers.insert("probe_r1_ns", self.r1_ns);
+        verdict
+            .numbers
+            .insert("probe_latency_ratio", self.latency_ratio);
     }
 }
 
