@@ -1,9 +1,10 @@
 //! One closed level's latency against its own fastest response (issue 44), on loadgen-server
 //! with known truths: 4 workers × 10 ms and 16 connections queue at the server (12 of them
-//! wait); 2 connections against 8 workers × 10 ms never wait. The verdict says each weakly —
-//! one level cannot show a server's saturation itself — and run.json holds the numbers.
+//! wait); 2 connections against 8 workers × 10 ms never wait. Without a probe the verdict says
+//! each weakly (one level's fastest response is one sign) and run.json holds the numbers.
 //! `--probe` adds R(1) at one connection after the level: the 10 ms service time, against
-//! which the queued level's median is several times longer.
+//! which the queued level's median is several times longer — a second sign, which makes the
+//! queued level's `server.queueing` strong; the level that never waits stays weakly none.
 
 mod common;
 
@@ -39,8 +40,11 @@ fn verdict_of(workers: usize, connections: &str) -> (serde_json::Value, serde_js
     assert!(output.status.success(), "{stdout}");
     let run_json = run_json(&out);
     let verdict = run_json["verdict"].clone();
-    let rule = verdict["rule"].as_str().unwrap();
-    assert!(stdout.contains("(weak) —"), "{rule}: {stdout}");
+    let (rule, strength) = (&verdict["rule"], verdict["strength"].as_str().unwrap());
+    assert!(
+        stdout.contains(&format!("({strength}) —")),
+        "{rule}: {stdout}"
+    );
     let probe = run_json["probe"].clone();
     assert_eq!(probe["requests"], 50, "{probe}");
     assert_eq!(probe["failed"], 0, "{probe}");
@@ -60,7 +64,8 @@ fn sixteen_connections_on_four_workers_wait_at_the_server() {
     assert!(probe["latency_ratio"].as_f64().unwrap() >= 2.0, "{probe}");
     assert_eq!(verdict["rule"], "server.queueing", "{verdict:#}");
     assert_eq!(verdict["cause"], "server");
-    assert_eq!(verdict["strength"], "weak");
+    // Two independent signs agree (the fastest response, the probe): said strongly.
+    assert_eq!(verdict["strength"], "strong", "{verdict:#}");
     let numbers = &verdict["numbers"];
     // 16 connections on 4 workers: a request waits for 3 others, ~40 ms against 10 ms.
     assert!(
@@ -76,7 +81,7 @@ fn sixteen_connections_on_four_workers_wait_at_the_server() {
         summary.contains("requests waited at the server"),
         "{summary}"
     );
-    assert!(summary.contains("--server-metrics"), "{summary}");
+    assert!(summary.contains("a probe at one connection"), "{summary}");
 }
 
 #[test]

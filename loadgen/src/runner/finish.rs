@@ -172,7 +172,14 @@ pub(super) async fn finish(
     stop.drain(exit_reason);
     let judged = judge(&config, &summary, &mut report, (exit_reason, aborted));
     let facts = (&summary, &report, &judged);
-    let mut verdict = decide_verdict(&config, facts, &client, scrapes, &mut warnings);
+    let probe_r1_ns = probe.as_ref().map(|p| p.r1_ns);
+    let mut verdict = decide_verdict(
+        &config,
+        (facts, probe_r1_ns),
+        &client,
+        scrapes,
+        &mut warnings,
+    );
     if let Some(probe) = &probe {
         probe.add_to(&mut verdict);
     }
@@ -367,7 +374,7 @@ fn judge(
 /// client's CPU, an open run's schedule, a capacity level's SLOs, the server's scrapes.
 fn decide_verdict(
     config: &RunConfig,
-    (summary, report, judged): (&RunSummary, &WriterReport, &Judged),
+    ((summary, report, judged), probe_r1_ns): ((&RunSummary, &WriterReport, &Judged), Option<f64>),
     client: &Option<ClientSummary>,
     scrapes: Option<Scrapes>,
     warnings: &mut Vec<String>,
@@ -390,6 +397,7 @@ fn decide_verdict(
         server,
         level: judged.level.as_ref(),
         decided_by: decided_by(config),
+        probe_r1_ns,
     })
 }
 

@@ -35,6 +35,9 @@ pub struct Facts<'a> {
     /// A capacity level: its SLOs judged, whether it was stopped early or cut short.
     pub level: Option<&'a LevelFacts>,
     pub decided_by: &'static str,
+    /// `--probe`'s R(1), the median at one connection after the level: a second sign of
+    /// queueing beside the level's fastest response.
+    pub probe_r1_ns: Option<f64>,
 }
 
 /// The deciding rule, its sentence, and the findings it used (left out of the evidence).
@@ -92,7 +95,7 @@ pub fn decide(f: Facts<'_>) -> Verdict {
         .and_then(|p| QueueFact::of(f.summary, p, &mut numbers));
     // A body that came late is time at the server, not the network's.
     let late = checks::body_came_late(run_findings);
-    let queue = queue.map(|q| q.body_came_late(late));
+    let queue = queue.map(|q| q.body_came_late(late).with_probe(f.probe_r1_ns, late));
     let shares = match late {
         true => Shares {
             server_wait: shares.server_wait.zip(shares.transfer).map(|(w, t)| w + t),
@@ -132,7 +135,10 @@ pub fn decide(f: Facts<'_>) -> Verdict {
     let saturated = server.iter().any(|x| x.limit);
     Verdict {
         cause: decision.rule.cause(),
-        strength: strength(&f, decision.rule),
+        strength: match queue.filter(|q| q.confirmed) {
+            Some(_) if decision.rule == Rule::ServerQueueing => super::Strength::Strong,
+            _ => strength(&f, decision.rule),
+        },
         rule: decision.rule,
         summary,
         evidence,
@@ -450,6 +456,7 @@ mod tests {
             server: None,
             level: None,
             decided_by: "test",
+            probe_r1_ns: None,
         }
     }
 
@@ -667,6 +674,50 @@ mod tests {
     /// 10 ms with 16 connections waits at the server (weakly `server`); 2 connections against
     /// 8 workers do not (weakly `none`); a service time that varies (the fastest a short one)
     /// or a ratio in between stays inconclusive; the server's saturation measured wins.
+    /// `--probe`'s R(1): a second sign beside the fastest response. Both say queueing: strong;
+    /// the probe says the opposite: inconclusive; bodies that came late: never strong.
+    #[test]
+    fn the_probe_at_one_connection_confirms_or_undoes_queueing() {
+        let c = components(0.0, 0.0);
+        let queued = one_level(16, 10.0, 40.0, 400.0);
+        let probed = |r1_ms: f64, components| {
+            decide(Facts {
+                probe_r1_ns: Some(r1_ms * 1e6),
+                ..facts(&queued, components)
+            })
+        };
+        let v = probed(10.5, &c);
+        assert_eq!(
+            (v.cause, v.strength, v.rule.name()),
+            (Cause::Server, Strength::Strong, "server.queueing")
+        );
+        assert!(
+            v.summary.contains("median of a probe at one"),
+            "{}",
+            v.summary
+        );
+        // The probe as slow as the level: nothing waited by it, so the two signs disagree.
+        let v = probed(38.0, &c);
+        assert_eq!(v.rule.name(), "inconclusive.one_level", "{}", v.summary);
+        // In between: the probe tells nothing, the fastest response's weak answer stands.
+        let v = probed(23.0, &c);
+        assert_eq!(
+            (v.rule.name(), v.strength),
+            ("server.queueing", Strength::Weak)
+        );
+        // Bodies held back after their headers: the server's time, never a strong queue.
+        let mut late = components(0.7, 0.01);
+        late.bytes_by_second = vec![(0, 0), (1_000, 150_000), (1_000, 140_000), (0, 0)];
+        let v = probed(10.5, &late);
+        assert_eq!(
+            v.strength,
+            Strength::Weak,
+            "{}: {}",
+            v.rule.name(),
+            v.summary
+        );
+    }
+
     #[test]
     fn one_levels_latency_against_its_fastest_says_queueing_weakly() {
         let c = components(0.0, 0.0);

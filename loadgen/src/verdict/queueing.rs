@@ -40,6 +40,18 @@ pub fn classify(latency_ratio: f64, served_at_once: f64) -> Queue {
     }
 }
 
+/// What the level's median against R(1) of `--probe` says (`contract/verdict.json`'s
+/// `probe_vectors`).
+pub fn classify_probe(probe_latency_ratio: f64) -> Queue {
+    if probe_latency_ratio >= T.probe_queueing_ratio {
+        Queue::Waited
+    } else if probe_latency_ratio <= T.probe_no_queue_ratio {
+        Queue::NoWait
+    } else {
+        Queue::CannotTell
+    }
+}
+
 /// The level's fact: its fastest and median response, what the server served at once, and
 /// what that says.
 #[derive(Debug, Clone, Copy)]
@@ -49,6 +61,11 @@ pub struct QueueFact {
     pub workers: u64,
     pub served_at_once: f64,
     pub queue: Queue,
+    /// `--probe` says the same as the fastest response — requests waited — and the bodies
+    /// came with their headers: two independent signs, said strongly.
+    pub confirmed: bool,
+    /// The level's median against `--probe`'s R(1), when there was a probe.
+    pub probe_latency_ratio: Option<f64>,
 }
 
 impl QueueFact {
@@ -72,6 +89,8 @@ impl QueueFact {
             workers: p.started,
             served_at_once,
             queue: classify(latency_ratio, served_at_once),
+            confirmed: false,
+            probe_latency_ratio: None,
         })
     }
 
@@ -86,6 +105,31 @@ impl QueueFact {
                 ..self
             },
             _ => self,
+        }
+    }
+
+    /// With `--probe`'s R(1) (`r1_ns`): both signs of queueing, with bodies on time, confirm
+    /// it; a probe that says the opposite leaves the level unable to tell; a probe in between,
+    /// or none, changes nothing. Call after [`Self::body_came_late`].
+    pub fn with_probe(self, r1_ns: Option<f64>, late: bool) -> Self {
+        let Some(r1_ns) = r1_ns.filter(|r| *r > 0.0) else {
+            return self;
+        };
+        let ratio = self.median_ns / r1_ns;
+        let probed = QueueFact {
+            probe_latency_ratio: Some(ratio),
+            ..self
+        };
+        match (self.queue, classify_probe(ratio)) {
+            (Queue::Waited, Queue::Waited) => QueueFact {
+                confirmed: !late,
+                ..probed
+            },
+            (Queue::Waited, Queue::NoWait) | (Queue::NoWait, Queue::Waited) => QueueFact {
+                queue: Queue::CannotTell,
+                ..probed
+            },
+            _ => probed,
         }
     }
 
@@ -106,8 +150,18 @@ impl QueueFact {
     /// The verdict's sentence when this fact decides (weakly); the console cuts it at its
     /// ": ", the fact first.
     pub fn decided(&self) -> String {
-        match self.queue {
-            Queue::Waited => format!(
+        match (
+            self.queue,
+            self.probe_latency_ratio.filter(|_| self.confirmed),
+        ) {
+            (Queue::Waited, Some(ratio)) => format!(
+                "requests waited at the server — {}, and {:.1}× the median of a probe at one \
+                 connection after the level: its capacity at this level; a sweep shows where \
+                 it starts",
+                self.sentence(),
+                ratio
+            ),
+            (Queue::Waited, None) => format!(
                 "requests waited at the server — {}: likely its capacity, which one level \
                  cannot show itself; scrape its metrics (--server-metrics) or run a sweep to \
                  confirm",
@@ -126,6 +180,25 @@ impl QueueFact {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// contract/verdict.json's `probe_vectors`: what the level's median against R(1) says.
+    #[test]
+    fn the_probe_is_told_as_the_contracts_vectors_say() {
+        let contract: serde_json::Value =
+            serde_json::from_str(super::super::rule::VERDICT_JSON).unwrap();
+        let vectors = contract["probe_vectors"].as_array().unwrap();
+        assert!(vectors.len() >= 6);
+        for v in vectors {
+            let queue = classify_probe(v["probe_latency_ratio"].as_f64().unwrap());
+            let expected = match v["queue"].as_str() {
+                Some("waited") => Queue::Waited,
+                Some("no_wait") => Queue::NoWait,
+                None => Queue::CannotTell,
+                Some(other) => panic!("unknown queue {other}"),
+            };
+            assert_eq!(queue, expected, "{v}");
+        }
+    }
 
     /// contract/verdict.json's `queue_vectors`: what a level's latency against its fastest
     /// response says.

@@ -45,6 +45,8 @@ pub struct Thresholds {
     pub queueing_latency_ratio: f64,
     pub no_queue_latency_ratio: f64,
     pub min_served_at_once: f64,
+    pub probe_queueing_ratio: f64,
+    pub probe_no_queue_ratio: f64,
 }
 
 /// `contract/sustainability.json`'s numbers.
