@@ -228,6 +228,22 @@ def test_the_queue_vectors_straddle_the_contracts_thresholds() -> None:
         assert name in rules["meanings"], name
 
 
+def test_the_probe_vectors_straddle_the_contracts_thresholds() -> None:
+    """``contract/verdict.json``'s ``probe_vectors`` (issue 44, ``loadgen run --probe``), which
+    the engine's rule is held to (``loadgen/src/verdict/queueing.rs``): each threshold has a
+    vector on it and one beside it, and every vector names one of the three answers."""
+    rules = verdict_rules()
+    vectors = rules["probe_vectors"]
+    assert rules["probe_no_queue_ratio"] < rules["probe_queueing_ratio"]
+    assert {v["queue"] for v in vectors} == {"waited", "no_wait", None}
+    ratios = {v["probe_latency_ratio"] for v in vectors}
+    for name in ("probe_queueing_ratio", "probe_no_queue_ratio"):
+        threshold = rules[name]
+        assert threshold in ratios, name
+        assert any(abs(x - threshold) <= 0.02 and x != threshold for x in ratios), name
+        assert name in rules["meanings"], name
+
+
 def test_a_queued_level_holds_its_latency_numbers_to_the_contract(
     binaries: Binaries, tmp_path: Path
 ) -> None:
