@@ -7,6 +7,7 @@ use std::sync::atomic::Ordering;
 
 use super::drive::Driven;
 use super::output::RunOutput;
+use super::probe::Probe;
 use super::run_json::{write_run_json, RecordsInfo, RunJson};
 use super::target::PreparedTarget;
 use super::{RunError, RunJsonExtra};
@@ -161,28 +162,13 @@ pub(super) async fn finish(
         i64::MAX,
     );
     let thresholds = thresholds::evaluate(&config.thresholds, &report.stats, &summary);
-    let ended = matches!(
-        exit_reason,
-        ExitReason::Completed | ExitReason::DurationElapsed
-    );
-    let probe = (config.probe.take()).filter(|_| ended);
-    let probe = super::probe::measure(probe, &summary, &mut warnings).await;
+    let probe = super::probe::after(&mut config, exit_reason, &summary, &mut warnings).await;
     // The load is over: a signal from here on stops the upload or the metrics linger, and
     // is not announced as stopping the load.
     stop.drain(exit_reason);
     let judged = judge(&config, &summary, &mut report, (exit_reason, aborted));
-    let facts = (&summary, &report, &judged);
-    let probe_r1_ns = probe.as_ref().map(|p| p.r1_ns);
-    let mut verdict = decide_verdict(
-        &config,
-        (facts, probe_r1_ns),
-        &client,
-        scrapes,
-        &mut warnings,
-    );
-    if let Some(probe) = &probe {
-        probe.add_to(&mut verdict);
-    }
+    let facts = (&summary, &report, &judged, probe.as_ref());
+    let verdict = decide_verdict(&config, facts, &client, scrapes, &mut warnings);
     let header = header(&config, &target);
     target.shut_down().await;
 
@@ -374,7 +360,7 @@ fn judge(
 /// client's CPU, an open run's schedule, a capacity level's SLOs, the server's scrapes.
 fn decide_verdict(
     config: &RunConfig,
-    ((summary, report, judged), probe_r1_ns): ((&RunSummary, &WriterReport, &Judged), Option<f64>),
+    (summary, report, judged, probe): (&RunSummary, &WriterReport, &Judged, Option<&Probe>),
     client: &Option<ClientSummary>,
     scrapes: Option<Scrapes>,
     warnings: &mut Vec<String>,
@@ -388,7 +374,7 @@ fn decide_verdict(
             .map(|s| std::mem::take(&mut s.notes))
             .unwrap_or_default(),
     );
-    verdict::decide(verdict::Facts {
+    let mut verdict = verdict::decide(verdict::Facts {
         summary,
         components: &report.stats.components,
         client: client.as_ref(),
@@ -397,8 +383,12 @@ fn decide_verdict(
         server,
         level: judged.level.as_ref(),
         decided_by: decided_by(config),
-        probe_r1_ns,
-    })
+        probe_r1_ns: probe.map(|p| p.r1_ns),
+    });
+    if let Some(probe) = probe {
+        probe.add_to(&mut verdict);
+    }
+    verdict
 }
 
 /// Who decided the verdict: a run's judge, or a capacity level's.

@@ -11,7 +11,7 @@ use serde::Serialize;
 
 use crate::config::{Output, RunConfig};
 use crate::report::RunSummary;
-use crate::stop::StopSignal;
+use crate::stop::{ExitReason, StopSignal};
 use crate::verdict::Verdict;
 
 /// What the probe measured (run.json `probe`).
@@ -55,10 +55,25 @@ impl Probe {
     }
 }
 
+/// The run's `--probe` (taken from `config`), once a level that ended as planned is over.
+pub(super) async fn after(
+    config: &mut RunConfig,
+    exit_reason: ExitReason,
+    level: &RunSummary,
+    warnings: &mut Vec<String>,
+) -> Option<Probe> {
+    let ended = matches!(
+        exit_reason,
+        ExitReason::Completed | ExitReason::DurationElapsed
+    );
+    let probe = config.probe.take().filter(|_| ended);
+    measure(probe, level, warnings).await
+}
+
 /// Runs the probe once the level is over; `None` (with a warning) when it could not run or
 /// had no successful response. Its directory is removed. It has its own stop signal: the
 /// run's is already draining once its `-d` has elapsed, and the probe is bounded anyway.
-pub(super) async fn measure(
+async fn measure(
     probe: Option<Box<RunConfig>>,
     level: &RunSummary,
     warnings: &mut Vec<String>,
