@@ -1,9 +1,10 @@
 //! `--probe`: once a closed single-phase level has ended, a short run at one connection to
 //! the same target with the same requests — at most `config::PROBE_REQUESTS` requests and
-//! `config::PROBE_TIME` — through the same runner and worker loop. Its median is R(1), the response
-//! time with nothing else in flight; the level's median against it (R(N)/R(1)) is run.json's
-//! `probe`, beside the level's own numbers. Its rows go to a temporary directory that is
-//! removed: they are never the run's requests (the server counts them, the run does not).
+//! `config::PROBE_TIME` — through the same runner and worker loop. Its median is R(1), the
+//! response time with nothing else in flight; the level's median against it (R(N)/R(1)) is
+//! run.json's `probe` and a second sign of queueing for the verdict (`verdict::queueing`).
+//! Its rows go to a temporary directory that is removed: they are never the run's requests
+//! (the server counts them, the run does not).
 
 use std::path::PathBuf;
 
