@@ -16,9 +16,10 @@ import pyarrow.parquet as pq
 import pytest
 
 from loadgen_analysis.io import contract
+from loadgen_analysis.io.rules import verdict_rules
 from loadgen_analysis.testing import harness
 
-from .conftest import Binaries, run_cli
+from .conftest import Binaries, record, run_cli
 
 
 def _metadata(path: Path) -> dict[str, str]:
@@ -203,3 +204,59 @@ def test_a_renamed_column_or_field_is_reported() -> None:
     assert "levels[].n_eff is missing" in problems
     document["levels"][0]["requests"] = "1"
     assert any("levels[].requests" in p for p in contract.json_problems("sweep_json", document))
+
+
+def test_the_queue_vectors_straddle_the_contracts_thresholds() -> None:
+    """``contract/verdict.json``'s ``queue_vectors`` (issue 44), which the engine's rule is held
+    to (``loadgen/src/verdict/queueing.rs``): each of the three thresholds has a vector on it
+    and one beside it, and every vector names one of the three answers — so a threshold moved
+    in the contract moves a vector's answer, and the Rust test fails until both agree."""
+    rules = verdict_rules()
+    vectors = rules["queue_vectors"]
+    assert rules["no_queue_latency_ratio"] < rules["queueing_latency_ratio"]
+    assert {v["queue"] for v in vectors} == {"waited", "no_wait", None}
+    ratios = {v["latency_ratio"] for v in vectors}
+    at_once = {v["served_at_once"] for v in vectors}
+    for name, seen in (
+        ("queueing_latency_ratio", ratios),
+        ("no_queue_latency_ratio", ratios),
+        ("min_served_at_once", at_once),
+    ):
+        threshold = rules[name]
+        assert threshold in seen, name
+        assert any(abs(x - threshold) <= 0.02 and x != threshold for x in seen), name
+        assert name in rules["meanings"], name
+
+
+def test_the_probe_vectors_straddle_the_contracts_thresholds() -> None:
+    """``contract/verdict.json``'s ``probe_vectors`` (issue 44, ``loadgen run --probe``), which
+    the engine's rule is held to (``loadgen/src/verdict/queueing.rs``): each threshold has a
+    vector on it and one beside it, and every vector names one of the three answers."""
+    rules = verdict_rules()
+    vectors = rules["probe_vectors"]
+    assert rules["probe_no_queue_ratio"] < rules["probe_queueing_ratio"]
+    assert {v["queue"] for v in vectors} == {"waited", "no_wait", None}
+    ratios = {v["probe_latency_ratio"] for v in vectors}
+    for name in ("probe_queueing_ratio", "probe_no_queue_ratio"):
+        threshold = rules[name]
+        assert threshold in ratios, name
+        assert any(abs(x - threshold) <= 0.02 and x != threshold for x in ratios), name
+        assert name in rules["meanings"], name
+
+
+def test_a_queued_level_holds_its_latency_numbers_to_the_contract(
+    binaries: Binaries, tmp_path: Path
+) -> None:
+    """A real run that queues at the server (16 connections on 4 workers × 10 ms): run.json's
+    verdict is ``server.queueing``, said weakly, and its numbers are on the contract's side of
+    each threshold (the engine decides; this reads the file it wrote)."""
+    out = tmp_path / "queued"
+    server_args = ("--workers", "4", "--service-time", "10ms")
+    record(binaries, server_args, out, 16, "2s")
+    verdict = json.loads((out / "run.json").read_text())["verdict"]
+    assert (verdict["rule"], verdict["strength"]) == ("server.queueing", "weak"), verdict
+    numbers, rules = verdict["numbers"], verdict_rules()
+    assert numbers["latency_ratio"] >= rules["queueing_latency_ratio"], numbers
+    assert numbers["served_at_once"] >= rules["min_served_at_once"], numbers
+    ratio = numbers["median_latency_ns"] / numbers["fastest_latency_ns"]
+    assert ratio == pytest.approx(numbers["latency_ratio"]), numbers

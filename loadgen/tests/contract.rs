@@ -106,7 +106,7 @@ async fn a_real_run_writes_what_the_contract_says() {
     let url = format!("{}/", server.url());
     let scrape = format!("{}/metrics", server.url());
     for flags in [
-        &["-c", "2", "-n", "300", "--trace"][..],
+        &["-c", "2", "-n", "300", "--trace", "--probe"][..],
         &["--rate", "100", "-d", "1500ms", "--server-metrics", &scrape][..],
     ] {
         let (_dir, out, outcome) = run_at(&url, flags, StopSignal::new()).await;
@@ -121,6 +121,13 @@ async fn a_real_run_writes_what_the_contract_says() {
             "{flags:?}"
         );
         let run_json = contract::read_json(&out.join("run.json"));
+        // `--probe` after the closed level: its requests beside, never among, the run's.
+        assert_eq!(run_json["probe"].is_object(), flags.contains(&"--probe"));
+        if flags.contains(&"--probe") {
+            assert_eq!(run_json["summary"]["requests"], 300);
+            assert_eq!(common::read_rows(&out).len(), 300);
+            assert_eq!(run_json["probe"]["requests"], 50);
+        }
         assert!(
             run_json["client"].is_object(),
             "{flags:?}: no client summary"

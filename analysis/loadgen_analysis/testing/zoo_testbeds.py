@@ -41,7 +41,9 @@ from .zoo.targets import (
 
 # --------------------------------------------------------------------------- the rows
 
-ONE_LEVEL_OK = ()  # only `inconclusive` is right: one level at half capacity
+#: One closed level at half capacity: the server has room, so `inconclusive`, or `none` when
+#: nothing queued there and the connections set the pace (none.no_queue, issue 44).
+ONE_LEVEL_OK = ("none",)
 #: An open rate above a server's capacity: the server, or the timeouts it causes (errors).
 OVERLOADED = ("server", "errors")
 

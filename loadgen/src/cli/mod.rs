@@ -308,6 +308,12 @@ pub struct RunArgs {
     #[command(flatten)]
     pub dashboard: DashboardArgs,
 
+    /// After a closed level (-c), send at most 50 requests in at most 1 s at one connection
+    /// and record their median, R(1), in run.json's `probe`: the server counts them, the run's
+    /// rows do not hold them.
+    #[arg(long)]
+    pub probe: bool,
+
     /// With --out s3://: the longest the end of the run waits for uploads still going; what
     /// has not arrived by then stays in the local staging directory (exit 1).
     #[arg(long, value_name = "DURATION", value_parser = parse_duration, default_value = "60s", hide_short_help = true)]

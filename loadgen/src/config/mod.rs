@@ -156,6 +156,8 @@ pub struct RunConfig {
     pub abort_after: Option<Duration>,
     /// What a workflow asks of the run's judgement beyond a plain run's.
     pub judgement: Judgement,
+    /// `--probe`: the run at one connection after the level (a closed single-phase run's).
+    pub probe: Option<Box<RunConfig>>,
 }
 
 /// What a workflow asks of a run's judgement: its rows kept in memory (an open run keeps
@@ -474,15 +476,61 @@ impl RunInputs {
             thresholds,
             abort_after: self.abort_after,
             judgement: Judgement::default(),
+            probe: None,
         })
     }
+}
+
+/// `--probe`: requests the probe at one connection sends at most.
+pub const PROBE_REQUESTS: u64 = 50;
+/// `--probe`: how long the probe sends at most.
+pub const PROBE_TIME: Duration = Duration::from_secs(1);
+
+/// The probe's run for a closed single-phase `main`: its target, requests and transport at
+/// one connection, bounded, into a temporary directory, with no listeners, scrapes,
+/// thresholds or console of its own; `None` for any other model.
+fn probe_config(inputs: &RunInputs, main: &RunConfig) -> Result<Option<RunConfig>, ConfigError> {
+    if !matches!(main.model, ModelPlan::Closed(_)) || !main.sharding.shard.is_whole() {
+        return Ok(None);
+    }
+    let phase = crate::scenario::schema::PhaseSpec {
+        name: "probe".to_string(),
+        workers: crate::scenario::schema::WorkerCount::Count(1),
+        requests_per_worker: Some(PROBE_REQUESTS),
+        walk: None,
+        after: None,
+        when_done: None,
+        at: None,
+        fields: Default::default(),
+    };
+    let spec = crate::scenario::schema::ModelSpec::Phased(crate::scenario::schema::PhasedSpec {
+        max_workers: 1,
+        phases: vec![phase],
+        ..Default::default()
+    });
+    let dir = std::env::temp_dir().join(format!("loadgen-probe-{}", std::process::id()));
+    let mut config = inputs.config(ModelChoice::Spec(spec), Some(&dir))?;
+    config.duration_cap = Some(PROBE_TIME);
+    config.output.progress = false;
+    config.output.banner = false;
+    config.output.json = true;
+    config.output.metrics = LiveMetrics::default();
+    config.evidence.server_metrics = ServerMetrics::default();
+    config.evidence.trace_sample = None;
+    config.thresholds.clear();
+    config.abort_after = None;
+    Ok(Some(config))
 }
 
 impl RunConfig {
     /// Validates the flags of `loadgen run` (and the scenario they name).
     pub fn from_args(args: &RunArgs) -> Result<Self, ConfigError> {
-        let mut config = RunInputs::read(args.into())?.config(ModelChoice::Flags, None)?;
+        let inputs = RunInputs::read(args.into())?;
+        let mut config = inputs.config(ModelChoice::Flags, None)?;
         config.output.dashboard = parts::DashboardSettings::from_args(&args.dashboard);
+        if args.probe {
+            config.probe = probe_config(&inputs, &config)?.map(Box::new);
+        }
         Ok(config)
     }
 

@@ -7,6 +7,7 @@ use std::sync::atomic::Ordering;
 
 use super::drive::Driven;
 use super::output::RunOutput;
+use super::probe::Probe;
 use super::run_json::{write_run_json, RecordsInfo, RunJson};
 use super::target::PreparedTarget;
 use super::{RunError, RunJsonExtra};
@@ -144,7 +145,7 @@ pub(super) fn exit_code(
 
 /// Writes what the run produced and returns it.
 pub(super) async fn finish(
-    config: RunConfig,
+    mut config: RunConfig,
     target: PreparedTarget,
     output: RunOutput,
     driven: Driven,
@@ -158,9 +159,6 @@ pub(super) async fn finish(
     let mut report = wait_for_writer(output.writer, &output.run_dir).await?;
     let aborted = watched_to_the_end(driven.level_watch).await;
     let exit_reason = stop.reason().unwrap_or(ExitReason::Completed);
-    // The load is over: a signal from here on stops the upload or the metrics linger, and
-    // is not announced as stopping the load.
-    stop.drain(exit_reason);
     let summary = summarize(
         &config,
         &driven.live,
@@ -169,8 +167,12 @@ pub(super) async fn finish(
         i64::MAX,
     );
     let thresholds = thresholds::evaluate(&config.thresholds, &report.stats, &summary);
+    let probe = super::probe::after(&mut config, exit_reason, &summary, &mut warnings).await;
+    // The load is over: a signal from here on stops the upload or the metrics linger, and
+    // is not announced as stopping the load.
+    stop.drain(exit_reason);
     let judged = judge(&config, &summary, &mut report, (exit_reason, aborted));
-    let facts = (&summary, &report.stats.components, &judged);
+    let facts = (&summary, &report.stats.components, &judged, probe.as_ref());
     let verdict = decide_verdict(&config, facts, &client, scrapes, &mut warnings);
     let header = header(&config, &target);
     target.shut_down().await;
@@ -189,6 +191,7 @@ pub(super) async fn finish(
             thresholds: &thresholds,
             verdict: &verdict,
             request_ops: config.workload.request_ops(),
+            probe: probe.as_ref(),
         },
         extra,
     )?;
@@ -209,6 +212,7 @@ pub(super) async fn finish(
         &verdict,
         &warnings,
     ));
+    footer.extend(probe.iter().map(|p| ("Probe", p.line())));
     footer.extend(config.notes.iter().map(|note| ("Note", note.clone())));
     let console = console::render(&summary, &header, &footer);
     Ok(RunOutcome {
@@ -363,7 +367,12 @@ fn judge(
 /// client's CPU, an open run's schedule, a capacity level's SLOs, the server's scrapes.
 pub(super) fn decide_verdict(
     config: &RunConfig,
-    (summary, components, judged): (&RunSummary, &crate::stats::Components, &Judged),
+    (summary, components, judged, probe): (
+        &RunSummary,
+        &crate::stats::Components,
+        &Judged,
+        Option<&Probe>,
+    ),
     client: &Option<ClientSummary>,
     scrapes: Option<Scrapes>,
     warnings: &mut Vec<String>,
@@ -377,7 +386,7 @@ pub(super) fn decide_verdict(
             .map(|s| std::mem::take(&mut s.notes))
             .unwrap_or_default(),
     );
-    verdict::decide(verdict::Facts {
+    let mut verdict = verdict::decide(verdict::Facts {
         summary,
         components,
         client: client.as_ref(),
@@ -386,7 +395,12 @@ pub(super) fn decide_verdict(
         server,
         level: judged.level.as_ref(),
         decided_by: decided_by(config),
-    })
+        probe_r1_ns: probe.map(|p| p.r1_ns),
+    });
+    if let Some(probe) = probe {
+        probe.add_to(&mut verdict);
+    }
+    verdict
 }
 
 /// Who decided the verdict: a run's judge, or a capacity level's.

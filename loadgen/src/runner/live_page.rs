@@ -108,6 +108,7 @@ fn provisional(facts: &LiveFacts, stats: &Aggregator, server: Option<ServerEvide
         server,
         level: None,
         decided_by: decided_by(config),
+        probe_r1_ns: None,
     });
     json!({
         "provisional": true,

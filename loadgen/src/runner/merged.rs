@@ -129,6 +129,7 @@ pub fn finish_spread(
         thresholds: &thresholds,
         verdict: &verdict,
         request_ops: config.workload.request_ops(),
+        probe: None,
     };
     write_run_json(run_dir, &document, Some(spread_field(facts.spread)))?;
     let mut footer = footer(run_dir, &records, parts.len(), exit_reason);
@@ -175,7 +176,7 @@ fn judge(
          the verdict did not judge the client"
             .to_string(),
     );
-    let facts = (summary, &stats.components, judged);
+    let facts = (summary, &stats.components, judged, None);
     let verdict = decide_verdict(config, facts, &None, None, &mut warnings);
     (thresholds, verdict, warnings)
 }

@@ -17,6 +17,7 @@ mod live_page;
 mod merged;
 mod output;
 mod ports;
+mod probe;
 mod run_json;
 mod target;
 
@@ -25,6 +26,7 @@ pub use finish::{Judged, RunOutcome};
 pub use merged::{finish_spread, Handover, Part, SpreadFacts, HANDOVER_VERSION};
 pub use output::HostInfo;
 pub(crate) use ports::ports_per_address;
+pub use probe::Probe;
 
 use crate::config::{RunConfig, Target};
 use crate::model::ModelPlan;

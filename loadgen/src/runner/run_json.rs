@@ -33,6 +33,9 @@ pub(super) struct RunJson<'a> {
     pub(super) verdict: &'a Verdict,
     /// Each request's name in the scenario → its op's label (selectors may name either).
     pub(super) request_ops: std::collections::BTreeMap<String, String>,
+    /// `--probe`: R(1) at one connection after the level, against the level's median.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(super) probe: Option<&'a super::probe::Probe>,
 }
 
 /// run.json's `records`: the rows on disk and their segments (paths from the run directory).

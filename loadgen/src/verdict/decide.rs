@@ -9,6 +9,7 @@
 //! found, else the server's.
 
 use super::checks::{self, share, worker_shares, Finding, Numbers, Shares};
+use super::queueing::{Queue, QueueFact};
 use super::rule::{self, Rule, WorkerShares, T};
 use super::schedule::{Schedule, Sustainability};
 use super::server::ServerEvidence;
@@ -34,6 +35,9 @@ pub struct Facts<'a> {
     /// A capacity level: its SLOs judged, whether it was stopped early or cut short.
     pub level: Option<&'a LevelFacts>,
     pub decided_by: &'static str,
+    /// `--probe`'s R(1), the median at one connection after the level: a second sign of
+    /// queueing beside the level's fastest response.
+    pub probe_r1_ns: Option<f64>,
 }
 
 /// The deciding rule, its sentence, and the findings it used (left out of the evidence).
@@ -85,8 +89,14 @@ pub fn decide(f: Facts<'_>) -> Verdict {
     let first_server = findings.len();
     findings.extend(checks::server_named(&f, &mut numbers));
     let (run_findings, server) = findings.split_at(first_server);
+    // One closed level of one phase: its latency against its own fastest response.
+    let queue = phase
+        .filter(|_| f.open.is_none() && f.level.is_none() && checks::phase_count(f.summary) == 1)
+        .and_then(|p| QueueFact::of(f.summary, p, &mut numbers));
     // A body that came late is time at the server, not the network's.
-    let shares = match checks::body_came_late(run_findings) {
+    let late = checks::body_came_late(run_findings);
+    let queue = queue.map(|q| q.body_came_late(late).with_probe(f.probe_r1_ns, late));
+    let shares = match late {
         true => Shares {
             server_wait: shares.server_wait.zip(shares.transfer).map(|(w, t)| w + t),
             ..shares
@@ -100,12 +110,17 @@ pub fn decide(f: Facts<'_>) -> Verdict {
                 used: vec![i],
                 ..Decision::new(run_findings[i].rule, say(&run_findings[i]))
             },
-            None => server_decision(&f, &shares, phase, (server, first_server)),
+            None => server_decision(&f, &shares, phase, (server, first_server), queue),
         },
     };
     let summary = in_context(&f, &decision, phase);
     let mut evidence = vec![summary.clone()];
     evidence.extend(decision.reasons.iter().cloned());
+    if let Some(q) =
+        queue.filter(|_| !matches!(decision.rule, Rule::ServerQueueing | Rule::NoneNoQueue))
+    {
+        evidence.push(format!("latency: {}", q.sentence()));
+    }
     for (i, finding) in findings.iter().enumerate() {
         if decision.used.contains(&i) {
             continue;
@@ -120,7 +135,10 @@ pub fn decide(f: Facts<'_>) -> Verdict {
     let saturated = server.iter().any(|x| x.limit);
     Verdict {
         cause: decision.rule.cause(),
-        strength: strength(&f, decision.rule),
+        strength: match queue.filter(|q| q.confirmed) {
+            Some(_) if decision.rule == Rule::ServerQueueing => super::Strength::Strong,
+            _ => strength(&f, decision.rule),
+        },
         rule: decision.rule,
         summary,
         evidence,
@@ -155,10 +173,12 @@ fn in_context(f: &Facts<'_>, decision: &Decision, phase: Option<&PhaseWorkers>) 
             );
         }
     }
-    let sharing = f
-        .client
-        .and_then(ClientSummary::sharing)
-        .filter(|_| matches!(cause, Cause::Client | Cause::Server | Cause::Inconclusive));
+    // Who shares the cores bears on a cause the server's or client's time decided, and on
+    // `none.no_queue`, which rests on the server's latency too.
+    let sharing = f.client.and_then(ClientSummary::sharing).filter(|_| {
+        matches!(cause, Cause::Client | Cause::Server | Cause::Inconclusive)
+            || decision.rule == Rule::NoneNoQueue
+    });
     match sharing {
         Some(sharing) => format!("{text} — {sharing} with the client"),
         None => text,
@@ -243,6 +263,7 @@ fn server_decision(
     shares: &Shares,
     phase: Option<&PhaseWorkers>,
     (server, first_server): (&[Finding], usize),
+    queue: Option<QueueFact>,
 ) -> Decision {
     let wait = shares.server_wait.unwrap_or(0.0);
     let saturated = server.iter().position(|x| x.limit);
@@ -275,7 +296,14 @@ fn server_decision(
     };
     let w = worker_shares(p);
     let rule = closed_rule(w, wait, what.is_some());
+    // One level that cannot tell saturation: what its latency says, weakly, when it says.
+    let rule = match (rule, queue.map(|q| q.queue)) {
+        (Rule::InconclusiveOneLevel, Some(Queue::Waited)) => Rule::ServerQueueing,
+        (Rule::InconclusiveOneLevel, Some(Queue::NoWait)) => Rule::NoneNoQueue,
+        _ => rule,
+    };
     let text = match rule {
+        Rule::ServerQueueing | Rule::NoneNoQueue => queue.map(|q| q.decided()).unwrap_or_default(),
         Rule::NonePacedByWorkload => format!(
             "nothing limited it — workers thought {:.0}% of the time, as configured (busy \
              {:.0}%{}): the server was not what held them",
@@ -428,6 +456,7 @@ mod tests {
             server: None,
             level: None,
             decided_by: "test",
+            probe_r1_ns: None,
         }
     }
 
@@ -601,6 +630,173 @@ mod tests {
             .evidence
             .iter()
             .any(|e| e.contains("6.0% busy") && e.contains("not its CPU")));
+    }
+
+    /// One op, one phase of `workers` busy workers: responses from `fastest_ms` up, the
+    /// median `median_ms`, at `rps`.
+    fn one_level(workers: u64, fastest_ms: f64, median_ms: f64, rps: f64) -> RunSummary {
+        use crate::report::{LatencySummary, OpSummary, PhaseSummary};
+        let latency = LatencySummary {
+            count: 1000,
+            mean_ns: median_ms * 1e6,
+            min_ns: (fastest_ms * 1e6) as u64,
+            p50_ns: (median_ms * 1e6) as u64,
+            p90_ns: (median_ms * 1e6) as u64,
+            p99_ns: (median_ms * 1e6) as u64,
+            p999_ns: (median_ms * 1e6) as u64,
+            max_ns: (median_ms * 1e6) as u64,
+        };
+        let mut s = summary(1000, 0, vec![phase("main", workers, 0.99, 0.0)]);
+        s.ops = vec![OpSummary {
+            op: "get".into(),
+            requests: 1000,
+            failed: 0,
+            errors: Default::default(),
+            skipped: 0,
+            throughput_rps: rps,
+            latency: Some(latency),
+            uncorrected_latency: None,
+        }];
+        s.phases = vec![PhaseSummary {
+            phase: "main".into(),
+            workers: workers as usize,
+            requests: 1000,
+            failed: 0,
+            wall_time_ns: 10 * S,
+            throughput_rps: rps,
+            latency: Some(latency),
+            op_mean_latency_ns: Default::default(),
+        }];
+        s
+    }
+
+    /// Issue 44: one closed level's latency against its own fastest response — 4 workers ×
+    /// 10 ms with 16 connections waits at the server (weakly `server`); 2 connections against
+    /// 8 workers do not (weakly `none`); a service time that varies (the fastest a short one)
+    /// or a ratio in between stays inconclusive; the server's saturation measured wins.
+    /// `--probe`'s R(1): a second sign beside the fastest response. Both say queueing: strong;
+    /// the probe says the opposite: inconclusive; bodies that came late: never strong.
+    #[test]
+    fn the_probe_at_one_connection_confirms_or_undoes_queueing() {
+        let c = components(0.0, 0.0);
+        let queued = one_level(16, 10.0, 40.0, 400.0);
+        let probed = |r1_ms: f64, components| {
+            decide(Facts {
+                probe_r1_ns: Some(r1_ms * 1e6),
+                ..facts(&queued, components)
+            })
+        };
+        let v = probed(10.5, &c);
+        assert_eq!(
+            (v.cause, v.strength, v.rule.name()),
+            (Cause::Server, Strength::Strong, "server.queueing")
+        );
+        assert!(
+            v.summary.contains("median of a probe at one"),
+            "{}",
+            v.summary
+        );
+        // The probe as slow as the level: nothing waited by it, so the two signs disagree.
+        let v = probed(38.0, &c);
+        assert_eq!(v.rule.name(), "inconclusive.one_level", "{}", v.summary);
+        // In between: the probe tells nothing, the fastest response's weak answer stands.
+        let v = probed(23.0, &c);
+        assert_eq!(
+            (v.rule.name(), v.strength),
+            ("server.queueing", Strength::Weak)
+        );
+        // Bodies held back after their headers: the server's time, never a strong queue.
+        let mut late = components(0.7, 0.01);
+        late.bytes_by_second = vec![(0, 0), (1_000, 150_000), (1_000, 140_000), (0, 0)];
+        let v = probed(10.5, &late);
+        assert_eq!(
+            v.strength,
+            Strength::Weak,
+            "{}: {}",
+            v.rule.name(),
+            v.summary
+        );
+    }
+
+    #[test]
+    fn one_levels_latency_against_its_fastest_says_queueing_weakly() {
+        let c = components(0.0, 0.0);
+        let queued = one_level(16, 10.0, 40.0, 400.0);
+        let v = decide(facts(&queued, &c));
+        assert_eq!(
+            (v.cause, v.strength, v.rule.name()),
+            (Cause::Server, Strength::Weak, "server.queueing")
+        );
+        assert!(
+            v.summary.contains("4.0× the level's fastest (10"),
+            "{}",
+            v.summary
+        );
+        assert!(v.summary.contains("about 4.0 at a time"), "{}", v.summary);
+        assert_eq!(v.numbers["latency_ratio"], 4.0);
+        let paced = one_level(2, 10.0, 10.5, 190.0);
+        let v = decide(facts(&paced, &c));
+        assert_eq!(
+            (v.cause, v.strength, v.rule.name()),
+            (Cause::None, Strength::Weak, "none.no_queue")
+        );
+        // The server's latency on the client's cores: said, as for a server cause.
+        let mut client = ClientSummary {
+            samples: 3,
+            cpuset_cores: 2,
+            ..Default::default()
+        };
+        client.set_shared_with(Some("the server on this machine (loopback)"));
+        let v = decide(Facts {
+            client: Some(&client),
+            ..facts(&paced, &c)
+        });
+        assert!(
+            v.summary.ends_with("shares these 2 cores with the client"),
+            "{}",
+            v.summary
+        );
+        // Issue 44's JDK pool: no queue, but each body held back ~40 ms by the server's
+        // Nagle — the server set each request's time, not the connections: no cause.
+        let mut late = components(0.7, 0.01);
+        late.bytes_by_second = vec![(0, 0), (1_000, 150_000), (1_000, 140_000), (0, 0)];
+        let v = decide(facts(&paced, &late));
+        assert_eq!(v.rule.name(), "inconclusive.one_level", "{}", v.summary);
+        // Exponential service times: the fastest is a short request, not the no-queue time.
+        let varied = one_level(2, 0.1, 7.0, 200.0);
+        let v = decide(facts(&varied, &c));
+        assert_eq!(v.rule.name(), "inconclusive.one_level", "{}", v.summary);
+        assert!(v.evidence.iter().any(|e| e.starts_with("latency: ")));
+        let between = one_level(8, 10.0, 17.0, 470.0);
+        assert_eq!(
+            decide(facts(&between, &c)).rule.name(),
+            "inconclusive.one_level"
+        );
+        // Two kinds of request: the fastest of one says nothing of the other.
+        let mut two_ops = queued.clone();
+        two_ops.ops.push(two_ops.ops[0].clone());
+        assert_eq!(
+            decide(facts(&two_ops, &c)).rule.name(),
+            "inconclusive.one_level"
+        );
+        let gauges = ServerEvidence {
+            workers: Some(Workers {
+                busy_max: 4.0,
+                busy_mean: 4.0,
+                limit: Some(4.0),
+                all_busy_share: Some(0.95),
+            }),
+            ..Default::default()
+        };
+        let v = decide(Facts {
+            server: Some(gauges),
+            ..facts(&queued, &c)
+        });
+        assert_eq!(
+            (v.rule.name(), v.strength),
+            ("server.saturated", Strength::Strong)
+        );
+        assert!(v.evidence.iter().any(|e| e.starts_with("latency: ")));
     }
 
     #[test]

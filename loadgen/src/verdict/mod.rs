@@ -12,13 +12,15 @@
 //! rules ([`rule::Rule`]) whose numbers are the contract's (`contract/verdict.json`,
 //! `contract/sustainability.json`); checks that return findings ([`checks`]), run in a fixed
 //! order — errors, client, network, server — of which the first limit decides; the client's
-//! CPU rule ([`client`]); the open model's schedule rule ([`schedule`]); a module that words
-//! the findings ([`words`]). What needs several runs (a sweep's plateau, its USL, an
+//! CPU rule ([`client`]); the open model's schedule rule ([`schedule`]); what one closed
+//! level's latency against its own fastest response says of queueing at the server
+//! ([`queueing`]); a module that words the findings ([`words`]). What needs several runs (a sweep's plateau, its USL, an
 //! open-rate sweep's knee) is the analysis's.
 
 pub mod checks;
 pub mod client;
 pub mod decide;
+pub mod queueing;
 pub mod rule;
 pub mod schedule;
 pub mod server;

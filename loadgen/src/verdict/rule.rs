@@ -42,6 +42,11 @@ pub struct Thresholds {
     pub level_abort_error_slo_factor: f64,
     pub outage_cluster_share: f64,
     pub outage_max_span_share: f64,
+    pub queueing_latency_ratio: f64,
+    pub no_queue_latency_ratio: f64,
+    pub min_served_at_once: f64,
+    pub probe_queueing_ratio: f64,
+    pub probe_no_queue_ratio: f64,
 }
 
 /// `contract/sustainability.json`'s numbers.
@@ -90,8 +95,14 @@ pub enum Rule {
     ServerSaturated,
     /// A capacity level crossed a latency SLO with nothing before the server to blame.
     ServerSlo,
+    /// One closed level whose median response was many times its fastest: requests waited
+    /// at the server (weak).
+    ServerQueueing,
     NoneKeptUp,
     NonePacedByWorkload,
+    /// One closed level whose median response was near its fastest: nothing queued at the
+    /// server, the connections set the pace (weak).
+    NoneNoQueue,
     /// A capacity level met every SLO and kept its schedule.
     CapacityPassed,
     /// A capacity level cut short by Ctrl-C or SIGTERM: not judged.
@@ -125,8 +136,10 @@ impl Rule {
             Rule::ServerFellBehind => "server.fell_behind",
             Rule::ServerSaturated => "server.saturated",
             Rule::ServerSlo => "server.slo",
+            Rule::ServerQueueing => "server.queueing",
             Rule::NoneKeptUp => "none.kept_up",
             Rule::NonePacedByWorkload => "none.paced_by_workload",
+            Rule::NoneNoQueue => "none.no_queue",
             Rule::CapacityPassed => "capacity.passed",
             Rule::CapacityInterrupted => "capacity.interrupted",
             Rule::InconclusiveNoWorkers => "inconclusive.no_workers",
@@ -152,10 +165,15 @@ impl Rule {
             Rule::NetworkLink | Rule::NetworkTransfer | Rule::NetworkSend | Rule::NetworkTcp => {
                 Cause::Network
             }
-            Rule::ServerFellBehind | Rule::ServerSaturated | Rule::ServerSlo | Rule::ServerNote => {
-                Cause::Server
-            }
-            Rule::NoneKeptUp | Rule::NonePacedByWorkload | Rule::CapacityPassed => Cause::None,
+            Rule::ServerFellBehind
+            | Rule::ServerSaturated
+            | Rule::ServerSlo
+            | Rule::ServerQueueing
+            | Rule::ServerNote => Cause::Server,
+            Rule::NoneKeptUp
+            | Rule::NonePacedByWorkload
+            | Rule::NoneNoQueue
+            | Rule::CapacityPassed => Cause::None,
             Rule::CapacityInterrupted
             | Rule::InconclusiveNoWorkers
             | Rule::InconclusiveIdleWorkers
@@ -165,10 +183,14 @@ impl Rule {
         }
     }
 
-    /// How firmly a decision by this rule is said: the inconclusive ones are weak.
+    /// How firmly a decision by this rule is said: the inconclusive ones are weak, and so
+    /// are those that rest on one level's latency alone (`server.queueing`,
+    /// `none.no_queue`): one fact says "likely", never more.
     pub fn strength(self) -> super::Strength {
-        match self.cause() {
-            Cause::Inconclusive => super::Strength::Weak,
+        match (self, self.cause()) {
+            (_, Cause::Inconclusive) | (Rule::ServerQueueing | Rule::NoneNoQueue, _) => {
+                super::Strength::Weak
+            }
             _ => super::Strength::Strong,
         }
     }
