@@ -159,13 +159,8 @@ pub(super) async fn finish(
     let mut report = wait_for_writer(output.writer, &output.run_dir).await?;
     let aborted = watched_to_the_end(driven.level_watch).await;
     let exit_reason = stop.reason().unwrap_or(ExitReason::Completed);
-    let summary = summarize(
-        &config,
-        &driven.live,
-        &report.stats,
-        &output.labels,
-        i64::MAX,
-    );
+    let (live, labels) = (&driven.live, &output.labels);
+    let summary = summarize(&config, live, &report.stats, labels, i64::MAX);
     let thresholds = thresholds::evaluate(&config.thresholds, &report.stats, &summary);
     let probe = super::probe::after(&mut config, exit_reason, &summary, &mut warnings).await;
     // The load is over: a signal from here on stops the upload or the metrics linger, and
@@ -176,7 +171,6 @@ pub(super) async fn finish(
     let verdict = decide_verdict(&config, facts, &client, scrapes, &mut warnings);
     let header = header(&config, &target);
     target.shut_down().await;
-
     let records = RecordsInfo::new(&report, &output.run_dir);
     write_run_json(
         &output.run_dir,
@@ -195,7 +189,6 @@ pub(super) async fn finish(
         },
         extra,
     )?;
-
     let during = (config.output.upload_timeout, stop);
     let upload = upload(
         output.s3.as_ref().zip(output.mirror),
@@ -212,8 +205,8 @@ pub(super) async fn finish(
         &verdict,
         &warnings,
     ));
-    footer.extend(probe.iter().map(|p| ("Probe", p.line())));
-    footer.extend(config.notes.iter().map(|note| ("Note", note.clone())));
+    let notes = config.notes.iter().map(|note| ("Note", note.clone()));
+    footer.extend(probe.iter().map(|p| ("Probe", p.line())).chain(notes));
     let console = console::render(&summary, &header, &footer);
     Ok(RunOutcome {
         run_dir: output.run_dir,
