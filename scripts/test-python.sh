@@ -46,4 +46,12 @@ step "pytest analysis/tests"
 # Includes test_doc_commands.py: every runnable command of README.md, docs/ and deploy/; and
 # test_notebook_install.py: every notebook, headless from a scratch directory, against a
 # `pip install ./` in a fresh venv (they run from anywhere).
-"$PY" -m pytest analysis/tests
+# Two tests at a time (pytest-xdist), each test file on one of them (`loadfile`: a file's
+# shared recordings are made once): most of a test's time is a real run's fixed duration, not
+# CPU. PYTEST_WORKERS=1 runs them one after another, for a machine too small for two.
+workers=${PYTEST_WORKERS:-2}
+if [ "$workers" -gt 1 ]; then
+  "$PY" -m pytest analysis/tests -n "$workers" --dist loadfile
+else
+  "$PY" -m pytest analysis/tests
+fi
