@@ -46,7 +46,7 @@ impl Probe {
 
 impl Probe {
     /// The probe in the verdict's evidence and numbers (`probe_r1_ns`,
-    /// `probe_latency_ratio`): a fact beside the decision, which it does not change yet.
+    /// `probe_latency_ratio`); the decision itself reads it in `verdict::queueing`.
     pub fn add_to(&self, verdict: &mut Verdict) {
         verdict.evidence.push(format!("probe: {}", self.line()));
         verdict.numbers.insert("probe_r1_ns", self.r1_ns);
