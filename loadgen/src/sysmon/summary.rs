@@ -141,8 +141,13 @@ impl ClientSummary {
             return None;
         }
         let who = self.shared_with.unwrap_or("the server");
+        let these = if self.cpuset_cores == 1 {
+            "this"
+        } else {
+            "these"
+        };
         Some(format!(
-            "{who} shares these {}",
+            "{who} shares {these} {}",
             cores_text(self.cpuset_cores as f64)
         ))
     }
