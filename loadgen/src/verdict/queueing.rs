@@ -190,13 +190,7 @@ mod tests {
         assert!(vectors.len() >= 6);
         for v in vectors {
             let queue = classify_probe(v["probe_latency_ratio"].as_f64().unwrap());
-            let expected = match v["queue"].as_str() {
-                Some("waited") => Queue::Waited,
-                Some("no_wait") => Queue::NoWait,
-                None => Queue::CannotTell,
-                Some(other) => panic!("unknown queue {other}"),
-            };
-            assert_eq!(queue, expected, "{v}");
+            assert_eq!(queue, expected(v), "{v}");
         }
     }
 
@@ -213,13 +207,17 @@ mod tests {
                 v["latency_ratio"].as_f64().unwrap(),
                 v["served_at_once"].as_f64().unwrap(),
             );
-            let expected = match v["queue"].as_str() {
-                Some("waited") => Queue::Waited,
-                Some("no_wait") => Queue::NoWait,
-                None => Queue::CannotTell,
-                Some(other) => panic!("unknown queue {other}"),
-            };
-            assert_eq!(queue, expected, "{v}");
+            assert_eq!(queue, expected(v), "{v}");
+        }
+    }
+
+    /// A vector's `queue`: what the contract says the numbers tell.
+    fn expected(v: &serde_json::Value) -> Queue {
+        match v["queue"].as_str() {
+            Some("waited") => Queue::Waited,
+            Some("no_wait") => Queue::NoWait,
+            None => Queue::CannotTell,
+            Some(other) => panic!("unknown queue {other}"),
         }
     }
 }
