@@ -98,3 +98,32 @@ fn two_connections_on_eight_workers_never_wait() {
         "{summary}"
     );
 }
+
+/// `--probe` follows one closed level of one process; anywhere else it is refused with one
+/// sentence and exit 2 before anything runs, never ignored.
+#[test]
+fn a_probe_after_anything_but_one_closed_level_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let refused = |args: &[&str], why: &str| {
+        let out = dir.path().join(args.join("-").replace(['/', ' '], "_"));
+        let output = loadgen_bin()
+            .args(["run", "--url", "http://127.0.0.1:9/", "-d", "1s", "--probe"])
+            .args(args)
+            .args(["--no-progress", "--out", out.to_str().unwrap()])
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert_eq!(output.status.code(), Some(2), "{args:?}: {stderr}");
+        assert!(stderr.contains(why), "{args:?}: {stderr}");
+        assert!(!out.exists(), "{args:?} left {out:?} behind");
+    };
+    refused(
+        &["--rate", "100"],
+        "this run is not a closed level; drop --probe",
+    );
+    refused(&["--scenario", "stepcounter"], "not a closed level");
+    refused(
+        &["-c", "2", "--shard", "0/2"],
+        "one shard of several (--shard)",
+    );
+}

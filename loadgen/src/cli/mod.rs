@@ -310,7 +310,7 @@ pub struct RunArgs {
 
     /// After a closed level (-c), send at most 50 requests in at most 1 s at one connection
     /// and record their median, R(1), in run.json's `probe`: the server counts them, the run's
-    /// rows do not hold them.
+    /// rows do not hold them. Refused with any other model, a shard or a spread run.
     #[arg(long)]
     pub probe: bool,
 

@@ -54,6 +54,8 @@ pub enum ConfigError {
     Scheme { url: String, scheme: String },
     #[error("{flag} must be at least 1 (got 0)")]
     Zero { flag: &'static str },
+    #[error("--probe follows a closed level run by one process (-c N, or a one-phase closed scenario), and this run is {0}; drop --probe")]
+    Probe(&'static str),
     #[error("{flag} must be longer than 0 (got {value})")]
     ZeroDuration { flag: &'static str, value: String },
     #[error("--method '{0}' is not a valid HTTP method; use e.g. GET, POST, PUT or DELETE")]
@@ -488,10 +490,13 @@ pub const PROBE_TIME: Duration = Duration::from_secs(1);
 
 /// The probe's run for a closed single-phase `main`: its target, requests and transport at
 /// one connection, bounded, into a temporary directory, with no listeners, scrapes,
-/// thresholds or console of its own; `None` for any other model.
-fn probe_config(inputs: &RunInputs, main: &RunConfig) -> Result<Option<RunConfig>, ConfigError> {
-    if !matches!(main.model, ModelPlan::Closed(_)) || !main.sharding.shard.is_whole() {
-        return Ok(None);
+/// thresholds or console of its own; any other model, or a shard, is refused.
+fn probe_config(inputs: &RunInputs, main: &RunConfig) -> Result<RunConfig, ConfigError> {
+    if !matches!(main.model, ModelPlan::Closed(_)) {
+        return Err(ConfigError::Probe("not a closed level"));
+    }
+    if !main.sharding.shard.is_whole() {
+        return Err(ConfigError::Probe("one shard of several (--shard)"));
     }
     let phase = crate::scenario::schema::PhaseSpec {
         name: "probe".to_string(),
@@ -519,7 +524,7 @@ fn probe_config(inputs: &RunInputs, main: &RunConfig) -> Result<Option<RunConfig
     config.evidence.trace_sample = None;
     config.thresholds.clear();
     config.abort_after = None;
-    Ok(Some(config))
+    Ok(config)
 }
 
 impl RunConfig {
@@ -529,7 +534,7 @@ impl RunConfig {
         let mut config = inputs.config(ModelChoice::Flags, None)?;
         config.output.dashboard = parts::DashboardSettings::from_args(&args.dashboard);
         if args.probe {
-            config.probe = probe_config(&inputs, &config)?.map(Box::new);
+            config.probe = Some(Box::new(probe_config(&inputs, &config)?));
         }
         Ok(config)
     }

@@ -144,7 +144,7 @@ pub async fn plan(config: &RunConfig, junit: bool) -> Result<Option<Spread>, Run
 }
 
 /// What several processes cannot share: one port, one page, one JUnit file, one upload, one
-/// embedded server.
+/// embedded server, one probe after one level.
 fn spreadable(config: &RunConfig, junit: bool) -> Result<(), RunError> {
     let clash = if config.output.metrics.addr.is_some() {
         Some("--metrics-addr")
@@ -156,6 +156,8 @@ fn spreadable(config: &RunConfig, junit: bool) -> Result<(), RunError> {
         Some("--out s3://")
     } else if matches!(config.target, Target::Embedded) {
         Some("the embedded server (no --url)")
+    } else if config.probe.is_some() {
+        Some("--probe (one level, one process)")
     } else {
         None
     };
