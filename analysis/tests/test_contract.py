@@ -260,3 +260,21 @@ def test_a_queued_level_holds_its_latency_numbers_to_the_contract(
     assert numbers["served_at_once"] >= rules["min_served_at_once"], numbers
     ratio = numbers["median_latency_ns"] / numbers["fastest_latency_ns"]
     assert ratio == pytest.approx(numbers["latency_ratio"]), numbers
+
+
+def test_the_host_vectors_straddle_the_contracts_threshold() -> None:
+    """``contract/verdict.json``'s ``host_vectors`` (issue 44), which the engine's busy-host
+    rule is held to (``loadgen/src/verdict/host.rs``): other work's share of the host's cores
+    has a vector on the threshold's either side, with and without the server's scraped CPU."""
+    rules = verdict_rules()
+    threshold = rules["busy_host_other_share"]
+    shares = []
+    for v in rules["host_vectors"]:
+        other = v["host_other_cores"] - (v["server_cpu_cores"] or 0.0)
+        share = other / v["host_cores"]
+        assert (share >= threshold - 1e-9) == v["busy"], v
+        shares.append(share)
+    assert any(0 <= s - threshold <= 0.01 for s in shares)
+    assert any(0 < threshold - s <= 0.01 for s in shares)
+    assert {v["server_cpu_cores"] is None for v in rules["host_vectors"]} == {True, False}
+    assert "busy_host_other_share" in rules["meanings"]

@@ -60,7 +60,11 @@ async fn http3_multiplexes_workers_on_quic_connections_and_counts_every_request(
     let rows = read_rows(&run_dir);
     assert_eq!(rows.len(), 120);
     assert!(rows.iter().all(|r| r.status == 200 && r.error.is_none()));
-    assert_eq!(server.requests_total(), 120);
+    // The run's 120, and the probe's at one connection after the level, if any.
+    assert_eq!(
+        server.requests_total(),
+        120 + common::probe_requests(&run_dir)
+    );
     let workers: std::collections::BTreeSet<u32> = rows.iter().map(|r| r.worker).collect();
     assert_eq!(workers.len(), 6, "{workers:?}");
     // Two QUIC connections, each opened by one worker whose row carries the handshake.

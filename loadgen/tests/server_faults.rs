@@ -33,7 +33,8 @@ async fn each_fault_is_its_own_error_class_counted_exactly() {
     .unwrap();
     let (_d, run_dir, outcome) = run_at(
         &format!("{}/", server.url()),
-        &["-c", "4", "-n", "600", "--no-progress"],
+        // No probe after the level: the server's counters are the run's alone.
+        &["-c", "4", "-n", "600", "--no-progress", "--no-probe"],
         StopSignal::new(),
     )
     .await;

@@ -158,8 +158,12 @@ async fn a_node_exporter_killed_mid_run_costs_no_request() {
     killer.join().unwrap();
     // The run went on to its end, and every request the server answered is a row.
     assert_eq!(run_json(&out)["exit_reason"], "duration_elapsed");
-    assert_eq!(read_rows(&out).len() as u64, server.requests_total());
-    assert_eq!(outcome.summary.requests, server.requests_total());
+    let probed = common::probe_requests(&out);
+    assert_eq!(
+        read_rows(&out).len() as u64 + probed,
+        server.requests_total()
+    );
+    assert_eq!(outcome.summary.requests + probed, server.requests_total());
     let samples = server_metrics(&out);
     let answered = samples.iter().filter(|s| s.metric.is_some()).count();
     let failed: Vec<&Sample> = samples.iter().filter(|s| s.error.is_some()).collect();
@@ -203,8 +207,12 @@ async fn a_node_exporter_stalled_mid_run_costs_no_request() {
     let (_dir, out, outcome) = run_at(&url, &flags, StopSignal::new()).await;
     assert!(staller.join().unwrap().success());
     assert_eq!(run_json(&out)["exit_reason"], "duration_elapsed");
-    assert_eq!(read_rows(&out).len() as u64, server.requests_total());
-    assert_eq!(outcome.summary.requests, server.requests_total());
+    let probed = common::probe_requests(&out);
+    assert_eq!(
+        read_rows(&out).len() as u64 + probed,
+        server.requests_total()
+    );
+    assert_eq!(outcome.summary.requests + probed, server.requests_total());
     let samples = server_metrics(&out);
     assert!(
         samples.iter().any(|s| s.metric.is_some()),
@@ -307,7 +315,17 @@ async fn every_request_carries_a_traceparent_and_its_row_keeps_the_id() {
     let valid = regex::Regex::new(r"^00-([0-9a-f]{32})-([0-9a-f]{16})-0[01]$").unwrap();
     for protocol in [&[][..], &["--http2"][..]] {
         let (url, received) = recording_server().await;
-        let flags = ["-c", "4", "-n", "400", "--trace", "--trace-sample", "50%"];
+        // No probe after the level: every header the server saw is a row's.
+        let flags = [
+            "-c",
+            "4",
+            "-n",
+            "400",
+            "--trace",
+            "--trace-sample",
+            "50%",
+            "--no-probe",
+        ];
         let (_dir, out, _) =
             run_at(&url, &[&flags[..], protocol].concat(), StopSignal::new()).await;
         let headers = received.lock().unwrap().clone();
@@ -396,7 +414,8 @@ async fn an_endless_or_huge_metrics_body_is_refused_at_the_bound() {
     .concat();
     let (_dir, out, outcome) = run_at(&url, &flags, StopSignal::new()).await;
     assert_eq!(run_json(&out)["exit_reason"], "duration_elapsed");
-    assert_eq!(outcome.summary.requests, server.requests_total());
+    let probed = common::probe_requests(&out);
+    assert_eq!(outcome.summary.requests + probed, server.requests_total());
     let samples = server_metrics(&out);
     assert!(
         samples.iter().all(|s| s.metric.is_none()),

@@ -310,9 +310,16 @@ pub struct RunArgs {
 
     /// After a closed level (-c), send at most 50 requests in at most 1 s at one connection
     /// and record their median, R(1), in run.json's `probe`: the server counts them, the run's
-    /// rows do not hold them. Refused with any other model, a shard or a spread run.
-    #[arg(long)]
+    /// rows do not hold them. By default this runs only where the level's latency is all the
+    /// verdict has to go on; --probe runs it after any closed level (refused with any other
+    /// model, a shard or a spread run).
+    #[arg(long, conflicts_with = "no_probe")]
     pub probe: bool,
+
+    /// Never send the probe at one connection after the level: the server then counts
+    /// exactly the run's requests.
+    #[arg(long)]
+    pub no_probe: bool,
 
     /// With --out s3://: the longest the end of the run waits for uploads still going; what
     /// has not arrived by then stays in the local staging directory (exit 1).

@@ -158,8 +158,20 @@ pub struct RunConfig {
     pub abort_after: Option<Duration>,
     /// What a workflow asks of the run's judgement beyond a plain run's.
     pub judgement: Judgement,
-    /// `--probe`: the run at one connection after the level (a closed single-phase run's).
-    pub probe: Option<Box<RunConfig>>,
+    /// The probe at one connection after the level (a closed single-phase run's; `--probe`,
+    /// or by default where the level's verdict needs it).
+    pub probe: Option<Probing>,
+}
+
+/// The probe at one connection planned after a closed level: its run, and whether the
+/// level's verdict decides if it runs.
+#[derive(Debug, Clone)]
+pub struct Probing {
+    pub config: Box<RunConfig>,
+    /// `--probe`: it runs after any level that ended as planned. Without it (the default),
+    /// only where one level's latency is all the verdict has to go on
+    /// (what the verdict's rules say: `probe_can_tell`).
+    pub always: bool,
 }
 
 /// What a workflow asks of a run's judgement: its rows kept in memory (an open run keeps
@@ -490,40 +502,40 @@ pub const PROBE_TIME: Duration = Duration::from_secs(1);
 
 /// The probe's run for a closed single-phase `main`: its target, requests and transport at
 /// one connection, bounded, into a temporary directory, with no listeners, scrapes,
-/// thresholds or console of its own; any other model, or a shard, is refused.
-fn probe_config(inputs: &RunInputs, main: &RunConfig) -> Result<RunConfig, ConfigError> {
-    if !matches!(main.model, ModelPlan::Closed(_)) {
+/// thresholds or console of its own; any other model, or a shard, is refused. It is `main`'s
+/// own config, its bodies shared rather than built again (a 48 MiB upload is held once).
+fn probe_config(main: &RunConfig) -> Result<RunConfig, ConfigError> {
+    let ModelPlan::Closed(level) = &main.model else {
         return Err(ConfigError::Probe("not a closed level"));
-    }
+    };
     if !main.sharding.shard.is_whole() {
         return Err(ConfigError::Probe("one shard of several (--shard)"));
     }
-    let phase = crate::scenario::schema::PhaseSpec {
-        name: "probe".to_string(),
-        workers: crate::scenario::schema::WorkerCount::Count(1),
-        requests_per_worker: Some(PROBE_REQUESTS),
-        walk: None,
-        after: None,
-        when_done: None,
-        at: None,
-        fields: Default::default(),
-    };
-    let spec = crate::scenario::schema::ModelSpec::Phased(crate::scenario::schema::PhasedSpec {
-        max_workers: 1,
-        phases: vec![phase],
-        ..Default::default()
+    // One directory a probe, also where one process runs several (a library's caller).
+    static PROBES: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    let n = PROBES.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let dir = std::env::temp_dir().join(format!("loadgen-probe-{}-{n}", std::process::id()));
+    let mut config = main.clone();
+    config.model = ModelPlan::Closed(crate::model::closed::ClosedPlan {
+        workers: 1,
+        limit: crate::model::Limit::Requests(PROBE_REQUESTS),
+        sequence: level.sequence.clone(),
+        warmup: Duration::ZERO,
     });
-    let dir = std::env::temp_dir().join(format!("loadgen-probe-{}", std::process::id()));
-    let mut config = inputs.config(ModelChoice::Spec(spec), Some(&dir))?;
     config.duration_cap = Some(PROBE_TIME);
+    config.request_cap = None;
+    config.notes.clear();
+    config.output.out = Output::Dir(dir);
     config.output.progress = false;
     config.output.banner = false;
     config.output.json = true;
     config.output.metrics = LiveMetrics::default();
+    config.output.dashboard = Default::default();
     config.evidence.server_metrics = ServerMetrics::default();
     config.evidence.trace_sample = None;
     config.thresholds.clear();
     config.abort_after = None;
+    config.judgement = Judgement::default();
     Ok(config)
 }
 
@@ -533,9 +545,15 @@ impl RunConfig {
         let inputs = RunInputs::read(args.into())?;
         let mut config = inputs.config(ModelChoice::Flags, None)?;
         config.output.dashboard = parts::DashboardSettings::from_args(&args.dashboard);
-        if args.probe {
-            config.probe = Some(Box::new(probe_config(&inputs, &config)?));
+        config.probe = match (args.probe, args.no_probe) {
+            (true, _) => Some(probe_config(&config)?),
+            (false, false) => probe_config(&config).ok(),
+            (false, true) => None,
         }
+        .map(|probe| Probing {
+            config: Box::new(probe),
+            always: args.probe,
+        });
         Ok(config)
     }
 

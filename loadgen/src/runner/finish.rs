@@ -162,13 +162,15 @@ pub(super) async fn finish(
     let (live, labels) = (&driven.live, &output.labels);
     let summary = summarize(&config, live, &report.stats, labels, i64::MAX);
     let thresholds = thresholds::evaluate(&config.thresholds, &report.stats, &summary);
-    let probe = super::probe::after(&mut config, exit_reason, &summary, &mut warnings).await;
+    let judged = judge(&config, &summary, &mut report, (exit_reason, aborted));
+    let server = server_evidence(&config, scrapes, &mut warnings);
+    let facts = (&summary, &report.stats.components, &judged);
+    let ended = (exit_reason, stop);
+    let (verdict, probe) =
+        probed_verdict(&mut config, ended, facts, (&client, server), &mut warnings).await;
     // The load is over: a signal from here on stops the upload or the metrics linger, and
     // is not announced as stopping the load.
     stop.drain(exit_reason);
-    let judged = judge(&config, &summary, &mut report, (exit_reason, aborted));
-    let facts = (&summary, &report.stats.components, &judged, probe.as_ref());
-    let verdict = decide_verdict(&config, facts, &client, scrapes, &mut warnings);
     let header = header(&config, &target);
     target.shut_down().await;
     let records = RecordsInfo::new(&report, &output.run_dir);
@@ -356,8 +358,48 @@ fn judge(
     Judged { rows, open, level }
 }
 
+/// The run's verdict: the level's, then — where the probe at one connection could change it
+/// and the level ended as planned — the probe's run, and the verdict again with its R(1).
+async fn probed_verdict(
+    config: &mut RunConfig,
+    ended: (ExitReason, &StopSignal),
+    (summary, components, judged): (&RunSummary, &crate::stats::Components, &Judged),
+    (client, server): (&Option<ClientSummary>, Option<ServerEvidence>),
+    warnings: &mut Vec<String>,
+) -> (Verdict, Option<Probe>) {
+    let facts = (summary, components, judged, None);
+    let level = decide_verdict(config, facts, client, server.clone());
+    let probe = super::probe::after(config, ended, summary, &level, warnings).await;
+    match &probe {
+        Some(p) => {
+            let facts = (summary, components, judged, Some(p));
+            (decide_verdict(config, facts, client, server), probe)
+        }
+        None => (level, None),
+    }
+}
+
+/// What the server's scrapes say, for the verdict; a `--server-saturation` gauge that
+/// matched no series, or several, is said in `warnings`, not read.
+fn server_evidence(
+    config: &RunConfig,
+    scrapes: Option<Scrapes>,
+    warnings: &mut Vec<String>,
+) -> Option<ServerEvidence> {
+    let saturation = &config.evidence.server_metrics.saturation;
+    let mut server = scrapes.and_then(|s| ServerEvidence::of(&s.rows, saturation));
+    warnings.extend(
+        server
+            .as_mut()
+            .map(|s| std::mem::take(&mut s.notes))
+            .unwrap_or_default(),
+    );
+    server
+}
+
 /// The run's verdict from every fact the engine holds: the summary, the responses' time, the
-/// client's CPU, an open run's schedule, a capacity level's SLOs, the server's scrapes.
+/// client's CPU, an open run's schedule, a capacity level's SLOs, the server's scrapes, the
+/// probe at one connection.
 pub(super) fn decide_verdict(
     config: &RunConfig,
     (summary, components, judged, probe): (
@@ -367,18 +409,8 @@ pub(super) fn decide_verdict(
         Option<&Probe>,
     ),
     client: &Option<ClientSummary>,
-    scrapes: Option<Scrapes>,
-    warnings: &mut Vec<String>,
+    server: Option<ServerEvidence>,
 ) -> Verdict {
-    let saturation = &config.evidence.server_metrics.saturation;
-    let mut server = scrapes.and_then(|s| ServerEvidence::of(&s.rows, saturation));
-    // A --server-saturation gauge that matched no series, or several, is said, not read.
-    warnings.extend(
-        server
-            .as_mut()
-            .map(|s| std::mem::take(&mut s.notes))
-            .unwrap_or_default(),
-    );
     let mut verdict = verdict::decide(verdict::Facts {
         summary,
         components,

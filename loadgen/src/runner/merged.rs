@@ -177,7 +177,7 @@ fn judge(
             .to_string(),
     );
     let facts = (summary, &stats.components, judged, None);
-    let verdict = decide_verdict(config, facts, &None, None, &mut warnings);
+    let verdict = decide_verdict(config, facts, &None, None);
     (thresholds, verdict, warnings)
 }
 

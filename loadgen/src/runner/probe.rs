@@ -1,10 +1,12 @@
-//! `--probe`: once a closed single-phase level has ended, a short run at one connection to
+//! The probe: once a closed single-phase level has ended, a short run at one connection to
 //! the same target with the same requests — at most `config::PROBE_REQUESTS` requests and
 //! `config::PROBE_TIME` — through the same runner and worker loop. Its median is R(1), the
 //! response time with nothing else in flight; the level's median against it (R(N)/R(1)) is
 //! run.json's `probe` and a second sign of queueing for the verdict (`verdict::queueing`).
-//! Its rows go to a temporary directory that is removed: they are never the run's requests
-//! (the server counts them, the run does not).
+//! It runs by default where the level's verdict rests on its latency alone, after any level
+//! with `--probe`, never with `--no-probe`. Its rows go to a temporary directory that is
+//! removed: they are never the run's requests (the server counts them, the run does not). A
+//! Ctrl-C during it cuts it short, and it is then left out.
 
 use std::path::PathBuf;
 
@@ -56,40 +58,58 @@ impl Probe {
     }
 }
 
-/// The run's `--probe` (taken from `config`), once a level that ended as planned is over.
+/// The probe `config` plans, once a level that ended as planned is over and where `verdict`
+/// (the level's, without it) could change by it; `stop` is the run's, whose next signal cuts
+/// the probe short.
 pub(super) async fn after(
     config: &mut RunConfig,
-    exit_reason: ExitReason,
+    (exit_reason, stop): (ExitReason, &StopSignal),
     level: &RunSummary,
+    verdict: &Verdict,
     warnings: &mut Vec<String>,
 ) -> Option<Probe> {
     let ended = matches!(
         exit_reason,
         ExitReason::Completed | ExitReason::DurationElapsed
     );
-    let probe = config.probe.take().filter(|_| ended);
-    measure(probe, level, warnings).await
+    let wanted = |always: bool| always || verdict.rule.probe_can_tell();
+    let probe = config.probe.take().filter(|p| ended && wanted(p.always));
+    measure(*probe?.config, level, stop, warnings).await
 }
 
-/// Runs the probe once the level is over; `None` (with a warning) when it could not run or
-/// had no successful response. Its directory is removed. It has its own stop signal: the
-/// run's is already draining once its `-d` has elapsed, and the probe is bounded anyway.
+/// Runs the probe once the level is over; `None` (with a warning) when it could not run, had
+/// no successful response or was cut short by a signal. Its directory is removed. It has its
+/// own stop signal (the run's is already draining once its `-d` has elapsed), aborted at the
+/// run's next signal.
 async fn measure(
-    probe: Option<Box<RunConfig>>,
+    config: RunConfig,
     level: &RunSummary,
+    stop: &StopSignal,
     warnings: &mut Vec<String>,
 ) -> Option<Probe> {
-    let config = *probe?;
     let level_median_ns = median_ns(level)?;
     let dir: Option<PathBuf> = match &config.output.out {
         Output::Dir(dir) => Some(dir.clone()),
         _ => None,
     };
-    let outcome = Box::pin(super::run(config, StopSignal::new())).await;
+    let own = StopSignal::new();
+    let forward = {
+        let (run, probe) = (stop.clone(), own.clone());
+        tokio::spawn(async move {
+            run.next_signal().await;
+            probe.abort();
+        })
+    };
+    let outcome = Box::pin(super::run(config, own.clone())).await;
+    forward.abort();
     if let Some(dir) = dir {
         let _ = std::fs::remove_dir_all(dir);
     }
     let summary = match outcome {
+        Ok(_) if own.is_aborting() => {
+            warnings.push("the probe at one connection was cut short by a signal".into());
+            return None;
+        }
         Ok(outcome) => outcome.summary,
         Err(e) => {
             warnings.push(format!("the probe at one connection did not run: {e}"));

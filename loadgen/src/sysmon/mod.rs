@@ -165,6 +165,8 @@ fn start_with(config: SysmonConfig, row_group_every: Duration) -> Result<Sysmon,
             link_capacity_source: None,
             tcp: None,
             shared_with: None,
+            host_cores: None,
+            host_other_cores: None,
         },
         first_stat: baseline.cpu_stat,
         last_stat: baseline.cpu_stat,
@@ -172,6 +174,7 @@ fn start_with(config: SysmonConfig, row_group_every: Duration) -> Result<Sysmon,
         limit,
         cpu_ns_total: 0,
         wall_ns_total: 0,
+        host: HostBusy::default(),
         config,
     };
     let (stop, stopped) = mpsc::channel();
@@ -192,6 +195,8 @@ struct Sampler {
     /// Process CPU and wall time over every row, for the time-weighted mean.
     cpu_ns_total: u64,
     wall_ns_total: u64,
+    /// The host's busy cores over every row.
+    host: HostBusy,
     /// The cgroup's throttling counters at the baseline and at the last row.
     first_stat: Option<CpuStat>,
     last_stat: Option<CpuStat>,
@@ -214,6 +219,7 @@ impl Sampler {
                     self.cpu_ns_total as f64 / self.wall_ns_total as f64 / self.limit.limit_cores
                 };
                 summary.sampled_ns = self.wall_ns_total;
+                (summary.host_cores, summary.host_other_cores) = self.host.mean();
                 if let (Some(first), Some(last)) = (self.first_stat, self.last_stat) {
                     let run = last.since(&first);
                     summary.throttled_ns = Some(run.throttled_ns);
@@ -304,6 +310,38 @@ impl Sampler {
             s.peak_cpu_utilisation = s.peak_cpu_utilisation.max(u);
         }
         s.peak_rss_bytes = s.peak_rss_bytes.max(change.rss_bytes.unwrap_or(0));
+        if let (Some(cores), Some(process_ns)) =
+            (&change.core_utilisation, change.process_all_threads_ns)
+        {
+            self.host.add(cores, process_ns, change.wall_ns);
+        }
+    }
+}
+
+/// The host's cores busy with other work than this process's (the client's and an embedded
+/// server's threads), summed over the rows for a time-weighted mean.
+#[derive(Default)]
+struct HostBusy {
+    cores: usize,
+    other_core_ns: f64,
+    wall_ns: f64,
+}
+
+impl HostBusy {
+    fn add(&mut self, core_utilisation: &[f64], process_ns: u64, wall_ns: i64) {
+        self.cores = core_utilisation.len();
+        let busy_core_ns = core_utilisation.iter().sum::<f64>() * wall_ns as f64;
+        self.other_core_ns += (busy_core_ns - process_ns as f64).max(0.0);
+        self.wall_ns += wall_ns as f64;
+    }
+
+    /// The host's cores and how many of them other work kept busy on average; `None`
+    /// without a row.
+    fn mean(&self) -> (Option<usize>, Option<f64>) {
+        match self.wall_ns > 0.0 {
+            true => (Some(self.cores), Some(self.other_core_ns / self.wall_ns)),
+            false => (None, None),
+        }
     }
 }
 

@@ -30,6 +30,8 @@ pub(super) struct Reading {
 struct ProcessReading {
     user_ns: u64,
     sys_ns: u64,
+    /// Every thread's CPU, the client's and an embedded server's.
+    all_threads_ns: u64,
     rss_bytes: u64,
 }
 
@@ -70,6 +72,8 @@ pub(super) struct Change<'a> {
     pub(super) throttling: Option<CpuStat>,
     /// Each core's busy share, in /proc/stat's order.
     pub(super) core_utilisation: Option<Vec<f64>>,
+    /// The whole process's CPU (every thread, an embedded server's included), ns.
+    pub(super) process_all_threads_ns: Option<u64>,
     pub(super) rss_bytes: Option<u64>,
     pub(super) open_fds: Option<u64>,
     /// Each interface's bytes and packets, by name.
@@ -142,6 +146,7 @@ impl Probe {
         let stat = self.me.stat()?;
         let (other_user, other_sys) = self.not_client_ticks();
         Ok(ProcessReading {
+            all_threads_ns: (stat.utime + stat.stime) * self.ns_per_tick,
             user_ns: stat.utime.saturating_sub(other_user) * self.ns_per_tick,
             sys_ns: stat.stime.saturating_sub(other_sys) * self.ns_per_tick,
             rss_bytes: stat.rss.saturating_mul(procfs::page_size()),
@@ -186,6 +191,10 @@ impl Reading {
                 .as_deref()
                 .zip(self.cores.as_deref())
                 .map(|(b, n)| core_utilisation(b, n)),
+            process_all_threads_ns: before
+                .process
+                .zip(self.process)
+                .map(|(b, n)| n.all_threads_ns.saturating_sub(b.all_threads_ns)),
             rss_bytes: self.process.map(|p| p.rss_bytes),
             open_fds: self.open_fds,
             network: before

@@ -66,6 +66,12 @@ pub struct ClientSummary {
     /// Who shares the cores, for the console ("the embedded server").
     #[serde(skip)]
     pub shared_with: Option<&'static str>,
+    /// The host's cores (/proc/stat's `cpuN` lines), every one, not only the client's.
+    pub host_cores: Option<usize>,
+    /// How many of the host's cores other work kept busy on average over the sampled time:
+    /// every process but this one (a server on this host among them), whose own CPU — the
+    /// client's and an embedded server's — is left out.
+    pub host_other_cores: Option<f64>,
 }
 
 /// A fraction as the whole percent the console prints; the verdict compares this number.
@@ -208,6 +214,8 @@ pub mod tests {
             server_shares_cores: false,
             target_interface: None,
             link_capacity_bps: None,
+            host_cores: None,
+            host_other_cores: None,
             link_capacity_source: None,
             tcp: None,
             shared_with: None,

@@ -74,6 +74,56 @@ fn strength(f: &Facts<'_>, rule: Rule) -> super::Strength {
     }
 }
 
+/// The summary and what a busy host says (`host::busy_host`), where it bears: appended to a
+/// server cause, which it makes weak (the `bool`), else an evidence line of its own.
+fn with_host(
+    f: &Facts<'_>,
+    rule: Rule,
+    summary: String,
+    numbers: &mut Numbers,
+) -> (String, Option<String>, bool) {
+    let server_cpu = f.server.as_ref().and_then(|s| s.service_cpu_cores);
+    let Some(busy) = f.client.and_then(|c| super::host::busy_host(c, server_cpu)) else {
+        return (summary, None, false);
+    };
+    numbers.insert("host_other_cores", busy.other_cores);
+    match rule.cause() == Cause::Server {
+        true => (format!("{summary}; but {}", busy.sentence()), None, true),
+        false => (summary, Some(format!("host: {}", busy.sentence())), false),
+    }
+}
+
+/// The evidence: the summary, the host's line, the decision's reasons, the latency where it
+/// did not decide, and every finding the decision did not use.
+fn evidence_of(
+    summary: &str,
+    host_line: Option<String>,
+    decision: &Decision,
+    queue: Option<QueueFact>,
+    (findings, first_server): (&[Finding], usize),
+) -> Vec<String> {
+    let mut evidence = vec![summary.to_string()];
+    evidence.extend(host_line);
+    evidence.extend(decision.reasons.iter().cloned());
+    if let Some(q) =
+        queue.filter(|_| !matches!(decision.rule, Rule::ServerQueueing | Rule::NoneNoQueue))
+    {
+        evidence.push(format!("latency: {}", q.sentence()));
+    }
+    for (i, finding) in findings.iter().enumerate() {
+        if decision.used.contains(&i) {
+            continue;
+        }
+        let text = say(finding);
+        evidence.push(match i >= first_server {
+            true => format!("server: {text}"),
+            false => text,
+        });
+    }
+    evidence.dedup();
+    evidence
+}
+
 fn say(finding: &Finding) -> String {
     sentence(finding.rule, finding.limit, &finding.seen)
 }
@@ -114,28 +164,19 @@ pub fn decide(f: Facts<'_>) -> Verdict {
         },
     };
     let summary = in_context(&f, &decision, phase);
-    let mut evidence = vec![summary.clone()];
-    evidence.extend(decision.reasons.iter().cloned());
-    if let Some(q) =
-        queue.filter(|_| !matches!(decision.rule, Rule::ServerQueueing | Rule::NoneNoQueue))
-    {
-        evidence.push(format!("latency: {}", q.sentence()));
-    }
-    for (i, finding) in findings.iter().enumerate() {
-        if decision.used.contains(&i) {
-            continue;
-        }
-        let text = say(finding);
-        evidence.push(match i >= first_server {
-            true => format!("server: {text}"),
-            false => text,
-        });
-    }
-    evidence.dedup();
+    let (summary, host_line, busy_server) = with_host(&f, decision.rule, summary, &mut numbers);
+    let evidence = evidence_of(
+        &summary,
+        host_line,
+        &decision,
+        queue,
+        (&findings, first_server),
+    );
     let saturated = server.iter().any(|x| x.limit);
     Verdict {
         cause: decision.rule.cause(),
         strength: match queue.filter(|q| q.confirmed) {
+            _ if busy_server => super::Strength::Weak,
             Some(_) if decision.rule == Rule::ServerQueueing => super::Strength::Strong,
             _ => strength(&f, decision.rule),
         },
@@ -898,6 +939,47 @@ mod tests {
             .evidence
             .iter()
             .any(|e| e.contains("while the server fell behind")));
+    }
+
+    /// A server on the client's host that fell behind while other work held the host's
+    /// cores: the server still, but weakly, and the summary names the host. The server's own
+    /// CPU, scraped, accounts for the busy cores: strong again. A server elsewhere: strong.
+    #[test]
+    fn a_server_on_a_busy_host_is_said_weakly() {
+        let c = components(0.0, 0.0);
+        let s = summary(3000, 0, vec![phase("main", 20, 0.3, 0.7)]);
+        let behind = ["12 sends were dropped at the in-flight cap"];
+        let mut client = crate::sysmon::summary::tests::summary();
+        (client.host_cores, client.host_other_cores) = (Some(2), Some(1.7));
+        let judged = |client: &ClientSummary, server_cpu: Option<f64>| {
+            decide(Facts {
+                open: Some(open(0.0, &behind)),
+                client: Some(client),
+                server: server_cpu.map(|cores| ServerEvidence {
+                    service_cpu_cores: Some(cores),
+                    ..Default::default()
+                }),
+                ..facts(&s, &c)
+            })
+        };
+        let v = judged(&client, None);
+        assert_eq!(v.rule.name(), "server.fell_behind");
+        assert_eq!(v.strength, Strength::Strong, "the server is elsewhere");
+        client.server_shares_cores = true;
+        let v = judged(&client, None);
+        assert_eq!(
+            (v.rule.name(), v.strength),
+            ("server.fell_behind", Strength::Weak)
+        );
+        assert!(
+            v.summary
+                .contains("other work kept 1.7 of this host's 2 cores"),
+            "{}",
+            v.summary
+        );
+        assert!((v.numbers["host_other_cores"] - 1.7).abs() < 1e-9);
+        let v = judged(&client, Some(1.0));
+        assert_eq!(v.strength, Strength::Strong, "{}", v.summary);
     }
 
     #[test]

@@ -20,6 +20,7 @@
 pub mod checks;
 pub mod client;
 pub mod decide;
+pub mod host;
 pub mod queueing;
 pub mod rule;
 pub mod schedule;

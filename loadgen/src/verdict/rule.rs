@@ -47,6 +47,7 @@ pub struct Thresholds {
     pub min_served_at_once: f64,
     pub probe_queueing_ratio: f64,
     pub probe_no_queue_ratio: f64,
+    pub busy_host_other_share: f64,
 }
 
 /// `contract/sustainability.json`'s numbers.
@@ -119,6 +120,13 @@ pub enum Rule {
 }
 
 impl Rule {
+    /// Whether a probe at one connection could change a verdict this rule decided: the rules
+    /// that rest on one closed level's latency against its fastest response alone, which the
+    /// probe's R(1) confirms or undoes (what `inconclusive.one_level` says, it cannot decide).
+    pub fn probe_can_tell(self) -> bool {
+        matches!(self, Rule::ServerQueueing | Rule::NoneNoQueue)
+    }
+
     /// The name run.json and docs/verdict.md use.
     pub fn name(self) -> &'static str {
         match self {

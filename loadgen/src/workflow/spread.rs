@@ -156,7 +156,7 @@ fn spreadable(config: &RunConfig, junit: bool) -> Result<(), RunError> {
         Some("--out s3://")
     } else if matches!(config.target, Target::Embedded) {
         Some("the embedded server (no --url)")
-    } else if config.probe.is_some() {
+    } else if config.probe.as_ref().is_some_and(|p| p.always) {
         Some("--probe (one level, one process)")
     } else {
         None

@@ -212,6 +212,12 @@ pub fn run_json(run_dir: &Path) -> serde_json::Value {
     serde_json::from_str(&std::fs::read_to_string(run_dir.join("run.json")).unwrap()).unwrap()
 }
 
+/// Requests the probe at one connection sent after the level (run.json `probe`; 0 without
+/// one): the server counted them beside the run's rows.
+pub fn probe_requests(run_dir: &Path) -> u64 {
+    run_json(run_dir)["probe"]["requests"].as_u64().unwrap_or(0)
+}
+
 /// The `loadgen` binary of this build, with stdin closed and output captured.
 pub fn loadgen_bin() -> std::process::Command {
     let mut command = std::process::Command::new(env!("CARGO_BIN_EXE_loadgen"));
