@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from loadgen_analysis.testing import agreement
+from loadgen_analysis.testing import agreement, harness
 from loadgen_analysis.testing import testbeds as tb
 from loadgen_analysis.testing import zoo_testbeds as zoo
 
@@ -47,7 +47,7 @@ def _environment_holds(testbed: zoo.ZooTestbed, recording_path: Path, server: di
     run_json = json.loads((recording_path / "run.json").read_text())
     summary = run_json["summary"]
     # The probe at one connection after a closed level (run.json `probe`) is the server's too.
-    sent = summary["ok"] + summary["failed"] + (run_json.get("probe") or {}).get("requests", 0)
+    sent = summary["ok"] + summary["failed"] + harness.probe_requests(recording_path)
     assert abs(server["requests"] - sent) <= max(64, 0.02 * sent), (server, summary["ok"])
     if testbed.limit_rps is not None:
         ok_rps = server.get("ok_rps", summary["throughput_rps"])

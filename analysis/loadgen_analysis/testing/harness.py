@@ -153,6 +153,13 @@ def _seconds(duration: str) -> float:
     return value * {"ms": 1e-3, "s": 1.0, "m": 60.0}[unit]
 
 
+def probe_requests(run_dir: Path) -> int:
+    """Requests the probe at one connection sent after the level (run.json ``probe``; 0
+    without one): the server counted them beside the run's rows."""
+    probe = json.loads((Path(run_dir) / "run.json").read_text()).get("probe") or {}
+    return int(probe.get("requests", 0))
+
+
 def run_loadgen(
     url: str,
     out: Path,
