@@ -136,6 +136,14 @@ pub struct ServerMetrics {
     pub check_before_run: bool,
 }
 
+impl ServerMetrics {
+    /// Whether the gauges are held to a scrape before this run: there are endpoints and
+    /// gauges, and the run is the first to check them.
+    pub fn gauges_to_check(&self) -> bool {
+        !self.sources.is_empty() && self.saturation != Default::default() && self.check_before_run
+    }
+}
+
 impl Evidence {
     /// `evidence`'s flags with the scenario's `server_metrics` and `server_saturation`, and
     /// `--link-capacity`.

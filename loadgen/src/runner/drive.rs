@@ -20,7 +20,6 @@ use crate::report::thresholds::{self, ABORT_EVERY};
 const ROWS_TO_JUDGE_MAX_AGE: std::time::Duration = ABORT_EVERY.checked_div(4).unwrap();
 use crate::servermon::{self, ServerMon, ServerMonConfig, ServerMonError};
 use crate::stats::live::LiveMetrics;
-use crate::stats::samples::LevelRows;
 use crate::stats::LiveCounters;
 use crate::stop::{ExitReason, StopSignal};
 use crate::store::writer::RecordSender;
@@ -390,23 +389,16 @@ fn watch_level(
     output: &RunOutput,
     stop: &StopSignal,
 ) -> Option<tokio::task::JoinHandle<Option<Abort>>> {
-    let slos = config.judgement.level.as_ref()?.slos.clone();
+    let mut watch = slo::LevelWatch::new(config.judgement.level.as_ref()?.slos.clone());
     let samples = output.watched.clone()?;
     let stop = stop.clone();
     Some(tokio::spawn(async move {
-        let mut rows = LevelRows::default();
-        let mut aborted = None;
         while let Ok(batch) = samples.recv_async().await {
-            if aborted.is_some() {
-                continue;
-            }
-            rows.extend(batch);
-            aborted = slo::abort(&rows, &slos);
-            if aborted.is_some() {
+            if watch.take(batch) {
                 stop.drain(ExitReason::DurationElapsed);
             }
         }
-        aborted
+        watch.aborted()
     }))
 }
 

@@ -57,13 +57,12 @@ pub async fn run_with(
         eprintln!("warning: {warning}");
         warnings.push(warning);
     }
-    let target = target::PreparedTarget::prepare(&config).await?;
-    config.connection.source_addrs = ports::plan_sources(&config, target.addr)?;
-    warnings.extend(target.tls_warning(&config));
     let listeners = drive::Listeners {
         metrics: bind_metrics(&config)?,
         dashboard: bind_dashboard(&config)?,
     };
+    warnings.extend(target::tls_warning(&config));
+    let target = target::PreparedTarget::prepare(&mut config).await?;
     let (output, records) = output::RunOutput::create(&config, &target, &stop).await?;
     let driven = drive::drive(&config, &target, &output, records, listeners, &stop).await?;
     finish::finish(config, target, output, driven, &stop, warnings, extra).await

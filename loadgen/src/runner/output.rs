@@ -80,13 +80,6 @@ impl RunOutput {
             None => claim_run_dir(&config.output.out, &run_id)?,
         };
         let identity = RunIdentity::new(config, &run_id, &target.url.url);
-        let (closed, mirror) = match &s3 {
-            Some(s3) => {
-                let (closed, mirror) = start_mirror(s3, &identity, &run_dir, stop).await?;
-                (Some(closed), Some(mirror))
-            }
-            None => (None, None),
-        };
         let labels = Labels {
             ops: config.workload.labels(),
             phases: config.model.plan().phase_labels(),
@@ -96,7 +89,7 @@ impl RunOutput {
         let published = (config.abort_after.is_some() || config.output.dashboard.wanted())
             .then(|| Arc::new(Published::default()));
         let (samples, watched) = sample_log(config);
-        let (records, writer) = writer::spawn(WriterConfig {
+        let mut writing = WriterConfig {
             dir: run_dir.join("requests"),
             metadata: identity.parquet_metadata(),
             labels: labels.clone(),
@@ -107,11 +100,21 @@ impl RunOutput {
                 .plan()
                 .max_lateness()
                 .map_or(i64::MAX, crate::clock::nanos),
-            closed,
+            closed: None,
             warmup_phase: config.model.plan().warmup_phase(),
             publish: published.clone().map(|p| (p, publish_every(config))),
             samples,
-        })?;
+        };
+        // With `--out s3://`, the writer hands each closed segment to the mirror.
+        let mirror = match &s3 {
+            Some(s3) => {
+                let (closed, mirror) = start_mirror(s3, &identity, &run_dir, stop).await?;
+                writing.closed = Some(closed);
+                Some(mirror)
+            }
+            None => None,
+        };
+        let (records, writer) = writer::spawn(writing)?;
         let output = RunOutput {
             run_id,
             run_dir,

@@ -1,7 +1,9 @@
 //! Step one of a run: the target. Start the embedded reference server, or resolve the user's
-//! URL and check that it answers (a TCP connect, and the TLS handshake for `https://`) before
-//! anything is written; look up what the client monitor needs to know about this machine's
-//! side of the connection (CPU limit, the interface the traffic leaves by).
+//! URL; plan the local addresses its connections start from; look up what the client monitor
+//! needs to know about this machine's side of the connection (CPU limit, the interface the
+//! traffic leaves by); then check that it answers (a TCP connect, and the TLS handshake for
+//! `https://`) and that `--server-saturation`'s gauges pick one series each — before anything
+//! is written.
 
 use std::net::SocketAddr;
 
@@ -26,18 +28,16 @@ pub(super) struct PreparedTarget {
 }
 
 impl PreparedTarget {
-    pub async fn prepare(config: &RunConfig) -> Result<Self, RunError> {
-        let embedded = match config.target {
-            Target::Embedded => Some(Embedded::start().await?),
-            Target::Url(_) => None,
-        };
-        let url = match (&config.target, &embedded) {
-            (Target::Url(url), _) => url.clone(),
-            (Target::Embedded, Some(e)) => TargetUrl::parse(&format!("{}/", e.url()))?,
-            (Target::Embedded, None) => unreachable!("embedded server started above"),
-        };
+    /// Finds the target (starts the embedded server, or resolves the URL), plans the local
+    /// addresses its connections start from (into `config.connection.source_addrs`), looks
+    /// up this machine's side of it, then holds it to answering and the `--server-saturation`
+    /// gauges to one scrape: all before anything is written.
+    pub async fn prepare(config: &mut RunConfig) -> Result<Self, RunError> {
+        let (embedded, url) = locate(config).await?;
         let addr = resolve(&url).await?;
         let origin = origin(&url, addr, config)?;
+        config.connection.source_addrs = super::ports::plan_sources(config, addr)?;
+        let (cgroup, interface) = (Cgroup::discover(), link::target_interface(addr));
         let probed = match config.connection.http3 {
             true => crate::transport::http3::probe(&origin, config.connect_timeout).await,
             false => probe(&origin, config.connect_timeout).await,
@@ -53,21 +53,22 @@ impl PreparedTarget {
                 source,
             },
         })?;
-        check_saturation_gauges(config).await?;
+        let metrics = &config.evidence.server_metrics;
+        if metrics.gauges_to_check() {
+            // A hanging endpoint delays the run's start by this much at most.
+            let timeout = metrics.timeout.min(std::time::Duration::from_secs(2));
+            let rows = crate::servermon::scrape_once(&metrics.sources, timeout).await;
+            crate::verdict::check_before_run(&rows, &metrics.saturation)
+                .map_err(RunError::SaturationGauge)?;
+        }
         Ok(PreparedTarget {
             embedded,
             url,
             addr,
             origin,
-            cgroup: Cgroup::discover(),
-            interface: link::target_interface(addr),
+            cgroup,
+            interface,
         })
-    }
-
-    /// A warning for run.json when the server's certificate was not checked.
-    pub fn tls_warning(&self, config: &RunConfig) -> Option<String> {
-        (self.origin.tls.is_some() && config.connection.verify == Verify::Insecure)
-            .then(|| "--insecure: the server's TLS certificate was not verified".to_string())
     }
 
     /// Who shares the client's cores with it: a saturated client starves that server too.
@@ -105,6 +106,14 @@ pub(super) struct Embedded {
     runtime: Option<tokio::runtime::Runtime>,
 }
 
+/// A warning for run.json when the server's certificate will not be checked (`--insecure`
+/// against `https://`).
+pub(super) fn tls_warning(config: &RunConfig) -> Option<String> {
+    let https = matches!(&config.target, Target::Url(url) if url.scheme == "https");
+    (https && config.connection.verify == Verify::Insecure)
+        .then(|| "--insecure: the server's TLS certificate was not verified".to_string())
+}
+
 impl Drop for Embedded {
     fn drop(&mut self) {
         // Not `Runtime::drop`: it blocks, which an async context forbids.
@@ -138,20 +147,16 @@ impl Embedded {
     }
 }
 
-/// `--server-saturation`'s gauges held to one scrape of `--server-metrics` before the run:
-/// a gauge that picks several series, or none of its metric's, is refused (exit 2).
-async fn check_saturation_gauges(config: &RunConfig) -> Result<(), RunError> {
-    let metrics = &config.evidence.server_metrics;
-    if metrics.sources.is_empty()
-        || metrics.saturation == Default::default()
-        || !metrics.check_before_run
-    {
-        return Ok(());
+/// The embedded server, started, or the user's URL.
+async fn locate(config: &RunConfig) -> Result<(Option<Embedded>, TargetUrl), RunError> {
+    match &config.target {
+        Target::Url(url) => Ok((None, url.clone())),
+        Target::Embedded => {
+            let embedded = Embedded::start().await?;
+            let url = TargetUrl::parse(&format!("{}/", embedded.url()))?;
+            Ok((Some(embedded), url))
+        }
     }
-    // A hanging endpoint delays the run's start by this much at most.
-    let timeout = metrics.timeout.min(std::time::Duration::from_secs(2));
-    let rows = crate::servermon::scrape_once(&metrics.sources, timeout).await;
-    crate::verdict::check_before_run(&rows, &metrics.saturation).map_err(RunError::SaturationGauge)
 }
 
 async fn resolve(target: &TargetUrl) -> Result<SocketAddr, RunError> {

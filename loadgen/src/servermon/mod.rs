@@ -178,16 +178,16 @@ pub async fn scrape_once(sources: &[String], timeout: Duration) -> Vec<ScrapeRow
     else {
         return Vec::new();
     };
-    let mut tasks = tokio::task::JoinSet::new();
-    for (i, source) in sources.iter().enumerate() {
-        let request = client.get(source);
-        tasks.spawn(async move { (i, scrape(request).await.body) });
-    }
-    let mut bodies = tasks.join_all().await;
-    bodies.sort_by_key(|(i, _)| *i);
+    // Every source at once; their rows in the order given.
+    let tasks: Vec<_> = (sources.iter())
+        .map(|source| tokio::spawn(scrape(client.get(source))))
+        .collect();
     let mut rows = Vec::new();
-    for (i, body) in bodies {
-        let source = &sources[i];
+    for (source, task) in sources.iter().zip(tasks) {
+        let body = match task.await {
+            Ok(scraped) => scraped.body,
+            Err(panicked) => Err(panicked.to_string()),
+        };
         match body.and_then(|body| parse(&body)) {
             Ok(samples) => {
                 rows.extend(

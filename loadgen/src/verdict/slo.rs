@@ -362,8 +362,42 @@ impl Serialize for Abort {
     }
 }
 
+/// A capacity level's watch over its rows as the writer hands them over: it keeps them, and
+/// says once when they are far past the SLO ([`far_past`]), and why.
+pub struct LevelWatch {
+    slos: Vec<Threshold>,
+    rows: LevelRows,
+    aborted: Option<Abort>,
+}
+
+impl LevelWatch {
+    pub fn new(slos: Vec<Threshold>) -> Self {
+        LevelWatch {
+            slos,
+            rows: LevelRows::default(),
+            aborted: None,
+        }
+    }
+
+    /// Takes the writer's next batch; true the first time the rows are far past the SLO
+    /// (the level is to stop). Batches after that are not kept.
+    pub fn take(&mut self, batch: Vec<(Sample, bool)>) -> bool {
+        if self.aborted.is_some() {
+            return false;
+        }
+        self.rows.extend(batch);
+        self.aborted = far_past(&self.rows, &self.slos);
+        self.aborted.is_some()
+    }
+
+    /// Why the level was stopped early, if it was.
+    pub fn aborted(self) -> Option<Abort> {
+        self.aborted
+    }
+}
+
 /// Why the rows so far are far past the SLO, if they are (the contract's `level_abort_*`).
-pub fn abort(rows: &LevelRows, slos: &[Threshold]) -> Option<Abort> {
+fn far_past(rows: &LevelRows, slos: &[Threshold]) -> Option<Abort> {
     let all: Vec<_> = rows.warmup.iter().chain(&rows.judged).collect();
     if (all.len() as f64) < T.level_abort_min_rows {
         return None;
@@ -608,7 +642,7 @@ mod tests {
             if let Some(limit) = v["error_slo"].as_f64() {
                 slos.push(threshold(&format!("error_rate<{}%", limit * 100.0)));
             }
-            let got = match abort(&level, &slos) {
+            let got = match far_past(&level, &slos) {
                 Some(Abort::Errors { .. }) => Some("errors"),
                 Some(Abort::Latency { .. }) => Some("latency"),
                 None => None,

@@ -101,6 +101,9 @@ pub struct LevelPlan<'a> {
     pub inputs: &'a RunInputs,
     pub open: &'a OpenArgs,
     pub slos: &'a [Threshold],
+    /// The rows a level needs, after its warm-up, for its SLOs to be shown met
+    /// ([`slo::rows_to_pass`]): the same for every level of a search.
+    pub rows_to_pass: u64,
     pub warmup: Duration,
     pub dir: PathBuf,
     /// `--dashboard`: where each level goes as a point when it is decided.

@@ -63,6 +63,7 @@ pub async fn capacity(
         inputs: &inputs,
         open: &args.open,
         slos: &slos,
+        rows_to_pass: slo::rows_to_pass(&slos),
         warmup: args.warmup,
         dir: dir.clone(),
         page: page.as_ref(),
@@ -160,9 +161,8 @@ fn level_length(args: &CapacityArgs, plan: &LevelPlan<'_>, rate_rps: f64, step: 
         Step::Confirm => args.level_duration.mul_f64(args.confirm_levels),
         _ => args.level_duration,
     };
-    let rows = slo::rows_to_pass(plan.slos);
     // One more second than the rows take: the window's last sends may still be in flight.
-    let needed_s = rows as f64 / rate_rps.max(f64::MIN_POSITIVE) + 1.0;
+    let needed_s = plan.rows_to_pass as f64 / rate_rps.max(f64::MIN_POSITIVE) + 1.0;
     given.max(plan.warmup + Duration::from_secs_f64(needed_s.min(args.budget.as_secs_f64())))
 }
 
@@ -185,12 +185,12 @@ async fn measure(
     run: LevelRun,
     stop: &StopSignal,
 ) -> Result<(Level, Duration), RunError> {
-    let mut level = reach(plan, levels.len(), run, stop).await?;
-    announce(args, &level);
-    let mut sent = run.duration;
-    let mut remeasured = 0;
+    let (mut next, mut sent, mut remeasured) = (run, Duration::ZERO, 0);
     loop {
-        let again = if level.needs_extension() {
+        let mut level = reach(plan, levels.len(), next, stop).await?;
+        announce(args, &level);
+        sent += next.duration;
+        next = if level.needs_extension() {
             // Straddling the limit: look twice as long rather than guess.
             LevelRun {
                 step: Step::Extend,
@@ -218,9 +218,6 @@ async fn measure(
         level.cool_down_s = pause.as_secs_f64();
         levels.push(level);
         cool_down(args, pause, stop).await;
-        sent += again.duration;
-        level = reach(plan, levels.len(), again, stop).await?;
-        announce(args, &level);
     }
 }
 
