@@ -1,7 +1,7 @@
 //! A capacity level's SLOs, judged from its rows (handed over in memory by the writer), each
 //! with a confidence interval — the fact the search hands the one judge ([`LevelFacts`],
 //! read by [`super::decide()`]) — and the rule that stops a running level far past its SLO
-//! ([`abort`], by `contract/verdict.json`'s `level_abort_*`). Whether the level was
+//! ([`LevelWatch`], by `contract/verdict.json`'s `level_abort_*`). Whether the level was
 //! sustainable at all is [`super::schedule`]'s rule, shared with every open run.
 //!
 //! The interval is a **block bootstrap** over time blocks of the judged window: latencies
@@ -363,7 +363,7 @@ impl Serialize for Abort {
 }
 
 /// A capacity level's watch over its rows as the writer hands them over: it keeps them, and
-/// says once when they are far past the SLO ([`far_past`]), and why.
+/// says once when they are far past the SLO (the contract's `level_abort_*`), and why.
 pub struct LevelWatch {
     slos: Vec<Threshold>,
     rows: LevelRows,
