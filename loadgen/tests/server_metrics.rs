@@ -355,7 +355,17 @@ async fn a_scenarios_own_traceparent_is_kept() {
     let (url, received) = recording_server().await;
     let own = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01";
     let header = format!("traceparent: {own}");
-    let flags = ["-c", "1", "-n", "20", "--trace", "-H", &header];
+    // No probe after the level: every header the server saw is a row's.
+    let flags = [
+        "-c",
+        "1",
+        "-n",
+        "20",
+        "--trace",
+        "-H",
+        &header,
+        "--no-probe",
+    ];
     let (_dir, out, _) = run_at(&url, &flags, StopSignal::new()).await;
     let headers = received.lock().unwrap().clone();
     assert_eq!(headers.len(), 20);
