@@ -8,7 +8,12 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-step() { printf '\n==> %s\n' "$*"; }
+# Each step says when it began, counted from the start of the whole test command.
+export LOADGEN_TESTS_STARTED_S=${LOADGEN_TESTS_STARTED_S:-$(date +%s)}
+step() {
+  local at_s=$(($(date +%s) - LOADGEN_TESTS_STARTED_S))
+  printf '\n==> %s  (at %dm%02ds)\n' "$*" $((at_s / 60)) $((at_s % 60))
+}
 
 PYTHON=${PYTHON:-python3}
 VENV=.venv
@@ -51,7 +56,7 @@ step "pytest analysis/tests"
 # CPU. PYTEST_WORKERS=1 runs them one after another, for a machine too small for two.
 workers=${PYTEST_WORKERS:-2}
 if [ "$workers" -gt 1 ]; then
-  "$PY" -m pytest analysis/tests -n "$workers" --dist loadfile
+  "$PY" -m pytest analysis/tests -n "$workers" --dist loadfile --durations=15
 else
-  "$PY" -m pytest analysis/tests
+  "$PY" -m pytest analysis/tests --durations=15
 fi

@@ -5,7 +5,12 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-step() { printf '\n==> %s\n' "$*"; }
+# Each step says when it began, counted from the start of the whole test command.
+export LOADGEN_TESTS_STARTED_S=${LOADGEN_TESTS_STARTED_S:-$(date +%s)}
+step() {
+  local at_s=$(($(date +%s) - LOADGEN_TESTS_STARTED_S))
+  printf '\n==> %s  (at %dm%02ds)\n' "$*" $((at_s / 60)) $((at_s % 60))
+}
 
 if command -v rustup >/dev/null 2>&1; then
   installed=$(rustup component list --installed 2>/dev/null || true)
