@@ -279,9 +279,10 @@ pub struct Outage {
 /// and no more other failures than the errors share. A limiter's answers (429, 503) are
 /// responses, not connection failures, and spread through the level. A level that ended
 /// inside the stretch — its watcher stops a level whose requests fail — cannot show how long
-/// it lasted: it is an outage when nothing succeeded after it began and the level was clean
-/// before it for at least `outage_max_span_share` of the window (measuring it again tells a
-/// moment from a target that is gone).
+/// it lasted, wherever in the level it began: it is an outage when nothing sent after it began
+/// succeeded (requests already in flight may still complete). A limit lets some requests
+/// through; measuring the level again tells a moment from a limit (which fails again) or a
+/// target that is gone (which cannot be reached before it).
 pub fn outage(rows: &LevelRows) -> Option<Outage> {
     let (first, last) = rows.window_ns()?;
     let mut ends: Vec<i64> = rows
@@ -302,8 +303,10 @@ pub fn outage(rows: &LevelRows) -> Option<Outage> {
     let window_ns = last - first;
     let short = T.outage_max_span_share * window_ns as f64;
     let began_ns = ends[start];
-    let ended_inside = (began_ns - first) as f64 >= short
-        && rows.judged.iter().all(|s| s.failed || s.end_ns < began_ns);
+    let ended_inside = rows
+        .judged
+        .iter()
+        .all(|s| s.failed || s.intended_ns + s.send_lag_ns < began_ns);
     if span_ns as f64 > short && !ended_inside {
         return None;
     }
