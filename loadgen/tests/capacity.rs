@@ -201,9 +201,9 @@ fn a_server_failing_2_percent_meets_no_error_rate_below_1_percent() {
         "--slo",
         "error_rate<1%",
         "--max-rate",
-        "2000",
+        "500",
         "--min-rate",
-        "100",
+        "250",
         "--send-window",
         "1ms",
     ];
@@ -229,7 +229,7 @@ fn a_server_failing_2_percent_meets_no_error_rate_below_1_percent() {
         answer["answer"]
             .as_str()
             .unwrap()
-            .contains("even --min-rate 100 req/s failed"),
+            .contains("even --min-rate 250 req/s failed"),
         "{answer}"
     );
     assert!(answer["levels"]
@@ -549,7 +549,7 @@ fn an_interrupted_search_says_so_and_keeps_what_it_measured() {
 
 /// Issue 36: a target that goes away between levels ends the search with what it measured —
 /// capacity.json written, `ended: target_lost`, `limited_by: errors`, exit 99 — never exit 2
-/// ("nothing ran") after a level ran.
+/// ("nothing ran") after a level ran; after `--target-wait` of tries, not before.
 #[test]
 fn a_target_lost_between_levels_ends_the_search_with_what_it_measured() {
     let _alone = MEASURING.lock().unwrap_or_else(|e| e.into_inner());
@@ -563,12 +563,16 @@ fn a_target_lost_between_levels_ends_the_search_with_what_it_measured() {
         "300ms",
         "--cool-down",
         "3s",
+        "--target-wait",
+        "4s",
     ];
     let child = spawn_capacity(&server.url("/albums/1"), &flags, &out);
     // The first level wrote its run.json: the search is in its cool-down. Stop the server.
     wait_for_the_first_level(&out);
     server.stop();
+    let lost_at = std::time::Instant::now();
     let output = child.wait_with_output().unwrap();
+    let gave_up_after = lost_at.elapsed();
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert_eq!(output.status.code(), Some(99), "{stderr}");
     let answer = common::contract::read_json(&out.join("capacity.json"));
@@ -581,6 +585,16 @@ fn a_target_lost_between_levels_ends_the_search_with_what_it_measured() {
         "{answer}"
     );
     assert_eq!(answer["levels"][0]["passed"], true, "{answer}");
+    // Tried for the wait after the 3 s cool-down: 7 s and more, with the last pause (≤ 5 s).
+    assert_eq!(answer["settings"]["target_wait_s"], 4.0, "{answer}");
+    assert!(
+        answer["answer"].as_str().unwrap().contains("tried for 4"),
+        "{answer}"
+    );
+    assert!(
+        gave_up_after >= std::time::Duration::from_secs(6),
+        "{gave_up_after:?}: {stderr}"
+    );
 }
 
 /// Ctrl-C while the search waits for a target that went away is the user stopping it
@@ -743,8 +757,10 @@ fn a_target_down_for_a_second_does_not_end_the_search_or_move_its_answer() {
         "--tolerance",
         "20%",
         "--level-duration",
-        "3s",
+        "2s",
         "--warmup",
+        "500ms",
+        "--cool-down",
         "500ms",
     ];
     let child = spawn_capacity(&url, &flags, &out);

@@ -164,6 +164,12 @@ pub struct CapacityArgs {
     #[arg(help_heading = "Search", long, value_name = "REQ/S", value_parser = parse_per_second)]
     pub min_capacity: Option<f64>,
 
+    /// How long a target that cannot be reached before a level (refused, reset, not resolved)
+    /// is tried again, with a growing pause, before the search ends as `target_lost` with what
+    /// it measured. Real targets restart and fail over: the answer must not be the moment's.
+    #[arg(help_heading = "Search", long, value_name = "DURATION", value_parser = parse_duration, default_value = "30s")]
+    pub target_wait: Duration,
+
     /// Pause between levels, so one level's backlog does not bleed into the next.
     #[arg(help_heading = "Search", long, value_name = "DURATION", value_parser = parse_duration, default_value = "2s")]
     pub cool_down: Duration,

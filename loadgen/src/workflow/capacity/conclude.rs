@@ -29,6 +29,8 @@ pub struct Settings {
     pub min_rate_rps: f64,
     pub min_capacity_rps: Option<f64>,
     pub cool_down_s: f64,
+    /// `--target-wait`: how long an unreachable target is tried again before `target_lost`.
+    pub target_wait_s: f64,
     pub confidence: f64,
 }
 
@@ -344,7 +346,7 @@ fn suffix(c: &Capacity) -> String {
         Ended::TargetLost => format!(
             " — UNCONVERGED: the target could no longer be reached (tried for {} before \
              giving up)",
-            crate::units::duration(super::TARGET_WAIT.as_nanos() as f64)
+            crate::units::duration(c.settings.target_wait_s * 1e9)
         ),
         Ended::NoiseFloor => format!(
             " — as narrow as this machine and service allow: {} req/s passed once and failed \

@@ -105,6 +105,8 @@ pub struct LevelPlan<'a> {
     /// ([`slo::rows_to_pass`]): the same for every level of a search.
     pub rows_to_pass: u64,
     pub warmup: Duration,
+    /// `--target-wait`: how long a target that cannot be reached before a level is tried again.
+    pub target_wait: Duration,
     pub dir: PathBuf,
     /// `--dashboard`: where each level goes as a point when it is decided.
     pub page: Option<&'a super::super::WorkflowPage>,

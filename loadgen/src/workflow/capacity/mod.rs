@@ -34,10 +34,6 @@ use crate::stop::StopSignal;
 use crate::verdict::slo;
 /// Requests of the short calibration (after a few warm-up ones).
 const CALIBRATION_REQUESTS: u64 = 100;
-/// How long a target that cannot be reached before a level (refused, reset, not resolved)
-/// is tried again before the search ends as `target_lost`: real targets restart and fail
-/// over, and the answer must not be the moment's.
-pub const TARGET_WAIT: Duration = Duration::from_secs(30);
 /// How often a level that failed on a moment's outage of the target, or while this client
 /// sent late, is measured again before its failure is taken as it is.
 const REMEASURES: u32 = 2;
@@ -65,6 +61,7 @@ pub async fn capacity(
         slos: &slos,
         rows_to_pass: slo::rows_to_pass(&slos),
         warmup: args.warmup,
+        target_wait: args.target_wait,
         dir: dir.clone(),
         page: page.as_ref(),
     };
@@ -222,7 +219,7 @@ async fn measure(
 }
 
 /// Runs a level; a target that cannot be reached before it starts is tried again, with a
-/// growing pause, for up to [`TARGET_WAIT`] before the search gives up on it.
+/// growing pause, for up to `--target-wait` before the search gives up on it.
 async fn reach(
     plan: &LevelPlan<'_>,
     index: usize,
@@ -238,7 +235,7 @@ async fn reach(
         {
             Err(lost)
                 if lost.is_target_lost()
-                    && started.elapsed() + pause <= TARGET_WAIT
+                    && started.elapsed() + pause <= plan.target_wait
                     && !stop.is_draining() =>
             {
                 eprintln!(
@@ -345,6 +342,7 @@ fn settings(args: &CapacityArgs) -> Settings {
         min_rate_rps: args.min_rate,
         min_capacity_rps: args.min_capacity,
         cool_down_s: args.cool_down.as_secs_f64(),
+        target_wait_s: args.target_wait.as_secs_f64(),
         confidence: crate::verdict::slo::CONFIDENCE,
     }
 }
