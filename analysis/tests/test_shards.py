@@ -84,10 +84,12 @@ def test_open_model_timeline_lines_up_with_the_unsharded_one(
     merged_s = dict(zip(merged["t_s"], merged["requests"], strict=True))
     whole_s = dict(zip(whole["t_s"], whole["requests"], strict=True))
     # The three full seconds of a 3 s run; each within 3 % (a few requests either side of a
-    # second's boundary) of the unsharded run's and of the rate.
+    # second's boundary) of the unsharded run's. Against the rate only the whole run is held:
+    # a stall of the busy machine moves a second's completions into the next (288, 300, 300
+    # and 12 after the end, in one CI run), which the unsharded run, made beside it, shares.
     for second in (0.0, 1.0, 2.0):
         assert merged_s[second] == pytest.approx(whole_s[second], rel=0.03), (merged_s, whole_s)
-        assert merged_s[second] == pytest.approx(SHARD_RATE, rel=0.03), merged_s
+    assert sum(merged_s.values()) == pytest.approx(3 * SHARD_RATE, abs=3), merged_s
     # Rebased on the wall clock: the shards' first requests are as close as their starts.
     rows = la.shard_table(opened.folder)
     assert rows["first_request_skew_ms"].iloc[0] < MAX_START_SKEW_MS
