@@ -24,10 +24,17 @@ use loadgen::stop::StopSignal;
 use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
 use servers::ServerConfig;
 
+/// The saturation test judges its run, and a run's client CPU is this process's: it runs
+/// alone, while the other tests — each a closed loop at full speed on this process's cores,
+/// enough to saturate the "client" beside it — wait (they share the lock among themselves).
+static JUDGED_ALONE: tokio::sync::RwLock<()> = tokio::sync::RwLock::const_new(());
+
 /// One row of server-metrics.parquet.
 #[derive(Debug, Clone)]
 struct Sample {
     t_ns: i64,
+    scrape_ns: i64,
+    source: String,
     metric: Option<String>,
     labels: Option<String>,
     value: Option<f64>,
@@ -55,10 +62,17 @@ fn server_metrics(run_dir: &Path) -> Vec<Sample> {
             .column_by_name("value")
             .unwrap()
             .as_primitive::<Float64Type>();
+        let scrape_ns = batch
+            .column_by_name("scrape_ns")
+            .unwrap()
+            .as_primitive::<Int64Type>();
+        let source = text("source");
         let (metric, labels, error) = (text("metric"), text("labels"), text("error"));
         for i in 0..batch.num_rows() {
             rows.push(Sample {
                 t_ns: t_ns.value(i),
+                scrape_ns: scrape_ns.value(i),
+                source: source[i].clone().unwrap(),
                 metric: metric[i].clone(),
                 labels: labels[i].clone(),
                 value: value.is_valid(i).then(|| value.value(i)),
@@ -113,6 +127,7 @@ fn start_node_exporter() -> Option<(Killed, String)> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn node_exporter_is_scraped_during_a_run() {
+    let _beside = JUDGED_ALONE.read().await;
     let Some((_exporter, scrape)) = start_node_exporter() else {
         return;
     };
@@ -141,8 +156,77 @@ async fn node_exporter_is_scraped_during_a_run() {
     server.shutdown().await;
 }
 
+/// A metrics endpoint whose first answer takes 2.5 s (node_exporter's first scrape took 0.9 s
+/// on CI's loaded host) beside a quick one: the quick one is still scraped every second, and
+/// each is scraped again at the end, so a 3-s run has a rate of every counter. Before, one
+/// slow source held every other's next scrape, and a 2-s run kept one reading of the host's
+/// CPU counters — no rate — and judged without it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_slow_source_costs_no_other_its_scrapes_and_each_is_scraped_at_the_end() {
+    let _beside = JUDGED_ALONE.read().await;
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let slow = format!("http://{}/metrics", listener.local_addr().unwrap());
+    let answered = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    tokio::spawn(async move {
+        while let Ok((mut socket, _)) = listener.accept().await {
+            let first = answered.fetch_add(1, std::sync::atomic::Ordering::SeqCst) == 0;
+            tokio::spawn(async move {
+                let mut request = [0u8; 1024];
+                if socket.read(&mut request).await.is_err() {
+                    return;
+                }
+                if first {
+                    tokio::time::sleep(Duration::from_millis(2500)).await;
+                }
+                let body = "slow_metric_total 1\n";
+                let head = format!(
+                    "HTTP/1.1 200 OK\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
+                    body.len()
+                );
+                let _ = socket.write_all((head + body).as_bytes()).await;
+            });
+        }
+    });
+    let server = servers::start(ServerConfig::default()).await.unwrap();
+    let url = format!("{}/", server.url());
+    let quick = format!("{}/metrics", server.url());
+    let flags = ["-c", "2", "-d", "3s", "--server-metrics", &quick];
+    let flags = [
+        &flags[..],
+        &["--server-metrics", &slow, "--server-metrics-timeout", "4s"],
+    ]
+    .concat();
+    let (_dir, out, _) = run_at(&url, &flags, StopSignal::new()).await;
+    let samples = server_metrics(&out);
+    assert!(samples.iter().all(|s| s.error.is_none()), "{samples:?}");
+    let scrapes = |source: &str| -> BTreeSet<(i64, i64)> {
+        (samples.iter().filter(|s| s.source == source))
+            .map(|s| (s.t_ns, s.scrape_ns))
+            .collect()
+    };
+    let (quick_scrapes, slow_scrapes) = (scrapes(&quick), scrapes(&slow));
+    let (slow_began_ns, slow_took_ns) = *slow_scrapes.first().unwrap();
+    assert!(slow_took_ns >= 2_400_000_000, "{slow_scrapes:?}");
+    let while_slow = (quick_scrapes.iter())
+        .filter(|(t_ns, _)| *t_ns < slow_began_ns + slow_took_ns)
+        .count();
+    assert!(
+        while_slow >= 2,
+        "the quick source was scraped {while_slow} time(s) while the slow one answered: \
+         {quick_scrapes:?}"
+    );
+    // The scrape at the end: each source's last scrape began in the run's last second.
+    for (source, taken) in [(&quick, &quick_scrapes), (&slow, &slow_scrapes)] {
+        let last_ns = taken.last().unwrap().0;
+        assert!(last_ns >= 2_000_000_000, "{source}: {taken:?}");
+    }
+    server.shutdown().await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_node_exporter_killed_mid_run_costs_no_request() {
+    let _beside = JUDGED_ALONE.read().await;
     let Some((mut exporter, scrape)) = start_node_exporter() else {
         return;
     };
@@ -192,6 +276,7 @@ async fn a_node_exporter_killed_mid_run_costs_no_request() {
 /// scrapes time out, the run does not wait for them.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_node_exporter_stalled_mid_run_costs_no_request() {
+    let _beside = JUDGED_ALONE.read().await;
     let Some((exporter, scrape)) = start_node_exporter() else {
         return;
     };
@@ -229,6 +314,7 @@ async fn a_node_exporter_stalled_mid_run_costs_no_request() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_reference_servers_saturation_gauges_reach_its_worker_limit() {
+    let _alone = JUDGED_ALONE.write().await;
     let server = servers::start(ServerConfig {
         workers: Some(8),
         service_time: "10ms".parse().unwrap(),
@@ -312,6 +398,7 @@ async fn recording_server() -> (String, Arc<Mutex<Vec<String>>>) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn every_request_carries_a_traceparent_and_its_row_keeps_the_id() {
+    let _beside = JUDGED_ALONE.read().await;
     let valid = regex::Regex::new(r"^00-([0-9a-f]{32})-([0-9a-f]{16})-0[01]$").unwrap();
     for protocol in [&[][..], &["--http2"][..]] {
         let (url, received) = recording_server().await;
@@ -352,6 +439,7 @@ async fn every_request_carries_a_traceparent_and_its_row_keeps_the_id() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_scenarios_own_traceparent_is_kept() {
+    let _beside = JUDGED_ALONE.read().await;
     let (url, received) = recording_server().await;
     let own = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01";
     let header = format!("traceparent: {own}");
@@ -388,6 +476,7 @@ async fn a_scenarios_own_traceparent_is_kept() {
 /// RSS before the bound).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_endless_or_huge_metrics_body_is_refused_at_the_bound() {
+    let _beside = JUDGED_ALONE.read().await;
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let endpoint = format!("http://{}", listener.local_addr().unwrap());

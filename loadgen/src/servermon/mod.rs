@@ -4,8 +4,9 @@
 //!
 //! The scraper runs on its own OS thread with its own single-threaded async runtime, never
 //! on the runtime that sends requests, so scraping takes nothing from the request path but a
-//! little CPU. Each interval it scrapes every source at once, each with its own timeout; a
-//! source that refuses, errs, answers a non-2xx status, sends a body that is not the text
+//! little CPU. Each source is scraped every interval on its own clock, with its own timeout, so
+//! a slow source delays no other; once the run ends, each is scraped once more unless it just
+//! was, so its counters cover the whole run. A source that refuses, errs, answers a non-2xx status, sends a body that is not the text
 //! exposition, or is slower than the timeout gets one row saying so and is tried again next
 //! interval: a scrape never stops or delays the run. The text exposition is parsed by the
 //! `prometheus-parse` crate; each sample becomes one row of `server-metrics.parquet` (time,
@@ -255,36 +256,49 @@ impl Scraper {
         }
     }
 
-    /// Scrapes every interval until stopped. A scrape in progress when the run ends is
-    /// abandoned; the last scrape then waits at most [`LAST_SCRAPE_TIMEOUT`], so a stalled
-    /// endpoint delays the end of a run by that much at most.
+    /// Records every source's scrapes until stopped, each source on its own clock
+    /// ([`scrape_source`]), so a slow source costs no other its scrapes; a row group is written
+    /// at least every [`ROW_GROUP_EVERY`]. Once stopped, it waits for each source's scrape at
+    /// the end, which takes at most [`LAST_SCRAPE_TIMEOUT`].
     async fn scrape_until_stopped(
         &mut self,
         mut stopped: tokio::sync::oneshot::Receiver<()>,
     ) -> Result<(), ServerMonError> {
-        let mut ticks = tokio::time::interval(self.config.interval);
-        ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
+        let (scraped_tx, mut scraped) = tokio::sync::mpsc::unbounded_channel();
+        let (halt, halted) = tokio::sync::watch::channel(false);
+        for (i, source) in self.config.sources.iter().enumerate() {
+            let clock = SourceClock {
+                request: self.client.get(source),
+                interval: self.config.interval,
+                timeout: self.config.timeout,
+            };
+            let (scraped_tx, halted) = (scraped_tx.clone(), halted.clone());
+            tokio::spawn(async move {
+                scrape_source(clock, halted, |one| {
+                    let _ = scraped_tx.send((i, one));
+                })
+                .await
+            });
+        }
+        drop(scraped_tx);
         let mut row_group_started = Instant::now();
-        let mut last_scrape = Instant::now();
+        let mut halting = false;
+        // Every source's loop ends after its scrape at the end, closing the channel.
         loop {
-            tokio::select! {
-                _ = ticks.tick() => {}
-                _ = &mut stopped => break,
-            }
-            last_scrape = Instant::now();
-            tokio::select! {
-                () = self.scrape_all(self.config.timeout) => {}
-                _ = &mut stopped => break,
-            }
+            let next = tokio::select! {
+                next = scraped.recv() => next,
+                _ = &mut stopped, if !halting => {
+                    let _ = halt.send(true);
+                    halting = true;
+                    continue;
+                }
+            };
+            let Some((i, one)) = next else { break };
+            self.record(i, one);
             if self.columns.rows() > 0 && row_group_started.elapsed() >= ROW_GROUP_EVERY {
                 self.write_row_group()?;
                 row_group_started = Instant::now();
             }
-        }
-        // The counters' values at the end, unless the last scrape was just now.
-        if last_scrape.elapsed() >= self.config.interval / 4 {
-            let timeout = self.config.timeout.min(LAST_SCRAPE_TIMEOUT);
-            self.scrape_all(timeout).await;
         }
         if self.columns.rows() > 0 {
             self.write_row_group()?;
@@ -297,19 +311,6 @@ impl Scraper {
         self.file.write(&self.columns.take())?;
         self.file.sync()?;
         Ok(())
-    }
-
-    /// Scrapes every source at once and records what each returned.
-    async fn scrape_all(&mut self, timeout: Duration) {
-        let mut tasks = tokio::task::JoinSet::new();
-        for (i, source) in self.config.sources.iter().enumerate() {
-            let request = self.client.get(source).timeout(timeout);
-            tasks.spawn(async move { (i, scrape(request).await) });
-        }
-        while let Some(done) = tasks.join_next().await {
-            let Ok((i, scraped)) = done else { continue };
-            self.record(i, scraped);
-        }
     }
 
     fn record(&mut self, i: usize, scraped: Scraped) {
@@ -353,6 +354,51 @@ impl Scraper {
             }
         }
         self.rows.lock().expect("scrape rows").extend(rows);
+    }
+}
+
+/// One source's request and timing.
+struct SourceClock {
+    request: reqwest::RequestBuilder,
+    interval: Duration,
+    timeout: Duration,
+}
+
+/// Scrapes one source every interval until `halted`, handing each scrape to `recorded`. A
+/// scrape still in progress then is abandoned and, unless the last one recorded began within a
+/// quarter of an interval, the source is scraped once more (within [`LAST_SCRAPE_TIMEOUT`]) so
+/// its counters cover the whole run — a slow first scrape (node_exporter's takes ~0.9 s on a
+/// loaded host) must not leave a short run with one reading of a counter, which is no rate.
+async fn scrape_source(
+    clock: SourceClock,
+    mut halted: tokio::sync::watch::Receiver<bool>,
+    mut recorded: impl FnMut(Scraped),
+) {
+    let request = |timeout: Duration| {
+        let request = clock
+            .request
+            .try_clone()
+            .expect("a GET without a body clones");
+        request.timeout(timeout)
+    };
+    let mut ticks = tokio::time::interval(clock.interval);
+    ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
+    let mut last_started: Option<Instant> = None;
+    while !*halted.borrow() {
+        tokio::select! {
+            _ = ticks.tick() => {}
+            _ = halted.changed() => break,
+        }
+        tokio::select! {
+            one = scrape(request(clock.timeout)) => {
+                last_started = Some(one.started);
+                recorded(one);
+            }
+            _ = halted.changed() => break,
+        }
+    }
+    if last_started.is_none_or(|t| t.elapsed() >= clock.interval / 4) {
+        recorded(scrape(request(clock.timeout.min(LAST_SCRAPE_TIMEOUT))).await);
     }
 }
 

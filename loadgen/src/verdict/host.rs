@@ -1,7 +1,7 @@
 //! Whether the host a server shares with the client was busy with other work. A server cause
 //! said strongly rests on a server that had its cores. Where the server runs on the client's
 //! host (the embedded server, a loopback target) and that host's cores went to other work —
-//! beyond the client's own CPU and, when its metrics were scraped, the server's — the server
+//! beyond the client's own CPU and, when its scrapes measured it, the server's — the server
 //! may have been kept off its cores: it fell behind or queued because something else ran, not
 //! because of what it is. The cause is then said weakly, and the evidence names the host. The
 //! threshold is `contract/verdict.json`'s `busy_host_other_share`, held by its `host_vectors`.
@@ -13,10 +13,11 @@ use crate::sysmon::ClientSummary;
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct BusyHost {
     /// The host's busy cores beyond this process's (the client's, an embedded server's) and,
-    /// when scraped, the server's own CPU.
+    /// when its scrapes measured it, the server's own CPU.
     pub other_cores: f64,
     pub host_cores: usize,
-    /// The server's own CPU was scraped and is not in `other_cores`.
+    /// The server's own CPU was measured (its scrapes' `process_cpu_seconds_total`) and is not in
+    /// `other_cores`.
     pub server_counted: bool,
 }
 
@@ -45,7 +46,7 @@ impl BusyHost {
     pub fn sentence(&self) -> String {
         let beside = match self.server_counted {
             true => "beside loadgen and the server's own CPU",
-            false => "beside loadgen (the server's own CPU among it: its metrics were not scraped)",
+            false => "beside loadgen (the server's own CPU among it, not measured)",
         };
         format!(
             "other work kept {:.1} of this host's {} cores busy {beside}: the server, which \
@@ -54,7 +55,10 @@ impl BusyHost {
             self.host_cores,
             match self.server_counted {
                 true => "",
-                false => ", or scrape its metrics (--server-metrics) to see its own CPU",
+                false => {
+                    ", or scrape an endpoint with its process_cpu_seconds_total \
+                     (--server-metrics) to see its own CPU"
+                }
             }
         )
     }
