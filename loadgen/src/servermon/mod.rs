@@ -6,13 +6,13 @@
 //! on the runtime that sends requests, so scraping takes nothing from the request path but a
 //! little CPU. Each source is scraped every interval on its own clock, with its own timeout, so
 //! a slow source delays no other; once the run ends, each is scraped once more unless it just
-//! was, so its counters cover the whole run. A source that refuses, errs, answers a non-2xx status, sends a body that is not the text
-//! exposition, or is slower than the timeout gets one row saying so and is tried again next
-//! interval: a scrape never stops or delays the run. The text exposition is parsed by the
-//! `prometheus-parse` crate; each sample becomes one row of `server-metrics.parquet` (time,
-//! source, metric, labels, value), written as a row group at least every
-//! [`ROW_GROUP_EVERY`] into a hidden `.partial` file renamed when [`ServerMon::finish`]
-//! closes it. The columns are in `contract/files.json` (`files.server_metrics`); `file` owns
+//! was, so its counters cover the whole run. A source that refuses, errs, answers a non-2xx
+//! status, sends a body that is not the text exposition, or is slower than the timeout gets
+//! one row saying so and is tried again next interval: a scrape never stops or delays the run.
+//! The text exposition is parsed by the `prometheus-parse` crate; each sample becomes one row
+//! of `server-metrics.parquet` (time, source, metric, labels, value), written as a row group
+//! at least every [`ROW_GROUP_EVERY`] into a hidden `.partial` file renamed when
+//! [`ServerMon::finish`] closes it. The columns are in `contract/files.json` (`files.server_metrics`); `file` owns
 //! the schema.
 //!
 //! What it is not: a judge. It records what the server said; the verdict reads the file.
