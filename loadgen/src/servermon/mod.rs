@@ -12,8 +12,8 @@
 //! The text exposition is parsed by the `prometheus-parse` crate; each sample becomes one row
 //! of `server-metrics.parquet` (time, source, metric, labels, value), written as a row group
 //! at least every [`ROW_GROUP_EVERY`] into a hidden `.partial` file renamed when
-//! [`ServerMon::finish`] closes it. The columns are in `contract/files.json` (`files.server_metrics`); `file` owns
-//! the schema.
+//! [`ServerMon::finish`] closes it. The columns are in `contract/files.json`
+//! (`files.server_metrics`); `file` owns the schema.
 //!
 //! What it is not: a judge. It records what the server said; the verdict reads the file.
 
@@ -384,7 +384,7 @@ async fn scrape_source(
     let mut ticks = tokio::time::interval(clock.interval);
     ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
     let mut last_started: Option<Instant> = None;
-    while !*halted.borrow() {
+    loop {
         tokio::select! {
             _ = ticks.tick() => {}
             _ = halted.changed() => break,
