@@ -19,8 +19,10 @@ PYTHON=${PYTHON:-python3}
 VENV=.venv
 LOCK=analysis/requirements.lock
 
-step "python venv ($VENV) with the pinned dependencies of $LOCK"
-./scripts/venv.sh
+if [ -z "${LOADGEN_PYTHON_PREPARED:-}" ]; then
+  step "python venv ($VENV) with the pinned dependencies of $LOCK"
+  ./scripts/venv.sh
+fi
 PY="$VENV/bin/python"
 # The notebooks' kernel must be this venv's Python.
 export PATH="$PWD/$VENV/bin:$PATH"
@@ -36,14 +38,12 @@ step "kubernetes manifests (deploy/kubernetes, offline schemas)"
 "$VENV/bin/kubernetes-validate" --strict --quiet deploy/kubernetes/configmap.yaml \
   deploy/kubernetes/job.yaml deploy/kubernetes/serviceaccount.yaml
 
-step "Chromium (analysis/tests/test_report_browser.py opens the reports in it)"
-if command -v chromium >/dev/null 2>&1; then
-  echo "found $(command -v chromium)"
-elif command -v apt-get >/dev/null 2>&1 && [ "$(id -u)" = 0 ]; then
-  (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null) \
-    || echo "could not install Debian's chromium package: that test will say it skipped"
-else
-  echo "chromium is missing and needs apt-get as root to install: that test will say it skipped"
+if [ -z "${LOADGEN_TEST_UNAVAILABLE+set}" ]; then
+  step "the tools the tests use (scripts/test-tools.sh)"
+  mkdir -p target
+  ./scripts/test-tools.sh target/test-unavailable
+  LOADGEN_TEST_UNAVAILABLE=$(paste -sd, target/test-unavailable)
+  export LOADGEN_TEST_UNAVAILABLE
 fi
 
 step "pytest analysis/tests"

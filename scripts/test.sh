@@ -1,7 +1,11 @@
 #!/usr/bin/env bash
 # Runs every check and test of the project: the README's test command, and all that .ci/run does.
-# Installs what it needs (rustfmt, clippy, a Python venv with the pinned analysis packages) on
-# a fresh machine with Rust and Python.
+# Installs what it needs (rustfmt, clippy, Debian's tools the tests start, a Python venv with
+# the pinned analysis packages) on a fresh machine with Rust and Python.
+#
+# Tests hold behaviour; measurements of this machine are benches (bench/, not run here):
+# docs/contributing.md says which is which, and the quick loop for one who edits.
+# Everything is compiled once: `cargo test` builds the debug binaries the Python tests run.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -12,12 +16,25 @@ step() {
   printf '\n==> %s  (at %dm%02ds)\n' "$*" $((at_s / 60)) $((at_s % 60))
 }
 
+mkdir -p target
+# Every skipped test of both languages, with its reason, listed at the end.
+export LOADGEN_TEST_SKIPS="$PWD/target/test-skips.txt"
+: >"$LOADGEN_TEST_SKIPS"
+
 if command -v rustup >/dev/null 2>&1; then
   installed=$(rustup component list --installed 2>/dev/null || true)
   for component in rustfmt clippy; do
     grep -q "^${component}" <<<"$installed" || rustup component add "$component"
   done
 fi
+
+step "started beside the build: the tools the tests use (scripts/test-tools.sh), the Python venv (scripts/venv.sh), the MSRV toolchain"
+./scripts/test-tools.sh target/test-unavailable >target/test-tools.log 2>&1 &
+tools_pid=$!
+./scripts/venv.sh >target/venv.log 2>&1 &
+venv_pid=$!
+./scripts/msrv.sh --install >target/msrv-install.log 2>&1 &
+msrv_install_pid=$!
 
 step "cargo fmt --check"
 cargo fmt --all --check
@@ -28,43 +45,36 @@ cargo clippy --workspace --all-targets --locked -- -D warnings
 step "cargo doc (warnings are errors)"
 RUSTDOCFLAGS="-D warnings" cargo doc --workspace --no-deps --locked
 
-step "Prometheus (loadgen/tests/prometheus.rs scrapes a real run with it)"
-if command -v prometheus >/dev/null 2>&1; then
-  echo "found $(command -v prometheus)"
-elif command -v apt-get >/dev/null 2>&1 && [ "$(id -u)" = 0 ]; then
-  (apt-get update -qq && apt-get install -y -qq prometheus >/dev/null) \
-    || echo "could not install Debian's prometheus package: that test will say it skipped"
-else
-  echo "prometheus is missing and needs apt-get as root to install: that test will say it skipped"
-fi
+step "cargo test: build (also the debug binaries the Python tests run)"
+cargo test --workspace --locked --no-run
 
-step "node_exporter (loadgen/tests/server_metrics.rs scrapes a real one during runs)"
-if command -v prometheus-node-exporter >/dev/null 2>&1; then
-  echo "found $(command -v prometheus-node-exporter)"
-elif command -v apt-get >/dev/null 2>&1 && [ "$(id -u)" = 0 ]; then
-  (apt-get update -qq && apt-get install -y -qq prometheus-node-exporter >/dev/null) \
-    || echo "could not install Debian's prometheus-node-exporter package: those tests will say they skipped"
-else
-  echo "prometheus-node-exporter is missing and needs apt-get as root to install: those tests will say they skipped"
-fi
-
-step "nginx (analysis/tests/test_zoo.py starts Debian's nginx as a zoo server)"
-if command -v nginx >/dev/null 2>&1 || [ -x /usr/sbin/nginx ]; then
-  echo "found nginx"
-elif command -v apt-get >/dev/null 2>&1 && [ "$(id -u)" = 0 ]; then
-  (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq nginx-light >/dev/null) \
-    || echo "could not install Debian's nginx-light package: the zoo's nginx rows will say they skipped"
-else
-  echo "nginx is missing and needs apt-get as root to install: the zoo's nginx rows will say they skipped"
-fi
+step "the tools the tests use"
+wait "$tools_pid" || true
+cat target/test-tools.log
+LOADGEN_TEST_UNAVAILABLE=$(paste -sd, target/test-unavailable)
+export LOADGEN_TEST_UNAVAILABLE
+[ -z "$LOADGEN_TEST_UNAVAILABLE" ] || echo "their tests will be skipped: $LOADGEN_TEST_UNAVAILABLE"
 
 step "cargo test"
 cargo test --workspace --locked
 
-step "MSRV: the workspace builds with the Rust it declares"
+step "MSRV: the workspace checks with the Rust it declares"
+wait "$msrv_install_pid" || true
 ./scripts/msrv.sh
 
-step "cargo build (debug binaries for the Python tests)"
-cargo build --workspace --locked
+step "python venv (made beside the build)"
+if ! wait "$venv_pid"; then
+  cat target/venv.log
+  exit 1
+fi
+cat target/venv.log
 
-./scripts/test-python.sh
+LOADGEN_PYTHON_PREPARED=1 ./scripts/test-python.sh
+
+step "skipped tests"
+if [ -s "$LOADGEN_TEST_SKIPS" ]; then
+  sort "$LOADGEN_TEST_SKIPS"
+  echo "$(wc -l <"$LOADGEN_TEST_SKIPS") skipped: what they need could not be installed here"
+else
+  echo "none"
+fi

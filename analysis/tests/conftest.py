@@ -14,16 +14,20 @@ both Python (pyarrow, boto3) and child processes (``loadgen run --out s3://…``
 
 from __future__ import annotations
 
+import fcntl
 import logging
+import os
+import pickle
+import shutil
 import subprocess
 import sys
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import ExitStack
 from dataclasses import dataclass
 from html.parser import HTMLParser
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import pytest
 
@@ -82,55 +86,89 @@ def runs_root(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return tmp_path_factory.mktemp("runs")
 
 
+T = TypeVar("T")
+
+
+def once(tmp_path_factory: pytest.TempPathFactory, name: str, make: Callable[[Path], T]) -> T:
+    """``make(folder)``'s value, recorded once for the whole test session: under pytest-xdist
+    the first worker to ask records it into a folder both workers see, under a file lock, and
+    the other reads the same value back (pickled) instead of recording its own."""
+    root = tmp_path_factory.getbasetemp()
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        root = root.parent  # the session's folder, above each worker's own
+    shared = root / "recorded-once"
+    shared.mkdir(exist_ok=True)
+    folder, value_file = shared / name, shared / f"{name}.pickle"
+    with (shared / f"{name}.lock").open("w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if value_file.exists():
+            return pickle.loads(value_file.read_bytes())
+        shutil.rmtree(folder, ignore_errors=True)
+        folder.mkdir()
+        value = make(folder)
+        value_file.write_bytes(pickle.dumps(value))
+        return value
+
+
 @pytest.fixture(scope="session")
-def capacity_sweep(binaries: Binaries, runs_root: Path) -> list[Path]:
+def capacity_sweep(binaries: Binaries, tmp_path_factory: pytest.TempPathFactory) -> list[Path]:
     """A sweep of ``-c`` levels against the 800 req/s server, one server for all levels."""
-    with harness.Server(CAPACITY_SERVER, binary=binaries.server) as server:
-        return harness.sweep(
-            server.url + "/",
-            runs_root / "sweep",
-            SWEEP_LEVELS,
-            duration="1500ms",
-            binary=binaries.loadgen,
-        )
+
+    def make(folder: Path) -> list[Path]:
+        with harness.Server(CAPACITY_SERVER, binary=binaries.server) as server:
+            return harness.sweep(
+                server.url + "/",
+                folder / "sweep",
+                SWEEP_LEVELS,
+                duration="1500ms",
+                binary=binaries.loadgen,
+            )
+
+    return once(tmp_path_factory, "capacity-sweep", make)
 
 
 @pytest.fixture(scope="session")
-def error_run(binaries: Binaries, runs_root: Path) -> Recorded:
+def error_run(binaries: Binaries, tmp_path_factory: pytest.TempPathFactory) -> Recorded:
     """10 % of requests answered 500, so failures are real rows."""
-    return record(
-        binaries, ("--service-time", "1ms", "--error-rate", "0.1"), runs_root / "errors", 8, "1s"
+    server = ("--service-time", "1ms", "--error-rate", "0.1")
+    return once(
+        tmp_path_factory, "errors", lambda f: record(binaries, server, f / "run", 8, "1s")
     )
 
 
 @pytest.fixture(scope="session")
-def think_time_run(binaries: Binaries, runs_root: Path) -> Recorded:
+def think_time_run(binaries: Binaries, tmp_path_factory: pytest.TempPathFactory) -> Recorded:
     """A client that paces itself: 30 ms of think time after every 10 ms request."""
-    return record(
-        binaries,
-        CAPACITY_SERVER,
-        runs_root / "think-time",
-        8,
-        "1500ms",
-        extra=("--think-time", "30ms"),
+    return once(
+        tmp_path_factory,
+        "think-time",
+        lambda f: record(
+            binaries, CAPACITY_SERVER, f / "run", 8, "1500ms", extra=("--think-time", "30ms")
+        ),
     )
 
 
 @pytest.fixture(scope="session")
-def service_time_runs(binaries: Binaries, runs_root: Path) -> dict[str, list[Path]]:
+def service_time_runs(
+    binaries: Binaries, tmp_path_factory: pytest.TempPathFactory
+) -> dict[str, list[Path]]:
     """Three runs against a 5 ms server and three against a 50 ms one, same client settings
     (three, not two: a run-to-run interval from two runs has one degree of freedom and is too
     wide to call even a 60 % change). 50 ms, not 8 or 15: the candidate's p99 can never be
     below its service time, so only stalls of the 5 ms runs longer than 50 ms, in more than 1 %
     of their requests, could make the gate call it noise (a busy CI machine read +60 % at 8 ms,
     and once +200 % at 15 ms, as noise)."""
-    out: dict[str, list[Path]] = {"5ms": [], "50ms": []}
-    for service_time in ("5ms", "50ms"):
-        for i in (1, 2, 3):
-            path = runs_root / f"service-{service_time}" / f"r{i}"
-            record(binaries, ("--service-time", service_time), path, 16, "2s")
-            out[service_time].append(path)
-    return out
+
+    def make(folder: Path) -> dict[str, list[Path]]:
+        out: dict[str, list[Path]] = {"5ms": [], "50ms": []}
+        for service_time in ("5ms", "50ms"):
+            for i in (1, 2, 3):
+                path = folder / f"service-{service_time}" / f"r{i}"
+                record(binaries, ("--service-time", service_time), path, 16, "2s")
+                out[service_time].append(path)
+        return out
+
+    return once(tmp_path_factory, "service-times", make)
 
 
 @dataclass(frozen=True)
@@ -148,25 +186,29 @@ EVIDENCE_CLIENTS = 4
 
 
 @pytest.fixture(scope="session")
-def evidence_run(binaries: Binaries, runs_root: Path) -> EvidenceRun:
+def evidence_run(binaries: Binaries, tmp_path_factory: pytest.TempPathFactory) -> EvidenceRun:
     """2 s of ``loadgen run --server-metrics`` against loadgen-server's ``/metrics`` and a
     real node_exporter on loopback (when installed)."""
-    why_not = node_exporter.why_not()
-    with ExitStack() as stack:
-        server = stack.enter_context(harness.Server(EVIDENCE_SERVER, binary=binaries.server))
-        scrape = ["--server-metrics", server.url + "/metrics"]
-        if why_not is None:
-            scrape += ["--server-metrics", stack.enter_context(node_exporter.NodeExporter()).url]
-        path = runs_root / "evidence"
-        harness.run_loadgen(
-            server.url + "/",
-            path,
-            EVIDENCE_CLIENTS,
-            duration="2s",
-            extra=scrape,
-            binary=binaries.loadgen,
-        )
-    return EvidenceRun(path, why_not)
+
+    def make(folder: Path) -> EvidenceRun:
+        why_not = node_exporter.why_not()
+        with ExitStack() as stack:
+            server = stack.enter_context(harness.Server(EVIDENCE_SERVER, binary=binaries.server))
+            scrape = ["--server-metrics", server.url + "/metrics"]
+            if why_not is None:
+                exporter = stack.enter_context(node_exporter.NodeExporter())
+                scrape += ["--server-metrics", exporter.url]
+            harness.run_loadgen(
+                server.url + "/",
+                folder / "evidence",
+                EVIDENCE_CLIENTS,
+                duration="2s",
+                extra=scrape,
+                binary=binaries.loadgen,
+            )
+        return EvidenceRun(folder / "evidence", why_not)
+
+    return once(tmp_path_factory, "evidence", make)
 
 
 class _OutputText(HTMLParser):
@@ -236,12 +278,15 @@ class ShardSet:
 
 
 @pytest.fixture(scope="session")
-def shard_sets(binaries: Binaries, runs_root: Path) -> dict[str, ShardSet]:
+def shard_sets(binaries: Binaries, tmp_path_factory: pytest.TempPathFactory) -> dict[str, ShardSet]:
     """``closed`` (``-c 6 -n 600``) and ``open`` (``--rate 300 -d 3s``), each as 3 shard
     processes plus one unsharded process, all 8 started at once against one loadgen-server;
     the closed ones start at a --start-at 2 s ahead, the open ones half a second later so the
     closed burst (~0.2 s) is over by then and the two runs have different --start-at."""
-    root = runs_root / "sharded"
+    return once(tmp_path_factory, "sharded", lambda folder: _record_shard_sets(binaries, folder))
+
+
+def _record_shard_sets(binaries: Binaries, root: Path) -> dict[str, ShardSet]:
     plan: list[tuple[str, Path, tuple[str, ...]]] = []
     for kind, args in (("closed", SHARD_CLOSED), ("open", SHARD_OPEN)):
         for i in range(SHARDS):
@@ -357,7 +402,11 @@ def service_series(binaries: Binaries, tmp_path_factory: pytest.TempPathFactory)
     another ephemeral port, as a service started anew in CI each night (the same test, so one
     series, issue 49): 20 runs, about 20 s. Shared by test_history.py and
     test_history_site.py."""
-    root = tmp_path_factory.mktemp("history-runs")
+    return once(tmp_path_factory, "service-series", lambda f: _record_series(binaries, f))
+
+
+def _record_series(binaries: Binaries, folder: Path) -> dict:
+    root = folder / "runs"
     at_5ms, at_8ms = [], []
     with harness.Server(("--service-time", "5ms"), binary=binaries.server) as server:
         first_url = server.url
@@ -369,9 +418,47 @@ def service_series(binaries: Binaries, tmp_path_factory: pytest.TempPathFactory)
         for i in range(5):
             at_8ms.append(root / f"8ms-{i:02d}")
             harness.run_loadgen(server.url + "/", at_8ms[-1], 4, "1s", binary=binaries.loadgen)
-    stores = tmp_path_factory.mktemp("history-stores")
+    stores = folder / "stores"
     step, noise = stores / "step", stores / "noise"
     for runs, where in ((at_5ms[:10] + at_8ms, step), (at_5ms, noise)):
         proc = run_cli("history", "add", *runs, "--store", where, "--label", "branch=main")
         assert proc.returncode == 0, proc.stderr
     return {"5ms": at_5ms, "8ms": at_8ms, "step": step, "noise": noise}
+
+
+# --------------------------------------------------------------------------- markers
+
+#: Fixtures that start the workspace's binaries or a server: a test that uses one (directly or
+#: through another fixture) is marked ``records``, and scripts/quick.sh leaves it out.
+_RECORDING_FIXTURES = {"binaries", "s3_server"}
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        if _RECORDING_FIXTURES & set(getattr(item, "fixturenames", ())):
+            item.add_marker(pytest.mark.records)
+
+
+# --------------------------------------------------------------------------- skips
+
+_SESSION_CONFIG: pytest.Config | None = None
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    global _SESSION_CONFIG
+    _SESSION_CONFIG = config
+
+
+def pytest_runtest_logreport(report: pytest.TestReport) -> None:
+    """Each skipped test, with its reason, appended to the file ``LOADGEN_TEST_SKIPS`` names
+    (written by the controlling process only), so the test command lists every skip of both
+    languages in its last lines."""
+    path = os.environ.get("LOADGEN_TEST_SKIPS")
+    if not path or not report.skipped or hasattr(report, "wasxfail"):
+        return
+    if _SESSION_CONFIG is not None and hasattr(_SESSION_CONFIG, "workerinput"):
+        return
+    longrepr = report.longrepr
+    reason = longrepr[2] if isinstance(longrepr, tuple) else str(longrepr)
+    with Path(path).open("a") as skips:
+        skips.write(f"python {report.nodeid}: {reason}\n")

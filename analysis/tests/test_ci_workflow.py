@@ -25,6 +25,8 @@ from pathlib import Path
 from xml.etree import ElementTree
 
 import pytest
+
+from loadgen_analysis.testing import unavailable
 import yaml
 
 REPO = Path(__file__).resolve().parents[2]
@@ -86,7 +88,7 @@ def _free_port() -> int:
 def _run_steps(path: Path, binaries, tmp_path: Path) -> Path:
     """Run the workflow's steps in a scratch checkout; returns it."""
     if shutil.which("curl") is None:
-        pytest.skip("curl is not installed (the 'Start the service' step uses it)")
+        unavailable.missing("curl", "curl is not installed (the 'Start the service' step uses it)")
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()
     (bin_dir / "loadgen").symlink_to(binaries.loadgen)

@@ -17,6 +17,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from loadgen_analysis.testing import grpc_greeter, harness
+from loadgen_analysis.testing import unavailable
 
 from .conftest import Binaries, run_cli
 
@@ -25,8 +26,11 @@ CALLS = 400
 
 @pytest.fixture
 def greeter() -> Iterator[grpc_greeter.Greeter]:
-    pytest.importorskip("grpc", reason="grpcio is not installed (analysis/zoo.lock)")
-    pytest.importorskip("grpc_tools", reason="grpcio-tools is not installed (analysis/zoo.lock)")
+    try:
+        import grpc  # noqa: F401
+        import grpc_tools  # noqa: F401
+    except ImportError as missing:
+        unavailable.missing("zoo", f"{missing.name} is not installed (analysis/zoo.lock)")
     server = grpc_greeter.Greeter()
     try:
         yield server

@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 
 from loadgen_analysis.testing import harness
+from loadgen_analysis.testing import unavailable
 from loadgen_analysis.testing import model_testbeds as mt
 from loadgen_analysis.testing import testbeds as tb
 
@@ -31,7 +32,7 @@ def bins(binaries: Binaries) -> tb.Binaries:
 def cgroups() -> None:
     reason = harness.why_no_cpu_cgroup()
     if reason:
-        pytest.skip(reason)
+        unavailable.missing("cgroup", reason)
 
 
 def _summary(recording: tb.Recording) -> dict:

@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 
 from loadgen_analysis.models.littles_law import littles_law_table
+from loadgen_analysis.testing import unavailable
 from loadgen_analysis.reference import default_reference_dir, read_course_table
 from loadgen_analysis.verdict.attribution import attribute
 
@@ -18,7 +19,9 @@ REFERENCE = default_reference_dir()
 def test_reference_copies_match_the_shared_originals() -> None:
     shared = Path(__file__).resolve().parents[3] / "shared" / "reference"
     if not shared.is_dir():
-        pytest.skip(f"{shared} is not beside this checkout (it is on the developers' machines)")
+        unavailable.missing(
+            "shared", f"{shared} is not beside this checkout (it is on the developers' machines)"
+        )
     for name in ("twinder-littles-law.csv", "skier-littles-law.csv"):
         assert (REFERENCE / name).read_bytes() == (shared / name).read_bytes(), name
 

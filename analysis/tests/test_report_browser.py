@@ -16,6 +16,8 @@ from pathlib import Path
 
 import pytest
 
+from loadgen_analysis.testing import unavailable
+
 from .conftest import run_cli
 
 DATA = Path(__file__).resolve().parents[2] / "data" / "runs"
@@ -44,7 +46,8 @@ def _chromium() -> str:
     for name in ("chromium", "chromium-browser", "google-chrome"):
         if path := shutil.which(name):
             return path
-    pytest.skip("no Chromium on PATH (Debian: apt-get install chromium; test-python.sh does)")
+    unavailable.missing("chromium", "no Chromium on PATH (Debian: apt-get install chromium)")
+    raise AssertionError("unreachable")
 
 
 def _probe(page: Path, tmp_path: Path) -> dict:

@@ -13,6 +13,7 @@ import pytest
 
 import loadgen_analysis as la
 from loadgen_analysis.reductions.server_series import CPU_COLUMNS
+from loadgen_analysis.testing import unavailable
 
 from .conftest import EVIDENCE_CLIENTS, EvidenceRun
 
@@ -61,7 +62,7 @@ def _busy_share_by_hand(run: Path) -> dict[str, float]:
 
 def test_the_cpu_busy_share_per_core_and_in_total(evidence_run: EvidenceRun) -> None:
     if evidence_run.no_node_exporter:
-        pytest.skip(evidence_run.no_node_exporter)
+        unavailable.missing("node_exporter", evidence_run.no_node_exporter)
     frame = la.server_cpu_busy(evidence_run.path)
     assert list(frame.columns) == ["from_s", "time_s", "source", "cpu", "busy_share"]
     assert frame["source"].nunique() == 1 and frame["source"].iloc[0].endswith("/metrics")

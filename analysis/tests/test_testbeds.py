@@ -21,6 +21,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from loadgen_analysis.testing import harness
+from loadgen_analysis.testing import unavailable
 from loadgen_analysis.testing import testbeds as tb
 from loadgen_analysis.testing.server_testbeds import SERVER_TESTBEDS
 
@@ -37,7 +38,7 @@ def cpu_quota_cgroup() -> Iterator[harness.CpuCgroup]:
     """A cgroup with a quarter of one core (``prefix()`` runs a command in it); removed after."""
     reason = harness.why_no_cpu_cgroup()
     if reason:
-        pytest.skip(reason)
+        unavailable.missing("cgroup", reason)
     with harness.CpuCgroup(tb.QUOTA_CORES) as quota:
         yield quota
 
@@ -47,7 +48,7 @@ def shaped_link() -> Iterator[harness.ShapedLink]:
     """A namespace behind a veth shaped to 200 Mbit/s each way; removed after."""
     reason = harness.why_no_shaped_link()
     if reason:
-        pytest.skip(reason)
+        unavailable.missing("netns", reason)
     with harness.ShapedLink(tb.LINK_RATE) as link:
         yield link
 
@@ -180,9 +181,10 @@ def test_testbed_table_judges_by_the_truth() -> None:
 
 
 def test_environments_are_removed_even_when_the_block_fails() -> None:
-    reasons = [r for r in (harness.why_no_cpu_cgroup(), harness.why_no_shaped_link()) if r]
-    if reasons:
-        pytest.skip("; ".join(reasons))
+    if reason := harness.why_no_cpu_cgroup():
+        unavailable.missing("cgroup", reason)
+    if reason := harness.why_no_shaped_link():
+        unavailable.missing("netns", reason)
     quota, link = harness.CpuCgroup(0.5), harness.ShapedLink()
     with pytest.raises(ValueError, match="inside"), quota, link:
         assert quota.path.is_dir()

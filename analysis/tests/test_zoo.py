@@ -1,4 +1,5 @@
-"""The zoo's quick rows (issue 44): servers the project did not write — nginx, CPython's
+"""The zoo's tested rows (issue 44; ``zoo_testbeds.TESTED``, one per stack and cause, and every
+row once strongly wrong — ``bench/zoo.sh`` runs them all): servers the project did not write — nginx, CPython's
 ``http.server``, gunicorn, Node's ``http``, the JDK's ``com.sun.net.httpserver``, Go's
 ``net/http`` — each recorded for two seconds with the real binaries and judged by ``explain``.
 Each must get its true cause or an honest ``inconclusive``, never a wrong cause; and each
@@ -54,7 +55,7 @@ def _environment_holds(testbed: zoo.ZooTestbed, recording_path: Path, server: di
         assert ok_rps <= 1.1 * testbed.limit_rps + 20, (testbed.limit_rps, server, summary)
 
 
-@pytest.mark.parametrize("testbed", [_param(t) for t in zoo.QUICK])
+@pytest.mark.parametrize("testbed", [_param(t) for t in zoo.IN_TESTS])
 def test_zoo_row_gets_its_cause_or_inconclusive(
     testbed: zoo.ZooTestbed, bins: tb.Binaries, tmp_path: Path
 ) -> None:
@@ -80,9 +81,10 @@ def test_zoo_row_gets_its_cause_or_inconclusive(
         assert any("the body came late" in e for e in verdict.get("evidence", [])), shown
 
 
-def test_the_rows_once_strongly_wrong_are_all_quick_rows() -> None:
-    quick = {t.name for t in zoo.QUICK}
-    assert set(WERE_STRONGLY_WRONG) <= quick
+def test_the_rows_once_strongly_wrong_are_all_tested_rows() -> None:
+    tested = {t.name for t in zoo.IN_TESTS}
+    assert set(WERE_STRONGLY_WRONG) <= tested
+    assert tested <= {t.name for t in zoo.QUICK}
 
 
 def test_grades_tell_an_honest_inconclusive_from_a_strong_wrong_cause() -> None:

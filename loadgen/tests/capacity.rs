@@ -129,7 +129,7 @@ fn a_fast_server_and_a_client_under_a_cpu_quota_name_the_client() {
     let _alone = MEASURING.lock().unwrap_or_else(|e| e.into_inner());
     let cgroup = match QuotaCgroup::create("capacity", 10_000) {
         Ok(cgroup) => cgroup,
-        Err(why) => return eprintln!("skipped: {why}"),
+        Err(why) => return common::unavailable::missing("cgroup", &why),
     };
     let server = ServerOnRuntime::start(ServerConfig::default());
     let dir = tempfile::tempdir().unwrap();

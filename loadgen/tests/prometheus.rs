@@ -191,11 +191,7 @@ fn regression_prometheus_stores_the_final_count_of_every_shard_and_it_equals_the
     let dir = tempfile::tempdir().unwrap();
     let metrics_ports = [free_port(), free_port()];
     let Some((_prometheus, prometheus_port)) = start_prometheus(dir.path(), &metrics_ports) else {
-        eprintln!(
-            "SKIPPED: `prometheus` is not installed and could not be (scripts/test.sh installs \
-             Debian's package with apt-get)"
-        );
-        return;
+        return common::unavailable::missing("prometheus", "`prometheus` is not installed");
     };
     let server = ServerOnRuntime::start(servers::ServerConfig::default());
     let start_at = std::time::SystemTime::now() + Duration::from_secs(2);

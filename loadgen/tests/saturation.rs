@@ -46,7 +46,7 @@ fn column_sum(path: &Path, name: &str) -> (usize, i64) {
 fn a_cpu_quota_is_recorded_and_saturates_the_client() {
     let cgroup = match QuotaCgroup::create("quota", 25_000) {
         Ok(cgroup) => cgroup,
-        Err(why) => return eprintln!("skipped: {why}"),
+        Err(why) => return common::unavailable::missing("cgroup", &why),
     };
     let server = ServerOnRuntime::start(servers::ServerConfig::default());
     let dir = tempfile::tempdir().unwrap();
@@ -101,7 +101,7 @@ fn a_cpu_quota_is_recorded_and_saturates_the_client() {
 fn regression_a_saturated_client_is_called_out_on_a_busy_machine() {
     let cgroup = match QuotaCgroup::create("demo", 10_000) {
         Ok(cgroup) => cgroup,
-        Err(why) => return eprintln!("skipped: {why}"),
+        Err(why) => return common::unavailable::missing("cgroup", &why),
     };
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("run");

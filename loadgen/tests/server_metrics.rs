@@ -108,8 +108,9 @@ fn start_node_exporter() -> Option<(Killed, String)> {
         .stderr(Stdio::null())
         .spawn();
     let Ok(child) = child else {
-        eprintln!(
-            "SKIPPED: prometheus-node-exporter is not installed (scripts/test.sh installs it)"
+        common::unavailable::missing(
+            "node_exporter",
+            "prometheus-node-exporter is not installed",
         );
         return None;
     };

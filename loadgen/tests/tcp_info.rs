@@ -138,8 +138,10 @@ fn tcp_info_shows_the_paths_delay_and_its_losses() {
     let path = match Namespace::create() {
         Ok(path) => path,
         Err(why) => {
-            eprintln!("skipped: no network namespace could be made ({why})");
-            return;
+            return common::unavailable::missing(
+                "netns",
+                &format!("no network namespace could be made ({why})"),
+            )
         }
     };
     let server = ServerOnRuntime::start(ServerConfig {
@@ -199,8 +201,7 @@ fn a_full_links_queue_shows_in_the_round_trip(path: &Namespace, url: &str, dir: 
         "200ms",
     ];
     if let Err(why) = sh(&shape) {
-        eprintln!("skipped: neither netem nor tbf ({why})");
-        return;
+        return common::unavailable::missing("netem", &format!("neither netem nor tbf ({why})"));
     }
     let full = path.run(url, &dir.join("full"), &["--link-capacity", "64kbit"]);
     let tcp = &full["client"]["tcp"];

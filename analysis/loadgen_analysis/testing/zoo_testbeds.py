@@ -351,7 +351,21 @@ ZOO_TESTBEDS = (
         quick=False,
     ),
 )
+#: The rows the test command runs (analysis/tests/test_zoo.py): one per stack and cause, and
+#: every row the verdict once got strongly wrong. The other quick rows are bench/zoo.sh's with
+#: the long ones (`--quick` runs the quick ones): measurements of this machine, not tests.
+TESTED = (
+    "nginx limit_req 300 r/s → 429, -c 8",
+    "nginx proxy → Go 4 × 10 ms (400 r/s), keepalive 2, -c 16",
+    GIL + ", open 100 r/s",
+    "gunicorn 4 sync workers × 10 ms sleep, -c 16",
+    "Node http, one loop, 2 ms CPU, -c 8",
+    "JDK HttpServer 8 threads × 10 ms, 3-byte body, Nagle on, -c 4",
+    "Go, headers flushed 10 ms before a 64-byte body, 8 slots, -c 4",
+)
 QUICK = tuple(t for t in ZOO_TESTBEDS if t.quick)
+IN_TESTS = tuple(t for t in ZOO_TESTBEDS if t.name in TESTED)
+assert len(IN_TESTS) == len(TESTED), "a tested row's name changed"
 
 
 def engine_verdict(path: Path) -> dict[str, Any] | None:

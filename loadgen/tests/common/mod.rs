@@ -5,6 +5,7 @@
 pub mod contract;
 pub mod junit;
 pub mod quota;
+pub mod unavailable;
 
 use std::collections::HashMap;
 use std::fs::File;
