@@ -67,7 +67,7 @@ fi
 
 # Kernel features, tried for real: a cgroup with a CPU quota, a network namespace, a qdisc.
 if [ "$(id -u)" != 0 ]; then
-  for key in cgroup netns netem; do
+  for key in cgroup netns tbf; do
     echo "UNAVAILABLE $key: needs root"
     echo "$key" >>"$out"
   done
@@ -86,17 +86,20 @@ else
   ns="loadgen-tools-probe-$$"
   if ip netns add "$ns" 2>/dev/null; then
     echo "found network namespaces"
-    if ip netns exec "$ns" ip link set lo up 2>/dev/null \
-      && ip netns exec "$ns" tc qdisc add dev lo root netem delay 1ms 2>/dev/null; then
+    ip netns exec "$ns" ip link set lo up 2>/dev/null || true
+    if ip netns exec "$ns" tc qdisc add dev lo root netem delay 1ms 2>/dev/null; then
       echo "found tc netem"
+    elif ip netns exec "$ns" tc qdisc add dev lo root tbf rate 1mbit burst 32kbit latency 50ms \
+      2>/dev/null; then
+      echo "found tc tbf (no netem in this kernel: the tests shape links with tbf)"
     else
-      echo "UNAVAILABLE netem: tc cannot add a netem qdisc (kernel module sch_netem)"
-      echo netem >>"$out"
+      echo "UNAVAILABLE tbf: tc can add neither a netem nor a tbf qdisc"
+      echo tbf >>"$out"
     fi
     ip netns del "$ns"
   else
     echo "UNAVAILABLE netns: ip netns add failed"
-    printf 'netns\nnetem\n' >>"$out"
+    printf 'netns\ntbf\n' >>"$out"
   fi
 fi
 exit 0

@@ -98,29 +98,34 @@ async fn sends_beyond_max_in_flight_are_dropped_and_counted() {
     server.shutdown().await;
 }
 
-/// `--send-window 4ms` at 2,000 req/s: the schedule is the same (intended times 0.5 ms apart),
-/// but the pacer wakes at most every 4 ms, so the sends go out in bursts of about eight — most
-/// sends start right after the one before them, none before its intended time, none more than
-/// the window late plus the time to hand a burst over (wide: a shared machine). Without the
-/// window, sends start about 0.5 ms apart and almost no pair would be that close.
+/// `--send-window 8ms` at 500 req/s: the schedule is the same (intended times 2 ms apart),
+/// but the pacer wakes at most every 8 ms, so the sends go out in bursts of about four — most
+/// sends start right after the one before them, none before its intended time. Without the
+/// window, sends start about 2 ms apart and almost no pair would be that close. Sized for a
+/// loaded machine: 500 req/s is a few per cent of a debug build's core, and every figure is of
+/// the rows that were sent (a starved pacer sends fewer, late, never early).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_send_window_batches_sends_and_keeps_their_intended_times() {
     let server = servers::start(ServerConfig::default()).await.unwrap();
     let url = format!("{}/", server.url());
-    let args = ["--rate", "2000", "-d", "1s", "--send-window", "4ms"];
+    let args = ["--rate", "500", "-d", "1s", "--send-window", "8ms"];
     let (_dir, out, outcome) = run_at(&url, &args, StopSignal::new()).await;
     assert!(
-        outcome.console.contains("sent in 4ms windows"),
+        outcome.console.contains("sent in 8ms windows"),
         "{}",
         outcome.console
     );
+    let open = outcome.summary.open.as_ref().unwrap();
+    assert_eq!(open.scheduled, 500, "{open:?}");
     let mut rows = read_rows(&out);
-    assert!((1990..=2001).contains(&rows.len()), "{} rows", rows.len());
+    assert!(rows.len() >= 100, "{} rows", rows.len());
     let mut intended: Vec<i64> = rows.iter().map(|r| r.intended_ns.unwrap()).collect();
     intended.sort();
-    assert!(intended
-        .windows(2)
-        .all(|pair| (pair[1] - pair[0] - 500_000).abs() < 1_000));
+    // On the schedule: every gap between intended times a whole number of 2 ms steps.
+    assert!(intended.windows(2).all(|pair| {
+        let gap = pair[1] - pair[0];
+        gap >= 1_999_000 && (gap + 1_000) % 2_000_000 < 2_000
+    }));
     rows.sort_by_key(|r| r.start_ns);
     let close = rows
         .windows(2)
@@ -137,7 +142,7 @@ async fn a_send_window_batches_sends_and_keeps_their_intended_times() {
     }
     assert_eq!(
         run_json(&out)["config"]["definition"]["model"]["send_window"],
-        "4ms"
+        "8ms"
     );
     server.shutdown().await;
 }
@@ -163,36 +168,49 @@ fn open_flags_are_checked() {
     }
 }
 
-/// A server that stalls 500 ms every 2 s: the open model's percentiles show it; a closed model
-/// at similar throughput hides it (its workers simply wait, and stop sending).
+/// A server that stalls 300 ms every second: the open model shows it, a closed model hides
+/// it. Counted, not timed: in a stall each closed worker has one request waiting and then
+/// sends nothing, so the closed run has at most its 2 workers' slow requests per stall; the
+/// open schedule (200 req/s, a few per cent of a core) keeps sending into the stall, so about
+/// 200 × 0.2 s of its requests wait 100 ms or more from their intended send, per stall. The
+/// counts hold at whatever throughput a loaded machine gives the closed run.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn coordinated_omission_is_shown_not_hidden() {
     let server = servers::start(ServerConfig {
         service_time: "2ms".parse().unwrap(),
         stall: Some(servers::Stall {
-            every: std::time::Duration::from_secs(2),
-            duration: std::time::Duration::from_millis(500),
+            every: std::time::Duration::from_secs(1),
+            duration: std::time::Duration::from_millis(300),
         }),
         ..ServerConfig::default()
     })
     .await
     .unwrap();
     let url = format!("{}/", server.url());
-    let (_d1, _, closed) = run_at(&url, &["-c", "2", "-d", "4s"], StopSignal::new()).await;
-    let closed_rps = closed.summary.throughput_rps;
-    let rate = format!("{:.0}", closed_rps);
-    let (_d2, _, open) = run_at(&url, &["--rate", &rate, "-d", "4s"], StopSignal::new()).await;
+    let (_d1, closed_dir, _) = run_at(&url, &["-c", "2", "-d", "2s"], StopSignal::new()).await;
+    let (_d2, open_dir, open) =
+        run_at(&url, &["--rate", "200", "-d", "2s"], StopSignal::new()).await;
 
-    let p99 = |o: &loadgen::RunOutcome| o.summary.ops[0].latency.unwrap().p99_ns as f64 / 1e6;
-    let uncorrected_p99 = open.summary.ops[0].uncorrected_latency.unwrap().p99_ns as f64 / 1e6;
+    // Slow: waited 100 ms or more (from the intended send, under the open model).
+    let slow = |dir: &std::path::Path| {
+        read_rows(dir)
+            .iter()
+            .filter(|r| {
+                let began = r.intended_ns.unwrap_or(r.start_ns);
+                r.start_ns + r.latency_ns - began >= 100_000_000
+            })
+            .count()
+    };
+    let (closed_slow, open_slow) = (slow(&closed_dir), slow(&open_dir));
     let figures = format!(
-        "closed: {closed_rps:.0} req/s, p99 {:.1} ms; open at {rate} req/s: p99 {:.1} ms from intended, {uncorrected_p99:.1} ms from actual send",
-        p99(&closed),
-        p99(&open)
+        "closed (2 workers): {closed_slow} requests took 100 ms or more; open at 200 req/s: \
+         {open_slow} from their intended send"
     );
     eprintln!("{figures}");
-    assert!(p99(&open) >= 400.0, "{figures}");
-    assert!(p99(&closed) < p99(&open) / 4.0, "{figures}");
+    // At most three stalls in 2 s, two workers each.
+    assert!(closed_slow <= 2 * 3, "{figures}");
+    // At least one whole stall: ~40 sends waited ≥ 100 ms of it.
+    assert!(open_slow >= 20 && open_slow >= 4 * closed_slow, "{figures}");
     let summary = open.summary.open.as_ref().unwrap();
     assert_eq!(summary.dropped, 0, "{figures}");
     server.shutdown().await;

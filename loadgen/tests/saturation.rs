@@ -39,12 +39,14 @@ fn column_sum(path: &Path, name: &str) -> (usize, i64) {
     (nulls, sum)
 }
 
-/// Issue 11's CPU quota: loadgen in a cgroup of 0.25 cores against a server outside it.
+/// Issue 11's CPU quota: loadgen in a cgroup of 0.1 cores against a server outside it (0.1,
+/// not the issue's 0.25: a host busy with other work gave the client less than a quarter of
+/// a core, so the quota never bit; a tenth of a core it gets beside a build).
 /// run.json says the quota, the throttling and "saturated by its CPU quota"; client-metrics
 /// has the throttling per second and the quota in its metadata.
 #[test]
 fn a_cpu_quota_is_recorded_and_saturates_the_client() {
-    let cgroup = match QuotaCgroup::create("quota", 25_000) {
+    let cgroup = match QuotaCgroup::create("quota", 10_000) {
         Ok(cgroup) => cgroup,
         Err(why) => return common::unavailable::missing("cgroup", &why),
     };
@@ -67,8 +69,8 @@ fn a_cpu_quota_is_recorded_and_saturates_the_client() {
     let stdout = String::from_utf8_lossy(&output.stdout);
     assert!(output.status.success(), "{stdout}");
     let client = &run_json(&out)["client"];
-    assert_eq!(client["cpu_quota_cores"], 0.25, "{client}");
-    assert_eq!(client["cpu_limit_cores"], 0.25, "{client}");
+    assert_eq!(client["cpu_quota_cores"], 0.1, "{client}");
+    assert_eq!(client["cpu_limit_cores"], 0.1, "{client}");
     assert!(client["cpu_quota_source"]
         .as_str()
         .is_some_and(|s| s.starts_with("cgroup-v")));
@@ -89,8 +91,8 @@ fn a_cpu_quota_is_recorded_and_saturates_the_client() {
     let (_, nr_throttled) = column_sum(&metrics, "nr_throttled");
     assert!(nr_throttled > 0);
     let meta = common::metadata(&metrics);
-    assert_eq!(meta["loadgen.cpu_quota_cores"], "0.25");
-    assert_eq!(meta["loadgen.cpu_limit_cores"], "0.25");
+    assert_eq!(meta["loadgen.cpu_quota_cores"], "0.1");
+    assert_eq!(meta["loadgen.cpu_limit_cores"], "0.1");
 }
 
 /// Issue 13 item 13: `a_saturated_client_is_called_out` pinned the demo to one core with

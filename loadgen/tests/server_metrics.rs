@@ -108,10 +108,7 @@ fn start_node_exporter() -> Option<(Killed, String)> {
         .stderr(Stdio::null())
         .spawn();
     let Ok(child) = child else {
-        common::unavailable::missing(
-            "node_exporter",
-            "prometheus-node-exporter is not installed",
-        );
+        common::unavailable::missing("node_exporter", "prometheus-node-exporter is not installed");
         return None;
     };
     let exporter = Killed(child);
@@ -342,7 +339,16 @@ async fn the_reference_servers_saturation_gauges_reach_its_worker_limit() {
         "{}",
         verdict.summary
     );
-    assert!(outcome.console.contains("Verdict        server (strong)"));
+    // Strong, unless other work kept this host's cores busy (the busy-host rule says a server
+    // cause weakly then, with the other work's cores among its numbers): a fact of the
+    // machine the test shares, not of the server.
+    let busy_host = verdict.numbers.contains_key("host_other_cores");
+    match verdict.strength {
+        loadgen::verdict::Strength::Strong => {
+            assert!(outcome.console.contains("Verdict        server (strong)"))
+        }
+        loadgen::verdict::Strength::Weak => assert!(busy_host, "{verdict:?}"),
+    }
     assert_eq!(run_json(&out)["verdict"]["cause"], "server");
     let values = |metric: &str| -> Vec<f64> {
         samples

@@ -201,7 +201,7 @@ fn a_full_links_queue_shows_in_the_round_trip(path: &Namespace, url: &str, dir: 
         "200ms",
     ];
     if let Err(why) = sh(&shape) {
-        return common::unavailable::missing("netem", &format!("neither netem nor tbf ({why})"));
+        return common::unavailable::missing("tbf", &format!("neither netem nor tbf ({why})"));
     }
     let full = path.run(url, &dir.join("full"), &["--link-capacity", "64kbit"]);
     let tcp = &full["client"]["tcp"];

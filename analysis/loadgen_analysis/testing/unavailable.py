@@ -24,7 +24,7 @@ KEYS = (
     "taskset",
     "cgroup",
     "netns",
-    "netem",
+    "tbf",
     "zoo",
     "shared",
 )

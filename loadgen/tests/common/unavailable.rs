@@ -1,5 +1,5 @@
 //! What a test does when something it needs is missing: a tool (node_exporter, Prometheus),
-//! a cgroup CPU controller, a network namespace or `tc`'s qdiscs.
+//! a cgroup CPU controller, a network namespace or `tc`'s tbf qdisc.
 //!
 //! It fails, so that a green run says the test ran — unless the test command could not provide
 //! the thing: `scripts/test.sh` names what it could not install in `LOADGEN_TEST_UNAVAILABLE`
@@ -9,13 +9,7 @@
 use std::io::Write;
 
 /// The keys `scripts/test.sh` may list in `LOADGEN_TEST_UNAVAILABLE`.
-pub const KEYS: &[&str] = &[
-    "prometheus",
-    "node_exporter",
-    "cgroup",
-    "netns",
-    "netem",
-];
+pub const KEYS: &[&str] = &["prometheus", "node_exporter", "cgroup", "netns", "tbf"];
 
 /// Call when `key` is missing for the current test, `why` saying what failed. Returns (the
 /// caller returns too) only when the test command declared `key` unavailable; panics
