@@ -11,8 +11,8 @@
 #
 # Installs nginx-light (Debian) when missing and the analysis venv with gunicorn from
 # analysis/zoo.lock; node, java/javac and go must be on the PATH (their rows skip otherwise;
-# the Go and Java handlers are compiled into target/zoo/ once). `--quick` runs only the rows
-# analysis/tests/test_zoo.py runs; `--only TEXT` the rows whose name contains TEXT. The runs
+# the Go and Java handlers are compiled into target/zoo/ once). `--quick` runs only the quick rows
+# (analysis/tests/test_zoo.py runs seven of them, zoo_testbeds.TESTED); `--only TEXT` the rows whose name contains TEXT. The runs
 # stay in bench/out/<time>-zoo/. ~4 min plus the build.
 set -euo pipefail
 cd "$(dirname "$0")/.."

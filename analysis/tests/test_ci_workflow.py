@@ -25,9 +25,9 @@ from pathlib import Path
 from xml.etree import ElementTree
 
 import pytest
+import yaml
 
 from loadgen_analysis.testing import unavailable
-import yaml
 
 REPO = Path(__file__).resolve().parents[2]
 WORKFLOW = REPO / "examples" / "ci" / "loadtest.yml"

@@ -13,8 +13,7 @@ from pathlib import Path
 import pytest
 
 import loadgen_analysis as la
-from loadgen_analysis.testing import agreement, harness
-from loadgen_analysis.testing import unavailable
+from loadgen_analysis.testing import agreement, harness, unavailable
 from loadgen_analysis.verdict.engine import ORDER
 
 from .conftest import CAPACITY_RPS, Binaries, Recorded, ShardSet, run_cli
@@ -177,7 +176,9 @@ def test_real_cpu_quota_run_is_client_and_says_quota(binaries: Binaries, tmp_pat
     # client is throttled even on a machine too busy to give it a quarter of a core.
     group = _cpu_cgroup(f"loadgen-test-{tmp_path.name}")
     if group is None:
-        unavailable.missing("cgroup", "no writable cgroup CPU controller (needs root and a cpu controller)")
+        unavailable.missing(
+            "cgroup", "no writable cgroup CPU controller (needs root and a cpu controller)"
+        )
     out = tmp_path / "quota"
     try:
         with harness.Server(("--service-time", "1ms"), binary=binaries.server) as server:

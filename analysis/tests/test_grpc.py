@@ -16,8 +16,7 @@ from pathlib import Path
 import pyarrow.parquet as pq
 import pytest
 
-from loadgen_analysis.testing import grpc_greeter, harness
-from loadgen_analysis.testing import unavailable
+from loadgen_analysis.testing import grpc_greeter, harness, unavailable
 
 from .conftest import Binaries, run_cli
 

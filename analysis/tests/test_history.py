@@ -1,6 +1,6 @@
 """``loadgen-analyze history`` (issue 37) on real runs against ``loadgen-server``: a store
 appended to by ``history add`` (locally, by two processes at once, and on a real S3-compatible
-server), read back with DuckDB; the gate on a real step (10 runs at 5 ms, then 5 at 8 ms: exit
+server), read back with DuckDB; the gate on a real step (10 runs at 5 ms, then 5 at 20 ms: exit
 99 naming the 11th run) and on noise (15 runs at 5 ms: exit 0), with the same 15 runs as 14
 pairs through ``compare`` beside it; and the detector's precision and recall on synthetic
 series with known change points (docs/ci.md reports the table)."""
@@ -27,7 +27,8 @@ from loadgen_analysis.testing import change_series
 from .conftest import S3Bucket, ShardSet, run_cli
 
 REPO = Path(__file__).resolve().parents[2]
-#: Limits of the real-run gate: the step is ~50 % (5 → 8 ms); this machine's run-to-run noise
+#: Limits of the real-run gate: the step is ~4× (5 → 20 ms, a signal a busy host's noise does
+#: not reach: beside four compiles the 5 ms runs' p50 read 6–25 ms); this machine's run-to-run noise
 #: in throughput and p50 has shifted a series by up to ~6 % (a busy neighbour), so 10 %. (A
 #: 5 → 6 ms step was too close to that noise: a clean-clone run split it at a noise change.)
 GATE = ("--max-regression", "10%", "--metric", "throughput_rps", "--metric", "p50_ms")
@@ -41,15 +42,15 @@ def test_the_gate_names_the_step_at_the_11th_run(service_series: dict, tmp_path:
     junit = tmp_path / "history.xml"
     proc = run_cli("history", "check", "--store", service_series["step"], *GATE, "--junit", junit)
     assert proc.returncode == 99, proc.stdout + proc.stderr
-    eleventh = _run_id(service_series["8ms"][0])
+    eleventh = _run_id(service_series["20ms"][0])
     regressions = [line for line in proc.stdout.splitlines() if line.startswith("REGRESSION")]
     # The run by its folder, then its id (issue 49): the run the user knows.
-    named = f"at run 11 of 15: first run after it 8ms-00 (run {eleventh})"
+    named = f"at run 11 of 15: first run after it 20ms-00 (run {eleventh})"
     p50 = [line for line in regressions if "p50_ms" in line]
     assert len(p50) == 1, proc.stdout
     assert named in p50[0], p50
     change_pct = float(re.search(r" \+([0-9.]+) ?%", p50[0]).group(1))
-    assert 30 < change_pct < 70, p50  # 5 → 8 ms, the client's own part in both
+    assert 100 < change_pct < 400, p50  # 5 → 20 ms, the client's own part in both
     assert 'failures="0"' not in junit.read_text() and "p50_ms" in junit.read_text()
 
 
@@ -102,7 +103,7 @@ def test_runs_on_two_ports_are_one_series_unless_keyed_by_host(
     assert gate_by_host.returncode == 0 and "too few runs" in gate_by_host.stdout
     # --series NAME: runs of different tests in one named series, named so in show.
     named = tmp_path / "named"
-    runs = [service_series["5ms"][0], service_series["8ms"][0]]
+    runs = [service_series["5ms"][0], service_series["20ms"][0]]
     proc = run_cli("history", "add", *runs, "--store", named, "--series", "nightly")
     assert proc.returncode == 0, proc.stderr
     shown = run_cli("history", "show", "--store", named)
@@ -246,12 +247,12 @@ def test_an_s3_store(service_series: dict, s3_bucket: S3Bucket, tmp_path: Path) 
     url = s3_bucket.url("history/nightly")
     proc = run_cli("history", "add", *service_series["5ms"][:10], "--store", url)
     assert proc.returncode == 0, proc.stderr
-    assert run_cli("history", "add", *service_series["8ms"], "--store", url).returncode == 0
+    assert run_cli("history", "add", *service_series["20ms"], "--store", url).returncode == 0
     keys = s3_bucket.keys("history/nightly/")
     assert len(keys) == 15 and all(k.endswith(".parquet") for k in keys)
     proc = run_cli("history", "check", "--store", url, *GATE)
     assert proc.returncode == 99, proc.stdout + proc.stderr
-    assert f"first run after it 8ms-00 (run {_run_id(service_series['8ms'][0])})" in proc.stdout
+    assert f"first run after it 20ms-00 (run {_run_id(service_series['20ms'][0])})" in proc.stdout
     empty = run_cli("history", "show", "--store", s3_bucket.url("nothing"))
     assert empty.returncode == 2 and "no history file" in empty.stderr
 

@@ -1,5 +1,5 @@
 """``loadgen-analyze history site`` (issue 48): the history store of real runs (the session's
-``service_series``: a 5 ms service that became 8 ms) as a static site — the index of series,
+``service_series``: a 5 ms service that became 20 ms) as a static site — the index of series,
 a page per series with the gate's judgement exactly as ``history check`` prints it, relative
 links that resolve on disk, a run's report linked by its ``report`` label — opened in headless
 Chromium with no network: every figure decodes and no resource is fetched.
@@ -74,7 +74,7 @@ def test_the_index_lists_the_series_with_its_newest_values_and_status(
     assert "15 runs in 1 series" in index
     (row,) = re.findall(r"<tr><td><a href='(series-[0-9a-f]{12}\.html)'>", index)
     assert (site / row).exists()
-    newest = json.loads((service_series["8ms"][-1] / "run.json").read_text())["run_id"]
+    newest = json.loads((service_series["20ms"][-1] / "run.json").read_text())["run_id"]
     assert newest in index and "class='regression'" in index
 
 
@@ -91,7 +91,7 @@ def test_the_pages_say_what_history_check_says(site: Path, service_series: dict,
     lines = _unescape(judgement.group(1)).splitlines()
     assert lines and all(line in check.splitlines() for line in lines)
     assert any(line.startswith("REGRESSION: p50_ms") for line in lines)
-    assert "run 11 of 15" in page.read_text()  # the change point, where the 8 ms runs begin
+    assert "run 11 of 15" in page.read_text()  # the change point, where the 20 ms runs begin
 
 
 def test_every_link_is_relative_and_resolves(site: Path) -> None:

@@ -17,8 +17,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from loadgen_analysis.io import contract
-from loadgen_analysis.testing import unavailable
-from loadgen_analysis.testing import harness
+from loadgen_analysis.testing import harness, unavailable
 
 from .conftest import Binaries, run_cli
 

@@ -15,8 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from loadgen_analysis.testing import harness
-from loadgen_analysis.testing import unavailable
+from loadgen_analysis.testing import harness, unavailable
 from loadgen_analysis.testing import model_testbeds as mt
 from loadgen_analysis.testing import testbeds as tb
 

@@ -9,8 +9,8 @@ import numpy as np
 import pytest
 
 from loadgen_analysis.models.littles_law import littles_law_table
-from loadgen_analysis.testing import unavailable
 from loadgen_analysis.reference import default_reference_dir, read_course_table
+from loadgen_analysis.testing import unavailable
 from loadgen_analysis.verdict.attribution import attribute
 
 REFERENCE = default_reference_dir()

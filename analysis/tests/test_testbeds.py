@@ -20,8 +20,7 @@ from pathlib import Path
 import pyarrow.parquet as pq
 import pytest
 
-from loadgen_analysis.testing import harness
-from loadgen_analysis.testing import unavailable
+from loadgen_analysis.testing import harness, unavailable
 from loadgen_analysis.testing import testbeds as tb
 from loadgen_analysis.testing.server_testbeds import SERVER_TESTBEDS
 

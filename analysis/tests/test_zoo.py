@@ -1,7 +1,8 @@
 """The zoo's tested rows (issue 44; ``zoo_testbeds.TESTED``, one per stack and cause, and every
-row once strongly wrong — ``bench/zoo.sh`` runs them all): servers the project did not write — nginx, CPython's
-``http.server``, gunicorn, Node's ``http``, the JDK's ``com.sun.net.httpserver``, Go's
-``net/http`` — each recorded for two seconds with the real binaries and judged by ``explain``.
+row once strongly wrong — ``bench/zoo.sh`` runs them all): servers the project did not write —
+nginx, CPython's ``http.server``, gunicorn, Node's ``http``, the JDK's
+``com.sun.net.httpserver``, Go's ``net/http`` — each recorded for two seconds with the real
+binaries and judged by ``explain``.
 Each must get its true cause or an honest ``inconclusive``, never a wrong cause; and each
 environment must be what it claims (the server's own count agrees with loadgen's, and nothing
 got through faster than its limit by construction); and the console, run.json and ``explain``
