@@ -541,6 +541,46 @@ mod tests {
             .any(|e| e.starts_with("5 of 1000 requests failed")));
     }
 
+    /// contract/verdict.json's `cause_order` (issue 57), by which the analysis gives a set of
+    /// shards its cause: the order this judge's checks run in. Facts that each check would
+    /// call a limit, taken away one by one, decide errors, then client, then network, then
+    /// the server check's own causes.
+    #[test]
+    fn the_checks_run_in_the_contracts_cause_order() {
+        let contract: serde_json::Value = serde_json::from_str(rule::VERDICT_JSON).unwrap();
+        let order: Vec<&str> = (contract["cause_order"].as_array().unwrap().iter())
+            .map(|c| c.as_str().unwrap())
+            .collect();
+        let mut body = components(0.7, 0.01);
+        body.bytes_by_second = vec![(0, 0), (1_000, 150_000), (1_000, 140_000), (0, 0)];
+        let client = ClientSummary {
+            link_capacity_bps: Some(2_000_000),
+            ..Default::default()
+        };
+        let own_work = phase("main", 8, 0.5, 0.1);
+        let cases = [
+            (summary(1000, 100, vec![own_work.clone()]), &body),
+            (summary(1000, 0, vec![own_work]), &body),
+            (summary(1000, 0, vec![phase("main", 8, 0.99, 0.0)]), &body),
+        ];
+        let decided: Vec<&str> = (cases.iter())
+            .map(|(s, c)| {
+                let f = Facts {
+                    client: Some(&client),
+                    ..facts(s, c)
+                };
+                decide(f).cause.as_str()
+            })
+            .collect();
+        assert_eq!(decided, order[..3], "{order:?}");
+        let quiet = components(0.0, 0.0);
+        let s = summary(1000, 0, vec![phase("main", 8, 0.99, 0.0)]);
+        let last = decide(facts(&s, &quiet)).cause.as_str();
+        assert!(order[3..].contains(&last), "{last} in {order:?}");
+        let server_check = [Cause::Server, Cause::Inconclusive, Cause::None].map(Cause::as_str);
+        assert_eq!(order[3..], server_check);
+    }
+
     #[test]
     fn a_saturated_client_or_its_own_work_is_the_client() {
         let c = components(0.0, 0.0);

@@ -66,6 +66,51 @@ impl Cause {
     }
 }
 
+/// What bounds a capacity search's answer (capacity.json `limited_by`): the cause the judge
+/// gave its first failing level, or the search's own end — its `--max-rate` ceiling, or a
+/// target it could no longer reach. Chosen here, by [`LimitedBy::of`], never in the workflow.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LimitedBy {
+    /// The first failing level's cause.
+    Cause(Cause),
+    /// Nothing stopped the search below its ceiling.
+    MaxRate,
+    /// The target could no longer be reached: its requests failed, so the cause is `errors`.
+    TargetLost,
+}
+
+impl LimitedBy {
+    /// A lost target bounds the answer whatever the levels said; else the first failing
+    /// level's cause; else, with an answer at the ceiling, the ceiling.
+    pub fn of(target_lost: bool, failing: Option<Cause>, at_max_rate: bool) -> Option<Self> {
+        match (target_lost, failing) {
+            (true, _) => Some(LimitedBy::TargetLost),
+            (false, Some(cause)) => Some(LimitedBy::Cause(cause)),
+            (false, None) => at_max_rate.then_some(LimitedBy::MaxRate),
+        }
+    }
+
+    /// The cause it names (`None` for the ceiling).
+    pub fn cause(self) -> Option<Cause> {
+        match self {
+            LimitedBy::Cause(cause) => Some(cause),
+            LimitedBy::TargetLost => Some(Cause::Errors),
+            LimitedBy::MaxRate => None,
+        }
+    }
+
+    /// As capacity.json writes it: the cause's name, or `max_rate`.
+    pub fn as_str(self) -> &'static str {
+        self.cause().map_or("max_rate", Cause::as_str)
+    }
+}
+
+impl Serialize for LimitedBy {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.serialize_str(self.as_str())
+    }
+}
+
 /// How firmly the facts say it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "snake_case")]
