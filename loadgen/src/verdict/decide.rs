@@ -8,7 +8,9 @@
 //! them and kept its schedule is `none`; one that did not takes the first limit the checks
 //! found, else the server's.
 
-use super::checks::{self, share, worker_shares, Finding, Numbers, Shares};
+use super::checks::{self, share, worker_shares, Shares};
+use super::facts::Facts;
+use super::findings::{Finding, Numbers};
 use super::queueing::{Queue, QueueFact};
 use super::rule::{self, Rule, WorkerShares, T};
 use super::schedule::{Schedule, Sustainability};
@@ -19,26 +21,6 @@ use super::{Cause, PhaseVerdict, SloVerdict, Verdict};
 use crate::report::{PhaseWorkers, RunSummary};
 use crate::stats::Components;
 use crate::sysmon::ClientSummary;
-
-/// Everything the verdict reads.
-pub struct Facts<'a> {
-    pub summary: &'a RunSummary,
-    pub components: &'a Components,
-    pub client: Option<&'a ClientSummary>,
-    /// Requests went as streams on shared connections (HTTP/2, HTTP/3): a wait to send is
-    /// the client's wait for a stream or flow-control window, not a TCP send buffer
-    /// (`client.http2_streams`, never `network.send`).
-    pub streams: bool,
-    /// Open model: how the run kept its schedule, from its rows.
-    pub open: Option<(Schedule, Sustainability)>,
-    pub server: Option<ServerEvidence>,
-    /// A capacity level: its SLOs judged, whether it was stopped early or cut short.
-    pub level: Option<&'a LevelFacts>,
-    pub decided_by: &'static str,
-    /// `--probe`'s R(1), the median at one connection after the level: a second sign of
-    /// queueing beside the level's fastest response.
-    pub probe_r1_ns: Option<f64>,
-}
 
 /// The deciding rule, its sentence, and the findings it used (left out of the evidence).
 struct Decision {

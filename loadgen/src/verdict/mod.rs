@@ -14,12 +14,18 @@
 //! order — errors, client, network, server — of which the first limit decides; the client's
 //! CPU rule ([`client`]); the open model's schedule rule ([`schedule`]); what one closed
 //! level's latency against its own fastest response says of queueing at the server
-//! ([`queueing`]); a module that words the findings ([`words`]). What needs several runs (a sweep's plateau, its USL, an
-//! open-rate sweep's knee) is the analysis's.
+//! ([`queueing`]). In layers, each importing only those below it: what the rules find, typed
+//! ([`findings`]); the rules ([`checks`], [`slo`], [`queueing`], …), which produce findings
+//! from the facts ([`facts`]); the words ([`words`]), which read findings and never decide;
+//! the judge ([`decide()`]) on top. The rules never import their words. What needs several
+//! runs (a sweep's plateau, its USL, an open-rate sweep's knee) is the analysis's (its
+//! thresholds are the contract's `sweep`).
 
 pub mod checks;
 pub mod client;
 pub mod decide;
+pub mod facts;
+pub mod findings;
 pub mod host;
 pub mod queueing;
 pub mod rule;
@@ -30,7 +36,8 @@ pub mod words;
 
 use serde::Serialize;
 
-pub use self::decide::{decide, Facts};
+pub use self::decide::decide;
+pub use self::facts::Facts;
 pub use self::rule::Rule;
 pub use self::server::{check_before_run, SaturationGauges, ServerEvidence};
 

@@ -15,10 +15,9 @@
 
 use serde::Serialize;
 
-use super::checks::Finding;
+use super::findings::{Finding, Seen};
 use super::rule::{Rule, T};
 use super::schedule::{blocks, quantile};
-use super::words::Seen;
 use crate::report::thresholds::{Comparison, Metric, Threshold};
 use crate::stats::samples::{LevelRows, Sample};
 
