@@ -28,8 +28,8 @@ const CAUSE_WORDS: [&str; 6] = [
 
 /// Where a cause's word means something else, with what it is there.
 const OTHER_MEANINGS: [(&str, &str); 4] = [
-    ("sysmon/file.rs", "\"network\""),   // client-metrics.parquet's column
-    ("sysmon/mod.rs", "\"network\""),    // the same column, read back
+    ("sysmon/file.rs", "\"network\""), // client-metrics.parquet's column
+    ("sysmon/mod.rs", "\"network\""),  // the same column, read back
     ("transport/grpc.rs", "\"none\""), // a grpc-encoding
     ("runner/live_page.rs", "\"server\""), // the page's key for the server's figures
 ];

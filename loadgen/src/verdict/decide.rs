@@ -13,13 +13,10 @@ use super::facts::Facts;
 use super::findings::{Finding, Numbers};
 use super::queueing::{Queue, QueueFact};
 use super::rule::{self, Rule, WorkerShares, T};
-use super::schedule::{Schedule, Sustainability};
-use super::server::ServerEvidence;
 use super::slo::LevelFacts;
 use super::words::{phase_where, sentence, wait_text, ONE_LEVEL, ONE_LEVEL_SCRAPED};
 use super::{Cause, PhaseVerdict, SloVerdict, Verdict};
 use crate::report::{PhaseWorkers, RunSummary};
-use crate::stats::Components;
 use crate::sysmon::ClientSummary;
 
 /// The deciding rule, its sentence, and the findings it used (left out of the evidence).
@@ -414,6 +411,9 @@ fn phase_verdicts(
 mod tests {
     use super::*;
     use crate::report::WorkersSummary;
+    use crate::stats::Components;
+    use crate::verdict::schedule::{Schedule, Sustainability};
+    use crate::verdict::server::ServerEvidence;
     use crate::verdict::server::{HostCpu, Workers};
     use crate::verdict::slo::Abort;
     use crate::verdict::Strength;

@@ -37,7 +37,7 @@ pub mod words;
 use serde::Serialize;
 
 pub use self::decide::decide;
-pub use self::facts::Facts;
+pub use self::facts::{Facts, Judged, LevelSlos};
 pub use self::rule::Rule;
 pub use self::server::{check_before_run, SaturationGauges, ServerEvidence};
 

@@ -6,7 +6,6 @@ use super::findings::{Carried, CpuBusy, Seen};
 use super::rule::T;
 use super::schedule::Schedule;
 use super::server::{HostCpu, Queue, Workers};
-use crate::sysmon::ClientSummary;
 use crate::units::duration;
 
 /// Said when one closed level spends its time at the server with no measure of the server's

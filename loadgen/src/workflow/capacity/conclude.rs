@@ -9,9 +9,9 @@ use std::time::Duration;
 use serde::Serialize;
 
 use super::level::{Cause, Level};
-use crate::verdict::LimitedBy;
 use super::search::Search;
 use crate::model::open::Arrivals;
+use crate::verdict::LimitedBy;
 
 /// The exit code when no rate met the SLO, the answer is below `--min-capacity`, or the
 /// search did not converge (without `--allow-unconverged`): the thresholds' code.
