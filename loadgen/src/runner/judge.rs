@@ -36,6 +36,7 @@ pub(super) fn decide_verdict(
     client: &Option<ClientSummary>,
     server: Option<ServerEvidence>,
 ) -> Verdict {
+    let decided_by = decided_by(config);
     let mut verdict = verdict::decide(verdict::Facts {
         summary,
         components,
@@ -44,7 +45,7 @@ pub(super) fn decide_verdict(
         open: judged.open.clone(),
         server,
         level: judged.level.as_ref(),
-        decided_by: decided_by(config),
+        decided_by,
         probe_r1_ns: probe.map(|p| p.r1_ns),
     });
     if let Some(probe) = probe {

@@ -61,8 +61,9 @@ impl Measured {
         (run_dir, stop): (&Path, &StopSignal),
         warnings: &mut Vec<String>,
     ) -> Result<Self, RunError> {
-        let client = client_summary(config, target, (stopped.sysmon, tcp), warnings);
+        let client = client_summary(target, (stopped.sysmon, tcp), warnings);
         let scrapes = stopped.servermon.map(|s| server_scrapes(s, warnings));
+        let server = server_evidence(config, scrapes, warnings);
         let mut report = wait_for_writer(writer, run_dir).await?;
         let aborted = watched_to_the_end(stopped.level_watch).await;
         let exit_reason = stop.reason().unwrap_or(ExitReason::Completed);
@@ -77,7 +78,6 @@ impl Measured {
             ),
         });
         let judged = Judged::gather(report.samples.take(), summary.open.as_ref(), level);
-        let server = server_evidence(config, scrapes, warnings);
         Ok(Measured {
             summary,
             report,
@@ -199,7 +199,6 @@ fn server_evidence(
 /// The client monitor's verdict, with who shares the client's cores and the link capacity;
 /// its warning (a saturated client) joins the run's.
 fn client_summary(
-    config: &RunConfig,
     target: &PreparedTarget,
     (sysmon, tcp): (Result<Sysmon, SysmonError>, &Arc<TcpTotals>),
     warnings: &mut Vec<String>,
@@ -209,11 +208,7 @@ fn client_summary(
             client.tcp = tcp.summary();
             verdict::client::judge(&mut client);
             client.set_shared_with(target.server_on_this_machine());
-            (client.link_capacity_bps, client.link_capacity_source) =
-                crate::sysmon::link::link_capacity(
-                    config.evidence.link_capacity_bps,
-                    target.interface.as_deref(),
-                );
+            (client.link_capacity_bps, client.link_capacity_source) = target.link;
             Some(client)
         }
         Err(e) => {

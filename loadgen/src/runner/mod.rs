@@ -66,7 +66,8 @@ pub async fn run_with(
 ) -> Result<RunOutcome, RunError> {
     let prepared = Prepared::run(&mut config, &stop).await?;
     let (target, output) = (prepared.target, prepared.output);
-    let services = Services::start(&config, (&target, &output), prepared.listeners, &stop)?;
+    let served = (prepared.listeners, prepared.live);
+    let services = Services::start(&config, (&target, &output), served, &stop)?;
     let load = (prepared.transport, prepared.records);
     let tcp = drive::drive(&config, load, &services, &stop).await;
     let (stopped, serving) = services.stop();

@@ -4,6 +4,8 @@
 //! writer, S3 — and say how every worker will connect. Nothing is written before the target
 //! has answered, so bad input never leaves an empty run behind pretending to be a result.
 
+use std::sync::Arc;
+
 use super::output::RunOutput;
 use super::services::Listeners;
 use super::target::{self, PreparedTarget};
@@ -12,6 +14,7 @@ use crate::config::{RunConfig, Target};
 use crate::model::ModelPlan;
 use crate::report::dashboard::DashboardListener;
 use crate::report::metrics::MetricsListener;
+use crate::stats::LiveCounters;
 use crate::stop::StopSignal;
 use crate::store::writer::{RecordSender, WriterThread};
 use crate::transport::TransportConfig;
@@ -25,6 +28,8 @@ pub(super) struct Prepared {
     /// The writer's thread, which closes the last segment once every sender is gone.
     pub writer: WriterThread,
     pub listeners: Listeners,
+    /// The counters the workers bump and every live view reads.
+    pub live: Arc<LiveCounters>,
     pub transport: TransportConfig,
     /// Said before the run (the open-files limit, TLS), and kept in run.json.
     pub warnings: Vec<String>,
@@ -46,12 +51,17 @@ impl Prepared {
         warnings.extend(target::tls_warning(config));
         let (target, transport) = PreparedTarget::prepare(config).await?;
         let (output, records, writer) = RunOutput::create(config, &target, stop).await?;
+        let live = Arc::new(LiveCounters::for_run(
+            config.workload.templates.len(),
+            config.max_lateness_ns(),
+        ));
         Ok(Prepared {
             target,
             output,
             records,
             writer,
             listeners,
+            live,
             transport,
             warnings,
         })

@@ -60,13 +60,9 @@ impl Services {
     pub fn start(
         config: &RunConfig,
         (target, output): (&PreparedTarget, &RunOutput),
-        listeners: Listeners,
+        (listeners, live): (Listeners, Arc<LiveCounters>),
         stop: &StopSignal,
     ) -> Result<Self, RunError> {
-        let live = Arc::new(LiveCounters::for_run(
-            config.workload.templates.len(),
-            config.max_lateness_ns(),
-        ));
         let servermon = start_servermon(config, output);
         let server_rows = servermon
             .as_ref()

@@ -26,6 +26,8 @@ pub(super) struct PreparedTarget {
     /// Looked up before `--start-at`, so the shards' first requests are not delayed by it.
     pub cgroup: Cgroup,
     pub interface: Option<String>,
+    /// The link's capacity and where it was read (`--link-capacity`, the interface's speed).
+    pub link: (Option<u64>, Option<&'static str>),
 }
 
 impl PreparedTarget {
@@ -41,6 +43,7 @@ impl PreparedTarget {
         config.connection.source_addrs = super::ports::plan_sources(config, addr)?;
         let transport = transport_config(config, &origin)?;
         let (cgroup, interface) = (Cgroup::discover(), link::target_interface(addr));
+        let link = link::link_capacity(config.evidence.link_capacity_bps, interface.as_deref());
         let probed = match config.connection.http3 {
             true => crate::transport::http3::probe(&origin, config.connect_timeout).await,
             false => probe(&origin, config.connect_timeout).await,
@@ -70,6 +73,7 @@ impl PreparedTarget {
             addr,
             cgroup,
             interface,
+            link,
         };
         Ok((target, transport))
     }

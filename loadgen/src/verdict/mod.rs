@@ -97,18 +97,14 @@ impl LimitedBy {
         }
     }
 
-    /// The cause it names (`None` for the ceiling).
-    pub fn cause(self) -> Option<Cause> {
-        match self {
-            LimitedBy::Cause(cause) => Some(cause),
-            LimitedBy::TargetLost => Some(Cause::Errors),
-            LimitedBy::MaxRate => None,
-        }
-    }
-
-    /// As capacity.json writes it: the cause's name, or `max_rate`.
+    /// As capacity.json writes it: the cause's name (a lost target's is `errors`), or
+    /// `max_rate`.
     pub fn as_str(self) -> &'static str {
-        self.cause().map_or("max_rate", Cause::as_str)
+        match self {
+            LimitedBy::Cause(cause) => cause.as_str(),
+            LimitedBy::TargetLost => Cause::Errors.as_str(),
+            LimitedBy::MaxRate => "max_rate",
+        }
     }
 }
 
@@ -250,6 +246,20 @@ mod tests {
             slos: None,
             decided_by: "loadgen run",
         }
+    }
+
+    /// Issue 57: what bounds a capacity search is chosen here — a lost target before any
+    /// level's cause (written `errors`), else the first failing level's cause, else the ceiling.
+    #[test]
+    fn a_searchs_limit_is_a_cause_or_its_own_end() {
+        let of =
+            |lost, failing, at_max| LimitedBy::of(lost, failing, at_max).map(LimitedBy::as_str);
+        assert_eq!(of(true, Some(Cause::Server), true), Some("errors"));
+        assert_eq!(of(false, Some(Cause::Client), true), Some("client"));
+        assert_eq!(of(false, None, true), Some("max_rate"));
+        assert_eq!(of(false, None, false), None);
+        let json = serde_json::to_value(LimitedBy::TargetLost).unwrap();
+        assert_eq!(json, "errors");
     }
 
     /// The console's Verdict line holds the clause with the deciding number, the rest goes

@@ -236,10 +236,6 @@ pub fn conclude(searched: Searched, search: &Search) -> Capacity {
     capacity
 }
 
-pub fn cause_name(cause: Cause) -> &'static str {
-    cause.as_str()
-}
-
 /// When the client or the machine, not the service, set the limit.
 fn warnings(
     levels: &[Level],
