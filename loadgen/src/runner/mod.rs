@@ -64,7 +64,7 @@ pub async fn run_with(
     stop: StopSignal,
     extra: Option<RunJsonExtra>,
 ) -> Result<RunOutcome, RunError> {
-    let prepared = Prepared::run(&mut config, &stop).await?;
+    let prepared = Prepared::prepare(&mut config, &stop).await?;
     let (target, output) = (prepared.target, prepared.output);
     let served = (prepared.listeners, prepared.live);
     let services = Services::start(&config, (&target, &output), served, &stop)?;

@@ -38,7 +38,7 @@ pub(super) struct Prepared {
 impl Prepared {
     /// Prepares the run `config` describes; the embedded server's address is written into
     /// it.
-    pub async fn run(config: &mut RunConfig, stop: &StopSignal) -> Result<Self, RunError> {
+    pub async fn prepare(config: &mut RunConfig, stop: &StopSignal) -> Result<Self, RunError> {
         let mut warnings = Vec::new();
         if let Some(warning) = check_open_files(config)? {
             eprintln!("warning: {warning}");
