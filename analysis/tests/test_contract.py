@@ -7,10 +7,12 @@ in Rust too (loadgen/tests/contract.rs)."""
 
 from __future__ import annotations
 
+import itertools
 import json
 import subprocess
 from pathlib import Path
 
+import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
@@ -18,6 +20,9 @@ import pytest
 from loadgen_analysis.io import contract
 from loadgen_analysis.io.rules import verdict_rules
 from loadgen_analysis.testing import harness
+from loadgen_analysis.verdict.engine import ORDER
+from loadgen_analysis.verdict.findings import Evidence, Thresholds
+from loadgen_analysis.verdict.server_check import check_server
 
 from .conftest import Binaries, record, run_cli
 
@@ -285,3 +290,39 @@ def test_the_host_vectors_straddle_the_contracts_threshold() -> None:
     assert any(0 < threshold - s <= 0.01 for s in shares)
     assert {v["server_cpu_cores"] is None for v in rules["host_vectors"]} == {True, False}
     assert "busy_host_other_share" in rules["meanings"]
+
+
+def test_a_shard_sets_cause_follows_the_contracts_cause_order() -> None:
+    """``contract/verdict.json``'s ``cause_order`` (issue 57): the analysis gives a set of shards
+    started by hand the first of its shards' causes in the order the engine's checks run — read
+    from the contract, held by its ``cause_order_vectors`` (the engine's checks are held to the
+    same order by ``loadgen/src/verdict/decide.rs``'s tests)."""
+    rules = verdict_rules()
+    assert tuple(rules["cause_order"]) == ORDER
+    vectors = rules["cause_order_vectors"]
+    for v in vectors:
+        assert min(v["causes"], key=ORDER.index) == v["first"], v
+    # Every neighbouring pair of the order has a vector, so a swap in the contract fails here.
+    pairs = {tuple(sorted(v["causes"], key=ORDER.index)) for v in vectors}
+    assert all((a, b) in pairs for a, b in itertools.pairwise(ORDER)), pairs
+
+
+@pytest.mark.parametrize("index", range(6))
+def test_a_sweeps_server_check_follows_the_contracts_sweep_vectors(index: int) -> None:
+    """``contract/verdict.json``'s ``sweep`` thresholds (issue 57): a sweep of N is the server's
+    when its throughput stops on a plateau (``plateau_share`` of the peak, spanning
+    ``plateau_span``) while latency grows at least as N^``min_latency_slope``. Each vector sits
+    beside one threshold, on one side or the other, and the check reads the contract's numbers."""
+    rules = verdict_rules()
+    v = rules["sweep_vectors"][index]
+    sweep = pd.DataFrame(
+        {k: v[k] for k in ("connections", "throughput_rps", "mean_latency_ms")}
+    ).astype({"throughput_rps": float, "mean_latency_ms": float})
+    evidence = Evidence(sweep=sweep, models=("closed",) * len(sweep))
+    finding, _, _ = check_server(evidence, Thresholds())
+    assert (finding.status == "limit") == v["server"], (v, finding)
+    t = Thresholds()
+    assert (t.plateau_share, t.plateau_span, t.min_latency_slope) == tuple(
+        rules["sweep"][k] for k in ("plateau_share", "plateau_span", "min_latency_slope")
+    )
+    assert "sweep" in rules["meanings"] and "cause_order" in rules["meanings"]

@@ -80,6 +80,16 @@ impl StopSignal {
         self.raise(DRAINING);
     }
 
+    /// `-d` (a closed model's duration, or a cap on any other model): drains the run with
+    /// [`ExitReason::DurationElapsed`] once `after` has elapsed.
+    pub fn drain_after(&self, after: std::time::Duration) -> tokio::task::JoinHandle<()> {
+        let stop = self.clone();
+        tokio::spawn(async move {
+            tokio::time::sleep(after).await;
+            stop.drain(ExitReason::DurationElapsed);
+        })
+    }
+
     /// Cut off requests in flight.
     pub fn abort(&self) {
         self.raise(ABORTING);

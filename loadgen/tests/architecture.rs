@@ -64,3 +64,79 @@ fn an_upward_use_is_seen() {
         [(2, "runner".to_string()), (3, "report".to_string())]
     );
 }
+
+/// The files of `folder` (its `mod.rs` left out: a parent may use its children) and, for each,
+/// the sibling files its code names as `super::NAME` (tests left out).
+fn siblings_used(folder: &str) -> Vec<(String, Vec<String>)> {
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("src")
+        .join(folder);
+    let mut names: Vec<String> = std::fs::read_dir(&dir)
+        .unwrap()
+        .filter_map(|e| e.unwrap().path().file_stem()?.to_str().map(String::from))
+        .filter(|name| name != "mod")
+        .collect();
+    names.sort();
+    let uses = |name: &String| {
+        let text = std::fs::read_to_string(dir.join(format!("{name}.rs"))).unwrap();
+        let code = text
+            .split("#[cfg(test)]")
+            .next()
+            .unwrap_or_default()
+            .to_string();
+        // `super::{a, b::C}` names `a` and `b` too.
+        let grouped: Vec<&str> = (code.split("super::{").skip(1))
+            .flat_map(|group| group.split('}').next().unwrap_or_default().split(','))
+            .map(|item| item.trim().split("::").next().unwrap_or_default())
+            .collect();
+        let used = names.iter().filter(|other| *other != name);
+        let named = |other: &&String| {
+            code.contains(&format!("super::{other}::")) || grouped.contains(&other.as_str())
+        };
+        used.filter(named).cloned().collect()
+    };
+    names
+        .iter()
+        .map(|name| (name.clone(), uses(name)))
+        .collect()
+}
+
+/// A circle among `graph`'s files, if there is one.
+fn circle(graph: &[(String, Vec<String>)]) -> Option<Vec<String>> {
+    fn visit(at: &str, graph: &[(String, Vec<String>)], path: &mut Vec<String>) -> bool {
+        if let Some(start) = path.iter().position(|p| p == at) {
+            path.drain(..start);
+            return true;
+        }
+        path.push(at.to_string());
+        let next = graph
+            .iter()
+            .find(|(name, _)| name == at)
+            .map(|(_, used)| used);
+        if next.into_iter().flatten().any(|n| visit(n, graph, path)) {
+            return true;
+        }
+        path.pop();
+        false
+    }
+    graph.iter().find_map(|(name, _)| {
+        let mut path = Vec::new();
+        visit(name, graph, &mut path).then_some(path)
+    })
+}
+
+/// Issue 57: inside `runner/` (a run's stages) and `verdict/` (findings, rules, words, the
+/// judge) the files use each other one way too — two circles had come back there
+/// (`drive → live_page → finish → drive`, `checks ↔ words`).
+#[test]
+fn the_stages_of_a_run_and_the_verdicts_layers_have_no_circle() {
+    for folder in ["runner", "verdict"] {
+        let graph = siblings_used(folder);
+        assert!(graph.len() > 8, "{folder}: {graph:?}");
+        assert_eq!(circle(&graph), None, "a circle among {folder}/'s files");
+    }
+    let drawn = [("a", vec!["b".to_string()]), ("b", vec!["a".to_string()])];
+    let drawn: Vec<(String, Vec<String>)> =
+        drawn.into_iter().map(|(n, u)| (n.to_string(), u)).collect();
+    assert_eq!(circle(&drawn), Some(vec!["a".to_string(), "b".to_string()]));
+}

@@ -8,9 +8,10 @@ console, ``loadgen capacity`` and ``loadgen-analyze`` say the same by constructi
 A run that ``loadgen run`` spread over several processes has its verdict decided once, by the
 engine, on every process's aggregates (its run.json at the top of the folder): that one is
 shown. Shards started by hand each decided their own; the merged run's verdict is the first
-cause, in the checks' fixed order (errors, client, network, server, inconclusive, none), among
-its shards' — a shard that failed or whose client was the limit speaks for the set. A run recorded
-before the engine decided verdicts (request schema ≤ 5) is "not measured".
+cause, in the checks' fixed order (the contract's ``cause_order``: errors, client, network,
+server, inconclusive, none), among its shards' — a shard that failed or whose client was the
+limit speaks for the set. A run recorded before the engine decided verdicts (request schema
+≤ 5) is "not measured".
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from ..io.capacity import is_capacity_dir, read_capacity
+from ..io.rules import verdict_rules
 from ..io.run import Run
 from .attribution_types import Attribution
 from .findings import Verdict
@@ -33,8 +35,9 @@ _LIMITED_BY: dict[str, Verdict] = {
     "max_rate": "none",
 }
 
-#: The checks' order: the first cause in it among a shard set's verdicts is the set's.
-ORDER: tuple[Verdict, ...] = ("errors", "client", "network", "server", "inconclusive", "none")
+#: The checks' order (``contract/verdict.json`` ``cause_order``, the order the engine's checks
+#: run in): the first cause in it among a shard set's verdicts is the set's.
+ORDER: tuple[Verdict, ...] = tuple(verdict_rules()["cause_order"])
 
 NOT_MEASURED = (
     "not measured: the run was recorded before loadgen decided a run's verdict (request "

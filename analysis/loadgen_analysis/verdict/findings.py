@@ -24,21 +24,26 @@ Status = Literal["limit", "ok", "not measured"]
 Verdict = Literal["errors", "client", "network", "server", "none", "inconclusive"]
 
 
+def _sweep_rule(name: str) -> float:
+    return float(verdict_rules()["sweep"][name])
+
+
 @dataclass(frozen=True)
 class Thresholds:
-    """Where a sweep's checks decide: a plateau over N. What a published table is judged by
-    (no engine judged it) is the contract's (``contract/verdict.json`` ``published_tables``)."""
+    """Where a sweep's checks decide, every number the contract's (``contract/verdict.json``):
+    a plateau over N (``sweep``, held by its ``sweep_vectors``), and what a published table is
+    judged by (no engine judged it: ``published_tables``)."""
 
     #: Error rate above which a published table's sweep is judged by its failures first.
     max_error_rate: float = field(
         default_factory=lambda: float(verdict_rules()["published_tables"]["max_error_rate"])
     )
     #: A level is on the plateau when its throughput is at least this share of the peak.
-    plateau_share: float = 0.9
+    plateau_share: float = field(default_factory=lambda: _sweep_rule("plateau_share"))
     #: The plateau must span at least this ratio of concurrency (highest N / lowest N on it).
-    plateau_span: float = 1.5
+    plateau_span: float = field(default_factory=lambda: _sweep_rule("plateau_span"))
     #: Minimum log-log slope of latency against N on the plateau (1 = latency ∝ N).
-    min_latency_slope: float = 0.6
+    min_latency_slope: float = field(default_factory=lambda: _sweep_rule("min_latency_slope"))
 
 
 @dataclass(frozen=True)

@@ -305,6 +305,40 @@ impl Threshold {
 }
 
 /// Judges every threshold against the run's exact aggregates and its summary.
+/// `--abort-on-fail`: after `after`, once every [`ABORT_EVERY`], the thresholds are judged on
+/// the writer's aggregates so far (`published`, ops labelled `ops`); the first one lost drains
+/// the run (exit reason `threshold`), said through `announce`. Off the workers' path: the
+/// writer thread copies its aggregates out.
+pub fn abort_on_fail(
+    after: std::time::Duration,
+    (thresholds, ops): (Vec<Threshold>, Vec<String>),
+    published: std::sync::Arc<crate::stats::Published>,
+    stop: crate::stop::StopSignal,
+    announce: crate::model::Announcer,
+) -> tokio::task::JoinHandle<()> {
+    tokio::spawn(async move {
+        tokio::time::sleep(after).await;
+        let mut every = tokio::time::interval(ABORT_EVERY);
+        loop {
+            every.tick().await;
+            let Some(stats) = published.take() else {
+                continue;
+            };
+            if let Some(lost) = lost_so_far(&thresholds, &stats, &ops) {
+                announce(format!(
+                    "threshold {} lost on the first {} requests (observed {}): ending the run \
+                     (--abort-on-fail)",
+                    lost.threshold,
+                    stats.requests(),
+                    observed_text(&lost)
+                ));
+                stop.drain(crate::stop::ExitReason::Threshold);
+                return;
+            }
+        }
+    })
+}
+
 /// `--abort-on-fail`: the first threshold the rows so far (`stats`, ops labelled `ops`) have
 /// lost — an upper limit (`<`, `<=`) on the error rate, a percentile, the mean or the max,
 /// crossed by what is recorded. A lower limit and throughput are left to the end, where

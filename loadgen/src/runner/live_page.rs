@@ -14,7 +14,8 @@ use std::time::Instant;
 
 use serde_json::{json, Map, Value};
 
-use super::finish::{decided_by, summarize};
+use super::judge::decided_by;
+use super::measure::summarize;
 use crate::clock::Anchor;
 use crate::config::RunConfig;
 use crate::record::Labels;

@@ -5,7 +5,7 @@
 //! The aggregates are added up ([`Aggregator::merge`]: counts summed, histograms added bucket
 //! by bucket), the summary is derived from them as one process derives its own, the
 //! thresholds and the verdict are judged by the same functions as any run's
-//! (`finish::decide_verdict`, the one judge), run.json is written once at the top of the run
+//! (`judge::decide_verdict`, the one judge), run.json is written once at the top of the run
 //! directory and the console table rendered once.
 //!
 //! Not merged: the client's CPU and memory. Each process samples its own, kept in its shard's
@@ -16,8 +16,9 @@ use std::path::Path;
 
 use serde::{Deserialize, Serialize};
 
-use super::finish::{decide_verdict, exit_code, exit_reason_text, judgement_lines};
+use super::judge::decide_verdict;
 use super::output::RunIdentity;
+use super::record::{exit_code, exit_reason_text, judgement_lines};
 use super::run_json::{write_run_json, RecordsInfo, RunJson};
 use super::{Judged, RunError, RunJsonExtra, RunOutcome};
 use crate::config::{RunConfig, Target};

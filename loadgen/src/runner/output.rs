@@ -1,7 +1,7 @@
-//! Step two of a run: where its results go. Wait for `--start-at`, name the run, claim its
-//! directory (or the S3 staging directory and a first run.json in the bucket), and start the
-//! writer thread that turns records into segments. Also the run's identity: what run.json and
-//! every segment's metadata say of the run from its first request on.
+//! The second part of a run's preparation: where its results go. Wait for `--start-at`, name
+//! the run, claim its directory (or the S3 staging directory and a first run.json in the bucket),
+//! and start the writer thread that turns records into segments. Also the run's identity: what
+//! run.json and every segment's metadata say of the run from its first request on.
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -20,7 +20,7 @@ use crate::stop::{ExitReason, StopSignal};
 use crate::store::s3::{Mirror, S3Error, S3Store, FIRST_UPLOAD_TIMEOUT};
 use crate::store::writer::{self, RecordSender, WriterConfig, WriterThread};
 
-/// A claimed run directory with its writer running.
+/// A claimed run directory (its writer runs beside it).
 pub(super) struct RunOutput {
     pub run_id: String,
     /// The local run directory (with `--out s3://`, the staging directory).
@@ -30,7 +30,6 @@ pub(super) struct RunOutput {
     pub identity: RunIdentity,
     pub s3: Option<S3Store>,
     pub mirror: Option<Mirror>,
-    pub writer: WriterThread,
     /// What the rows' `op`, `phase` and `check` indexes stand for.
     pub labels: Labels,
     /// The writer's aggregates so far, for `--abort-on-fail` to judge.
@@ -41,13 +40,13 @@ pub(super) struct RunOutput {
 
 impl RunOutput {
     /// Claims the run's directory and starts its writer; returns the sender workers hand
-    /// their records to. Results that cannot be stored are no results: the bucket is checked
+    /// their records to and the writer's thread. Results that cannot be stored are no results: the bucket is checked
     /// before the load.
     pub async fn create(
         config: &RunConfig,
         target: &PreparedTarget,
         stop: &StopSignal,
-    ) -> Result<(Self, RecordSender), RunError> {
+    ) -> Result<(Self, RecordSender, WriterThread), RunError> {
         let s3 = match &config.output.out {
             Output::S3(location) => Some(S3Store::connect(location).await?),
             _ => None,
@@ -122,12 +121,11 @@ impl RunOutput {
             identity,
             s3,
             mirror,
-            writer,
             labels,
             published,
             watched,
         };
-        Ok((output, records))
+        Ok((output, records, writer))
     }
 }
 

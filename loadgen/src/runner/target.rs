@@ -1,11 +1,13 @@
-//! Step one of a run: the target. Start the embedded reference server, or resolve the user's
-//! URL; plan the local addresses its connections start from; look up what the client monitor
+//! The first part of a run's preparation: the target. Start the embedded reference server, or
+//! resolve the user's URL; plan the local addresses its connections start from and how every
+//! worker connects (the transport configuration); look up what the client monitor
 //! needs to know about this machine's side of the connection (CPU limit, the interface the
 //! traffic leaves by); then check that it answers (a TCP connect, and the TLS handshake for
 //! `https://`) and that `--server-saturation`'s gauges pick one series each — before anything
 //! is written.
 
 use std::net::SocketAddr;
+use std::sync::Arc;
 
 use super::RunError;
 use crate::config::{ConfigError, RunConfig, Target, TargetUrl};
@@ -13,7 +15,7 @@ use crate::record::ErrorClass;
 use crate::sysmon::cgroup::Cgroup;
 use crate::sysmon::link;
 use crate::transport::tls::{self, Verify};
-use crate::transport::{probe, Origin};
+use crate::transport::{probe, ConnectPacer, Origin, Redirects, TransportConfig};
 
 /// A target that answered, and what the run needs to know about reaching it.
 pub(super) struct PreparedTarget {
@@ -21,23 +23,27 @@ pub(super) struct PreparedTarget {
     pub embedded: Option<Embedded>,
     pub url: TargetUrl,
     pub addr: SocketAddr,
-    pub origin: Origin,
     /// Looked up before `--start-at`, so the shards' first requests are not delayed by it.
     pub cgroup: Cgroup,
     pub interface: Option<String>,
+    /// The link's capacity and where it was read (`--link-capacity`, the interface's speed).
+    pub link: (Option<u64>, Option<&'static str>),
 }
 
 impl PreparedTarget {
     /// Finds the target (starts the embedded server, or resolves the URL), plans the local
-    /// addresses its connections start from (into `config.connection.source_addrs`), looks
-    /// up this machine's side of it, then holds it to answering and the `--server-saturation`
-    /// gauges to one scrape: all before anything is written.
-    pub async fn prepare(config: &mut RunConfig) -> Result<Self, RunError> {
+    /// addresses its connections start from (into `config.connection.source_addrs`) and how
+    /// every worker connects (the returned transport configuration), looks up this machine's
+    /// side of it, then holds it to answering and the `--server-saturation` gauges to one
+    /// scrape: all before anything is written.
+    pub async fn prepare(config: &mut RunConfig) -> Result<(Self, TransportConfig), RunError> {
         let (embedded, url) = locate(config).await?;
         let addr = resolve(&url).await?;
         let origin = origin(&url, addr, config)?;
         config.connection.source_addrs = super::ports::plan_sources(config, addr)?;
+        let transport = transport_config(config, &origin)?;
         let (cgroup, interface) = (Cgroup::discover(), link::target_interface(addr));
+        let link = link::link_capacity(config.evidence.link_capacity_bps, interface.as_deref());
         let probed = match config.connection.http3 {
             true => crate::transport::http3::probe(&origin, config.connect_timeout).await,
             false => probe(&origin, config.connect_timeout).await,
@@ -61,14 +67,15 @@ impl PreparedTarget {
             crate::verdict::check_before_run(&rows, &metrics.saturation)
                 .map_err(RunError::SaturationGauge)?;
         }
-        Ok(PreparedTarget {
+        let target = PreparedTarget {
             embedded,
             url,
             addr,
-            origin,
             cgroup,
             interface,
-        })
+            link,
+        };
+        Ok((target, transport))
     }
 
     /// Who shares the client's cores with it: a saturated client starves that server too.
@@ -197,5 +204,32 @@ fn origin(target: &TargetUrl, addr: SocketAddr, config: &RunConfig) -> Result<Or
             .map_err(|e| bad_url(e.to_string()))?,
         server_name,
         tls,
+    })
+}
+
+/// How every worker connects: the target's origin and the connection flags.
+fn transport_config(config: &RunConfig, origin: &Origin) -> Result<TransportConfig, RunError> {
+    Ok(TransportConfig {
+        origin: origin.clone(),
+        http2: config.connection.http2,
+        http3: config.connection.http3,
+        streams_per_connection: config.connection.streams_per_connection,
+        grpc: config.connection.grpc.clone(),
+        keepalive: config.connection.keepalive,
+        redirects: config.connection.redirects,
+        redirect_tls: match config.connection.redirects {
+            Redirects::Any => Some(tls::client_config(
+                &config.connection.verify,
+                tls::Alpn::Http1,
+            )?),
+            _ => None,
+        },
+        connect_timeout: config.connect_timeout,
+        request_timeout: config.timeout,
+        sources: config.connection.source_addrs.clone(),
+        connect_pacer: Some(Arc::new(ConnectPacer::new(f64::from(
+            config.connection.connect_rate_per_s,
+        )))),
+        tcp: Arc::default(),
     })
 }

@@ -4,42 +4,11 @@
 //! [`super::words`]); the numbers behind them go into the verdict's `numbers`. Nothing here
 //! chooses the cause: [`super::decide()`] does, from the findings.
 
-use std::collections::BTreeMap;
-
-use super::decide::Facts;
+use super::facts::Facts;
+use super::findings::{Carried, CpuBusy, Finding, Numbers, Seen};
 use super::rule::{Rule, WorkerShares, T};
-use super::words::{CpuBusy, Seen};
 use crate::report::{PhaseWorkers, RunSummary};
 use crate::stats::Components;
-
-/// What a check found under a rule: a limit, or a note.
-#[derive(Debug, Clone)]
-pub struct Finding {
-    pub rule: Rule,
-    pub limit: bool,
-    pub seen: Seen,
-}
-
-impl Finding {
-    pub fn limit(rule: Rule, seen: Seen) -> Self {
-        Finding {
-            rule,
-            limit: true,
-            seen,
-        }
-    }
-
-    pub fn note(rule: Rule, seen: Seen) -> Self {
-        Finding {
-            rule,
-            limit: false,
-            seen,
-        }
-    }
-}
-
-/// The numbers behind the findings, by name (run.json `verdict.numbers`).
-pub type Numbers = BTreeMap<&'static str, f64>;
 
 /// Where the responses' time went, as shares of their latency.
 #[derive(Debug, Clone, Copy, Default)]
@@ -317,14 +286,6 @@ pub fn network(f: &Facts<'_>, shares: &Shares, numbers: &mut Numbers) -> Vec<Fin
         }
     }
     found
-}
-
-/// What the link carried in one direction in the busiest second, and its capacity if known.
-#[derive(Debug, Clone, Copy)]
-pub struct Carried {
-    pub direction: &'static str,
-    pub bps: Option<f64>,
-    pub capacity_bps: Option<f64>,
 }
 
 /// Whether a body that came late (receiving it dominated latency without the link to explain

@@ -8,37 +8,16 @@
 //! them and kept its schedule is `none`; one that did not takes the first limit the checks
 //! found, else the server's.
 
-use super::checks::{self, share, worker_shares, Finding, Numbers, Shares};
+use super::checks::{self, share, worker_shares, Shares};
+use super::facts::Facts;
+use super::findings::{Finding, Numbers};
 use super::queueing::{Queue, QueueFact};
 use super::rule::{self, Rule, WorkerShares, T};
-use super::schedule::{Schedule, Sustainability};
-use super::server::ServerEvidence;
 use super::slo::LevelFacts;
 use super::words::{phase_where, sentence, wait_text, ONE_LEVEL, ONE_LEVEL_SCRAPED};
 use super::{Cause, PhaseVerdict, SloVerdict, Verdict};
 use crate::report::{PhaseWorkers, RunSummary};
-use crate::stats::Components;
 use crate::sysmon::ClientSummary;
-
-/// Everything the verdict reads.
-pub struct Facts<'a> {
-    pub summary: &'a RunSummary,
-    pub components: &'a Components,
-    pub client: Option<&'a ClientSummary>,
-    /// Requests went as streams on shared connections (HTTP/2, HTTP/3): a wait to send is
-    /// the client's wait for a stream or flow-control window, not a TCP send buffer
-    /// (`client.http2_streams`, never `network.send`).
-    pub streams: bool,
-    /// Open model: how the run kept its schedule, from its rows.
-    pub open: Option<(Schedule, Sustainability)>,
-    pub server: Option<ServerEvidence>,
-    /// A capacity level: its SLOs judged, whether it was stopped early or cut short.
-    pub level: Option<&'a LevelFacts>,
-    pub decided_by: &'static str,
-    /// `--probe`'s R(1), the median at one connection after the level: a second sign of
-    /// queueing beside the level's fastest response.
-    pub probe_r1_ns: Option<f64>,
-}
 
 /// The deciding rule, its sentence, and the findings it used (left out of the evidence).
 struct Decision {
@@ -432,6 +411,9 @@ fn phase_verdicts(
 mod tests {
     use super::*;
     use crate::report::WorkersSummary;
+    use crate::stats::Components;
+    use crate::verdict::schedule::{Schedule, Sustainability};
+    use crate::verdict::server::ServerEvidence;
     use crate::verdict::server::{HostCpu, Workers};
     use crate::verdict::slo::Abort;
     use crate::verdict::Strength;
@@ -539,6 +521,46 @@ mod tests {
             .evidence
             .iter()
             .any(|e| e.starts_with("5 of 1000 requests failed")));
+    }
+
+    /// contract/verdict.json's `cause_order` (issue 57), by which the analysis gives a set of
+    /// shards its cause: the order this judge's checks run in. Facts that each check would
+    /// call a limit, taken away one by one, decide errors, then client, then network, then
+    /// the server check's own causes.
+    #[test]
+    fn the_checks_run_in_the_contracts_cause_order() {
+        let contract: serde_json::Value = serde_json::from_str(rule::VERDICT_JSON).unwrap();
+        let order: Vec<&str> = (contract["cause_order"].as_array().unwrap().iter())
+            .map(|c| c.as_str().unwrap())
+            .collect();
+        let mut body = components(0.7, 0.01);
+        body.bytes_by_second = vec![(0, 0), (1_000, 150_000), (1_000, 140_000), (0, 0)];
+        let client = ClientSummary {
+            link_capacity_bps: Some(2_000_000),
+            ..Default::default()
+        };
+        let own_work = phase("main", 8, 0.5, 0.1);
+        let cases = [
+            (summary(1000, 100, vec![own_work.clone()]), &body),
+            (summary(1000, 0, vec![own_work]), &body),
+            (summary(1000, 0, vec![phase("main", 8, 0.99, 0.0)]), &body),
+        ];
+        let decided: Vec<&str> = (cases.iter())
+            .map(|(s, c)| {
+                let f = Facts {
+                    client: Some(&client),
+                    ..facts(s, c)
+                };
+                decide(f).cause.as_str()
+            })
+            .collect();
+        assert_eq!(decided, order[..3], "{order:?}");
+        let quiet = components(0.0, 0.0);
+        let s = summary(1000, 0, vec![phase("main", 8, 0.99, 0.0)]);
+        let last = decide(facts(&s, &quiet)).cause.as_str();
+        assert!(order[3..].contains(&last), "{last} in {order:?}");
+        let server_check = [Cause::Server, Cause::Inconclusive, Cause::None].map(Cause::as_str);
+        assert_eq!(order[3..], server_check);
     }
 
     #[test]

@@ -14,12 +14,18 @@
 //! order — errors, client, network, server — of which the first limit decides; the client's
 //! CPU rule ([`client`]); the open model's schedule rule ([`schedule`]); what one closed
 //! level's latency against its own fastest response says of queueing at the server
-//! ([`queueing`]); a module that words the findings ([`words`]). What needs several runs (a sweep's plateau, its USL, an
-//! open-rate sweep's knee) is the analysis's.
+//! ([`queueing`]). In layers, each importing only those below it: what the rules find, typed
+//! ([`findings`]); the rules ([`checks`], [`slo`], [`queueing`], …), which produce findings
+//! from the facts ([`facts`]); the words ([`words`]), which read findings and never decide;
+//! the judge ([`decide()`]) on top. The rules never import their words. What needs several
+//! runs (a sweep's plateau, its USL, an open-rate sweep's knee) is the analysis's (its
+//! thresholds are the contract's `sweep`).
 
 pub mod checks;
 pub mod client;
 pub mod decide;
+pub mod facts;
+pub mod findings;
 pub mod host;
 pub mod queueing;
 pub mod rule;
@@ -30,7 +36,8 @@ pub mod words;
 
 use serde::Serialize;
 
-pub use self::decide::{decide, Facts};
+pub use self::decide::decide;
+pub use self::facts::{Facts, Judged, LevelSlos};
 pub use self::rule::Rule;
 pub use self::server::{check_before_run, SaturationGauges, ServerEvidence};
 
@@ -63,6 +70,47 @@ impl Cause {
             Cause::Server => "server",
             Cause::Inconclusive => "inconclusive",
         }
+    }
+}
+
+/// What bounds a capacity search's answer (capacity.json `limited_by`): the cause the judge
+/// gave its first failing level, or the search's own end — its `--max-rate` ceiling, or a
+/// target it could no longer reach. Chosen here, by [`LimitedBy::of`], never in the workflow.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LimitedBy {
+    /// The first failing level's cause.
+    Cause(Cause),
+    /// Nothing stopped the search below its ceiling.
+    MaxRate,
+    /// The target could no longer be reached: its requests failed, so the cause is `errors`.
+    TargetLost,
+}
+
+impl LimitedBy {
+    /// A lost target bounds the answer whatever the levels said; else the first failing
+    /// level's cause; else, with an answer at the ceiling, the ceiling.
+    pub fn of(target_lost: bool, failing: Option<Cause>, at_max_rate: bool) -> Option<Self> {
+        match (target_lost, failing) {
+            (true, _) => Some(LimitedBy::TargetLost),
+            (false, Some(cause)) => Some(LimitedBy::Cause(cause)),
+            (false, None) => at_max_rate.then_some(LimitedBy::MaxRate),
+        }
+    }
+
+    /// As capacity.json writes it: the cause's name (a lost target's is `errors`), or
+    /// `max_rate`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            LimitedBy::Cause(cause) => cause.as_str(),
+            LimitedBy::TargetLost => Cause::Errors.as_str(),
+            LimitedBy::MaxRate => "max_rate",
+        }
+    }
+}
+
+impl Serialize for LimitedBy {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.serialize_str(self.as_str())
     }
 }
 
@@ -198,6 +246,20 @@ mod tests {
             slos: None,
             decided_by: "loadgen run",
         }
+    }
+
+    /// Issue 57: what bounds a capacity search is chosen here — a lost target before any
+    /// level's cause (written `errors`), else the first failing level's cause, else the ceiling.
+    #[test]
+    fn a_searchs_limit_is_a_cause_or_its_own_end() {
+        let of =
+            |lost, failing, at_max| LimitedBy::of(lost, failing, at_max).map(LimitedBy::as_str);
+        assert_eq!(of(true, Some(Cause::Server), true), Some("errors"));
+        assert_eq!(of(false, Some(Cause::Client), true), Some("client"));
+        assert_eq!(of(false, None, true), Some("max_rate"));
+        assert_eq!(of(false, None, false), None);
+        let json = serde_json::to_value(LimitedBy::TargetLost).unwrap();
+        assert_eq!(json, "errors");
     }
 
     /// The console's Verdict line holds the clause with the deciding number, the rest goes

@@ -11,7 +11,7 @@
 //! (`inconclusive.one_level`) into a weak cause with it, never a strong one — one level's
 //! latency cannot tell a server at exactly its parallelism from one with room.
 
-use super::checks::Numbers;
+use super::findings::Numbers;
 use super::rule::T;
 use crate::report::{PhaseWorkers, RunSummary};
 use crate::units::duration;

@@ -15,12 +15,12 @@
 
 use serde::Serialize;
 
-use super::checks::Finding;
+use super::findings::{Finding, Seen};
 use super::rule::{Rule, T};
 use super::schedule::{blocks, quantile};
-use super::words::Seen;
 use crate::report::thresholds::{Comparison, Metric, Threshold};
-use crate::stats::samples::{LevelRows, Sample};
+use crate::stats::samples::{LevelRows, Sample, SampleReceiver};
+use crate::stop::{ExitReason, StopSignal};
 
 /// Resamples per bootstrap.
 const RESAMPLES: usize = 400;
@@ -396,6 +396,24 @@ impl LevelWatch {
     /// Why the level was stopped early, if it was.
     pub fn aborted(self) -> Option<Abort> {
         self.aborted
+    }
+
+    /// Watches a running level: takes its samples as the writer hands them over and stops
+    /// the level (drains the run) as soon as its rows are far past the SLO; returns why it
+    /// stopped it, once the writer has handed over its last samples.
+    pub fn spawn(
+        mut self,
+        samples: SampleReceiver,
+        stop: StopSignal,
+    ) -> tokio::task::JoinHandle<Option<Abort>> {
+        tokio::spawn(async move {
+            while let Ok(batch) = samples.recv_async().await {
+                if self.take(batch) {
+                    stop.drain(ExitReason::DurationElapsed);
+                }
+            }
+            self.aborted()
+        })
     }
 }
 

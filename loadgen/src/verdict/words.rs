@@ -2,10 +2,10 @@
 //! run.json's `evidence` and every reader show. It words numbers it is given; it decides
 //! nothing and compares nothing with a threshold.
 
+use super::findings::{Carried, CpuBusy, Seen};
 use super::rule::T;
 use super::schedule::Schedule;
 use super::server::{HostCpu, Queue, Workers};
-use crate::sysmon::ClientSummary;
 use crate::units::duration;
 
 /// Said when one closed level spends its time at the server with no measure of the server's
@@ -20,84 +20,6 @@ pub const ONE_LEVEL_SCRAPED: &str = "one level cannot tell a server at its capac
      with room to spare, and the server's scrapes held no saturation gauge the verdict read; \
      run `loadgen capacity` or a sweep to find where it stops, or name the service's gauges \
      with --server-saturation (BUSY/LIMIT)";
-
-/// The target's CPU against the contract's `cpu_saturated_share` and `cpu_room_share`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum CpuBusy {
-    Saturated,
-    /// Under `cpu_room_share`: a limit there is inside the service.
-    Room,
-    Between,
-}
-
-/// What a check saw, with the numbers its sentence needs.
-#[derive(Debug, Clone)]
-pub enum Seen {
-    NoFailures {
-        requests: u64,
-    },
-    Failures {
-        failed: u64,
-        requests: u64,
-        rate: f64,
-        classes: Vec<(String, u64)>,
-        statuses: Vec<(String, u64)>,
-        /// The 429s and 503s among the responses, with their `Retry-After`.
-        rejections: Vec<crate::report::Rejection>,
-    },
-    /// The client's sockets as the kernel saw them (`TCP_INFO`).
-    Tcp(crate::stats::tcp::TcpSummary),
-    /// The client's CPU line (saturated or not).
-    Client(Box<ClientSummary>),
-    OwnWork {
-        own: f64,
-        /// The judged phase and its workers, when the run has several.
-        phase: Option<(String, u64)>,
-    },
-    EmptyBuffer {
-        share: f64,
-    },
-    Late {
-        schedule: Schedule,
-        server_behind: bool,
-    },
-    /// A share of latency (HTTP/2 stream wait, transfer, send: the rule tells which).
-    Share {
-        share: f64,
-    },
-    /// Moving bytes took `share` of latency; what the link carried meanwhile.
-    Moving {
-        share: f64,
-        carried: super::checks::Carried,
-    },
-    Link {
-        direction: &'static str,
-        bps: f64,
-        utilisation: f64,
-        capacity_bps: f64,
-    },
-    Workers {
-        workers: Workers,
-        queued: Option<Queue>,
-        /// Share of the scrapes with every worker busy, when it says saturated.
-        all_busy_share: Option<f64>,
-    },
-    Queue(Queue),
-    HostCpu {
-        cpu: HostCpu,
-        /// What the rule made of its busy share.
-        busy: CpuBusy,
-        shared: bool,
-        service_cores: Option<f64>,
-        client_cores: Option<f64>,
-    },
-    FailedScrapes(u64),
-    /// The service's own CPU (its `process_cpu_seconds_total`), in cores.
-    ServiceCpu(f64),
-    /// A capacity level's failures: each a sentence of the level's (SLOs, abort, schedule).
-    Level(Vec<String>),
-    Text(String),
-}
 
 pub fn pct(share: f64) -> String {
     format!("{:.1}%", share * 100.0)
@@ -211,7 +133,7 @@ pub fn sentence(rule: super::Rule, limit: bool, seen: &Seen) -> String {
 }
 
 /// Moving bytes that dominated latency: with the link that explains it (a limit), or without.
-fn moving(rule: super::Rule, limit: bool, share: f64, c: &super::checks::Carried) -> String {
+fn moving(rule: super::Rule, limit: bool, share: f64, c: &Carried) -> String {
     let what = match rule {
         super::Rule::NetworkSend => "sending requests",
         _ => "receiving response bodies",

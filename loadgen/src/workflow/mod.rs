@@ -36,7 +36,9 @@ use crate::stop::StopSignal;
 pub use self::calibrate::{calibrate, Calibrated, Calibration, CalibrationRun, CALIBRATION};
 pub use self::sweep::{sweep, Level, Sweep};
 
-/// Calibrations and sweeps rewrite and read back their run directories, so they stay local.
+/// A workflow's directory holds its runs beside its own file (a calibration's run.json,
+/// sweep.json, capacity.json), which a later command reads by path (a sweep, its
+/// calibration): it is local. Its runs are never read back (they hand over typed outcomes).
 pub(crate) fn local_only(command: &str, out: &Output) -> Result<(), ConfigError> {
     match out {
         Output::S3(location) => Err(ConfigError::Out(format!(

@@ -11,6 +11,7 @@ use serde::Serialize;
 use super::level::{Cause, Level};
 use super::search::Search;
 use crate::model::open::Arrivals;
+use crate::verdict::LimitedBy;
 
 /// The exit code when no rate met the SLO, the answer is below `--min-capacity`, or the
 /// search did not converge (without `--allow-unconverged`): the thresholds' code.
@@ -126,8 +127,8 @@ pub struct Capacity {
     pub ended: Ended,
     /// What stopped the first failing level.
     pub verdict: Option<Cause>,
-    /// What bounds the answer: the verdict, `errors` when the target was lost, or `max_rate`.
-    pub limited_by: Option<&'static str>,
+    /// What bounds the answer: the verdict, a lost target (`errors`), or `max_rate`.
+    pub limited_by: Option<LimitedBy>,
     /// Index into `levels` of the first failing level (the lowest rate that failed).
     pub first_failing_level: Option<usize>,
     pub evidence: Vec<String>,
@@ -198,12 +199,8 @@ pub fn conclude(searched: Searched, search: &Search) -> Capacity {
     });
     let first_failing = first_failing_level.map(|i| &levels[i]);
     let verdict = first_failing.and_then(|l| l.cause);
-    let limited_by = match (ended, verdict, capacity_rps) {
-        (Ended::TargetLost, ..) => Some("errors"),
-        (_, Some(cause), _) => Some(cause_name(cause)),
-        (_, None, Some(rps)) if rps >= settings.max_rate_rps => Some("max_rate"),
-        _ => None,
-    };
+    let at_max_rate = capacity_rps.is_some_and(|rps| rps >= settings.max_rate_rps);
+    let limited_by = LimitedBy::of(ended == Ended::TargetLost, verdict, at_max_rate);
     let mut evidence: Vec<String> = first_failing.map(|l| l.reasons.clone()).unwrap_or_default();
     if let Stopped::TargetLost(why) = &stopped {
         evidence.push(format!("the target could no longer be reached: {why}"));
@@ -237,10 +234,6 @@ pub fn conclude(searched: Searched, search: &Search) -> Capacity {
     };
     capacity.answer = answer(&capacity);
     capacity
-}
-
-pub fn cause_name(cause: Cause) -> &'static str {
-    cause.as_str()
 }
 
 /// When the client or the machine, not the service, set the limit.

@@ -99,8 +99,9 @@ async fn run_search(
     stop: &StopSignal,
 ) -> Result<(Vec<Level>, Stopped), RunError> {
     let mut levels = Vec::new();
-    // The most a level took beyond its sending (connecting, reading its rows back, the
-    // cool-down): counted when deciding whether the next one fits the budget.
+    // The most a level took beyond its sending (connecting, the writer's last segment, the
+    // judgement and the probe, the cool-down): counted when deciding whether the next one
+    // fits the budget.
     let mut overhead = Duration::ZERO;
     loop {
         let Next::Run { rate_rps, step } = search.next() else {

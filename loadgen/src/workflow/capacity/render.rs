@@ -1,7 +1,7 @@
 //! The search's console lines: one per level as it goes, and the report of what
 //! [`conclude`](super::conclude) decided. Nothing here decides anything.
 
-use super::conclude::{cause_name, Capacity, Ended};
+use super::conclude::{Capacity, Ended};
 use super::level::Level;
 
 /// The search's one line before its first level: what it looks for, and that Ctrl-C keeps
@@ -66,8 +66,8 @@ pub fn render(c: &Capacity, dir: &std::path::Path) -> String {
     if let Some(cause) = c.verdict {
         let evidence = c.evidence.join("; ");
         match c.answer.contains(&evidence) {
-            true => out += &format!("  Stops at   {}\n", cause_name(cause)),
-            false => out += &format!("  Stops at   {} — {evidence}\n", cause_name(cause)),
+            true => out += &format!("  Stops at   {}\n", cause.as_str()),
+            false => out += &format!("  Stops at   {} — {evidence}\n", cause.as_str()),
         }
     }
     out += &format!(
