@@ -7,7 +7,7 @@ use std::sync::atomic::Ordering;
 
 use super::drive::Driven;
 use super::output::RunOutput;
-use super::probe::Probe;
+use super::probe::{Probe, Probed};
 use super::run_json::{write_run_json, RecordsInfo, RunJson};
 use super::target::PreparedTarget;
 use super::{RunError, RunJsonExtra};
@@ -55,6 +55,8 @@ pub struct RunOutcome {
     pub client: Option<ClientSummary>,
     /// The run's verdict (run.json `verdict`, the console's Verdict line).
     pub verdict: Verdict,
+    /// The probe at one connection after the level, if it measured R(1) (run.json `probe`).
+    pub probe: Option<Probe>,
     /// The live metrics endpoint, still serving the final counts (`--metrics-addr`).
     pub metrics: Option<FinalMetrics>,
     /// The page, still serving the final figures (`--dashboard`).
@@ -166,8 +168,9 @@ pub(super) async fn finish(
     let server = server_evidence(&config, scrapes, &mut warnings);
     let facts = (&summary, &report.stats.components, &judged);
     let ended = (exit_reason, stop);
-    let (verdict, probe) =
+    let (verdict, probed) =
         probed_verdict(&mut config, ended, facts, (&client, server), &mut warnings).await;
+    let (probe, exit_reason) = (probed.probe, probed.signal.unwrap_or(exit_reason));
     // The load is over: a signal from here on stops the upload or the metrics linger, and
     // is not announced as stopping the load.
     stop.drain(exit_reason);
@@ -223,6 +226,7 @@ pub(super) async fn finish(
         thresholds,
         client,
         verdict,
+        probe,
         // Served to the end and beyond, so a last scrape sees the final counts.
         metrics: (driven.metrics_server)
             .map(|server| server.after_run(config.output.metrics.linger)),
@@ -366,16 +370,16 @@ async fn probed_verdict(
     (summary, components, judged): (&RunSummary, &crate::stats::Components, &Judged),
     (client, server): (&Option<ClientSummary>, Option<ServerEvidence>),
     warnings: &mut Vec<String>,
-) -> (Verdict, Option<Probe>) {
+) -> (Verdict, Probed) {
     let facts = (summary, components, judged, None);
     let level = decide_verdict(config, facts, client, server.clone());
-    let probe = super::probe::after(config, ended, summary, &level, warnings).await;
-    match &probe {
+    let probed = super::probe::after(config, ended, summary, &level, warnings).await;
+    match &probed.probe {
         Some(p) => {
             let facts = (summary, components, judged, Some(p));
-            (decide_verdict(config, facts, client, server), probe)
+            (decide_verdict(config, facts, client, server), probed)
         }
-        None => (level, None),
+        None => (level, probed),
     }
 }
 

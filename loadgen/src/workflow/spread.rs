@@ -150,6 +150,9 @@ fn spreadable(config: &RunConfig, junit: bool) -> Result<(), RunError> {
         Some("--metrics-addr")
     } else if config.output.dashboard.addr.is_some() {
         Some("--dashboard")
+    } else if config.output.dashboard.out.is_some() {
+        // Each process would save its own shard's page to the one file: the last one wins.
+        Some("--dashboard-out")
     } else if junit {
         Some("--junit")
     } else if matches!(config.output.out, Output::S3(_)) {
