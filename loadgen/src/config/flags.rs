@@ -241,7 +241,7 @@ fn with_basic_auth(
         .iter()
         .any(|(name, _)| name == hyper::header::AUTHORIZATION);
     if let (false, Some(auth)) = (given, url.and_then(|url| url.basic_auth.clone())) {
-        headers.push((hyper::header::AUTHORIZATION, auth));
+        headers.push((hyper::header::AUTHORIZATION, *auth));
     }
     headers
 }

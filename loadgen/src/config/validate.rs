@@ -33,7 +33,7 @@ pub struct TargetUrl {
     /// `Authorization: Basic …` of a user name and password in the URL
     /// (`http://user:pass@host/`), sent with every request as curl sends it, unless a `-H
     /// Authorization` is given; never in the Host header.
-    pub basic_auth: Option<HeaderValue>,
+    pub basic_auth: Option<Box<HeaderValue>>,
 }
 
 impl TargetUrl {
@@ -82,7 +82,11 @@ impl TargetUrl {
             host: host.to_string(),
             port,
             authority: host_port.to_string(),
-            basic_auth: userinfo.map(basic_auth).transpose().map_err(bad)?,
+            basic_auth: userinfo
+                .map(basic_auth)
+                .transpose()
+                .map_err(bad)?
+                .map(Box::new),
             path: path
                 .parse()
                 .map_err(|e: hyper::http::uri::InvalidUri| bad(&e.to_string()))?,
