@@ -1,7 +1,7 @@
 //! A scenario's gRPC calls, checked against `--proto` before the run: a request whose path
 //! looks like a call (`/package.Service/Method`) must name a unary method of the file, and
-//! its body — rendered once with drawn field values — must be that method's input message in
-//! JSON. Each mistake is one sentence naming the request, where it would otherwise become
+//! its body — rendered once with drawn field values, unless it uses extracted ones — must be
+//! that method's input message in JSON. Each mistake is one sentence naming the request, where it would otherwise become
 //! rows of `other`, `reset` or `protocol` with no word of why. A call goes out as a POST
 //! whatever the scenario's `method`, so its op label says POST. What it does not do: send.
 
@@ -43,7 +43,12 @@ pub(super) fn check_calls(workload: &mut Workload, codec: &Codec) -> Result<(), 
                 method.full_name()
             )));
         }
-        if let Err(why) = grpc::encode(&method.input(), &prepared.body.concat()) {
+        // A body with extracted values is only known once they are (an empty one now).
+        let known = template.session_fields.is_empty();
+        if let (true, Err(why)) = (
+            known,
+            grpc::encode(&method.input(), &prepared.body.concat()),
+        ) {
             return Err(ConfigError::Grpc(format!(
                 "{name}: its body is not a {} message in JSON ({why}); write its fields with \
                  the .proto's names and types (a string field takes a quoted value, e.g. \
