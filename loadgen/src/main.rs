@@ -54,8 +54,15 @@ fn run(args: &loadgen::cli::RunArgs) -> i32 {
     };
     let json = config.output.json;
     let output = args.output.clone();
+    let owned = spread::OneProcess {
+        junit: output.junit.is_some(),
+        stdin_targets: args.target.targets.as_deref() == Some(std::path::Path::new("-")),
+    };
     with_runtime(|stop| async move {
-        match spread::plan(&config, output.junit.is_some()).await {
+        if std::env::var_os(spread::CHILD_ENV).is_some() {
+            spread::watch_parent(stop.clone());
+        }
+        match spread::plan(&config, owned).await {
             Ok(Some(plan)) => return run_spread(&plan, &config, &stop).await,
             Ok(None) => {}
             Err(e) => return fail(&e),
