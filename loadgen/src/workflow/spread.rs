@@ -60,7 +60,16 @@ pub struct Spread {
     pub limit: u64,
     pub connections: u64,
     pub children: Vec<ChildPlan>,
+    /// When (Unix ms) a process still running is past any end it could have — its start, its
+    /// `-d`, its `--grace` and [`END_MARGIN`] — and is killed; `None` when nothing bounds the
+    /// run's time (`-n` alone).
+    pub deadline_unix_ms: Option<u64>,
 }
+
+/// How long after its `-d` and `--grace` a process may take to write its last segment and
+/// run.json and hand over: far past what that takes (well under a second), so only a process
+/// that is stopped or hung is killed.
+pub const END_MARGIN: std::time::Duration = std::time::Duration::from_secs(20);
 
 /// In a process the parent started: the parent's choices applied to `args` (`--shard`,
 /// `--start-at`, `--out`, `--source-addr`, `--connect-rate`, `--json`, `--no-progress`), so the
@@ -135,11 +144,15 @@ pub async fn plan(config: &RunConfig, owned: OneProcess) -> Result<Option<Spread
             }
         })
         .collect();
+    let deadline_unix_ms = config
+        .duration_limit()
+        .map(|limit| start_at_unix_ms + (limit + config.grace + END_MARGIN).as_millis() as u64);
     Ok(Some(Spread {
         dir,
         limit,
         connections,
         children,
+        deadline_unix_ms,
     }))
 }
 
@@ -295,11 +308,12 @@ pub async fn run(spread: &Spread, stop: &StopSignal) -> Result<Vec<ChildEnd>, Ru
         }
     }
     let pids: Vec<u32> = started.iter().map(|(_, c)| c.id()).collect();
-    let forward = tokio::spawn(forward_signals(stop.clone(), pids));
+    let forward = tokio::spawn(forward_signals(stop.clone(), pids.clone()));
     let waits: Vec<_> = started
         .into_iter()
         .map(|started| tokio::task::spawn_blocking(move || wait_child(started)))
         .collect();
+    let overdue = tokio::spawn(kill_when_overdue(spread.deadline_unix_ms, pids));
     let mut ends = Vec::new();
     for wait in waits {
         if let Ok(end) = wait.await {
@@ -307,7 +321,29 @@ pub async fn run(spread: &Spread, stop: &StopSignal) -> Result<Vec<ChildEnd>, Ru
         }
     }
     forward.abort();
+    overdue.abort();
     Ok(ends)
+}
+
+/// Kills (SIGKILL: a stopped process takes no other signal) the processes still running at
+/// `deadline_unix_ms`: stopped (SIGSTOP) or hung, they would keep the run from ending at all.
+/// Each is then named as a process that did not hand over.
+async fn kill_when_overdue(deadline_unix_ms: Option<u64>, pids: Vec<u32>) {
+    let Some(deadline) = deadline_unix_ms else {
+        return;
+    };
+    let wait_ms = deadline.saturating_sub(unix_ms());
+    tokio::time::sleep(std::time::Duration::from_millis(wait_ms)).await;
+    eprintln!(
+        "processes of the spread run still running {} after their -d and --grace: killing them",
+        humantime::format_duration(END_MARGIN)
+    );
+    for pid in pids
+        .iter()
+        .filter_map(|&p| rustix::process::Pid::from_raw(p as i32))
+    {
+        let _ = rustix::process::kill_process(pid, rustix::process::Signal::KILL);
+    }
 }
 
 /// Reads a process's `--json` document and waits for it to end.
