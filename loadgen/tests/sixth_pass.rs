@@ -101,6 +101,38 @@ fn a_password_in_the_url_is_basic_auth_and_never_shown() {
     assert_eq!(last.authorization.as_deref(), Some("Bearer T"));
 }
 
+/// A redirect to another origin (`--follow-redirects=any`) does not carry the credentials on:
+/// the URL's Basic auth reached the first server only (found in this issue's own pass).
+#[test]
+fn credentials_are_not_sent_on_to_another_origin() {
+    let landing = Counting::start(usize::MAX, After::Unavailable);
+    let first = Counting::start(0, After::Redirect(landing.url("/landing")));
+    let dir = tempfile::tempdir().unwrap();
+    let url = format!("http://user:PASSWD1@{}/p", first.addr);
+    let output = loadgen(&[
+        "run",
+        "--url",
+        &url,
+        "-c",
+        "1",
+        "-n",
+        "2",
+        "--follow-redirects=any",
+        "--no-probe",
+        "--out",
+        dir.path().join("run").to_str().unwrap(),
+    ]);
+    assert!(output.status.success(), "{output:?}");
+    assert_eq!(first.count(), 2);
+    assert!(first.seen().iter().all(|s| s.authorization.is_some()));
+    assert_eq!(landing.count(), 2);
+    assert!(
+        landing.seen().iter().all(|s| s.authorization.is_none()),
+        "{:?}",
+        landing.seen()
+    );
+}
+
 /// `--dashboard-out` naming a file of the run (`run.json`, in `--out`) is refused before the
 /// run, as `--junit` is; so is one that cannot be written. Nothing is written, nothing sent.
 #[test]

@@ -8,12 +8,14 @@ use std::net::{TcpListener, TcpStream};
 use std::sync::{Arc, Mutex};
 
 /// What the server does once it has answered `ok_for` requests `200`.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone)]
 pub enum After {
     /// `503 Service Unavailable`, at once.
     Unavailable,
     /// Nothing: the connection is held open and never answered.
     Hang,
+    /// `302 Found` to this URL.
+    Redirect(String),
 }
 
 /// One request as the server read it.
@@ -40,8 +42,8 @@ impl Counting {
         let log = seen.clone();
         std::thread::spawn(move || {
             for stream in listener.incoming().flatten() {
-                let log = log.clone();
-                std::thread::spawn(move || serve(stream, ok_for, after, &log));
+                let (log, after) = (log.clone(), after.clone());
+                std::thread::spawn(move || serve(stream, ok_for, &after, &log));
             }
         });
         Counting { addr, seen }
@@ -62,7 +64,7 @@ impl Counting {
     }
 }
 
-fn serve(stream: TcpStream, ok_for: usize, after: After, log: &Mutex<Vec<Seen>>) {
+fn serve(stream: TcpStream, ok_for: usize, after: &After, log: &Mutex<Vec<Seen>>) {
     let mut writer = stream.try_clone().unwrap();
     let mut reader = BufReader::new(stream);
     while let Some((seen, body_len)) = read_head(&mut reader) {
@@ -75,17 +77,21 @@ fn serve(stream: TcpStream, ok_for: usize, after: After, log: &Mutex<Vec<Seen>>)
             log.push(seen);
             log.len()
         };
-        let reply: &[u8] = match (n <= ok_for, after) {
-            (true, _) => b"HTTP/1.1 200 OK\r\ncontent-length: 2\r\n\r\nok",
+        let reply: Vec<u8> = match (n <= ok_for, after) {
+            (true, _) => b"HTTP/1.1 200 OK\r\ncontent-length: 2\r\n\r\nok".to_vec(),
             (false, After::Unavailable) => {
-                b"HTTP/1.1 503 Service Unavailable\r\ncontent-length: 0\r\n\r\n"
+                b"HTTP/1.1 503 Service Unavailable\r\ncontent-length: 0\r\n\r\n".to_vec()
+            }
+            (false, After::Redirect(to)) => {
+                format!("HTTP/1.1 302 Found\r\nlocation: {to}\r\ncontent-length: 0\r\n\r\n")
+                    .into_bytes()
             }
             (false, After::Hang) => {
                 std::thread::sleep(std::time::Duration::from_secs(3600));
                 return;
             }
         };
-        if writer.write_all(reply).is_err() {
+        if writer.write_all(&reply).is_err() {
             return;
         }
     }
