@@ -231,6 +231,66 @@ def test_a_sharded_run_and_a_capacity_search_go_in_as_one_run_each(
     assert "target" not in mark, mark
 
 
+def test_a_capacity_search_with_start_rate_is_added(tmp_path: Path) -> None:
+    """``loadgen capacity --start-rate`` runs no calibration (capacity.json's
+    ``calibration.run_dir`` is null): the search is identified by its first level (issue 58)."""
+    import shutil
+
+    capacity = tmp_path / "cap2"
+    shutil.copytree(REPO / "data" / "runs" / "capacity-w8-10ms", capacity)
+    shutil.rmtree(capacity / "calibration")
+    recorded = json.loads((capacity / "capacity.json").read_text())
+    recorded["calibration"]["run_dir"] = None
+    for level in recorded["levels"]:
+        level["run_dir"] = str(Path("elsewhere") / Path(level["run_dir"]).name)
+    (capacity / "capacity.json").write_text(json.dumps(recorded))
+    where = tmp_path / "store"
+    proc = run_cli("history", "add", capacity, "--store", where)
+    assert proc.returncode == 0, proc.stderr
+    (row,) = store.read(str(where)).to_dict("records")
+    first_level = json.loads((capacity / "level-00-96rps" / "run.json").read_text())
+    assert row["kind"] == "capacity"
+    assert row["run_id"] == f"capacity-{first_level['run_id']}"
+    assert row["capacity_rps"] == recorded["capacity_rps"]
+
+
+def test_a_run_cut_short_is_not_added(tmp_path: Path) -> None:
+    """A run interrupted (exit 130), aborted by --abort-on-fail (exit 99, exit_reason
+    threshold), stopped by its writer (exit 1) or without run.json is one sentence, exit 2, and
+    nothing stored: the gate would judge part of a run as a whole one (issue 58)."""
+    import shutil
+
+    source = REPO / "data" / "runs" / "overview"
+    where = tmp_path / "store"
+    ended = {
+        "interrupted": ("interrupted", 130),
+        "aborted": ("threshold", 99),
+        "writer": ("writer_failed", 1),
+    }
+    for name, (reason, code) in ended.items():
+        run = tmp_path / name
+        shutil.copytree(source, run)
+        meta = json.loads((run / "run.json").read_text())
+        meta["exit_reason"], meta["exit_code"] = reason, code
+        (run / "run.json").write_text(json.dumps(meta))
+    killed = tmp_path / "killed"
+    shutil.copytree(source, killed)
+    (killed / "run.json").unlink()
+    for name, why in (
+        ("interrupted", "it ended interrupted"),
+        ("aborted", "it ended threshold"),
+        ("writer", "it ended writer_failed"),
+        ("killed", "it has no run.json"),
+    ):
+        proc = run_cli("history", "add", tmp_path / name, "--store", where)
+        assert proc.returncode == 2, (name, proc.stderr)
+        assert why in proc.stderr and "did not run to its end" in proc.stderr, proc.stderr
+        assert len(proc.stderr.strip().splitlines()) <= 2, proc.stderr
+    assert not where.exists() or not any(where.iterdir())
+    # The run as it ended, untouched, goes in.
+    assert run_cli("history", "add", source, "--store", where).returncode == 0
+
+
 def test_the_trend_report_draws_each_metric_and_tables_the_changes(tmp_path: Path) -> None:
     out, plots = tmp_path / "trend.html", tmp_path / "figures"
     step = REPO / "data" / "history" / "step"

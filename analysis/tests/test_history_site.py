@@ -125,6 +125,14 @@ def test_a_runs_report_label_is_its_link(service_series: dict, tmp_path: Path, c
         ("javascript:alert(1)", None),
         ("file:///etc/passwd", None),
         ("/abs/1.html", None),
+        # A backslash is a slash to a browser: these resolve off-site (issue 58).
+        ("\\\\evil.example\\x", None),
+        ("/\\evil.example/x", None),
+        ("\\/evil.example/x", None),
+        ("//evil.example/x", None),
+        (" //evil.example/x", None),
+        ("\t//evil.example/x", None),
+        ("reports\\1.html", None),
     ],
 )
 def test_only_web_and_relative_links_are_linked(label: str, link: str | None) -> None:
@@ -154,6 +162,24 @@ def test_bad_input_is_one_sentence_and_exit_2(service_series: dict, tmp_path: Pa
         err = capsys.readouterr().err
         assert len(err.strip().splitlines()) == 1, err
     assert not (tmp_path / "site").exists()
+
+
+def test_a_series_gone_from_the_store_leaves_no_page_behind(
+    service_series: dict, tmp_path: Path
+) -> None:
+    """A site written again into its folder removes the series pages it no longer has: one
+    left there would go on showing figures the store does not hold (issue 58)."""
+    out = tmp_path / "site"
+    args = ["history", "site", "--store", str(service_series["step"]), "-o", str(out), *GATE]
+    assert cli.main(args) == 0
+    stale = out / "series-0123456789ab.html"
+    stale.write_text("old figures")
+    mine = out / "series-notes.html"  # not a name the site writes: left alone
+    mine.write_text("mine")
+    assert cli.main(args) == 0
+    assert not stale.exists()
+    assert mine.exists()
+    assert len(list(out.glob("series-*.html"))) == 2
 
 
 def _unescape(text: str) -> str:

@@ -106,3 +106,22 @@ def test_bad_input_is_one_sentence_and_exit_2(dashboard_run: dict, tmp_path: Pat
         err = capsys.readouterr().err
         assert len(err.strip().splitlines()) == 1, err
     assert not (tmp_path / "page.html").exists()  # nothing half-written
+
+
+def test_a_killed_run_without_run_json_is_not_said_to_be_a_shard(tmp_path: Path, capsys) -> None:
+    """A single-process run killed before its run.json: the refusal says so, not that "a
+    sharded run's shards each have their own" (issue 58)."""
+    import shutil
+    import warnings
+
+    killed = tmp_path / "killed"
+    shutil.copytree(DATA / "overview", killed)
+    (killed / "run.json").unlink()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        code = cli.main(["report", str(killed), "--dashboard", "-o", str(tmp_path / "p.html")])
+    assert code == 2
+    err = capsys.readouterr().err
+    assert "killed before it wrote its run.json" in err, err
+    assert "shard" not in err, err
+    assert not (tmp_path / "p.html").exists()

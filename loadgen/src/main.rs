@@ -45,7 +45,7 @@ fn run(args: &loadgen::cli::RunArgs) -> i32 {
         return 2;
     }
     let args = &args;
-    if let Err(code) = outputs_clear(&args.output, None) {
+    if let Err(code) = outputs_clear(&args.output, None, args.dashboard.dashboard_out.as_deref()) {
         return code;
     }
     let config = match RunConfig::from_args(args) {
@@ -54,8 +54,15 @@ fn run(args: &loadgen::cli::RunArgs) -> i32 {
     };
     let json = config.output.json;
     let output = args.output.clone();
+    let owned = spread::OneProcess {
+        junit: output.junit.is_some(),
+        stdin_targets: args.target.targets.as_deref() == Some(std::path::Path::new("-")),
+    };
     with_runtime(|stop| async move {
-        match spread::plan(&config, output.junit.is_some()).await {
+        if std::env::var_os(spread::CHILD_ENV).is_some() {
+            spread::watch_parent(stop.clone());
+        }
+        match spread::plan(&config, owned).await {
             Ok(Some(plan)) => return run_spread(&plan, &config, &stop).await,
             Ok(None) => {}
             Err(e) => return fail(&e),
@@ -90,6 +97,7 @@ fn print_outcome(outcome: &loadgen::RunOutcome, json: bool, spread: Option<serde
         "exit_reason": outcome.exit_reason,
         "summary": outcome.summary,
         "verdict": outcome.verdict,
+        "probe": outcome.probe,
     });
     if std::env::var_os(spread::CHILD_ENV).is_some() {
         doc["handover"] =
@@ -166,7 +174,7 @@ where
 
 /// `loadgen calibrate`.
 fn calibrate(args: &loadgen::cli::CalibrateArgs) -> i32 {
-    if let Err(code) = outputs_clear(&args.output, None) {
+    if let Err(code) = outputs_clear(&args.output, None, None) {
         return code;
     }
     let json = args.output.json;
@@ -195,7 +203,8 @@ fn calibrate(args: &loadgen::cli::CalibrateArgs) -> i32 {
 
 /// `loadgen sweep`.
 fn sweep(args: &loadgen::cli::SweepArgs) -> i32 {
-    if let Err(code) = outputs_clear(&args.output, args.calibration.as_deref()) {
+    let page = args.dashboard.dashboard_out.as_deref();
+    if let Err(code) = outputs_clear(&args.output, args.calibration.as_deref(), page) {
         return code;
     }
     let json = args.output.json;
@@ -230,7 +239,8 @@ fn sweep(args: &loadgen::cli::SweepArgs) -> i32 {
 
 /// `loadgen capacity`.
 fn capacity(args: &loadgen::cli::CapacityArgs) -> i32 {
-    if let Err(code) = outputs_clear(&args.output, args.calibration.as_deref()) {
+    let page = args.dashboard.dashboard_out.as_deref();
+    if let Err(code) = outputs_clear(&args.output, args.calibration.as_deref(), page) {
         return code;
     }
     let args = args.clone();
@@ -300,6 +310,7 @@ fn upload(args: &loadgen::cli::UploadArgs) -> i32 {
 fn outputs_clear(
     run: &loadgen::cli::OutputArgs,
     calibration: Option<&std::path::Path>,
+    dashboard_out: Option<&std::path::Path>,
 ) -> Result<(), i32> {
     use loadgen::config::Output;
     let local_out = (run.out.as_deref())
@@ -309,6 +320,9 @@ fn outputs_clear(
     if let Some(junit) = run.junit.as_deref() {
         outputs.push(("--junit", junit));
     }
+    if let Some(page) = dashboard_out {
+        outputs.push(("--dashboard-out", page));
+    }
     if let Some(out) = local_out {
         outputs.push(("--out", out));
         runs.push(("--out", out));
@@ -316,10 +330,13 @@ fn outputs_clear(
     if let Some(calibration) = calibration {
         runs.push(("--calibration", calibration));
     }
-    loadgen::output_guard::check(&outputs, &runs).map_err(|e| {
-        eprintln!("error: {e}");
-        2
-    })
+    let page = dashboard_out.map(|page| ("--dashboard-out", page));
+    loadgen::output_guard::check(&outputs, &runs)
+        .and_then(|()| page.map_or(Ok(()), loadgen::output_guard::check_writable))
+        .map_err(|e| {
+            eprintln!("error: {e}");
+            2
+        })
 }
 
 /// A JUnit suite's name: `--junit-name`, else `--out`'s folder, else `fallback`.

@@ -1,5 +1,6 @@
 //! Output paths never land on a run: before a command writes anything, every file or
-//! directory it was told to write (`--junit`, a workflow's `--out`) is compared with the run
+//! directory it was told to write (`--junit`, `--dashboard-out`, a workflow's `--out`) is
+//! compared with the run
 //! directories it reads or writes (`--out`, `--calibration`). One that is such a directory or
 //! lies inside one would overwrite a segment or run.json, so it is refused; so is one file
 //! named for two outputs. Paths are compared as the system will resolve them: relative to the
@@ -38,6 +39,32 @@ pub fn check(outputs: &[Flagged], runs: &[Flagged]) -> Result<(), String> {
             ));
         }
     }
+    Ok(())
+}
+
+/// Refuses a file output that cannot be written where it is named (a folder that does not
+/// exist or is not writable, a path that is a directory), before anything runs: found at
+/// the end, it would be a run whose page is lost. Tried by creating and removing a sibling.
+pub fn check_writable((flag, path): Flagged) -> Result<(), String> {
+    let refuse = |why: String| {
+        format!(
+            "{flag} {} cannot be written ({why}); give a file in a folder that exists and \
+             you may write to",
+            path.display()
+        )
+    };
+    if path.is_dir() {
+        return Err(refuse("it is a directory".into()));
+    }
+    let mut trial = path.as_os_str().to_owned();
+    trial.push(format!(".{}.trial", std::process::id()));
+    let trial = PathBuf::from(trial);
+    std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .open(&trial)
+        .map_err(|e| refuse(e.to_string()))?;
+    let _ = std::fs::remove_file(&trial);
     Ok(())
 }
 

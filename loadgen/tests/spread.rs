@@ -210,3 +210,119 @@ fn what_one_process_owns_is_refused_when_the_run_is_spread() {
     assert_eq!(stderr.lines().count(), 1, "{stderr}");
     assert_eq!(server.server().requests_total(), 0);
 }
+
+/// `kill -9` of the parent (issue 58): its processes see their stdin's pipe end and stop as at
+/// SIGTERM — they drain, write their run.json (`terminated`) and their rows, and the server's
+/// count stops growing — rather than sending until `-d` (60 s here) ends.
+#[test]
+fn the_processes_stop_when_their_parent_is_killed() {
+    let server = ServerOnRuntime::start(ServerConfig::default());
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("spread");
+    let url = server.url("/albums/1");
+    let mut child = loadgen_under_sh(LIMIT)
+        .args(["run", "--url", &url, "-c", "3000", "-d", "60s"])
+        .args(["--think-time", "500ms", "--connect-rate", "6000/s"])
+        .arg("--out")
+        .arg(&out)
+        .spawn()
+        .unwrap();
+    for _ in 0..600 {
+        std::thread::sleep(std::time::Duration::from_millis(100));
+        if server.server().requests_total() >= 6000 {
+            break;
+        }
+    }
+    child.kill().unwrap();
+    child.wait().unwrap();
+    // The count stops growing once the processes have drained: unchanged for a second.
+    let mut last = server.server().requests_total();
+    let mut still = 0;
+    for _ in 0..240 {
+        std::thread::sleep(std::time::Duration::from_millis(250));
+        let now = server.server().requests_total();
+        still = if now == last { still + 1 } else { 0 };
+        last = now;
+        if still == 4 {
+            break;
+        }
+    }
+    assert_eq!(
+        still, 4,
+        "the processes went on sending after their parent was killed"
+    );
+    let shards = shard_dirs(&out);
+    assert_eq!(shards.len(), 2, "{shards:?}");
+    for _ in 0..100 {
+        if shards.iter().all(|s| s.join("run.json").exists()) {
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+    for shard in &shards {
+        assert_eq!(run_json(shard)["exit_reason"], "terminated", "{shard:?}");
+    }
+    let rows: u64 = shards.iter().map(|s| read_rows(s).len() as u64).sum();
+    assert_eq!(
+        rows,
+        server.server().requests_total(),
+        "rows = server's count"
+    );
+}
+
+/// A process stopped (SIGSTOP) mid-run (issue 58): the parent no longer waits for it without
+/// end; past its `-d`, `--grace` and 20 s it kills it, names it as not handed over, and the
+/// run ends with exit 1 and the other process's rows.
+#[test]
+fn a_stopped_process_is_killed_past_the_runs_end() {
+    let server = ServerOnRuntime::start(ServerConfig::default());
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("spread");
+    let url = server.url("/albums/1");
+    let child = loadgen_under_sh(LIMIT)
+        .args([
+            "run", "--url", &url, "-c", "3000", "-d", "1s", "--grace", "1s",
+        ])
+        .args(["--think-time", "500ms", "--connect-rate", "6000/s"])
+        .arg("--out")
+        .arg(&out)
+        .spawn()
+        .unwrap();
+    // Its processes: the children of the parent (the shell exec'd into loadgen).
+    let parent = child.id().to_string();
+    let mut processes = Vec::new();
+    for _ in 0..300 {
+        processes = std::fs::read_dir("/proc")
+            .unwrap()
+            .flatten()
+            .filter_map(|e| {
+                let stat = std::fs::read_to_string(e.path().join("stat")).ok()?;
+                let after_name = stat.rsplit_once(')')?.1;
+                let ppid = after_name.split_whitespace().nth(1)?;
+                (ppid == parent).then(|| e.file_name().to_string_lossy().into_owned())
+            })
+            .collect::<Vec<_>>();
+        if processes.len() == 2 {
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    assert_eq!(processes.len(), 2, "{processes:?}");
+    let stopped = rustix::process::Pid::from_raw(processes[0].parse().unwrap()).unwrap();
+    rustix::process::kill_process(stopped, rustix::process::Signal::STOP).unwrap();
+    let output = child.wait_with_output().unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(1), "{stderr}");
+    assert!(
+        stderr.contains("still running 20s after their -d and --grace"),
+        "{stderr}"
+    );
+    let run = run_json(&out);
+    let handed: Vec<bool> = run["spread"]["shards"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s["handed_over"].as_bool().unwrap())
+        .collect();
+    assert_eq!(handed.iter().filter(|h| !**h).count(), 1, "{run:#}");
+}

@@ -124,8 +124,36 @@ def _identity(
     }
 
 
+#: How a run that ran to its end ended (run.json ``exit_reason``); and its exit codes: 0, or
+#: 99 when it crossed a threshold (its figures are the point of keeping it).
+ENDED_AS_PLANNED = ("completed", "duration_elapsed")
+EXIT_CODES_KEPT = (0, 99)
+
+
+def _cut_short(run: Run) -> str | None:
+    """Why ``run`` did not run to its end — no run.json (killed, or a full disk), a signal, a
+    writer that failed, ``--abort-on-fail`` — or None when it did."""
+    if not run.meta:
+        return "it has no run.json: the process was killed or could not write it"
+    reason = run.meta.get("exit_reason")
+    if reason not in ENDED_AS_PLANNED:
+        return f"it ended {reason}"
+    code = run.meta.get("exit_code")
+    if code is not None and code not in EXIT_CODES_KEPT:
+        return f"it exited {code}"
+    return None
+
+
 def run_rows(run: Run, given: dict[str, str], series: str | None = None) -> pd.DataFrame:
-    """The rows of one run: its identity and, per op, its figures and the run's verdict."""
+    """The rows of one run: its identity and, per op, its figures and the run's verdict. A run
+    cut short (interrupted, aborted, failed) is refused: its figures describe part of a run,
+    and the gate would judge them as a whole one."""
+    cut_short = _cut_short(run)
+    if cut_short:
+        raise ValueError(
+            f"{run.location}: the run did not run to its end ({cut_short}); history keeps runs "
+            "that did, so the gate never judges part of one; leave it out, or run it again"
+        )
     summary = op_summary(run)
     if summary.empty:
         raise ValueError(
@@ -154,7 +182,7 @@ def capacity_rows(path: Path, given: dict[str, str], series: str | None = None) 
     """One row for a ``loadgen capacity`` directory: its answer and interval, identified by its
     calibration run (the same target and scenario), with ``capacity`` as its model's kind."""
     capacity = read_capacity(path)
-    calibration = load_run(path / "calibration")
+    calibration = load_run(_identity_run(path, capacity))
     identity = _identity(calibration, "capacity", given, series)
     slos = ", ".join(str(s) for s in capacity.get("slos") or [])
     identity["model"] = f"capacity, slos={slos}, arrivals={capacity.get('arrivals')}"
@@ -173,6 +201,20 @@ def capacity_rows(path: Path, given: dict[str, str], series: str | None = None) 
         "source": str(path),
     }
     return pd.DataFrame([row])
+
+
+def _identity_run(path: Path, capacity: Mapping[str, Any]) -> Path:
+    """The run a capacity search is identified by (target, scenario, protocol, version): its
+    calibration (DIR/calibration, or ``--calibration DIR``), or with ``--start-rate``, which
+    has none, its first level."""
+    given = (capacity.get("calibration") or {}).get("run_dir")
+    levels = capacity.get("levels") or []
+    run_dir = given or (levels[0].get("run_dir") if levels else None)
+    if not run_dir:
+        return path / "calibration"
+    # Written relative to where the search ran; read from anywhere: inside DIR by its name.
+    candidates = (path / Path(run_dir).name, Path(run_dir))
+    return next((c for c in candidates if c.is_dir()), Path(run_dir))
 
 
 def is_capacity(path: str | Path) -> bool:

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import html
 import json
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -30,6 +31,9 @@ from .changes import ChangePoint, change_points, series
 from .gate import GateResult, Judgement, check, judge_series
 from .identity import digest, run_name, series_title
 from .trend import METRIC_AXES, plot_trend
+
+#: A series page's file name (see :func:`page_name`).
+_SERIES_PAGE = re.compile(r"series-[0-9a-f]+\.html")
 
 #: What the index shows of each series' newest run, when the series has it.
 INDEX_METRICS = ("throughput_rps", "p50_ms", "p99_ms", "error_rate", "capacity_rps")
@@ -59,17 +63,22 @@ def page_name(fingerprint: str, op: str) -> str:
 
 
 def report_link(row: Mapping[str, Any]) -> str | None:
-    """The run's ``report`` label when it is a web URL or a relative path, else None (a
-    ``javascript:`` or ``file:`` label is never made a link)."""
+    """The run's ``report`` label when it is a web URL or a path relative to the site, else
+    None: a ``javascript:`` or ``file:`` label is never made a link, nor one a browser would
+    resolve off-site — ``//host``, ``\\\\host\\x`` (a backslash is a slash to a browser), one
+    with a control character or space a browser strips first."""
     text = row.get("labels")
     labels = json.loads(text) if isinstance(text, str) and text else {}
     link = labels.get("report")
     if not isinstance(link, str) or not link:
         return None
+    if any(ch.isspace() or ord(ch) < 32 or ord(ch) == 127 for ch in link):
+        return None
     parts = urlsplit(link)
-    if parts.scheme in ("http", "https") or (not parts.scheme and not link.startswith("/")):
+    if parts.scheme in ("http", "https"):
         return link
-    return None
+    relative = not parts.scheme and not parts.netloc and not link.startswith("/")
+    return link if relative and "\\" not in link else None
 
 
 def status_of(judgements: list[Judgement]) -> str:
@@ -226,4 +235,16 @@ def write_site(
         path = out / page_name(fp, op)
         path.write_text(_series_page(rows, judged[(fp, op)], settings), encoding="utf-8")
         written.append(path)
+    _remove_stale_pages(out, written)
     return written
+
+
+def _remove_stale_pages(out: Path, written: list[Path]) -> None:
+    """Removes the series pages of an earlier site in ``out`` that this one did not write (a
+    series gone from the store, an op left out): published as they are, they would go on
+    showing figures the history no longer holds. Only files of this site's naming are
+    touched."""
+    keep = {p.name for p in written}
+    for page_file in out.glob("series-*.html"):
+        if page_file.name not in keep and _SERIES_PAGE.fullmatch(page_file.name):
+            page_file.unlink()

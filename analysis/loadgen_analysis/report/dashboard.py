@@ -170,10 +170,15 @@ def _sampled(samples: pd.DataFrame | None, s: int) -> dict[str, Any]:
 
 def final_event(run: Run) -> dict[str, Any]:
     """run.json's figures as the engine's final event has them, with where the run is."""
-    if run.summary is None:
+    if run.summary is None and run.shard_count:
         raise ValueError(
             f"{run.location}: no run.json summary (a sharded run's shards each have their own); "
             "give one run directory to report --dashboard"
+        )
+    if run.summary is None:
+        raise ValueError(
+            f"{run.location}: no run.json summary (the run was killed before it wrote its "
+            "run.json); its rows are still read by summary and report without --dashboard"
         )
     return {"run_id": run.meta.get("run_id"), "location": run.location} | {
         name: run.meta.get(name) for name in FINAL_FIELDS[1:]

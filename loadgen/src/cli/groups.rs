@@ -292,7 +292,7 @@ pub struct DashboardArgs {
     /// verdict as it stands; a sweep's or capacity search's levels as they finish; the final
     /// figures at the end), updated every second; without ADDR, a free loopback port (the URL
     /// is printed).
-    #[arg(long, value_name = "ADDR", num_args = 0..=1, default_missing_value = "127.0.0.1:0")]
+    #[arg(long, value_name = "ADDR", num_args = 0..=1, default_missing_value = "127.0.0.1:0", value_parser = parse_dashboard_addr)]
     pub dashboard: Option<std::net::SocketAddr>,
 
     /// With --dashboard: keep serving the final page this long after the end (Ctrl-C skips
@@ -304,6 +304,21 @@ pub struct DashboardArgs {
     /// without a network connection); works with or without --dashboard.
     #[arg(long, value_name = "FILE")]
     pub dashboard_out: Option<PathBuf>,
+}
+
+/// `--dashboard ADDR`: a socket address; a URL there is the target written after the flag,
+/// said as such rather than as a bad address.
+fn parse_dashboard_addr(text: &str) -> Result<std::net::SocketAddr, String> {
+    if text.contains("://") {
+        return Err(format!(
+            "'{}' is a URL, and --dashboard takes an address (e.g. 127.0.0.1:8089) or \
+             nothing; put the URL before --dashboard, or write --dashboard=ADDR",
+            crate::workload::secret::redact_url(text)
+        ));
+    }
+    text.parse().map_err(|e| {
+        format!("{e}; give an address such as 127.0.0.1:8089, or --dashboard alone for a free port")
+    })
 }
 
 /// Where the results go and what is shown while and after it runs.

@@ -191,6 +191,7 @@ impl Source {
         let url_argument = url_as_argument(args)?;
         let args = &url_argument.unwrap_or_else(|| args.clone());
         let url = args.url.as_deref().map(TargetUrl::parse).transpose()?;
+        let headers = &with_basic_auth(headers, url.as_ref());
         match scenario_text(args)? {
             Some((origin, text)) => from_scenario(args, url, origin, &text, headers),
             None => from_command_line(args, url, headers, connection),
@@ -229,6 +230,22 @@ impl Source {
     }
 }
 
+/// `headers` with the `Authorization: Basic …` of a user name and password in `url`, as curl
+/// sends it — unless `headers` has an `Authorization` of its own, which wins.
+fn with_basic_auth(
+    headers: &[(HeaderName, HeaderValue)],
+    url: Option<&TargetUrl>,
+) -> Vec<(HeaderName, HeaderValue)> {
+    let mut headers = headers.to_vec();
+    let given = headers
+        .iter()
+        .any(|(name, _)| name == hyper::header::AUTHORIZATION);
+    if let (false, Some(auth)) = (given, url.and_then(|url| url.basic_auth.clone())) {
+        headers.push((hyper::header::AUTHORIZATION, *auth));
+    }
+    headers
+}
+
 /// A scenario file or built-in, with `--set` and `-H` applied.
 fn from_scenario(
     args: &TargetArgs,
@@ -259,6 +276,18 @@ fn from_scenario(
         })?),
         (None, None) => Target::Embedded,
     };
+    if let Target::Url(url) = &target {
+        let given = scenario.defaults.headers.keys();
+        if !given
+            .clone()
+            .any(|name| name.eq_ignore_ascii_case("authorization"))
+        {
+            if let Some(auth) = url.basic_auth.as_ref().and_then(|a| a.to_str().ok()) {
+                let name = hyper::header::AUTHORIZATION.to_string();
+                scenario.defaults.headers.insert(name, auth.to_string());
+            }
+        }
+    }
     Ok(Source {
         target,
         origin,

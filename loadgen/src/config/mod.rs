@@ -16,6 +16,7 @@
 //! `redact` is what gets recorded, without secrets.
 
 mod flags;
+mod grpc;
 mod model_flags;
 mod parts;
 mod redact;
@@ -172,6 +173,10 @@ pub struct Probing {
     /// only where one level's latency is all the verdict has to go on
     /// (what the verdict's rules say: `probe_can_tell`).
     pub always: bool,
+    /// Why the default does not send it although it could: the level's requests are not
+    /// safe to repeat (a POST, a gRPC call: sending 50 more may change data). Said where the
+    /// verdict would have wanted the probe; `--probe` sends it anyway.
+    pub withheld: Option<String>,
 }
 
 /// What a workflow asks of a run's judgement: its rows kept in memory (an open run keeps
@@ -439,6 +444,9 @@ impl RunInputs {
         for template in &mut compiled.workload.templates {
             crate::workload::check::Rules::limit_kept(&mut template.capture, self.max_body_kept);
         }
+        if let Some(codec) = &self.connection.grpc {
+            grpc::check_calls(&mut compiled.workload, codec)?;
+        }
         let model = match whole {
             true => compiled.model,
             false => self
@@ -511,6 +519,11 @@ fn probe_config(main: &RunConfig) -> Result<RunConfig, ConfigError> {
     if !main.sharding.shard.is_whole() {
         return Err(ConfigError::Probe("one shard of several (--shard)"));
     }
+    if level.workers <= 1 {
+        return Err(ConfigError::Probe(
+            "at one connection already (its median is R(1))",
+        ));
+    }
     // One directory a probe, also where one process runs several (a library's caller).
     static PROBES: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
     let n = PROBES.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
@@ -523,6 +536,9 @@ fn probe_config(main: &RunConfig) -> Result<RunConfig, ConfigError> {
         warmup: Duration::ZERO,
     });
     config.duration_cap = Some(PROBE_TIME);
+    // A request still in flight at the cap gets as long again at most: a server that hangs
+    // holds the run's end by 2 s, not by the run's `--grace`.
+    config.grace = config.grace.min(PROBE_TIME);
     config.request_cap = None;
     config.notes.clear();
     config.output.out = Output::Dir(dir);
@@ -535,8 +551,38 @@ fn probe_config(main: &RunConfig) -> Result<RunConfig, ConfigError> {
     config.evidence.trace_sample = None;
     config.thresholds.clear();
     config.abort_after = None;
-    config.judgement = Judgement::default();
+    // Its rows' samples: R(1) is the median of the successful ones alone.
+    config.judgement = Judgement {
+        keep_samples: true,
+        level: None,
+    };
     Ok(config)
+}
+
+/// Methods a probe may send again without being asked (`--probe`): what HTTP calls safe.
+const SAFE_TO_REPEAT: [hyper::Method; 3] = [
+    hyper::Method::GET,
+    hyper::Method::HEAD,
+    hyper::Method::OPTIONS,
+];
+
+/// Why the level's requests are not safe to send again unasked — "POST, DELETE requests", "gRPC
+/// calls" — or `None` when every one the level sends is a GET, HEAD or OPTIONS.
+fn unsafe_to_repeat(main: &RunConfig) -> Option<String> {
+    let ModelPlan::Closed(level) = &main.model else {
+        return None;
+    };
+    if main.connection.grpc.is_some() {
+        return Some("gRPC calls".to_string());
+    }
+    let mut methods: Vec<&str> = Vec::new();
+    for &op in level.sequence.iter() {
+        let method = &main.workload.templates[op as usize].method;
+        if !SAFE_TO_REPEAT.contains(method) && !methods.contains(&method.as_str()) {
+            methods.push(method.as_str());
+        }
+    }
+    (!methods.is_empty()).then(|| format!("{} requests", methods.join(", ")))
 }
 
 impl RunConfig {
@@ -553,6 +599,7 @@ impl RunConfig {
         .map(|probe| Probing {
             config: Box::new(probe),
             always: args.probe,
+            withheld: unsafe_to_repeat(&config),
         });
         Ok(config)
     }

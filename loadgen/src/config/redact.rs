@@ -1,14 +1,14 @@
 //! What a run records about its configuration: [`ResolvedConfig`] (run.json's `config`, and
 //! its `definition` as TOML in every segment's metadata), in the units a person reads, with
-//! secret-looking header values replaced by `<redacted>`.
+//! secret-looking header values replaced by `<redacted>` (`workload::secret` says which).
 
 use std::time::Duration;
 
-use hyper::header::HeaderName;
 use serde::Serialize;
 
 use super::{RunConfig, Target};
 use crate::scenario::Scenario;
+use crate::workload::secret::{is_secret_name, redact_target, redact_url, REDACTED};
 
 impl RunConfig {
     /// The configuration as stored in run.json, secrets redacted.
@@ -93,33 +93,22 @@ pub struct ResolvedConfig {
     pub definition: Scenario,
 }
 
-/// The scenario with secret-looking header values replaced.
+/// The scenario with secret-looking header values, query values and URL passwords replaced.
 pub(super) fn redact(mut scenario: Scenario) -> Scenario {
     let hide = |headers: &mut std::collections::BTreeMap<String, String>| {
         for (name, value) in headers.iter_mut() {
-            if HeaderName::from_bytes(name.as_bytes()).is_ok_and(|n| is_secret(&n)) {
-                *value = "<redacted>".to_string();
+            if is_secret_name(name) {
+                *value = REDACTED.to_string();
             }
         }
     };
     hide(&mut scenario.defaults.headers);
     for request in scenario.requests.values_mut() {
         hide(&mut request.headers);
+        request.path = redact_target(&request.path);
     }
+    scenario.target = scenario.target.as_deref().map(redact_url);
     scenario
-}
-
-/// Header names whose values must not end up in run.json or Parquet metadata.
-fn is_secret(name: &HeaderName) -> bool {
-    let name = name.as_str();
-    matches!(
-        name,
-        "authorization" | "proxy-authorization" | "cookie" | "set-cookie"
-    ) || [
-        "token", "secret", "api-key", "apikey", "password", "session",
-    ]
-    .iter()
-    .any(|word| name.contains(word))
 }
 
 #[cfg(test)]

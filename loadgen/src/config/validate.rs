@@ -18,7 +18,9 @@ use crate::workload::Workload;
 /// A parsed `http://` or `https://` target.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct TargetUrl {
-    /// As the user gave it (or as built for the embedded server).
+    /// As the user gave it (or as built for the embedded server), with a user name and
+    /// password and secret query values replaced by `<redacted>` (`workload::secret`): what
+    /// the console, run.json and the page show. The requests send the query as given.
     pub url: String,
     /// `http` or `https`.
     pub scheme: &'static str,
@@ -28,12 +30,16 @@ pub struct TargetUrl {
     pub authority: String,
     /// Path and query.
     pub path: Uri,
+    /// `Authorization: Basic …` of a user name and password in the URL
+    /// (`http://user:pass@host/`), sent with every request as curl sends it, unless a `-H
+    /// Authorization` is given; never in the Host header.
+    pub basic_auth: Option<Box<HeaderValue>>,
 }
 
 impl TargetUrl {
     pub fn parse(url: &str) -> Result<Self, ConfigError> {
         let bad = |reason: &str| ConfigError::BadUrl {
-            url: url.to_string(),
+            url: crate::workload::secret::redact_url(url),
             reason: reason.to_string(),
         };
         let uri: Uri = url
@@ -44,7 +50,7 @@ impl TargetUrl {
             Some(s) if s.eq_ignore_ascii_case("https") => "https",
             Some(other) => {
                 return Err(ConfigError::Scheme {
-                    url: url.to_string(),
+                    url: crate::workload::secret::redact_url(url),
                     scheme: other.to_string(),
                 })
             }
@@ -61,22 +67,42 @@ impl TargetUrl {
         let port = authority
             .port_u16()
             .unwrap_or(if scheme == "https" { 443 } else { 80 });
+        let (userinfo, host_port) = match authority.as_str().rsplit_once('@') {
+            Some((userinfo, host_port)) => (Some(userinfo), host_port),
+            None => (None, authority.as_str()),
+        };
         let path = uri
             .path_and_query()
             .map(|p| p.as_str())
             .filter(|p| !p.is_empty())
             .unwrap_or("/");
         Ok(TargetUrl {
-            url: url.to_string(),
+            url: crate::workload::secret::redact_url(url),
             scheme,
             host: host.to_string(),
             port,
-            authority: authority.as_str().to_string(),
+            authority: host_port.to_string(),
+            basic_auth: userinfo
+                .map(basic_auth)
+                .transpose()
+                .map_err(bad)?
+                .map(Box::new),
             path: path
                 .parse()
                 .map_err(|e: hyper::http::uri::InvalidUri| bad(&e.to_string()))?,
         })
     }
+}
+
+/// `Basic base64(user:password)` of a URL's `user:password` (percent-decoded, as curl does).
+fn basic_auth(userinfo: &str) -> Result<HeaderValue, &'static str> {
+    use base64::Engine as _;
+    let decode = |part: &str| percent_encoding::percent_decode_str(part).collect::<Vec<u8>>();
+    let (user, password) = userinfo.split_once(':').unwrap_or((userinfo, ""));
+    let credentials = [decode(user), b":".to_vec(), decode(password)].concat();
+    let encoded = base64::engine::general_purpose::STANDARD.encode(credentials);
+    HeaderValue::from_str(&format!("Basic {encoded}"))
+        .map_err(|_| "its user name and password cannot be a header")
 }
 
 /// What to test.

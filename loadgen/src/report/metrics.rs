@@ -9,7 +9,6 @@
 //! 2), and served by hyper until the run ends and then for `--metrics-linger`, so the last
 //! scrape sees the final counts. Live numbers are for watching; the results are the rows.
 
-use std::convert::Infallible;
 use std::fmt::Write;
 use std::net::SocketAddr;
 use std::sync::atomic::Ordering;
@@ -19,7 +18,6 @@ use std::time::Duration;
 use bytes::Bytes;
 use http_body_util::Full;
 use hyper::{Request, Response, StatusCode};
-use hyper_util::rt::TokioIo;
 
 use crate::record::ErrorClass;
 use crate::stats::live::{LiveMetrics, BUCKET_BOUNDS_S};
@@ -62,20 +60,9 @@ impl MetricsListener {
         let listener = tokio::net::TcpListener::from_std(self.listener)?;
         let source = Arc::new(source);
         let url = format!("http://{}/metrics", listener.local_addr()?);
-        let task = tokio::spawn(async move {
-            while let Ok((stream, _)) = listener.accept().await {
-                let source = source.clone();
-                tokio::spawn(async move {
-                    let service = hyper::service::service_fn(move |request| {
-                        let source = source.clone();
-                        async move { Ok::<_, Infallible>(answer(&request, &source)) }
-                    });
-                    let _ = hyper::server::conn::http1::Builder::new()
-                        .serve_connection(TokioIo::new(stream), service)
-                        .await;
-                });
-            }
-        });
+        let task = tokio::spawn(super::serve::serve(listener, move |request| {
+            answer(&request, &source)
+        }));
         Ok(MetricsServer { task, url })
     }
 }

@@ -10,6 +10,7 @@ pub mod histogram;
 pub mod junit;
 pub mod metrics;
 pub mod progress;
+pub mod serve;
 pub mod thresholds;
 
 use std::collections::BTreeMap;

@@ -58,6 +58,8 @@ pub enum RunError {
     NotStarted(ExitReason),
     #[error("--out {0} already exists and is not empty; choose a new directory or remove it")]
     OutExists(PathBuf),
+    #[error("--out {0} {1}, not a directory; give a directory that is new or empty")]
+    OutNotDirectory(PathBuf, &'static str),
     #[error(
         "{workers} workers need about {needed} open files but the limit is {limit} and loadgen \
          cannot raise it (it is the hard limit); raise it with `ulimit -n {needed}` (or in \
@@ -153,6 +155,7 @@ impl RunError {
             | RunError::TlsSetup(_)
             | RunError::SaturationGauge(_)
             | RunError::OutExists(_)
+            | RunError::OutNotDirectory(..)
             | RunError::OpenFiles { .. }
             | RunError::SourcePorts { .. }
             | RunError::SourceAddr { .. }

@@ -146,6 +146,7 @@ pub fn finish_spread(
         location: run_dir.display().to_string(),
         upload_failures: Vec::new(),
         upload_stopped_by: None,
+        probe: None,
         run_id,
         summary,
         exit_reason,

@@ -72,7 +72,7 @@ pub async fn run_with(
     let tcp = drive::drive(&config, load, &services, &stop).await;
     let (stopped, serving) = services.stop();
     let mut warnings = prepared.warnings;
-    let measured = Measured::collect(
+    let mut measured = Measured::collect(
         &config,
         (&target, prepared.writer, &output.labels),
         (stopped, &tcp),
@@ -82,7 +82,10 @@ pub async fn run_with(
     .await?;
     let level = judge::verdict(&config, &measured, None);
     let ended = (measured.exit_reason, &stop);
-    let probe = probe::after(&mut config, ended, &measured.summary, &level, &mut warnings).await;
+    let probed = probe::after(&mut config, ended, &measured.summary, &level, &mut warnings).await;
+    // A signal during the probe is the run's exit (130/143), as one during the load is.
+    measured.exit_reason = probed.signal.unwrap_or(measured.exit_reason);
+    let probe = probed.probe;
     let verdict = match &probe {
         Some(probe) => judge::verdict(&config, &measured, Some(probe)),
         None => level,

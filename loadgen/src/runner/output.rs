@@ -381,6 +381,10 @@ fn create_run_dir(out: Option<&Path>, run_id: &str) -> Result<PathBuf, RunError>
         Some(dir) => dir.to_path_buf(),
         None => Path::new("runs").join(run_id),
     };
+    // A file, or a link to nothing, is not a directory with results: said as what it is.
+    if let Some(what) = not_a_directory(&dir) {
+        return Err(RunError::OutNotDirectory(dir, what));
+    }
     // A directory holding earlier results is refused before anything is made in it.
     if std::fs::read_dir(&dir).is_ok_and(|mut d| d.next().is_some()) {
         return Err(RunError::OutExists(dir));
@@ -399,6 +403,18 @@ fn create_run_dir(out: Option<&Path>, run_id: &str) -> Result<PathBuf, RunError>
             }
             Err(RunError::RunDir { path: dir, source })
         }
+    }
+}
+
+/// What `path` is when it exists and is not a directory (nor a link to one): "is a file", "is
+/// a symbolic link to nothing".
+fn not_a_directory(path: &Path) -> Option<&'static str> {
+    let link = std::fs::symlink_metadata(path).ok()?;
+    match std::fs::metadata(path) {
+        Ok(target) if target.is_dir() => None,
+        Ok(_) => Some("is a file"),
+        Err(_) if link.file_type().is_symlink() => Some("is a symbolic link to nothing"),
+        Err(_) => None,
     }
 }
 

@@ -135,8 +135,6 @@ fn bind_dashboard(config: &RunConfig) -> Result<Option<DashboardListener>, RunEr
     };
     let listener =
         DashboardListener::bind(addr).map_err(|source| RunError::DashboardAddr { addr, source })?;
-    if let Ok(bound) = listener.local_addr() {
-        eprintln!("dashboard at http://{bound}/");
-    }
+    listener.announce();
     Ok(Some(listener))
 }

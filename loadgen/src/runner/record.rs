@@ -48,6 +48,8 @@ pub struct RunOutcome {
     pub client: Option<ClientSummary>,
     /// The run's verdict (run.json `verdict`, the console's Verdict line).
     pub verdict: Verdict,
+    /// The probe at one connection after the level, if it measured R(1) (run.json `probe`).
+    pub probe: Option<Probe>,
     /// The live metrics endpoint, still serving the final counts (`--metrics-addr`).
     pub metrics: Option<FinalMetrics>,
     /// The page, still serving the final figures (`--dashboard`).
@@ -198,6 +200,7 @@ pub(super) async fn write(
         thresholds,
         client,
         verdict,
+        probe,
         // Served to the end and beyond, so a last scrape sees the final counts.
         metrics: (serving.metrics_server)
             .map(|server| server.after_run(config.output.metrics.linger)),

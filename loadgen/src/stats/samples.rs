@@ -76,6 +76,24 @@ impl LevelRows {
         (if ok.is_empty() { f64::NAN } else { mean }, failed)
     }
 
+    /// Median latency of the judged rows that succeeded (the probe's R(1): a failure answered
+    /// fast, or cut off, says nothing of how long a request takes); `None` when none did.
+    pub fn successful_median_ns(&self) -> Option<f64> {
+        let mut ok: Vec<i64> = self
+            .judged
+            .iter()
+            .filter(|s| !s.failed)
+            .map(|s| s.from_intended_ns)
+            .collect();
+        ok.sort_unstable();
+        let n = ok.len();
+        match n {
+            0 => None,
+            _ if n % 2 == 1 => Some(ok[n / 2] as f64),
+            _ => Some((ok[n / 2 - 1] + ok[n / 2]) as f64 / 2.0),
+        }
+    }
+
     /// The judged window: from the first judged send's intended time to the last one's.
     pub fn window_ns(&self) -> Option<(i64, i64)> {
         let first = self.judged.first()?.intended_ns;

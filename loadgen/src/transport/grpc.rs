@@ -63,7 +63,7 @@ impl Codec {
         let name = proto.file_name().map(PathBuf::from).unwrap_or_default();
         let fail = |e: &dyn std::fmt::Display| {
             format!(
-                "--proto {}: {e}; give a readable .proto file (and --proto-path DIR for its imports)",
+                "--proto {}: {e}; give a readable .proto file (and --import-path DIR for its imports)",
                 proto.display()
             )
         };
@@ -92,6 +92,11 @@ impl Codec {
         if self.method(&format!("/{method}")).is_some() {
             return Ok(());
         }
+        Err(format!("--grpc {method} {}", self.not_a_method()))
+    }
+
+    /// "is not a method of demo.proto; it has: demo.Greeter/Hello, …".
+    pub fn not_a_method(&self) -> String {
         let known: Vec<String> = self
             .pool
             .services()
@@ -101,15 +106,15 @@ impl Codec {
                     .collect::<Vec<_>>()
             })
             .collect();
-        Err(format!(
-            "--grpc {method} is not a method of {}; it has: {}",
+        format!(
+            "is not a method of {}; it has: {}",
             self.proto.display(),
             if known.is_empty() {
                 "none".to_string()
             } else {
                 known.join(", ")
             }
-        ))
+        )
     }
 }
 

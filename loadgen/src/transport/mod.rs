@@ -24,7 +24,7 @@ use std::time::{Duration, Instant};
 
 use std::borrow::Cow;
 
-use hyper::header::{HeaderMap, HeaderValue, LOCATION};
+use hyper::header::{HeaderMap, HeaderValue, AUTHORIZATION, COOKIE, LOCATION, PROXY_AUTHORIZATION};
 use hyper::{Method, StatusCode, Uri};
 
 pub use connect::{ConnectFailure, ConnectPacer, Origin};
@@ -321,6 +321,14 @@ impl<C: Connect> Client<C> {
                 return Err(ErrorClass::TooManyRedirects);
             }
             redirect_method(&mut outgoing, out.status);
+            if next_origin.is_some() {
+                // Credentials are for the origin they were given for: not sent on to another
+                // (curl drops them too, unless told `--location-trusted`).
+                let headers = outgoing.headers.to_mut();
+                for secret in [AUTHORIZATION, PROXY_AUTHORIZATION, COOKIE] {
+                    headers.remove(secret);
+                }
+            }
             outgoing.path = path;
             origin = next_origin;
             match self

@@ -112,8 +112,8 @@ impl WorkflowPage {
             Some(addr) => Some(DashboardListener::bind(addr).map_err(taken)?),
             None => None,
         };
-        if let Some(bound) = listener.as_ref().and_then(|l| l.local_addr().ok()) {
-            eprintln!("dashboard at http://{bound}/");
+        if let Some(listener) = &listener {
+            listener.announce();
         }
         let page = Page::start(title, listener, settings.out, settings.linger).map_err(taken)?;
         let inputs = inputs.with_dashboard_page(page.shared());

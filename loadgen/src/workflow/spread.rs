@@ -60,7 +60,16 @@ pub struct Spread {
     pub limit: u64,
     pub connections: u64,
     pub children: Vec<ChildPlan>,
+    /// When (Unix ms) a process still running is past any end it could have — its start, its
+    /// `-d`, its `--grace` and [`END_MARGIN`] — and is killed; `None` when nothing bounds the
+    /// run's time (`-n` alone).
+    pub deadline_unix_ms: Option<u64>,
 }
+
+/// How long after its `-d` and `--grace` a process may take to write its last segment and
+/// run.json and hand over: far past what that takes (well under a second), so only a process
+/// that is stopped or hung is killed.
+pub const END_MARGIN: std::time::Duration = std::time::Duration::from_secs(20);
 
 /// In a process the parent started: the parent's choices applied to `args` (`--shard`,
 /// `--start-at`, `--out`, `--source-addr`, `--connect-rate`, `--json`, `--no-progress`), so the
@@ -85,7 +94,7 @@ pub fn as_child(args: &mut RunArgs) -> Result<(), String> {
 
 /// `None` when the run fits in this process (after raising the soft open-files limit to the
 /// hard one); else the processes it needs, or why even they cannot hold it.
-pub async fn plan(config: &RunConfig, junit: bool) -> Result<Option<Spread>, RunError> {
+pub async fn plan(config: &RunConfig, owned: OneProcess) -> Result<Option<Spread>, RunError> {
     // A shard given by hand stays one process; an open model's `--max-in-flight` is a cap
     // the runner warns about, not connections it opens.
     if std::env::var_os(CHILD_ENV).is_some()
@@ -111,7 +120,7 @@ pub async fn plan(config: &RunConfig, junit: bool) -> Result<Option<Spread>, Run
     if per_process == 0 || connections.div_ceil(per_process) > MAX_PROCESSES {
         return Err(refuse_files());
     }
-    spreadable(config, junit)?;
+    spreadable(config, owned)?;
     let processes = connections.div_ceil(per_process) as u32;
     let sources = sources(config, connections).await?;
     let dir = run_dir(config)?;
@@ -135,23 +144,40 @@ pub async fn plan(config: &RunConfig, junit: bool) -> Result<Option<Spread>, Run
             }
         })
         .collect();
+    let deadline_unix_ms = config
+        .duration_limit()
+        .map(|limit| start_at_unix_ms + (limit + config.grace + END_MARGIN).as_millis() as u64);
     Ok(Some(Spread {
         dir,
         limit,
         connections,
         children,
+        deadline_unix_ms,
     }))
 }
 
+/// What the command line asks that one process owns, beside its config: a JUnit file, the
+/// targets read from stdin (the processes' stdin is their parent's pipe, see `watch_parent`).
+#[derive(Debug, Clone, Copy, Default)]
+pub struct OneProcess {
+    pub junit: bool,
+    pub stdin_targets: bool,
+}
+
 /// What several processes cannot share: one port, one page, one JUnit file, one upload, one
-/// embedded server, one probe after one level.
-fn spreadable(config: &RunConfig, junit: bool) -> Result<(), RunError> {
+/// embedded server, one probe after one level, one stdin.
+fn spreadable(config: &RunConfig, owned: OneProcess) -> Result<(), RunError> {
     let clash = if config.output.metrics.addr.is_some() {
         Some("--metrics-addr")
     } else if config.output.dashboard.addr.is_some() {
         Some("--dashboard")
-    } else if junit {
+    } else if config.output.dashboard.out.is_some() {
+        // Each process would save its own shard's page to the one file: the last one wins.
+        Some("--dashboard-out")
+    } else if owned.junit {
         Some("--junit")
+    } else if owned.stdin_targets {
+        Some("--targets - (stdin)")
     } else if matches!(config.output.out, Output::S3(_)) {
         Some("--out s3://")
     } else if matches!(config.target, Target::Embedded) {
@@ -263,7 +289,8 @@ pub async fn run(spread: &Spread, stop: &StopSignal) -> Result<Vec<ChildEnd>, Ru
             .args(&args)
             .env(CHILD_ENV, serde_json::to_string(plan).unwrap_or_default())
             .process_group(0)
-            .stdin(Stdio::null())
+            // Held open by this process until the child ends: its end is the parent's death.
+            .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .spawn();
         match spawned {
@@ -281,11 +308,12 @@ pub async fn run(spread: &Spread, stop: &StopSignal) -> Result<Vec<ChildEnd>, Ru
         }
     }
     let pids: Vec<u32> = started.iter().map(|(_, c)| c.id()).collect();
-    let forward = tokio::spawn(forward_signals(stop.clone(), pids));
+    let forward = tokio::spawn(forward_signals(stop.clone(), pids.clone()));
     let waits: Vec<_> = started
         .into_iter()
         .map(|started| tokio::task::spawn_blocking(move || wait_child(started)))
         .collect();
+    let overdue = tokio::spawn(kill_when_overdue(spread.deadline_unix_ms, pids));
     let mut ends = Vec::new();
     for wait in waits {
         if let Ok(end) = wait.await {
@@ -293,24 +321,65 @@ pub async fn run(spread: &Spread, stop: &StopSignal) -> Result<Vec<ChildEnd>, Ru
         }
     }
     forward.abort();
+    overdue.abort();
     Ok(ends)
+}
+
+/// Kills (SIGKILL: a stopped process takes no other signal) the processes still running at
+/// `deadline_unix_ms`: stopped (SIGSTOP) or hung, they would keep the run from ending at all.
+/// Each is then named as a process that did not hand over.
+async fn kill_when_overdue(deadline_unix_ms: Option<u64>, pids: Vec<u32>) {
+    let Some(deadline) = deadline_unix_ms else {
+        return;
+    };
+    let wait_ms = deadline.saturating_sub(unix_ms());
+    tokio::time::sleep(std::time::Duration::from_millis(wait_ms)).await;
+    eprintln!(
+        "processes of the spread run still running {} after their -d and --grace: killing them",
+        humantime::format_duration(END_MARGIN)
+    );
+    for pid in pids
+        .iter()
+        .filter_map(|&p| rustix::process::Pid::from_raw(p as i32))
+    {
+        let _ = rustix::process::kill_process(pid, rustix::process::Signal::KILL);
+    }
 }
 
 /// Reads a process's `--json` document and waits for it to end.
 fn wait_child((plan, mut child): (ChildPlan, std::process::Child)) -> ChildEnd {
     use std::io::Read;
     let mut text = String::new();
+    // `wait` would close the child's stdin first: held until it has ended (see `watch_parent`).
+    let parent_alive = child.stdin.take();
     if let Some(mut stdout) = child.stdout.take() {
         let _ = stdout.read_to_string(&mut text);
     }
     let status = child
         .wait()
         .unwrap_or_else(|_| std::os::unix::process::ExitStatusExt::from_raw(1 << 8));
+    drop(parent_alive);
     ChildEnd {
         plan,
         status,
         doc: serde_json::from_str(&text).ok(),
     }
+}
+
+/// In a process of a spread run: stops it as a SIGTERM would once its parent is gone. The
+/// parent holds the write end of the process's stdin until the process ends, so the pipe's
+/// end (EOF) means the parent died — `kill -9`, a crash — and nobody will forward a signal or
+/// take the hand-over: without this, its processes went on sending until `-d` ended. A plain
+/// thread, not the runtime's: a blocking read of stdin would hold the runtime's shutdown.
+pub fn watch_parent(stop: StopSignal) {
+    std::thread::spawn(move || {
+        use std::io::Read;
+        let mut buffer = [0u8; 64];
+        let mut stdin = std::io::stdin();
+        while matches!(stdin.read(&mut buffer), Ok(n) if n > 0) {}
+        eprintln!("the spread run's parent process is gone: stopping as at SIGTERM");
+        stop.signal(ExitReason::Terminated);
+    });
 }
 
 /// Each Ctrl-C / SIGTERM the parent gets, to every process: the first drains them, a second

@@ -8,6 +8,7 @@
 
 pub mod check;
 pub mod fields;
+pub mod secret;
 pub mod template;
 
 use std::ops::RangeInclusive;
@@ -126,7 +127,9 @@ impl RequestTemplate {
         } else {
             None
         };
-        let label = label.unwrap_or_else(|| format!("{method} {}", path.source()));
+        // A query's secret values are sent, never shown: the label is the `op` column.
+        let label =
+            label.unwrap_or_else(|| format!("{method} {}", secret::redact_target(path.source())));
         Ok(RequestTemplate {
             label,
             method,

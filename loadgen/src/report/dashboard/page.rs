@@ -21,7 +21,6 @@ use http_body_util::channel::{Channel, Sender};
 use http_body_util::{Either, Full};
 use hyper::body::Frame;
 use hyper::{Request, Response, StatusCode};
-use hyper_util::rt::TokioIo;
 use serde_json::Value;
 use tokio::sync::watch;
 
@@ -54,6 +53,20 @@ impl DashboardListener {
 
     pub fn local_addr(&self) -> std::io::Result<SocketAddr> {
         self.listener.local_addr()
+    }
+
+    /// The line on stderr that says where the page is — and, on an address other than
+    /// loopback, who else can read it.
+    pub fn announce(&self) {
+        let Ok(bound) = self.local_addr() else { return };
+        eprintln!("dashboard at http://{bound}/");
+        if !bound.ip().is_loopback() {
+            eprintln!(
+                "note: the dashboard listens on {}, not on loopback: anyone who can reach this \
+                 machine can read the run's figures (--dashboard alone serves 127.0.0.1 only)",
+                bound.ip()
+            );
+        }
     }
 }
 
@@ -153,8 +166,13 @@ impl Page {
         let (server, url) = match listener {
             Some(listener) => {
                 let listener = tokio::net::TcpListener::from_std(listener.listener)?;
-                let url = format!("http://{}/", listener.local_addr()?);
-                let task = tokio::spawn(serve(listener, state.clone()));
+                let local = listener.local_addr()?;
+                let url = format!("http://{local}/");
+                let state = state.clone();
+                let loopback = local.ip().is_loopback();
+                let task = tokio::spawn(crate::report::serve::serve(listener, move |request| {
+                    answer(&request, &state, loopback)
+                }));
                 (Some(task), Some(url))
             }
             None => (None, None),
@@ -299,29 +317,41 @@ fn html_escape(text: &str) -> String {
 
 type Body = Either<Full<Bytes>, Channel<Bytes, Infallible>>;
 
-async fn serve(listener: tokio::net::TcpListener, state: Arc<State>) {
-    while let Ok((stream, _)) = listener.accept().await {
-        let state = state.clone();
-        tokio::spawn(async move {
-            let service = hyper::service::service_fn(move |request| {
-                let state = state.clone();
-                async move { Ok::<_, Infallible>(answer(&request, &state)) }
-            });
-            let _ = hyper::server::conn::http1::Builder::new()
-                .serve_connection(TokioIo::new(stream), service)
-                .await;
-        });
-    }
+/// Whether a request to a page on a loopback address names it by a name that cannot have been
+/// rebound: an IP address or `localhost`. A page in a browser tab of `evil.example`, whose
+/// DNS now answers 127.0.0.1, would send `Host: evil.example:8089` and read the run's
+/// figures; it gets 421. A page bound to another address is exposed by the user's choice, to
+/// any name that reaches it.
+fn host_allowed<B>(request: &Request<B>, loopback: bool) -> bool {
+    let Some(host) = request.headers().get(hyper::header::HOST) else {
+        return true;
+    };
+    let Ok(host) = host.to_str() else {
+        return false;
+    };
+    let name = match host.rsplit_once(':') {
+        Some((name, port)) if port.bytes().all(|b| b.is_ascii_digit()) => name,
+        _ => host,
+    };
+    let name = name.trim_start_matches('[').trim_end_matches(']');
+    !loopback || name.eq_ignore_ascii_case("localhost") || name.parse::<std::net::IpAddr>().is_ok()
 }
 
-fn answer<B>(request: &Request<B>, state: &Arc<State>) -> Response<Body> {
-    let (status, content_type, body) = match request.uri().path() {
-        "/" => (
+fn answer<B>(request: &Request<B>, state: &Arc<State>, loopback: bool) -> Response<Body> {
+    let (status, content_type, body) = match (host_allowed(request, loopback), request.uri().path()) {
+        (false, _) => (
+            StatusCode::MISDIRECTED_REQUEST,
+            "text/plain; charset=utf-8",
+            Either::Left(Full::new(Bytes::from_static(
+                b"loadgen serves its dashboard on a loopback address to Host: localhost or an IP address only\n",
+            ))),
+        ),
+        (true, "/") => (
             StatusCode::OK,
             "text/html; charset=utf-8",
             Either::Left(Full::new(Bytes::from(state.page("null")))),
         ),
-        "/events" => {
+        (true, "/events") => {
             let (sender, body) = Channel::new(CLIENT_BUFFER);
             tokio::spawn(stream_events(state.clone(), sender));
             (StatusCode::OK, "text/event-stream", Either::Right(body))
