@@ -198,16 +198,13 @@ pub fn conclude(searched: Searched, search: &Search) -> Capacity {
         elapsed,
     } = searched;
     let (_, high) = search.interval();
-    // The failure that bounds the answer: the last verdict on the interval's top rate.
-    let bound = high.and_then(|hi| {
+    // A failure on a busy host inside the interval: the last verdict at that rate.
+    let busy = search.busy_bound().and_then(|rate| {
         levels
             .iter()
-            .rposition(|l| !l.passed && l.offered_rps == hi)
+            .rposition(|l| !l.passed && l.offered_rps == rate)
     });
-    let bound_busy = bound.is_some_and(|i| {
-        let l = &levels[i];
-        l.failed_on_busy_host() || l.failed_off_schedule()
-    });
+    let bound_busy = busy.is_some();
     let ended = Ended::of(&stopped, search, bound_busy);
     let capacity_rps = match ended {
         Ended::Converged => search.confirmed(),
@@ -235,14 +232,11 @@ pub fn conclude(searched: Searched, search: &Search) -> Capacity {
     }
     let mut warnings = warnings(&levels, verdict, settings.min_capacity_rps, capacity_rps);
     let noise = match ended {
-        Ended::NoiseFloor => Some(noise_words(
-            search,
-            bound.filter(|_| bound_busy).map(|i| &levels[i]),
-        )),
+        Ended::NoiseFloor => Some(noise_words(search, busy.map(|i| &levels[i]))),
         _ => None,
     };
-    // A host that kept this client off its cores: the service's limit is not above the
-    // failing level, as far as this search knows.
+    // A host that kept this client off its cores: the failing level says nothing of the
+    // service, so the interval's top is left open.
     let high = if ended == Ended::HostBusy { None } else { high };
     if calibration.failed_requests > 0 {
         warnings.push(format!(
@@ -542,7 +536,7 @@ mod tests {
         ];
         let c = conclude(searched(levels, Stopped::Done), &search);
         assert_eq!(c.ended, Ended::NoiseFloor);
-        assert_eq!(c.interval, Some((100.0, Some(104.0))));
+        assert_eq!(c.interval, Some((100.0, None)));
         assert!(
             c.answer
                 .contains("other work kept 1.8 of this host's 2 cores busy (pip 0.9 cores)"),
@@ -551,15 +545,20 @@ mod tests {
         );
         assert!(c.warnings.iter().any(|w| w.contains("this host was busy")));
         // The same failure on a quiet host: converged.
-        let mut quiet = failed_busy(104.0, Cause::Server);
-        (quiet.host_busy, quiet.other_cores) = (false, Some(0.1));
+        let mut quiet = Search::new(100.0, 0.05, (1.0, 1e5));
+        quiet.record(100.0, Step::Grow, Judged::Passed);
+        quiet.record(104.0, Step::Bisect, Judged::Failed);
+        quiet.record(100.0, Step::Confirm, Judged::Passed);
+        let mut clean = failed_busy(104.0, Cause::Server);
+        (clean.host_busy, clean.other_cores) = (false, Some(0.1));
         let levels = vec![
             passed(100.0, Step::Grow),
-            quiet,
+            clean,
             passed(100.0, Step::Confirm),
         ];
-        let c = conclude(searched(levels, Stopped::Done), &search);
+        let c = conclude(searched(levels, Stopped::Done), &quiet);
         assert_eq!(c.ended, Ended::Converged);
+        assert_eq!(c.interval, Some((100.0, Some(104.0))));
     }
 
     /// Issue 59: "this client could not send the load" while the client used 1 % of a core

@@ -39,6 +39,8 @@ const CALIBRATION_REQUESTS: u64 = 100;
 /// late, or while other work kept the host busy, is measured again before its failure is
 /// taken as it is.
 const REMEASURES: u32 = 2;
+/// How often a level that failed on a busy host (and on time) is measured again.
+const BUSY_REMEASURES: u32 = 1;
 
 /// Runs the search into `--out DIR` (default `runs/capacity-<time>`), writes
 /// `DIR/capacity.json` and returns it with the directory.
@@ -245,7 +247,7 @@ async fn measure(
                 duration: run.duration * 2,
                 ..run
             }
-        } else if let Some(why) = remeasure(&level).filter(|_| remeasured < REMEASURES) {
+        } else if let Some(why) = remeasure(&level, remeasured) {
             remeasured += 1;
             level.reasons.extend(why);
             LevelRun {
@@ -262,9 +264,14 @@ async fn measure(
     }
 }
 
-/// Why a failed level is measured again before it counts (`Some(None)`: an outage, which its
-/// reasons already say): the target's moment, this client's late sends, or a busy host.
-fn remeasure(level: &Level) -> Option<Option<String>> {
+/// Why a failed level, measured `remeasured` times again already, is measured again before
+/// it counts (`Some(None)`: an outage, which its reasons already say): the target's moment or
+/// this client's late sends (twice at most), or a busy host (once: the host's other work
+/// lasts longer than a moment, and each time costs a level).
+fn remeasure(level: &Level, remeasured: u32) -> Option<Option<String>> {
+    if remeasured >= REMEASURES {
+        return None;
+    }
     if level.failed_on_outage() {
         return Some(None);
     }
@@ -274,7 +281,7 @@ fn remeasure(level: &Level) -> Option<Option<String>> {
             crate::verdict::words::pct(level.schedule.late_share)
         )));
     }
-    level.failed_on_busy_host().then(|| {
+    (level.failed_on_busy_host() && remeasured < BUSY_REMEASURES).then(|| {
         Some(format!(
             "{}: measured again",
             conclude::other_work(level).unwrap_or_default()

@@ -75,7 +75,9 @@ pub async fn run_ramp(
         phases,
         ..Default::default()
     }));
-    let config = inputs.config(model, Some(dir))?;
+    let mut config = inputs.config(model, Some(dir))?;
+    // One line for the ramp (the caller's), not one per phase.
+    (config.output.progress, config.output.json) = (false, true);
     let outcome = run(config, stop.child()).await?;
     let phases: Vec<(u64, u64, i64)> = outcome
         .summary

@@ -71,6 +71,9 @@ pub struct Search {
     noisy: Option<f64>,
     /// Rates that passed and later failed (a confirmation): the answer's interval covers them.
     contradicted: Vec<f64>,
+    /// Rates that failed on a busy host or with late sends ([`Judged::FailedBusy`]): they
+    /// steer the search but never bound the answer's interval.
+    busy_failing: Vec<f64>,
     /// The first level's rate is a closed ramp's estimate: step ×1.25 / ×0.8 from it.
     estimated: bool,
 }
@@ -100,6 +103,7 @@ impl Search {
             confirmed: None,
             noisy: None,
             contradicted: Vec::new(),
+            busy_failing: Vec::new(),
             estimated: false,
         }
     }
@@ -114,13 +118,31 @@ impl Search {
     }
 
     /// [low, high] of the limit as measured: the highest rate that passed (and was not
-    /// disproven by a failed confirmation) and the lowest failure above every rate that ever
-    /// passed — never a top below a rate that passed; `None` where there is none.
+    /// disproven by a failed confirmation) and the lowest clean failure above every rate that
+    /// ever passed — never a top below a rate that passed, nor one the machine may have set (a
+    /// failure on a busy host); `None` where there is none.
     pub fn interval(&self) -> (Option<f64>, Option<f64>) {
         let top_passed = self.contradicted.iter().copied().reduce(f64::max);
-        let above = |r: &&f64| top_passed.is_none_or(|top| **r > top);
-        let high = self.failing.iter().filter(above).copied().reduce(f64::min);
+        let high = self
+            .failing
+            .iter()
+            .copied()
+            .filter(|r| top_passed.is_none_or(|top| *r > top))
+            .filter(|r| !self.busy_failing.contains(r))
+            .reduce(f64::min);
         (self.highest_passing(), high)
+    }
+
+    /// The lowest failure on a busy host inside the interval: where the search would have
+    /// bounded the answer had the host been quiet (the answer then names the other work).
+    pub fn busy_bound(&self) -> Option<f64> {
+        let (low, high) = self.interval();
+        let low = low?;
+        self.busy_failing
+            .iter()
+            .copied()
+            .filter(|&r| r > low && high.is_none_or(|h| r < h))
+            .reduce(f64::min)
     }
 
     /// The rate that passed once and failed once, when the search stopped at the noise floor.
@@ -209,6 +231,9 @@ impl Search {
         match (step, judged) {
             (Step::Confirm, Judged::Passed) => self.confirmed = Some(rate_rps),
             (Step::Confirm, failed) => {
+                if failed == Judged::FailedBusy {
+                    self.busy_failing.push(rate_rps);
+                }
                 self.contradicted.push(rate_rps);
                 self.passing.retain(|&r| r < rate_rps);
                 self.failing.push(rate_rps);
@@ -223,7 +248,11 @@ impl Search {
                 }
             }
             (_, Judged::Passed) => self.passing.push(rate_rps),
-            (_, _) => self.failing.push(rate_rps),
+            (_, Judged::Failed) => self.failing.push(rate_rps),
+            (_, Judged::FailedBusy) => {
+                self.failing.push(rate_rps);
+                self.busy_failing.push(rate_rps);
+            }
         }
     }
 }
@@ -364,6 +393,33 @@ mod tests {
         let (low, high) = search.interval();
         assert_eq!(low, Some(188.0));
         assert!(high.is_some_and(|h| h > 380.0), "{high:?}");
+    }
+
+    /// Issue 59's testbed: on a busy host 257 req/s failed (twice), 245 passed — against
+    /// ~388. A failure on a busy host steers the search but never bounds the interval: the
+    /// answer is "at least 245", the busy failure named, not "between 245 and 257".
+    #[test]
+    fn a_failure_on_a_busy_host_never_bounds_the_interval() {
+        let mut search = Search::from_estimate(257.0, 0.05, (1.0, 1e5));
+        search.record(257.0, Step::Grow, Judged::FailedBusy);
+        assert_eq!(
+            search.next(),
+            Next::Run {
+                rate_rps: 206.0,
+                step: Step::Descend
+            }
+        );
+        for rate in [206.0, 232.0, 245.0] {
+            search.record(rate, Step::Bisect, Judged::Passed);
+        }
+        search.record(245.0, Step::Confirm, Judged::Passed);
+        assert_eq!(search.next(), Next::Done);
+        assert_eq!(search.interval(), (Some(245.0), None));
+        assert_eq!(search.busy_bound(), Some(257.0));
+        // A clean failure above it bounds it again.
+        search.record(300.0, Step::Bisect, Judged::Failed);
+        assert_eq!(search.interval(), (Some(245.0), Some(300.0)));
+        assert_eq!(search.busy_bound(), Some(257.0));
     }
 
     /// A wide bracket's confirmation that failed cleanly is bisected on (issue 44), but the
