@@ -35,8 +35,8 @@ pub struct HostWork {
     /// The CPU of the processes listening on the target's port (a loopback target), in cores;
     /// `None` when none was found or the target is not on this host.
     pub server_cpu_cores: Option<f64>,
-    /// The other processes that used the most CPU, with their cores (at most [`NAMED`],
-    /// each at least a tenth of a core), this process and the server's left out.
+    /// The other commands that used the most CPU, their processes' cores summed by name (at
+    /// most [`NAMED`], each at least a tenth of a core), this process and the server's left out.
     pub others: Vec<(String, f64)>,
 }
 
@@ -116,12 +116,17 @@ pub fn between(start: &Reading, end: &Reading, server: &[i32]) -> HostWork {
             .map(|(pid, v)| used(pid, v))
             .sum()
     });
-    let mut others: Vec<(String, f64)> = end
-        .cpu_ticks
-        .iter()
-        .filter(|(pid, _)| **pid != me && !server.contains(pid))
-        .map(|(pid, v)| (v.0.clone(), used(pid, v)))
+    // Summed by command name: three `rustc`s are one line, "rustc 0.6 cores".
+    let mut by_name: HashMap<&str, f64> = HashMap::new();
+    for (pid, v) in end.cpu_ticks.iter() {
+        if *pid != me && !server.contains(pid) {
+            *by_name.entry(v.0.as_str()).or_default() += used(pid, v);
+        }
+    }
+    let mut others: Vec<(String, f64)> = by_name
+        .into_iter()
         .filter(|(_, cores)| *cores >= 0.1)
+        .map(|(name, cores)| (name.to_string(), cores))
         .collect();
     others.sort_by(|a, b| b.1.total_cmp(&a.1));
     others.truncate(NAMED);
