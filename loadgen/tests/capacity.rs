@@ -71,7 +71,10 @@ fn the_capacity_of_8_workers_of_10ms_is_found_below_800_and_the_server_limits_it
     // busy machine only lower it, hence the generous lower margin.
     assert!((400.0..=800.0).contains(&found), "{found}: {stderr}");
     assert_eq!(low, found);
-    assert!(high.is_none_or(|h| h > low && h <= 1.6 * 800.0), "{interval:?}");
+    assert!(
+        high.is_none_or(|h| h > low && h <= 1.6 * 800.0),
+        "{interval:?}"
+    );
     assert_eq!(answer["converged"], true);
     let levels = answer["levels"].as_array().unwrap();
     if answer["ended"] == "noise_floor" {
@@ -82,7 +85,10 @@ fn the_capacity_of_8_workers_of_10ms_is_found_below_800_and_the_server_limits_it
         assert!(text.contains("NOISE FLOOR"), "{text}");
         for level in levels.iter().filter(|l| l["passed"] == true) {
             let passed = level["offered_rps"].as_f64().unwrap();
-            assert!(high.is_none_or(|h| passed < h), "{passed} passed: {interval:?}");
+            assert!(
+                high.is_none_or(|h| passed < h),
+                "{passed} passed: {interval:?}"
+            );
         }
         return;
     }
