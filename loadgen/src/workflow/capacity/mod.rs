@@ -281,7 +281,10 @@ fn remeasure(level: &Level, remeasured: u32) -> Option<Option<String>> {
             crate::verdict::words::pct(level.schedule.late_share)
         )));
     }
-    (level.failed_on_busy_host() && remeasured < BUSY_REMEASURES).then(|| {
+    // A confirmation that fails on a busy host moves no bracket: it ends the search at the
+    // noise floor, so it is not sent again (20 s more at the defaults).
+    let moves_the_bracket = level.step != Step::Confirm;
+    (level.failed_on_busy_host() && moves_the_bracket && remeasured < BUSY_REMEASURES).then(|| {
         Some(format!(
             "{}: measured again",
             conclude::other_work(level).unwrap_or_default()
