@@ -36,17 +36,19 @@ cleanup() {
 }
 trap cleanup EXIT
 
-# start_server NAME ARGS...: starts loadgen-server on a free port, echoes its URL.
+# start_server NAME ARGS...: starts loadgen-server on a free port (stopped on exit); its URL
+# is left in $server_url (not printed: a $(…) subshell would lose the pid to stop).
 start_server() {
   local name=$1
   shift
   setsid "$server" --port 0 "$@" >"$out/$name.log" 2>&1 &
   pids+=($!)
   for _ in $(seq 100); do grep -q "listening on" "$out/$name.log" && break; sleep 0.1; done
-  echo "$(grep -o 'http://[0-9.:]*' "$out/$name.log" | head -1)/"
+  server_url="$(grep -o 'http://[0-9.:]*' "$out/$name.log" | head -1)/"
 }
 
-url=$(start_server target --workers 4 --service-time 10ms)
+start_server target --workers 4 --service-time 10ms
+url=$server_url
 if [ -z "${QUIET:-}" ]; then
   for i in 1 2; do
     setsid bash -c "while :; do python3 -m venv --clear '$out/venv$i' >/dev/null 2>&1
@@ -54,7 +56,8 @@ if [ -z "${QUIET:-}" ]; then
     done" &
     pids+=($!)
   done
-  other=$(start_server other --workers 16 --service-time 1ms)
+  start_server other --workers 16 --service-time 1ms
+  other=$server_url
   setsid bash -c "while :; do '$loadgen' run --url '$other' --rate 1500 --duration 8s \
     --out '$out/other-run' --json >/dev/null 2>&1 || true; sleep 2; done" &
   pids+=($!)
@@ -63,7 +66,9 @@ if [ -z "${QUIET:-}" ]; then
   sleep 10 # the noise under way before the first search
 fi
 
-echo "$($loadgen --version 2>/dev/null || echo "$loadgen") against $url; $(nproc) cores; noise: ${QUIET:+none}${QUIET:-pip install x2, a load test with its server, a bursty burner}" >&2
+noise="pip install x2, a load test with its server, a bursty burner"
+[ -z "${QUIET:-}" ] || noise=none
+echo "$($loadgen --version 2>/dev/null || echo "$loadgen") against $url; $(nproc) cores; noise: $noise" >&2
 {
 echo "| # | answer (req/s) | interval | ended | levels | time | load avg | grade |"
 echo "|---|---|---|---|---|---|---|---|"
