@@ -65,25 +65,34 @@ fn the_capacity_of_8_workers_of_10ms_is_found_below_800_and_the_server_limits_it
     assert_eq!(answer, on_disk);
     let found = answer["capacity_rps"].as_f64().unwrap();
     let interval = answer["interval"].as_array().unwrap();
-    let (low, high) = (interval[0].as_f64().unwrap(), interval[1].as_f64().unwrap());
+    let (low, high) = (interval[0].as_f64().unwrap(), interval[1].as_f64());
     eprintln!("{} (in {:.0} s)", answer["answer"], answer["elapsed_s"]);
     // The truth is 800 req/s; the answer is never above it. Overheads of a test build on a
     // busy machine only lower it, hence the generous lower margin.
     assert!((400.0..=800.0).contains(&found), "{found}: {stderr}");
     assert_eq!(low, found);
-    assert!(high > low && high <= 1.6 * 800.0, "{interval:?}");
+    assert!(
+        high.is_none_or(|h| h > low && h <= 1.6 * 800.0),
+        "{interval:?}"
+    );
     assert_eq!(answer["converged"], true);
-    assert_eq!(answer["verdict"], "server", "{stderr}");
     let levels = answer["levels"].as_array().unwrap();
     if answer["ended"] == "noise_floor" {
-        // The confirmation of a rate that had passed failed: the machine's noise floor, where
-        // the search stops (issue 34) with that rate as the interval's high end.
-        let last = levels.last().unwrap();
-        assert_eq!(last["step"], "confirm", "{last}");
-        assert_eq!(last["passed"], false, "{last}");
-        assert_eq!(last["offered_rps"].as_f64(), Some(high));
+        // A confirmation of a rate that had passed failed, or the failure that would bound
+        // the answer came on a busy host (issue 59): the interval reaches above every rate
+        // that passed (open when only busy failures lie above it), and the answer says why.
+        let text = answer["answer"].as_str().unwrap();
+        assert!(text.contains("NOISE FLOOR"), "{text}");
+        for level in levels.iter().filter(|l| l["passed"] == true) {
+            let passed = level["offered_rps"].as_f64().unwrap();
+            assert!(
+                high.is_none_or(|h| passed < h),
+                "{passed} passed: {interval:?}"
+            );
+        }
         return;
     }
+    assert_eq!(answer["verdict"], "server", "{stderr}");
     assert_eq!(answer["ended"], "converged", "{answer}");
     assert_eq!(answer["limited_by"], "server");
     assert_eq!(answer["arrivals"], "uniform");
@@ -420,12 +429,12 @@ fn a_rate_limited_server_is_found_and_limited_by_errors() {
         "{text}"
     );
     // Every level that failed was rejected, none blamed on the server or the client. A level
-    // stopped in its warm-up judged no row: its rejections, like its failed statuses, are of
-    // the judged rows, so it has none to name.
+    // stopped for the failures of its warm-up judged no failed row: its rejections, like its
+    // failed statuses, are of the judged rows, so it has none to name.
     for level in answer["levels"].as_array().unwrap() {
         if level["passed"] == false {
             assert_eq!(level["cause"], "errors", "{level}");
-            if level["requests"] == 0 {
+            if level["judged_failed"] == 0 {
                 assert!(level["aborted"].is_string(), "{level}");
                 continue;
             }
@@ -585,14 +594,21 @@ fn a_target_lost_between_levels_ends_the_search_with_what_it_measured() {
         "{answer}"
     );
     assert_eq!(answer["levels"][0]["passed"], true, "{answer}");
-    // Tried for the wait after the 3 s cool-down: 7 s and more, with the last pause (≤ 5 s).
+    // Tried again with growing pauses (250 ms, 500 ms, 1 s, …) while the next would still
+    // end within the 4 s wait: twice at least, 0.75 s of pauses. (A level that passed is
+    // followed by no cool-down since issue 59: it left no backlog, so the tries are the whole
+    // wait.)
     assert_eq!(answer["settings"]["target_wait_s"], 4.0, "{answer}");
     assert!(
         answer["answer"].as_str().unwrap().contains("tried for 4"),
         "{answer}"
     );
     assert!(
-        gave_up_after >= std::time::Duration::from_secs(6),
+        stderr.matches("trying again in").count() >= 2,
+        "{gave_up_after:?}: {stderr}"
+    );
+    assert!(
+        gave_up_after >= std::time::Duration::from_millis(750),
         "{gave_up_after:?}: {stderr}"
     );
 }

@@ -143,7 +143,7 @@ pub struct CapacityArgs {
     pub tolerance: f64,
 
     /// The best passing level is confirmed over this many level durations before it is reported.
-    #[arg(help_heading = "Search", long, value_name = "N", default_value_t = 3.0)]
+    #[arg(help_heading = "Search", long, value_name = "N", default_value_t = 2.0)]
     pub confirm_levels: f64,
 
     /// Time the whole search may take; when it runs out, the bracket so far is reported, marked

@@ -31,6 +31,7 @@
 
 pub mod cgroup;
 mod file;
+pub mod host_work;
 pub mod link;
 mod probe;
 pub mod summary;

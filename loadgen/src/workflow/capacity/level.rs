@@ -20,6 +20,7 @@ use crate::scenario::schema::{
 };
 use crate::stats::samples::LevelRows;
 use crate::stop::StopSignal;
+use crate::sysmon::host_work::{self, HostWork};
 use crate::verdict::schedule::{Schedule, Sustainability};
 use crate::verdict::slo::{self, Outcome, SloJudgement};
 use crate::verdict::words;
@@ -30,6 +31,10 @@ pub use crate::verdict::Cause;
 
 /// The longest cool-down a level's cut-off backlog extends to.
 const MAX_BACKLOG_WAIT: Duration = Duration::from_secs(60);
+/// A client whose threads together waited this long for a core per second of a level, while
+/// its own CPU was not saturated, was kept off its cores by other work: 250 ms a second is
+/// several times what a quiet 2-core host shows at 1,000 req/s (tens of ms).
+pub const RUN_DELAY_SHARE: f64 = 0.25;
 /// Segments close this often during a level, so a killed search keeps its rows.
 const SEGMENT_INTERVAL: Duration = Duration::from_secs(1);
 
@@ -93,6 +98,22 @@ pub struct Level {
     /// The engine's client verdict for the run (run.json `client`).
     pub client_saturated: bool,
     pub server_shares_cores: bool,
+    /// The host's cores (run.json `client.host_cores`); `None` when not sampled.
+    pub host_cores: Option<usize>,
+    /// Cores other work kept busy during the level: the host's busy cores beyond this
+    /// process (`client.host_other_cores`), less a server on this host's own CPU when its
+    /// processes were found ([`Level::server_cpu_cores`]); `None` when not sampled.
+    pub other_cores: Option<f64>,
+    /// A loopback target's server: the CPU of the processes listening on its port, in cores.
+    pub server_cpu_cores: Option<f64>,
+    /// Seconds this client's threads together waited in the run queue for a core, per second
+    /// of the level (`/proc/self/task/*/schedstat`); `None` where it cannot be read.
+    pub run_delay_share: Option<f64>,
+    /// The other processes that used the most CPU during the level ("rustc 0.9 cores").
+    pub other_work: Vec<String>,
+    /// Other work kept at least `busy_host_other_share` of the host's cores busy
+    /// (contract/verdict.json): a failure here is measured again before it counts.
+    pub host_busy: bool,
 }
 
 /// What every level shares.
@@ -104,6 +125,7 @@ pub struct LevelPlan<'a> {
     /// The rows a level needs, after its warm-up, for its SLOs to be shown met
     /// ([`slo::rows_to_pass`]): the same for every level of a search.
     pub rows_to_pass: u64,
+    /// `--warmup` of a full-length level (a short one's is as much shorter).
     pub warmup: Duration,
     /// `--target-wait`: how long a target that cannot be reached before a level is tried again.
     pub target_wait: Duration,
@@ -114,7 +136,12 @@ pub struct LevelPlan<'a> {
 
 impl LevelPlan<'_> {
     /// The level's config: the user's target and workload, the open model at `rate_rps`.
-    fn config(&self, name: &str, rate_rps: f64, duration: Duration) -> Result<RunConfig, RunError> {
+    fn config(
+        &self,
+        name: &str,
+        rate_rps: f64,
+        (duration, warmup): (Duration, Duration),
+    ) -> Result<RunConfig, RunError> {
         let spec = OpenSpec {
             rate: Some(rate_rps),
             duration: Some(Dur(duration)),
@@ -123,7 +150,7 @@ impl LevelPlan<'_> {
             max_in_flight: self.open.max_in_flight.unwrap_or(DEFAULT_MAX_IN_FLIGHT),
             max_lateness: Dur(self.open.max_lateness.unwrap_or(DEFAULT_MAX_LATENESS)),
             send_window: self.open.send_window.map(Dur),
-            warmup: Some(Dur(self.warmup)),
+            warmup: Some(Dur(warmup)),
         };
         let model = ModelChoice::Spec(ModelSpec::Open(spec));
         let mut config = self.inputs.config(model, Some(&self.dir.join(name)))?;
@@ -137,19 +164,26 @@ impl LevelPlan<'_> {
         index: usize,
         rate_rps: f64,
         step: Step,
-        duration: Duration,
+        (duration, warmup): (Duration, Duration),
         stop: &StopSignal,
     ) -> Result<Level, RunError> {
         let name = format!("level-{index:02}-{rate_rps}rps");
-        let mut config = self.config(&name, rate_rps, duration)?;
+        let mut config = self.config(&name, rate_rps, (duration, warmup))?;
         // The gauges are held to a scrape before the first level only: a later level that
         // sees several series warns, as a run does, and keeps what the search measured.
         config.evidence.server_metrics.check_before_run = index == 0;
         config.judgement.level = Some(LevelSpec {
             slos: self.slos.to_vec(),
         });
+        let server = match &config.target {
+            crate::config::Target::Url(url) => host_work::listeners(url.port),
+            crate::config::Target::Embedded => Vec::new(),
+        };
+        let before = host_work::read();
         let outcome = run(config, stop.child()).await?;
-        let level = Level::of(step, rate_rps, duration, &outcome);
+        let work = host_work::between(&before, &host_work::read(), &server);
+        let mut level = Level::of(step, rate_rps, duration, &outcome);
+        level.host_work(&work);
         if let Some(page) = self.page {
             page.point(&level);
         }
@@ -213,6 +247,12 @@ impl Level {
             cause: (!passed && !facts.interrupted).then_some(verdict.cause),
             client_saturated: client.is_some_and(|c| c.saturated),
             server_shares_cores: client.is_some_and(|c| c.server_shares_cores),
+            host_cores: client.and_then(|c| c.host_cores),
+            other_cores: client.and_then(|c| c.host_other_cores),
+            server_cpu_cores: None,
+            run_delay_share: None,
+            other_work: Vec::new(),
+            host_busy: false,
         };
         // A failed level that a limiter or an overloaded server answered says so, and how
         // long it asked clients to wait: the answer names the rejections.
@@ -234,6 +274,27 @@ impl Level {
         }
         level
     }
+    /// What the host did beside the level: the server's CPU taken out of the other work (a
+    /// loopback target's), the client's run-queue delay, the busiest other processes.
+    fn host_work(&mut self, work: &HostWork) {
+        if self.server_shares_cores {
+            self.server_cpu_cores = work.server_cpu_cores;
+            if let (Some(other), Some(server)) = (self.other_cores, work.server_cpu_cores) {
+                self.other_cores = Some((other - server).max(0.0));
+            }
+        }
+        self.run_delay_share = work.run_delay_share;
+        self.other_work = work
+            .others
+            .iter()
+            .map(|(name, cores)| format!("{name} {cores:.1} cores"))
+            .collect();
+        self.host_busy = self
+            .other_cores
+            .zip(self.host_cores)
+            .is_some_and(|(other, cores)| crate::verdict::host::is_busy(other, cores));
+    }
+
     /// Whether it failed on a moment's outage of the target (the verdict said so).
     pub fn failed_on_outage(&self) -> bool {
         !self.passed && self.cause == Some(Cause::Inconclusive) && self.outage.is_some()
@@ -245,10 +306,27 @@ impl Level {
     /// the target's, is measured again rather than taken as the service's limit; a client
     /// that cannot keep the rate at all is the verdict's `client` cause, which ends the search.
     pub fn failed_off_schedule(&self) -> bool {
-        !self.passed
-            && !self.interrupted
-            && !self.schedule.kept
-            && self.cause != Some(Cause::Client)
+        !self.passed && !self.interrupted && !self.schedule.kept && !self.client_saturated
+    }
+
+    /// Whether it failed while other work kept the host's cores busy: measured again before
+    /// it counts, and when it fails again it is a failure the machine may have caused.
+    pub fn failed_on_busy_host(&self) -> bool {
+        !self.passed && !self.interrupted && self.host_busy
+    }
+
+    /// Whether this client waited for a core for at least [`RUN_DELAY_SHARE`] of the level.
+    pub fn client_waited(&self) -> bool {
+        self.run_delay_share.is_some_and(|s| s >= RUN_DELAY_SHARE)
+    }
+
+    /// A client cause that is the host's: the client sent late while its own CPU was not
+    /// saturated, and other work kept the host busy or the client waited for a core. Then
+    /// "this host was busy", not "this client could not send the load".
+    pub fn starved_by_host(&self) -> bool {
+        self.cause == Some(Cause::Client)
+            && !self.client_saturated
+            && (self.host_busy || self.client_waited())
     }
 
     /// Whether an SLO's interval straddled its limit in a level that ran its course: it is
@@ -289,7 +367,7 @@ fn backlog_cool_down(cool_down: Duration, cut_in_flight: u64, achieved_rps: f64)
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
 
     #[test]
@@ -306,7 +384,7 @@ mod tests {
     }
 
     /// A failed level of `cause`, its schedule kept or not.
-    fn failed(cause: Cause, schedule_kept: bool) -> Level {
+    pub(crate) fn failed(cause: Cause, schedule_kept: bool) -> Level {
         Level {
             step: Step::Bisect,
             offered_rps: 194.0,
@@ -339,6 +417,12 @@ mod tests {
             cause: Some(cause),
             client_saturated: false,
             server_shares_cores: false,
+            host_cores: Some(2),
+            other_cores: Some(0.2),
+            server_cpu_cores: None,
+            run_delay_share: Some(0.01),
+            other_work: Vec::new(),
+            host_busy: false,
         }
     }
 
@@ -350,7 +434,13 @@ mod tests {
         assert!(failed(Cause::Errors, false).failed_off_schedule());
         assert!(failed(Cause::Server, false).failed_off_schedule());
         assert!(!failed(Cause::Errors, true).failed_off_schedule());
-        assert!(!failed(Cause::Client, false).failed_off_schedule());
+        // Issue 59: a client cause is measured again too, unless the client's CPU was busy.
+        assert!(failed(Cause::Client, false).failed_off_schedule());
+        let saturated = Level {
+            client_saturated: true,
+            ..failed(Cause::Client, false)
+        };
+        assert!(!saturated.failed_off_schedule());
         let passed = Level {
             passed: true,
             cause: None,
@@ -362,5 +452,36 @@ mod tests {
             ..failed(Cause::Errors, false)
         };
         assert!(!interrupted.failed_off_schedule());
+    }
+
+    /// Issue 59: the JDK pool with other work on 2.0 of 2 cores ended "this client could not
+    /// send the load" while the client used 1 % of a core. A client cause is the host's when
+    /// the client was not saturated and the host busy or the client kept waiting for a core;
+    /// it is the client's when its CPU was saturated.
+    #[test]
+    fn a_late_client_is_the_hosts_unless_its_own_cpu_was_busy() {
+        let late = failed(Cause::Client, false);
+        assert!(!late.starved_by_host(), "a quiet host: the client's");
+        let busy = Level {
+            host_busy: true,
+            other_cores: Some(2.0),
+            ..late.clone()
+        };
+        assert!(busy.starved_by_host() && busy.failed_on_busy_host());
+        let waited = Level {
+            run_delay_share: Some(RUN_DELAY_SHARE * 4.0),
+            ..late.clone()
+        };
+        assert!(waited.starved_by_host() && !waited.failed_on_busy_host());
+        let saturated = Level {
+            client_saturated: true,
+            ..busy.clone()
+        };
+        assert!(!saturated.starved_by_host());
+        let server = Level {
+            cause: Some(Cause::Server),
+            ..busy
+        };
+        assert!(!server.starved_by_host() && server.failed_on_busy_host());
     }
 }

@@ -14,6 +14,7 @@
 
 pub mod conclude;
 pub mod level;
+pub mod ramp;
 pub mod render;
 pub mod search;
 
@@ -24,7 +25,7 @@ pub use self::conclude::{CalibrationUsed, Capacity, Ended, Settings, Stopped, EX
 
 use self::conclude::Searched;
 use self::level::{Cause, Level, LevelPlan};
-use self::search::{Next, Search, Step};
+use self::search::{Judged, Next, Search, Step};
 use crate::cli::CapacityArgs;
 use crate::config::{ConfigError, RunInputs};
 use crate::report::thresholds::Threshold;
@@ -34,9 +35,12 @@ use crate::stop::StopSignal;
 use crate::verdict::slo;
 /// Requests of the short calibration (after a few warm-up ones).
 const CALIBRATION_REQUESTS: u64 = 100;
-/// How often a level that failed on a moment's outage of the target, or while this client
-/// sent late, is measured again before its failure is taken as it is.
+/// How often a level that failed on a moment's outage of the target, while this client sent
+/// late, or while other work kept the host busy, is measured again before its failure is
+/// taken as it is.
 const REMEASURES: u32 = 2;
+/// How often a level that failed on a busy host (and on time) is measured again.
+const BUSY_REMEASURES: u32 = 1;
 
 /// Runs the search into `--out DIR` (default `runs/capacity-<time>`), writes
 /// `DIR/capacity.json` and returns it with the directory.
@@ -65,11 +69,11 @@ pub async fn capacity(
         dir: dir.clone(),
         page: page.as_ref(),
     };
-    let mut search = Search::new(
-        calibration.start_rps,
-        args.tolerance,
-        (args.min_rate, args.max_rate),
-    );
+    let range = (args.min_rate, args.max_rate);
+    let mut search = match calibration.ramp_rps {
+        Some(_) => Search::from_estimate(calibration.start_rps, args.tolerance, range),
+        None => Search::new(calibration.start_rps, args.tolerance, range),
+    };
     let (levels, stopped) = run_search(args, &plan, &mut search, started, &stop).await?;
     let searched = Searched {
         slos: args.slos.iter().map(|s| s.trim().to_string()).collect(),
@@ -107,7 +111,7 @@ async fn run_search(
         let Next::Run { rate_rps, step } = search.next() else {
             return Ok((levels, Stopped::Done));
         };
-        let duration = level_length(args, plan, rate_rps, step);
+        let (duration, warmup) = level_length(args, plan, rate_rps, step, search.width());
         if stop.is_draining() {
             return Ok((levels, Stopped::Interrupted));
         }
@@ -120,6 +124,7 @@ async fn run_search(
             rate_rps,
             step,
             duration,
+            warmup,
         };
         let (mut level, sent) = match measure(args, plan, &mut levels, level, stop).await {
             Ok(measured) => measured,
@@ -136,40 +141,88 @@ async fn run_search(
             levels.push(level);
             return Ok((levels, Stopped::Interrupted));
         }
-        search.record(rate_rps, step, level.passed);
-        let client_limit = level.cause == Some(Cause::Client);
-        let pause = level.cool_down(args.cool_down);
+        search.record(rate_rps, step, judged(&level));
+        // A client cause ends the search: higher rates would measure this client (or the host
+        // that kept it off its cores), not the service.
+        let ends = match level.cause {
+            Some(Cause::Client) if level.starved_by_host() => Some(Stopped::HostBusy),
+            Some(Cause::Client) => Some(Stopped::ClientLimit),
+            _ => None,
+        };
+        // A level that passed left no backlog: the next one starts at once.
+        let pause = match level.passed && level.cut_in_flight == 0 {
+            true => Duration::ZERO,
+            false => level.cool_down(args.cool_down),
+        };
         level.cool_down_s = pause.as_secs_f64();
         levels.push(level);
-        if client_limit {
-            // This client cannot send more: higher rates would measure it, not the service.
-            return Ok((levels, Stopped::ClientLimit));
+        if let Some(ends) = ends {
+            return Ok((levels, ends));
         }
         cool_down(args, pause, stop).await;
         overhead = overhead.max(began.elapsed().saturating_sub(sent));
     }
 }
 
-/// How long a level sends: `--level-duration` (times `--confirm-levels` for a confirmation),
-/// or longer at a rate too low to send, after its warm-up, the rows its SLOs need to be shown
-/// met (an error rate below 1 % needs 381 rows without a failure): a level is not called
-/// uncertain, nor failed, for want of rows.
-fn level_length(args: &CapacityArgs, plan: &LevelPlan<'_>, rate_rps: f64, step: Step) -> Duration {
-    let given = match step {
-        Step::Confirm => args.level_duration.mul_f64(args.confirm_levels),
-        _ => args.level_duration,
+/// How the search takes a level: a failure on a busy host or with late sends (after being
+/// measured again) is one the machine may have caused.
+fn judged(level: &Level) -> Judged {
+    match level.passed {
+        true => Judged::Passed,
+        false if level.failed_on_busy_host() || level.failed_off_schedule() => Judged::FailedBusy,
+        false => Judged::Failed,
+    }
+}
+
+/// A level far from the edge (growing, descending, or bisecting a bracket wider than
+/// [`NEAR`] × the tolerance) sends this share of `--level-duration` and of `--warmup`: a rate
+/// far above or below the limit shows it within a second or two, and the time goes to the
+/// levels near the edge.
+const SHORT: f64 = 0.2;
+/// A bracket within this many tolerances is near the edge: its levels run their full length.
+const NEAR: f64 = 2.0;
+
+/// How long a level sends, and its warm-up: `--level-duration` and `--warmup` (a fifth of
+/// them far from the edge; times `--confirm-levels` for a confirmation), or longer at a rate
+/// too low to send, after its warm-up, the rows its SLOs need to be shown met (an error rate
+/// below 1 % needs 381 rows without a failure): a level is not called uncertain, nor failed,
+/// for want of rows.
+fn level_length(
+    args: &CapacityArgs,
+    plan: &LevelPlan<'_>,
+    rate_rps: f64,
+    step: Step,
+    width: Option<f64>,
+) -> (Duration, Duration) {
+    let far = match step {
+        Step::Grow | Step::Descend => true,
+        Step::Bisect => width.is_none_or(|w| w > NEAR * args.tolerance),
+        Step::Extend | Step::Confirm => false,
+    };
+    let (given, warmup) = match step {
+        Step::Confirm => (
+            args.level_duration.mul_f64(args.confirm_levels),
+            plan.warmup,
+        ),
+        _ if far => (
+            args.level_duration.mul_f64(SHORT),
+            plan.warmup.mul_f64(SHORT),
+        ),
+        _ => (args.level_duration, plan.warmup),
     };
     // One more second than the rows take: the window's last sends may still be in flight.
     let needed_s = plan.rows_to_pass as f64 / rate_rps.max(f64::MIN_POSITIVE) + 1.0;
-    given.max(plan.warmup + Duration::from_secs_f64(needed_s.min(args.budget.as_secs_f64())))
+    let needed = warmup + Duration::from_secs_f64(needed_s.min(args.budget.as_secs_f64()));
+    (given.max(needed), warmup)
 }
 
-/// The rate, step and length of a level to run.
+/// The rate, step, length and warm-up of a level to run.
 #[derive(Debug, Clone, Copy)]
 struct LevelRun {
     rate_rps: f64,
     step: Step,
     duration: Duration,
+    warmup: Duration,
 }
 
 /// Runs one level — twice as long again when an SLO's interval straddled its limit, and again
@@ -195,16 +248,9 @@ async fn measure(
                 duration: run.duration * 2,
                 ..run
             }
-        } else if (level.failed_on_outage() || level.failed_off_schedule())
-            && remeasured < REMEASURES
-        {
+        } else if let Some(why) = remeasure(&level, remeasured) {
             remeasured += 1;
-            if !level.failed_on_outage() {
-                level.reasons.push(format!(
-                    "the client sent {} of its requests late: measured again",
-                    crate::verdict::words::pct(level.schedule.late_share)
-                ));
-            }
+            level.reasons.extend(why);
             LevelRun {
                 step: level.step,
                 ..run
@@ -219,6 +265,34 @@ async fn measure(
     }
 }
 
+/// Why a failed level, measured `remeasured` times again already, is measured again before
+/// it counts (`Some(None)`: an outage, which its reasons already say): the target's moment or
+/// this client's late sends (twice at most), or a busy host (once: the host's other work
+/// lasts longer than a moment, and each time costs a level).
+fn remeasure(level: &Level, remeasured: u32) -> Option<Option<String>> {
+    if remeasured >= REMEASURES {
+        return None;
+    }
+    if level.failed_on_outage() {
+        return Some(None);
+    }
+    if level.failed_off_schedule() {
+        return Some(Some(format!(
+            "the client sent {} of its requests late: measured again",
+            crate::verdict::words::pct(level.schedule.late_share)
+        )));
+    }
+    // A confirmation that fails on a busy host moves no bracket: it ends the search at the
+    // noise floor, so it is not sent again (20 s more at the defaults).
+    let moves_the_bracket = level.step != Step::Confirm;
+    (level.failed_on_busy_host() && moves_the_bracket && remeasured < BUSY_REMEASURES).then(|| {
+        Some(format!(
+            "{}: measured again",
+            conclude::other_work(level).unwrap_or_default()
+        ))
+    })
+}
+
 /// Runs a level; a target that cannot be reached before it starts is tried again, with a
 /// growing pause, for up to `--target-wait` before the search gives up on it.
 async fn reach(
@@ -231,7 +305,13 @@ async fn reach(
     let mut pause = Duration::from_millis(250);
     loop {
         match plan
-            .run(index, run.rate_rps, run.step, run.duration, stop)
+            .run(
+                index,
+                run.rate_rps,
+                run.step,
+                (run.duration, run.warmup),
+                stop,
+            )
             .await
         {
             Err(lost)
@@ -361,6 +441,7 @@ async fn first_rate(
             run_dir: None,
             r1_ns: f64::NAN,
             failed_requests: 0,
+            ramp_rps: None,
             start_rps: search::round_rate(start_rps.clamp(args.min_rate, args.max_rate)),
         });
     }
@@ -385,16 +466,27 @@ async fn first_rate(
             (calibrated.run_dir, r1_ns, failed)
         }
     };
+    let answered = r1_ns.is_finite() && r1_ns > 0.0;
+    let ramp_rps = match answered && r1_ns <= ramp::SLOWEST_R1.as_nanos() as f64 {
+        true => {
+            if !inputs.json() {
+                eprintln!("capacity: a closed ramp of 1 to 16 workers for a first estimate");
+            }
+            ramp::run_ramp(inputs, &dir.join("ramp"), r1_ns, stop).await?
+        }
+        false => None,
+    };
     // No successful response at all: start at the floor and let the levels say why.
-    let start_rps: f64 = if r1_ns.is_finite() && r1_ns > 0.0 {
-        1e9 / r1_ns
-    } else {
-        args.min_rate
+    let start_rps: f64 = match (ramp_rps, answered) {
+        (Some(estimate), _) => estimate * ramp::START_SHARE,
+        (None, true) => 1e9 / r1_ns,
+        (None, false) => args.min_rate,
     };
     Ok(CalibrationUsed {
         run_dir: Some(run_dir),
         r1_ns,
         failed_requests,
+        ramp_rps,
         start_rps: search::round_rate(start_rps.clamp(args.min_rate, args.max_rate)),
     })
 }

@@ -76,9 +76,13 @@ pub fn render(c: &Capacity, dir: &std::path::Path) -> String {
         c.elapsed_s,
         match c.ended {
             Ended::Converged => "converged",
-            Ended::NoiseFloor => "stopped at the noise floor (a rate passed once and failed once)",
+            Ended::NoiseFloor => {
+                "stopped at the noise floor (a rate passed once and failed once, or the \
+                 failure came on a busy host)"
+            }
             Ended::Floor => "every level down to --min-rate failed",
             Ended::ClientLimit => "stopped at this client's limit",
+            Ended::HostBusy => "stopped: this host was busy (not converged)",
             Ended::TargetLost => "stopped: the target could no longer be reached",
             Ended::Budget => "NOT converged (budget)",
             Ended::Interrupted => "INTERRUPTED",
