@@ -1,5 +1,5 @@
 """gRPC calls (issue 47) against a server the project did not write: grpcio's, from PyPI
-(analysis/zoo.lock; :mod:`loadgen_analysis.testing.grpc_greeter`). The server counts every call
+(analysis/zoo.lock; :mod:`loadgen_analysis.examples.grpc_greeter`). The server counts every call
 it is handed; ``loadgen run --grpc`` must record one row per call it counted, the non-OK
 statuses it returns (``context.abort``) as ``grpc_status`` rows with its code and message, and
 the analysis commands must read the run directory. Skips with the reason when grpcio is not
@@ -16,7 +16,8 @@ from pathlib import Path
 import pyarrow.parquet as pq
 import pytest
 
-from loadgen_analysis.testing import grpc_greeter, harness
+from loadgen_analysis.examples import grpc_greeter
+from loadgen_analysis.testing import harness
 
 from .conftest import Binaries, run_cli
 
@@ -26,7 +27,7 @@ CALLS = 400
 @pytest.fixture
 def greeter() -> Iterator[grpc_greeter.Greeter]:
     pytest.importorskip("grpc", reason="grpcio is not installed (analysis/zoo.lock)")
-    pytest.importorskip("grpc_tools", reason="grpcio-tools is not installed (analysis/zoo.lock)")
+    pytest.importorskip("grpc_tools", reason="grpcio-tools is not installed (pip install './[examples]')")
     server = grpc_greeter.Greeter()
     try:
         yield server
