@@ -175,7 +175,9 @@ def test_the_newcomers_jobs_run_from_a_pip_install_in_any_directory(
     assert "<testsuite" in (scratch / "gate.xml").read_text()
 
 
-def test_the_docs_example_server_runs_from_the_installed_package(venv: Path, tmp_path: Path) -> None:
+def test_the_docs_example_server_runs_from_the_installed_package(
+    venv: Path, tmp_path: Path
+) -> None:
     """docs/scenarios.md's first gRPC command, from the wheel (issue 61: ModuleNotFoundError)."""
     done = subprocess.run(
         [venv / "bin" / "python", "-m", "loadgen_analysis.examples.grpc_greeter", "--help"],
