@@ -78,7 +78,7 @@ PY
 # grpc_setup: the greeter (grpcio, Python) on the server core, ghz if it can be had.
 grpc_setup() {
   bench_venv
-  taskset -c "$server_cpu" .venv/bin/python -m loadgen_analysis.testing.grpc_greeter \
+  taskset -c "$server_cpu" .venv/bin/python -m loadgen_analysis.examples.grpc_greeter \
     --proto "$out/demo.proto" --url-file "$out/greeter.url" >"$out/greeter.log" 2>&1 &
   grpc_pid=$!
   bench_pids+=("$grpc_pid")

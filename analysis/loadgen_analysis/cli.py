@@ -268,7 +268,7 @@ def _judged(runs: list[Run], frame: Any, thresholds: list[Threshold]) -> list[tu
 def _summary(args: argparse.Namespace) -> int:
     from .reductions.checks import checks_text
     from .reductions.summary import op_summary
-    from .report.summary_text import summary_table
+    from .report.summary_text import grpc_failures_text, summary_table
 
     runs = load_runs(args.runs)
     frame = op_summary(runs)
@@ -311,6 +311,9 @@ def _summary(args: argparse.Namespace) -> int:
             print("\nshards\n" + shards)
         if checks:
             print("\n" + checks)
+        grpc = grpc_failures_text(runs)
+        if grpc:
+            print("\n" + grpc)
         for run, results in judged:
             print("\n" + console_block(run.label, results))
     return code

@@ -24,7 +24,7 @@ DOCS = Path(__file__).resolve().parents[2] / "docs" / "architecture.md"
 #: Top to bottom: a top-level module imports only modules of later rows. ``__init__`` is the
 #: package's own (its public names, imported on first use).
 LAYERS: tuple[tuple[str, ...], ...] = (
-    ("__init__", "testing"),  # the public names; test and bench helpers (not in the wheel)
+    ("__init__", "examples", "testing"),  # public names; the docs' servers; test helpers
     ("cli",),  # loadgen-analyze
     ("cli_history", "cli_report"),  # loadgen-analyze history's subcommands; report
     ("export", "history"),  # CSV, JSON lines, hlog; the run history store and its gate

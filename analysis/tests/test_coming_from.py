@@ -86,3 +86,18 @@ def test_the_parser_sees_a_flag_that_is_not_loadgens() -> None:
     )
     ((_, flags),) = _loadgen_column(table)
     assert flags == {("loadgen", "run"): {"-Z"}, ("loadgen-analyze", "export"): {"--nope"}}
+
+
+def test_the_page_maps_locust_and_the_live_pages() -> None:
+    """Issue 61: Locust's users, spawn rate, locustfile and web UI, and k6's web dashboard."""
+    rows = {
+        line.split("|")[1].strip(): line for line in PAGE.read_text().splitlines() if "|" in line
+    }
+    for habit, flag in {
+        "`-u N` (users)": "`-c N`",
+        "`-r R` (spawn rate)": "`--ramp",
+        "`locustfile.py` (tasks)": "scenario file",
+        "web UI (:8089)": "`--dashboard`",
+        "`K6_WEB_DASHBOARD=true` (web dashboard)": "`--dashboard`",
+    }.items():
+        assert habit in rows and flag in rows[habit], habit

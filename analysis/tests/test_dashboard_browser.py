@@ -10,6 +10,7 @@ the reason, where no Chromium is installed (as test_report_browser.py).
 
 from __future__ import annotations
 
+import html
 import itertools
 import json
 import re
@@ -178,3 +179,96 @@ def test_a_capacity_searchs_levels_appear_as_they_finish_and_end_on_capacity_jso
     saved = _levels(_dump(page.as_uri(), NO_NETWORK))
     assert saved["rows"] == levels, saved
     assert saved["capacity_rps"] == live["capacity_rps"], saved
+
+
+#: Read from the saved page once it drew: the latency chart's title, the slowest table, and
+#: whether each chart's y axis is as wide as its tick labels at a rate of 45,000 req/s and
+#: 1.2 M req/s (uPlot's default 50 px showed "45,000" as "5,000", issue 61).
+_PAGE_PROBE = """
+<script>
+window.addEventListener("load", async () => {
+  const drawn = () => new Promise((resolve) => setTimeout(resolve, 100));
+  // uPlot sizes its axes when it commits new data, after this task: wait for it.
+  const fits = async (u, values) => {
+    u.setData([values.map((_, i) => i), ...u.data.slice(1).map(() => values)]);
+    await drawn();
+    const a = u.axes[1];
+    u.ctx.font = a.font[0];
+    const widest = Math.max(...a._values.map((v) => u.ctx.measureText(String(v)).width));
+    const need = widest / devicePixelRatio + a.gap + (a.ticks.show ? a.ticks.size : 0);
+    return { labels: a._values, need, size: a._size };
+  };
+  const slowest = [...document.querySelectorAll("#slowest tr")].slice(1)
+    .map((r) => parseFloat(r.children[1].textContent));
+  const found = {
+    latency_title: document.querySelector("#latency_chart .u-title").textContent,
+    slowest_title: document.getElementById("slowest_title").textContent,
+    slowest,
+    rps: [await fits(charts.rps, [45000, 23000, 31000]), await fits(charts.rps, [1200000, 900000])],
+    latency: await fits(charts.latency, [15000.5, 12000.25]),
+  };
+  const out = document.createElement("pre");
+  out.id = "probe";
+  out.textContent = JSON.stringify(found);
+  document.body.appendChild(out);
+});
+</script>
+"""
+
+
+def _page_probe(page: Path) -> dict:
+    probed = page.with_name(f"probed-{page.name}")
+    probed.write_text(page.read_text().replace("</body>", _PAGE_PROBE + "</body>"))
+    dom = _dump(probed.as_uri(), NO_NETWORK)
+    found = re.search(r'<pre id="probe">(.*?)</pre>', dom, re.S)
+    assert found, "the page printed no probe"
+    return json.loads(html.unescape(found.group(1)))
+
+
+def test_the_saved_page_agrees_with_run_json_and_labels_its_axes(
+    binaries: Binaries, tmp_path: Path
+) -> None:
+    """Issue 61: the slowest table's first row is the run's max (it lagged the rows by the
+    page's last update), the latency chart's title says the open model's intended send only
+    on an open run, and the axes' labels fit at any rate."""
+    _chromium()
+    runs = {
+        "closed": ("-c", "2", "-n", "400"),
+        "open": ("--rate", "200", "-d", "1s"),
+    }
+    with harness.Server(("--service-time", "2ms"), binary=binaries.server) as server:
+        for model, flags in runs.items():
+            out, page = tmp_path / model, tmp_path / f"{model}.html"
+            done = subprocess.run(
+                [
+                    str(binaries.loadgen),
+                    "run",
+                    "--url",
+                    server.url + "/",
+                    *flags,
+                    "--no-probe",
+                    "--no-progress",
+                    "--dashboard-out",
+                    str(page),
+                    "--out",
+                    str(out),
+                ],
+                capture_output=True,
+                text=True,
+                timeout=120,
+                check=False,
+            )
+            assert done.returncode == 0, done.stderr
+            run = json.loads((out / "run.json").read_text())
+            found = _page_probe(page)
+            max_ms = max(op["latency"]["max_ns"] for op in run["summary"]["ops"]) / 1e6
+            # The table's first row is the exact latency; max_ns is HDR's (3 digits).
+            assert found["slowest"], found
+            assert abs(found["slowest"][0] - max_ms) <= max(0.011, max_ms * 0.002), (found, max_ms)
+            assert found["slowest_title"].startswith("Slowest responses of the run"), found
+            intended = "intended send" in found["latency_title"]
+            assert intended == (model == "open"), found["latency_title"]
+            for axis in (*found["rps"], found["latency"]):
+                assert axis["need"] <= axis["size"], axis
+            digits = [len(re.sub(r"\D", "", str(label))) for label in found["rps"][0]["labels"]]
+            assert max(digits) >= 5, found["rps"][0]  # tens of thousands, drawn whole

@@ -75,6 +75,7 @@ def test_explain_shows_the_engines_verdict_as_it_is(error_run: Recorded, tmp_pat
         "cause": "network",
         "strength": "weak",
         "rule": "network.transfer",
+        "headline": "network (weak): receiving bodies took most of the time — next: a faster link",
         "summary": "receiving response bodies took 71.0% of latency",
         "evidence": ["receiving response bodies took 71.0% of latency", "no failures"],
         "numbers": {"transfer_share": 0.71},
@@ -96,7 +97,10 @@ def test_explain_shows_the_engines_verdict_as_it_is(error_run: Recorded, tmp_pat
     assert (out["rule"], out["numbers"]) == ("network.transfer", {"transfer_share": 0.71})
     assert out["phases"][0]["verdict"] == "none" and "no failures" in out["notes"]
     text = run_cli("explain", copy).stdout
-    assert text.startswith("Verdict: network (weak) — receiving response bodies took 71.0%")
+    assert text.startswith(
+        "Verdict: network (weak): receiving bodies took most of the time — next: a faster link\n"
+        "  why: receiving response bodies took 71.0%"
+    ), text
     assert "phase g1: none" in text
 
 
@@ -107,6 +111,12 @@ def test_real_failing_run_is_errors(error_run: Recorded) -> None:
     run_json = json.loads((error_run.path / "run.json").read_text())
     assert out["summary"] == run_json["verdict"]["summary"]
     assert out["numbers"]["error_rate"] > 0.01
+    # The engine's one line, shown as it is, with the numbers below it (issue 61).
+    line = run_json["verdict"]["headline"]
+    assert out["line"] == line and len(line) <= 120, line
+    assert line.startswith("errors (strong): ") and " — next: " in line, line
+    text = run_cli("explain", error_run.path).stdout.splitlines()
+    assert text[:2] == [f"Verdict: {line}", f"  why: {out['summary']}"], text
 
 
 @pytest.mark.parametrize(

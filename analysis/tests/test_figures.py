@@ -105,16 +105,28 @@ def test_every_report_kind_draws_with_nothing_cut_and_log_axes_said(tmp_path: Pa
     assert "Throughput vs concurrency" in titles["sweep over N"]
 
 
-def test_the_spectrum_is_labelled_at_each_decade_of_nines_the_data_reaches() -> None:
-    assert [plots.nines_label(k) for k in range(5)] == ["0%", "90%", "99%", "99.9%", "99.99%"]
-    fig = plots.plot_percentile_spectrum(DATA / "overview", by_op=False)
-    (ax,) = fig.axes
-    FigureCanvasAgg(fig).draw()
-    labels = [t.get_text() for t in ax.get_xticklabels() if t.get_text()]
-    drawn = 1 - 10 ** -max(ax.lines[0].get_xdata())  # the highest percentile drawn
-    expected = [plots.nines_label(k) for k in range(5) if 1 - 10**-k <= drawn + 1e-9]
-    assert labels == expected and len(labels) >= 3, (labels, drawn)
-    assert ax.get_yscale() == "log" and "log scale" in ax.get_ylabel()
+def test_the_spectrum_labels_its_tail_as_far_as_the_data_reaches() -> None:
+    """Issue 61: a run whose tail stopped short of 99 % had "0%" and "90%" only."""
+    assert [plots.percentile_label(p) for p in (0, 0.5, 0.995, 0.9995)] == [
+        "0%",
+        "50%",
+        "99.5%",
+        "99.95%",
+    ]
+    for source in (DATA / "overview", DATA / "think-time"):
+        fig = plots.plot_percentile_spectrum(source, by_op=False)
+        (ax,) = fig.axes
+        FigureCanvasAgg(fig).draw()
+        ticks = [
+            (x, t.get_text()) for x, t in zip(ax.get_xticks(), ax.get_xticklabels(), strict=True)
+        ]
+        labelled = [(x, text) for x, text in ticks if text]
+        reached = max(ax.lines[0].get_xdata())  # -log10(1 - p) of the highest drawn
+        assert [text for _, text in labelled][:3] == ["0%", "50%", "75%"], labelled
+        assert len(labelled) >= 5, labelled
+        # The tail is labelled: the last label is within a sixth of a decade of the last point.
+        assert labelled[-1][0] >= reached - 0.16, (labelled, reached)
+        assert ax.get_yscale() == "log" and "log scale" in ax.get_ylabel()
 
 
 def _written(stdout: str, directory: Path) -> list[str]:
@@ -184,3 +196,50 @@ def test_a_300ms_stall_shows_in_100ms_buckets_and_not_in_one_second_ones(
     proc = run_cli("report", stalled_run, "-o", tmp_path / "r.html", "--bucket", "100ms")
     assert proc.returncode == 0, proc.stderr
     assert "p50/p99 latency per 100 ms bucket" in (tmp_path / "r.html").read_text()
+
+
+def _legend(fig: Figure) -> dict[str, object]:
+    (legend,) = fig.legends
+    return {
+        t.get_text().replace("\n", " "): h
+        for t, h in zip(legend.texts, legend.legend_handles, strict=True)
+    }
+
+
+def test_figures_name_levels_by_their_load_and_runs_by_their_target(tmp_path: Path) -> None:
+    """Issue 61: a sweep's series were `level-0001`…, the timeline's ok/s and p50 shared one
+    glyph, a single run's figures did not say what they measured, and SVG text was paths."""
+    levels = sorted((DATA / "sweep-w8-10ms").glob("level-*"))
+    legend = _legend(plots.plot_timeline(levels))
+    assert [k for k in legend if k.startswith("N=")] == ["N=1", "N=2", "N=4", "N=8", "N=16", "N=32"]
+    ok, p50 = legend["ok/s"], legend["p50"]
+    assert (ok.get_marker(), ok.get_linestyle()) != (p50.get_marker(), p50.get_linestyle())
+    spectrum = plots.plot_percentile_spectrum(levels, by_op=False)
+    assert [t.get_text() for t in spectrum.legends[0].texts][:2] == ["N=1", "N=2"]
+    rates = _legend(plots.plot_timeline(sorted(CAPACITY.glob("level-*"))[:2]))
+    assert all(k.endswith(" req/s") for k in rates if k not in legend), rates
+
+    url = load_runs([DATA / "overview"])[0].meta["config"]["url"]
+    fig = plots.plot_timeline(DATA / "overview")
+    assert url in fig.axes[0].get_title()
+    assert url in plots.plot_percentile_spectrum(DATA / "overview").axes[0].get_title()
+    proc = run_cli(
+        "report", DATA / "overview", "-o", tmp_path / "r.html", "--plots", tmp_path / "p"
+    )
+    assert proc.returncode == 0, proc.stderr
+    svg = next((tmp_path / "p").glob("*throughput-and-latency*.svg")).read_text()
+    assert "Throughput and latency over time" in svg and url in svg, "SVG text drawn as paths"
+
+
+def test_the_last_partial_bucket_is_off_the_line(tmp_path: Path) -> None:
+    """A run's last bucket holds the drain after sending stopped: drawn on the line, its few
+    ended requests read as a crash (issue 61). It is a hollow marker, named in the legend."""
+    run = load_runs([DATA / "think-time"])[0]  # 1.975 s: its last bucket is 97.5 % inside it
+    fig = plots.plot_timeline(run)
+    line = fig.axes[0].lines[0]
+    wall_s = run.meta["summary"]["wall_time_ns"] / 1e9
+    # The line's buckets are whole: the last one's middle is at least half a second before
+    # the run's end.
+    assert max(line.get_xdata()) <= wall_s - 0.5 + 1e-9, (max(line.get_xdata()), wall_s)
+    legend = _legend(fig)
+    assert any(k.startswith("last, partial bucket") for k in legend), list(legend)

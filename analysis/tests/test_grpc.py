@@ -1,5 +1,5 @@
 """gRPC calls (issue 47) against a server the project did not write: grpcio's, from PyPI
-(analysis/zoo.lock; :mod:`loadgen_analysis.testing.grpc_greeter`). The server counts every call
+(analysis/zoo.lock; :mod:`loadgen_analysis.examples.grpc_greeter`). The server counts every call
 it is handed; ``loadgen run --grpc`` must record one row per call it counted, the non-OK
 statuses it returns (``context.abort``) as ``grpc_status`` rows with its code and message, and
 the analysis commands must read the run directory. Skips with the reason when grpcio is not
@@ -8,6 +8,7 @@ installed. Bad gRPC input is one sentence and exit 2 before anything is sent.
 
 from __future__ import annotations
 
+import json
 import subprocess
 from collections import Counter
 from collections.abc import Iterator
@@ -16,7 +17,8 @@ from pathlib import Path
 import pyarrow.parquet as pq
 import pytest
 
-from loadgen_analysis.testing import grpc_greeter, harness, unavailable
+from loadgen_analysis.examples import grpc_greeter
+from loadgen_analysis.testing import harness, unavailable
 
 from .conftest import Binaries, run_cli
 
@@ -29,7 +31,7 @@ def greeter() -> Iterator[grpc_greeter.Greeter]:
         import grpc  # noqa: F401
         import grpc_tools  # noqa: F401
     except ImportError as missing:
-        unavailable.missing("zoo", f"{missing.name} is not installed (analysis/zoo.lock)")
+        unavailable.missing("zoo", f"{missing.name} is not installed (pip install './[examples]')")
     server = grpc_greeter.Greeter()
     try:
         yield server
@@ -78,6 +80,13 @@ def test_a_non_ok_status_is_a_grpc_status_row_with_the_servers_code_and_message(
     assert len(rows) == greeter.calls - harness.probe_requests(tmp_path / "run") == CALLS
     outcomes = Counter((r["error"], r["grpc_status"], r["grpc_message"]) for r in rows)
     assert outcomes == {("grpc_status", 5, "no bob, ever"): CALLS}
+    # Named by its code's name and message, not a bare number that reads as HTTP 200 (issue 61).
+    named = '5 NOT_FOUND "no bob, ever"'
+    run_json = json.loads((tmp_path / "run" / "run.json").read_text())
+    assert run_json["summary"]["failed_grpc"] == {named: CALLS}
+    assert named in " ".join(run_json["verdict"]["evidence"]), run_json["verdict"]["evidence"]
+    summary = run_cli("summary", tmp_path / "run")
+    assert f"{named} × {CALLS:,}" in summary.stdout, summary.stdout
 
 
 @pytest.mark.parametrize(
@@ -85,6 +94,8 @@ def test_a_non_ok_status_is_a_grpc_status_row_with_the_servers_code_and_message(
     [
         (("--grpc", "demo.Greeter/Shout"), "it has: demo.Greeter/Hello"),
         (("--grpc", grpc_greeter.METHOD, "-b", '{"nam": 1}'), "not a demo.HelloRequest message"),
+        # The hint shows the fields of the user's message, not a made-up one.
+        (("--grpc", grpc_greeter.METHOD, "-b", '{"nam": 1}'), 'e.g. {"name":"","failWith":0}'),
         (("--grpc", grpc_greeter.METHOD, "--proto", "missing.proto"), "--proto missing.proto: "),
         (
             (

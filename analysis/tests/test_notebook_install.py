@@ -173,3 +173,18 @@ def test_the_newcomers_jobs_run_from_a_pip_install_in_any_directory(
     gate = cli("compare", base, cand, "--junit", "gate.xml")
     assert gate.returncode == 1, gate.stdout + gate.stderr  # the 8 ms candidate regressed
     assert "<testsuite" in (scratch / "gate.xml").read_text()
+
+
+def test_the_docs_example_server_runs_from_the_installed_package(
+    venv: Path, tmp_path: Path
+) -> None:
+    """docs/scenarios.md's first gRPC command, from the wheel (issue 61: ModuleNotFoundError)."""
+    done = subprocess.run(
+        [venv / "bin" / "python", "-m", "loadgen_analysis.examples.grpc_greeter", "--help"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        cwd=tmp_path,
+        check=False,
+    )
+    assert done.returncode == 0 and "--proto" in done.stdout, done.stderr

@@ -3,7 +3,6 @@
 
 use std::process::ExitCode;
 
-use clap::Parser;
 use loadgen::cli::{Cli, Command, ScenariosAction};
 use loadgen::config::RunConfig;
 use loadgen::report::junit::Suite;
@@ -26,7 +25,11 @@ fn emit_json(value: &impl serde::Serialize) {
 }
 
 fn main() -> ExitCode {
-    let cli = Cli::try_parse_from(std::env::args_os()).unwrap_or_else(|e| e.exit());
+    let matches = loadgen::cli::command()
+        .try_get_matches_from(std::env::args_os())
+        .unwrap_or_else(|e| e.exit());
+    let cli =
+        <Cli as clap::FromArgMatches>::from_arg_matches(&matches).unwrap_or_else(|e| e.exit());
     let code = match cli.command {
         Command::Run(args) => run(&args),
         Command::Calibrate(args) => calibrate(&args),

@@ -143,3 +143,77 @@ fn a_capacity_search_says_its_banner_once_and_each_level_once() {
     assert!(stdout.contains("  Answer "), "{stdout}");
     assert!(!stdout.contains("req/s offered"), "{stdout}");
 }
+
+/// `loadgen run 127.0.0.1:18080/albums/1` (a URL without its scheme, as curl takes it) says
+/// what to type, in one sentence, exit 2 — not "cannot read scenario file" (issue 61).
+#[test]
+fn a_url_without_its_scheme_is_told_what_to_type() {
+    for given in ["127.0.0.1:18080/albums/1", "localhost:8080", "localhost"] {
+        let output = loadgen_bin().args(["run", given]).output().unwrap();
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert_eq!(output.status.code(), Some(2), "{stderr}");
+        assert!(
+            stderr.contains(&format!("did you mean http://{given}?")),
+            "{stderr}"
+        );
+        assert_eq!(stderr.trim().lines().count(), 1, "{stderr}");
+    }
+    // A scenario file that is not there is still said to be one.
+    let output = loadgen_bin()
+        .args(["run", "missing.toml"])
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        stderr.contains("cannot read scenario file missing.toml"),
+        "{stderr}"
+    );
+}
+
+/// `-h` is the short help (what a first run needs, a screenful), `--help` every flag
+/// (issue 61: `loadgen run -h` printed 234 lines).
+#[test]
+fn short_help_is_short_and_long_help_is_whole() {
+    for command in ["run", "sweep", "capacity"] {
+        let short = loadgen_bin().args([command, "-h"]).output().unwrap();
+        let long = loadgen_bin().args([command, "--help"]).output().unwrap();
+        let (short, long) = (
+            String::from_utf8_lossy(&short.stdout).to_string(),
+            String::from_utf8_lossy(&long.stdout).to_string(),
+        );
+        assert!(
+            short.lines().count() <= 100,
+            "{command} -h: {}",
+            short.lines().count()
+        );
+        assert!(
+            long.lines().count() >= 2 * short.lines().count(),
+            "{command}"
+        );
+        for flag in ["--url", "--out", "--threshold"] {
+            assert!(short.contains(flag), "{command} -h lacks {flag}");
+        }
+        assert!(
+            short.contains("--help") && long.contains("--source-addr"),
+            "{command}"
+        );
+        assert!(!short.contains("--source-addr"), "{command} -h");
+    }
+}
+
+/// A bad combination of flags shows the usage as a user types it — the URL or scenario file
+/// optional — not clap's `<SCENARIO.toml>`, which reads as required (issue 61).
+#[test]
+fn a_bad_combination_shows_the_usage_without_a_required_scenario() {
+    let output = loadgen_bin()
+        .args(["run", "-d", "10s", "-n", "5"])
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(2), "{stderr}");
+    assert!(!stderr.contains("<SCENARIO.toml>"), "{stderr}");
+    assert!(
+        stderr.contains("Usage: loadgen run [URL | SCENARIO.toml] [OPTIONS]"),
+        "{stderr}"
+    );
+}

@@ -60,7 +60,7 @@ fn run(
     let verdict = run_json["verdict"].clone();
     let (rule, strength) = (&verdict["rule"], verdict["strength"].as_str().unwrap());
     assert!(
-        stdout.contains(&format!("({strength}) —")),
+        stdout.contains(&format!("({strength}): ")),
         "{rule}: {stdout}"
     );
     let probe = run_json["probe"].clone();

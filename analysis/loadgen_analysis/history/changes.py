@@ -19,7 +19,6 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 import pandas as pd
-from otava.analysis import compute_change_points
 
 from . import DEFAULT_MAX_PVALUE
 from .identity import FINGERPRINT_FIELDS, run_name, series_title
@@ -87,6 +86,20 @@ class ChangePoint:
         return {**asdict(self), "worse": self.worse, "runs_after": self.runs_after}
 
 
+def _otava_change_points() -> Any:
+    """Otava's ``compute_change_points``, imported when a series needs it: Otava is the
+    ``history`` extra (it brings BigQuery, Postgres and Slack clients), not a main dependency,
+    so a ``pip install ./`` without it says what to install rather than fail on import."""
+    try:
+        from otava.analysis import compute_change_points
+    except ImportError as exc:
+        raise ValueError(
+            "finding change points in the history needs Apache Otava, which is not installed: "
+            "pip install './[history]' (or apache-otava)"
+        ) from exc
+    return compute_change_points
+
+
 def series(history: pd.DataFrame) -> dict[tuple[str, str], pd.DataFrame]:
     """The history's rows by (fingerprint, op), each in start-time order."""
     ordered = history.sort_values(["started_unix_ns", "run_id"], kind="stable")
@@ -135,7 +148,7 @@ def change_points(
     values = [float(v) for v in present[metric]] if len(present) else []
     if len(values) < 3:
         return []
-    found, _ = compute_change_points(values, window_len=WINDOW_RUNS, max_pvalue=max_pvalue)
+    found, _ = _otava_change_points()(values, window_len=WINDOW_RUNS, max_pvalue=max_pvalue)
     points = []
     for point in found:
         index = int(point.index)

@@ -71,8 +71,14 @@ def explain_markdown(document: dict[str, Any], traced: int = 0) -> str:
     lines = [
         f"### loadgen explain: `{document['run']}`",
         "",
-        f"**Verdict: {cell(document['verdict'])}** ({cell(document['strength'])}) — "
-        f"{cell(document['summary'])}",
+        *(
+            [f"**Verdict: {cell(document['line'])}**", "", f"Why: {cell(document['summary'])}"]
+            if document.get("line")
+            else [
+                f"**Verdict: {cell(document['verdict'])}** ({cell(document['strength'])}) — "
+                f"{cell(document['summary'])}"
+            ]
+        ),
         "",
     ]
     checks = [[c["name"], c["status"], c["evidence"]] for c in document.get("checks", [])]

@@ -13,6 +13,7 @@ from contextlib import contextmanager
 from contextvars import ContextVar
 from pathlib import Path
 
+import matplotlib as mpl
 import numpy as np
 import pandas as pd
 from matplotlib.figure import Figure
@@ -65,15 +66,18 @@ def collect_figures() -> Iterator[list[tuple[Figure, str]]]:
 
 
 def write_figures(figures: list[tuple[Figure, str]], directory: Path) -> list[Path]:
-    """Each figure as ``NN-title.svg`` and ``NN-title.png`` (200 dpi) in ``directory``."""
+    """Each figure as ``NN-title.svg`` and ``NN-title.png`` (200 dpi) in ``directory``; the
+    SVG's text is text (``svg.fonttype`` ``none``), editable and searchable, not glyph paths."""
     directory.mkdir(parents=True, exist_ok=True)
     written = []
     for i, (fig, caption) in enumerate(figures, start=1):
         title = next((ax.get_title() for ax in fig.axes if ax.get_title()), caption)
-        slug = re.sub(r"[^a-z0-9]+", "-", title.lower()).strip("-")[:60] or "figure"
+        first_line = title.splitlines()[0] if title else caption
+        slug = re.sub(r"[^a-z0-9]+", "-", first_line.lower()).strip("-")[:60] or "figure"
         for suffix, dpi in ((".svg", None), (".png", 200)):
             path = directory / f"{i:02d}-{slug}{suffix}"
-            fig.savefig(path, dpi=dpi)
+            with mpl.rc_context({"svg.fonttype": "none"}):
+                fig.savefig(path, dpi=dpi)
             written.append(path)
     return written
 

@@ -22,6 +22,7 @@ from ..reductions.percentiles import SPECTRUM_PERCENTILES, percentile_spectrum
 from ..reductions.summary import latency_components
 from ..regression import Comparison
 from .figures import colour, figure, legend_below, log_grid, ms_log_yaxis, set_title
+from .run_names import figure_names, target_of
 from .timeline_plot import plot_timeline
 
 __all__ = [
@@ -58,6 +59,9 @@ def plot_percentile_spectrum(
         return percentile_spectrum(source, SPECTRUM_PERCENTILES, by_op=by_op)
 
     fig, (ax,) = figure(10, 4.8)
+    names = {} if isinstance(runs, pd.DataFrame) else figure_names(runs)
+    if baseline is not None and not isinstance(baseline, pd.DataFrame):
+        names = {**figure_names(baseline), **names}
     series = [("", frame_of(runs), "-")]
     if baseline is not None:
         series = [("baseline ", frame_of(baseline), "--"), ("candidate ", series[0][1], "-")]
@@ -69,7 +73,9 @@ def plot_percentile_spectrum(
             if "supported" in curve:
                 curve = curve[curve["supported"]]
             top = max(top, float(curve["percentile"].max()))
-            name = f"{prefix}{run}" + (f" {op}" if op != "all" and not one_op else "")
+            name = f"{prefix}{names.get(run, run)}" + (
+                f" {op}" if op != "all" and not one_op else ""
+            )
             ax.plot(
                 _spectrum_x(curve["percentile"]),
                 curve["latency_ms"],
@@ -83,27 +89,35 @@ def plot_percentile_spectrum(
     _nines_axis(ax.xaxis, top)
     ax.set_xlabel("percentile (spaced by 1/(1−p), log scale); shown while n·(1−p) ≥ 10")
     ms_log_yaxis(ax, "latency (ms)")
-    ax.set_title("Latency percentile spectrum")
+    target = None if isinstance(runs, pd.DataFrame) else target_of(runs)
+    set_title(ax, "Latency percentile spectrum" + (f" — {target}" if target else ""))
     log_grid(ax)
     legend_below(fig)
     return fig
 
 
-def nines_label(nines: int) -> str:
-    """The percentile with ``nines`` nines: 0 → ``0%``, 1 → ``90%``, 3 → ``99.9%``."""
-    if nines == 0:
-        return "0%"
-    digits = "9" * nines
-    return f"{digits.ljust(2, '0')}%" if nines <= 2 else f"{digits[:2]}.{digits[2:]}%"
+#: Where a spectrum's percentile axis is labelled, as far as the data reaches: the decades of
+#: nines and the halves between them, so a run whose tail stops short of the next decade
+#: (p99.5) still has its tail labelled (issue 61: "0%" and "90%" only).
+_SPECTRUM_TICKS = (0.0, 0.5, 0.75, 0.9, 0.95, 0.99, 0.995, 0.999, 0.9995, 0.9999, 0.99999, 0.999999)
+
+
+def percentile_label(p: float) -> str:
+    """``50%``, ``99.5%``, ``99.95%``: a percentile as people write it."""
+    return f"{p * 100:.6g}%"
 
 
 def _nines_axis(axis, top: float) -> None:
-    """A spectrum's percentile axis labelled at each decade of nines the data reaches (0 %,
-    90 %, 99 %, 99.9 %, …), the rest unlabelled."""
-    reached = float(_spectrum_x(min(top, 1 - 1e-12))) + 1e-9
-    decades = list(range(0, math.floor(reached) + 1))
-    axis.set_major_locator(FixedLocator([float(k) for k in decades]))
-    axis.set_major_formatter(FuncFormatter(lambda x, _: nines_label(round(x))))
+    """A spectrum's percentile axis labelled at the decades of nines and the halves between
+    them that the data reaches (0 %, 50 %, 90 %, 95 %, 99 %, 99.5 %, …), and at the highest
+    percentile drawn when it lies past the last of those."""
+    top = min(top, 1 - 1e-12)
+    ticks = [p for p in _SPECTRUM_TICKS if p <= top + 1e-12]
+    if float(_spectrum_x(top)) - float(_spectrum_x(ticks[-1])) > 0.15:
+        ticks.append(top)
+    axis.set_major_locator(FixedLocator([float(_spectrum_x(p)) for p in ticks]))
+    labels = {round(float(_spectrum_x(p)), 9): percentile_label(p) for p in ticks}
+    axis.set_major_formatter(FuncFormatter(lambda x, _: labels.get(round(x, 9), "")))
     axis.set_minor_locator(NullLocator())
 
 

@@ -192,10 +192,14 @@ def _checks_html(runs: list[Run]) -> list[str]:
 
 
 def attribution_html(result: Attribution) -> str:
+    said = (
+        f"<b>Verdict: {html.escape(result.line)}</b><br>why: {html.escape(result.headline)}"
+        if result.line
+        else f"<b>Verdict: {html.escape(result.verdict)}</b> ({html.escape(result.confidence)} "
+        f"evidence) — {html.escape(result.headline)}"
+    )
     parts = [
-        f'<div class="verdict {html.escape(result.verdict)}"><b>Verdict: '
-        f"{html.escape(result.verdict)}</b> ({html.escape(result.confidence)} evidence) — "
-        f"{html.escape(result.headline)}</div>",
+        f'<div class="verdict {html.escape(result.verdict)}">{said}</div>',
         "<table><thead><tr><th>check</th><th>status</th><th>evidence</th></tr></thead><tbody>",
     ]
     for f in result.findings:

@@ -71,3 +71,20 @@ def summary_table(frame: pd.DataFrame) -> str:
     rows = [line({c: COLUMNS[c] for c in cells})]
     rows += [line({c: cells[c][i] for c in cells}) for i in range(len(shown))]
     return "\n".join(rows)
+
+
+def grpc_failures_text(runs: list) -> str:
+    """``loadgen-analyze summary``'s block of failed gRPC calls per run, by status number, name
+    and the server's message as loadgen counted and named them (run.json
+    ``summary.failed_grpc``: ``5 NOT_FOUND "no bob, ever"``), most frequent first; empty when
+    no run has any."""
+    lines = []
+    for run in runs:
+        failed = (run.meta.get("summary") or {}).get("failed_grpc") or {}
+        for status, count in sorted(failed.items(), key=lambda kv: (-kv[1], kv[0])):
+            lines.append(
+                f"{run.label}: {status} × {count:,}" if len(runs) > 1 else f"{status} × {count:,}"
+            )
+    return (
+        "gRPC failures (status, name, the server's message)\n" + "\n".join(lines) if lines else ""
+    )

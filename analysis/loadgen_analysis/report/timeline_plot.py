@@ -18,6 +18,7 @@ from ..io.load import RunsArg, as_runs
 from ..reductions.timeline import phase_spans
 from ..reductions.timeline import timeline as timeline_frame
 from .figures import colour, figure, legend_right
+from .run_names import figure_names, target_of
 from .server_plots import draw_cpu, draw_saturation, server_series
 
 _PHASE_COLOURS = ("#4c72b0", "#dd8452", "#55a868", "#c44e52", "#8172b3", "#937860")
@@ -37,7 +38,8 @@ def plot_timeline(runs: RunsArg, bucket_s: float = 1.0) -> Figure:
     One colour per run. Phases are shaded when a run has more than one (the closed model's
     single ``main`` phase is not). Rates are per second of the bucket's part inside its run. A
     bucket less than half inside its run (the sliver after the last whole second: 10.003 s of
-    run leave 3 ms in the eleventh bucket) stays off the line — mostly the drain after sending
+    run leave 3 ms in the eleventh bucket), and a run's last bucket when it is not whole, stay
+    off the line — mostly the drain after sending
     stopped, drawn on it it looks like a drop that did not happen (issue 11) — but is drawn as
     a hollow marker at the middle of its part, normalised by its length, so the requests that
     ended there are not missing from the plot (issue 30).
@@ -46,8 +48,10 @@ def plot_timeline(runs: RunsArg, bucket_s: float = 1.0) -> Figure:
     everything = _with_empty_buckets(
         timeline_frame(runs, bucket_s=bucket_s, by_phase=False), bucket_s
     )
-    whole = everything[everything["covered_s"] >= bucket_s / 2]
+    partial = _partial(everything, bucket_s)
+    whole = everything[~partial]
     tl = whole if not whole.empty else everything
+    everything = everything.assign(partial=partial)
     server = server_series(runs)
     rows = 2 + server.panels
     fig, axes = figure(10, 6 + 2.2 * server.panels, rows=rows, sharex=True)
@@ -57,7 +61,11 @@ def plot_timeline(runs: RunsArg, bucket_s: float = 1.0) -> Figure:
         _draw_run(ax_x, ax_r, frame, everything[everything["run"] == run], bucket_s, i, styles)
     phases = _shade_phases(phase_spans(runs), axes)
     ax_x.set_ylabel("requests/s")
-    ax_x.set_title(f"Throughput and latency over time ({bucket_text(bucket_s)} buckets)")
+    target = target_of(runs)
+    ax_x.set_title(
+        f"Throughput and latency over time ({bucket_text(bucket_s)} buckets)"
+        + (f"\nagainst {target}" if target else "")
+    )
     ax_x.set_ylim(bottom=0)
     ax_r.set_ylabel("latency (ms)")
     ax_r.set_ylim(bottom=0)
@@ -70,8 +78,18 @@ def plot_timeline(runs: RunsArg, bucket_s: float = 1.0) -> Figure:
     axes[-1].set_xlabel("time since start (s); requests counted when they ended")
     for ax in axes:
         ax.grid(alpha=0.3)
-    _legend(fig, [str(run) for run in tl["run"].unique()], styles, phases, axes[2:])
+    names = figure_names(runs)
+    _legend(fig, [names.get(run, str(run)) for run in tl["run"].unique()], styles, phases, axes[2:])
     return fig
+
+
+def _partial(frame: pd.DataFrame, bucket_s: float) -> pd.Series:
+    """The buckets off the line: less than half inside their run, and each run's last bucket
+    when it is not whole — it holds the drain after sending stopped (the requests still in
+    flight ending one by one), whose few ended requests would draw a drop to near 0 that reads
+    as a crash (issue 61)."""
+    last = frame.groupby("run", sort=False)["t_s"].transform("max") == frame["t_s"]
+    return (frame["covered_s"] < bucket_s / 2) | (last & (frame["covered_s"] < bucket_s * 0.999))
 
 
 def _with_empty_buckets(frame: pd.DataFrame, bucket_s: float) -> pd.DataFrame:
@@ -96,7 +114,7 @@ def _draw_run(ax_x, ax_r, frame, everything, bucket_s, i, styles) -> None:
     t = frame["t_s"] + bucket_s / 2
     ax_x.plot(t, frame["ok_throughput_rps"], color=c, marker=".")
     styles.setdefault("ok/s", Line2D([], [], color=_GREY, marker="."))
-    partial = everything[(everything["covered_s"] < bucket_s / 2) & (everything["requests"] > 0)]
+    partial = everything[everything["partial"] & (everything["requests"] > 0)]
     if not partial.empty:
         ax_x.plot(
             partial["t_s"] + partial["covered_s"] / 2,
@@ -107,16 +125,17 @@ def _draw_run(ax_x, ax_r, frame, everything, bucket_s, i, styles) -> None:
             linestyle="none",
         )
         styles.setdefault(
-            "last partial bucket (ok/s of its part)",
+            "last, partial bucket: ok/s of its part (the drain), off the line",
             Line2D([], [], color=_GREY, marker="o", markerfacecolor="none", linestyle="none"),
         )
     if frame["errors"].any():
         failed = frame["errors"] / frame["covered_s"].clip(upper=bucket_s)
         ax_x.plot(t, failed, color=c, linestyle=":", marker="x")
         styles.setdefault("failed/s", Line2D([], [], color=_GREY, linestyle=":", marker="x"))
-    ax_r.plot(t, frame["p50_ms"], color=c, marker=".")
+    # p50's glyph differs from ok/s's: one legend holds both panels' measures.
+    ax_r.plot(t, frame["p50_ms"], color=c, marker="^", markersize=4)
     ax_r.plot(t, frame["p99_ms"], color=c, linestyle="--")
-    styles.setdefault("p50", Line2D([], [], color=_GREY, marker="."))
+    styles.setdefault("p50", Line2D([], [], color=_GREY, marker="^", markersize=4))
     styles.setdefault("p99", Line2D([], [], color=_GREY, linestyle="--"))
 
 

@@ -44,6 +44,10 @@ class Attribution:
     server: dict[str, Any] | None = None
     #: The run was recorded before the engine decided verdicts.
     not_measured: bool = False
+    #: The engine's one line (run.json ``verdict.headline``: cause, strength, what it found,
+    #: the next step; at most 120 characters), shown as it is; None for a sweep's verdict and
+    #: runs recorded before it.
+    line: str | None = None
 
     def with_notes(self, notes: tuple[str, ...]) -> Attribution:
         return replace(self, caveats=(*self.caveats, *notes))
@@ -67,6 +71,7 @@ class Attribution:
             "verdict": self.verdict,
             "strength": self.confidence,
             "summary": self.headline,
+            "line": self.line,
             "checks": [
                 {"name": f.check, "status": f.status, "evidence": f.summary, "values": f.evidence}
                 for f in self.findings
@@ -88,7 +93,11 @@ class Attribution:
         return jsonable(out)
 
     def to_text(self) -> str:
-        lines = [f"Verdict: {self.verdict} ({self.confidence}) — {self.headline}"]
+        lines = (
+            [f"Verdict: {self.line}", f"  why: {self.headline}"]
+            if self.line
+            else [f"Verdict: {self.verdict} ({self.confidence}) — {self.headline}"]
+        )
         for f in self.findings:
             lines.append(f"  [{f.status:>12}] {f.check:<7} {f.summary}")
         lines.extend(

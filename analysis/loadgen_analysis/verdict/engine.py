@@ -111,6 +111,7 @@ def _present(verdict: dict[str, Any]) -> Attribution:
         rule=verdict.get("rule"),
         numbers=dict(verdict.get("numbers") or {}),
         server=verdict.get("server"),
+        line=verdict.get("headline"),
     )
 
 

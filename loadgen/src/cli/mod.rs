@@ -33,20 +33,127 @@ pub struct Cli {
     pub command: Command,
 }
 
+/// The flags `-h` shows of the groups every load command shares (all of them and the command's
+/// own are `--help`'s): what a first run needs — the target, the request, the load, the
+/// output, the gates. `-h` of `loadgen run` was 234 lines (issue 61).
+const SHORT_HELP: &[&str] = &[
+    "file",
+    "scenario",
+    "sets",
+    "url",
+    "method",
+    "headers",
+    "body",
+    "connections",
+    "duration",
+    "requests",
+    "rate",
+    "ramp",
+    "thresholds",
+    "out",
+    "json",
+    "dashboard",
+    "server_metrics",
+];
+
+/// The command line as clap parses it, with each load command's `-h` cut to [`SHORT_HELP`] and
+/// the command's own flags; `--help` shows every flag. `main` parses with it.
+pub fn command() -> clap::Command {
+    use clap::CommandFactory;
+    let shared: std::collections::BTreeSet<String> = [
+        TargetArgs::augment_args(clap::Command::new("g")),
+        ModelArgs::augment_args(clap::Command::new("g")),
+        OpenArgs::augment_args(clap::Command::new("g")),
+        ThresholdArgs::augment_args(clap::Command::new("g")),
+        DashboardArgs::augment_args(clap::Command::new("g")),
+        OutputArgs::augment_args(clap::Command::new("g")),
+        EvidenceArgs::augment_args(clap::Command::new("g")),
+        ShardArgs::augment_args(clap::Command::new("g")),
+    ]
+    .iter()
+    .flat_map(|g| {
+        g.get_arguments()
+            .map(|a| a.get_id().to_string())
+            .collect::<Vec<_>>()
+    })
+    .collect();
+    let shorten = |command: clap::Command| {
+        command.mut_args(|arg| {
+            let id = arg.get_id().as_str();
+            let advanced = shared.contains(id) || ["probe", "no_probe"].contains(&id);
+            match advanced && !SHORT_HELP.contains(&id) {
+                true => arg.hide_short_help(true),
+                false => first_clause_for_short_help(arg),
+            }
+        })
+    };
+    let mut cli = Cli::command();
+    for name in ["run", "calibrate", "sweep", "capacity"] {
+        cli = cli.mut_subcommand(name, shorten);
+    }
+    cli
+}
+
+/// Where a flag's help text ends its first clause: the first ". ", "; " or " — " outside
+/// parentheses (not "e.g. "), else its end.
+fn first_clause_end(text: &str) -> usize {
+    let mut depth = 0i32;
+    for (i, c) in text.char_indices() {
+        match c {
+            '(' | '[' => depth += 1,
+            ')' | ']' => depth -= 1,
+            _ if depth > 0 => {}
+            _ => {
+                let rest = &text[i..];
+                let abbreviation = text[..i].ends_with("e.g") || text[..i].ends_with("i.e");
+                if (rest.starts_with(". ") && !abbreviation)
+                    || rest.starts_with("; ")
+                    || rest.starts_with(" — ")
+                {
+                    return i;
+                }
+            }
+        }
+    }
+    text.trim_end_matches('.').len()
+}
+
+/// `-h`'s line for a flag: its help up to the end of its first clause (the rest, and the
+/// whole text, are `--help`'s).
+fn first_clause_for_short_help(arg: clap::Arg) -> clap::Arg {
+    let Some(full) = arg.get_help().map(|h| h.to_string()) else {
+        return arg;
+    };
+    let short = full[..first_clause_end(&full)].to_string();
+    match arg.get_long_help() {
+        Some(_) => arg.help(short),
+        None => arg.long_help(full).help(short),
+    }
+}
+
 #[derive(Debug, Subcommand)]
 pub enum Command {
     /// Run a load test and write one Parquet row per request.
     ///
     /// Without --url, starts the built-in reference server (loadgen-server) in-process and
     /// tests it: a complete demo with nothing else to install.
-    #[command(after_help = RUN_EXAMPLES)]
+    #[command(
+        after_help = RUN_EXAMPLES,
+        override_usage = "loadgen run [URL | SCENARIO.toml] [OPTIONS]"
+    )]
     Run(Box<RunArgs>),
     /// Measure R(1) with one worker and predict throughput with Little's Law, X(N) = N / R(1).
-    #[command(after_help = CALIBRATE_EXAMPLES)]
+    #[command(
+        after_help = CALIBRATE_EXAMPLES,
+        override_usage = "loadgen calibrate [URL | SCENARIO.toml] [OPTIONS]"
+    )]
     Calibrate(Box<CalibrateArgs>),
     /// Run the closed model at several concurrency levels (or the open model at several rates)
     /// and compare each with Little's Law.
-    #[command(after_help = SWEEP_EXAMPLES)]
+    #[command(
+        after_help = SWEEP_EXAMPLES,
+        override_usage = "loadgen sweep [URL | SCENARIO.toml] [OPTIONS]"
+    )]
     Sweep(Box<SweepArgs>),
     /// Find the highest arrival rate that meets an SLO — with its uncertainty and the reason
     /// it stops there.
@@ -57,7 +164,10 @@ pub enum Command {
     /// percentile judged with a block-bootstrap confidence interval over latency from the
     /// intended send time, warm-up excluded) or when it is not sustainable (latency growing
     /// through it, sends dropped, achieved rate more than 2 % below the offered one).
-    #[command(after_help = CAPACITY_EXAMPLES)]
+    #[command(
+        after_help = CAPACITY_EXAMPLES,
+        override_usage = "loadgen capacity [URL | SCENARIO.toml] --slo EXPR [OPTIONS]"
+    )]
     Capacity(Box<CapacityArgs>),
     /// List the built-in scenarios, or print one (`loadgen scenarios show NAME`) to copy and edit.
     Scenarios(ScenariosArgs),

@@ -125,14 +125,31 @@ fn url_as_argument(args: &TargetArgs) -> Result<Option<TargetArgs>, ConfigError>
     Ok(Some(args))
 }
 
+/// Whether a scenario file's name that is not there reads as a host and port without its
+/// scheme (`127.0.0.1:8080/albums/1`, `localhost:8080`, `api.example.com:443/x`): a URL meant
+/// as `--url`, as wrk and oha take it with `http://`.
+fn looks_like_host(given: &str) -> bool {
+    let authority = given.split('/').next().unwrap_or("");
+    let (host, port) = authority.rsplit_once(':').unwrap_or((authority, ""));
+    let port_ok = !port.is_empty() && port.bytes().all(|b| b.is_ascii_digit());
+    let named = host == "localhost" || host.starts_with('[');
+    !host.is_empty() && !given.ends_with(".toml") && (port_ok || (named && port.is_empty()))
+}
+
 /// The scenario text the flags name, with its origin: `--file`'s or a built-in's.
 fn scenario_text(args: &TargetArgs) -> Result<Option<(String, String)>, ConfigError> {
     Ok(match (&args.file, &args.scenario) {
         (Some(path), _) => Some((
             path.display().to_string(),
-            std::fs::read_to_string(path).map_err(|source| ConfigError::ScenarioFile {
-                path: path.display().to_string(),
-                source,
+            std::fs::read_to_string(path).map_err(|source| {
+                let given = path.display().to_string();
+                match looks_like_host(&given) && !path.exists() {
+                    true => ConfigError::UrlWithoutScheme(given),
+                    false => ConfigError::ScenarioFile {
+                        path: given,
+                        source,
+                    },
+                }
             })?,
         )),
         (None, Some(name)) => Some((
@@ -428,12 +445,14 @@ fn quick_scenario(
     if let (Some(call), Some(codec)) = (&args.grpc, &connection.grpc) {
         // A gRPC call is a POST to /PACKAGE.SERVICE/METHOD; its body must be the input message.
         (method, path) = (Method::POST, format!("/{call}"));
-        let input = codec.method(&path).map(|m| m.input());
-        if let Some(Err(why)) = input.map(|input| grpc::encode(&input, &body)) {
-            return Err(ConfigError::Grpc(format!(
-                "--body is not a {} message in JSON ({why}); write its fields as JSON, e.g. {{\"name\": \"x\"}}",
-                codec.method(&path).map(|m| m.input().full_name().to_string()).unwrap_or_default()
-            )));
+        if let Some(input) = codec.method(&path).map(|m| m.input()) {
+            if let Err(why) = grpc::encode(&input, &body) {
+                return Err(ConfigError::Grpc(format!(
+                    "--body is not a {} message in JSON ({why}); write its fields as JSON, e.g. {}",
+                    input.full_name(),
+                    grpc::example_json(&input)
+                )));
+            }
         }
     }
     let template = RequestTemplate::new(

@@ -67,6 +67,11 @@ pub enum ConfigError {
     Template(String),
     #[error(transparent)]
     Scenario(#[from] ScenarioError),
+    #[error(
+        "{0} is not a scenario file, and a URL needs its scheme: did you mean http://{0}? \
+         e.g. loadgen run --url http://{0}"
+    )]
+    UrlWithoutScheme(String),
     #[error("cannot read scenario file {path} ({source}); check the path")]
     ScenarioFile {
         path: String,

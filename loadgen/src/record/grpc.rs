@@ -51,9 +51,54 @@ pub fn text(index: u16) -> Option<Arc<str>> {
     table.texts.get(usize::from(index)).cloned()
 }
 
+/// gRPC's status codes by number, as its spec names them (grpc/grpc doc/statuscodes.md).
+const CODE_NAMES: [&str; 17] = [
+    "OK",
+    "CANCELLED",
+    "UNKNOWN",
+    "INVALID_ARGUMENT",
+    "DEADLINE_EXCEEDED",
+    "NOT_FOUND",
+    "ALREADY_EXISTS",
+    "PERMISSION_DENIED",
+    "RESOURCE_EXHAUSTED",
+    "FAILED_PRECONDITION",
+    "ABORTED",
+    "OUT_OF_RANGE",
+    "UNIMPLEMENTED",
+    "INTERNAL",
+    "UNAVAILABLE",
+    "DATA_LOSS",
+    "UNAUTHENTICATED",
+];
+
+/// `14 UNAVAILABLE "no bob, ever"` — a failed call's status by its number and name, and the
+/// server's message (run.json `summary.failed_grpc`'s keys, the console's failures): the
+/// number alone reads like an HTTP status.
+pub fn failure_text(code: u8, message: Option<u16>) -> String {
+    let name = CODE_NAMES
+        .get(usize::from(code))
+        .unwrap_or(&"(not a gRPC code)");
+    match message.and_then(text).filter(|m| !m.is_empty()) {
+        Some(m) => format!("{code} {name} {m:?}"),
+        None => format!("{code} {name}"),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_failure_is_named_by_its_code_and_message() {
+        let m = intern("no bob, ever (a test)");
+        assert_eq!(
+            failure_text(14, Some(m)),
+            "14 UNAVAILABLE \"no bob, ever (a test)\""
+        );
+        assert_eq!(failure_text(5, None), "5 NOT_FOUND");
+        assert_eq!(failure_text(40, None), "40 (not a gRPC code)");
+    }
 
     #[test]
     fn a_message_is_kept_once_and_read_back() {

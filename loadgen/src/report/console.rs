@@ -139,6 +139,9 @@ fn requests_line(summary: &RunSummary) -> Option<String> {
                 "http_status" if !summary.failed_statuses.is_empty() => {
                     format!("{c} {n}: {}", statuses(summary))
                 }
+                "grpc_status" if !summary.failed_grpc.is_empty() => {
+                    format!("{c} × {n}: {}", grpc_statuses(summary))
+                }
                 _ => format!("{c} {n}"),
             })
             .collect();
@@ -269,6 +272,17 @@ fn table<R>(out: &mut String, columns: &[Column<R>], rows: &[R]) {
         }
         let _ = writeln!(out, "{}", line.trim_end());
     }
+}
+
+/// Failed gRPC calls by status, most frequent first: `14 UNAVAILABLE "no bob, ever" × 200`.
+fn grpc_statuses(summary: &RunSummary) -> String {
+    let mut counts: Vec<(&String, &u64)> = summary.failed_grpc.iter().collect();
+    counts.sort_by(|a, b| b.1.cmp(a.1).then(a.0.cmp(b.0)));
+    let text: Vec<String> = counts
+        .iter()
+        .map(|(status, n)| format!("{status} × {}", crate::units::thousands(**n)))
+        .collect();
+    text.join(", ")
 }
 
 /// Failed statuses, most frequent first: `404 × 34,562, 503 × 12`.

@@ -54,6 +54,10 @@ pub struct RunSummary {
     pub errors: BTreeMap<String, u64>,
     /// Failures of class `http_status` by status code (`"404": 34562`).
     pub failed_statuses: BTreeMap<String, u64>,
+    /// Failures of class `grpc_status` by code, name and message
+    /// (`{"14 UNAVAILABLE \"no bob, ever\"": 200}`); absent when none.
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    pub failed_grpc: BTreeMap<String, u64>,
     /// Rejections (429, 503) by status, with the `Retry-After` they carried; absent when none.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub rejections: Vec<Rejection>,
@@ -296,6 +300,7 @@ impl RunSummary {
                 .iter()
                 .map(|(status, n)| (status.to_string(), *n))
                 .collect(),
+            failed_grpc: stats.failed_grpc.clone(),
             rejections: stats
                 .rejections
                 .iter()

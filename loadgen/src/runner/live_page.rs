@@ -86,7 +86,7 @@ impl ServerSoFar {
 }
 
 /// The slowest requests so far, each with its op's label.
-fn slowest(stats: &Aggregator, labels: &Labels) -> Value {
+pub(super) fn slowest(stats: &Aggregator, labels: &Labels) -> Value {
     let rows = stats.slowest.rows().iter().map(|slow| {
         let mut row = json!(slow);
         row["op"] = json!(labels.ops.get(usize::from(slow.op)));
@@ -115,6 +115,7 @@ fn provisional(facts: &LiveFacts, stats: &Aggregator, server: Option<ServerEvide
         "provisional": true,
         "cause": verdict.cause,
         "rule": verdict.rule,
+        "headline": verdict.headline,
         "summary": verdict.summary,
         "requests": summary.requests,
         "lacks": lacks(config),

@@ -134,7 +134,13 @@ pub fn finish_spread(
     };
     write_run_json(run_dir, &document, Some(spread_field(facts.spread)))?;
     let mut footer = footer(run_dir, &records, parts.len(), exit_reason);
-    footer.extend(judgement_lines(&thresholds, None, &verdict, &warnings));
+    let location = run_dir.display().to_string();
+    footer.extend(judgement_lines(
+        &thresholds,
+        None,
+        (&verdict, &location),
+        &warnings,
+    ));
     let header = format!(
         "loadgen {} — {}, against {url}",
         env!("CARGO_PKG_VERSION"),

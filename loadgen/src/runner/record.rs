@@ -78,16 +78,18 @@ impl RunOutcome {
         tokio::join!(metrics, dashboard);
     }
 
-    /// Sends the final figures (run.json's summary, verdict, client and thresholds) to the
-    /// `--dashboard` page and saves it with `--dashboard-out` (a file not written is said).
+    /// Sends the final figures (run.json's summary, verdict, client and thresholds, and the
+    /// run's slowest responses) to the `--dashboard` page and saves it with `--dashboard-out`
+    /// (a file not written is said).
     /// The outcome with its `--dashboard` page finished (see [`RunOutcome::final_page`]).
-    fn with_final_page(mut self, page: Option<Dashboard>) -> Self {
-        self.dashboard = page.map(|page| self.final_page(page));
+    fn with_final_page(mut self, page: Option<Dashboard>, slowest: serde_json::Value) -> Self {
+        self.dashboard = page.map(|page| self.final_page(page, slowest));
         self
     }
 
-    fn final_page(&self, page: Dashboard) -> FinalDashboard {
+    fn final_page(&self, page: Dashboard, slowest: serde_json::Value) -> FinalDashboard {
         let last = serde_json::json!({
+            "slowest": slowest,
             "run_id": self.run_id,
             "location": self.location,
             "exit_reason": self.exit_reason,
@@ -181,12 +183,14 @@ pub(super) async fn write(
     footer.extend(judgement_lines(
         &thresholds,
         client.as_ref(),
-        &verdict,
+        (&verdict, &output.location),
         &warnings,
     ));
     let notes = config.notes.iter().map(|note| ("Note", note.clone()));
     footer.extend(probe.iter().map(|p| ("Probe", p.line())).chain(notes));
     let console = console::render(&summary, &header, &footer);
+    // The page's last table is the whole run's: the live one lags the rows by a second or more.
+    let final_slowest = super::live_page::slowest(&report.stats, &output.labels);
     Ok(RunOutcome {
         run_dir: output.run_dir,
         location: output.location,
@@ -209,7 +213,7 @@ pub(super) async fn write(
         aggregates: report.stats,
         records,
     }
-    .with_final_page(serving.dashboard))
+    .with_final_page(serving.dashboard, final_slowest))
 }
 
 /// The console's first line: the version, the model and the target.
@@ -296,11 +300,12 @@ fn footer<'a>(
 }
 
 /// The last lines under the console table: thresholds, the client's verdict, the run's
-/// verdict per phase, and warnings.
+/// verdict in one line and the command that explains it (at `location`), the verdict per
+/// phase, and warnings.
 pub(super) fn judgement_lines<'a>(
     thresholds: &[ThresholdResult],
     client: Option<&ClientSummary>,
-    verdict: &Verdict,
+    (verdict, location): (&Verdict, &str),
     warnings: &[String],
 ) -> Vec<(&'a str, String)> {
     let mut footer = Vec::new();
@@ -310,12 +315,11 @@ pub(super) fn judgement_lines<'a>(
     if let Some(client) = client {
         footer.push(("Client", client.console_line()));
     }
-    let sharing = client.and_then(ClientSummary::sharing);
-    let (verdict_line, why) = verdict.console_lines(sharing.as_deref());
-    footer.push(("Verdict", verdict_line));
-    if let Some(why) = why {
-        footer.push(("", why));
-    }
+    footer.push(("Verdict", verdict.console_line().to_string()));
+    footer.push((
+        "",
+        format!("why, with its numbers: loadgen-analyze explain {location}"),
+    ));
     for phase in &verdict.phases {
         footer.push((
             "  phase",

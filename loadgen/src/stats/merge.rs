@@ -75,6 +75,9 @@ impl Aggregator {
         for (status, n) in &other.failed_statuses {
             *self.failed_statuses.entry(*status).or_insert(0) += n;
         }
+        for (text, n) in &other.failed_grpc {
+            *self.failed_grpc.entry(text.clone()).or_insert(0) += n;
+        }
         for (status, theirs) in &other.rejections {
             let ours = self.rejections.entry(*status).or_default();
             ours.responses += theirs.responses;

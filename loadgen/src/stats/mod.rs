@@ -365,6 +365,9 @@ pub struct Aggregator {
     pub check_failures: Vec<u64>,
     /// Rows of class `http_status` (an unexpected status) per status code.
     pub failed_statuses: BTreeMap<u16, u64>,
+    /// Rows of class `grpc_status` per status and message (`14 UNAVAILABLE "no bob, ever"`).
+    #[serde(default)]
+    pub failed_grpc: BTreeMap<String, u64>,
     /// Rejections (429, 503) per status, with the `Retry-After` they carried.
     pub rejections: BTreeMap<u16, Rejections>,
     /// Rows whose response had an expected status: the ones checks were evaluated on.
@@ -425,6 +428,7 @@ impl Aggregator {
             send_lag_ns: None,
             check_failures: vec![0; check_count],
             failed_statuses: BTreeMap::new(),
+            failed_grpc: BTreeMap::new(),
             rejections: BTreeMap::new(),
             checked: 0,
             left_out_phase: None,
@@ -470,7 +474,11 @@ impl Aggregator {
         }
         self.observe_op(r, latency_ns, clamp(r.latency_ns));
         self.components.observe(r);
-        self.slowest.observe(r, latency_ns);
+        // Responses only, as the latency percentiles and max count them: the page's slowest is
+        // then the run's max (a failure with no response is in the errors, not the latency).
+        if r.status > 0 {
+            self.slowest.observe(r, latency_ns);
+        }
         let mut range = (self.first_start_ns, self.last_end_ns);
         widen(&mut range, r.start_ns, end_ns);
         (self.first_start_ns, self.last_end_ns) = range;
@@ -511,6 +519,10 @@ impl Aggregator {
             op.errors[class.index()] += 1;
             if class == ErrorClass::HttpStatus {
                 *self.failed_statuses.entry(r.status).or_insert(0) += 1;
+            }
+            if let (ErrorClass::GrpcStatus, Some(code)) = (class, r.grpc_status) {
+                let text = crate::record::grpc::failure_text(code, r.grpc_message);
+                *self.failed_grpc.entry(text).or_insert(0) += 1;
             }
         }
         if crate::record::is_rejection(r.status) {

@@ -1,5 +1,6 @@
-//! The slowest requests so far: a small, bounded top-N of the rows the writer thread
-//! aggregates (latency from the intended send under the open model, as the summary's), with
+//! The slowest requests so far: a small, bounded top-N of the responses the writer thread
+//! aggregates (latency from the intended send under the open model, as the summary's; rows
+//! with no response are not latency, as in the percentiles), so its first is the run's max, with
 //! each one's trace id, so a live page can name the requests to look up in the server's
 //! traces. Fed with every row on the writer thread (one comparison per row once it is full),
 //! never on a worker.

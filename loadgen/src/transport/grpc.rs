@@ -212,6 +212,20 @@ pub fn encode(input: &MessageDescriptor, json: &[u8]) -> Result<Bytes, String> {
     Ok(frame(&message.encode_to_vec()))
 }
 
+/// `input`'s fields with their default values as JSON (`{"name":"","failWith":0}`): the shape
+/// of a body the method takes, for the hint when the one given is not (prost-reflect writes
+/// it, with proto3's JSON names).
+pub fn example_json(input: &MessageDescriptor) -> String {
+    let options = prost_reflect::SerializeOptions::new().skip_default_fields(false);
+    let mut out = Vec::new();
+    let written = DynamicMessage::new(input.clone())
+        .serialize_with_options(&mut serde_json::Serializer::new(&mut out), &options);
+    match written {
+        Ok(()) => String::from_utf8(out).unwrap_or_else(|_| "{}".into()),
+        Err(_) => "{}".into(),
+    }
+}
+
 /// The first message of a reply body (gRPC frames) as JSON, for the op's checks; `None` when
 /// the body is not a frame of `output` (a compressed reply is not decoded).
 pub fn decode_json(output: &MessageDescriptor, body: &[u8]) -> Option<Vec<u8>> {

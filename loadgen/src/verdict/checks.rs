@@ -103,6 +103,7 @@ pub fn errors(f: &Facts<'_>, numbers: &mut Numbers) -> Vec<Finding> {
         let mut statuses: Vec<(String, u64)> = s
             .failed_statuses
             .iter()
+            .chain(&s.failed_grpc)
             .map(|(c, n)| (c.clone(), *n))
             .collect();
         statuses.sort_by_key(|c| std::cmp::Reverse(c.1));

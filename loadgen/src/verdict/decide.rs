@@ -125,6 +125,10 @@ pub fn decide(f: Facts<'_>) -> Verdict {
     // A body that came late is time at the server, not the network's.
     let late = checks::body_came_late(run_findings);
     let queue = queue.map(|q| q.body_came_late(late).with_probe(f.probe_r1_ns, late));
+    // A closed ramp: its stages read as the levels of a sweep.
+    let stages = (f.open.is_none() && f.level.is_none() && queue.is_none())
+        .then(|| super::stages::across_stages(f.summary, &mut numbers))
+        .flatten();
     let shares = match late {
         true => Shares {
             server_wait: shares.server_wait.zip(shares.transfer).map(|(w, t)| w + t),
@@ -139,7 +143,13 @@ pub fn decide(f: Facts<'_>) -> Verdict {
                 used: vec![i],
                 ..Decision::new(run_findings[i].rule, say(&run_findings[i]))
             },
-            None => server_decision(&f, &shares, phase, (server, first_server), queue),
+            None => server_decision(
+                &f,
+                &shares,
+                phase,
+                (server, first_server),
+                (queue, stages.as_ref()),
+            ),
         },
     };
     let summary = in_context(&f, &decision, phase);
@@ -152,14 +162,16 @@ pub fn decide(f: Facts<'_>) -> Verdict {
         (&findings, first_server),
     );
     let saturated = server.iter().any(|x| x.limit);
+    let strength = match queue.filter(|q| q.confirmed) {
+        _ if busy_server => super::Strength::Weak,
+        Some(_) if decision.rule == Rule::ServerQueueing => super::Strength::Strong,
+        _ => strength(&f, decision.rule),
+    };
     Verdict {
         cause: decision.rule.cause(),
-        strength: match queue.filter(|q| q.confirmed) {
-            _ if busy_server => super::Strength::Weak,
-            Some(_) if decision.rule == Rule::ServerQueueing => super::Strength::Strong,
-            _ => strength(&f, decision.rule),
-        },
+        strength,
         rule: decision.rule,
+        headline: super::words::headline(decision.rule, strength),
         summary,
         evidence,
         numbers,
@@ -283,7 +295,7 @@ fn server_decision(
     shares: &Shares,
     phase: Option<&PhaseWorkers>,
     (server, first_server): (&[Finding], usize),
-    queue: Option<QueueFact>,
+    (queue, stages): (Option<QueueFact>, Option<&super::stages::StagesFact>),
 ) -> Decision {
     let wait = shares.server_wait.unwrap_or(0.0);
     let saturated = server.iter().position(|x| x.limit);
@@ -317,13 +329,16 @@ fn server_decision(
     let w = worker_shares(p);
     let rule = closed_rule(w, wait, what.is_some());
     // One level that cannot tell saturation: what its latency says, weakly, when it says.
-    let rule = match (rule, queue.map(|q| q.queue)) {
+    let said = queue.map(|q| q.queue).or(stages.map(|s| s.queue));
+    let rule = match (rule, said) {
         (Rule::InconclusiveOneLevel, Some(Queue::Waited)) => Rule::ServerQueueing,
         (Rule::InconclusiveOneLevel, Some(Queue::NoWait)) => Rule::NoneNoQueue,
         _ => rule,
     };
     let text = match rule {
-        Rule::ServerQueueing | Rule::NoneNoQueue => queue.map(|q| q.decided()).unwrap_or_default(),
+        Rule::ServerQueueing | Rule::NoneNoQueue => (queue.map(|q| q.decided()))
+            .or(stages.map(|s| s.decided()))
+            .unwrap_or_default(),
         Rule::NonePacedByWorkload => format!(
             "nothing limited it — workers thought {:.0}% of the time, as configured (busy \
              {:.0}%{}): the server was not what held them",
@@ -795,7 +810,12 @@ mod tests {
             "{}",
             v.summary
         );
-        assert!(v.summary.contains("about 4.0 at a time"), "{}", v.summary);
+        assert!(
+            v.summary
+                .contains("about 4.0 requests at the server at once"),
+            "{}",
+            v.summary
+        );
         assert_eq!(v.numbers["latency_ratio"], 4.0);
         let paced = one_level(2, 10.0, 10.5, 190.0);
         let v = decide(facts(&paced, &c));

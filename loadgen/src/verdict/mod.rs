@@ -14,12 +14,13 @@
 //! order — errors, client, network, server — of which the first limit decides; the client's
 //! CPU rule ([`client`]); the open model's schedule rule ([`schedule`]); what one closed
 //! level's latency against its own fastest response says of queueing at the server
-//! ([`queueing`]). In layers, each importing only those below it: what the rules find, typed
-//! ([`findings`]); the rules ([`checks`], [`slo`], [`queueing`], …), which produce findings
-//! from the facts ([`facts`]); the words ([`words`]), which read findings and never decide;
-//! the judge ([`decide()`]) on top. The rules never import their words. What needs several
-//! runs (a sweep's plateau, its USL, an open-rate sweep's knee) is the analysis's (its
-//! thresholds are the contract's `sweep`).
+//! ([`queueing`]), and what a closed ramp's stages say of it ([`stages`]). In layers, each
+//! importing only those below it: what the rules find, typed ([`findings`]); the rules
+//! ([`checks`], [`slo`], [`queueing`], [`stages`], …), which produce findings from the facts
+//! ([`facts`]); the words ([`words`]), which read findings and never decide; the judge
+//! ([`decide()`]) on top. The rules never import their words. What needs several runs (a
+//! sweep's plateau, its USL, an open-rate sweep's knee) is the analysis's (its thresholds are
+//! the contract's `sweep`).
 
 pub mod checks;
 pub mod client;
@@ -32,6 +33,7 @@ pub mod rule;
 pub mod schedule;
 pub mod server;
 pub mod slo;
+pub mod stages;
 pub mod words;
 
 use serde::Serialize;
@@ -141,6 +143,9 @@ pub struct Verdict {
     /// The rule that decided (`errors.share`, `client.cpu`, `server.fell_behind`, …; the list
     /// is docs/verdict.md's).
     pub rule: Rule,
+    /// The console's one line (at most 120 characters): cause, strength, what the rule found
+    /// and the next step, without numbers ([`words::headline`]).
+    pub headline: String,
     /// One sentence: the cause and why, with its numbers.
     pub summary: String,
     /// Every check's finding, each a sentence with its numbers (the deciding one first).
@@ -173,80 +178,16 @@ pub struct SloVerdict {
 }
 
 impl Verdict {
-    /// The console's line: "server (strong) — …".
-    pub fn console_line(&self) -> String {
-        let strength = match self.strength {
-            Strength::Strong => "strong",
-            Strength::Weak => "weak",
-        };
-        format!("{} ({strength}) — {}", self.cause.as_str(), self.summary)
+    /// The console's Verdict line: [`words::headline`], at most 120 characters; the summary,
+    /// the evidence and their numbers are `loadgen-analyze explain`'s.
+    pub fn console_line(&self) -> &str {
+        &self.headline
     }
-
-    /// The console's two lines: "cause (strength) — " and the clause with the number that
-    /// decided, then the rest of the sentence (none when there is no rest). Who shares the
-    /// client's cores is left out when the Client line said it (`said_sharing`).
-    pub fn console_lines(&self, said_sharing: Option<&str>) -> (String, Option<String>) {
-        let strength = match self.strength {
-            Strength::Strong => "strong",
-            Strength::Weak => "weak",
-        };
-        let mut summary = self.summary.as_str();
-        if let Some(sharing) = said_sharing {
-            let suffix = format!(" — {sharing} with the client");
-            summary = summary.strip_suffix(suffix.as_str()).unwrap_or(summary);
-        }
-        let clauses = top_level_clauses(summary);
-        let first = clauses
-            .iter()
-            .position(|c| c.bytes().any(|b| b.is_ascii_digit()))
-            .unwrap_or(0);
-        let rest: Vec<&str> = (clauses.iter().enumerate())
-            .filter(|&(i, _)| i != first)
-            .map(|(_, c)| *c)
-            .collect();
-        let head = format!("{} ({strength}) — {}", self.cause.as_str(), clauses[first]);
-        (head, (!rest.is_empty()).then(|| rest.join(": ")))
-    }
-}
-
-/// `text` cut at each ": " outside parentheses and backticks ("a: b (c: d)" → "a", "b (c: d)").
-fn top_level_clauses(text: &str) -> Vec<&str> {
-    let (mut clauses, mut start, mut depth, mut quoted) = (Vec::new(), 0, 0i32, false);
-    let bytes = text.as_bytes();
-    for (i, &b) in bytes.iter().enumerate() {
-        match b {
-            b'(' if !quoted => depth += 1,
-            b')' if !quoted => depth -= 1,
-            b'`' => quoted = !quoted,
-            b':' if depth == 0 && !quoted && bytes.get(i + 1) == Some(&b' ') && i >= start => {
-                clauses.push(&text[start..i]);
-                start = i + 2;
-            }
-            _ => {}
-        }
-    }
-    clauses.push(&text[start.min(text.len())..]);
-    clauses
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn verdict(summary: &str) -> Verdict {
-        Verdict {
-            cause: Cause::Inconclusive,
-            strength: Strength::Weak,
-            rule: Rule::InconclusiveOneLevel,
-            summary: summary.to_string(),
-            evidence: vec![],
-            numbers: Default::default(),
-            server: None,
-            phases: vec![],
-            slos: None,
-            decided_by: "loadgen run",
-        }
-    }
 
     /// Issue 57: what bounds a capacity search is chosen here — a lost target before any
     /// level's cause (written `errors`), else the first failing level's cause, else the ceiling.
@@ -262,31 +203,32 @@ mod tests {
         assert_eq!(json, "errors");
     }
 
-    /// The console's Verdict line holds the clause with the deciding number, the rest goes
-    /// below, and who shares the cores is left to the Client line that said it.
+    /// Every rule's line, weak or strong, is the cause, the strength, what it found and the
+    /// next step, within the console's 120 characters (issue 61: it was ~600, three lines).
     #[test]
-    fn the_console_says_the_deciding_number_first_and_the_sharing_once() {
-        let v = verdict(
-            "no sign of a server-side limit: waiting for the first byte is 75.0% of latency \
-             — the embedded server shares these 2 cores with the client",
-        );
-        let sharing = "the embedded server shares these 2 cores";
-        let (head, why) = v.console_lines(Some(sharing));
+    fn every_verdict_line_is_one_short_line_with_a_next_step() {
+        for rule in Rule::ALL {
+            for strength in [Strength::Strong, Strength::Weak] {
+                let line = words::headline(rule, strength);
+                assert!(
+                    line.chars().count() <= words::HEADLINE_MAX_CHARS,
+                    "{} chars: {line}",
+                    line.chars().count()
+                );
+                assert!(line.starts_with(rule.cause().as_str()), "{line}");
+                assert!(line.contains(" — next: "), "{line}");
+                let note = matches!(rule, Rule::ClientNote | Rule::ServerNote);
+                assert_eq!(
+                    line.contains(": a note — "),
+                    note,
+                    "{line}: a rule with no words"
+                );
+                assert!(!line.contains('\n'), "{line}");
+            }
+        }
         assert_eq!(
-            head,
-            "inconclusive (weak) — waiting for the first byte is 75.0% of latency"
+            words::headline(Rule::ServerQueueing, Strength::Weak),
+            "server (weak): requests queued at the server — next: loadgen sweep, or --server-metrics"
         );
-        assert_eq!(why.as_deref(), Some("no sign of a server-side limit"));
-        let (head, _) = v.console_lines(None);
-        assert!(
-            head.ends_with("shares these 2 cores with the client"),
-            "{head}"
-        );
-        // A colon inside parentheses or backticks does not cut the sentence.
-        let v = verdict("the client was saturated (peak CPU 92 %: of 2 cores): give it more");
-        let (head, why) = v.console_lines(None);
-        assert!(head.ends_with("(peak CPU 92 %: of 2 cores)"), "{head}");
-        assert_eq!(why.as_deref(), Some("give it more"));
-        assert_eq!(verdict("nothing").console_lines(None).1, None);
     }
 }

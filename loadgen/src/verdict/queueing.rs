@@ -134,11 +134,13 @@ impl QueueFact {
     }
 
     /// The fact in a sentence: "the median response (41 ms) is 4.1× the level's fastest
-    /// (10 ms) with 16 connections: the server served about 3.9 at a time".
+    /// (10 ms) with 16 connections, and throughput × the fastest response puts about 3.9
+    /// requests at the server at once (Little's Law)".
     pub fn sentence(&self) -> String {
         format!(
             "the median response ({}) is {:.1}× the level's fastest ({}) with {} connections, \
-             and the server served about {:.1} at a time (throughput × fastest)",
+             and throughput × the fastest response puts about {:.1} requests at the server at \
+             once (Little's Law)",
             duration(self.median_ns),
             self.median_ns / self.fastest_ns,
             duration(self.fastest_ns),

@@ -120,6 +120,37 @@ pub enum Rule {
 }
 
 impl Rule {
+    /// Every rule, in the order of the enum.
+    pub const ALL: [Rule; 27] = [
+        Rule::ErrorsShare,
+        Rule::ErrorsSlo,
+        Rule::ClientCpu,
+        Rule::ClientOwnWork,
+        Rule::ClientProducer,
+        Rule::ClientSchedule,
+        Rule::ClientHttp2Streams,
+        Rule::NetworkLink,
+        Rule::NetworkTransfer,
+        Rule::NetworkSend,
+        Rule::NetworkTcp,
+        Rule::ServerFellBehind,
+        Rule::ServerSaturated,
+        Rule::ServerSlo,
+        Rule::ServerQueueing,
+        Rule::NoneKeptUp,
+        Rule::NonePacedByWorkload,
+        Rule::NoneNoQueue,
+        Rule::CapacityPassed,
+        Rule::CapacityInterrupted,
+        Rule::InconclusiveNoWorkers,
+        Rule::InconclusiveIdleWorkers,
+        Rule::InconclusiveNoServerSign,
+        Rule::InconclusiveOneLevel,
+        Rule::InconclusiveOutage,
+        Rule::ClientNote,
+        Rule::ServerNote,
+    ];
+
     /// Whether a probe at one connection could change a verdict this rule decided: the rules
     /// that rest on one closed level's latency against its fastest response alone, which the
     /// probe's R(1) confirms or undoes (what `inconclusive.one_level` says, it cannot decide).

@@ -208,8 +208,10 @@ pub fn sustainability(rows: &LevelRows, dropped: u64, reference_ns: Option<f64>)
     let mut problems = Vec::new();
     if grew(t, growth_ns / reference.max(S.growth_reference_min_ns)) {
         problems.push(format!(
-            "latency from intended time grew {} through the level (t = {t:.1})",
-            crate::units::duration(growth_ns)
+            "latency from the intended send grew {} from the run's start to its end, a steady \
+             trend (its slope's t = {t:.1}, above {:.0})",
+            crate::units::duration(growth_ns),
+            S.growth_slope_t
         ));
     }
     if dropped > 0 {

@@ -187,14 +187,14 @@ pub fn rejected(requests: u64, rejections: &[crate::report::Rejection]) -> Optio
     ))
 }
 
-/// "TCP on 16 connections: round trip 20.3 ms (lowest 20.0 ms), 12 of 10000 segments
+/// "TCP over the 16 connections the client opened and closed: round trip 20.3 ms (lowest 20.0 ms), 12 of 10000 segments
 /// retransmitted (0.1%)".
 fn tcp(t: &crate::stats::tcp::TcpSummary) -> String {
     let lowest = t.min_rtt_us.map_or(String::new(), |m| {
         format!(" (lowest {})", duration(m as f64 * 1e3))
     });
     format!(
-        "TCP on the client's {} connections: round trip {}{lowest}, {} of {} segments \
+        "TCP over the {} connections the client opened and closed: round trip {}{lowest}, {} of {} segments \
          retransmitted ({})",
         t.connections,
         duration(t.rtt_mean_us * 1e3),
@@ -212,7 +212,12 @@ fn failures(
     statuses: &[(String, u64)],
     limit: bool,
 ) -> String {
-    let mut detail: Vec<String> = classes.iter().map(|(c, n)| format!("{c} {n}")).collect();
+    // A gRPC class's count beside its codes would read as a status ("grpc_status 200").
+    let count = |c: &str, n: u64| match c {
+        "grpc_status" => format!("{c} ×{n}"),
+        _ => format!("{c} {n}"),
+    };
+    let mut detail: Vec<String> = classes.iter().map(|(c, n)| count(c, *n)).collect();
     if !statuses.is_empty() {
         let list: Vec<String> = statuses.iter().map(|(s, n)| format!("{s} ×{n}")).collect();
         detail.push(format!("statuses {}", list.join(", ")));
@@ -292,5 +297,175 @@ pub fn outage(o: &super::slo::Outage) -> String {
         duration(o.span_ns as f64),
         duration(o.window_ns as f64),
         pct(T.max_error_rate)
+    )
+}
+
+/// The longest a [`headline`] may be: the console's Verdict line (issue 61).
+pub const HEADLINE_MAX_CHARS: usize = 120;
+
+/// The verdict in one short line — its cause, strength, what the rule found in plain words and
+/// the one next step: "server (weak): requests queued at the server — next: loadgen sweep".
+/// Numbers and the reasons are `loadgen-analyze explain`'s; this line is the same for every
+/// run a rule decides, so it never outgrows [`HEADLINE_MAX_CHARS`].
+pub fn headline(rule: super::Rule, strength: super::Strength) -> String {
+    let (found, next) = found_and_next(rule, strength);
+    let strength = match strength {
+        super::Strength::Strong => "strong",
+        super::Strength::Weak => "weak",
+    };
+    format!(
+        "{} ({strength}): {found} — next: {next}",
+        rule.cause().as_str()
+    )
+}
+
+/// What each rule found, in words a newcomer reads without docs/verdict.md, and what to do
+/// next ([`headline`]); `server.queueing` said strongly (the probe agreed) is [`QUEUED_STRONGLY`].
+const FOUND_AND_NEXT: [(super::Rule, &str, &str); 27] = {
+    use super::Rule;
+    [
+        (
+            Rule::ErrorsShare,
+            "too many requests failed",
+            "read the failures, loadgen-analyze summary",
+        ),
+        (
+            Rule::ErrorsSlo,
+            "the level failed its error-rate SLO",
+            "read the failures, loadgen-analyze summary",
+        ),
+        (
+            Rule::ClientCpu,
+            "loadgen's CPU was saturated",
+            "give loadgen more cores or another host",
+        ),
+        (
+            Rule::ClientOwnWork,
+            "workers were busy in loadgen's own work",
+            "fewer checks and extractions per request",
+        ),
+        (
+            Rule::ClientProducer,
+            "workers waited for the producer's next item",
+            "a faster producer or fewer consumers",
+        ),
+        (
+            Rule::ClientSchedule,
+            "loadgen could not send on schedule",
+            "give loadgen more cores or lower the --rate",
+        ),
+        (
+            Rule::ClientHttp2Streams,
+            "requests waited for a stream slot",
+            "more connections (-c)",
+        ),
+        (
+            Rule::NetworkLink,
+            "the network link was full",
+            "a faster link or smaller bodies",
+        ),
+        (
+            Rule::NetworkTransfer,
+            "receiving bodies took most of the time",
+            "a faster link or smaller bodies",
+        ),
+        (
+            Rule::NetworkSend,
+            "sending requests took most of the time",
+            "a faster link or smaller requests",
+        ),
+        (
+            Rule::NetworkTcp,
+            "the kernel's TCP figures",
+            "loadgen-analyze explain",
+        ),
+        (
+            Rule::ServerFellBehind,
+            "the server fell behind the offered rate",
+            "loadgen capacity, for the rate it keeps up with",
+        ),
+        (
+            Rule::ServerSaturated,
+            "the server's workers or CPU were saturated",
+            "loadgen capacity, for its limit",
+        ),
+        (
+            Rule::ServerSlo,
+            "the level failed a latency SLO at the server",
+            "loadgen-analyze explain on the level",
+        ),
+        (
+            Rule::ServerQueueing,
+            "requests queued at the server",
+            "loadgen sweep, or --server-metrics",
+        ),
+        (
+            Rule::NoneKeptUp,
+            "the system kept up with the offered rate",
+            "a higher --rate, or loadgen capacity",
+        ),
+        (
+            Rule::NonePacedByWorkload,
+            "the workload's think time set the pace",
+            "more workers (-c) or less think time",
+        ),
+        (
+            Rule::NoneNoQueue,
+            "nothing queued; the connections set the pace",
+            "more connections (-c), or loadgen sweep",
+        ),
+        (
+            Rule::CapacityPassed,
+            "the level met every SLO",
+            "a higher rate",
+        ),
+        (
+            Rule::CapacityInterrupted,
+            "the level was cut short and not judged",
+            "run it again",
+        ),
+        (
+            Rule::InconclusiveNoWorkers,
+            "no worker ran",
+            "check the scenario's phases",
+        ),
+        (
+            Rule::InconclusiveIdleWorkers,
+            "workers were mostly idle",
+            "more workers (-c), or loadgen sweep",
+        ),
+        (
+            Rule::InconclusiveNoServerSign,
+            "no sign of a limit at the server",
+            "loadgen-analyze explain, where the time went",
+        ),
+        (
+            Rule::InconclusiveOneLevel,
+            "one level cannot tell",
+            "loadgen sweep, loadgen capacity or --server-metrics",
+        ),
+        (
+            Rule::InconclusiveOutage,
+            "the target was down for a moment",
+            "measure again",
+        ),
+        (Rule::ClientNote, "a note", "loadgen-analyze explain"),
+        (Rule::ServerNote, "a note", "loadgen-analyze explain"),
+    ]
+};
+
+/// `server.queueing` when the probe at one connection agreed: the next step is the limit.
+const QUEUED_STRONGLY: (&str, &str) = (
+    "requests queued at the server",
+    "loadgen capacity, for its limit",
+);
+
+fn found_and_next(rule: super::Rule, strength: super::Strength) -> (&'static str, &'static str) {
+    if rule == super::Rule::ServerQueueing && strength == super::Strength::Strong {
+        return QUEUED_STRONGLY;
+    }
+    FOUND_AND_NEXT.iter().find(|(r, _, _)| *r == rule).map_or(
+        ("a note", "loadgen-analyze explain"),
+        |&(_, found, next)| (found, next),
     )
 }

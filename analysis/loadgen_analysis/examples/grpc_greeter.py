@@ -1,11 +1,11 @@
 """A gRPC server the project did not write, for tests, docs and benchmarks (issue 47):
-grpcio's (PyPI, analysis/zoo.lock), its stubs generated from :data:`PROTO` with grpcio-tools
-at start into a temporary directory. It counts every call it is handed;
+grpcio's (PyPI, ``pip install './[examples]'``), its stubs generated from :data:`PROTO` with
+grpcio-tools at start into a temporary directory. It counts every call it is handed;
 ``demo.Greeter/Hello`` answers ``hello NAME`` and the call's number, or, when the request's
 ``fail_with`` is a gRPC status code other than 0, aborts the call with that code and the message
 ``no NAME, ever``.
 
-Run as ``python -m loadgen_analysis.testing.grpc_greeter --proto FILE --url-file FILE``: once
+Run as ``python -m loadgen_analysis.examples.grpc_greeter --proto FILE --url-file FILE``: once
 it serves (on ``--port``, default a free one) it writes the .proto and then its URL to those
 files (wait for the URL file); on SIGTERM or SIGINT it prints its count and exits.
 """
