@@ -434,7 +434,8 @@ fn a_rate_limited_server_is_found_and_limited_by_errors() {
     for level in answer["levels"].as_array().unwrap() {
         if level["passed"] == false {
             assert_eq!(level["cause"], "errors", "{level}");
-            if level["judged_failed"] == 0 {
+            // So is one stopped in its warm-up: its summary (the main phase's) has no request.
+            if level["judged_failed"] == 0 || level["requests"] == 0 {
                 assert!(level["aborted"].is_string(), "{level}");
                 continue;
             }
@@ -454,15 +455,16 @@ fn a_rate_limited_server_is_found_and_limited_by_errors() {
 }
 
 /// Issue 44: an error-rate SLO at a low rate. A level with no failure shows `error_rate<5%`
-/// only on 73 judged rows or more (the Wilson bound); at 30 req/s a 1-second level judges 24,
+/// only on 73 judged rows or more (the Wilson bound); at 30 req/s a 1-second level judged 24,
 /// and twice as long still 54, so every level at the limiter's rate used to be uncertain, then
 /// failed, and the search walked down to `--min-rate`. Levels are now lengthened to the rows
-/// their SLOs need, and the limiter's 30 req/s is found.
+/// their SLOs need, and the limiter's rate is found: 60 req/s here (a 1-second level judges
+/// ~48, still too few), so the lengthened levels last ~1.2 s, not the ~2.5 s 30 req/s needs.
 #[test]
 fn an_error_rate_slo_at_a_low_rate_lengthens_the_levels_and_finds_the_limit() {
     let _alone = MEASURING.lock().unwrap_or_else(|e| e.into_inner());
     let server = ServerOnRuntime::start(ServerConfig {
-        rate_limit: Some(30.0),
+        rate_limit: Some(60.0),
         ..ServerConfig::default()
     });
     let dir = tempfile::tempdir().unwrap();
@@ -471,7 +473,7 @@ fn an_error_rate_slo_at_a_low_rate_lengthens_the_levels_and_finds_the_limit() {
         "--slo",
         "error_rate<5%",
         "--max-rate",
-        "100",
+        "200",
         "--level-duration",
         "1s",
         "--warmup",
@@ -485,7 +487,7 @@ fn an_error_rate_slo_at_a_low_rate_lengthens_the_levels_and_finds_the_limit() {
     eprintln!("{} (in {:.0} s)", answer["answer"], answer["elapsed_s"]);
     assert_eq!(code, 0, "{stderr}");
     let found = answer["capacity_rps"].as_f64().unwrap();
-    assert!((21.0..=33.0).contains(&found), "{found}: {answer}");
+    assert!((42.0..=66.0).contains(&found), "{found}: {answer}");
     let ended = answer["ended"].as_str();
     assert!(
         matches!(ended, Some("converged" | "noise_floor")),

@@ -46,6 +46,12 @@ pub fn redact_url(url: &str) -> String {
     format!("{scheme}{authority}{}", redact_target(target))
 }
 
+/// A template's placeholder (`{token}`, a value extracted from an earlier response at run
+/// time): its name, not a secret, so an op label keeps it.
+fn is_placeholder(value: &str) -> bool {
+    value.len() > 2 && value.starts_with('{') && value.ends_with('}') && !value[1..].contains('{')
+}
+
 /// A request target (`/p?api_key=k&x=1`) with the values of secret query parameters
 /// replaced; the path and every other parameter as given.
 pub fn redact_target(target: &str) -> String {
@@ -59,7 +65,9 @@ pub fn redact_target(target: &str) -> String {
     let params: Vec<String> = query
         .split('&')
         .map(|param| match param.split_once('=') {
-            Some((name, _)) if is_secret_name(name) => format!("{name}={REDACTED}"),
+            Some((name, value)) if is_secret_name(name) && !is_placeholder(value) => {
+                format!("{name}={REDACTED}")
+            }
             _ => param.to_string(),
         })
         .collect();
@@ -78,6 +86,11 @@ mod tests {
             "http://<redacted>@127.0.0.1:8080/p?api_key=<redacted>&x=1&access_token=<redacted>"
         );
         assert_eq!(redact_url("https://h/a?b=c#d"), "https://h/a?b=c#d");
+        // A template's placeholder names the value; it is not one.
+        assert_eq!(
+            redact_target("/items/{id}?token={token}"),
+            "/items/{id}?token={token}"
+        );
         assert_eq!(redact_url("http://h"), "http://h");
         assert_eq!(
             redact_target("/p?Token=1&q=a@b"),

@@ -144,10 +144,11 @@ async fn run_search(
         search.record(rate_rps, step, judged(&level));
         // A client cause ends the search: higher rates would measure this client (or the host
         // that kept it off its cores), not the service.
-        let ends = match level.cause {
-            Some(Cause::Client) if level.starved_by_host() => Some(Stopped::HostBusy),
-            Some(Cause::Client) => Some(Stopped::ClientLimit),
-            _ => None,
+        let client = level.cause == Some(Cause::Client);
+        let ends = match (client, level.starved_by_host()) {
+            (true, true) => Some(Stopped::HostBusy),
+            (true, false) => Some(Stopped::ClientLimit),
+            (false, _) => None,
         };
         // A level that passed left no backlog: the next one starts at once.
         let pause = match level.passed && level.cut_in_flight == 0 {
