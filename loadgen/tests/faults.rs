@@ -189,40 +189,6 @@ fn a_server_slower_than_the_timeout_gives_timeout_rows_and_exit_0() {
     assert_eq!(summary["failed"], 10);
 }
 
-/// A request's timeout is its own, whatever came before it on the connection: the worker's
-/// timer, still set for an earlier (answered) request's deadline, is moved on when it fires
-/// and never cuts the next request off early (issue 60). Half the answers come within the
-/// timeout and half after it, so answered and timed-out requests follow each other.
-#[test]
-fn a_timeout_after_an_answered_request_is_measured_from_its_own_start() {
-    let target = ServerOnRuntime::start(ServerConfig {
-        service_time: "uniform:0ms..400ms".parse().unwrap(),
-        ..ServerConfig::default()
-    });
-    let dir = tempfile::tempdir().unwrap();
-    let out = dir.path().join("run");
-    let output = run(
-        &target.url("/"),
-        &["--timeout", "200ms", "-n", "40", "-c", "2"],
-        &out,
-    );
-    assert_exit(&output, 0);
-    let (rows, _) = rows_matching_summary(&out);
-    assert_eq!(rows.len(), 40);
-    let timed_out: Vec<_> = rows
-        .iter()
-        .filter(|r| r.error.as_deref() == Some("timeout"))
-        .collect();
-    assert!(
-        !timed_out.is_empty() && timed_out.len() < rows.len(),
-        "{} of 40 timed out",
-        timed_out.len()
-    );
-    for row in timed_out {
-        assert!(row.latency_ns >= 200_000_000, "cut off early: {row:?}");
-    }
-}
-
 /// A listener that never accepts, with a backlog of 1; Linux queues backlog + 1 connections,
 /// after which it drops SYNs, so a further connect hangs until the client gives up.
 /// `queued` connections are made now and kept open by the returned guard.

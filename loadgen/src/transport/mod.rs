@@ -183,8 +183,8 @@ pub trait Hop: Send {
 pub struct Client<C> {
     config: Arc<TransportConfig>,
     connection: C,
-    /// The request timeout, one timer for all its requests, moved on only when it fires (it
-    /// is taken out while a request runs, so a request cut off by an abort leaves `None`).
+    /// The request timeout, one timer reset for each request rather than a new one (it is
+    /// taken out while a request runs, so a request cut off by an abort leaves `None`).
     deadline: Option<Pin<Box<tokio::time::Sleep>>>,
 }
 
@@ -423,8 +423,6 @@ impl<C: Connect> Transport for Client<C> {
         };
         let due = tokio::time::Instant::from_std(started + self.config.request_timeout);
         let mut deadline = match self.deadline.take() {
-            // Its own deadline is an earlier request's: it is moved on only when it fires.
-            Some(sleep) if sleep.deadline() <= due => sleep,
             Some(mut sleep) => {
                 sleep.as_mut().reset(due);
                 sleep
@@ -434,7 +432,7 @@ impl<C: Connect> Transport for Client<C> {
         let result = tokio::select! {
             biased;
             result = self.follow(&outgoing, started, &mut out, captured) => Some(result),
-            () = timed_out(deadline.as_mut(), due) => None,
+            () = deadline.as_mut() => None,
         };
         self.deadline = Some(deadline);
         match result {
@@ -447,21 +445,6 @@ impl<C: Connect> Transport for Client<C> {
             self.connection.discard();
         }
         out
-    }
-}
-
-/// Ends at `due`. The timer may still be set for an earlier request's deadline (`due` only
-/// moves forward): then it is moved to `due` when it fires. Moving a registered timer takes
-/// the timer wheel's lock and unlinks it from its neighbours, other connections' timers; at
-/// 1,000 connections resetting it for every request was a few per cent of the client's CPU
-/// (perf), and a request answered within the timeout now leaves the wheel alone.
-async fn timed_out(mut sleep: Pin<&mut tokio::time::Sleep>, due: tokio::time::Instant) {
-    loop {
-        sleep.as_mut().await;
-        if sleep.deadline() >= due {
-            return;
-        }
-        sleep.as_mut().reset(due);
     }
 }
 
