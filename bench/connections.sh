@@ -5,9 +5,10 @@
 # 1,000 to 10,000) —, then 100,000 users of a closed model with ~10 s think time held for at
 # least 60 s: rows against nginx's access-log count, error rows, peak RSS, the verdict.
 #
-# usage: bench/connections.sh [-d SECONDS] [-u USERS] [-t HOLD_SECONDS] [-s]
+# usage: bench/connections.sh [-d SECONDS] [-r PAIRS] [-u USERS] [-t HOLD_SECONDS] [-s]
 #   -d  length of each comparison run (default 10)     -u  users of the long run (100000; 0: none)
-#   -t  length of the long run (default 70)            -s  skip the comparison runs
+#   -r  interleaved loadgen/wrk pairs per count (1)    -t  length of the long run (default 70)
+#   -s  skip the comparison runs
 #
 # nginx on core 0 (workers with `reuseport`, each under this machine's open-files limit), the
 # clients on core 1. A process here may hold 20,000 files and no more, so above ~19,900
@@ -16,7 +17,10 @@
 # pair runs out of ephemeral ports, one run directory); their CPU is counted together (the
 # run waits for them) and their RSS summed (sampled from /proc). wrk has neither: it runs
 # where one process can hold the count.
-# LEVELS="1000 10000" chooses the comparison counts; LOADGEN=path benchmarks that binary.
+# LEVELS="1000 10000" chooses the comparison counts; LOADGEN=path benchmarks that binary;
+# BEFORE=path adds that loadgen binary to every pair (before, loadgen, wrk in turn), for an
+# A/B of two builds against wrk in one run. With -r the medians of the runs and of the pairs'
+# own ratios are printed (CPU per request and peak RSS, loadgen / wrk and loadgen / before).
 # Installs wrk and nginx from Debian's packages if missing; leaves nothing running; raw results
 # under bench/out/.
 set -euo pipefail
@@ -24,16 +28,18 @@ cd "$(dirname "$0")/.."
 source bench/lib.sh
 
 seconds=10
+pairs=1
 users=100000
 hold=70
 compare=1
-while getopts "d:u:t:sh" opt; do
+while getopts "d:r:u:t:sh" opt; do
   case $opt in
     d) seconds=$OPTARG ;;
+    r) pairs=$OPTARG ;;
     u) users=$OPTARG ;;
     t) hold=$OPTARG ;;
     s) compare=0 ;;
-    *) sed -n '2,20p' "$0"; exit 2 ;;
+    *) sed -n '2,24p' "$0"; exit 2 ;;
   esac
 done
 
@@ -93,7 +99,7 @@ run_loadgen() {
   local name=$1 connections=$2 pid
   shift 2
   /usr/bin/time -f "%U %S %M" -o "$out/$name.time" \
-    taskset -c "$client_cpu" "$loadgen" run --url "$url" --no-progress --json \
+    taskset -c "$client_cpu" "${binary:-$loadgen}" run --url "$url" --no-progress --json \
     --out "$out/$name" -c "$connections" "$@" >"$out/$name.json" 2>"$out/$name.err" &
   pid=$!
   peak_rss_kb "$pid" >"$out/$name.rss"
@@ -142,31 +148,62 @@ if [ "$compare" = 1 ]; then
   note "== loadgen vs wrk, ${seconds}s each, nginx with 4 workers (reuseport) on core $server_cpu"
   start_nginx 4 off
   out_dir=$out
-  printf 'connections\tclient\trequests\treq/s\tCPU µs/req\tpeak RSS MB\terrors\n' >"$out/compare.tsv"
+  printf 'connections\tclient\trequests\treq/s\tCPU µs/req\tpeak RSS MB\terrors\tpair\n' >"$out/compare.tsv"
+  clients=(loadgen)
+  [ -n "${BEFORE:-}" ] && clients=(before loadgen)
   for c in ${LEVELS:-1000 10000 50000}; do
-    IFS=$'\t' read -r n rps cpu rss failed processes _ <<<"$(run_loadgen "c$c" "$c" -d "${seconds}s" --connect-timeout 30s)"
-    printf '%s\tloadgen\t%s\t%s\t%s\t%s\t%s\n' "$c" "$n" "$rps" "$cpu" "$rss" "$failed" | tee -a "$out/compare.tsv" >&2
-    [ "$processes" -gt 1 ] && note "loadgen at $c connections: spread itself over $processes processes (one command), RSS and CPU summed"
-    if [ "$c" -le "$per_process" ]; then
-      out=$out_dir
-      row=$(run_wrk "wrk-c$c" "$c" "$seconds")
-      printf '%s\twrk\t%s\n' "$c" "$row" | tee -a "$out/compare.tsv" >&2
-    else
-      note "wrk at $c connections: not run (one process holds at most $files files here, and wrk has no shards or source addresses)"
-    fi
+    for i in $(seq "$pairs"); do
+      for client in "${clients[@]}"; do
+        binary=$loadgen
+        [ "$client" = before ] && binary=$BEFORE
+        IFS=$'\t' read -r n rps cpu rss failed processes _ <<<"$(run_loadgen "$client-c$c-$i" "$c" -d "${seconds}s" --connect-timeout 30s)"
+        printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$c" "$client" "$n" "$rps" "$cpu" "$rss" "$failed" "$i" | tee -a "$out/compare.tsv" >&2
+        [ "$processes" -gt 1 ] && note "$client at $c connections: spread itself over $processes processes (one command), RSS and CPU summed"
+      done
+      binary=
+      if [ "$c" -le "$per_process" ]; then
+        out=$out_dir
+        row=$(run_wrk "wrk-c$c-$i" "$c" "$seconds")
+        printf '%s\twrk\t%s\t%s\n' "$c" "$row" "$i" | tee -a "$out/compare.tsv" >&2
+      elif [ "$i" = 1 ]; then
+        note "wrk at $c connections: not run (one process holds at most $files files here, and wrk has no shards or source addresses)"
+      fi
+    done
   done
   python3 - "$out/compare.tsv" <<'PY' | tee -a "$report" >&2
-import sys
+import statistics, sys
 rows = [l.rstrip("\n").split("\t") for l in open(sys.argv[1])][1:]
-by = {(r[0], r[1]): r for r in rows}
+counts = list(dict.fromkeys(r[0] for r in rows))
+tools = list(dict.fromkeys(r[1] for r in rows))
+def runs(c, tool):
+    return [r for r in rows if r[0] == c and r[1] == tool]
+def med(c, tool, col):
+    values = [float(r[col]) for r in runs(c, tool)]
+    return statistics.median(values) if values else None
+pairs = max(int(r[7]) for r in rows)
+print(f"medians of {pairs} interleaved run(s) per client and count")
 print(f"{'connections':>12}{'client':>9}{'req/s':>10}{'CPU µs/req':>12}{'peak RSS MB':>13}{'errors':>8}")
-for r in rows:
-    print(f"{r[0]:>12}{r[1]:>9}{r[3]:>10}{r[4]:>12}{r[5]:>13}{r[6]:>8}")
-for tool in ("loadgen", "wrk"):
-    a, b = by.get(("1000", tool)), by.get(("10000", tool))
-    if a and b:
-        slope = (float(b[5]) - float(a[5])) * 1024 / 9000
-        print(f"{tool}: RSS per added connection (1,000 → 10,000): {slope:.2f} KB")
+for c in counts:
+    for tool in tools:
+        if runs(c, tool):
+            print(f"{c:>12}{tool:>9}{med(c, tool, 3):>10.0f}{med(c, tool, 4):>12.2f}{med(c, tool, 5):>13.1f}"
+                  f"{sum(int(r[6]) for r in runs(c, tool)):>8}")
+# The i-th runs of one count are a pair (run one after the other): the spread of the pairs' own
+# ratios says how far the medians can be trusted on a busy machine.
+for c in counts:
+    for a, b in [("loadgen", "wrk"), ("before", "wrk"), ("loadgen", "before")]:
+        by_pair = {r[7]: r for r in runs(c, b)}
+        both = [(r, by_pair[r[7]]) for r in runs(c, a) if r[7] in by_pair]
+        if not both:
+            continue
+        for col, name in [(4, "CPU per request"), (5, "peak RSS")]:
+            ratios = sorted(float(x[col]) / float(y[col]) for x, y in both)
+            print(f"{c:>6} connections, {a}/{b} {name}: median {statistics.median(ratios):.2f} "
+                  f"({ratios[0]:.2f}–{ratios[-1]:.2f} over {len(ratios)} pairs)")
+for tool in tools:
+    a, b = med("1000", tool, 5), med("10000", tool, 5)
+    if a is not None and b is not None:
+        print(f"{tool}: RSS per added connection (1,000 → 10,000, medians): {(b - a) * 1024 / 9000:.2f} KB")
 PY
 fi
 
