@@ -56,7 +56,7 @@ const SHORT_HELP: &[&str] = &[
     "server_metrics",
 ];
 
-/// The command line as clap parses it, with each load command's `-h` cut to [`SHORT_HELP`] and
+/// The command line as clap parses it, with each load command's `-h` cut to `SHORT_HELP` and
 /// the command's own flags; `--help` shows every flag. `main` parses with it.
 pub fn command() -> clap::Command {
     use clap::CommandFactory;

@@ -36,7 +36,7 @@ pub struct HostWork {
     /// `None` when none was found or the target is not on this host.
     pub server_cpu_cores: Option<f64>,
     /// The other commands that used the most CPU, their processes' cores summed by name (at
-    /// most [`NAMED`], each at least a tenth of a core), this process and the server's left out.
+    /// most `NAMED`, each at least a tenth of a core), this process and the server's left out.
     pub others: Vec<(String, f64)>,
 }
 

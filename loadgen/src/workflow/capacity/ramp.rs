@@ -6,7 +6,7 @@
 //! from, at [`START_SHARE`] of it ([`super::search::Search::from_estimate`]): near the limit, rather than 1 / R(1) and
 //! doubling up to it (five or six levels more on a service of 8 workers).
 //!
-//! Each phase sends about [`PHASE_S`] of one worker's requests, so the ramp takes about a
+//! Each phase sends about `PHASE_S` of one worker's requests, so the ramp takes about a
 //! second on a service that scales to 16 workers and at most a few seconds on one that does
 //! not; a service slower than [`SLOWEST_R1`] a request is not ramped (1 / R(1) is the estimate).
 
