@@ -17,9 +17,21 @@ step() {
 }
 
 mkdir -p target
-# Every skipped test of both languages, with its reason, listed at the end.
+# Every skipped test of both languages, with its reason, listed at the end (a failure too).
 export LOADGEN_TEST_SKIPS="$PWD/target/test-skips.txt"
 : >"$LOADGEN_TEST_SKIPS"
+list_skips() {
+  local status=$?
+  step "skipped tests"
+  if [ -s "$LOADGEN_TEST_SKIPS" ]; then
+    sort "$LOADGEN_TEST_SKIPS"
+    echo "$(wc -l <"$LOADGEN_TEST_SKIPS") skipped: what they need could not be installed here"
+  else
+    echo "none"
+  fi
+  return "$status"
+}
+trap list_skips EXIT
 
 if command -v rustup >/dev/null 2>&1; then
   installed=$(rustup component list --installed 2>/dev/null || true)
@@ -71,10 +83,3 @@ cat target/venv.log
 
 LOADGEN_PYTHON_PREPARED=1 ./scripts/test-python.sh
 
-step "skipped tests"
-if [ -s "$LOADGEN_TEST_SKIPS" ]; then
-  sort "$LOADGEN_TEST_SKIPS"
-  echo "$(wc -l <"$LOADGEN_TEST_SKIPS") skipped: what they need could not be installed here"
-else
-  echo "none"
-fi
