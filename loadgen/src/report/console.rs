@@ -276,18 +276,17 @@ fn table<R>(out: &mut String, columns: &[Column<R>], rows: &[R]) {
 
 /// Failed gRPC calls by status, most frequent first: `14 UNAVAILABLE "no bob, ever" × 200`.
 fn grpc_statuses(summary: &RunSummary) -> String {
-    let mut counts: Vec<(&String, &u64)> = summary.failed_grpc.iter().collect();
-    counts.sort_by(|a, b| b.1.cmp(a.1).then(a.0.cmp(b.0)));
-    let text: Vec<String> = counts
-        .iter()
-        .map(|(status, n)| format!("{status} × {}", crate::units::thousands(**n)))
-        .collect();
-    text.join(", ")
+    most_first(summary.failed_grpc.iter())
 }
 
 /// Failed statuses, most frequent first: `404 × 34,562, 503 × 12`.
 fn statuses(summary: &RunSummary) -> String {
-    let mut counts: Vec<(&String, &u64)> = summary.failed_statuses.iter().collect();
+    most_first(summary.failed_statuses.iter())
+}
+
+/// `name × count` pairs, the most frequent first (ties by name), comma-separated.
+fn most_first<'a>(counted: impl Iterator<Item = (&'a String, &'a u64)>) -> String {
+    let mut counts: Vec<(&String, &u64)> = counted.collect();
     counts.sort_by(|a, b| b.1.cmp(a.1).then(a.0.cmp(b.0)));
     let text: Vec<String> = counts
         .iter()
