@@ -51,12 +51,13 @@ step "pytest analysis/tests"
 # Includes test_doc_commands.py: every runnable command of README.md, docs/ and deploy/; and
 # test_notebook_install.py: every notebook, headless from a scratch directory, against a
 # `pip install ./` in a fresh venv (they run from anywhere).
-# Two tests at a time (pytest-xdist), each test file on one of them (`loadfile`: a file's
-# shared recordings are made once): most of a test's time is a real run's fixed duration, not
-# CPU. PYTEST_WORKERS=1 runs them one after another, for a machine too small for two.
+# Two tests at a time (pytest-xdist): most of a test's time is a real run's fixed duration, not
+# CPU. `loadgroup`: tests that share a module-scoped fixture stay on one worker (conftest.py marks
+# them), every other test is scheduled on its own, so no long file makes the tail.
+# PYTEST_WORKERS=1 runs them one after another, for a machine too small for two.
 workers=${PYTEST_WORKERS:-2}
 if [ "$workers" -gt 1 ]; then
-  "$PY" -m pytest analysis/tests -n "$workers" --dist loadfile --durations=15
+  "$PY" -m pytest analysis/tests -n "$workers" --dist loadgroup --durations=15
 else
   "$PY" -m pytest analysis/tests --durations=15
 fi

@@ -20,8 +20,16 @@ mkdir -p target
 # Every skipped test of both languages, with its reason, listed at the end (a failure too).
 export LOADGEN_TEST_SKIPS="$PWD/target/test-skips.txt"
 : >"$LOADGEN_TEST_SKIPS"
+kill_tree() {
+  local child
+  for child in $(pgrep -P "$1" || true); do kill_tree "$child"; done
+  kill "$1" 2>/dev/null || true
+}
 list_skips() {
   local status=$?
+  # A failure ends the command: nothing started beside it goes on running.
+  local pid
+  for pid in $(jobs -p); do kill_tree "$pid"; done
   step "skipped tests"
   if [ -s "$LOADGEN_TEST_SKIPS" ]; then
     sort "$LOADGEN_TEST_SKIPS"
@@ -51,14 +59,22 @@ msrv_install_pid=$!
 step "cargo fmt --check"
 cargo fmt --all --check
 
-step "cargo clippy (warnings are errors)"
-cargo clippy --workspace --all-targets --locked -- -D warnings
-
-step "cargo doc (warnings are errors)"
-RUSTDOCFLAGS="-D warnings" cargo doc --workspace --no-deps --locked
-
 step "cargo test: build (also the debug binaries the Python tests run)"
 cargo test --workspace --locked --no-run
+
+# Clippy, the docs and the MSRV check compile nothing the tests run: they go beside the tests at
+# the lowest priority (most of a test's time is a real run's fixed duration, so a core is often
+# idle), in a target directory of their own (a running `cargo test` holds target/'s lock).
+step "started beside the tests, at low priority: cargo clippy, cargo doc, the MSRV check (target/lint)"
+(
+  export CARGO_TARGET_DIR="$PWD/target/lint"
+  set -x
+  nice -n 19 cargo clippy --workspace --all-targets --locked -- -D warnings
+  RUSTDOCFLAGS="-D warnings" nice -n 19 cargo doc --workspace --no-deps --locked
+  while kill -0 "$msrv_install_pid" 2>/dev/null; do sleep 1; done # the toolchain's download
+  nice -n 19 ./scripts/msrv.sh
+) >target/lint.log 2>&1 &
+lint_pid=$!
 
 step "the tools the tests use"
 wait "$tools_pid" || true
@@ -68,11 +84,7 @@ export LOADGEN_TEST_UNAVAILABLE
 [ -z "$LOADGEN_TEST_UNAVAILABLE" ] || echo "their tests will be skipped: $LOADGEN_TEST_UNAVAILABLE"
 
 step "cargo test"
-cargo test --workspace --locked
-
-step "MSRV: the workspace checks with the Rust it declares"
-wait "$msrv_install_pid" || true
-./scripts/msrv.sh
+cargo test --workspace --locked --no-fail-fast
 
 step "python venv (made beside the build)"
 if ! wait "$venv_pid"; then
@@ -83,3 +95,8 @@ cat target/venv.log
 
 LOADGEN_PYTHON_PREPARED=1 ./scripts/test-python.sh
 
+step "cargo clippy and cargo doc (warnings are errors), the MSRV check: run beside the tests"
+lint_status=0
+wait "$lint_pid" || lint_status=$?
+grep -v '^ *\(Compiling\|Checking\|Documenting\) ' target/lint.log || true
+exit "$lint_status"

@@ -463,10 +463,24 @@ def _record_series(binaries: Binaries, folder: Path) -> dict:
 _RECORDING_FIXTURES = {"binaries", "s3_server"}
 
 
+#: Fixture scopes a worker makes once for several tests: their tests run on one worker.
+_SHARED_SCOPES = {"module", "class", "package"}
+
+
+@pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Marks ``records`` (above), and the tests pytest-xdist keeps together: under ``--dist
+    loadgroup`` (scripts/test-python.sh) a test that uses a module- or class-scoped fixture runs
+    on the worker that runs its file's other such tests, so the fixture is made once; every
+    other test is scheduled on its own, so one long file (a page of the docs' commands each)
+    is spread over both workers instead of making the tail. Runs first: xdist reads the marks."""
     for item in items:
         if _RECORDING_FIXTURES & set(getattr(item, "fixturenames", ())):
             item.add_marker(pytest.mark.records)
+        info = getattr(item, "_fixtureinfo", None)
+        definitions = info.name2fixturedefs.values() if info is not None else ()
+        if any(d.scope in _SHARED_SCOPES for defs in definitions for d in defs):
+            item.add_marker(pytest.mark.xdist_group(item.nodeid.split("::")[0]))
 
 
 # --------------------------------------------------------------------------- skips

@@ -27,7 +27,7 @@ BLOCK_TIMEOUT_S = 90.0
 PAGES = doc_commands.pages(REPO)
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def bin_dir(tmp_path_factory: pytest.TempPathFactory, binaries) -> Path:
     """``loadgen`` and ``loadgen-server`` by name, as the docs call them."""
     directory = tmp_path_factory.mktemp("doc-bin")

@@ -2,8 +2,7 @@
 //! (capacity 800 req/s) must be found below 800 and never above it, limited by the server;
 //! a fast server and a client under a CPU quota name the client; a server failing 2 % of
 //! requests meets no `error_rate<1%`; bad input exits 2. Levels are
-//! short (2 s) and the tolerance wide (10 %) so the search fits CI's two cores. (Its own test
-//! binary, so no other test competes for the cores while it measures.)
+//! short (2 s) and the tolerance wide (10 %) so the search fits CI's two cores.
 
 mod common;
 
@@ -11,7 +10,9 @@ use common::quota::QuotaCgroup;
 use common::{loadgen_bin, ServerOnRuntime};
 use servers::ServerConfig;
 
-/// The testbeds measure: one at a time, so they do not compete for the cores.
+/// The two searches whose answer is a measure of the cores (a server's capacity, a client's
+/// CPU quota) take turns; the others (rate limiters, failures, signals, bad input) run beside
+/// them, as the test command runs two tests at a time.
 static MEASURING: std::sync::Mutex<()> = std::sync::Mutex::new(());
 
 /// Search settings for tests: short levels, a wide tolerance, a short confirmation (each
@@ -197,7 +198,6 @@ fn a_fast_server_and_a_client_under_a_cpu_quota_name_the_client() {
 
 #[test]
 fn a_server_failing_2_percent_meets_no_error_rate_below_1_percent() {
-    let _alone = MEASURING.lock().unwrap_or_else(|e| e.into_inner());
     let server = ServerOnRuntime::start(ServerConfig {
         error_rate: 0.02,
         ..ServerConfig::default()
@@ -256,7 +256,6 @@ fn a_server_failing_2_percent_meets_no_error_rate_below_1_percent() {
 /// rather than the 300 ms `--cool-down`, and capacity.json says how long it waited.
 #[test]
 fn requests_cut_off_in_flight_lengthen_the_cool_down() {
-    let _alone = MEASURING.lock().unwrap_or_else(|e| e.into_inner());
     let server = ServerOnRuntime::start(ServerConfig {
         service_time: "50ms".parse().unwrap(),
         workers: Some(1),
@@ -406,7 +405,6 @@ fn refused(url: &str, flags: &[&str], needle: &str) {
 /// the descent from its (far too high) first rate goes on until a level passes.
 #[test]
 fn a_rate_limited_server_is_found_and_limited_by_errors() {
-    let _alone = MEASURING.lock().unwrap_or_else(|e| e.into_inner());
     let server = ServerOnRuntime::start(ServerConfig {
         rate_limit: Some(300.0),
         ..ServerConfig::default()
@@ -462,7 +460,6 @@ fn a_rate_limited_server_is_found_and_limited_by_errors() {
 /// ~48, still too few), so the lengthened levels last ~1.2 s, not the ~2.5 s 30 req/s needs.
 #[test]
 fn an_error_rate_slo_at_a_low_rate_lengthens_the_levels_and_finds_the_limit() {
-    let _alone = MEASURING.lock().unwrap_or_else(|e| e.into_inner());
     let server = ServerOnRuntime::start(ServerConfig {
         rate_limit: Some(60.0),
         ..ServerConfig::default()
@@ -508,7 +505,6 @@ fn an_error_rate_slo_at_a_low_rate_lengthens_the_levels_and_finds_the_limit() {
 /// judged — instead of "the budget ran out" over a partial level judged as passed.
 #[test]
 fn an_interrupted_search_says_so_and_keeps_what_it_measured() {
-    let _alone = MEASURING.lock().unwrap_or_else(|e| e.into_inner());
     let server = ServerOnRuntime::start(ServerConfig {
         service_time: "5ms".parse().unwrap(),
         ..ServerConfig::default()
@@ -563,7 +559,6 @@ fn an_interrupted_search_says_so_and_keeps_what_it_measured() {
 /// ("nothing ran") after a level ran; after `--target-wait` of tries, not before.
 #[test]
 fn a_target_lost_between_levels_ends_the_search_with_what_it_measured() {
-    let _alone = MEASURING.lock().unwrap_or_else(|e| e.into_inner());
     let mut server = ServerOnRuntime::start(ServerConfig::default());
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("capacity");
@@ -619,7 +614,6 @@ fn a_target_lost_between_levels_ends_the_search_with_what_it_measured() {
 /// (`ended: interrupted`, exit 130), not the target lost.
 #[test]
 fn ctrl_c_while_the_target_is_waited_for_interrupts_the_search() {
-    let _alone = MEASURING.lock().unwrap_or_else(|e| e.into_inner());
     let mut server = ServerOnRuntime::start(ServerConfig::default());
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("capacity");
@@ -689,7 +683,6 @@ fn spawn_capacity(url: &str, flags: &[&str], out: &std::path::Path) -> std::proc
 /// warnings, instead of "converged" alone; its `--junit` suite fails, named and timed (issue 39).
 #[test]
 fn an_answer_below_the_minimum_capacity_says_so() {
-    let _alone = MEASURING.lock().unwrap_or_else(|e| e.into_inner());
     // One worker of 30 ms: about 33 req/s.
     let server = ServerOnRuntime::start(ServerConfig {
         service_time: "30ms".parse().unwrap(),
@@ -760,7 +753,6 @@ fn an_answer_below_the_minimum_capacity_says_so() {
 /// that could not start is tried again.
 #[test]
 fn a_target_down_for_a_second_does_not_end_the_search_or_move_its_answer() {
-    let _alone = MEASURING.lock().unwrap_or_else(|e| e.into_inner());
     let config = || ServerConfig {
         service_time: "10ms".parse().unwrap(),
         workers: Some(4),

@@ -184,9 +184,6 @@ impl LevelPlan<'_> {
         let work = host_work::between(&before, &host_work::read(), &server);
         let mut level = Level::of(step, rate_rps, duration, &outcome);
         level.host_work(&work);
-        if let Some(page) = self.page {
-            page.point(&level);
-        }
         Ok(level)
     }
 }

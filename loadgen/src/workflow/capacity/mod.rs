@@ -138,7 +138,7 @@ async fn run_search(
             Err(other) => return Err(other),
         };
         if level.interrupted {
-            levels.push(level);
+            keep(plan, &mut levels, level);
             return Ok((levels, Stopped::Interrupted));
         }
         search.record(rate_rps, step, judged(&level));
@@ -156,7 +156,7 @@ async fn run_search(
             false => level.cool_down(args.cool_down),
         };
         level.cool_down_s = pause.as_secs_f64();
-        levels.push(level);
+        keep(plan, &mut levels, level);
         if let Some(ends) = ends {
             return Ok((levels, ends));
         }
@@ -261,9 +261,18 @@ async fn measure(
         };
         let pause = level.cool_down(args.cool_down);
         level.cool_down_s = pause.as_secs_f64();
-        levels.push(level);
+        keep(plan, levels, level);
         cool_down(args, pause, stop).await;
     }
+}
+
+/// A level as the search keeps it, its reasons and cool-down final: in `levels`, and a point
+/// on the live page (the same level capacity.json will hold).
+fn keep(plan: &LevelPlan<'_>, levels: &mut Vec<Level>, level: Level) {
+    if let Some(page) = plan.page {
+        page.point(&level);
+    }
+    levels.push(level);
 }
 
 /// Why a failed level, measured `remeasured` times again already, is measured again before
