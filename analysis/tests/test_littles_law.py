@@ -29,12 +29,17 @@ def test_table_predicts_n_over_r1_and_finds_n_eff_close_to_n(capacity_sweep: lis
     np.testing.assert_allclose(
         table["predicted_rps"], table["connections"] / calibration.r1_s, rtol=1e-12
     )
-    # Below the 8-worker capacity, Little's Law predicts the throughput…
+    # Below the 8-worker capacity, Little's Law predicts the throughput: efficiency near one.
+    # R(1) is the one-worker level's, and on a loaded machine a lone worker's latency grows
+    # most (its wake-ups are not overlapped), so the levels after it read up to ~1.3 there.
     below = table[table["connections"] <= 8]
-    np.testing.assert_allclose(below["efficiency"], 1.0, atol=0.15)
-    # …above it, throughput stays put, so the prediction overshoots by N / 8.
-    top = table[table["connections"] == 32].iloc[0]
-    assert top["efficiency"] == pytest.approx(8 / 32, rel=0.2)
+    assert below["efficiency"].between(0.85, 1.5).all(), below
+    # …above it, throughput stays put, so the prediction overshoots by N / 8: against the
+    # levels below (R(1) cancels out), 8/16 and 8/32, signals of 2× and 4×.
+    efficiency = table.set_index("connections")["efficiency"]
+    below_median = below["efficiency"].median()
+    assert efficiency[16] / below_median == pytest.approx(8 / 16, rel=0.2)
+    assert efficiency[32] / below_median == pytest.approx(8 / 32, rel=0.2)
     # The client kept every worker busy at every level.
     assert (table["n_eff_ratio"] > 0.9).all()
     # Latency grows ∝ N past the capacity: R(32) ≈ 4 × R(8).
