@@ -6,6 +6,7 @@ use std::time::Duration;
 
 use criterion::{criterion_group, criterion_main, Criterion, Throughput};
 use loadgen::record::{ErrorClass, Labels, RequestRecord};
+use loadgen::stats::Aggregator;
 use loadgen::store::writer::{self, WriterConfig};
 
 const ROWS: usize = 200_000;
@@ -65,10 +66,8 @@ fn record_path(c: &mut Criterion) {
                     checks: Vec::new(),
                 },
                 segment_interval: Duration::from_secs(3600),
-                max_attempts: 1,
-                max_lateness_ns: i64::MAX,
+                stats: Aggregator::new(1, 1, 0, 1, i64::MAX),
                 closed: None,
-                warmup_phase: None,
                 publish: None,
                 samples: None,
             })

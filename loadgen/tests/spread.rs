@@ -3,7 +3,8 @@
 //! shard each, into one run directory whose rows are the server's count, with one summary
 //! (exactly the rows', percentiles included), one verdict and one run.json held to the
 //! contract; Ctrl-C reaches both; what cannot be shared between processes is refused with one
-//! sentence. The real binary against the reference server on 127.0.0.1; a few seconds.
+//! sentence; a process lost mid-run has its closed segments read back into the summary. The
+//! real binary against the reference server on 127.0.0.1; a few seconds.
 
 mod common;
 
@@ -288,28 +289,8 @@ fn a_stopped_process_is_killed_past_the_runs_end() {
         .arg(&out)
         .spawn()
         .unwrap();
-    // Its processes: the children of the parent (the shell exec'd into loadgen).
-    let parent = child.id().to_string();
-    let mut processes = Vec::new();
-    for _ in 0..300 {
-        processes = std::fs::read_dir("/proc")
-            .unwrap()
-            .flatten()
-            .filter_map(|e| {
-                let stat = std::fs::read_to_string(e.path().join("stat")).ok()?;
-                let after_name = stat.rsplit_once(')')?.1;
-                let ppid = after_name.split_whitespace().nth(1)?;
-                (ppid == parent).then(|| e.file_name().to_string_lossy().into_owned())
-            })
-            .collect::<Vec<_>>();
-        if processes.len() == 2 {
-            break;
-        }
-        std::thread::sleep(std::time::Duration::from_millis(20));
-    }
-    assert_eq!(processes.len(), 2, "{processes:?}");
-    let stopped = rustix::process::Pid::from_raw(processes[0].parse().unwrap()).unwrap();
-    rustix::process::kill_process(stopped, rustix::process::Signal::STOP).unwrap();
+    let processes = processes_of(&child, 2);
+    rustix::process::kill_process(processes[0], rustix::process::Signal::STOP).unwrap();
     let output = child.wait_with_output().unwrap();
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert_eq!(output.status.code(), Some(1), "{stderr}");
@@ -325,4 +306,119 @@ fn a_stopped_process_is_killed_past_the_runs_end() {
         .map(|s| s["handed_over"].as_bool().unwrap())
         .collect();
     assert_eq!(handed.iter().filter(|h| !**h).count(), 1, "{run:#}");
+    // Whatever the stopped process wrote before it stopped is in the summary, read back.
+    let rows: u64 = shard_dirs(&out)
+        .iter()
+        .map(|s| read_rows(s).len() as u64)
+        .sum();
+    assert_eq!(run["summary"]["requests"], rows, "{stderr}");
+    assert_eq!(run["records"]["rows"], rows, "{stderr}");
+}
+
+/// The processes of a spread run, once `count` of them have started: the children of its
+/// parent (the shell exec'd into loadgen).
+fn processes_of(parent: &std::process::Child, count: usize) -> Vec<rustix::process::Pid> {
+    let parent = parent.id().to_string();
+    let mut processes = Vec::new();
+    for _ in 0..300 {
+        processes = std::fs::read_dir("/proc")
+            .unwrap()
+            .flatten()
+            .filter_map(|e| {
+                let stat = std::fs::read_to_string(e.path().join("stat")).ok()?;
+                let after_name = stat.rsplit_once(')')?.1;
+                let ppid = after_name.split_whitespace().nth(1)?;
+                (ppid == parent).then(|| e.file_name().to_string_lossy().into_owned())
+            })
+            .collect::<Vec<_>>();
+        if processes.len() == count {
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    assert_eq!(processes.len(), count, "{processes:?}");
+    (processes.iter())
+        .map(|p| rustix::process::Pid::from_raw(p.parse().unwrap()).unwrap())
+        .collect()
+}
+
+/// A process killed (`kill -9`) mid-run (issue 58) hands nothing over; the parent reads its
+/// closed segments back, so run.json's summary is every row on disk — the rows
+/// `loadgen-analyze` reads, percentiles included — not the other process's alone, and the
+/// warning says what was read back and what is lost. The kill comes once every process has
+/// closed a segment (`--segment-interval 1s`), the end by Ctrl-C: counts, not times.
+#[test]
+fn a_killed_processs_closed_segments_are_read_back_into_the_summary() {
+    let server = ServerOnRuntime::start(ServerConfig::default());
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("spread");
+    let url = server.url("/albums/1");
+    let child = loadgen_under_sh(LIMIT)
+        .args(["run", "--url", &url, "-c", "3000", "-d", "60s"])
+        .args(["--think-time", "500ms", "--connect-rate", "6000/s"])
+        .args(["--segment-interval", "1s", "--json"])
+        .arg("--out")
+        .arg(&out)
+        .spawn()
+        .unwrap();
+    let processes = processes_of(&child, 2);
+    let closed = |shard: &Path| {
+        let segments = std::fs::read_dir(shard.join("requests"))
+            .into_iter()
+            .flatten();
+        segments
+            .flatten()
+            .filter(|e| e.file_name().to_string_lossy().ends_with(".parquet"))
+            .count()
+    };
+    for _ in 0..600 {
+        let shards = if out.is_dir() {
+            shard_dirs(&out)
+        } else {
+            Vec::new()
+        };
+        if shards.len() == 2 && shards.iter().all(|s| closed(s) > 0) {
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+    rustix::process::kill_process(processes[0], rustix::process::Signal::KILL).unwrap();
+    let parent = rustix::process::Pid::from_raw(child.id() as i32).unwrap();
+    rustix::process::kill_process(parent, rustix::process::Signal::INT).unwrap();
+    let output = child.wait_with_output().unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(130), "{stderr}");
+    let run = run_json(&out);
+    let handed: Vec<bool> = run["spread"]["shards"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s["handed_over"].as_bool().unwrap())
+        .collect();
+    assert_eq!(handed.iter().filter(|h| !**h).count(), 1, "{run:#}");
+    let shards = shard_dirs(&out);
+    assert!(shards.iter().all(|s| closed(s) > 0), "{shards:?}");
+    let mut rows = Vec::new();
+    for shard in &shards {
+        rows.extend(read_rows(shard));
+    }
+    let n = rows.len() as u64;
+    let summary = &run["summary"];
+    assert_eq!(summary["requests"], n, "{stderr}");
+    assert_eq!(run["records"]["rows"], n, "{stderr}");
+    let latency = &summary["ops"][0]["latency"];
+    let want = figures(&rows);
+    for key in ["count", "min_ns", "p50_ns", "p90_ns", "p99_ns", "max_ns"] {
+        assert_eq!(
+            latency[key], want[key],
+            "{key}: {latency} vs the rows' {want}"
+        );
+    }
+    let warnings = run["warnings"].to_string();
+    assert!(
+        warnings.contains("were read back into this summary"),
+        "{warnings}"
+    );
+    let doc: serde_json::Value = serde_json::from_slice(&output.stdout).unwrap();
+    assert_eq!(doc["summary"]["requests"], n);
 }

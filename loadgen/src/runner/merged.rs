@@ -8,16 +8,25 @@
 //! (`judge::decide_verdict`, the one judge), run.json is written once at the top of the run
 //! directory and the console table rendered once.
 //!
+//! A process that ended without handing over (killed, crashed: [`Lost`]) leaves only its
+//! closed segments: the parent reads them back (`store::read_back`) and counts their rows into
+//! the aggregates as the process's own writer did, so the summary holds every row on disk —
+//! the rows `loadgen-analyze` reads — and a warning names the process, the rows read back, and
+//! the rows it had not closed into a segment (in memory, or in its open `.partial` segment,
+//! which it names) as lost. What no row holds stays out of the summary, and the warning says
+//! so: its skipped requests, its workers' clocks, its writer hand-off's blocked time, its
+//! rejections' `Retry-After`.
+//!
 //! Not merged: the client's CPU and memory. Each process samples its own, kept in its shard's
 //! run.json; adding their utilisations up would be a second client rule, so the verdict's
 //! client rule does not see them, and a warning says so.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
 use super::judge::decide_verdict;
-use super::output::RunIdentity;
+use super::output::{empty_aggregates, run_labels, RunIdentity};
 use super::record::{exit_code, exit_reason_text, judgement_lines};
 use super::run_json::{write_run_json, RecordsInfo, RunJson};
 use super::{Judged, RunError, RunJsonExtra, RunOutcome};
@@ -27,6 +36,7 @@ use crate::report::thresholds;
 use crate::report::{console, RunSummary, WorkersSummary};
 use crate::stats::Aggregator;
 use crate::stop::ExitReason;
+use crate::store::read_back::{read_back, ReadBack};
 
 /// The layout of a [`Handover`]; a parent refuses another (a different loadgen binary).
 pub const HANDOVER_VERSION: u32 = 1;
@@ -69,13 +79,25 @@ pub struct Part {
     pub handover: Handover,
 }
 
+/// A process that ended without handing over (killed, crashed).
+#[derive(Debug)]
+pub struct Lost {
+    /// `I/N`.
+    pub shard: String,
+    /// How it ended, as the system says (`signal: 9 (SIGKILL)`).
+    pub status: String,
+    /// Its run directory, inside the spread run's.
+    pub dir: PathBuf,
+}
+
 /// What the parent knows beside the hand-overs.
 pub struct SpreadFacts {
     /// The processes' common `--start-at`.
     pub start_at_unix_ns: i64,
     /// The exit code of the worst process (a lost one counts as 1).
     pub worst_exit_code: i32,
-    pub warnings: Vec<String>,
+    /// The processes that handed nothing over, whose closed segments are read back.
+    pub lost: Vec<Lost>,
     /// run.json's `spread`: the processes, each one's end.
     pub spread: serde_json::Value,
 }
@@ -85,27 +107,23 @@ pub fn finish_spread(
     config: &RunConfig,
     run_dir: &Path,
     parts: Vec<Part>,
-    mut facts: SpreadFacts,
+    facts: SpreadFacts,
 ) -> Result<RunOutcome, RunError> {
-    let anchor_unix_ns =
-        (parts.iter().map(|p| p.handover.anchor_unix_ns).min()).unwrap_or(facts.start_at_unix_ns);
-    let labels = Labels {
-        ops: config.workload.labels(),
-        phases: config.model.plan().phase_labels(),
-        checks: config.workload.check_names.clone(),
-    };
-    let (stats, summary, records) = merge(config, &labels, &parts, anchor_unix_ns);
+    let labels = run_labels(config);
+    let mut lost_warnings = Vec::new();
+    let read = read_lost(config, &labels, &facts.lost, &mut lost_warnings);
+    let anchor_unix_ns = (parts.iter().map(|p| p.handover.anchor_unix_ns))
+        .chain(read.iter().filter_map(|(_, back)| back.anchor_unix_ns))
+        .min()
+        .unwrap_or(facts.start_at_unix_ns);
+    let (stats, summary, records) = merge(config, &labels, (&parts, &read), anchor_unix_ns);
     let exit_reason = parts
         .iter()
         .map(|p| p.handover.exit_reason)
         .max_by_key(|r| r.exit_code())
         .unwrap_or(ExitReason::Interrupted);
     let judged = Judged::default();
-    let (thresholds, verdict, warnings) = judge(
-        config,
-        (&stats, &summary, &judged),
-        std::mem::take(&mut facts.warnings),
-    );
+    let (thresholds, verdict, warnings) = judge(config, (&stats, &summary, &judged), lost_warnings);
     let run_id = run_dir.file_name().map_or_else(
         || "spread".to_string(),
         |n| n.to_string_lossy().into_owned(),
@@ -133,7 +151,8 @@ pub fn finish_spread(
         probe: None,
     };
     write_run_json(run_dir, &document, Some(spread_field(facts.spread)))?;
-    let mut footer = footer(run_dir, &records, parts.len(), exit_reason);
+    let processes = parts.len() + read.len();
+    let mut footer = footer(run_dir, &records, processes, exit_reason);
     let location = run_dir.display().to_string();
     footer.extend(judgement_lines(
         &thresholds,
@@ -218,27 +237,73 @@ fn footer(
     ]
 }
 
+/// Each lost process's closed segments read back into the run's aggregates (by its directory's
+/// name), and a warning for each: what was read back, what is lost, what no row holds.
+fn read_lost(
+    config: &RunConfig,
+    labels: &Labels,
+    lost: &[Lost],
+    warnings: &mut Vec<String>,
+) -> Vec<(String, ReadBack)> {
+    let empty = empty_aggregates(config, labels);
+    let mut read = Vec::new();
+    for process in lost {
+        let back = read_back(&process.dir.join("requests"), labels, &empty);
+        warnings.push(lost_warning(process, &back));
+        let dir_name = (process.dir.file_name())
+            .map_or_else(String::new, |n| n.to_string_lossy().into_owned());
+        read.push((dir_name, back));
+    }
+    read
+}
+
+/// The warning of a process that handed nothing over.
+fn lost_warning(process: &Lost, back: &ReadBack) -> String {
+    let mut text = format!(
+        "process {} ended ({}) without handing over its aggregates: its {} rows in {} closed \
+         segment(s) in {} were read back into this summary, without what no row holds (its \
+         skipped requests, its workers' clocks, its writer hand-off's blocked time, its \
+         rejections' Retry-After); the rows it had not closed into a segment are lost",
+        process.shard,
+        process.status,
+        back.rows,
+        back.segments.len(),
+        process.dir.display()
+    );
+    if !back.open.is_empty() {
+        text.push_str(&format!(" (its open segment {})", back.open.join(", ")));
+    }
+    if !back.unreadable.is_empty() {
+        let unreadable = back.unreadable.join("; ");
+        text.push_str(&format!(
+            "; segments that could not be read are not in the summary: {unreadable}"
+        ));
+    }
+    text
+}
+
 /// The processes' aggregates added up (each shifted by how much later its anchor was), the
-/// summary derived from them, their rows on disk.
+/// lost processes' rows read back with them, the summary derived from them, their rows on
+/// disk.
 fn merge(
     config: &RunConfig,
     labels: &Labels,
-    parts: &[Part],
+    (parts, read): (&[Part], &[(String, ReadBack)]),
     anchor_unix_ns: i64,
 ) -> (Aggregator, RunSummary, RecordsInfo) {
-    let warmup = parts
-        .first()
-        .and_then(|p| p.handover.aggregates.left_out_phase);
-    let (ops, phases, checks) = (labels.ops.len(), labels.phases.len(), labels.checks.len());
-    let mut stats = Aggregator::new(ops, phases, checks, 1, 0).leaving_out(warmup);
+    let mut stats = empty_aggregates(config, labels);
     for part in parts {
         let shift_ns = part.handover.anchor_unix_ns - anchor_unix_ns;
         stats.merge(&part.handover.aggregates, shift_ns);
     }
+    for (_, back) in read {
+        if let Some(anchor) = back.anchor_unix_ns {
+            stats.merge(&back.stats, anchor - anchor_unix_ns);
+        }
+    }
     let mut skipped = vec![0; labels.ops.len()];
     let mut handoff_blocked_ns = 0;
     let mut workers: Option<WorkersSummary> = None;
-    let mut records = RecordsInfo::default();
     for part in parts {
         let handover = &part.handover;
         for (n, m) in skipped.iter_mut().zip(&handover.skipped) {
@@ -251,17 +316,29 @@ fn merge(
                 .get_or_insert_with(WorkersSummary::default)
                 .merge(theirs, shift_ns);
         }
-        records.rows += handover.records.rows;
-        records.bytes_on_disk += handover.records.bytes_on_disk;
-        let dir = &part.dir_name;
-        records
-            .segments
-            .extend((handover.records.segments.iter()).map(|segment| format!("{dir}/{segment}")));
     }
     let mut summary = RunSummary::from_stats(&stats, labels, &skipped, handoff_blocked_ns, None);
     if !config.output.histogram {
         summary.latency_histogram = None;
     }
     summary.workers = workers;
-    (stats, summary, records)
+    (stats, summary, records_of(parts, read))
+}
+
+/// The rows on disk of every process, handed over or read back; segment paths from the run
+/// directory.
+fn records_of(parts: &[Part], read: &[(String, ReadBack)]) -> RecordsInfo {
+    let mut records = RecordsInfo::default();
+    for part in parts {
+        let (dir, theirs) = (&part.dir_name, &part.handover.records);
+        records.rows += theirs.rows;
+        records.bytes_on_disk += theirs.bytes_on_disk;
+        (records.segments).extend((theirs.segments.iter()).map(|s| format!("{dir}/{s}")));
+    }
+    for (dir, back) in read {
+        records.rows += back.rows;
+        records.bytes_on_disk += back.bytes_on_disk;
+        (records.segments).extend((back.segments.iter()).map(|s| format!("{dir}/requests/{s}")));
+    }
+    records
 }

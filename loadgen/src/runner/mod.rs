@@ -31,7 +31,7 @@ mod services;
 mod target;
 
 pub use error::RunError;
-pub use merged::{finish_spread, Handover, Part, SpreadFacts, HANDOVER_VERSION};
+pub use merged::{finish_spread, Handover, Lost, Part, SpreadFacts, HANDOVER_VERSION};
 pub use output::HostInfo;
 pub(crate) use ports::ports_per_address;
 pub(crate) use prepare::{connections_needed, SPARE_FDS};

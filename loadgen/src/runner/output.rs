@@ -15,7 +15,7 @@ use crate::config::{Output, ResolvedConfig, RunConfig};
 use crate::record::{Labels, SCHEMA_VERSION};
 use crate::shard::Shard;
 use crate::stats::samples::{SampleLog, SampleReceiver};
-use crate::stats::Published;
+use crate::stats::{Aggregator, Published};
 use crate::stop::{ExitReason, StopSignal};
 use crate::store::s3::{Mirror, S3Error, S3Store, FIRST_UPLOAD_TIMEOUT};
 use crate::store::writer::{self, RecordSender, WriterConfig, WriterThread};
@@ -79,11 +79,7 @@ impl RunOutput {
             None => claim_run_dir(&config.output.out, &run_id)?,
         };
         let identity = RunIdentity::new(config, &run_id, &target.url.url);
-        let labels = Labels {
-            ops: config.workload.labels(),
-            phases: config.model.plan().phase_labels(),
-            checks: config.workload.check_names.clone(),
-        };
+        let labels = run_labels(config);
         // The aggregates so far: for `--abort-on-fail`'s judge and a live page's verdict.
         let published = (config.abort_after.is_some() || config.output.dashboard.wanted())
             .then(|| Arc::new(Published::default()));
@@ -91,16 +87,10 @@ impl RunOutput {
         let mut writing = WriterConfig {
             dir: run_dir.join("requests"),
             metadata: identity.parquet_metadata(),
+            stats: empty_aggregates(config, &labels),
             labels: labels.clone(),
             segment_interval: config.output.segment_interval,
-            max_attempts: config.model.plan().max_attempts(),
-            max_lateness_ns: config
-                .model
-                .plan()
-                .max_lateness()
-                .map_or(i64::MAX, crate::clock::nanos),
             closed: None,
-            warmup_phase: config.model.plan().warmup_phase(),
             publish: published.clone().map(|p| (p, publish_every(config))),
             samples,
         };
@@ -127,6 +117,32 @@ impl RunOutput {
         };
         Ok((output, records, writer))
     }
+}
+
+/// What the rows' `op`, `phase` and `check` indexes stand for in a run of `config`: the
+/// writer's dictionaries, the summary's names, and the labels a spread run's parent reads a
+/// lost process's rows back with.
+pub(super) fn run_labels(config: &RunConfig) -> Labels {
+    Labels {
+        ops: config.workload.labels(),
+        phases: config.model.plan().phase_labels(),
+        checks: config.workload.check_names.clone(),
+    }
+}
+
+/// The aggregates of a run of `config` before any row — its attempts (a failed row of the
+/// last one failed for good), its open model's lateness, its warm-up left out — which the
+/// writer counts every row into, and a spread run's parent a lost process's rows read back.
+pub(super) fn empty_aggregates(config: &RunConfig, labels: &Labels) -> Aggregator {
+    let plan = config.model.plan();
+    Aggregator::new(
+        labels.ops.len(),
+        labels.phases.len(),
+        labels.checks.len(),
+        plan.max_attempts(),
+        plan.max_lateness().map_or(i64::MAX, crate::clock::nanos),
+    )
+    .leaving_out(plan.warmup_phase())
 }
 
 /// The writer's log of samples, when the run's judgement needs them: an open run (its

@@ -1,10 +1,13 @@
 //! Where the rows go: the writer thread that turns record batches into Parquet segments (and
-//! the run's exact aggregates on the way), and the S3 mirror for `--out s3://`.
+//! the run's exact aggregates on the way), the S3 mirror for `--out s3://`, and the way back
+//! (`read_back`: closed segments counted into those aggregates again, for a spread run's
+//! process that died before handing them over).
 //!
 //! It sits above [`record`](crate::record) (the row and its schema) and
 //! [`stats`](crate::stats) (the aggregates), which know nothing of files or threads, and below
 //! the worker loop, which only hands it batches.
 
+pub mod read_back;
 pub mod s3;
 pub mod writer;
 

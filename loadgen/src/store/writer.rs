@@ -73,14 +73,12 @@ pub struct WriterConfig {
     pub labels: Labels,
     /// Close the open segment after this long, so a killed run keeps everything older.
     pub segment_interval: Duration,
-    /// Retries + 1: a failed row with this attempt number failed for good.
-    pub max_attempts: u8,
-    /// Open model: a send starting later than this after its intended time is late.
-    pub max_lateness_ns: i64,
+    /// The aggregates before any row, which every row written is counted into: the run's
+    /// ops, phases and checks, its attempts, its open model's lateness, its warm-up left out
+    /// (see [`Aggregator::leaving_out`]).
+    pub stats: Aggregator,
     /// Told the path of every segment once it is closed (the S3 mirror uploads it).
     pub closed: Option<super::s3::SegmentSender>,
-    /// The warm-up's phase, left out of the aggregates (see [`Aggregator::leaving_out`]).
-    pub warmup_phase: Option<u16>,
     /// Where to copy the aggregates so far, and how often (`--abort-on-fail`).
     pub publish: Option<(Arc<Published>, Duration)>,
     /// Keep each row's [`Sample`](crate::stats::samples::Sample) for the run's judgement (an
@@ -269,14 +267,7 @@ impl SegmentWriter {
             phases: Arc::new(StringArray::from(config.labels.phases.clone())),
             checks: Arc::new(StringArray::from(config.labels.checks.clone())),
         };
-        let stats = Aggregator::new(
-            config.labels.ops.len(),
-            config.labels.phases.len(),
-            config.labels.checks.len(),
-            config.max_attempts,
-            config.max_lateness_ns,
-        )
-        .leaving_out(config.warmup_phase);
+        let stats = config.stats.clone();
         SegmentWriter {
             config,
             dicts,
@@ -498,10 +489,8 @@ mod tests {
             },
             // Longer than any machine takes to write 70,000 rows: one segment.
             segment_interval: Duration::from_secs(3600),
-            max_attempts: 1,
-            max_lateness_ns: i64::MAX,
+            stats: Aggregator::new(2, 2, 1, 1, i64::MAX),
             closed: None,
-            warmup_phase: None,
             publish: None,
             samples: Some(SampleLog::new(Some(0), Some(watched_tx))),
         })
@@ -609,10 +598,8 @@ mod tests {
                 checks: vec!["json /id present".into()],
             },
             segment_interval: Duration::from_millis(100),
-            max_attempts: 1,
-            max_lateness_ns: i64::MAX,
+            stats: Aggregator::new(2, 2, 1, 1, i64::MAX),
             closed: None,
-            warmup_phase: None,
             publish: None,
             samples: None,
         })

@@ -10,12 +10,15 @@
 //! reaches each exactly once, through the parent), and makes the run one when they end: each
 //! process hands over its exact aggregates on its stdout (`runner::Handover`), and the parent
 //! adds them up into one summary, judged once by the one judge, written as the run
-//! directory's own run.json (`runner::finish_spread`). A process that dies is named, and what
-//! it completed stays in its directory: its closed segments, whose rows are counted from their
-//! Parquet footers (they are not in the summary: it handed nothing over).
+//! directory's own run.json (`runner::finish_spread`). A process that dies (`kill -9`, a
+//! crash, or killed here past the run's end) hands nothing over: it is named, the exit code is
+//! at least 1, and the parent reads its closed segments back into the summary
+//! (`store::read_back`, the rows counted as its own writer counted them), so the summary
+//! holds every row on disk, as `loadgen-analyze` reads them; the rows it had not closed into a
+//! segment are lost, and said to be.
 
 use std::net::IpAddr;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::Stdio;
 
 use serde::{Deserialize, Serialize};
@@ -24,8 +27,8 @@ use crate::cli::{RunArgs, SourceAddrs};
 use crate::config::{Output, RunConfig, Target};
 use crate::model::ModelPlan;
 use crate::runner::{
-    connections_needed, ports_per_address, Handover, Part, RunError, SpreadFacts, HANDOVER_VERSION,
-    SPARE_FDS,
+    connections_needed, ports_per_address, Handover, Lost, Part, RunError, SpreadFacts,
+    HANDOVER_VERSION, SPARE_FDS,
 };
 use crate::shard::Shard;
 use crate::stop::{ExitReason, StopSignal};
@@ -401,15 +404,15 @@ async fn forward_signals(stop: StopSignal, pids: Vec<u32>) {
 
 /// The run as one, out of what its processes handed over: one summary, one verdict, run.json
 /// at the top of the run directory (`runner::finish_spread`). A process that ended without
-/// its hand-over (killed, crashed) is named in a warning with the rows it kept on disk,
-/// which the summary does not hold. With the exit code: the run's, or a worse process's.
+/// its hand-over (killed, crashed) is lost: its closed segments are read back there, and the
+/// exit code is at least 1. With the exit code: the run's, or a worse process's.
 pub fn conclude(
     spread: &Spread,
     config: &RunConfig,
     ends: Vec<ChildEnd>,
 ) -> Result<(crate::RunOutcome, i32), RunError> {
     let mut parts = Vec::new();
-    let mut warnings = Vec::new();
+    let mut lost = Vec::new();
     let mut shards = Vec::new();
     let mut worst_exit_code = 0;
     for end in ends {
@@ -432,14 +435,11 @@ pub fn conclude(
             Some(handover) => parts.push(Part { dir_name, handover }),
             None => {
                 worst_exit_code = worst_exit_code.max(1);
-                warnings.push(format!(
-                    "process {} ended ({}) without handing over its aggregates: its {} rows in \
-                     closed segments are kept in {} but are not in this summary",
-                    end.plan.shard,
-                    end.status,
-                    rows_on_disk(&end.plan.out),
-                    end.plan.out.display()
-                ));
+                lost.push(Lost {
+                    shard: end.plan.shard,
+                    status: end.status.to_string(),
+                    dir: end.plan.out,
+                });
             }
         }
     }
@@ -448,7 +448,7 @@ pub fn conclude(
     let facts = SpreadFacts {
         start_at_unix_ns,
         worst_exit_code,
-        warnings,
+        lost,
         spread: serde_json::json!({
             "processes": shards.len(),
             "open_files_limit": spread.limit,
@@ -458,21 +458,4 @@ pub fn conclude(
     let outcome = crate::runner::finish_spread(config, &spread.dir, parts, facts)?;
     let code = outcome.exit_code().max(worst_exit_code);
     Ok((outcome, code))
-}
-
-/// Rows in a run directory's closed segments, read from their Parquet footers.
-fn rows_on_disk(dir: &Path) -> u64 {
-    let Ok(entries) = std::fs::read_dir(dir.join("requests")) else {
-        return 0;
-    };
-    entries
-        .flatten()
-        .filter(|e| e.path().extension().is_some_and(|x| x == "parquet"))
-        .filter_map(|e| std::fs::File::open(e.path()).ok())
-        .filter_map(|f| parquet::file::reader::SerializedFileReader::new(f).ok())
-        .map(|r| {
-            use parquet::file::reader::FileReader;
-            r.metadata().file_metadata().num_rows().max(0) as u64
-        })
-        .sum()
 }
