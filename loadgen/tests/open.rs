@@ -127,14 +127,18 @@ async fn a_send_window_batches_sends_and_keeps_their_intended_times() {
         gap >= 1_999_000 && (gap + 1_000) % 2_000_000 < 2_000
     }));
     rows.sort_by_key(|r| r.start_ns);
+    // Closer than half a step (1 ms) to the one before: not paced by the 2 ms schedule. About
+    // three in four are (bursts of four); without the window almost none. Half a step, not a
+    // fraction of a millisecond: on a loaded machine a burst's back-to-back sends of a debug
+    // build can be a few hundred microseconds apart (0.49 were within 0.2 ms beside a build).
     let close = rows
         .windows(2)
-        .filter(|pair| pair[1].start_ns - pair[0].start_ns < 200_000)
+        .filter(|pair| pair[1].start_ns - pair[0].start_ns < 1_000_000)
         .count();
     let share_close = close as f64 / (rows.len() - 1) as f64;
     assert!(
         share_close > 0.5,
-        "{share_close:.2} of sends started within 0.2 ms of the one before"
+        "{share_close:.2} of sends started within 1 ms of the one before"
     );
     for row in &rows {
         let lag_ns = row.start_ns - row.intended_ns.unwrap();
