@@ -37,6 +37,13 @@ from loadgen_analysis.testing import harness, node_exporter
 #: Ground truth: 8 requests in service at 10 ms each, so at most 800 req/s.
 CAPACITY_SERVER = ("--workers", "8", "--service-time", "10ms")
 CAPACITY_RPS = 800.0
+#: The sweep's server: 8 workers of 40 ms, so at most 200 req/s, its knee at N = 8. Service four
+#: times longer than CAPACITY_SERVER's, so that the milliseconds a loaded machine adds to a
+#: request (a debug build's timers and wake-ups beside a compile) are a small share of it: at
+#: 10 ms they stretched N = 8's requests by half and moved the knee.
+SWEEP_SERVER = ("--workers", "8", "--service-time", "40ms")
+SWEEP_CAPACITY_RPS = 200.0
+SWEEP_SERVICE_S = 0.040
 SWEEP_LEVELS = (1, 2, 4, 8, 16, 32)
 
 
@@ -117,10 +124,11 @@ def once(tmp_path_factory: pytest.TempPathFactory, name: str, make: Callable[[Pa
 
 @pytest.fixture(scope="session")
 def capacity_sweep(binaries: Binaries, tmp_path_factory: pytest.TempPathFactory) -> list[Path]:
-    """A sweep of ``-c`` levels against the 800 req/s server, one server for all levels."""
+    """A sweep of ``-c`` levels against the 200 req/s server (SWEEP_SERVER), one server for
+    all levels."""
 
     def make(folder: Path) -> list[Path]:
-        with harness.Server(CAPACITY_SERVER, binary=binaries.server) as server:
+        with harness.Server(SWEEP_SERVER, binary=binaries.server) as server:
             return harness.sweep(
                 server.url + "/",
                 folder / "sweep",
