@@ -34,6 +34,7 @@ pub mod schedule;
 pub mod server;
 pub mod slo;
 pub mod stages;
+pub mod timers;
 pub mod words;
 
 use serde::Serialize;
