@@ -114,22 +114,35 @@ fn say(finding: &Finding) -> String {
     sentence(finding.rule, finding.limit, &finding.seen)
 }
 
+/// Every check's findings in their order — errors, client, network; what the kernel's timers
+/// left in the rows (the server's, seen from the client); what the server's metrics named —
+/// with where the timers' and the server's begin, and whether a body came late (time at the
+/// server, not the network's).
+fn findings_of(
+    f: &Facts<'_>,
+    shares: &Shares,
+    phase: Option<&PhaseWorkers>,
+    numbers: &mut Numbers,
+) -> (Vec<Finding>, (usize, usize), bool) {
+    let mut findings = checks::errors(f, numbers);
+    findings.extend(checks::client(f, shares, phase, numbers));
+    findings.extend(checks::network(f, shares, numbers));
+    let late = checks::body_came_late(&findings);
+    let first_timers = findings.len();
+    findings.extend(timers::body_gaps(f, shares.transfer, late, numbers));
+    findings.extend(timers::resent_syns(f, numbers));
+    let first_server = findings.len();
+    findings.extend(checks::server_named(f, numbers));
+    (findings, (first_timers, first_server), late)
+}
+
 /// Decides the verdict.
 pub fn decide(f: Facts<'_>) -> Verdict {
     let mut numbers = Numbers::new();
     let shares = Shares::of(f.components, &mut numbers);
     let phase = checks::judged_phase(f.summary);
-    let mut findings = checks::errors(&f, &mut numbers);
-    findings.extend(checks::client(&f, &shares, phase, &mut numbers));
-    findings.extend(checks::network(&f, &shares, &mut numbers));
-    // A body that came late is time at the server, not the network's.
-    let late = checks::body_came_late(&findings);
-    // What the kernel's timers left in the rows: the server's, from the client's side.
-    let first_timers = findings.len();
-    findings.extend(timers::body_gaps(&f, shares.transfer, late, &mut numbers));
-    findings.extend(timers::resent_syns(&f, &mut numbers));
-    let first_server = findings.len();
-    findings.extend(checks::server_named(&f, &mut numbers));
+    let (findings, (first_timers, first_server), late) =
+        findings_of(&f, &shares, phase, &mut numbers);
     let run_findings = &findings[..first_timers];
     let (signs, server) = findings[first_timers..].split_at(first_server - first_timers);
     // One closed level of one phase: its latency against its own fastest response.

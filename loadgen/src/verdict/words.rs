@@ -51,7 +51,6 @@ pub fn wait_text(wait: f64) -> String {
 
 /// The finding as one sentence; `limit` says whether it decided or is a note.
 pub fn sentence(rule: super::Rule, limit: bool, seen: &Seen) -> String {
-    use super::Rule;
     match seen {
         Seen::NoFailures { requests } => format!("no failures in {requests} requests"),
         Seen::Failures {
@@ -85,15 +84,7 @@ pub fn sentence(rule: super::Rule, limit: bool, seen: &Seen) -> String {
             schedule,
             server_behind,
         } => late(schedule, *server_behind),
-        Seen::Share { share } => match rule {
-            Rule::ClientHttp2Streams => format!(
-                "over HTTP/2 or HTTP/3 requests waited {} of their latency inside the client \
-                 for a stream slot or flow-control window: more streams per connection than the \
-                 server allows (lower --streams-per-connection or open more connections)",
-                pct(*share)
-            ),
-            _ => format!("moving bytes took {} of latency", pct(*share)),
-        },
+        Seen::Share { share } => share_of_latency(rule, *share),
         Seen::Moving { share, carried } => moving(rule, limit, *share, carried),
         Seen::Link {
             direction,
@@ -131,6 +122,19 @@ pub fn sentence(rule: super::Rule, limit: bool, seen: &Seen) -> String {
         Seen::ResentSyns(syns) => resent_syns(syns, limit),
         Seen::Level(reasons) => reasons.join("; "),
         Seen::Text(text) => text.clone(),
+    }
+}
+
+/// A share of latency: the client's wait for a stream slot (HTTP/2, HTTP/3), or moving bytes.
+fn share_of_latency(rule: super::Rule, share: f64) -> String {
+    match rule {
+        super::Rule::ClientHttp2Streams => format!(
+            "over HTTP/2 or HTTP/3 requests waited {} of their latency inside the client for a \
+             stream slot or flow-control window: more streams per connection than the server \
+             allows (lower --streams-per-connection or open more connections)",
+            pct(share)
+        ),
+        _ => format!("moving bytes took {} of latency", pct(share)),
     }
 }
 
