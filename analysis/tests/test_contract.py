@@ -292,6 +292,61 @@ def test_the_host_vectors_straddle_the_contracts_threshold() -> None:
     assert "busy_host_other_share" in rules["meanings"]
 
 
+def test_the_delayed_ack_vectors_straddle_the_contracts_band() -> None:
+    """``contract/verdict.json``'s ``delayed_ack_vectors`` and ``nagle_vectors`` (issue 59),
+    which the engine's ``server.nagle`` is held to (``loadgen/src/verdict/timers.rs``): a body
+    one delayed ACK after its headers lies in [delayed_ack_min_ns, delayed_ack_max_ns) moved by
+    the lowest round trip; each edge has a vector on it and one a millisecond beside it, with
+    and without a round trip; and the share of such bodies has a vector on each threshold and
+    beside it."""
+    rules = verdict_rules()
+    low, high = rules["delayed_ack_min_ns"], rules["delayed_ack_max_ns"]
+    assert 30e6 <= low < 40e6 < high, (low, high)  # Linux's TCP_DELACK_MIN is 40 ms
+    edges = set()
+    for v in rules["delayed_ack_vectors"]:
+        rtt_ns = (v["min_rtt_us"] or 0) * 1e3
+        gap_ns = v["gap_ms"] * 1e6
+        assert (low + rtt_ns <= gap_ns < high + rtt_ns) == v["in_band"], v
+        edges |= {(gap_ns - rtt_ns - edge, v["min_rtt_us"] is None) for edge in (low, high)}
+    for beside in (0.0, -1e6):
+        assert {(beside, True), (beside, False)} <= edges, beside
+    shares = {v["delayed_ack_share"]: v["gap"] for v in rules["nagle_vectors"]}
+    assert set(shares.values()) == {"delayed_ack", "own_wait", None}
+    for name, on, off in (
+        ("nagle_min_share", "delayed_ack", None),
+        ("own_wait_max_share", "own_wait", None),
+    ):
+        threshold = rules[name]
+        assert shares[threshold] == on, name
+        assert any(0 < abs(x - threshold) <= 0.02 and shares[x] == off for x in shares), name
+        assert name in rules["meanings"], name
+    assert rules["own_wait_max_share"] < rules["nagle_min_share"]
+
+
+def test_the_syn_retry_vectors_straddle_the_contracts_schedule() -> None:
+    """``contract/verdict.json``'s ``syn_retry_vectors`` and ``backlog_vectors`` (issue 59),
+    which the engine's ``server.accept_backlog`` is held to (``loadgen/src/verdict/timers.rs``):
+    a connect waited for a resent SYN when it took at least ``syn_retry_first_ns`` and ended
+    less than ``syn_retry_slack_ns`` after a whole multiple of it; the resent SYNs' share of
+    latency decides at ``syn_retry_min_latency_share``. Each edge has a vector on it and beside."""
+    rules = verdict_rules()
+    first, slack = rules["syn_retry_first_ns"], rules["syn_retry_slack_ns"]
+    assert first == 1e9, first  # TCP_TIMEOUT_INIT (RFC 6298)
+    seen = set()
+    for v in rules["syn_retry_vectors"]:
+        ns = v["connect_ms"] * 1e6
+        assert (ns >= first and ns % first < slack) == v["resent_syn"], v
+        seen.add(v["connect_ms"])
+    edges_ms = (first / 1e6, first / 1e6 - 1, (first + slack) / 1e6, (first + slack) / 1e6 - 1)
+    assert set(edges_ms) <= seen, seen
+    threshold = rules["syn_retry_min_latency_share"]
+    limits = {v["resent_syn_latency_share"]: v["limit"] for v in rules["backlog_vectors"]}
+    assert limits[threshold] is True
+    assert any(0 < threshold - x <= 0.02 and not limit for x, limit in limits.items())
+    for name in ("syn_retry_first_ns", "syn_retry_slack_ns", "syn_retry_min_latency_share"):
+        assert name in rules["meanings"], name
+
+
 def test_a_shard_sets_cause_follows_the_contracts_cause_order() -> None:
     """``contract/verdict.json``'s ``cause_order`` (issue 57): the analysis gives a set of shards
     started by hand the first of its shards' causes in the order the engine's checks run — read

@@ -107,6 +107,20 @@ impl Components {
             ours.0 += theirs.0;
             ours.1 += theirs.1;
         }
+        for (ours, theirs) in [
+            (
+                &mut self.responses_by_body_gap_ms,
+                &other.responses_by_body_gap_ms,
+            ),
+            (
+                &mut self.responses_by_connect_ms,
+                &other.responses_by_connect_ms,
+            ),
+        ] {
+            for (ms, count) in theirs {
+                *ours.entry(*ms).or_default() += count;
+            }
+        }
     }
 }
 
@@ -165,7 +179,7 @@ mod tests {
             start_ns: i * 1_000,
             intended_ns: None,
             latency_ns: 1 + (i * i * 7_919) % 50_000_000,
-            connect_ns: None,
+            connect_ns: (i % 5 == 0).then_some((i * 7_919_000) % 3_000_000_000),
             send_ns: Some(10),
             ttfb_ns: Some(20),
             queue_wait_ns: None,
@@ -224,5 +238,12 @@ mod tests {
         assert_eq!(figures(&merged), figures(&whole));
         assert_eq!(merged.phases[0].workers(), 7);
         assert_eq!(merged.components.responses, whole.components.responses);
+        let (ours, theirs) = (&merged.components, &whole.components);
+        assert_eq!(
+            ours.responses_by_body_gap_ms,
+            theirs.responses_by_body_gap_ms
+        );
+        assert_eq!(ours.responses_by_connect_ms, theirs.responses_by_connect_ms);
+        assert!(ours.responses_by_connect_ms.len() > 100);
     }
 }

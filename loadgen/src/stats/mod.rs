@@ -299,6 +299,14 @@ pub struct Components {
     pub queue_wait_ns: u128,
     /// Bytes sent and received per second of the run (by each row's end), for the busiest.
     pub bytes_by_second: Vec<(u64, u64)>,
+    /// Responses by how long their body took after its first byte (latency − ttfb), in whole
+    /// milliseconds: a body the server held for the client's delayed ACK clusters at ~40 ms.
+    #[serde(default)]
+    pub responses_by_body_gap_ms: BTreeMap<u32, u64>,
+    /// Responses that opened a connection, by how long opening it took (`connect_ns`), in
+    /// whole milliseconds: a SYN the kernel had to resend waits whole seconds.
+    #[serde(default)]
+    pub responses_by_connect_ms: BTreeMap<u32, u64>,
 }
 
 impl Components {
@@ -316,6 +324,13 @@ impl Components {
             return;
         };
         let ns = |v: i64| v.max(0) as u128;
+        let ms = |v: i64| u32::try_from(v.max(0) / 1_000_000).unwrap_or(u32::MAX);
+        *(self.responses_by_body_gap_ms)
+            .entry(ms(r.latency_ns - ttfb))
+            .or_default() += 1;
+        if let Some(connect) = r.connect_ns {
+            *self.responses_by_connect_ms.entry(ms(connect)).or_default() += 1;
+        }
         self.responses += 1;
         self.latency_ns += ns(r.latency_ns);
         self.ttfb_ns += ns(ttfb);

@@ -14,6 +14,7 @@ use super::findings::{Finding, Numbers};
 use super::queueing::{Queue, QueueFact};
 use super::rule::{self, Rule, WorkerShares, T};
 use super::slo::LevelFacts;
+use super::timers;
 use super::words::{phase_where, sentence, wait_text, ONE_LEVEL, ONE_LEVEL_SCRAPED};
 use super::{Cause, PhaseVerdict, SloVerdict, Verdict};
 use crate::report::{PhaseWorkers, RunSummary};
@@ -46,6 +47,12 @@ fn strength(f: &Facts<'_>, rule: Rule) -> super::Strength {
     match (rule.cause(), tcp) {
         (Cause::Network, Some(t))
             if !rule::tcp_shows_network(t.retransmit_share, t.rtt_mean_us, t.min_rtt_us) =>
+        {
+            super::Strength::Weak
+        }
+        // A SYN resent to a server on another host may have been lost on the path.
+        _ if rule == Rule::ServerAcceptBacklog
+            && !f.client.is_some_and(|c| c.server_shares_cores) =>
         {
             super::Strength::Weak
         }
@@ -107,23 +114,41 @@ fn say(finding: &Finding) -> String {
     sentence(finding.rule, finding.limit, &finding.seen)
 }
 
+/// Every check's findings in their order — errors, client, network; what the kernel's timers
+/// left in the rows (the server's, seen from the client); what the server's metrics named —
+/// with where the timers' and the server's begin, and whether a body came late (time at the
+/// server, not the network's).
+fn findings_of(
+    f: &Facts<'_>,
+    shares: &Shares,
+    phase: Option<&PhaseWorkers>,
+    numbers: &mut Numbers,
+) -> (Vec<Finding>, (usize, usize), bool) {
+    let mut findings = checks::errors(f, numbers);
+    findings.extend(checks::client(f, shares, phase, numbers));
+    findings.extend(checks::network(f, shares, numbers));
+    let late = checks::body_came_late(&findings);
+    let first_timers = findings.len();
+    findings.extend(timers::body_gaps(f, shares.transfer, late, numbers));
+    findings.extend(timers::resent_syns(f, numbers));
+    let first_server = findings.len();
+    findings.extend(checks::server_named(f, numbers));
+    (findings, (first_timers, first_server), late)
+}
+
 /// Decides the verdict.
 pub fn decide(f: Facts<'_>) -> Verdict {
     let mut numbers = Numbers::new();
     let shares = Shares::of(f.components, &mut numbers);
     let phase = checks::judged_phase(f.summary);
-    let mut findings = checks::errors(&f, &mut numbers);
-    findings.extend(checks::client(&f, &shares, phase, &mut numbers));
-    findings.extend(checks::network(&f, &shares, &mut numbers));
-    let first_server = findings.len();
-    findings.extend(checks::server_named(&f, &mut numbers));
-    let (run_findings, server) = findings.split_at(first_server);
+    let (findings, (first_timers, first_server), late) =
+        findings_of(&f, &shares, phase, &mut numbers);
+    let run_findings = &findings[..first_timers];
+    let (signs, server) = findings[first_timers..].split_at(first_server - first_timers);
     // One closed level of one phase: its latency against its own fastest response.
     let queue = phase
         .filter(|_| f.open.is_none() && f.level.is_none() && checks::phase_count(f.summary) == 1)
         .and_then(|p| QueueFact::of(f.summary, p, &mut numbers));
-    // A body that came late is time at the server, not the network's.
-    let late = checks::body_came_late(run_findings);
     let queue = queue.map(|q| q.body_came_late(late).with_probe(f.probe_r1_ns, late));
     // A closed ramp: its stages read as the levels of a sweep.
     let stages = (f.open.is_none() && f.level.is_none() && queue.is_none())
@@ -137,7 +162,13 @@ pub fn decide(f: Facts<'_>) -> Verdict {
         false => shares,
     };
     let decision = match f.level {
-        Some(level) => level_decision(&f, level, run_findings, (server, first_server)),
+        // A failing level's server reason: the kernel's timers' sign, else the scrapes'.
+        Some(level) => level_decision(
+            &f,
+            level,
+            run_findings,
+            (&findings[first_timers..], first_timers),
+        ),
         None => match run_findings.iter().position(|x| x.limit) {
             Some(i) => Decision {
                 used: vec![i],
@@ -145,9 +176,9 @@ pub fn decide(f: Facts<'_>) -> Verdict {
             },
             None => server_decision(
                 &f,
-                &shares,
-                phase,
+                (&shares, phase),
                 (server, first_server),
+                (signs, first_timers),
                 (queue, stages.as_ref()),
             ),
         },
@@ -292,9 +323,9 @@ fn level_decision(
 /// The server check, when nothing before it found a limit.
 fn server_decision(
     f: &Facts<'_>,
-    shares: &Shares,
-    phase: Option<&PhaseWorkers>,
+    (shares, phase): (&Shares, Option<&PhaseWorkers>),
     (server, first_server): (&[Finding], usize),
+    signs: (&[Finding], usize),
     (queue, stages): (Option<QueueFact>, Option<&super::stages::StagesFact>),
 ) -> Decision {
     let wait = shares.server_wait.unwrap_or(0.0);
@@ -335,6 +366,9 @@ fn server_decision(
         (Rule::InconclusiveOneLevel, Some(Queue::NoWait)) => Rule::NoneNoQueue,
         _ => rule,
     };
+    if let Some(decision) = timers_decide(rule, signs) {
+        return decision;
+    }
     let text = match rule {
         Rule::ServerQueueing | Rule::NoneNoQueue => (queue.map(|q| q.decided()))
             .or(stages.map(|s| s.decided()))
@@ -372,6 +406,24 @@ fn server_decision(
         Rule::ServerSaturated => used(Decision::new(rule, text)),
         _ => Decision::new(rule, text),
     }
+}
+
+/// What the kernel's timers showed (`signs`, from the index given) decides a closed level
+/// whose workers were busy and that no measure of the server's decided (`rule`): what its
+/// latency says is weaker than bodies held for a delayed ACK or SYNs resent.
+fn timers_decide(rule: Rule, (signs, first): (&[Finding], usize)) -> Option<Decision> {
+    let open = matches!(
+        rule,
+        Rule::InconclusiveNoServerSign
+            | Rule::InconclusiveOneLevel
+            | Rule::ServerQueueing
+            | Rule::NoneNoQueue
+    );
+    let j = signs.iter().position(|x| x.limit).filter(|_| open)?;
+    Some(Decision {
+        used: vec![first + j],
+        ..Decision::new(signs[j].rule, say(&signs[j]))
+    })
 }
 
 /// The server check's rule for workers that were not the client's limit: paced by the
@@ -880,6 +932,120 @@ mod tests {
             ("server.saturated", Strength::Strong)
         );
         assert!(v.evidence.iter().any(|e| e.starts_with("latency: ")));
+    }
+
+    /// Issue 59: bodies one delayed ACK after their headers name the server's Nagle, with the
+    /// fix — also where each connection's first, quick response made the median look queued;
+    /// the server's own 10 ms between headers and body does not, and says so; half of each
+    /// cannot tell and says what would. Elsewhere (an open run, a capacity level) it is the
+    /// evidence, or a failing level's reason.
+    #[test]
+    fn bodies_held_for_the_delayed_ack_are_the_servers_nagle() {
+        let paced = one_level(4, 51.0, 55.0, 75.0);
+        let mut late = components(0.75, 0.01);
+        late.responses_by_body_gap_ms = [(0, 4), (41, 900), (44, 96)].into();
+        let v = decide(facts(&paced, &late));
+        assert_eq!(
+            (v.cause, v.strength, v.rule.name()),
+            (Cause::Server, Strength::Strong, "server.nagle")
+        );
+        let counted = "996 of 1000 response bodies came one delayed ACK (35–60 ms) after their \
+                       headers, the median 41 ms after";
+        assert!(v.summary.contains(counted), "{}", v.summary);
+        assert!(v.summary.contains("set TCP_NODELAY"), "{}", v.summary);
+        assert_eq!(v.numbers["body_gap_median_ns"], 41e6);
+        let first_fast = one_level(16, 13.0, 52.0, 300.0);
+        assert_eq!(
+            decide(facts(&first_fast, &late)).rule.name(),
+            "server.nagle"
+        );
+        let said = |gaps: &[(u32, u64)], text: &str| {
+            let mut c = late.clone();
+            c.responses_by_body_gap_ms = gaps.iter().copied().collect();
+            let v = decide(facts(&paced, &c));
+            assert_eq!(v.rule.name(), "inconclusive.one_level", "{}", v.summary);
+            assert!(
+                v.evidence.iter().any(|e| e.contains(text)),
+                "{:?}",
+                v.evidence
+            );
+        };
+        said(&[(10, 1000)], "not a delayed ACK but the server's own wait");
+        said(
+            &[(10, 700), (41, 300)],
+            "TCP_NODELAY on the server's sockets would",
+        );
+        // Nagle's wait a small part of each response: a note beside another rule.
+        let mut small = components(0.3, 0.01);
+        small.responses_by_body_gap_ms = late.responses_by_body_gap_ms.clone();
+        let v = decide(facts(&paced, &small));
+        assert_ne!(v.rule.name(), "server.nagle");
+        assert!(v.evidence.iter().any(|e| e.contains("adds about that")));
+        let s = summary(3000, 0, vec![phase("main", 20, 0.3, 0.7)]);
+        let v = decide(Facts {
+            open: Some(open(0.0, &[])),
+            ..facts(&s, &late)
+        });
+        assert_eq!(v.rule.name(), "none.kept_up");
+        assert!(v
+            .evidence
+            .iter()
+            .any(|e| e.contains("the server's Nagle algorithm met")));
+        let crossed = level(crate::verdict::slo::Outcome::Fail, None);
+        let v = decide(Facts {
+            open: Some(open(0.0, &[])),
+            level: Some(&crossed),
+            ..facts(&s, &late)
+        });
+        assert_eq!(v.rule.name(), "server.slo");
+        assert!(
+            v.summary.contains("; the server: the server's Nagle"),
+            "{}",
+            v.summary
+        );
+    }
+
+    /// Issue 59: connects that waited whole seconds for resent SYNs name the server's accept
+    /// queue — strongly when it shares the client's host, weakly across a path that may lose
+    /// a SYN; one resent SYN in a long run is a note, and a 1.5 s connect is no resent SYN.
+    #[test]
+    fn syns_resent_past_a_full_accept_queue_are_the_servers_backlog() {
+        let s = summary(1000, 0, vec![phase("main", 32, 0.99, 0.0)]);
+        let mut c = components(0.0, 0.0);
+        c.responses_by_connect_ms = [(0, 900), (1012, 4), (1500, 2), (2041, 1)].into();
+        let mut client = ClientSummary::default();
+        client.set_shared_with(Some("the server on this machine (loopback)"));
+        let v = decide(Facts {
+            client: Some(&client),
+            ..facts(&s, &c)
+        });
+        assert_eq!(
+            (v.cause, v.strength, v.rule.name()),
+            (Cause::Server, Strength::Strong, "server.accept_backlog")
+        );
+        let counted = "5 of 907 connects waited for the kernel to resend their SYN (4 after 1 \
+                       s, 1 after 2 s: its SYN retry schedule), 60.9% of the responses' time";
+        assert!(v.summary.contains(counted), "{}", v.summary);
+        assert_eq!(v.numbers["resent_syn_connects"], 5.0);
+        let v = decide(facts(&s, &c));
+        assert_eq!(
+            (v.rule.name(), v.strength),
+            ("server.accept_backlog", Strength::Weak)
+        );
+        assert!(v.summary.contains("or the path lost them"), "{}", v.summary);
+        assert!(
+            v.summary.contains("or keep-alive connections"),
+            "{}",
+            v.summary
+        );
+        // Each worker's one connection, opened together: the start's burst.
+        c.responses_by_connect_ms = [(0, 20), (1012, 12)].into();
+        let v = decide(facts(&s, &c));
+        assert!(v.summary.contains("they opened together"), "{}", v.summary);
+        c.responses_by_connect_ms = [(0, 900), (1012, 1)].into();
+        let v = decide(facts(&s, &c));
+        assert_eq!(v.rule.name(), "inconclusive.one_level");
+        assert!(v.evidence.iter().any(|e| e.contains("1 after 1 s")));
     }
 
     #[test]

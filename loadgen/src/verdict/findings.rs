@@ -56,6 +56,50 @@ pub enum CpuBusy {
     Between,
 }
 
+/// What the gap between a response's headers and its body says (`contract/verdict.json`'s
+/// `nagle_vectors`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum BodyGap {
+    /// At least `nagle_min_share` of the bodies came one delayed ACK after their headers.
+    DelayedAck,
+    /// At most `own_wait_max_share` did: the gap is the server's own wait.
+    OwnWait,
+    /// In between: the rows cannot tell.
+    CannotTell,
+}
+
+/// The responses' bodies against their headers (latency − ttfb, each row).
+#[derive(Debug, Clone, Copy)]
+pub struct BodyGaps {
+    /// Responses with a first byte.
+    pub responses: u64,
+    /// Those whose body came one delayed ACK after the first byte (in `band_ns`).
+    pub delayed_ack: u64,
+    /// The median gap (whole milliseconds, in ns).
+    pub median_gap_ns: f64,
+    /// One delayed ACK after the headers: from, to (ns).
+    pub band_ns: (f64, f64),
+    pub gap: BodyGap,
+}
+
+/// The connects that waited for the kernel to resend their SYN.
+#[derive(Debug, Clone)]
+pub struct ResentSyns {
+    /// Responses that opened a connection.
+    pub connects: u64,
+    /// Those whose connect ended just after a whole second (the SYN retry schedule).
+    pub resent: u64,
+    /// (whole seconds waited, connects): 1 s, 2 s, …
+    pub after_s: Vec<(u32, u64)>,
+    /// Their connects' time over the responses' latency.
+    pub latency_share: f64,
+    /// The server shares the client's host: no path between to lose a SYN on.
+    pub on_this_host: bool,
+    /// No more connects than workers: each opened its connection once and kept it, so the
+    /// SYNs were dropped when they opened together.
+    pub opened_once: bool,
+}
+
 /// What a check saw, with the numbers its sentence needs.
 #[derive(Debug, Clone)]
 pub enum Seen {
@@ -120,6 +164,10 @@ pub enum Seen {
     FailedScrapes(u64),
     /// The service's own CPU (its `process_cpu_seconds_total`), in cores.
     ServiceCpu(f64),
+    /// Bodies against their headers (`server.nagle`, or a note of what the gap was).
+    BodyGaps(BodyGaps),
+    /// Connects that waited for a resent SYN (`server.accept_backlog`).
+    ResentSyns(ResentSyns),
     /// A capacity level's failures: each a sentence of the level's (SLOs, abort, schedule).
     Level(Vec<String>),
     Text(String),

@@ -14,9 +14,11 @@
 //! order — errors, client, network, server — of which the first limit decides; the client's
 //! CPU rule ([`client`]); the open model's schedule rule ([`schedule`]); what one closed
 //! level's latency against its own fastest response says of queueing at the server
-//! ([`queueing`]), and what a closed ramp's stages say of it ([`stages`]). In layers, each
+//! ([`queueing`]), what a closed ramp's stages say of it ([`stages`]), and what the kernel's
+//! TCP timers left in the rows — a body held for the client's delayed ACK, a SYN resent past
+//! a full accept queue ([`timers`]). In layers, each
 //! importing only those below it: what the rules find, typed ([`findings`]); the rules
-//! ([`checks`], [`slo`], [`queueing`], [`stages`], …), which produce findings from the facts
+//! ([`checks`], [`slo`], [`queueing`], [`stages`], [`timers`], …), which produce findings from the facts
 //! ([`facts`]); the words ([`words`]), which read findings and never decide; the judge
 //! ([`decide()`]) on top. The rules never import their words. What needs several runs (a
 //! sweep's plateau, its USL, an open-rate sweep's knee) is the analysis's (its thresholds are
@@ -34,6 +36,7 @@ pub mod schedule;
 pub mod server;
 pub mod slo;
 pub mod stages;
+pub mod timers;
 pub mod words;
 
 use serde::Serialize;

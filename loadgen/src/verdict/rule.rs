@@ -48,6 +48,13 @@ pub struct Thresholds {
     pub probe_queueing_ratio: f64,
     pub probe_no_queue_ratio: f64,
     pub busy_host_other_share: f64,
+    pub delayed_ack_min_ns: f64,
+    pub delayed_ack_max_ns: f64,
+    pub nagle_min_share: f64,
+    pub own_wait_max_share: f64,
+    pub syn_retry_first_ns: f64,
+    pub syn_retry_slack_ns: f64,
+    pub syn_retry_min_latency_share: f64,
 }
 
 /// `contract/sustainability.json`'s numbers.
@@ -99,6 +106,11 @@ pub enum Rule {
     /// One closed level whose median response was many times its fastest: requests waited
     /// at the server (weak).
     ServerQueueing,
+    /// Most bodies came one delayed ACK after their headers: the server's Nagle algorithm
+    /// held each until the client's delayed ACK.
+    ServerNagle,
+    /// Connects waited whole seconds for a SYN the server's full accept queue dropped.
+    ServerAcceptBacklog,
     NoneKeptUp,
     NonePacedByWorkload,
     /// One closed level whose median response was near its fastest: nothing queued at the
@@ -121,7 +133,7 @@ pub enum Rule {
 
 impl Rule {
     /// Every rule, in the order of the enum.
-    pub const ALL: [Rule; 27] = [
+    pub const ALL: [Rule; 29] = [
         Rule::ErrorsShare,
         Rule::ErrorsSlo,
         Rule::ClientCpu,
@@ -137,6 +149,8 @@ impl Rule {
         Rule::ServerSaturated,
         Rule::ServerSlo,
         Rule::ServerQueueing,
+        Rule::ServerNagle,
+        Rule::ServerAcceptBacklog,
         Rule::NoneKeptUp,
         Rule::NonePacedByWorkload,
         Rule::NoneNoQueue,
@@ -176,6 +190,8 @@ impl Rule {
             Rule::ServerSaturated => "server.saturated",
             Rule::ServerSlo => "server.slo",
             Rule::ServerQueueing => "server.queueing",
+            Rule::ServerNagle => "server.nagle",
+            Rule::ServerAcceptBacklog => "server.accept_backlog",
             Rule::NoneKeptUp => "none.kept_up",
             Rule::NonePacedByWorkload => "none.paced_by_workload",
             Rule::NoneNoQueue => "none.no_queue",
@@ -208,6 +224,8 @@ impl Rule {
             | Rule::ServerSaturated
             | Rule::ServerSlo
             | Rule::ServerQueueing
+            | Rule::ServerNagle
+            | Rule::ServerAcceptBacklog
             | Rule::ServerNote => Cause::Server,
             Rule::NoneKeptUp
             | Rule::NonePacedByWorkload

@@ -2,7 +2,7 @@
 //! run.json's `evidence` and every reader show. It words numbers it is given; it decides
 //! nothing and compares nothing with a threshold.
 
-use super::findings::{Carried, CpuBusy, Seen};
+use super::findings::{BodyGap, BodyGaps, Carried, CpuBusy, ResentSyns, Seen};
 use super::rule::T;
 use super::schedule::Schedule;
 use super::server::{HostCpu, Queue, Workers};
@@ -51,7 +51,6 @@ pub fn wait_text(wait: f64) -> String {
 
 /// The finding as one sentence; `limit` says whether it decided or is a note.
 pub fn sentence(rule: super::Rule, limit: bool, seen: &Seen) -> String {
-    use super::Rule;
     match seen {
         Seen::NoFailures { requests } => format!("no failures in {requests} requests"),
         Seen::Failures {
@@ -85,15 +84,7 @@ pub fn sentence(rule: super::Rule, limit: bool, seen: &Seen) -> String {
             schedule,
             server_behind,
         } => late(schedule, *server_behind),
-        Seen::Share { share } => match rule {
-            Rule::ClientHttp2Streams => format!(
-                "over HTTP/2 or HTTP/3 requests waited {} of their latency inside the client \
-                 for a stream slot or flow-control window: more streams per connection than the \
-                 server allows (lower --streams-per-connection or open more connections)",
-                pct(*share)
-            ),
-            _ => format!("moving bytes took {} of latency", pct(*share)),
-        },
+        Seen::Share { share } => share_of_latency(rule, *share),
         Seen::Moving { share, carried } => moving(rule, limit, *share, carried),
         Seen::Link {
             direction,
@@ -127,8 +118,23 @@ pub fn sentence(rule: super::Rule, limit: bool, seen: &Seen) -> String {
         Seen::ServiceCpu(cores) => format!(
             "the service itself used {cores:.2} cores on average (its process_cpu_seconds_total)"
         ),
+        Seen::BodyGaps(gaps) => body_gaps(gaps, limit),
+        Seen::ResentSyns(syns) => resent_syns(syns, limit),
         Seen::Level(reasons) => reasons.join("; "),
         Seen::Text(text) => text.clone(),
+    }
+}
+
+/// A share of latency: the client's wait for a stream slot (HTTP/2, HTTP/3), or moving bytes.
+fn share_of_latency(rule: super::Rule, share: f64) -> String {
+    match rule {
+        super::Rule::ClientHttp2Streams => format!(
+            "over HTTP/2 or HTTP/3 requests waited {} of their latency inside the client for a \
+             stream slot or flow-control window: more streams per connection than the server \
+             allows (lower --streams-per-connection or open more connections)",
+            pct(share)
+        ),
+        _ => format!("moving bytes took {} of latency", pct(share)),
     }
 }
 
@@ -170,6 +176,87 @@ fn moving(rule: super::Rule, limit: bool, share: f64, c: &Carried) -> String {
          --link-capacity if the link may be the limit",
         pct(share)
     )
+}
+
+/// The bodies against their headers: the server's Nagle meeting the client's delayed ACK (a
+/// limit, or a note of what it costs), or what else the gap was.
+fn body_gaps(g: &BodyGaps, limit: bool) -> String {
+    let ms = |ns: f64| format!("{:.0}", ns / 1e6);
+    let counted = format!(
+        "{} of {} response bodies came one delayed ACK ({}–{} ms) after their headers, the \
+         median {} ms after",
+        g.delayed_ack,
+        g.responses,
+        ms(g.band_ns.0),
+        ms(g.band_ns.1),
+        ms(g.median_gap_ns)
+    );
+    let fix = "set TCP_NODELAY on the server's sockets, or have it write headers and body in \
+               one write";
+    match (g.gap, limit) {
+        (BodyGap::DelayedAck, true) => format!(
+            "the server's Nagle algorithm met the client's delayed ACK: {counted} — the server \
+             wrote them in two writes, and held the small second one until the client \
+             acknowledged the first, which it delays ~40 ms; that wait, not the server's work, \
+             set each response's time: {fix}"
+        ),
+        (BodyGap::DelayedAck, false) => format!(
+            "{counted}: the server's Nagle algorithm meeting the client's delayed ACK adds \
+             about that to each response; {fix}"
+        ),
+        (BodyGap::OwnWait, _) => format!(
+            "{counted}: not a delayed ACK but the server's own wait between headers and body \
+             (it sent its headers before the body was ready)"
+        ),
+        (BodyGap::CannotTell, _) => format!(
+            "{counted}: some may have waited for the client's delayed ACK under the server's \
+             Nagle algorithm, the rest for the server itself — the rows cannot tell; a run with \
+             TCP_NODELAY on the server's sockets would (the delayed-ACK wait goes, the server's \
+             own stays)"
+        ),
+    }
+}
+
+/// The connects that waited for a resent SYN: the server's accept queue.
+fn resent_syns(s: &ResentSyns, limit: bool) -> String {
+    let after: Vec<String> = (s.after_s.iter())
+        .map(|(seconds, n)| format!("{n} after {seconds} s"))
+        .collect();
+    let text = format!(
+        "{} of {} connects waited for the kernel to resend their SYN ({}: its SYN retry \
+         schedule), {} of the responses' time",
+        s.resent,
+        s.connects,
+        after.join(", "),
+        pct(s.latency_share)
+    );
+    let path = match s.on_this_host {
+        true => "",
+        false => {
+            " (or the path lost them: a lost SYN is resent on the same schedule, and the \
+                  TCP figures show whether the path loses packets)"
+        }
+    };
+    let why = format!(
+        "the server's accept queue was full and dropped their SYNs{path} — its listen \
+         backlog is too small for the connections arriving, or it accepts only when a worker \
+         is free"
+    );
+    let remedy = match s.opened_once {
+        true => {
+            "each connection was opened once and kept: they opened together, which a \
+                 larger backlog (listen(2)'s, up to net.core.somaxconn) takes, and \
+                 --connect-rate spreads"
+        }
+        false => {
+            "a larger backlog (listen(2)'s, up to net.core.somaxconn), accepting \
+                  sooner, or keep-alive connections remove the wait"
+        }
+    };
+    match limit {
+        true => format!("{text}: {why}; {remedy}"),
+        false => format!("{text}: {why}"),
+    }
 }
 
 /// "the server rejected 12 % with 503, Retry-After 1 s": a limiter's or an overloaded
@@ -321,7 +408,7 @@ pub fn headline(rule: super::Rule, strength: super::Strength) -> String {
 
 /// What each rule found, in words a newcomer reads without docs/verdict.md, and what to do
 /// next ([`headline`]); `server.queueing` said strongly (the probe agreed) is [`QUEUED_STRONGLY`].
-const FOUND_AND_NEXT: [(super::Rule, &str, &str); 27] = {
+const FOUND_AND_NEXT: [(super::Rule, &str, &str); 29] = {
     use super::Rule;
     [
         (
@@ -398,6 +485,16 @@ const FOUND_AND_NEXT: [(super::Rule, &str, &str); 27] = {
             Rule::ServerQueueing,
             "requests queued at the server",
             "loadgen sweep, or --server-metrics",
+        ),
+        (
+            Rule::ServerNagle,
+            "the server's Nagle held bodies for loadgen's delayed ACK",
+            "TCP_NODELAY on the server's sockets",
+        ),
+        (
+            Rule::ServerAcceptBacklog,
+            "the server's accept queue was full; SYNs were resent",
+            "a larger listen backlog, or keep-alive",
         ),
         (
             Rule::NoneKeptUp,
