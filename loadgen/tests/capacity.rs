@@ -416,7 +416,14 @@ fn a_rate_limited_server_is_found_and_limited_by_errors() {
     eprintln!("{} (in {:.0} s)", answer["answer"], answer["elapsed_s"]);
     assert_eq!(code, 0, "{stderr}");
     let found = answer["capacity_rps"].as_f64().unwrap();
-    assert!((270.0..=330.0).contains(&found), "{found}: {answer}");
+    if answer["ended"] == "noise_floor" {
+        // Honest on a busy host (issue 59): the answer may sit low, but the interval reaches
+        // the limiter's rate, and the answer is never above it.
+        let high = answer["interval"][1].as_f64().unwrap_or(f64::INFINITY);
+        assert!(found <= 330.0 && high >= 270.0, "{answer}");
+    } else {
+        assert!((270.0..=330.0).contains(&found), "{found}: {answer}");
+    }
     assert_eq!(answer["limited_by"], "errors", "{answer}");
     let evidence = answer["evidence"].to_string();
     assert!(evidence.contains("503"), "{evidence}");
