@@ -323,15 +323,17 @@ mod tests {
         }
     }
 
-    /// The rows the writer wrote, read back, are counted into exactly the aggregates the
-    /// writer counted them into: the same JSON, every count and histogram bucket.
-    #[test]
-    fn segments_read_back_into_the_writers_aggregates() {
-        let dir = tempfile::tempdir().unwrap();
-        let empty = Aggregator::new(2, 2, 1, 3, 5_000).leaving_out(Some(0));
+    /// `records` written into `dir` by the run's own writer (700 a hand-off, as workers hand
+    /// them over), its segments anchored at `anchor_unix_ns`.
+    fn write(
+        dir: &std::path::Path,
+        anchor_unix_ns: i64,
+        empty: &Aggregator,
+        records: &[RequestRecord],
+    ) -> crate::store::writer::WriterReport {
         let (tx, thread) = spawn(WriterConfig {
-            dir: dir.path().to_path_buf(),
-            metadata: vec![("loadgen.anchor_unix_ns".into(), "1700000000".into())],
+            dir: dir.to_path_buf(),
+            metadata: vec![("loadgen.anchor_unix_ns".into(), anchor_unix_ns.to_string())],
             labels: labels(),
             segment_interval: Duration::from_secs(3600),
             stats: empty.clone(),
@@ -340,12 +342,21 @@ mod tests {
             samples: None,
         })
         .unwrap();
-        let records: Vec<RequestRecord> = (0..5_000).map(sample).collect();
         for chunk in records.chunks(700) {
             tx.send(chunk.to_vec()).unwrap();
         }
         drop(tx);
-        let report = thread.finish().unwrap();
+        thread.finish().unwrap()
+    }
+
+    /// The rows the writer wrote, read back, are counted into exactly the aggregates the
+    /// writer counted them into: the same JSON, every count and histogram bucket.
+    #[test]
+    fn segments_read_back_into_the_writers_aggregates() {
+        let dir = tempfile::tempdir().unwrap();
+        let empty = Aggregator::new(2, 2, 1, 3, 5_000).leaving_out(Some(0));
+        let records: Vec<RequestRecord> = (0..5_000).map(sample).collect();
+        let report = write(dir.path(), 1_700_000_000, &empty, &records);
         std::fs::write(dir.path().join(".part-00001.parquet.partial"), b"PAR1").unwrap();
         let back = read_back(dir.path(), &labels(), &empty);
         assert_eq!(back.unreadable, Vec::<String>::new());
@@ -363,20 +374,12 @@ mod tests {
     fn a_segment_of_another_runs_labels_is_named_and_left_out() {
         let dir = tempfile::tempdir().unwrap();
         let empty = Aggregator::new(2, 2, 1, 1, 0);
-        let (tx, thread) = spawn(WriterConfig {
-            dir: dir.path().to_path_buf(),
-            metadata: vec![("loadgen.anchor_unix_ns".into(), "0".into())],
-            labels: labels(),
-            segment_interval: Duration::from_secs(3600),
-            stats: empty.clone(),
-            closed: None,
-            publish: None,
-            samples: None,
-        })
-        .unwrap();
-        tx.send((0..10).map(sample).collect()).unwrap();
-        drop(tx);
-        thread.finish().unwrap();
+        write(
+            dir.path(),
+            0,
+            &empty,
+            &(0..10).map(sample).collect::<Vec<_>>(),
+        );
         let mut other = labels();
         other.ops[1] = "PUT /c".into();
         let back = read_back(dir.path(), &other, &empty);
