@@ -292,6 +292,26 @@ def test_the_host_vectors_straddle_the_contracts_threshold() -> None:
     assert "busy_host_other_share" in rules["meanings"]
 
 
+def test_the_shared_host_vectors_straddle_the_contracts_thresholds() -> None:
+    """``contract/verdict.json``'s ``shared_host_vectors`` (issue 59: the embedded demo said
+    "server (strong)" on two cores it and the client kept busy), which the engine's rule is held
+    to (``loadgen/src/verdict/host.rs``): the host's busy cores and the client's own, each with
+    a vector on its threshold's either side."""
+    rules = verdict_rules()
+    busy_at, client_at = rules["cpu_saturated_share"], rules["shared_host_client_share"]
+    busy_shares, client_shares = [], []
+    for v in rules["shared_host_vectors"]:
+        busy = v["host_busy_cores"] / v["host_cores"]
+        client = v["client_cores"] / v["host_cores"]
+        assert (busy >= busy_at - 1e-9 and client >= client_at - 1e-9) == v["shared"], v
+        busy_shares.append(busy)
+        client_shares.append(client)
+    for shares, threshold in ((busy_shares, busy_at), (client_shares, client_at)):
+        assert any(0 <= s - threshold <= 0.01 for s in shares), shares
+        assert any(0 < threshold - s <= 0.01 for s in shares), shares
+    assert "shared_host_client_share" in rules["meanings"]
+
+
 def test_the_delayed_ack_vectors_straddle_the_contracts_band() -> None:
     """``contract/verdict.json``'s ``delayed_ack_vectors`` and ``nagle_vectors`` (issue 59),
     which the engine's ``server.nagle`` is held to (``loadgen/src/verdict/timers.rs``): a body

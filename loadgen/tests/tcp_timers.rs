@@ -157,11 +157,14 @@ fn verdict_of(server: &Server, args: &[&str]) -> serde_json::Value {
     verdict
 }
 
-/// A server cause is weak when other work kept this host busy, which the summary then says
-/// (the shared test machine may be): else as the rule says.
+/// A server cause is weak when other work kept this host busy, or the client took a good share
+/// of the cores the server shares, which the summary then says (the shared test machine may
+/// be): else as the rule says.
 fn strength_unless_busy(verdict: &serde_json::Value, strength: &str) -> &'static str {
     let summary = verdict["summary"].as_str().unwrap();
-    match (summary.contains("; but other work kept"), strength) {
+    let host = summary.contains("; but other work kept")
+        || summary.contains("; but the server and this client shared");
+    match (host, strength) {
         (true, _) | (false, "weak") => "weak",
         _ => "strong",
     }

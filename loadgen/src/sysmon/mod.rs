@@ -167,6 +167,7 @@ fn start_with(config: SysmonConfig, row_group_every: Duration) -> Result<Sysmon,
             tcp: None,
             shared_with: None,
             host_cores: None,
+            host_busy_cores: None,
             host_other_cores: None,
         },
         first_stat: baseline.cpu_stat,
@@ -220,7 +221,11 @@ impl Sampler {
                     self.cpu_ns_total as f64 / self.wall_ns_total as f64 / self.limit.limit_cores
                 };
                 summary.sampled_ns = self.wall_ns_total;
-                (summary.host_cores, summary.host_other_cores) = self.host.mean();
+                (
+                    summary.host_cores,
+                    summary.host_busy_cores,
+                    summary.host_other_cores,
+                ) = self.host.mean();
                 if let (Some(first), Some(last)) = (self.first_stat, self.last_stat) {
                     let run = last.since(&first);
                     summary.throttled_ns = Some(run.throttled_ns);
@@ -319,11 +324,12 @@ impl Sampler {
     }
 }
 
-/// The host's cores busy with other work than this process's (the client's and an embedded
-/// server's threads), summed over the rows for a time-weighted mean.
+/// The host's busy cores, every process's and those of other work than this process's (the
+/// client's and an embedded server's threads), summed over the rows for a time-weighted mean.
 #[derive(Default)]
 struct HostBusy {
     cores: usize,
+    busy_core_ns: f64,
     other_core_ns: f64,
     wall_ns: f64,
 }
@@ -332,16 +338,21 @@ impl HostBusy {
     fn add(&mut self, core_utilisation: &[f64], process_ns: u64, wall_ns: i64) {
         self.cores = core_utilisation.len();
         let busy_core_ns = core_utilisation.iter().sum::<f64>() * wall_ns as f64;
+        self.busy_core_ns += busy_core_ns;
         self.other_core_ns += (busy_core_ns - process_ns as f64).max(0.0);
         self.wall_ns += wall_ns as f64;
     }
 
-    /// The host's cores and how many of them other work kept busy on average; `None`
-    /// without a row.
-    fn mean(&self) -> (Option<usize>, Option<f64>) {
+    /// The host's cores, how many of them were busy on average (every process's) and how
+    /// many other work kept busy; `None` without a row.
+    fn mean(&self) -> (Option<usize>, Option<f64>, Option<f64>) {
         match self.wall_ns > 0.0 {
-            true => (Some(self.cores), Some(self.other_core_ns / self.wall_ns)),
-            false => (None, None),
+            true => (
+                Some(self.cores),
+                Some(self.busy_core_ns / self.wall_ns),
+                Some(self.other_core_ns / self.wall_ns),
+            ),
+            false => (None, None, None),
         }
     }
 }

@@ -68,6 +68,9 @@ pub struct ClientSummary {
     pub shared_with: Option<&'static str>,
     /// The host's cores (/proc/stat's `cpuN` lines), every one, not only the client's.
     pub host_cores: Option<usize>,
+    /// How many of the host's cores were busy on average over the sampled time, every
+    /// process's: this one's (the client's, an embedded server's) and other work's.
+    pub host_busy_cores: Option<f64>,
     /// How many of the host's cores other work kept busy on average over the sampled time:
     /// every process but this one (a server on this host among them), whose own CPU — the
     /// client's and an embedded server's — is left out.
@@ -215,6 +218,7 @@ pub mod tests {
             target_interface: None,
             link_capacity_bps: None,
             host_cores: None,
+            host_busy_cores: None,
             host_other_cores: None,
             link_capacity_source: None,
             tcp: None,

@@ -67,16 +67,40 @@ fn with_host(
     rule: Rule,
     summary: String,
     numbers: &mut Numbers,
-) -> (String, Option<String>, bool) {
+) -> (String, Option<String>, Option<HostWeakens>) {
     let server_cpu = f.server.as_ref().and_then(|s| s.service_cpu_cores);
-    let Some(busy) = f.client.and_then(|c| super::host::busy_host(c, server_cpu)) else {
-        return (summary, None, false);
-    };
-    numbers.insert("host_other_cores", busy.other_cores);
-    match rule.cause() == Cause::Server {
-        true => (format!("{summary}; but {}", busy.sentence()), None, true),
-        false => (summary, Some(format!("host: {}", busy.sentence())), false),
+    let server = rule.cause() == Cause::Server;
+    if let Some(busy) = f.client.and_then(|c| super::host::busy_host(c, server_cpu)) {
+        numbers.insert("host_other_cores", busy.other_cores);
+        return match server {
+            true => (
+                format!("{summary}; but {}", busy.sentence()),
+                None,
+                Some(HostWeakens::OtherWork),
+            ),
+            false => (summary, Some(format!("host: {}", busy.sentence())), None),
+        };
     }
+    let Some(shared) = f.client.and_then(super::host::shared_host) else {
+        return (summary, None, None);
+    };
+    numbers.insert("host_busy_cores", shared.busy_cores);
+    match server {
+        true => (
+            format!("{summary}; but {}", shared.sentence()),
+            None,
+            Some(HostWeakens::Shared),
+        ),
+        false => (summary, Some(format!("host: {}", shared.sentence())), None),
+    }
+}
+
+/// Why a server cause is said weakly: the host it shares with the client was busy with other
+/// work, or its cores went to the server and the client together (the shared host).
+#[derive(Debug, Clone, Copy, PartialEq)]
+enum HostWeakens {
+    OtherWork,
+    Shared,
 }
 
 /// The evidence: the summary, the host's line, the decision's reasons, the latency where it
@@ -184,7 +208,7 @@ pub fn decide(f: Facts<'_>) -> Verdict {
         },
     };
     let summary = in_context(&f, &decision, phase);
-    let (summary, host_line, busy_server) = with_host(&f, decision.rule, summary, &mut numbers);
+    let (summary, host_line, weakens) = with_host(&f, decision.rule, summary, &mut numbers);
     let evidence = evidence_of(
         &summary,
         host_line,
@@ -194,7 +218,7 @@ pub fn decide(f: Facts<'_>) -> Verdict {
     );
     let saturated = server.iter().any(|x| x.limit);
     let strength = match queue.filter(|q| q.confirmed) {
-        _ if busy_server => super::Strength::Weak,
+        _ if weakens.is_some() => super::Strength::Weak,
         Some(_) if decision.rule == Rule::ServerQueueing => super::Strength::Strong,
         _ => strength(&f, decision.rule),
     };
@@ -202,7 +226,10 @@ pub fn decide(f: Facts<'_>) -> Verdict {
         cause: decision.rule.cause(),
         strength,
         rule: decision.rule,
-        headline: super::words::headline(decision.rule, strength),
+        headline: match weakens {
+            Some(HostWeakens::Shared) => super::words::headline_on_a_shared_host(decision.rule),
+            _ => super::words::headline(decision.rule, strength),
+        },
         summary,
         evidence,
         numbers,
@@ -1188,6 +1215,45 @@ mod tests {
         assert!((v.numbers["host_other_cores"] - 1.7).abs() < 1e-9);
         let v = judged(&client, Some(1.0));
         assert_eq!(v.strength, Strength::Strong, "{}", v.summary);
+    }
+
+    /// Issue 59: the embedded demo, client and server on the same two cores and both busy (the
+    /// client one of them): the server's queue is what the cores left it, so the server cause is
+    /// said weakly, its line names the shared cores and the next step is another host. With the
+    /// client on a small share of the busy cores, the server had them: strong again.
+    #[test]
+    fn a_server_on_cores_it_shares_with_a_busy_client_is_said_weakly() {
+        let c = components(0.0, 0.0);
+        let s = summary(3000, 0, vec![phase("main", 20, 0.3, 0.7)]);
+        let behind = ["12 sends were dropped at the in-flight cap"];
+        let mut client = crate::sysmon::summary::tests::summary();
+        client.server_shares_cores = true;
+        (client.cpu_limit_cores, client.mean_cpu_utilisation) = (2.0, 0.5);
+        (client.host_cores, client.host_busy_cores) = (Some(2), Some(1.96));
+        client.host_other_cores = Some(0.0);
+        let judged = |client: &ClientSummary| {
+            decide(Facts {
+                open: Some(open(0.0, &behind)),
+                client: Some(client),
+                ..facts(&s, &c)
+            })
+        };
+        let v = judged(&client);
+        assert_eq!(
+            (v.rule.name(), v.strength),
+            ("server.fell_behind", Strength::Weak)
+        );
+        assert!(
+            v.summary.contains("shared this host's 2 cores"),
+            "{}",
+            v.summary
+        );
+        assert!(v.headline.contains("on shared cores"), "{}", v.headline);
+        assert!((v.numbers["host_busy_cores"] - 1.96).abs() < 1e-9);
+        client.mean_cpu_utilisation = 0.1;
+        let v = judged(&client);
+        assert_eq!(v.strength, Strength::Strong, "{}", v.summary);
+        assert!(!v.headline.contains("shares"), "{}", v.headline);
     }
 
     #[test]

@@ -229,6 +229,15 @@ mod tests {
                 assert!(!line.contains('\n'), "{line}");
             }
         }
+        for rule in Rule::ALL.into_iter().filter(|r| r.cause() == Cause::Server) {
+            let line = words::headline_on_a_shared_host(rule);
+            assert!(
+                line.chars().count() <= words::HEADLINE_MAX_CHARS,
+                "{} chars: {line}",
+                line.chars().count()
+            );
+            assert!(line.starts_with("server (weak): "), "{line}");
+        }
         assert_eq!(
             words::headline(Rule::ServerQueueing, Strength::Weak),
             "server (weak): requests queued at the server — next: loadgen sweep, or --server-metrics"

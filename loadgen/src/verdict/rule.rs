@@ -48,6 +48,7 @@ pub struct Thresholds {
     pub probe_queueing_ratio: f64,
     pub probe_no_queue_ratio: f64,
     pub busy_host_other_share: f64,
+    pub shared_host_client_share: f64,
     pub delayed_ack_min_ns: f64,
     pub delayed_ack_max_ns: f64,
     pub nagle_min_share: f64,

@@ -406,6 +406,18 @@ pub fn headline(rule: super::Rule, strength: super::Strength) -> String {
     )
 }
 
+/// A server cause on a host whose cores the server and the client took from each other
+/// (`host::shared_host`): what the rule found, on shared cores, and the step that tells the
+/// server's own limit — "server (weak): requests queued at the server, on shared cores —
+/// next: the server alone" (on a host of its own).
+pub fn headline_on_a_shared_host(rule: super::Rule) -> String {
+    let (found, _) = found_and_next(rule, super::Strength::Weak);
+    format!(
+        "{} (weak): {found}, on shared cores — next: the server alone",
+        rule.cause().as_str()
+    )
+}
+
 /// What each rule found, in words a newcomer reads without docs/verdict.md, and what to do
 /// next ([`headline`]); `server.queueing` said strongly (the probe agreed) is [`QUEUED_STRONGLY`].
 const FOUND_AND_NEXT: [(super::Rule, &str, &str); 29] = {
