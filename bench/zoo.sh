@@ -13,7 +13,8 @@
 # analysis/zoo.lock; node, java/javac and go must be on the PATH (their rows skip otherwise;
 # the Go and Java handlers are compiled into target/zoo/ once). `--quick` runs only the quick rows
 # (analysis/tests/test_zoo.py runs seven of them, zoo_testbeds.TESTED); `--only TEXT` the rows whose name contains TEXT. The runs
-# stay in bench/out/<time>-zoo/. ~4 min plus the build.
+# stay in bench/out/<time>-zoo/. ~4 min plus the build. BURNERS=N keeps N steady CPU burners
+# (each a busy loop) running beside the rows, for the table measured "beside burners".
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -27,7 +28,11 @@ cargo build --release --locked -p loadgen -p loadgen-servers >&2
 
 out="bench/out/$(date -u +%Y%m%dT%H%M%SZ)-zoo"
 mkdir -p "$out"
-echo "runs in $out; $(nproc) cores, load average $(cut -d' ' -f1-3 /proc/loadavg)" >&2
+for _ in $(seq "${BURNERS:-0}"); do
+  python3 -c 'while True: pass' &
+  bench_pids+=($!) # stopped on exit by bench/lib.sh
+done
+echo "runs in $out; $(nproc) cores, ${BURNERS:-0} burners, load average $(cut -d' ' -f1-3 /proc/loadavg)" >&2
 LOADGEN_BIN=target/release/loadgen LOADGEN_SERVER_BIN=target/release/loadgen-server \
   "$VENV/bin/python" -m loadgen_analysis.testing.zoo_testbeds --out "$out" "$@" \
   | tee "$out/table.md"

@@ -4,6 +4,13 @@
 //! processes that listen on a loopback target's port (the server on this host), and the other
 //! processes that used the most CPU — the other work a busy-host answer names.
 //!
+//! The host's steal is the time its hypervisor gave this machine's cores to other machines
+//! (/proc/stat `steal`): on a shared cloud host a tenth of the cores stolen stalls client and
+//! server together for the hypervisor's slices, milliseconds at a time, which a p99 sees
+//! although no process here used the CPU (issue 59: 15–39 % stolen under load made a quiet-
+//! looking 2-core VM fail 8 × 10 ms at 640 req/s). It is other work the guest cannot name
+//! otherwise.
+//!
 //! The client's run-queue delay is the direct measure of a host that kept it off its cores: a
 //! client whose sends went out late while its own CPU was low and its threads waited for a
 //! core was starved by the host, not limited by itself. Processes this user may not read are
@@ -13,6 +20,7 @@ use std::collections::HashMap;
 use std::time::Instant;
 
 use procfs::process::{all_processes, FDTarget, Process};
+use procfs::{CurrentSI, KernelStats};
 
 /// At most this many other processes are named.
 const NAMED: usize = 3;
@@ -22,6 +30,8 @@ const NAMED: usize = 3;
 pub struct Reading {
     at: Instant,
     run_delay_ns: Option<u64>,
+    /// The host's steal over all its cores, in ticks; `None` where /proc/stat cannot be read.
+    steal_ticks: Option<u64>,
     /// pid → (command name, utime + stime in ticks).
     cpu_ticks: HashMap<i32, (String, u64)>,
 }
@@ -35,6 +45,9 @@ pub struct HostWork {
     /// The CPU of the processes listening on the target's port (a loopback target), in cores;
     /// `None` when none was found or the target is not on this host.
     pub server_cpu_cores: Option<f64>,
+    /// Cores the hypervisor gave to other machines (/proc/stat `steal`); `None` where it
+    /// cannot be read.
+    pub steal_cores: Option<f64>,
     /// The other commands that used the most CPU, their processes' cores summed by name (at
     /// most `NAMED`, each at least a tenth of a core), this process and the server's left out.
     pub others: Vec<(String, f64)>,
@@ -56,6 +69,9 @@ pub fn read() -> Reading {
     Reading {
         at: Instant::now(),
         run_delay_ns: own_run_delay_ns(),
+        steal_ticks: KernelStats::current()
+            .ok()
+            .and_then(|stats| stats.total.steal),
         cpu_ticks,
     }
 }
@@ -134,9 +150,14 @@ pub fn between(start: &Reading, end: &Reading, server: &[i32]) -> HostWork {
         (Some(a), Some(b)) => Some(b.saturating_sub(a) as f64 / 1e9 / wall_s),
         _ => None,
     };
+    let steal_cores = match (start.steal_ticks, end.steal_ticks) {
+        (Some(a), Some(b)) => Some(b.saturating_sub(a) as f64 * per_tick_s / wall_s),
+        _ => None,
+    };
     HostWork {
         run_delay_share,
         server_cpu_cores,
+        steal_cores,
         others,
     }
 }
@@ -147,6 +168,10 @@ mod tests {
 
     /// A burner thread beside a busy-waiting one on this process: both readings work, and a
     /// listener on 127.0.0.1 is found as this process.
+    fn cores() -> f64 {
+        std::thread::available_parallelism().map_or(1, |n| n.get()) as f64
+    }
+
     #[test]
     fn readings_of_this_process_and_its_listener() {
         let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
@@ -161,6 +186,10 @@ mod tests {
         }
         let work = between(&start, &read(), &listeners(port));
         assert!(work.run_delay_share.is_some_and(|s| s >= 0.0));
+        // At most every core stolen over the 300 ms (none on bare metal).
+        assert!(work
+            .steal_cores
+            .is_some_and(|s| (0.0..=2.0 * cores()).contains(&s)));
         // The spinning thread is this process's: counted as the "server", never as other work.
         assert!(work.server_cpu_cores.is_some_and(|c| c > 0.0), "{work:?}");
         assert!(work.others.iter().all(|(_, c)| *c >= 0.1));
