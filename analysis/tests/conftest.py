@@ -475,13 +475,25 @@ _RECORDING_FIXTURES = {"binaries", "s3_server"}
 _SHARED_SCOPES = {"module", "class", "package"}
 
 
+#: The files whose tests take longest on 2 cores: a page of the docs' commands 10–100 s, each
+#: notebook from a pip install 15–25 s, the CI workflow's and the history's recorded fixtures
+#: 20–40 s each.
+_LONGEST_FIRST = (
+    "test_doc_commands.py",
+    "test_notebook_install.py",
+    "test_ci_workflow.py",
+    "test_history.py",
+)
+
+
 @pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     """Marks ``records`` (above), and the tests pytest-xdist keeps together: under ``--dist
     loadgroup`` (scripts/test-python.sh) a test that uses a module- or class-scoped fixture runs
     on the worker that runs its file's other such tests, so the fixture is made once; every
     other test is scheduled on its own, so one long file (a page of the docs' commands each)
-    is spread over both workers instead of making the tail. Runs first: xdist reads the marks."""
+    is spread over both workers instead of making the tail; and collects the longest files first.
+    Runs first: xdist reads the marks."""
     for item in items:
         if _RECORDING_FIXTURES & set(getattr(item, "fixturenames", ())):
             item.add_marker(pytest.mark.records)
@@ -489,6 +501,17 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
         definitions = info.name2fixturedefs.values() if info is not None else ()
         if any(d.scope in _SHARED_SCOPES for defs in definitions for d in defs):
             item.add_marker(pytest.mark.xdist_group(item.nodeid.split("::")[0]))
+    # Longest first: the two workers start on the files whose tests take longest and the short
+    # tests fill in after, so the run does not end on one long test with the other worker idle.
+    # Whole files move, in their order: a file's module-scoped fixtures are still made once.
+    rank = {name: n for n, name in enumerate(_LONGEST_FIRST)}
+    first = sorted((i for i in items if _file_name(i) in rank), key=lambda i: rank[_file_name(i)])
+    moved = {id(i) for i in first}
+    items[:] = first + [i for i in items if id(i) not in moved]
+
+
+def _file_name(item: pytest.Item) -> str:
+    return item.nodeid.split("::")[0].rsplit("/", 1)[-1]
 
 
 # --------------------------------------------------------------------------- skips

@@ -71,7 +71,8 @@ pub async fn capacity(
     };
     let range = (args.min_rate, args.max_rate);
     let mut search = match calibration.ramp_rps {
-        Some(_) => Search::from_estimate(calibration.start_rps, args.tolerance, range),
+        Some(ramp_rps) => Search::from_estimate(calibration.start_rps, args.tolerance, range)
+            .with_ceiling(ramp_rps),
         None => Search::new(calibration.start_rps, args.tolerance, range),
     };
     let (levels, stopped) = run_search(args, &plan, &mut search, started, &stop).await?;
@@ -111,7 +112,8 @@ async fn run_search(
         let Next::Run { rate_rps, step } = search.next() else {
             return Ok((levels, Stopped::Done));
         };
-        let (duration, warmup) = level_length(args, plan, rate_rps, step, search.width());
+        let near = search.near_ceiling(rate_rps);
+        let (duration, warmup) = level_length(args, plan, rate_rps, step, search.width(), near);
         if stop.is_draining() {
             return Ok((levels, Stopped::Interrupted));
         }
@@ -184,7 +186,8 @@ const SHORT: f64 = 0.2;
 const NEAR: f64 = 2.0;
 
 /// How long a level sends, and its warm-up: `--level-duration` and `--warmup` (a fifth of
-/// them far from the edge; times `--confirm-levels` for a confirmation), or longer at a rate
+/// them far from the edge — never within the tolerance of the closed ramp's throughput,
+/// `near_ceiling`; times `--confirm-levels` for a confirmation), or longer at a rate
 /// too low to send, after its warm-up, the rows its SLOs need to be shown met (an error rate
 /// below 1 % needs 381 rows without a failure): a level is not called uncertain, nor failed,
 /// for want of rows.
@@ -194,12 +197,14 @@ fn level_length(
     rate_rps: f64,
     step: Step,
     width: Option<f64>,
+    near_ceiling: bool,
 ) -> (Duration, Duration) {
-    let far = match step {
-        Step::Grow | Step::Descend => true,
-        Step::Bisect => width.is_none_or(|w| w > NEAR * args.tolerance),
-        Step::Extend | Step::Confirm => false,
-    };
+    let far = !near_ceiling
+        && match step {
+            Step::Grow | Step::Descend => true,
+            Step::Bisect => width.is_none_or(|w| w > NEAR * args.tolerance),
+            Step::Extend | Step::Confirm => false,
+        };
     let (given, warmup) = match step {
         Step::Confirm => (
             args.level_duration.mul_f64(args.confirm_levels),

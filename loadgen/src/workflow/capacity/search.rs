@@ -76,6 +76,10 @@ pub struct Search {
     busy_failing: Vec<f64>,
     /// The first level's rate is a closed ramp's estimate: step ×1.25 / ×0.8 from it.
     estimated: bool,
+    /// The closed ramp's highest throughput: the most the server delivered with its queue
+    /// full. A rate within the tolerance of it is near the edge whatever the bracket
+    /// ([`Search::near_ceiling`]).
+    ceiling_rps: Option<f64>,
 }
 
 /// The first step from a closed ramp's estimate: up ×1.25 when it passed, down ×0.8 when not.
@@ -105,6 +109,7 @@ impl Search {
             contradicted: Vec::new(),
             busy_failing: Vec::new(),
             estimated: false,
+            ceiling_rps: None,
         }
     }
 
@@ -115,6 +120,23 @@ impl Search {
             estimated: true,
             ..Search::new(estimate_rps, tolerance, range)
         }
+    }
+
+    /// The same search, knowing the closed ramp's highest throughput (req/s).
+    pub fn with_ceiling(self, ceiling_rps: f64) -> Self {
+        Search {
+            ceiling_rps: Some(ceiling_rps),
+            ..self
+        }
+    }
+
+    /// Whether `rate_rps` is within the tolerance of the closed ramp's throughput: there a
+    /// queue grows by a few requests a second, which a short level does not show (issue 59: 2-s
+    /// levels passed 777 req/s against a server that delivered 772, and the 20-s confirmation
+    /// then failed), so its level runs its full length.
+    pub fn near_ceiling(&self, rate_rps: f64) -> bool {
+        self.ceiling_rps
+            .is_some_and(|ceiling| (rate_rps / ceiling - 1.0).abs() <= self.tolerance)
     }
 
     /// [low, high] of the limit as measured: the highest rate that passed (and was not
@@ -459,5 +481,15 @@ mod tests {
             let found = search.confirmed().unwrap();
             assert!((capacity * 0.95..=capacity).contains(&found), "{found}");
         }
+    }
+
+    /// Issue 59: a rate within the tolerance of the closed ramp's throughput is near the edge
+    /// (its level runs its full length); one further off, or any without a ramp, is not.
+    #[test]
+    fn a_rate_within_the_tolerance_of_the_ramps_throughput_is_near_the_edge() {
+        let search = Search::from_estimate(690.0, 0.05, (1.0, 1e5)).with_ceiling(766.0);
+        assert!(search.near_ceiling(777.0) && search.near_ceiling(734.0));
+        assert!(!search.near_ceiling(690.0) && !search.near_ceiling(863.0));
+        assert!(!Search::from_estimate(690.0, 0.05, (1.0, 1e5)).near_ceiling(766.0));
     }
 }
