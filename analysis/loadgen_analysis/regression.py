@@ -26,8 +26,8 @@ without a limit are shown, not judged.
 from __future__ import annotations
 
 import math
-from statistics import NormalDist
 from dataclasses import dataclass, field, fields
+from statistics import NormalDist
 from typing import Any
 
 import numpy as np

@@ -41,7 +41,9 @@ def rows_sql(con: duckdb.DuckDBPyConnection, run: Run) -> str:
         if run.shards and part.anchor_unix_ns is not None and run.anchor_unix_ns is not None:
             offset_ns = part.anchor_unix_ns - run.anchor_unix_ns
         files = parquet_files_sql(part.segments)
-        described = con.execute(f"DESCRIBE SELECT * FROM read_parquet({files}, union_by_name = true)")
+        described = con.execute(
+            f"DESCRIBE SELECT * FROM read_parquet({files}, union_by_name = true)"
+        )
         present = {row[0] for row in described.fetchall()}
         columns = []
         for column in contract.columns("requests"):

@@ -69,8 +69,7 @@ def _write(rows: pd.DataFrame, path: Path) -> None:
         listed = ", ".join(f'"{n}"' for n in names)
         con.execute(f"INSERT INTO history_run SELECT {listed} FROM rows_frame")
         con.execute(
-            f"COPY history_run TO {sql_string(str(path))} "
-            f"(FORMAT parquet, KV_METADATA {{{pairs}}})"
+            f"COPY history_run TO {sql_string(str(path))} (FORMAT parquet, KV_METADATA {{{pairs}}})"
         )
 
 

@@ -23,9 +23,9 @@ from pathlib import Path
 import duckdb
 
 from . import contract
+from .load import as_runs
 from .parquet import literal_path
 from .parquet import sql_string as _sql_string
-from .load import as_runs
 from .run import Run
 
 #: The phase label of the warm-up rows (``--warmup``, a capacity level's warm-up), read from

@@ -58,9 +58,7 @@ def footer(path: str | os.PathLike[str]) -> Footer:
     return Footer(tuple(c[0] for c in columns), int(rows), metadata)
 
 
-def read_frame(
-    path: str | os.PathLike[str], columns: Sequence[str] | None = None
-) -> pd.DataFrame:
+def read_frame(path: str | os.PathLike[str], columns: Sequence[str] | None = None) -> pd.DataFrame:
     """The rows of one Parquet file (``columns`` of them, else all) as a pandas frame; text
     columns (dictionary-encoded ones too) as Python strings, a null integer as NaN."""
     chosen = ", ".join('"' + c.replace('"', '""') + '"' for c in columns) if columns else "*"

@@ -7,8 +7,9 @@ N_max = ⌊√((1−σ)/κ)⌋ and X_max = X(N_max), the convention of Baron Sch
 Scalability Analysis with the Universal Scalability Law* and of usl4j.
 
 Responsible for the fit (bounded nonlinear least squares, by MINUIT's MIGRAD through
-``iminuit``: numpy is its only dependency, where SciPy was a sixth of the install) and the model's predictions, not
-for deciding what a fit means for a run (see :mod:`loadgen_analysis.verdict`).
+``iminuit``: numpy is its only dependency, where SciPy was a sixth of the install) and the
+model's predictions, not for deciding what a fit means for a run (see
+:mod:`loadgen_analysis.verdict`).
 """
 
 from __future__ import annotations
@@ -113,6 +114,10 @@ class USLFit:
         }
 
 
+#: The fit's precision, relative to the largest throughput (see :func:`fit_usl`).
+_PRECISION = 1e-8
+
+
 def fit_usl(
     connections: Sequence[float] | np.ndarray, throughput: Sequence[float] | np.ndarray
 ) -> USLFit:
@@ -143,15 +148,17 @@ def fit_usl(
     def model(n: np.ndarray, lam: float, sigma: float, kappa: float) -> np.ndarray:
         return np.asarray(usl_throughput(n, lam, sigma, kappa))
 
-    # Residuals in units of the largest X, so the cost is of order one whatever the rates.
-    cost = LeastSquares(n, x, scale, model)
+    def gradient(n: np.ndarray, lam: float, sigma: float, kappa: float) -> np.ndarray:
+        return _jacobian(n, lam, sigma, kappa).T
+
+    # MIGRAD stops when the expected decrease of the cost is a small part of one unit: residuals
+    # in units of 1e-8 of the largest X make that the fit's precision, not a statistical error
+    # the points do not have.
+    cost = LeastSquares(n, x, scale * _PRECISION, model, grad=gradient)
     best = None
     for sigma0, kappa0 in ((0.01, 1e-4), (0.1, 1e-3), (0.5, 1e-2), (0.001, 1e-6)):
         fit = Minuit(cost, lam=lam0, sigma=sigma0, kappa=kappa0)
         fit.limits = [(1e-12, None), (0.0, 1.0), (0.0, None)]
-        fit.errors = [lam0 * 0.1, 0.01, 1e-4]
-        fit.strategy = 2
-        fit.tol = 1e-10
         fit.migrad(ncall=20000)
         if best is None or fit.fval < best.fval:
             best = fit
@@ -179,7 +186,9 @@ def _jacobian(n: np.ndarray, lam: float, sigma: float, kappa: float) -> np.ndarr
     """∂X/∂(λ, σ, κ) at each N: the model's own derivatives, one row per point."""
     denominator = 1.0 + sigma * (n - 1.0) + kappa * n * (n - 1.0)
     x = lam * n / denominator
-    return np.column_stack([n / denominator, -x * (n - 1.0) / denominator, -x * n * (n - 1.0) / denominator])
+    return np.column_stack(
+        [n / denominator, -x * (n - 1.0) / denominator, -x * n * (n - 1.0) / denominator]
+    )
 
 
 def _stderr(jac: np.ndarray, ss_res: float, points: int) -> tuple[float, float, float]:

@@ -12,9 +12,10 @@ that order (not written by ``loadgen``, or shards that reuse worker ids) raises
 :class:`OutOfOrderError`, and the caller falls back to the window.
 
 :func:`scan_gaps` returns the sums a gap table needs, per run and worker, and leaves every gap
-in temporary Parquet files (group and gap per request, written by DuckDB a batch at a time) that
-:func:`register_gap_values` hands to DuckDB for exact percentiles; memory holds one batch and per-worker counters. Not
-responsible for the tables built from them (see :mod:`.gap_tables`).
+in temporary Parquet files (group and gap per request, written by DuckDB a batch at a time)
+that :func:`register_gap_values` hands to DuckDB for exact percentiles; memory holds one batch
+and per-worker counters. Not responsible for the tables built from them (see
+:mod:`.gap_tables`).
 """
 
 from __future__ import annotations
@@ -263,4 +264,6 @@ class _GapFiles:
 def register_gap_values(con: duckdb.DuckDBPyConnection, scan: GapScan, name: str) -> None:
     """(Re)define ``name`` on ``con`` as the scan's (g, gap_ns) rows, read from its files."""
     files = sql_string(literal_path(scan.values) + "/*.parquet")
-    con.execute(f"CREATE OR REPLACE TEMP VIEW {name} AS SELECT g, gap_ns FROM read_parquet({files})")
+    con.execute(
+        f"CREATE OR REPLACE TEMP VIEW {name} AS SELECT g, gap_ns FROM read_parquet({files})"
+    )

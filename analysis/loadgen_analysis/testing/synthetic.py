@@ -51,7 +51,9 @@ def synthesise(
     sent = "s.send_ns" if "send_ns" in columns else "NULL"
     metadata = footer(run.segments[0]).metadata
     kv = ", ".join(
-        f"{_sql_string(k)}: {_sql_string(v)}" for k, v in metadata.items() if k.startswith("loadgen.")
+        f"{_sql_string(k)}: {_sql_string(v)}"
+        for k, v in metadata.items()
+        if k.startswith("loadgen.")
     )
     copies = math.ceil(rows / seed_rows)
     copies_per_segment = max(1, rows_per_segment // seed_rows)
