@@ -5,6 +5,10 @@ digits) and never touches another file: locally written to a hidden temporary fi
 store and renamed into place (a reader never sees half a file), on S3 one PUT (atomic there).
 So two CI jobs adding at once lose nothing, and there is no shared file to corrupt.
 
+Files are written by DuckDB (``COPY … KV_METADATA``), which declares a column that holds no
+null in that file REQUIRED (as the contract's non-null ones always are): files of one store
+may differ there, so they are read by name and never as one fixed schema.
+
 Reading is one DuckDB query over the store's files (``STORE/*.parquet``, listed, each path
 taken literally, never as a pattern); an ``s3://`` store is first mirrored into the local
 cache (:func:`~..io.s3.mirror_files`, only new or changed files are downloaded). A file

@@ -123,8 +123,12 @@ def type_name(data_type: pa.DataType) -> str:
     return str(data_type)
 
 
-def schema_problems(name: str, schema: pa.Schema) -> list[str]:
-    """Differences between an Arrow schema and the contract's columns (empty: none)."""
+def schema_problems(name: str, schema: pa.Schema, *, narrowed_ok: bool = False) -> list[str]:
+    """Differences between an Arrow schema and the contract's columns (empty: none).
+
+    ``narrowed_ok``: a column the contract lets be null may be declared not null (a file
+    DuckDB wrote: its writer declares a column REQUIRED when it holds no null), never the
+    other way round."""
     problems = []
     expected = column_names(name)
     if schema.names != expected:
@@ -135,7 +139,7 @@ def schema_problems(name: str, schema: pa.Schema) -> list[str]:
         field = schema.field(column.name)
         if (got := type_name(field.type)) != column.type:
             problems.append(f"{name}.{column.name}: type {got}, contract {column.type}")
-        if field.nullable != column.nullable:
+        if field.nullable != column.nullable and not (narrowed_ok and column.nullable):
             problems.append(
                 f"{name}.{column.name}: nullable {field.nullable}, contract {column.nullable}"
             )

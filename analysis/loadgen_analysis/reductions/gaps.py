@@ -133,7 +133,8 @@ def _ordered_columns(part: Run, offset_ns: int) -> Iterator[tuple[np.ndarray, ..
     # connection keeps its whole limit.
     settings = engine_settings() | {"preserve_insertion_order": "true", "memory_limit": "64MB"}
     con = duckdb.connect(":memory:", config=settings)
-    vectors = BATCH_ROWS // duckdb.__standard_vector_size__
+    # DuckDB hands rows over in whole vectors (2,048 rows): at least one a batch.
+    vectors = max(1, BATCH_ROWS // duckdb.__standard_vector_size__)
     for segment in part.segments:
         con.execute(
             "SELECT worker, start_ns, latency_ns FROM read_parquet(?)", [literal_path(segment)]
