@@ -2,7 +2,7 @@
 rows as a frame.
 
 DuckDB is the analysis's engine already, so the plain install needs no second Parquet reader
-(pyarrow alone is larger than DuckDB, pandas and numpy together; issue 61). Responsible for
+(pyarrow alone is larger than DuckDB and pandas together; issue 61). Responsible for
 single-file reads outside the ``records`` view of :mod:`.engine` — a segment's footer, a
 metrics file — and for handing DuckDB a path it takes literally; not for aggregating, nor for
 holding a schema to the contract (:mod:`.contract`).
@@ -60,7 +60,8 @@ def footer(path: str | os.PathLike[str]) -> Footer:
 
 def read_frame(path: str | os.PathLike[str], columns: Sequence[str] | None = None) -> pd.DataFrame:
     """The rows of one Parquet file (``columns`` of them, else all) as a pandas frame; text
-    columns (dictionary-encoded ones too) as Python strings, a null integer as NaN."""
+    columns (dictionary-encoded ones too) as Python strings, nulls as DuckDB's ``df()`` gives
+    them (NaN in a float column)."""
     chosen = ", ".join('"' + c.replace('"', '""') + '"' for c in columns) if columns else "*"
     with duckdb.connect(":memory:") as con:
         return con.execute(f"SELECT {chosen} FROM read_parquet(?)", [literal_path(path)]).df()
