@@ -27,16 +27,17 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field, fields
+from statistics import NormalDist
 from typing import Any
 
 import numpy as np
 import pandas as pd
-from scipy import stats
 
 from .io.engine import connect
 from .io.load import RunsArg, as_runs
 from .io.run import Run
 from .jsonable import jsonable
+from .models.student_t import t_quantile
 from .reductions.cache import reuse_reductions
 from .reductions.summary import op_summary, run_walls_ns
 from .thresholds import parse_increase
@@ -153,7 +154,7 @@ def _welch_log_ratio(base: np.ndarray, cand: np.ndarray, confidence: float) -> t
     dof = (vb + vc) ** 2 / (
         (vb**2 / (len(lb) - 1) if vb else 0.0) + (vc**2 / (len(lc) - 1) if vc else 0.0)
     )
-    t = stats.t.ppf(0.5 + confidence / 2, dof)
+    t = t_quantile(0.5 + confidence / 2, dof)
     return (math.expm1(diff - t * se), math.expm1(diff + t * se))
 
 
@@ -256,7 +257,7 @@ def _bootstrap(blocks: _Blocks, resamples: int, rng: np.random.Generator) -> dic
 def _wilson(failed: float, n: float, confidence: float) -> tuple[float, float]:
     if n <= 0:
         return (math.nan, math.nan)
-    z = stats.norm.ppf(0.5 + confidence / 2)
+    z = NormalDist().inv_cdf(0.5 + confidence / 2)
     p = failed / n
     denom = 1 + z**2 / n
     centre = (p + z**2 / (2 * n)) / denom

@@ -157,9 +157,10 @@ def test_a_history_store_file_matches_the_contract(
     files = sorted(store.glob("*.parquet"))
     assert len(files) == 2
     for path in files:
-        assert contract.schema_problems("history_run", pq.read_schema(path)) == []
+        schema = pq.read_schema(path)
+        assert contract.schema_problems("history_run", schema, narrowed_ok=True) == []
         assert contract.metadata_problems("history_run", _metadata(path)) == []
-    rows = pa.concat_tables([pq.read_table(p) for p in files]).to_pylist()
+    rows = [row for p in files for row in pq.read_table(p).to_pylist()]
     assert {r["latency_from"] for r in rows} == {"intended send", None}
     assert [r["capacity_rps"] for r in rows if r["kind"] == "capacity"] == [50.0]
 
@@ -176,6 +177,25 @@ def test_the_columns_the_analysis_requires_come_from_the_contract() -> None:
     assert max(SUPPORTED_SCHEMA_VERSIONS) == int(contract.schema_version("requests"))
     assert "cpu_utilisation" in contract.column_names("client_metrics")
     assert "client.saturated" in contract.fields("run_json")
+
+
+def test_a_narrowed_nullability_passes_only_where_asked_and_never_widened() -> None:
+    """A history file DuckDB wrote declares a column without a null REQUIRED: allowed there
+    (``narrowed_ok``) for a column the contract lets be null, never for a non-null one made
+    nullable, and nowhere else."""
+    columns = contract.columns("history_run")
+    narrowed = pa.schema([pa.field(c.name, _ARROW[c.type], nullable=False) for c in columns])
+    assert contract.schema_problems("history_run", narrowed, narrowed_ok=True) == []
+    assert any(
+        "nullable False, contract True" in p
+        for p in contract.schema_problems("history_run", narrowed)
+    )
+    widened = pa.schema([pa.field(c.name, _ARROW[c.type], nullable=True) for c in columns])
+    problems = contract.schema_problems("history_run", widened, narrowed_ok=True)
+    assert "history_run.run_id: nullable True, contract False" in problems
+
+
+_ARROW = {"int64": pa.int64(), "float64": pa.float64(), "utf8": pa.string()}
 
 
 def test_a_renamed_column_or_field_is_reported() -> None:

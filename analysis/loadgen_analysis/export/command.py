@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from ..io.load import load_runs
+from ..io.run import Run
 
 FORMATS = ("csv", "jsonl", "hlog")
 
@@ -39,8 +40,6 @@ def add_export_parser(sub: Any) -> None:
 
 
 def export(args: argparse.Namespace) -> int:
-    from . import hlog, rows
-
     runs = load_runs([args.run])
     if len(runs) != 1:
         names = ", ".join(r.label for r in runs[:3]) + (", …" if len(runs) > 3 else "")
@@ -52,23 +51,17 @@ def export(args: argparse.Namespace) -> int:
     if args.out is not None and args.out.is_dir():
         raise ValueError(f"-o {args.out} is a directory; give the path of a file to write")
     partial = args.out.with_name(args.out.name + ".partial") if args.out else None
-    sink = partial.open("wb") if partial else sys.stdout.buffer
     try:
         if args.format == "hlog":
-            text = io.TextIOWrapper(sink, encoding="utf-8", newline="\n", write_through=True)
-            count, what = hlog.write_hlog(run, text), "intervals"
-            text.flush()
-            text.detach()
+            count, what = _write_hlog(run, partial), "intervals"
         else:
-            write = rows.write_csv if args.format == "csv" else rows.write_jsonl
-            count, what = write(run, sink), "rows"
+            sys.stdout.flush()
+            count, what = _write_rows(run, args.format, partial), "rows"
     except BaseException:
         if partial:
-            sink.close()
             partial.unlink(missing_ok=True)
         raise
     if partial and args.out:
-        sink.close()
         try:
             partial.replace(args.out)
         except OSError:
@@ -76,3 +69,32 @@ def export(args: argparse.Namespace) -> int:
             raise
         print(f"wrote {args.out} ({count} {what} of {run.label})", file=sys.stderr)
     return 0
+
+
+def _write_hlog(run: Run, partial: Path | None) -> int:
+    from . import hlog
+
+    sink = partial.open("wb") if partial else sys.stdout.buffer
+    text = io.TextIOWrapper(sink, encoding="utf-8", newline="\n", write_through=True)
+    try:
+        return hlog.write_hlog(run, text)
+    finally:
+        text.flush()
+        text.detach()
+        if partial:
+            sink.close()
+
+
+def _write_rows(run: Run, form: str, partial: Path | None) -> int:
+    """The rows through DuckDB's ``COPY`` to the file, or to standard output; a reader that
+    left early (``| head``) is a broken pipe, as a ``print`` would see it."""
+    import duckdb
+
+    from . import rows
+
+    try:
+        return rows.write_rows(run, form, partial or rows.STDOUT)
+    except duckdb.IOException as exc:
+        if partial is None and "broken pipe" in str(exc).lower():
+            raise BrokenPipeError(str(exc)) from exc
+        raise

@@ -70,13 +70,10 @@ def write_hlog(run: Run, sink: TextIO) -> int:
     _header(run, writer)
     con = connect(run)
     try:
-        reader = con.sql(_COUNTS).to_arrow_reader(_ROWS_PER_FETCH)
+        result = con.execute(_COUNTS)
         intervals, current, histogram, every_op = 0, None, new_histogram(), new_histogram()
-        for batch in reader:
-            columns = batch.to_pydict()
-            for second, op, value, n in zip(
-                columns["second"], columns["op"], columns["value"], columns["n"], strict=True
-            ):
+        while batch := result.fetchmany(_ROWS_PER_FETCH):
+            for second, op, value, n in batch:
                 if (second, op) != current:
                     intervals += _interval(sink, current, histogram)
                     if current is not None and current[0] != second:

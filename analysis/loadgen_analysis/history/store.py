@@ -5,6 +5,10 @@ digits) and never touches another file: locally written to a hidden temporary fi
 store and renamed into place (a reader never sees half a file), on S3 one PUT (atomic there).
 So two CI jobs adding at once lose nothing, and there is no shared file to corrupt.
 
+Files are written by DuckDB (``COPY … KV_METADATA``), which declares a column that holds no
+null in that file REQUIRED (as the contract's non-null ones always are): files of one store
+may differ there, so they are read by name and never as one fixed schema.
+
 Reading is one DuckDB query over the store's files (``STORE/*.parquet``, listed, each path
 taken literally, never as a pattern); an ``s3://`` store is first mirrored into the local
 cache (:func:`~..io.s3.mirror_files`, only new or changed files are downloaded). A file
@@ -20,28 +24,35 @@ from pathlib import Path, PurePosixPath
 
 import duckdb
 import pandas as pd
-import pyarrow as pa
-import pyarrow.parquet as pq
 
 from ..errors import RunLoadError
 from ..io import contract, s3
 from ..io.engine import engine_settings, parquet_files_sql
+from ..io.parquet import footer, read_frame, sql_string
 from .identity import keyed
 
 #: The contract's name of a store's file.
 FILE = "history_run"
 
-_TYPES = {"int64": pa.int64(), "float64": pa.float64(), "utf8": pa.string()}
+_TYPES = {"int64": "BIGINT", "float64": "DOUBLE", "utf8": "VARCHAR"}
 
 
-def schema() -> pa.Schema:
-    """The Arrow schema of a history file, from the contract (the one place it is written)."""
-    fields = [pa.field(c.name, _TYPES[c.type], nullable=c.nullable) for c in contract.columns(FILE)]
-    metadata = {
+def metadata() -> dict[str, str]:
+    """A history file's key-value metadata."""
+    return {
         "loadgen.schema_version": str(contract.schema_version(FILE)),
         "loadgen.kind": "history-run",
     }
-    return pa.schema(fields, metadata=metadata)
+
+
+def _table_sql() -> str:
+    """The columns of a history file as a table, from the contract (the one place they are
+    written): its types, and NOT NULL where it says so (so the file says REQUIRED there)."""
+    columns = ", ".join(
+        f'"{c.name}" {_TYPES[c.type]}{"" if c.nullable else " NOT NULL"}'
+        for c in contract.columns(FILE)
+    )
+    return f"CREATE TEMP TABLE history_run ({columns})"
 
 
 def file_name(rows: pd.DataFrame) -> str:
@@ -51,29 +62,42 @@ def file_name(rows: pd.DataFrame) -> str:
     return f"run-{started:%Y%m%dT%H%M%SZ}-{run_id[:60]}-{secrets.token_hex(4)}.parquet"
 
 
-def _table(rows: pd.DataFrame) -> pa.Table:
-    full = rows.reindex(columns=schema().names)
-    return pa.Table.from_pandas(full, schema=schema(), preserve_index=False)
+def _write(rows: pd.DataFrame, path: Path) -> None:
+    """``rows`` as a history file at ``path``, written by DuckDB."""
+    names = contract.column_names(FILE)
+    full = rows.reindex(columns=names)
+    pairs = ", ".join(f"{sql_string(k)}: {sql_string(v)}" for k, v in metadata().items())
+    with duckdb.connect(":memory:") as con:
+        con.execute(_table_sql())
+        con.register("rows_frame", full)
+        listed = ", ".join(f'"{n}"' for n in names)
+        con.execute(f"INSERT INTO history_run SELECT {listed} FROM rows_frame")
+        con.execute(
+            f"COPY history_run TO {sql_string(str(path))} (FORMAT parquet, KV_METADATA {{{pairs}}})"
+        )
 
 
 def add(rows: pd.DataFrame, store: str) -> str:
     """Write ``rows`` (one run's) as a new file of ``store``; returns where it went."""
-    table = _table(rows)
     name = file_name(rows)
     if store.startswith("s3://"):
         bucket, prefix = s3.parse_url(store)
         key = str(PurePosixPath(bucket, prefix, name)) if prefix else f"{bucket}/{name}"
+        local = Path(engine_settings()["temp_directory"])
+        local.mkdir(parents=True, exist_ok=True)
+        temp = local / f".{name}.{os.getpid()}.partial"
         try:
-            pq.write_table(table, key, filesystem=s3.filesystem())
-        except OSError as exc:
-            raise s3.explain(store, exc) from exc
+            _write(rows, temp)
+            s3.upload(temp, f"s3://{key}")
+        finally:
+            temp.unlink(missing_ok=True)
         return f"s3://{key}"
     folder = Path(store)
     folder.mkdir(parents=True, exist_ok=True)
     final = folder / name
     temp = folder / f".{name}.{os.getpid()}.partial"
     try:
-        pq.write_table(table, temp)
+        _write(rows, temp)
         temp.replace(final)
     finally:
         temp.unlink(missing_ok=True)
@@ -132,10 +156,10 @@ def _refuse_foreign(store: str, files: list[Path]) -> None:
     would otherwise be read as runs with no identity."""
     for path in files:
         try:
-            metadata = pq.read_schema(path).metadata or {}
-        except Exception:  # a damaged file: _damaged names it when the query fails
+            kind = footer(path).metadata.get("loadgen.kind")
+        except duckdb.Error:  # a damaged file: _damaged names it when the query fails
             continue
-        if metadata.get(b"loadgen.kind") != b"history-run":
+        if kind != "history-run":
             raise RunLoadError(
                 f"{store}: {path.name} is not a history file (a Parquet file, but not one "
                 "`loadgen-analyze history add` wrote); remove it from the store"
@@ -146,8 +170,8 @@ def _damaged(store: str, files: list[Path], exc: Exception) -> RunLoadError:
     """The first file of ``files`` that is not a readable Parquet file, named with the fix."""
     for path in files:
         try:
-            pq.read_table(path)
-        except Exception as error:  # pyarrow raises several types for a damaged file
+            read_frame(path)
+        except duckdb.Error as error:
             reason = str(error).splitlines()[0] if str(error) else type(error).__name__
             return RunLoadError(
                 f"{store}: {path.name} is not a readable history file ({reason}); remove it "

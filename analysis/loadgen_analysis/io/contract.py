@@ -19,14 +19,16 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import cache
 from importlib.resources import files
 from importlib.resources.abc import Traversable
 from math import isfinite
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import pyarrow as pa
+if TYPE_CHECKING:  # the schema checks take pyarrow's objects; the plain install has none
+    import pyarrow as pa
 
 #: The contract as package data (a link to ``contract/files.json`` in a checkout).
 CONTRACT_PATH: Traversable = files(__package__) / "contract.json"
@@ -90,7 +92,14 @@ def schema_version(name: str) -> str | int:
 
 
 def type_name(data_type: pa.DataType) -> str:
-    """The contract's spelling of an Arrow type (as in Rust's ``contract::type_name``)."""
+    """The contract's spelling of an Arrow type (as in Rust's ``contract::type_name``).
+
+    The contract's types are Arrow's (a dictionary column is one only in the Arrow schema a
+    Parquet file carries), so this and :func:`schema_problems` take pyarrow's objects: the
+    tests hold files to the contract with them (pyarrow is in the ``dev`` extra); the
+    analysis checks names with :func:`column_problems`."""
+    import pyarrow as pa
+
     simple = {
         pa.int32(): "int32",
         pa.int64(): "int64",
@@ -114,8 +123,12 @@ def type_name(data_type: pa.DataType) -> str:
     return str(data_type)
 
 
-def schema_problems(name: str, schema: pa.Schema) -> list[str]:
-    """Differences between an Arrow schema and the contract's columns (empty: none)."""
+def schema_problems(name: str, schema: pa.Schema, *, narrowed_ok: bool = False) -> list[str]:
+    """Differences between an Arrow schema and the contract's columns (empty: none).
+
+    ``narrowed_ok``: a column the contract lets be null may be declared not null (a file
+    DuckDB wrote: its writer declares a column REQUIRED when it holds no null), never the
+    other way round."""
     problems = []
     expected = column_names(name)
     if schema.names != expected:
@@ -126,11 +139,17 @@ def schema_problems(name: str, schema: pa.Schema) -> list[str]:
         field = schema.field(column.name)
         if (got := type_name(field.type)) != column.type:
             problems.append(f"{name}.{column.name}: type {got}, contract {column.type}")
-        if field.nullable != column.nullable:
+        if field.nullable != column.nullable and not (narrowed_ok and column.nullable):
             problems.append(
                 f"{name}.{column.name}: nullable {field.nullable}, contract {column.nullable}"
             )
     return problems
+
+
+def column_problems(name: str, names: Sequence[str]) -> list[str]:
+    """The contract's columns of ``name`` missing from ``names`` (a file's columns, read by
+    DuckDB), in one line each (empty: none)."""
+    return [f"{name}: no column {c}" for c in column_names(name) if c not in names]
 
 
 def metadata_problems(name: str, metadata: dict[str, str]) -> list[str]:

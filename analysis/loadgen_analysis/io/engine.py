@@ -16,7 +16,6 @@ warm-up rows too. This module never aggregates: reductions live in
 from __future__ import annotations
 
 import os
-import re
 import tempfile
 from collections.abc import Sequence
 from pathlib import Path
@@ -25,25 +24,13 @@ import duckdb
 
 from . import contract
 from .load import as_runs
+from .parquet import literal_path
+from .parquet import sql_string as _sql_string
 from .run import Run
 
 #: The phase label of the warm-up rows (``--warmup``, a capacity level's warm-up), read from
 #: the contract's ``requests.phase_labels``, where the engine's label is held to it.
 WARMUP_PHASE: str = contract.file("requests")["phase_labels"]["warmup"]["label"]
-
-
-def _sql_string(text: str) -> str:
-    return "'" + text.replace("'", "''") + "'"
-
-
-_GLOB_CHARACTER = re.compile(r"[\[*?]")
-
-
-def literal_path(path: str | os.PathLike[str]) -> str:
-    """``path`` as DuckDB's file readers take it literally: they read every path they are given
-    as a glob pattern, so each ``[``, ``*`` and ``?`` a user's folder name holds is put in a
-    character class of its own (``hc[1]`` → ``hc[[]1]``), which matches only itself."""
-    return _GLOB_CHARACTER.sub(lambda m: f"[{m.group(0)}]", str(path))
 
 
 def parquet_files_sql(paths: Sequence[str | os.PathLike[str]]) -> str:

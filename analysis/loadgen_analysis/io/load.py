@@ -18,10 +18,11 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-import pyarrow.parquet as pq
+import duckdb
 
 from ..errors import RunLoadError
 from . import contract
+from .parquet import footer
 from .run import Run
 from .shards import _merge_shards
 
@@ -49,18 +50,12 @@ def _segments(requests_dir: Path) -> tuple[Path, ...]:
 
 def _loadgen_metadata(segment: Path) -> tuple[dict[str, str], int]:
     try:
-        file_meta = pq.read_metadata(segment)
-        schema = file_meta.schema.to_arrow_schema()
-    except Exception as exc:  # pyarrow raises several types for a damaged file
+        found = footer(segment)
+    except duckdb.Error as exc:
         raise RunLoadError(f"{segment}: not a readable Parquet file ({exc})") from exc
-    # File-level key-value metadata (where loadgen writes), not the Arrow schema's own.
-    raw = file_meta.metadata or {}
-    meta = {
-        k.decode(): v.decode()
-        for k, v in raw.items()
-        if k.startswith(b"loadgen.")  # the Arrow schema blob is not ours
-    }
-    missing = [c for c in REQUIRED_COLUMNS if c not in schema.names]
+    # File-level key-value metadata (where loadgen writes); the Arrow schema blob is not ours.
+    meta = {k: v for k, v in found.metadata.items() if k.startswith("loadgen.")}
+    missing = [c for c in REQUIRED_COLUMNS if c not in found.columns]
     version = meta.get("loadgen.schema_version")
     if version is None:
         raise RunLoadError(
@@ -78,7 +73,7 @@ def _loadgen_metadata(segment: Path) -> tuple[dict[str, str], int]:
         raise RunLoadError(
             f"{segment}: schema version {version} segment lacks columns {', '.join(missing)}"
         )
-    return meta, file_meta.num_rows
+    return meta, found.num_rows
 
 
 def load_run(path: str | Path) -> Run:
@@ -118,7 +113,7 @@ def load_run(path: str | Path) -> Run:
 
 
 def _require_utf8_path(path: Path) -> None:
-    """DuckDB and pyarrow take paths as UTF-8 text, so a run directory whose name is not
+    """DuckDB takes paths as UTF-8 text, so a run directory whose name is not
     UTF-8 (which loadgen writes fine) cannot be read; say that, not "unreadable Parquet"."""
     try:
         str(path.resolve()).encode("utf-8")

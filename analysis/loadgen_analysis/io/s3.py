@@ -25,12 +25,18 @@ import re
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path, PurePosixPath
+from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
-
-import pyarrow.fs as pafs
 
 from ..errors import RunLoadError
 from . import contract
+
+if TYPE_CHECKING:
+    import pyarrow.fs as pafs
+
+#: What to install for ``s3://``: pyarrow's S3 filesystem is the one this module speaks, and
+#: the plain install leaves pyarrow out (it alone was a quarter of the install; issue 61).
+EXTRA_HINT = "pip install './[s3]'"
 
 #: Downloads in parallel: segments are small and many, so latency, not bandwidth, dominates.
 DOWNLOAD_THREADS = 8
@@ -59,8 +65,21 @@ def endpoint_url() -> str | None:
     return os.environ.get("AWS_ENDPOINT_URL_S3") or os.environ.get("AWS_ENDPOINT_URL") or None
 
 
+def _pyarrow_fs() -> Any:
+    """``pyarrow.fs``, or one sentence naming the extra that brings it."""
+    try:
+        import pyarrow.fs
+    except ModuleNotFoundError:
+        raise RunLoadError(
+            f"s3:// needs pyarrow's S3 filesystem, which this install left out; install the "
+            f"s3 extra: {EXTRA_HINT} (or pip install 'loadgen-analysis[s3]')"
+        ) from None
+    return pyarrow.fs
+
+
 def filesystem() -> pafs.S3FileSystem:
     """A pyarrow S3 filesystem configured from the standard AWS environment (module docs)."""
+    pafs = _pyarrow_fs()
     kwargs: dict[str, object] = {
         "connect_timeout": 5.0,
         "request_timeout": 30.0,
@@ -177,6 +196,7 @@ def explain(url: str, exc: BaseException) -> RunLoadError:
 
 
 def _listing(fs: pafs.S3FileSystem, url: str) -> list[pafs.FileInfo]:
+    pafs = _pyarrow_fs()
     bucket, prefix = parse_url(url)
     base = f"{bucket}/{prefix}" if prefix else bucket
     try:
@@ -228,6 +248,7 @@ def mirror_files(url: str, wanted: Callable[[PurePosixPath], bool], nothing: str
     cache (as :func:`mirror`); ``nothing`` says what was looked for when none is there."""
     url = normalise_url(url)
     bucket, prefix = parse_url(url)
+    _pyarrow_fs()  # the extra's absence said as itself, not as an S3 failure
     try:
         fs = filesystem()
     except (OSError, ValueError) as exc:
@@ -266,3 +287,17 @@ def mirror_files(url: str, wanted: Callable[[PurePosixPath], bool], nothing: str
         if not any(folder.iterdir()):
             folder.rmdir()
     return root
+
+
+def upload(local: Path, url: str) -> None:
+    """One PUT of the file ``local`` to ``url`` (``s3://bucket/key``): atomic on S3, so a
+    reader never sees half a file; an S3 failure is one sentence (:func:`explain`)."""
+    bucket, key = parse_url(url)
+    _pyarrow_fs()
+    try:
+        fs = filesystem()
+        with local.open("rb") as source, fs.open_output_stream(f"{bucket}/{key}") as remote:
+            while chunk := source.read(_CHUNK_BYTES):
+                remote.write(chunk)
+    except (OSError, ValueError) as exc:
+        raise explain(url, exc) from exc

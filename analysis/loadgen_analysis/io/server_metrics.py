@@ -11,12 +11,13 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import duckdb
 import pandas as pd
-import pyarrow.parquet as pq
 
 from ..errors import RunLoadError
 from . import contract
 from .load import as_runs
+from .parquet import footer, read_frame
 from .run import Run
 
 #: The frame :func:`server_metrics` returns.
@@ -39,11 +40,13 @@ def _read(run: Run) -> pd.DataFrame:
         path = part.path / "server-metrics.parquet"
         if not path.is_file():
             continue
-        table = pq.read_table(path)
-        problems = contract.schema_problems("server_metrics", table.schema)
+        try:
+            problems = contract.column_problems("server_metrics", footer(path).columns)
+        except duckdb.Error as exc:
+            raise RunLoadError(f"{path}: not a readable Parquet file ({exc})") from exc
         if problems:
             raise RunLoadError(f"{path}: not a server-metrics file loadgen wrote: {problems[0]}")
-        frame = table.to_pandas()
+        frame = read_frame(path)
         if run.shards and part.anchor_unix_ns is not None and run.anchor_unix_ns is not None:
             frame["t_ns"] += part.anchor_unix_ns - run.anchor_unix_ns
         if run.shards and part.shard:

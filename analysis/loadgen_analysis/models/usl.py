@@ -6,8 +6,10 @@ keeping workers consistent, which makes throughput fall past a peak). The peak i
 N_max = ⌊√((1−σ)/κ)⌋ and X_max = X(N_max), the convention of Baron Schwartz's *Practical
 Scalability Analysis with the Universal Scalability Law* and of usl4j.
 
-Responsible for the fit (bounded nonlinear least squares) and the model's predictions, not
-for deciding what a fit means for a run (see :mod:`loadgen_analysis.verdict`).
+Responsible for the fit (bounded nonlinear least squares, by MINUIT's MIGRAD through
+``iminuit``: numpy is its only dependency, where SciPy was a sixth of the install) and the
+model's predictions, not for deciding what a fit means for a run (see
+:mod:`loadgen_analysis.verdict`).
 """
 
 from __future__ import annotations
@@ -17,7 +19,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
-from scipy.optimize import least_squares
+from iminuit import Minuit
+from iminuit.cost import LeastSquares
 
 
 def usl_throughput(
@@ -111,6 +114,10 @@ class USLFit:
         }
 
 
+#: The fit's precision, relative to the largest throughput (see :func:`fit_usl`).
+_PRECISION = 1e-8
+
+
 def fit_usl(
     connections: Sequence[float] | np.ndarray, throughput: Sequence[float] | np.ndarray
 ) -> USLFit:
@@ -138,33 +145,31 @@ def fit_usl(
     lam0 = lam0 if lam0 > 0 else 1.0
     scale = float(np.max(x)) or 1.0
 
-    def residuals(params: np.ndarray) -> np.ndarray:
-        lam, sigma, kappa = params
-        return (usl_throughput(n, lam, sigma, kappa) - x) / scale
+    def model(n: np.ndarray, lam: float, sigma: float, kappa: float) -> np.ndarray:
+        return np.asarray(usl_throughput(n, lam, sigma, kappa))
 
+    def gradient(n: np.ndarray, lam: float, sigma: float, kappa: float) -> np.ndarray:
+        return _jacobian(n, lam, sigma, kappa).T
+
+    # MIGRAD stops when the expected decrease of the cost is a small part of one unit: residuals
+    # in units of 1e-8 of the largest X make that the fit's precision, not a statistical error
+    # the points do not have.
+    cost = LeastSquares(n, x, scale * _PRECISION, model, grad=gradient)
     best = None
     for sigma0, kappa0 in ((0.01, 1e-4), (0.1, 1e-3), (0.5, 1e-2), (0.001, 1e-6)):
-        result = least_squares(
-            residuals,
-            x0=[lam0, sigma0, kappa0],
-            bounds=([1e-12, 0.0, 0.0], [np.inf, 1.0, np.inf]),
-            method="trf",
-            x_scale=[lam0, 0.1, 1e-3],
-            xtol=1e-14,
-            ftol=1e-14,
-            gtol=1e-14,
-            max_nfev=20000,
-        )
-        if best is None or result.cost < best.cost:
-            best = result
+        fit = Minuit(cost, lam=lam0, sigma=sigma0, kappa=kappa0)
+        fit.limits = [(1e-12, None), (0.0, 1.0), (0.0, None)]
+        fit.migrad(ncall=20000)
+        if best is None or fit.fval < best.fval:
+            best = fit
     assert best is not None
-    lam, sigma, kappa = (float(v) for v in best.x)
+    lam, sigma, kappa = (float(v) for v in best.values)
     fitted = usl_throughput(n, lam, sigma, kappa)
     ss_res = float(np.sum((x - fitted) ** 2))
     ss_tot = float(np.sum((x - np.mean(x)) ** 2))
     r_squared = 1.0 - ss_res / ss_tot if ss_tot > 0 else float("nan")
     rmse = math.sqrt(ss_res / len(n))
-    stderr = _stderr(best.jac * scale, ss_res, len(n))
+    stderr = _stderr(_jacobian(n, lam, sigma, kappa), ss_res, len(n))
     return USLFit(
         lam=lam,
         sigma=sigma,
@@ -174,6 +179,15 @@ def fit_usl(
         stderr=stderr,
         points=len(n),
         residuals=tuple(float(v) for v in x - fitted),
+    )
+
+
+def _jacobian(n: np.ndarray, lam: float, sigma: float, kappa: float) -> np.ndarray:
+    """∂X/∂(λ, σ, κ) at each N: the model's own derivatives, one row per point."""
+    denominator = 1.0 + sigma * (n - 1.0) + kappa * n * (n - 1.0)
+    x = lam * n / denominator
+    return np.column_stack(
+        [n / denominator, -x * (n - 1.0) / denominator, -x * n * (n - 1.0) / denominator]
     )
 
 

@@ -12,14 +12,16 @@ that order (not written by ``loadgen``, or shards that reuse worker ids) raises
 :class:`OutOfOrderError`, and the caller falls back to the window.
 
 :func:`scan_gaps` returns the sums a gap table needs, per run and worker, and leaves every gap
-in a temporary file (8 + 8 bytes per request: group and gap) that :func:`register_gap_values`
-streams to DuckDB for exact percentiles; memory holds one batch and per-worker counters. Not
-responsible for the tables built from them (see :mod:`.gap_tables`).
+in temporary Parquet files (group and gap per request, written by DuckDB a batch at a time)
+that :func:`register_gap_values` hands to DuckDB for exact percentiles; memory holds one batch
+and per-worker counters. Not responsible for the tables built from them (see
+:mod:`.gap_tables`).
 """
 
 from __future__ import annotations
 
 import contextlib
+import shutil
 import uuid
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
@@ -27,9 +29,10 @@ from pathlib import Path
 
 import duckdb
 import numpy as np
-import pyarrow as pa
+import pandas as pd
 
 from ..io.engine import engine_settings, literal_path
+from ..io.parquet import sql_string
 from ..io.run import Run
 
 #: Rows read per batch.
@@ -111,12 +114,13 @@ class GapScan:
     (group = run_index·2³² + worker)."""
 
     runs: list[RunGaps]
+    #: The folder of Parquet files holding them.
     values: Path
     #: The temporary folder, when this scan created it (removed again if left empty).
     created: Path | None = None
 
     def close(self) -> None:
-        self.values.unlink(missing_ok=True)
+        shutil.rmtree(self.values, ignore_errors=True)
         if self.created is not None:
             with contextlib.suppress(OSError):
                 self.created.rmdir()
@@ -124,20 +128,21 @@ class GapScan:
 
 def _ordered_columns(part: Run, offset_ns: int) -> Iterator[tuple[np.ndarray, ...]]:
     """(worker, start_ns, latency_ns) of one directory's rows in file order, start rebased.
-    DuckDB reads the files (faster than pyarrow here); keeping insertion order keeps file order."""
+    DuckDB reads the files; keeping insertion order keeps file order."""
     # Its own small engine: a streaming scan needs little memory, and the analysis's own
     # connection keeps its whole limit.
     settings = engine_settings() | {"preserve_insertion_order": "true", "memory_limit": "64MB"}
     con = duckdb.connect(":memory:", config=settings)
+    # DuckDB hands rows over in whole vectors (2,048 rows): at least one a batch.
+    vectors = max(1, BATCH_ROWS // duckdb.__standard_vector_size__)
     for segment in part.segments:
-        reader = con.sql(
-            "SELECT worker, start_ns, latency_ns FROM read_parquet(?)",
-            params=[literal_path(segment)],
-        ).to_arrow_reader(BATCH_ROWS)
-        for batch in reader:
-            worker = batch.column(0).to_numpy().astype(np.int64)
-            start = batch.column(1).to_numpy().astype(np.int64, copy=False)
-            latency = batch.column(2).to_numpy().astype(np.int64, copy=False)
+        con.execute(
+            "SELECT worker, start_ns, latency_ns FROM read_parquet(?)", [literal_path(segment)]
+        )
+        while len(batch := con.fetch_df_chunk(vectors)):
+            worker = batch["worker"].to_numpy().astype(np.int64)
+            start = batch["start_ns"].to_numpy().astype(np.int64, copy=False)
+            latency = batch["latency_ns"].to_numpy().astype(np.int64, copy=False)
             yield worker, start + offset_ns if offset_ns else start, latency
     con.close()
 
@@ -194,10 +199,10 @@ def scan_gaps(runs: Sequence[Run], mids_ns: Sequence[float]) -> GapScan:
     folder = Path(engine_settings()["temp_directory"])
     created = None if folder.exists() else folder
     folder.mkdir(parents=True, exist_ok=True)
-    values = folder / f"gaps-{uuid.uuid4().hex}.bin"
+    values = folder / f"gaps-{uuid.uuid4().hex}"
     out: list[RunGaps] = []
     try:
-        with values.open("wb") as sink:
+        with _GapFiles(values) as sink:
             for index, run in enumerate(runs):
                 acc = RunGaps()
                 for w, s, lat, gap in _requests(run):
@@ -207,10 +212,7 @@ def scan_gaps(runs: Sequence[Run], mids_ns: Sequence[float]) -> GapScan:
                         acc.add(w, lat)
                         continue
                     acc.add_gaps(w, s, lat, gap, mids_ns[index])
-                    rows = np.empty((len(w), 2), np.int64)
-                    rows[:, 0] = (index << 32) + w
-                    rows[:, 1] = gap
-                    rows.tofile(sink)
+                    sink.add((index << 32) + w, gap)
                 out.append(acc)
     except BaseException:
         GapScan(out, values, created).close()
@@ -218,19 +220,51 @@ def scan_gaps(runs: Sequence[Run], mids_ns: Sequence[float]) -> GapScan:
     return GapScan(out, values, created)
 
 
+class _GapFiles:
+    """(g, gap_ns) rows written to Parquet files in ``folder`` by DuckDB, about
+    :data:`BATCH_ROWS` a file (at least one file, so the folder always reads as a table)."""
+
+    def __init__(self, folder: Path) -> None:
+        folder.mkdir()
+        self.folder, self.files, self.rows = folder, 0, 0
+        self.pending: list[tuple[np.ndarray, np.ndarray]] = []
+        self.con = duckdb.connect(":memory:", config={"memory_limit": "64MB"})
+
+    def __enter__(self) -> _GapFiles:
+        return self
+
+    def add(self, group: np.ndarray, gap_ns: np.ndarray) -> None:
+        self.pending.append((group.astype(np.int64), gap_ns.astype(np.int64)))
+        self.rows += len(group)
+        if self.rows >= BATCH_ROWS:
+            self._flush()
+
+    def _flush(self) -> None:
+        if not self.pending and self.files:
+            return
+        chunk = pd.DataFrame(
+            {
+                "g": np.concatenate([g for g, _ in self.pending] or [np.zeros(0, np.int64)]),
+                "gap_ns": np.concatenate([v for _, v in self.pending] or [np.zeros(0, np.int64)]),
+            }
+        )
+        target = sql_string(str(self.folder / f"part-{self.files:06d}.parquet"))
+        self.con.register("chunk", chunk)
+        self.con.execute(f"COPY chunk TO {target} (FORMAT parquet, COMPRESSION uncompressed)")
+        self.con.unregister("chunk")
+        self.files, self.rows, self.pending = self.files + 1, 0, []
+
+    def __exit__(self, kind: object, *_: object) -> None:
+        try:
+            if kind is None:
+                self._flush()
+        finally:
+            self.con.close()
+
+
 def register_gap_values(con: duckdb.DuckDBPyConnection, scan: GapScan, name: str) -> None:
-    """(Re)register ``name`` on ``con`` as a fresh one-shot stream of the scan's (g, gap_ns)
-    rows, read back from its file a batch at a time."""
-    schema = pa.schema([("g", pa.int64()), ("gap_ns", pa.int64())])
-
-    def batches() -> Iterator[pa.RecordBatch]:
-        with scan.values.open("rb") as source:
-            while True:
-                rows = np.fromfile(source, np.int64, count=2 * BATCH_ROWS).reshape(-1, 2)
-                if len(rows) == 0:
-                    return
-                yield pa.record_batch(
-                    [pa.array(rows[:, 0].copy()), pa.array(rows[:, 1].copy())], schema=schema
-                )
-
-    con.register(name, pa.RecordBatchReader.from_batches(schema, batches()))
+    """(Re)define ``name`` on ``con`` as the scan's (g, gap_ns) rows, read from its files."""
+    files = sql_string(literal_path(scan.values) + "/*.parquet")
+    con.execute(
+        f"CREATE OR REPLACE TEMP VIEW {name} AS SELECT g, gap_ns FROM read_parquet({files})"
+    )

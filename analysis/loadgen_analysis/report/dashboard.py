@@ -27,9 +27,9 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
-import pyarrow.parquet as pq
 
 from ..io.engine import REPORTED_LATENCY, connect
+from ..io.parquet import footer, read_frame
 from ..io.run import Run
 
 _ASSETS = files(__package__) / "dashboard_assets"
@@ -46,9 +46,9 @@ def _bounds_ns(run: Run, last_end_ns: int) -> tuple[np.ndarray, pd.DataFrame | N
     samples = None
     if len(run.client_metrics_files) == 1:
         columns = ["t_ns", "cpu_utilisation", "requests_in_flight", "workers_alive"]
-        names = pq.read_schema(run.client_metrics_files[0]).names
+        names = footer(run.client_metrics_files[0]).columns
         columns += [c for c in ("scheduled", "dropped", "late") if c in names]
-        samples = pq.read_table(run.client_metrics_files[0], columns=columns).to_pandas()
+        samples = read_frame(run.client_metrics_files[0], columns)
         samples = samples.sort_values("t_ns").reset_index(drop=True)
         bounds = samples["t_ns"].to_numpy(dtype=np.int64).copy()
     else:

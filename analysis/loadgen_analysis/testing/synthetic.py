@@ -22,14 +22,11 @@ import sys
 from pathlib import Path
 
 import duckdb
-import pyarrow.parquet as pq
 
 from ..io.engine import engine_settings, parquet_files_sql
 from ..io.load import load_run
-
-
-def _sql_string(text: str) -> str:
-    return "'" + text.replace("'", "''") + "'"
+from ..io.parquet import footer
+from ..io.parquet import sql_string as _sql_string
 
 
 def synthesise(
@@ -52,11 +49,11 @@ def synthesise(
     ).fetchone()
     columns = {r[0] for r in con.execute("DESCRIBE seed").fetchall()}
     sent = "s.send_ns" if "send_ns" in columns else "NULL"
-    metadata = pq.read_metadata(run.segments[0]).metadata or {}
+    metadata = footer(run.segments[0]).metadata
     kv = ", ".join(
-        f"{_sql_string(k.decode())}: {_sql_string(v.decode())}"
+        f"{_sql_string(k)}: {_sql_string(v)}"
         for k, v in metadata.items()
-        if k.startswith(b"loadgen.")
+        if k.startswith("loadgen.")
     )
     copies = math.ceil(rows / seed_rows)
     copies_per_segment = max(1, rows_per_segment // seed_rows)
