@@ -64,8 +64,8 @@ pub struct ServerMonConfig {
     pub timeout: Duration,
     /// The run's time base, so `t_ns` lines up with the request records' `start_ns`.
     pub anchor: Anchor,
-    /// Where the scraper keeps its rows until it hands them on at its end: given by the
-    /// caller, so a live page that reads them as they come can hold them before it starts.
+    /// Every row written, for the run's verdict at the end: given by the caller, so a live
+    /// page that reads them as they come can hold them before the scraper starts.
     pub rows: RowsSoFar,
 }
 
@@ -148,7 +148,6 @@ pub fn start(config: ServerMonConfig) -> Result<ServerMon, ServerMonError> {
                 samples: 0,
             })
             .collect(),
-        rows: config.rows.clone(),
         config,
         client,
         file,
@@ -220,8 +219,6 @@ struct Scraper {
     file: ParquetFile,
     columns: Columns,
     summaries: Vec<SourceSummary>,
-    /// Every row written, for the run's verdict (and a live page, so far).
-    rows: RowsSoFar,
 }
 
 /// What one scrape of one source returned.
@@ -241,7 +238,7 @@ impl Scraper {
                 self.file.close()?;
                 Ok(Scrapes {
                     sources: self.summaries,
-                    rows: std::mem::take(&mut *self.rows.lock().expect("scrape rows")),
+                    rows: std::mem::take(&mut *self.config.rows.lock().expect("scrape rows")),
                 })
             }
             Err(e) => {
@@ -349,7 +346,7 @@ impl Scraper {
                 });
             }
         }
-        self.rows.lock().expect("scrape rows").extend(rows);
+        self.config.rows.lock().expect("scrape rows").extend(rows);
     }
 }
 
