@@ -194,6 +194,16 @@ pub struct Judgement {
     pub level: Option<LevelSpec>,
 }
 
+impl Judgement {
+    /// Who decides the run's verdict: a capacity level's judge, or a run's.
+    pub fn decided_by(&self) -> &'static str {
+        match self.level {
+            Some(_) => "loadgen capacity",
+            None => "loadgen run",
+        }
+    }
+}
+
 /// A capacity level's part of its run's judgement.
 #[derive(Debug, Clone)]
 pub struct LevelSpec {

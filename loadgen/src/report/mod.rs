@@ -15,12 +15,14 @@ pub mod thresholds;
 
 use std::collections::BTreeMap;
 use std::path::Path;
+use std::sync::atomic::Ordering;
 
 use serde::Serialize;
 
+use crate::model::{Limit, Plan};
 use crate::record::Labels;
 use crate::stats::activity::Activity;
-use crate::stats::{Aggregator, OpAggregate};
+use crate::stats::{Aggregator, LiveCounters, OpAggregate};
 
 /// The responses of one rejecting status (429, 503): how many, and the `Retry-After` they
 /// carried (how long the server asked clients to wait), in seconds.
@@ -253,6 +255,36 @@ pub struct OpenSummary {
     pub send_lag: Option<LatencySummary>,
 }
 
+impl OpenSummary {
+    /// How an open run whose schedule spans `extent` kept it: sends asked for, dropped,
+    /// late, the offered load and the send lag.
+    fn of(
+        extent: Limit,
+        max_lateness: std::time::Duration,
+        live: &LiveCounters,
+        stats: &Aggregator,
+    ) -> Self {
+        let scheduled = live.scheduled.load(Ordering::Relaxed);
+        let wall_ns = stats.last_end_ns.unwrap_or(0).max(0);
+        let schedule_ns = match extent {
+            Limit::Duration(d) => crate::clock::nanos(d).min(wall_ns.max(1)),
+            Limit::Requests(_) => wall_ns,
+        };
+        OpenSummary {
+            scheduled,
+            dropped: live.dropped.load(Ordering::Relaxed),
+            late: stats.late,
+            max_lateness_ns: crate::clock::nanos(max_lateness),
+            offered_rps: if schedule_ns > 0 {
+                scheduled as f64 * 1e9 / schedule_ns as f64
+            } else {
+                0.0
+            },
+            send_lag: stats.send_lag_ns.as_ref().and_then(latency),
+        }
+    }
+}
+
 /// Latency percentiles in nanoseconds, at HDR precision (3 significant digits).
 #[derive(Debug, Clone, Copy, Serialize)]
 pub struct LatencySummary {
@@ -267,6 +299,32 @@ pub struct LatencySummary {
 }
 
 impl RunSummary {
+    /// The summary of a run of `plan` from the writer's exact aggregates (`stats`, whose
+    /// indexes `labels` name) and the live counters: the open model's schedule keeping, and
+    /// the workers' time as of `now_ns` (`i64::MAX` at the end of the run; a live page's
+    /// summary of the rows so far reads it as of its second).
+    pub fn of_run(
+        plan: &dyn Plan,
+        (live, stats, labels): (&LiveCounters, &Aggregator, &Labels),
+        now_ns: i64,
+    ) -> Self {
+        let open = (plan.max_lateness())
+            .map(|max_lateness| OpenSummary::of(plan.extent(), max_lateness, live, stats));
+        let mut summary = RunSummary::from_stats(
+            stats,
+            labels,
+            &live.skipped(),
+            live.handoff_blocked_ns.load(Ordering::Relaxed),
+            open,
+        );
+        summary.workers = Some(WorkersSummary::from_activity_at(
+            &live.activity,
+            &labels.phases,
+            now_ns,
+        ));
+        summary
+    }
+
     /// `labels` name the indexes of `stats`; `skipped` is per op, as `labels.ops`.
     pub fn from_stats(
         stats: &Aggregator,

@@ -14,12 +14,11 @@ use std::time::Instant;
 
 use serde_json::{json, Map, Value};
 
-use super::judge::decided_by;
-use super::measure::summarize;
 use crate::clock::Anchor;
 use crate::config::RunConfig;
 use crate::record::Labels;
 use crate::report::dashboard::SoFar;
+use crate::report::RunSummary;
 use crate::servermon::RowsSoFar;
 use crate::stats::{Aggregator, LiveCounters, Published};
 use crate::verdict::{self, ServerEvidence};
@@ -99,7 +98,8 @@ pub(super) fn slowest(stats: &Aggregator, labels: &Labels) -> Value {
 fn provisional(facts: &LiveFacts, stats: &Aggregator, server: Option<ServerEvidence>) -> Value {
     let config = &facts.config;
     let now_ns = facts.anchor.offset_ns(Instant::now());
-    let summary = summarize(config, &facts.live, stats, &facts.labels, now_ns);
+    let counted = (&*facts.live, stats, &facts.labels);
+    let summary = RunSummary::of_run(config.model.plan(), counted, now_ns);
     let verdict = verdict::decide(verdict::Facts {
         summary: &summary,
         components: &stats.components,
@@ -108,7 +108,7 @@ fn provisional(facts: &LiveFacts, stats: &Aggregator, server: Option<ServerEvide
         open: None,
         server,
         level: None,
-        decided_by: decided_by(config),
+        decided_by: config.judgement.decided_by(),
         probe_r1_ns: None,
     });
     json!({

@@ -1,20 +1,16 @@
 //! Step four of a run: measure. Once the load is over, read the client monitor's verdict and
 //! the server's scrapes, wait for the writer to close the last segment, derive the summary
-//! from the exact aggregates, judge the thresholds and hand the judge the rows it reads
-//! beyond the summary. Nothing is decided here: [`Measured`] is the facts, for the verdict
-//! and the record.
+//! from the exact aggregates and hand the judge the rows it reads beyond the summary. Nothing
+//! is decided here: [`Measured`] is the facts, for the judge and the record.
 
 use std::path::Path;
-use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
 use super::target::PreparedTarget;
 use super::RunError;
 use crate::config::RunConfig;
-use crate::model::Limit;
 use crate::record::Labels;
-use crate::report::thresholds::{self, ThresholdResult};
-use crate::report::{latency, OpenSummary, RunSummary, WorkersSummary};
+use crate::report::RunSummary;
 use crate::servermon::{Scrapes, ServerMon, ServerMonError};
 use crate::stats::tcp::TcpTotals;
 use crate::stats::LiveCounters;
@@ -41,7 +37,6 @@ pub(super) struct Measured {
     pub summary: RunSummary,
     /// The writer's account: its exact aggregates, its segments, its rows on disk.
     pub report: WriterReport,
-    pub thresholds: Vec<ThresholdResult>,
     /// The engine's verdict on the client; `None` when not sampled.
     pub client: Option<ClientSummary>,
     /// What the server's scrapes say, when it was scraped.
@@ -67,8 +62,11 @@ impl Measured {
         let mut report = wait_for_writer(writer, run_dir).await?;
         let aborted = watched_to_the_end(stopped.level_watch).await;
         let exit_reason = stop.reason().unwrap_or(ExitReason::Completed);
-        let summary = summarize(config, &stopped.live, &report.stats, labels, i64::MAX);
-        let thresholds = thresholds::evaluate(&config.thresholds, &report.stats, &summary);
+        let counted = (&*stopped.live, &report.stats, labels);
+        let mut summary = RunSummary::of_run(config.model.plan(), counted, i64::MAX);
+        if !config.output.histogram {
+            summary.latency_histogram = None;
+        }
         let level = config.judgement.level.as_ref().map(|spec| LevelSlos {
             slos: &spec.slos,
             aborted,
@@ -81,7 +79,6 @@ impl Measured {
         Ok(Measured {
             summary,
             report,
-            thresholds,
             client,
             server,
             judged,
@@ -104,67 +101,6 @@ async fn wait_for_writer(writer: WriterThread, run_dir: &Path) -> Result<WriterR
                 source,
             }
         })
-}
-
-/// The summary from the writer's exact aggregates, with the open model's schedule keeping
-/// and the workers' time as of `now_ns` (`i64::MAX` at the end of the run; a live page's
-/// summary of the rows so far reads it as of its second).
-pub(super) fn summarize(
-    config: &RunConfig,
-    live: &LiveCounters,
-    stats: &crate::stats::Aggregator,
-    labels: &Labels,
-    now_ns: i64,
-) -> RunSummary {
-    let open = config
-        .model
-        .plan()
-        .max_lateness()
-        .map(|max_lateness| open_summary(config, live, stats, max_lateness));
-    let mut summary = RunSummary::from_stats(
-        stats,
-        labels,
-        &live.skipped(),
-        live.handoff_blocked_ns.load(Ordering::Relaxed),
-        open,
-    );
-    if !config.output.histogram {
-        summary.latency_histogram = None;
-    }
-    summary.workers = Some(WorkersSummary::from_activity_at(
-        &live.activity,
-        &labels.phases,
-        now_ns,
-    ));
-    summary
-}
-
-/// How the open model kept its schedule: sends asked for, dropped, late, the offered load
-/// and the send lag.
-fn open_summary(
-    config: &RunConfig,
-    live: &LiveCounters,
-    stats: &crate::stats::Aggregator,
-    max_lateness: std::time::Duration,
-) -> OpenSummary {
-    let scheduled = live.scheduled.load(Ordering::Relaxed);
-    let wall_ns = stats.last_end_ns.unwrap_or(0).max(0);
-    let schedule_ns = match config.model.plan().extent() {
-        Limit::Duration(d) => crate::clock::nanos(d).min(wall_ns.max(1)),
-        Limit::Requests(_) => wall_ns,
-    };
-    OpenSummary {
-        scheduled,
-        dropped: live.dropped.load(Ordering::Relaxed),
-        late: stats.late,
-        max_lateness_ns: crate::clock::nanos(max_lateness),
-        offered_rps: if schedule_ns > 0 {
-            scheduled as f64 * 1e9 / schedule_ns as f64
-        } else {
-            0.0
-        },
-        send_lag: stats.send_lag_ns.as_ref().and_then(latency),
-    }
 }
 
 /// Why a capacity level's watcher stopped it, if it did; it ends once the writer is done,

@@ -2,14 +2,14 @@
 //! previous stage's typed value and hands on its own. `prepare` (the open-files limit, the
 //! listeners, the target — the embedded server, or a check that the user's server answers —
 //! and the output: `--start-at`, the run directory, the writer, S3), `services` (one owner
-//! starts and stops the client monitor, the server's scraper, the live views, progress, the
-//! `-d` timer, `--abort-on-fail` and a capacity level's watch), `drive` (the workers),
-//! `measure` (the summary, the thresholds, what the judge reads), `probe` (one connection
-//! after the level, when it could change the verdict), `judge` (the one judge on what was
-//! measured) and `record` (run.json once, the S3 seal last, the console). `live_page` is what
-//! a `--dashboard` page adds each second (the provisional verdict on the facts so far);
-//! `merged` is the finish of a run spread over several processes, out of what each hands
-//! over.
+//! starts and stops the live views, progress, `--abort-on-fail`, a capacity level's watch,
+//! the client monitor, the server's scraper and the `-d` timer), `drive` (the workers),
+//! `measure` (the summary and what the judge reads), `judge` (the one judge on what was
+//! measured, and the thresholds), `probe` (one connection after the level, when it could
+//! change the verdict; the verdict is then judged again with its R(1)) and `record` (run.json
+//! once, the S3 seal last, the console). `live_page` is what a `--dashboard` page adds each
+//! second (the same judge on the facts so far, marked provisional); `merged` is the finish of
+//! a run spread over several processes, out of what each hands over.
 //!
 //! This is the only place that knows about all the stages; each stage knows only the values
 //! it is handed. Nothing is written to disk until the target has answered a TCP connect, so
@@ -80,23 +80,22 @@ pub async fn run_with(
         &mut warnings,
     )
     .await?;
-    let level = judge::verdict(&config, &measured, None);
+    let mut judgement = judge::judge(&config, &measured);
     let ended = (measured.exit_reason, &stop);
-    let probed = probe::after(&mut config, ended, &measured.summary, &level, &mut warnings).await;
+    let level = (&measured.summary, &judgement.verdict);
+    let probed = probe::after(&mut config, ended, level, &mut warnings).await;
     // A signal during the probe is the run's exit (130/143), as one during the load is.
     measured.exit_reason = probed.signal.unwrap_or(measured.exit_reason);
-    let probe = probed.probe;
-    let verdict = match &probe {
-        Some(probe) => judge::verdict(&config, &measured, Some(probe)),
-        None => level,
-    };
+    if let Some(probe) = &probed.probe {
+        judgement.verdict = judge::verdict(&config, &measured, Some(probe));
+    }
     let facts = (target, output);
     let ended = (serving, &stop);
     record::write(
         config,
         facts,
         measured,
-        (verdict, probe),
+        (judgement, probed.probe),
         ended,
         (warnings, extra),
     )

@@ -89,8 +89,7 @@ pub(super) struct Probed {
 pub(super) async fn after(
     config: &mut RunConfig,
     (exit_reason, stop): (ExitReason, &StopSignal),
-    level: &RunSummary,
-    verdict: &Verdict,
+    (level, verdict): (&RunSummary, &Verdict),
     warnings: &mut Vec<String>,
 ) -> Probed {
     let nothing = Probed {

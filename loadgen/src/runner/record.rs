@@ -4,6 +4,7 @@
 
 use std::path::{Path, PathBuf};
 
+use super::judge::Judgement;
 use super::measure::Measured;
 use super::output::RunOutput;
 use super::probe::Probe;
@@ -134,19 +135,22 @@ pub(super) async fn write(
     config: RunConfig,
     (target, output): (PreparedTarget, RunOutput),
     measured: Measured,
-    (verdict, probe): (Verdict, Option<Probe>),
+    (judgement, probe): (Judgement, Option<Probe>),
     (serving, stop): (Serving, &StopSignal),
     (mut warnings, extra): (Vec<String>, Option<RunJsonExtra>),
 ) -> Result<RunOutcome, RunError> {
     let Measured {
         summary,
         report,
-        thresholds,
         client,
         judged,
         exit_reason,
         ..
     } = measured;
+    let Judgement {
+        verdict,
+        thresholds,
+    } = judgement;
     // The load is over: a signal from here on stops the upload or the metrics linger, and
     // is not announced as stopping the load.
     stop.drain(exit_reason);

@@ -54,22 +54,20 @@ pub(super) struct Serving {
 }
 
 impl Services {
-    /// Starts every service before the first worker: the server's scraper, the live views
-    /// (the endpoint, the page), the banner, a capacity level's watch, the progress line,
-    /// `--abort-on-fail`, the client monitor, and last the `-d` timer.
+    /// Starts every service before the first worker: the live views (the endpoint, the
+    /// page), the banner, a capacity level's watch, the progress line, `--abort-on-fail`, the
+    /// monitors (the client's, the server's scraper), and last the `-d` timer.
     pub fn start(
         config: &RunConfig,
         (target, output): (&PreparedTarget, &RunOutput),
         (listeners, live): (Listeners, Arc<LiveCounters>),
         stop: &StopSignal,
     ) -> Result<Self, RunError> {
-        let servermon = start_servermon(config, output);
-        let server_rows = servermon
-            .as_ref()
-            .and_then(|s| s.as_ref().ok())
-            .map(ServerMon::rows_so_far);
+        // The server's rows as its scraper takes them, for a live page to read.
+        let scraped = (!config.evidence.server_metrics.sources.is_empty())
+            .then(servermon::RowsSoFar::default);
         let (live_metrics, metrics_server, dashboard) =
-            serve_live(listeners, config, (target, output), &live, server_rows)?;
+            serve_live(listeners, config, (target, output), &live, scraped.clone())?;
         if config.output.banner {
             eprintln!("{}", banner(config, target));
         }
@@ -102,6 +100,16 @@ impl Services {
             cgroup: target.cgroup.clone(),
             target_interface: target.interface.clone(),
             not_client_threads: target.embedded.as_ref().map(|_| servers::THREAD_NAME),
+        });
+        let servermon = scraped.map(|rows| {
+            servermon::start(ServerMonConfig {
+                path: output.run_dir.join("server-metrics.parquet"),
+                sources: config.evidence.server_metrics.sources.clone(),
+                interval: servermon::INTERVAL,
+                timeout: config.evidence.server_metrics.timeout,
+                anchor: output.identity.anchor,
+                rows,
+            })
         });
         // `-d` drains the run when it elapses: started last, as the load starts.
         let timer = config.duration_limit().map(|after| stop.drain_after(after));
@@ -168,24 +176,6 @@ fn connecting(config: &RunConfig) -> String {
         (Some(only), _) => format!("opening connections at up to {rate}/s (--connect-rate) from {only}"),
         _ => format!("opening connections at up to {rate}/s (--connect-rate)"),
     }
-}
-
-/// Starts scraping the server's endpoints into server-metrics.parquet, if any were given.
-fn start_servermon(
-    config: &RunConfig,
-    output: &RunOutput,
-) -> Option<Result<ServerMon, ServerMonError>> {
-    let sources = &config.evidence.server_metrics.sources;
-    if sources.is_empty() {
-        return None;
-    }
-    Some(servermon::start(ServerMonConfig {
-        path: output.run_dir.join("server-metrics.parquet"),
-        sources: sources.clone(),
-        interval: servermon::INTERVAL,
-        timeout: config.evidence.server_metrics.timeout,
-        anchor: output.identity.anchor,
-    }))
 }
 
 /// The live views of the run: the per-op live metrics (only when something reads them), the

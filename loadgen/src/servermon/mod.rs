@@ -64,6 +64,9 @@ pub struct ServerMonConfig {
     pub timeout: Duration,
     /// The run's time base, so `t_ns` lines up with the request records' `start_ns`.
     pub anchor: Anchor,
+    /// Every row written, for the run's verdict at the end: given by the caller, so a live
+    /// page that reads them as they come can hold them before the scraper starts.
+    pub rows: RowsSoFar,
 }
 
 /// What the scrapes of one source came to.
@@ -102,15 +105,9 @@ pub type RowsSoFar = std::sync::Arc<std::sync::Mutex<Vec<ScrapeRow>>>;
 pub struct ServerMon {
     stop: tokio::sync::oneshot::Sender<()>,
     thread: JoinHandle<Result<Scrapes, ServerMonError>>,
-    rows: RowsSoFar,
 }
 
 impl ServerMon {
-    /// The rows scraped so far (what the run's verdict will read), for a live page.
-    pub fn rows_so_far(&self) -> RowsSoFar {
-        self.rows.clone()
-    }
-
     /// Takes one last scrape (so counters cover the whole run), closes the file and returns
     /// each source's counts and the rows it wrote.
     pub fn finish(self) -> Result<Scrapes, ServerMonError> {
@@ -155,15 +152,13 @@ pub fn start(config: ServerMonConfig) -> Result<ServerMon, ServerMonError> {
         client,
         file,
         columns: Columns::new(),
-        rows: RowsSoFar::default(),
     };
-    let rows = scraper.rows.clone();
     let (stop, stopped) = tokio::sync::oneshot::channel();
     let thread = crate::background::spawn("loadgen-servermon", move || {
         runtime.block_on(scraper.run(stopped))
     })
     .map_err(|e| ServerMonError::Start(e.to_string()))?;
-    Ok(ServerMon { stop, thread, rows })
+    Ok(ServerMon { stop, thread })
 }
 
 /// One scrape of every source, before the run (each within `timeout`), as rows — a failed
@@ -224,8 +219,6 @@ struct Scraper {
     file: ParquetFile,
     columns: Columns,
     summaries: Vec<SourceSummary>,
-    /// Every row written, for the run's verdict (and a live page, so far).
-    rows: RowsSoFar,
 }
 
 /// What one scrape of one source returned.
@@ -245,7 +238,7 @@ impl Scraper {
                 self.file.close()?;
                 Ok(Scrapes {
                     sources: self.summaries,
-                    rows: std::mem::take(&mut *self.rows.lock().expect("scrape rows")),
+                    rows: std::mem::take(&mut *self.config.rows.lock().expect("scrape rows")),
                 })
             }
             Err(e) => {
@@ -353,7 +346,7 @@ impl Scraper {
                 });
             }
         }
-        self.rows.lock().expect("scrape rows").extend(rows);
+        self.config.rows.lock().expect("scrape rows").extend(rows);
     }
 }
 

@@ -340,21 +340,6 @@ impl Components {
             self.with_send += 1;
         }
     }
-
-    /// The busiest second's (sent, received) bytes, leaving out the first and the last
-    /// second when the run has more (slivers of a second are not a rate).
-    pub fn peak_bytes_per_s(&self) -> Option<(u64, u64)> {
-        let seconds = &self.bytes_by_second;
-        let inner = match seconds.len() {
-            0 => return None,
-            1 | 2 => &seconds[..],
-            n => &seconds[1..n - 1],
-        };
-        Some((
-            inner.iter().map(|s| s.0).max().unwrap_or(0),
-            inner.iter().map(|s| s.1).max().unwrap_or(0),
-        ))
-    }
 }
 
 /// Exact per-op and per-phase counts and latency histograms over every recorded row; handed

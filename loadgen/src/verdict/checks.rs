@@ -228,7 +228,7 @@ pub fn network(f: &Facts<'_>, shares: &Shares, numbers: &mut Numbers) -> Vec<Fin
         .client
         .and_then(|c| c.link_capacity_bps)
         .filter(|c| *c > 0);
-    let peak = f.components.peak_bytes_per_s();
+    let peak = peak_bytes_per_s(&f.components.bytes_by_second);
     let mut used = (None, None);
     if let (Some(capacity), Some((tx, rx))) = (capacity, peak) {
         numbers.insert("link_capacity_bps", capacity as f64);
@@ -287,6 +287,20 @@ pub fn network(f: &Facts<'_>, shares: &Shares, numbers: &mut Numbers) -> Vec<Fin
         }
     }
     found
+}
+
+/// The busiest second's (sent, received) bytes, leaving out the first and the last second
+/// when the run has more (slivers of a second are not a rate).
+fn peak_bytes_per_s(seconds: &[(u64, u64)]) -> Option<(u64, u64)> {
+    let inner = match seconds.len() {
+        0 => return None,
+        1 | 2 => seconds,
+        n => &seconds[1..n - 1],
+    };
+    Some((
+        inner.iter().map(|s| s.0).max().unwrap_or(0),
+        inner.iter().map(|s| s.1).max().unwrap_or(0),
+    ))
 }
 
 /// Whether a body that came late (receiving it dominated latency without the link to explain

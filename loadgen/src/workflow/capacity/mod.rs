@@ -360,9 +360,9 @@ fn announce(args: &CapacityArgs, level: &Level) {
 async fn cool_down(args: &CapacityArgs, pause: Duration, stop: &StopSignal) {
     if pause > args.cool_down && !args.output.json {
         eprintln!(
-            "  cooling down {} (longer than --cool-down: requests were cut off in flight, and \
-             the service may still be working through them)",
-            crate::units::duration(pause.as_nanos() as f64)
+            "  cooling down {:.1} s (longer than --cool-down: requests were cut off in flight, \
+             and the service may still be working through them)",
+            pause.as_secs_f64()
         );
     }
     tokio::select! {
