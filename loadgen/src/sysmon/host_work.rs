@@ -24,6 +24,8 @@ use procfs::{CurrentSI, KernelStats};
 
 /// At most this many other processes are named.
 const NAMED: usize = 3;
+/// Other work is named from this many cores (a process's, or the hypervisor's steal).
+pub const NAMED_FROM_CORES: f64 = 0.1;
 
 /// One reading: when, this process's threads' run-queue delay, every readable process's CPU.
 #[derive(Debug, Clone)]
@@ -141,7 +143,7 @@ pub fn between(start: &Reading, end: &Reading, server: &[i32]) -> HostWork {
     }
     let mut others: Vec<(String, f64)> = by_name
         .into_iter()
-        .filter(|(_, cores)| *cores >= 0.1)
+        .filter(|(_, cores)| *cores >= NAMED_FROM_CORES)
         .map(|(name, cores)| (name.to_string(), cores))
         .collect();
     others.sort_by(|a, b| b.1.total_cmp(&a.1));
@@ -166,12 +168,12 @@ pub fn between(start: &Reading, end: &Reading, server: &[i32]) -> HostWork {
 mod tests {
     use super::*;
 
-    /// A burner thread beside a busy-waiting one on this process: both readings work, and a
-    /// listener on 127.0.0.1 is found as this process.
     fn cores() -> f64 {
         std::thread::available_parallelism().map_or(1, |n| n.get()) as f64
     }
 
+    /// A burner thread beside a busy-waiting one on this process: both readings work, and a
+    /// listener on 127.0.0.1 is found as this process.
     #[test]
     fn readings_of_this_process_and_its_listener() {
         let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();

@@ -294,7 +294,9 @@ impl Level {
         }
         self.run_delay_share = work.run_delay_share;
         self.steal_cores = work.steal_cores;
-        let stolen = work.steal_cores.filter(|s| *s >= 0.1);
+        let stolen = work
+            .steal_cores
+            .filter(|s| *s >= host_work::NAMED_FROM_CORES);
         let steal = stolen.map(|s| (String::from("the hypervisor's steal"), s));
         self.other_work = steal
             .iter()
@@ -310,7 +312,7 @@ impl Level {
 
     /// Whether the hypervisor gave at least [`STOLEN_SHARE`] of the host's cores to other
     /// machines during the level.
-    pub fn stolen(&self) -> bool {
+    fn stolen(&self) -> bool {
         self.steal_cores
             .zip(self.host_cores)
             .is_some_and(|(steal, cores)| steal >= STOLEN_SHARE * cores as f64)
